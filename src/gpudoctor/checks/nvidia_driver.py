@@ -1,0 +1,97 @@
+"""Check ``nvidia.driver``: is there an NVIDIA GPU, and is its driver usable?
+
+- no NVIDIA GPU on the PCI bus and no driver -> ``skip`` (nothing to check),
+  naming every place that was looked at;
+- a GPU on the PCI bus but no usable driver -> ``fail`` (nouveau bound,
+  vfio-pci passthrough, module not loaded, container without the NVIDIA runtime);
+- the kernel module answers but NVML cannot be loaded on the live system
+  -> ``fail`` (user-space driver libraries missing or mismatched);
+- otherwise ``ok`` with the version and the newest CUDA it supports.
+"""
+
+from __future__ import annotations
+
+from gpudoctor.checks import require
+from gpudoctor.checks._common import in_container
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
+from gpudoctor.model import Check, Finding, Status
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    nv = require(facts, NvidiaDriverFacts)
+    pci = facts.of(PciGpuFacts)
+    looked = "; ".join(f"{a.source}: {a.detail}" for a in nv.attempts)
+    pci_devices = () if isinstance(pci, Unavailable) else pci.devices
+    evidence = {"attempts": [f"{a.source}: {'ok' if a.ok else 'failed'}: {a.detail}" for a in nv.attempts],
+                "pci_gpus": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in pci_devices]}
+
+    if isinstance(nv.driver_version, str):
+        evidence["driver_version"] = nv.driver_version
+        evidence["source"] = nv.source
+        cuda = nv.cuda_driver_version
+        if isinstance(cuda, str):
+            evidence["max_cuda"] = cuda
+        if nv.source != "nvml" and facts.root == "/" and isinstance(nv.nvml, Unavailable) \
+                and "--root" not in nv.nvml.reason:
+            return [CHECK.finding(
+                Status.FAIL,
+                f"the NVIDIA kernel module {nv.driver_version} is loaded, but the user-space driver "
+                f"(libnvidia-ml / libcuda) cannot be used",
+                f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
+                f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
+                f"version. Typical causes:\n\n"
+                f"- in a container: it was started without the NVIDIA runtime — use `docker run --gpus all ...` "
+                f"(NVIDIA Container Toolkit) or `runtime: nvidia`;\n"
+                f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
+                f"— reboot, or reload the module;\n"
+                f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
+                evidence=evidence)]
+        count = len(nv.devices)
+        where = f", {count} GPU{'s' if count != 1 else ''}" if nv.devices else ""
+        max_cuda = f" (supports CUDA up to {cuda})" if isinstance(cuda, str) else ""
+        return [CHECK.finding(Status.OK, f"NVIDIA driver {nv.driver_version}{max_cuda}{where}",
+                              evidence=evidence)]
+
+    if not pci_devices:
+        if isinstance(pci, Unavailable) or not pci.sysfs_readable:
+            summary = "no NVIDIA driver found, and the PCI bus could not be listed to look for a GPU"
+        else:
+            summary = "no NVIDIA GPU on this machine (none on the PCI bus, no NVIDIA driver)"
+        return [CHECK.finding(
+            Status.SKIP, summary,
+            "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
+            f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
+            "GPU checks do not apply here. If this should be a GPU machine: in a container, start it with "
+            "`--gpus all` (NVIDIA Container Toolkit); in a VM, check that the GPU is passed through.",
+            evidence=evidence)]
+
+    drivers = {d.driver for d in pci_devices}
+    n = len(pci_devices)
+    if "nouveau" in drivers:
+        cause = ("the open-source **nouveau** driver is bound to the GPU; CUDA needs NVIDIA's driver. "
+                 "Install it (Debian/Ubuntu: `sudo apt install nvidia-driver` / `sudo ubuntu-drivers install`), "
+                 "which blacklists nouveau, then reboot.")
+    elif "vfio-pci" in drivers:
+        cause = ("the GPU is bound to **vfio-pci** (reserved for passthrough to a VM); unbind it or run "
+                 "the workload in the VM it is passed to.")
+    elif in_container(facts):
+        cause = ("this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
+                 "inside. Start the container with the NVIDIA runtime: `docker run --gpus all ...` "
+                 "(NVIDIA Container Toolkit), or in Kubernetes request `nvidia.com/gpu`.")
+    else:
+        cause = ("no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
+                 "`sudo apt install nvidia-driver` or `sudo ubuntu-drivers install`), then reboot; if it is "
+                 "installed, `sudo modprobe nvidia` and check `dmesg` (Secure Boot may block unsigned modules).")
+    return [CHECK.finding(
+        Status.FAIL, f"{n} NVIDIA GPU{'s' if n != 1 else ''} on the PCI bus, but no usable NVIDIA driver",
+        f"The GPU is there, but {cause}\n\n{looked}.", evidence=evidence)]
+
+
+CHECK = Check(
+    id="nvidia.driver",
+    title="NVIDIA GPU present and its driver usable",
+    needs=("gpu", "nvidia", "os"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

@@ -1,0 +1,120 @@
+"""Check ``torch.install``: is PyTorch installed and importable in each target,
+and is its build the right kind for this machine?
+
+Per target interpreter:
+
+- the probe could not run -> ``fail`` with the reason;
+- torch not installed -> ``fail`` with the install command for this machine;
+- ``import torch`` raises -> ``fail`` with the error verbatim and the likely cause;
+- CPU-only build on a machine with an NVIDIA GPU -> ``fail`` with the exact
+  ``pip install ... --index-url`` command for a CUDA build the driver runs;
+- CPU-only build and no NVIDIA GPU -> ``info``;
+- a CUDA or ROCm build that imports -> ``ok`` (whether CUDA works is judged
+  by the ``cuda.*`` checks).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpudoctor.checks import require
+from gpudoctor.checks._common import best_variant_for_driver, driver_version, nvidia_gpu_count, pip_install_command
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.targets import TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+_MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
+_UNDEFINED = re.compile(r"undefined symbol: (\S+)")
+
+
+def _install_hint(python: str, facts: Facts) -> str:
+    if nvidia_gpu_count(facts):
+        variant = best_variant_for_driver(driver_version(facts))
+        if variant is None:
+            return ("The NVIDIA driver is too old for any current PyTorch CUDA build; upgrade the driver "
+                    "first (see `nvidia.driver`).")
+        return f"Install a CUDA build the driver can run:\n\n```\n{pip_install_command(python, variant)}\n```"
+    cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}
+    return ("This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
+            f"```\n{pip_install_command(python, cpu)}\n```")
+
+
+def _import_error_cause(error: str) -> str:
+    m = _MISSING_SO.search(error)
+    if m:
+        lib = m.group(1)
+        if "cudnn" in lib or "cublas" in lib or "cudart" in lib or "nccl" in lib or "cusparse" in lib:
+            return (f"`{lib}` is a CUDA library that torch loads from the `nvidia-*` pip wheels. They are missing or "
+                    f"not where torch looks: reinstall torch with its dependencies (`pip install --force-reinstall "
+                    f"torch ...`), and check that `LD_LIBRARY_PATH` does not point at an incompatible copy.")
+        if lib.startswith("libcuda.so"):
+            return ("`libcuda.so.1` belongs to the NVIDIA driver, not to torch: the driver is missing, or this "
+                    "container was started without the NVIDIA runtime (`--gpus all`).")
+        return f"`{lib}` could not be found by the dynamic loader; install the package that provides it."
+    m = _UNDEFINED.search(error)
+    if m:
+        return ("An undefined symbol means torch and one of its libraries come from different versions "
+                "(a partial upgrade, or a library on `LD_LIBRARY_PATH` shadowing the wheel's). Reinstall torch "
+                "with `--force-reinstall` and remove foreign library paths from `LD_LIBRARY_PATH`.")
+    if "numpy" in error.lower():
+        return "NumPy is missing or its ABI does not match this torch; `pip install -U numpy` or pin `numpy<2`."
+    return "Reinstall torch in this environment (`pip install --force-reinstall torch`) and retry."
+
+
+def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
+    probe = t.probe
+    if isinstance(probe, Unavailable):
+        return CHECK.finding(Status.FAIL, f"could not inspect {t.python}: {probe.reason}",
+                             "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
+                             "That failed; run the interpreter by hand to see why.",
+                             evidence={"python": t.python}, target=t.label)
+    tf = probe.torch
+    evidence = {"python": probe.executable, "python_version": probe.python_version}
+    if not tf.installed:
+        return CHECK.finding(Status.FAIL, f"PyTorch is not installed in {probe.executable}",
+                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts)}",
+                             evidence=evidence, target=t.label)
+    evidence["torch"] = tf.version or tf.dist_version or "?"
+    if not tf.import_ok:
+        evidence["import_error"] = tf.import_error or ""
+        return CHECK.finding(
+            Status.FAIL, f"`import torch` fails in {probe.executable}: {tf.import_error}",
+            f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
+            f"{_import_error_cause(tf.import_error or '')}",
+            evidence=evidence, target=t.label)
+    if tf.hip:
+        evidence["hip"] = tf.hip
+        return CHECK.finding(Status.INFO, f"torch {tf.version} is a ROCm (HIP {tf.hip}) build",
+                             "ROCm builds target AMD GPUs; gpudoctor's CUDA checks do not apply to them.",
+                             evidence=evidence, target=t.label)
+    if tf.cuda:
+        evidence["cuda"] = tf.cuda
+        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) imports in {probe.executable}",
+                             evidence=evidence, target=t.label)
+    gpus = nvidia_gpu_count(facts)
+    if gpus:
+        return CHECK.finding(
+            Status.FAIL,
+            f"torch {tf.version} in {probe.executable} is a CPU-only build, but this machine has "
+            f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
+            f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
+            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts)}",
+            evidence=evidence, target=t.label)
+    return CHECK.finding(
+        Status.INFO, f"torch {tf.version} is a CPU-only build; this machine has no NVIDIA GPU, so that is expected",
+        "CPU builds are the right choice without an NVIDIA GPU. On a GPU machine you would need a CUDA build.",
+        evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    targets = require(facts, TargetsFacts)
+    return [_evaluate_target(t, facts) for t in targets.targets]
+
+
+CHECK = Check(
+    id="torch.install",
+    title="PyTorch installed, importable, and the right build for this machine",
+    needs=("targets", "gpu", "nvidia"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

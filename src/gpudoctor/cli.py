@@ -1,0 +1,279 @@
+"""Command-line interface (click). Builds the System, calls engine/render, decides exit codes.
+
+Exit codes (DESIGN.md): 0 nothing failed (warnings allowed), 1 something
+failed (or warned, with ``--strict``), 2 usage error, 3 internal error (a bug
+in gpudoctor; the traceback goes to a crash log), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import click
+
+from gpudoctor import __version__
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class GpudoctorGroup(click.Group):
+    """Lists commands in the order they were added (check first), not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        return list(self.commands)
+
+
+@click.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="gpudoctor")
+def cli() -> None:
+    """Diagnose GPU deep-learning machines, containers and notebooks.
+
+    \b
+    Examples:
+      gpudoctor check                    # everything, offline-safe defaults
+      gpudoctor check cuda dataloader    # only checks whose id starts with these
+      gpudoctor check --format json      # for machines
+      gpudoctor facts -o f.json          # snapshot; replay: gpudoctor check --facts f.json
+      gpudoctor list                     # every check and fix, with its provider
+    """
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _usage(message: str) -> click.UsageError:
+    return click.UsageError(message)
+
+
+def _load_registry():
+    from gpudoctor.registry import load_registry
+    return load_registry()
+
+
+def _build_system(root: str):
+    from gpudoctor.system import System
+    root_path = Path(root)
+    if not root_path.is_dir():
+        raise _usage(f"--root {root}: not a directory")
+    return System.live(str(root_path))
+
+
+def _check_pythons(pythons: Sequence[str]) -> None:
+    import shutil
+    for p in pythons:
+        if os.sep in p:
+            if not os.path.exists(p):
+                raise _usage(f"--python {p}: no such file")
+            if not os.access(p, os.X_OK):
+                raise _usage(f"--python {p}: not executable")
+        elif shutil.which(p) is None:
+            raise _usage(f"--python {p}: not found on PATH")
+
+
+def _read_facts(path: str):
+    from gpudoctor.facts import Facts, FactsDecodeError
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _usage(f"--facts {path}: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise _usage(f"--facts {path}: not JSON ({exc})") from None
+    try:
+        return Facts.from_json(doc)
+    except FactsDecodeError as exc:
+        raise _usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
+
+
+def _output(text: str, out: Optional[str]) -> None:
+    if out and out != "-":
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        click.echo(text, nl=False)
+
+
+def common_collect_options(fn):
+    """Options shared by ``check``, ``facts`` and other commands that collect."""
+    fn = click.option("--root", default="/", show_default=True, metavar="DIR",
+                      help="Inspect the filesystem under DIR (a container image root or chroot).")(fn)
+    fn = click.option("--python", "pythons", multiple=True, metavar="PATH",
+                      help="Probe this interpreter instead of the current one (repeatable).")(fn)
+    fn = click.option("--offline", is_flag=True, help="Never use the network.")(fn)
+    fn = click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS",
+                      type=click.FloatRange(min=1), help="Timeout for each target interpreter's probe.")(fn)
+    return fn
+
+
+def _options(pythons, offline, probe_timeout, **extra):
+    from gpudoctor.collect import CollectOptions
+    return CollectOptions(pythons=tuple(pythons), offline=offline, probe_timeout_s=probe_timeout, extra=extra)
+
+
+# --------------------------------------------------------------------------- check
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
+@common_collect_options
+@click.option("--facts", "facts_file", metavar="FILE",
+              help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
+def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose):
+    """Run checks and explain what is wrong.
+
+    IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
+    `cuda.arch`, ...); none selects all.
+
+    \b
+    Examples:
+      gpudoctor check
+      gpudoctor check torch.install dataloader --format json
+      gpudoctor check --python ~/venvs/train/bin/python
+      gpudoctor check --root /mnt/image-rootfs --skip torch
+      gpudoctor check --facts snapshot.json -v
+    """
+    from gpudoctor import engine
+    from gpudoctor.render.console import SpinnerProgress, make_console, render_console
+
+    registry = _load_registry()
+    try:
+        selected = engine.select_checks(registry.checks, ids, skip)
+    except engine.SelectionError as exc:
+        raise _usage(str(exc)) from None
+    _check_pythons(pythons)
+    facts = _read_facts(facts_file) if facts_file else None
+    system = _build_system(root)
+    options = _options(pythons, offline, probe_timeout)
+    console = make_console(sys.stderr if fmt != "console" else sys.stdout)
+    with SpinnerProgress(make_console(sys.stderr)) as progress:
+        report = engine.run(selected, system, options, progress=progress, facts=facts,
+                            extra_findings=registry.problems)
+    if fmt == "console":
+        if output:
+            with open(output, "w", encoding="utf-8") as fh:
+                render_console(report, make_console(fh), verbose)
+        else:
+            render_console(report, console, verbose)
+    else:
+        from gpudoctor.render import render
+        _output(render(report, fmt, verbose), output)
+    sys.exit(report.exit_code(strict))
+
+
+# --------------------------------------------------------------------------- facts
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@common_collect_options
+@click.option("-o", "--output", metavar="FILE", help="Write the snapshot to FILE instead of stdout.")
+def facts(ids, root, pythons, offline, probe_timeout, output):
+    """Collect the facts snapshot (JSON, secrets redacted).
+
+    IDS limit collection to what those checks need. Replay the snapshot
+    anywhere with `gpudoctor check --facts FILE`.
+
+    \b
+    Examples:
+      gpudoctor facts -o facts.json
+      gpudoctor facts cuda > cuda-facts.json
+    """
+    from gpudoctor import engine
+    from gpudoctor.collect import all_collectors
+    from gpudoctor.render.console import SpinnerProgress, make_console
+
+    registry = _load_registry()
+    try:
+        selected = engine.select_checks(registry.checks, ids)
+    except engine.SelectionError as exc:
+        raise _usage(str(exc)) from None
+    _check_pythons(pythons)
+    system = _build_system(root)
+    collectors = all_collectors()
+    domains = engine._needed_domains(selected, collectors)
+    with SpinnerProgress(make_console(sys.stderr)) as progress:
+        snapshot, errors = engine.collect_facts(domains, system, _options(pythons, offline, probe_timeout),
+                                                collectors, progress)
+    for err in errors:
+        click.echo(f"gpudoctor: warning: {err.summary}", err=True)
+    _output(json.dumps(snapshot.to_json(), indent=2) + "\n", output)
+
+
+# --------------------------------------------------------------------------- list
+
+@cli.command("list", context_settings=CONTEXT_SETTINGS)
+@click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
+def list_(fmt):
+    """List every check and fix, with its description and provider.
+
+    \b
+    Example:
+      gpudoctor list
+    """
+    registry = _load_registry()
+    rows = [{"kind": "check", "id": c.id, "title": c.title, "provider": registry.provider(c.id, "check"),
+             "needs": list(c.needs), "tags": list(c.tags)} for c in registry.checks.values()]
+    rows += [{"kind": "fix", "id": f.id, "title": f.title, "provider": registry.provider(f.id, "fix"),
+              "addresses": list(f.addresses)} for f in registry.fixes.values()]
+    if fmt == "json":
+        click.echo(json.dumps({"items": rows, "problems": [p.to_json() for p in registry.problems]}, indent=2))
+        return
+    from rich.table import Table
+    from gpudoctor.render.console import make_console
+    console = make_console()
+    table = Table(box=None, show_edge=False, pad_edge=False)
+    for col in ("kind", "id", "description", "provider"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["kind"], r["id"], r["title"], r["provider"])
+    console.print(table)
+    for p in registry.problems:
+        console.print(f"[ERROR] {p.summary}")
+
+
+# --------------------------------------------------------------------------- entry point
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
+                      standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("gpudoctor: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        click.echo("\ngpudoctor: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(EXIT_OK)
+    except click.UsageError as exc:
+        hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx else ""
+        click.echo(f"gpudoctor: error: {exc.format_message()}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"gpudoctor: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code not in (0, 1) else EXIT_USAGE)
+    except SystemExit:
+        raise
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as exc:  # a bug in gpudoctor: one line, traceback to a log
+        fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(traceback.format_exc())
+        click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
+                   err=True)
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)

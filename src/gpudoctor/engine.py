@@ -1,0 +1,284 @@
+"""The engine: collect what the selected checks need, then evaluate them.
+
+- Collection: only the domains the selected checks declare in ``needs`` (plus
+  what those collectors ``require``), in dependency waves, the collectors of
+  a wave in parallel threads, each under its own timeout. A collector that
+  raises or overruns makes its domain Unavailable and adds an ``error``
+  finding (``collect.<domain>``) with the traceback in the evidence.
+- Evaluation: checks in a stable order (registry order), each timed; a
+  :class:`~gpudoctor.checks.SkipCheck` becomes ``skip``, any other exception
+  an ``error`` finding; the rest still run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from gpudoctor import __version__
+from gpudoctor.checks import SkipCheck
+from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.model import Check, Finding, Status
+from gpudoctor.redact import redact_value
+from gpudoctor.system import System
+
+__all__ = [
+    "Report",
+    "Progress",
+    "SelectionError",
+    "select_checks",
+    "collect_facts",
+    "evaluate",
+    "run",
+    "REPORT_SCHEMA_VERSION",
+]
+
+#: Version of the ``--format json`` report document.
+REPORT_SCHEMA_VERSION = 1
+
+
+class SelectionError(ValueError):
+    """An id given on the command line matches no check (a usage error)."""
+
+
+class Progress:
+    """Receives start/finish events for long work; the default does nothing.
+
+    The console renderer implements it with a spinner listing running names.
+    """
+
+    def started(self, name: str) -> None:  # pragma: no cover - trivial
+        pass
+
+    def finished(self, name: str) -> None:  # pragma: no cover - trivial
+        pass
+
+
+@dataclass(frozen=True)
+class Report:
+    """Findings plus the facts they were drawn from.
+
+    Attributes:
+        findings: in check order; plug-in and collector errors first.
+        facts: the facts snapshot used.
+        duration_ms: wall time of collection plus evaluation, in ms.
+    """
+
+    findings: Tuple[Finding, ...]
+    facts: Facts
+    duration_ms: float = 0.0
+
+    @property
+    def worst(self) -> Status:
+        return Status.worst([f.status for f in self.findings])
+
+    def counts(self) -> Dict[str, int]:
+        """Status value -> number of findings (every status present, zeros included)."""
+        out = {s.value: 0 for s in Status}
+        for f in self.findings:
+            out[f.status.value] += 1
+        return out
+
+    def exit_code(self, strict: bool = False) -> int:
+        """0 when nothing failed; 1 on ``fail`` (or ``warn`` with ``strict``).
+
+        An ``error`` finding (a check or plug-in broke) does not by itself
+        fail the machine; the CLI maps internal errors of gpudoctor to 3.
+        """
+        statuses = {f.status for f in self.findings}
+        if Status.FAIL in statuses:
+            return 1
+        if strict and Status.WARN in statuses:
+            return 1
+        return 0
+
+    def to_json(self, include_facts: bool = False) -> dict:
+        """The report document (``report.schema.json``), secrets redacted."""
+        doc: Dict[str, Any] = {
+            "schema_version": REPORT_SCHEMA_VERSION,
+            "gpudoctor_version": __version__,
+            "status": self.worst.value,
+            "counts": self.counts(),
+            "duration_ms": round(self.duration_ms, 3),
+            "findings": [f.to_json() for f in self.findings],
+        }
+        if include_facts:
+            doc["facts"] = self.facts.to_json(redact=False)
+        return redact_value(doc)
+
+
+def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> List[Check]:
+    """Checks chosen by id or id prefix (``cuda`` selects ``cuda.driver``, ``cuda.arch``).
+
+    Empty ``ids`` selects all. Raises :class:`SelectionError` for an id or
+    prefix that matches nothing, naming the known ids.
+    """
+
+    def matches(pattern: str, cid: str) -> bool:
+        pattern = pattern.rstrip(".")
+        return cid == pattern or cid.startswith(pattern + ".")
+
+    for pattern in list(ids) + list(skip):
+        if not any(matches(pattern, cid) for cid in checks):
+            raise SelectionError(f"no check matches {pattern!r}; known checks: {', '.join(checks)}")
+    chosen = [c for cid, c in checks.items() if not ids or any(matches(p, cid) for p in ids)]
+    return [c for c in chosen if not any(matches(p, c.id) for p in skip)]
+
+
+def _needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> List[str]:
+    """Domains needed, transitively through collector ``requires``, in dependency order."""
+    order: List[str] = []
+    seen = set()
+
+    def visit(name: str, stack: Tuple[str, ...]) -> None:
+        if name in seen:
+            return
+        if name in stack:
+            raise RuntimeError(f"collector dependency cycle: {' -> '.join(stack + (name,))}")
+        coll = collectors.get(name)
+        for dep in coll.requires if coll else ():
+            visit(dep, stack + (name,))
+        seen.add(name)
+        order.append(name)
+
+    for check in checks:
+        for name in check.needs:
+            visit(name, ())
+    return order
+
+
+def _run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> Tuple[str, Any]:
+    """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", tb text) or ("timeout", None)."""
+    box: Dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException:  # noqa: BLE001 - reported as data
+            box["error"] = traceback.format_exc()
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return "timeout", None
+    if "error" in box:
+        return "raised", box["error"]
+    return "ok", box.get("value")
+
+
+def collect_facts(domains: Sequence[str], system: System, options: CollectOptions,
+                  collectors: Optional[Mapping[str, Collector]] = None,
+                  progress: Optional[Progress] = None) -> Tuple[Facts, List[Finding]]:
+    """Collect ``domains`` (already in dependency order) concurrently, wave by wave.
+
+    Returns the facts and ``error`` findings for collectors that raised or
+    timed out. Domains with no collector are Unavailable.
+    """
+    collectors = all_collectors() if collectors is None else collectors
+    progress = progress or Progress()
+    results: Dict[str, Any] = {}
+    durations: Dict[str, float] = {}
+    errors: List[Finding] = []
+    pending = list(domains)
+    while pending:
+        wave = [d for d in pending if all(r in results for r in (collectors[d].requires if d in collectors else ()))]
+        if not wave:  # pragma: no cover - _needed_domains orders them
+            raise RuntimeError(f"unresolvable collector dependencies: {pending}")
+        threads: Dict[str, threading.Thread] = {}
+        boxes: Dict[str, Tuple[str, Any]] = {}
+        starts: Dict[str, float] = {}
+
+        def work(name: str) -> None:
+            coll = collectors[name]
+            ctx = CollectContext(system, options, {r: results[r] for r in coll.requires})
+            boxes[name] = _run_with_timeout(lambda: coll.collect(ctx), coll.timeout_s)
+
+        for name in wave:
+            pending.remove(name)
+            if name not in collectors:
+                results[name] = Unavailable(f"no collector is installed for the {name} facts")
+                continue
+            progress.started(name)
+            starts[name] = time.monotonic()
+            t = threading.Thread(target=work, args=(name,), daemon=True)
+            threads[name] = t
+            t.start()
+        for name, t in threads.items():
+            t.join()
+            durations[name] = (time.monotonic() - starts[name]) * 1000.0
+            progress.finished(name)
+            kind, value = boxes[name]
+            coll = collectors[name]
+            if kind == "ok":
+                results[name] = value
+            elif kind == "timeout":
+                results[name] = Unavailable(f"collecting the {name} facts took longer than {coll.timeout_s:g} s")
+                errors.append(Finding(
+                    check=f"collect.{name}", status=Status.ERROR,
+                    summary=f"collecting the {name} facts timed out after {coll.timeout_s:g} s",
+                    explanation="A collector did not finish in time; checks that need these facts were skipped. "
+                                "Run again with `-v` and report it if it repeats.",
+                    evidence={"domain": name, "timeout_s": coll.timeout_s}))
+            else:
+                last = value.strip().splitlines()[-1] if value else "unknown error"
+                results[name] = Unavailable(f"the {name} collector crashed: {last}")
+                errors.append(Finding(
+                    check=f"collect.{name}", status=Status.ERROR,
+                    summary=f"the {name} collector crashed: {last}",
+                    explanation="This is a bug in gpudoctor (or a plug-in); checks that need these facts were "
+                                "skipped, the others ran. Please report it with the traceback (`-v`).",
+                    evidence={"domain": name, "traceback": value}))
+    facts = Facts(
+        domains={d: results[d] for d in domains},
+        gpudoctor_version=__version__,
+        collected_at=system.clock.now().astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
+        root=str(system.files.root),
+        durations_ms=durations,
+    )
+    return facts, errors
+
+
+def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress] = None) -> List[Finding]:
+    """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault."""
+    progress = progress or Progress()
+    findings: List[Finding] = []
+    for check in checks:
+        progress.started(check.id)
+        start = time.monotonic()
+        try:
+            produced = list(check.evaluate(facts))
+            if not produced:
+                produced = [check.finding(Status.OK, f"{check.title}: nothing to report")]
+        except SkipCheck as exc:
+            produced = [check.finding(Status.SKIP, str(exc) or "not applicable here")]
+        except Exception as exc:  # noqa: BLE001 - a broken check is a finding
+            produced = [check.finding(
+                Status.ERROR, f"the check itself failed: {type(exc).__name__}: {exc}",
+                "This is a bug in the check, not a verdict on your machine. Please report it with the "
+                "traceback (`gpudoctor check -v`).",
+                evidence={"traceback": traceback.format_exc()})]
+        elapsed = (time.monotonic() - start) * 1000.0
+        share = elapsed / len(produced)
+        findings.extend(replace(f, duration_ms=share) for f in produced)
+        progress.finished(check.id)
+    return findings
+
+
+def run(checks: Sequence[Check], system: System, options: CollectOptions,
+        progress: Optional[Progress] = None, facts: Optional[Facts] = None,
+        extra_findings: Sequence[Finding] = ()) -> Report:
+    """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report."""
+    start = time.monotonic()
+    collector_errors: List[Finding] = []
+    if facts is None:
+        collectors = all_collectors()
+        domains = _needed_domains(checks, collectors)
+        facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
+    findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
+    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0)

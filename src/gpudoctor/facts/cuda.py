@@ -1,0 +1,29 @@
+"""Facts about a CUDA toolkit installed on disk (not needed to run PyTorch wheels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from gpudoctor.facts.base import Unavailable, domain
+
+
+@domain("cuda_toolkit")
+@dataclass(frozen=True)
+class CudaToolkitFacts:
+    """The CUDA toolkit that ``nvcc`` and source builds would use.
+
+    Attributes:
+        cuda_home: ``CUDA_HOME`` or ``CUDA_PATH`` from the environment, or None.
+        default_path: where ``/usr/local/cuda`` points (resolved), or None if absent.
+        version: toolkit version from ``version.json``/``version.txt`` or nvcc,
+            ``major.minor[.patch]``, or Unavailable when no toolkit was found.
+        nvcc: path of the ``nvcc`` used (inside the root), or None.
+        nvcc_version: ``release X.Y`` parsed from ``nvcc --version``, or Unavailable.
+    """
+
+    cuda_home: Optional[str]
+    default_path: Optional[str]
+    version: Union[str, Unavailable]
+    nvcc: Optional[str]
+    nvcc_version: Union[str, Unavailable]

@@ -1,0 +1,104 @@
+"""Facts about NVIDIA hardware and the kernel driver.
+
+Sources: PCI ids from sysfs (vendor 0x10de, class 0x03xxxx = display
+controller: VGA 0x0300, 3D 0x0302), the driver through NVML (nvidia-ml-py),
+and ``/proc/driver/nvidia/version`` / ``/sys/module/nvidia/version`` when NVML
+cannot be loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+from gpudoctor.facts.base import Unavailable, domain
+
+
+@dataclass(frozen=True)
+class PciDevice:
+    """An NVIDIA display/3D controller on the PCI bus.
+
+    Attributes:
+        bus_id: sysfs address, e.g. ``0000:01:00.0``.
+        vendor_id: ``0x10de``.
+        device_id: e.g. ``0x2684``.
+        class_code: e.g. ``0x030000`` (VGA) or ``0x030200`` (3D controller).
+        driver: bound kernel driver (``nvidia``, ``nouveau``, ``vfio-pci``) or None.
+    """
+
+    bus_id: str
+    vendor_id: str
+    device_id: str
+    class_code: str
+    driver: Optional[str] = None
+
+
+@domain("gpu")
+@dataclass(frozen=True)
+class PciGpuFacts:
+    """NVIDIA GPUs found on the PCI bus, independent of any driver.
+
+    Attributes:
+        devices: each NVIDIA display/3D controller in sysfs.
+        sysfs_readable: False when /sys/bus/pci could not be listed (some
+            containers); then ``devices`` is empty and proves nothing.
+    """
+
+    devices: Tuple[PciDevice, ...]
+    sysfs_readable: bool = True
+
+
+@dataclass(frozen=True)
+class SourceAttempt:
+    """One way we tried to learn the driver version, and how it went."""
+
+    source: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class NvmlDevice:
+    """One GPU as NVML reports it (NVML index order = PCI bus order).
+
+    Attributes:
+        index: NVML index (the one nvidia-smi shows).
+        name: marketing name, e.g. ``NVIDIA H200``.
+        uuid: ``GPU-...``.
+        pci_bus_id: e.g. ``00000000:01:00.0``.
+        compute_capability: ``major.minor``, e.g. ``9.0``, or Unavailable.
+        memory_total_mib: total memory in MiB, or Unavailable.
+        mig_mode: True/False when known, Unavailable where MIG is not supported.
+    """
+
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    compute_capability: Union[str, Unavailable]
+    memory_total_mib: Union[int, Unavailable]
+    mig_mode: Union[bool, Unavailable] = Unavailable("not queried")
+
+
+@domain("nvidia")
+@dataclass(frozen=True)
+class NvidiaDriverFacts:
+    """The NVIDIA kernel driver and what NVML sees through it.
+
+    Attributes:
+        driver_version: e.g. ``550.54.15``, or Unavailable (no driver).
+        source: where ``driver_version`` came from: ``nvml``, ``proc``, ``sysmodule``, or "".
+        cuda_driver_version: the newest CUDA the driver supports, ``major.minor``
+            (``nvmlSystemGetCudaDriverVersion``, what nvidia-smi shows as
+            "CUDA Version"), or Unavailable.
+        nvml: "ok", or Unavailable with why NVML could not be used.
+        devices: GPUs enumerated by NVML (empty when NVML is unavailable).
+        attempts: every source tried, in order, with its outcome.
+    """
+
+    driver_version: Union[str, Unavailable]
+    source: str
+    cuda_driver_version: Union[str, Unavailable]
+    nvml: Union[str, Unavailable]
+    devices: Tuple[NvmlDevice, ...] = ()
+    attempts: Tuple[SourceAttempt, ...] = ()

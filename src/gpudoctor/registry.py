@@ -1,0 +1,137 @@
+"""Plug-in registry: checks and fixes found through entry points.
+
+Groups: ``gpudoctor.checks`` and ``gpudoctor.fixes``. The entry-point name is
+the id; the object it points at is a :class:`~gpudoctor.model.Check` (or
+:class:`~gpudoctor.model.Fix`) with the same id. gpudoctor's own checks are
+registered in its ``pyproject.toml`` exactly like a third party's.
+
+A plug-in that fails to import, points at the wrong kind of object, or
+claims an id already taken does not stop the others: it becomes an ``error``
+finding (check id ``gpudoctor.plugins``) naming the distribution(s).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Dict, Iterable, List, Optional
+
+from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
+
+__all__ = ["Registry", "load_registry", "PLUGIN_CHECK_ID", "CHECK_GROUP", "FIX_GROUP"]
+
+CHECK_GROUP = "gpudoctor.checks"
+FIX_GROUP = "gpudoctor.fixes"
+#: check id used for findings about broken or conflicting plug-ins
+PLUGIN_CHECK_ID = "gpudoctor.plugins"
+_SELF = "gpudoctor"
+
+#: Display order of check families: the causal chain of a GPU job, from the
+#: hardware up to the data pipeline and package sources. Others follow by id.
+FAMILY_ORDER = ("gpudoctor", "collect", "nvidia", "cuda", "cudnn", "torch", "gpu", "jupyter", "dataloader",
+                "nccl", "pip", "uv", "conda", "apt")
+
+
+def sort_key(id_: str) -> tuple:
+    """Stable order for checks: by family (FAMILY_ORDER), then by id."""
+    family = id_.split(".", 1)[0]
+    rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+    return (rank, id_)
+
+
+@dataclass
+class Registry:
+    """Loaded checks and fixes in a stable order (:func:`sort_key`), with their
+    providers and any loading problems."""
+
+    checks: Dict[str, Check] = field(default_factory=dict)
+    fixes: Dict[str, Fix] = field(default_factory=dict)
+    providers: Dict[str, str] = field(default_factory=dict)
+    problems: List[Finding] = field(default_factory=list)
+
+    def provider(self, id_: str, kind: str = "check") -> str:
+        return self.providers.get(f"{kind}:{id_}", "?")
+
+    def fixes_for(self, check_id: str) -> List[Fix]:
+        return [f for f in self.fixes.values() if check_id in f.addresses]
+
+
+def _provider_name(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    if dist is None:
+        return "unknown distribution"
+    return f"{dist.metadata['Name']} {dist.version}"
+
+
+def _entry_points(group: str) -> List[metadata.EntryPoint]:
+    eps = metadata.entry_points(group=group)
+    seen = set()
+    unique = []
+    for ep in eps:  # an editable install can list the same entry point twice
+        key = (ep.name, ep.value, _provider_name(ep))
+        if key not in seen:
+            seen.add(key)
+            unique.append(ep)
+    return unique
+
+
+def load_registry(check_eps: Optional[Iterable] = None, fix_eps: Optional[Iterable] = None) -> Registry:
+    """Load every check and fix plug-in.
+
+    ``check_eps``/``fix_eps`` default to the installed entry points; tests pass
+    their own objects with ``name``, ``value``, ``load()`` and ``dist``.
+    Never raises for a plug-in's fault; see :attr:`Registry.problems`.
+    """
+    reg = Registry()
+    for kind, group, eps, expected, target in (
+        ("check", CHECK_GROUP, check_eps, Check, reg.checks),
+        ("fix", FIX_GROUP, fix_eps, Fix, reg.fixes),
+    ):
+        entries = list(eps) if eps is not None else _entry_points(group)
+        own = [ep for ep in entries if _provider_name(ep).split(" ")[0] == _SELF]
+        others = sorted((ep for ep in entries if ep not in own), key=lambda ep: ep.name)
+        for ep in own + others:
+            provider = _provider_name(ep)
+            key = f"{kind}:{ep.name}"
+            if ep.name in target:
+                reg.problems.append(Finding(
+                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
+                    summary=f"{kind} id {ep.name!r} is claimed twice: by {reg.providers[key]} and by {provider}; "
+                            f"the second was refused",
+                    explanation=(f"Two installed distributions register the {kind} `{ep.name}` "
+                                 f"(entry-point group `{group}`). Uninstall or rename one of them: "
+                                 f"`{reg.providers[key]}` was kept, `{provider}` ({ep.value}) refused."),
+                    evidence={"id": ep.name, "kept": reg.providers[key], "refused": provider, "value": ep.value}))
+                continue
+            try:
+                obj = ep.load()
+            except Exception as exc:  # a broken plug-in must not break the doctor
+                reg.problems.append(Finding(
+                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
+                    summary=f"plug-in {kind} {ep.name!r} from {provider} failed to load: {type(exc).__name__}: {exc}",
+                    explanation=(f"The entry point `{ep.name} = {ep.value}` (group `{group}`) raised while "
+                                 f"importing. Reinstall or upgrade `{provider.split(' ')[0]}`, or uninstall it; "
+                                 f"the other checks ran normally."),
+                    evidence={"id": ep.name, "provider": provider, "value": ep.value,
+                              "traceback": traceback.format_exc()}))
+                continue
+            problem = None
+            if not isinstance(obj, expected):
+                problem = f"points at a {type(obj).__name__}, not a {expected.__name__}"
+            elif obj.id != ep.name:
+                problem = f"is registered as {ep.name!r} but its id is {obj.id!r}"
+            elif not CHECK_ID_RE.match(obj.id):
+                problem = f"has an invalid id {obj.id!r} (dotted lowercase, e.g. 'cuda.driver')"
+            if problem:
+                reg.problems.append(Finding(
+                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
+                    summary=f"plug-in {kind} {ep.name!r} from {provider} {problem}",
+                    explanation=f"Fix the entry point `{ep.name} = {ep.value}` in `{provider.split(' ')[0]}`.",
+                    evidence={"id": ep.name, "provider": provider, "value": ep.value}))
+                continue
+            target[ep.name] = obj
+            reg.providers[key] = provider
+    reg.checks = dict(sorted(reg.checks.items(), key=lambda kv: sort_key(kv[0])))
+    reg.fixes = dict(sorted(reg.fixes.items(), key=lambda kv: sort_key(kv[0])))
+    return reg

@@ -1,0 +1,33 @@
+"""Output formats. The core never prints; each format is its own small module.
+
+- :mod:`console`: rich on a terminal, plain text when piped or NO_COLOR is set
+- :mod:`json`: the versioned report document (``report.schema.json``)
+- :mod:`markdown`: paste-ready for a bug tracker
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+from gpudoctor.engine import Report
+
+__all__ = ["FORMATS", "render"]
+
+
+def _json(report: Report, verbose: bool) -> str:
+    from gpudoctor.render.json import render_json
+    return render_json(report)
+
+
+def _markdown(report: Report, verbose: bool) -> str:
+    from gpudoctor.render.markdown import render_markdown
+    return render_markdown(report, verbose)
+
+
+#: format name -> renderer returning text (the console format writes itself)
+FORMATS: Dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown}
+
+
+def render(report: Report, fmt: str, verbose: bool = False) -> str:
+    """Render ``report`` as text in format ``fmt`` (``json`` or ``markdown``)."""
+    return FORMATS[fmt](report, verbose)

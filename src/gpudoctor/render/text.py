@@ -1,0 +1,41 @@
+"""Pieces shared by the console and markdown renderers."""
+
+from __future__ import annotations
+
+import json
+from typing import List
+
+from gpudoctor.model import Finding, Status
+from gpudoctor.redact import redact_value
+
+#: one glyph per status, ASCII-safe fallbacks in PLAIN_GLYPHS
+GLYPHS = {Status.OK: "✓", Status.INFO: "i", Status.SKIP: "-", Status.WARN: "!", Status.FAIL: "✗", Status.ERROR: "‼"}
+PLAIN_GLYPHS = {Status.OK: "[ok]", Status.INFO: "[info]", Status.SKIP: "[skip]", Status.WARN: "[warn]",
+                Status.FAIL: "[FAIL]", Status.ERROR: "[ERROR]"}
+COLOURS = {Status.OK: "green", Status.INFO: "blue", Status.SKIP: "dim", Status.WARN: "yellow",
+           Status.FAIL: "red", Status.ERROR: "magenta"}
+
+
+def finding_title(f: Finding) -> str:
+    """The one-line summary, prefixed with the target when there is one."""
+    if f.target and f.target != "current":
+        return f"[{f.target}] {f.summary}"
+    return f.summary
+
+
+def evidence_lines(f: Finding) -> List[str]:
+    """Evidence as ``key: value`` lines (multi-line values indented), redacted."""
+    out: List[str] = []
+    for key, value in redact_value(dict(f.evidence)).items():
+        if isinstance(value, str) and "\n" in value:
+            out.append(f"{key}:")
+            out.extend("    " + line for line in value.rstrip().splitlines())
+        elif isinstance(value, (list, dict)):
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                out.append(f"{key}:")
+                out.extend(f"    {v}" for v in value) if value else out.append("    (none)")
+            else:
+                out.append(f"{key}: {json.dumps(value)}")
+        else:
+            out.append(f"{key}: {value}")
+    return out

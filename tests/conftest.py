@@ -1,0 +1,35 @@
+"""Shared fixtures. Every test runs with HOME, XDG dirs and pip/Jupyter config
+pointed into a temporary directory (autouse), so no test can read or write the
+developer's real configuration; the guard fails loudly if one tries."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+CASES = FIXTURES / "cases"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory, monkeypatch):
+    """A fresh HOME and XDG dirs for every test; config env vars cleared."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                     ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in list(os.environ):
+        if var.startswith(("PIP_CONFIG_FILE", "JUPYTER_", "UV_", "CONDARC", "GPUDOCTOR_")):
+            monkeypatch.delenv(var, raising=False)
+    yield home
+
+
+@pytest.fixture
+def python() -> str:
+    """The test interpreter (has torch 2.13.0 CPU installed by the test extra)."""
+    return sys.executable
