@@ -277,3 +277,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
