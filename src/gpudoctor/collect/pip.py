@@ -68,17 +68,18 @@ def site_prefix(ctx: CollectContext) -> Tuple[str, str]:
 def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: bool, skip_note: str) -> PipConfigFile:
     files = ctx.system.files
     target = None
-    try:
+    real = path
+    try:  # resolve links inside the root: an absolute link in an image root must not reach the host
         real = files.realpath(path)
         target = real if real != path else None
     except OSError:
         pass
-    if not files.is_file(path):
-        exists = files.exists(path)
+    if not files.is_file(real):
+        exists = files.exists(real)
         note = "not a regular file; pip cannot read it" if exists else ("" if loaded_allowed else skip_note)
         return PipConfigFile(path, variant, exists, False, note, target)
     try:
-        raw = files.host_path(path).read_bytes()
+        raw = files.host_path(real).read_bytes()
     except OSError as exc:
         return PipConfigFile(path, variant, True, False,
                              f"cannot be read ({exc.strerror or exc}); pip skips it silently", target)
@@ -96,6 +97,13 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
     error = PipParseError(problem.line, problem.kind, problem.message, problem.text) if problem else None
     return PipConfigFile(path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target,
                          text, values, lines, error)
+
+
+def _exists(ctx: CollectContext, path: str) -> bool:
+    try:
+        return ctx.system.files.exists(ctx.system.files.realpath(path))
+    except OSError:
+        return False
 
 
 def effective_settings(files: Tuple[PipConfigFile, ...], env: Dict[str, str]) -> Dict[str, PipSetting]:
@@ -126,7 +134,7 @@ def collect(ctx: CollectContext) -> PipFacts:
     prefix, prefix_from = site_prefix(ctx)
     config_file = env.get("PIP_CONFIG_FILE") or None
     devnull = config_file == DEVNULL
-    env_file_exists = bool(config_file) and not devnull and ctx.system.files.exists(config_file)
+    env_file_exists = bool(config_file) and not devnull and _exists(ctx, config_file)
     out: List[PipConfigFile] = []
     for variant, path in candidate_files(env, home, prefix):
         if variant == "env" and devnull:
