@@ -264,3 +264,43 @@ def test_real_pip_reads_the_repaired_and_updated_file(isolated_home, capsys, mon
     assert f"global.index-url='{MIRROR}'" in fixed.stdout
     assert "global.timeout='60'" in fixed.stdout
     assert {p: Path(p).read_bytes() for p in etc_before} == etc_before
+
+
+def test_really_unwritable_file_as_an_unprivileged_user(tmp_path):
+    """No fake: the fix runs as an ordinary user (nobody when the tests run as root, else with the
+    target directory made read-only) and must name the file and the sudo command, changing nothing."""
+    import shutil
+    import stat as _stat
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="gpudoctor-priv-"))
+    try:
+        os.chmod(base, 0o755)
+        root = write_tree(base / "root", {"/etc/pip.conf": "[global]\ntimeout = 5\n"})
+        state = base / "state"
+        state.mkdir()
+        os.chmod(state, 0o777)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "XDG_"))}
+        env.update(HOME=HOME, XDG_CONFIG_HOME=f"{HOME}/.config", XDG_STATE_HOME=str(state))
+        prefix = []
+        if os.geteuid() == 0:
+            # drop to nobody with util-linux setpriv (subprocess's user= cannot exec an interpreter that lives
+            # under root's 0700 home, as in this development container)
+            if not shutil.which("setpriv"):  # pragma: no cover
+                pytest.skip("running as root without setpriv: cannot drop privileges")
+            prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+        else:  # pragma: no cover - CI runs unprivileged
+            os.chmod(root / "etc", _stat.S_IRUSR | _stat.S_IXUSR)
+            os.chmod(root / "etc/pip.conf", 0o444)
+        proc = subprocess.run(prefix + [sys.executable, "-m", "gpudoctor", "fix", "pip.index-url", "--index-url", MIRROR,
+                               "--scope", "global", "--yes", "--root", str(root)], env=env, cwd="/",
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines()[-1] == (
+            f"gpudoctor: error: cannot write /etc/pip.conf: permission denied; rerun as root: sudo gpudoctor fix "
+            f"pip.index-url --root {root} --scope global --index-url {MIRROR} --yes. Nothing was changed.")
+        assert (root / "etc/pip.conf").read_text() == "[global]\ntimeout = 5\n"
+        assert not list(state.rglob("manifest.json"))
+    finally:
+        os.chmod(base / "root" / "etc", 0o755)
+        shutil.rmtree(base)

@@ -49,11 +49,11 @@ import secrets
 import shlex
 import stat
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from gpudoctor.model import FileEdit, FixPlan
+from gpudoctor.model import FixPlan
 from gpudoctor.redact import redact_text
 from gpudoctor.system import Files
 
