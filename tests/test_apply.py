@@ -269,13 +269,22 @@ def test_symlink_edits_target_inside_root(root, journal, absolute):
 
 
 def test_created_file_and_directories_removed_by_undo(root, journal):
+    (root / "home/u").mkdir(parents=True)
+    os.chmod(root / "home/u", 0o750)
+    if os.geteuid() == 0:
+        os.chown(root / "home/u", 1234, 2345)
     files = Files(root)
     writes = ap.prepare([plan("f.x", FileEdit("/home/u/.config/pip/pip.conf", None, "[global]\n", 0o600))], files)
     ap.apply(writes, files, journal)
     created = root / "home/u/.config/pip/pip.conf"
     assert created.read_text() == "[global]\n" and stat.S_IMODE(created.stat().st_mode) == 0o600
+    # new directories copy the nearest existing one's mode (and, as root, its owner: sudo in a home)
+    assert stat.S_IMODE((root / "home/u/.config").stat().st_mode) == 0o750
+    if os.geteuid() == 0:
+        assert (created.stat().st_uid, created.stat().st_gid) == (1234, 2345)
+        assert (root / "home/u/.config/pip").stat().st_uid == 1234
     journal.undo()
-    assert not (root / "home").exists()
+    assert not (root / "home/u/.config").exists() and (root / "home/u").is_dir()
 
 
 def test_undo_refuses_files_changed_since_unless_forced(root, journal):

@@ -205,17 +205,38 @@ class FileOps:
         return not path.exists() or os.access(path, os.W_OK)
 
     def makedirs(self, path: Path) -> List[Path]:
-        """Create missing directories (0755) down to ``path``; returns those created, outermost first."""
+        """Create missing directories down to ``path``; returns those created, outermost first.
+
+        Each new directory takes the permission bits of the nearest existing
+        one (``~`` at 0700 gives a private ``~/.config``, ``/etc`` gives 0755)
+        and, when running as root, its owner (so ``sudo`` does not leave
+        root-owned directories in a user's home).
+        """
         missing: List[Path] = []
         p = path
         while not p.exists():
             missing.append(p)
             p = p.parent
+        st = os.stat(p)
         created: List[Path] = []
         for d in reversed(missing):
-            os.mkdir(d, 0o755)
+            os.mkdir(d, 0o700)
+            os.chmod(d, stat.S_IMODE(st.st_mode) & 0o777)
+            if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (0, 0):
+                os.chown(d, st.st_uid, st.st_gid)
             created.append(d)
         return created
+
+    def new_file_owner(self, path: Path) -> Optional[Tuple[int, int]]:
+        """Owner for a file created at ``path``: its nearest existing directory's owner when we are
+        root (a file created by ``sudo`` in a home stays the user's), else None (our own)."""
+        if os.geteuid() != 0:
+            return None
+        p = path.parent
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        st = os.stat(p)
+        return (st.st_uid, st.st_gid)
 
     def write(self, path: Path, data: bytes, mode: int, owner: Optional[Tuple[int, int]]) -> None:
         """Atomically replace ``path`` (see :func:`atomic_write`)."""
@@ -572,7 +593,8 @@ class Journal:
                         st = os.stat(w.host_path)
                         mode, uid, gid = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
                     else:
-                        mode, uid, gid = w.mode, os.geteuid(), os.getegid()
+                        owner = ops.new_file_owner(w.host_path) or (os.geteuid(), os.getegid())
+                        mode, uid, gid = w.mode, owner[0], owner[1]
                 except (OSError, ApplyError) as exc:
                     _remove_tree(directory)
                     if isinstance(exc, ApplyError):
@@ -599,7 +621,8 @@ class Journal:
                     current = ops.read(w.host_path)
                     if _sha256(current) != jf.sha256_before:
                         raise StaleEdit(w.path)
-                    ops.write(w.host_path, _encode(w.new_text), jf.mode, (jf.uid, jf.gid) if jf.existed else None)
+                    owner = (jf.uid, jf.gid) if jf.existed or os.geteuid() == 0 else None
+                    ops.write(w.host_path, _encode(w.new_text), jf.mode, owner)
                     done.append(i)
                 except (OSError, ApplyError) as exc:
                     restored = self._roll_back(writes, entries, originals, done, files, ops, skip_dirs_of=i)

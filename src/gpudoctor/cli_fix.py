@@ -166,6 +166,25 @@ class _Out:
         click.echo(redact_text(text), err=err or self.fmt == "json")
 
 
+def _echo_diff(diff: str, err: bool) -> None:
+    """Print a unified diff, coloured on a terminal (click drops the colour when piped; NO_COLOR honoured)."""
+    import os
+
+    plain = "NO_COLOR" in os.environ
+    for line in diff.splitlines():
+        colour = None
+        if not plain:
+            if line.startswith(("+++", "---")):
+                colour = "bright_white"
+            elif line.startswith("+"):
+                colour = "green"
+            elif line.startswith("-"):
+                colour = "red"
+            elif line.startswith("@@"):
+                colour = "cyan"
+        click.echo(click.style(line, fg=colour) if colour else line, err=err)
+
+
 def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
     chosen: List[Fix] = []
     for pattern in ids:
@@ -281,7 +300,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     for w in writes:
         out.line("")
         out.line(f"{w.describe()}  [{', '.join(w.fixes)}]")
-        click.echo(ap.unified_diff(w), nl=False, err=fmt == "json")
+        _echo_diff(ap.unified_diff(w), err=fmt == "json")
     doc["diffs"] = [{"path": w.path, "target": w.target, "fixes": list(w.fixes), "diff": ap.unified_diff(w)}
                     for w in writes]
 
