@@ -51,3 +51,25 @@ def env_with(**extra: str) -> dict:
     env = dict(os.environ)
     env.update(extra)
     return env
+
+
+GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
+
+
+def run_gpudoctor(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
+    """Run the installed ``gpudoctor`` console script (stdout/stderr captured as text, i.e. piped)."""
+    return subprocess.run([GPUDOCTOR, *args], capture_output=True, text=True, env=env or env_with(),
+                          timeout=timeout, **kw)
+
+
+def validator(name: str):
+    """A jsonschema validator for a published schema, resolving the $ref between the two files."""
+    from jsonschema import Draft202012Validator
+    from referencing import Registry, Resource
+
+    from gpudoctor.schemas import published_schema
+    schemas = {n: published_schema(n) for n in ("facts.schema.json", "report.schema.json")}
+    registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
+    schema = schemas[name]
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema, registry=registry)
