@@ -17,7 +17,7 @@ SECRETS = ("pa55w0rd", "hf_abcdefghijklmnop", "nvapi-0123456789", "s3cr3t-uv-pas
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "PIP_PASSWORD", "API_KEY",
                                   "NVIDIA_API_KEY", "OPENAI_APIKEY", "UV_INDEX_PRIVATE_PASSWORD", "db_passwd",
-                                  "GOOGLE_APPLICATION_CREDENTIALS", "KEY"])
+                                  "GOOGLE_APPLICATION_CREDENTIALS", "KEY", "Authorization"])
 def test_secret_names(name):
     assert is_secret_name(name)
 
@@ -35,6 +35,10 @@ def test_not_secret_names(name):
     ("HF_TOKEN=hf_abc and PATH=/usr/bin", "HF_TOKEN=**** and PATH=/usr/bin"),
     ("https://****@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
     ("no secrets here: user@example.org", "no secrets here: user@example.org"),
+    ("curl -H 'Authorization: Bearer eyJhbGciOi.x-y_z' url", "curl -H 'Authorization: Bearer ****' url"),
+    ("Authorization: Basic YWxpY2U6cGFzcw==", "Authorization: Basic ****"),
+    ("cuBLAS: Basic Linear Algebra Subprograms", "cuBLAS: Basic Linear Algebra Subprograms"),
+    ("Bearer ****", "Bearer ****"),
     ("", ""),
 ])
 def test_redact_text(text, expected):
