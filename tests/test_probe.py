@@ -21,6 +21,7 @@ def real_torch_probe():
     return probe_target(System(), sys.executable, timeout_s=120)
 
 
+@pytest.mark.slow  # the first real `import torch` takes ~5 s on a busy 2-core machine
 def test_probe_real_torch_cpu_build(real_torch_probe):
     p = real_torch_probe
     assert isinstance(p, ProbeFacts), p
@@ -44,6 +45,7 @@ def test_probe_real_torch_cpu_build(real_torch_probe):
     assert p.duration_ms > 0
 
 
+@pytest.mark.slow
 def test_probe_reports_relevant_environment_only():
     env = env_with(CUDA_VISIBLE_DEVICES="1,0", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
                    LD_LIBRARY_PATH="/opt/lib", GD_UNRELATED="x")
