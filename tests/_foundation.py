@@ -53,12 +53,14 @@ def env_with(**extra: str) -> dict:
     return env
 
 
-GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
+_SCRIPT = Path(sys.executable).with_name("gpudoctor")
+#: argv prefix that runs the installed CLI: the console script next to the interpreter, else ``-m``
+GPUDOCTOR = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "gpudoctor"]
 
 
 def run_gpudoctor(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     """Run the installed ``gpudoctor`` console script (stdout/stderr captured as text, i.e. piped)."""
-    return subprocess.run([GPUDOCTOR, *args], capture_output=True, text=True, env=env or env_with(),
+    return subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, env=env or env_with(),
                           timeout=timeout, **kw)
 
 

@@ -286,7 +286,7 @@ def test_console_verbose_shows_evidence():
 
 def _run_in_pty(args, env):
     master, slave = pty.openpty()
-    proc = subprocess.Popen([GPUDOCTOR, *args], stdout=slave, stderr=slave, stdin=slave, env=env)
+    proc = subprocess.Popen([*GPUDOCTOR, *args], stdout=slave, stderr=slave, stdin=slave, env=env)
     os.close(slave)
     chunks = []
     while True:
@@ -341,7 +341,7 @@ def test_json_format_to_file(tmp_path):
 
 
 def test_version_via_module_and_script():
-    for argv in ([sys.executable, "-m", "gpudoctor", "--version"], [GPUDOCTOR, "-V"]):
+    for argv in ([sys.executable, "-m", "gpudoctor", "--version"], [*GPUDOCTOR, "-V"]):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0
         assert proc.stdout.strip() == f"gpudoctor, version {__version__}"

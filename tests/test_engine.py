@@ -6,17 +6,15 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.collect import CollectOptions, Collector, all_collectors
 from gpudoctor.engine import SelectionError, _needed_domains, collect_facts, evaluate, run, select_checks
-from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts import Unavailable
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import load_registry
-from gpudoctor.system import System
 from gpudoctor.testing import fake_system, make_facts, shm_facts
 
 

@@ -4,9 +4,7 @@ throw-away distribution on PYTHONPATH seen by ``gpudoctor list`` / ``gpudoctor c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,9 +12,7 @@ import pytest
 from gpudoctor.model import Check, Fix, Status
 from gpudoctor.registry import PLUGIN_CHECK_ID, load_registry
 
-from _foundation import env_with
-
-GPUDOCTOR = str(Path(sys.executable).with_name("gpudoctor"))
+from _foundation import GPUDOCTOR, env_with
 
 
 class FakeDist:
@@ -149,7 +145,7 @@ def plugin_site(tmp_path_factory) -> Path:
 
 def run_cli(args, site, **kw):
     env = env_with(PYTHONPATH=str(site), NO_COLOR="1")
-    return subprocess.run([GPUDOCTOR, *args], capture_output=True, text=True, env=env, timeout=120, **kw)
+    return subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, env=env, timeout=120, **kw)
 
 
 def test_list_shows_plugins_providers_and_problems(plugin_site):
