@@ -33,11 +33,17 @@ FAMILY_ORDER = ("gpudoctor", "collect", "nvidia", "cuda", "cudnn", "torch", "gpu
                 "nccl", "pip", "uv", "conda", "apt")
 
 
+#: Checks shown before every family: headlines that summarise the others.
+PINNED_FIRST = ("cuda.available",)
+
+
 def sort_key(id_: str) -> tuple:
-    """Stable order for checks: by family (FAMILY_ORDER), then by id."""
+    """Stable order for checks: PINNED_FIRST, then by family (FAMILY_ORDER), then by id."""
+    if id_ in PINNED_FIRST:
+        return (-1, PINNED_FIRST.index(id_), id_)
     family = id_.split(".", 1)[0]
     rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
-    return (rank, id_)
+    return (rank, 0, id_)
 
 
 @dataclass
