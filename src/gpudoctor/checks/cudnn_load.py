@@ -79,7 +79,7 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> Tuple[str, s
     ld = _path_entries(probe, "LD_LIBRARY_PATH")
     if any(_norm(e) == d for e in ld if e):
         pos = next(i for i, e in enumerate(ld) if e and _norm(e) == d)
-        rest = [e for e in ld if e and _norm(e) != d]
+        rest = [e for e in ld if not (e and _norm(e) == d)]
         where = (f"`{d}`, entry {pos + 1} of `LD_LIBRARY_PATH`" + (" (the first)" if pos == 0 else ""))
         modules = probe.env.get("LOADEDMODULES", "")
         module_hint = ""
@@ -136,7 +136,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.FAIL,
             f"{len(broken)} of {len(cd.sublibraries)} cuDNN {major} sub-libraries fail to load: "
-            f"{broken[0].name}: {broken[0].error}",
+            f"{broken[0].error if broken[0].name in (broken[0].error or '') else broken[0].name + ': ' + str(broken[0].error)}",
             f"cuDNN loads its pieces lazily; the first convolution or RNN that needs a missing piece fails "
             f"(`Could not load library {broken[0].name}` / `CUDNN_STATUS_NOT_INITIALIZED`). The loader says:\n\n"
             f"```\n{lines}\n```\n\nSearched: {', '.join(f'`{d}`' for d in cd.search_dirs) or 'the loader path'}. "
