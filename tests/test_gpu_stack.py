@@ -21,7 +21,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpudoctor.checks import cuda_arch, cuda_available, cuda_devices, cuda_driver, cudnn_load, torch_compile
 from gpudoctor.checks._gpu import (coverage, has_nvidia_gpu, judge_driver, parse_arch_list, table_arch_list, v,
                                    variant_for)
 from gpudoctor.collect import CollectContext, CollectOptions

@@ -19,10 +19,9 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import driver_version, pip_install_command, split_local
+from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
 from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices,
                                    parse_arch_list, table_arch_list, target_probes, toolkit_driver, v)
-from gpudoctor.checks._common import wheel_variants
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional
+from typing import List
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, in_container

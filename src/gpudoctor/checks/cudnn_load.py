@@ -28,11 +28,10 @@ import os
 from typing import List, Optional, Tuple
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import pip_install_command
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, target_probes
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LoaderFacts, TargetWheels
-from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 
 
