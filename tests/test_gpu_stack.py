@@ -35,7 +35,7 @@ from gpudoctor.model import Status
 from gpudoctor.probe import PROBE_SCRIPT
 from gpudoctor.registry import load_registry, sort_key
 from gpudoctor.schemas import published_schema
-from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts,
+from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts, pci_gpus,
                                probe_facts, target, targets, torch_facts, write_tree)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -566,3 +566,43 @@ def test_probe_on_a_real_gpu_maps_cuda_devices_to_nvml(live_report, registry):
     assert {d.uuid for d in probe.torch.devices} <= {d.uuid for d in nv.devices}
     found = {f.check: f for f in evaluate([registry.checks[c] for c in GPU_CHECKS], live_report)}
     assert found["cuda.available"].status == Status.OK
+
+
+OLD_PYTHON = Path("/root/.pyenv/versions/3.6.15/bin/python")
+
+
+@pytest.mark.skipif(not OLD_PYTHON.exists(), reason="no Python 3.6 interpreter on this machine")
+def test_probe_runs_under_python_3_6_without_torch():
+    from gpudoctor.probe import probe_target
+    from gpudoctor.system import System
+    probe = probe_target(System.live(), str(OLD_PYTHON), timeout_s=60)
+    assert probe.python_version.startswith("3.6.")
+    assert probe.torch.installed is False
+    assert probe.cudnn.applicable is False and "not installed" in probe.cudnn.reason
+    assert probe.libcuda.loaded is False and "libcuda.so.1" in probe.libcuda.error
+    assert probe.toolchain.python_h_path.endswith("/Python.h") and probe.mapped_libraries == ()
+
+
+@pytest.mark.parametrize("driver,index", [("550.54.15", "whl/cu126"), ("470.86", "whl/cu118")])
+def test_torch_install_still_offers_a_cuda_build_the_driver_runs(driver, index, registry):
+    probe = probe_facts(torch=torch_facts("2.13.0+cpu"))
+    facts = make_facts(targets=targets(target(probe)), nvidia=nvidia_facts(driver, None, [nvml_device()]),
+                       gpu=pci_gpus(1))
+    found = run_checks(facts, registry, ("torch.install", "cuda.available"))
+    assert found["torch.install"].status == Status.FAIL and index in found["torch.install"].explanation
+    assert found["cuda.available"].status == Status.FAIL
+    assert "CPU-only build" in found["cuda.available"].summary
+
+
+@pytest.mark.parametrize("in_container,status", [(True, "fail"), (False, "ok")])
+def test_nvidia_visible_devices_none_matters_only_in_a_container(in_container, status, registry):
+    facts = load_fixture("devices-ok")
+    probe = facts.get("targets").targets[0].probe
+    from dataclasses import replace
+    probe = replace(probe, env={**probe.env, "NVIDIA_VISIBLE_DEVICES": "void"})
+    facts = facts.with_domains(targets=targets(target(probe)),
+                               os=os_facts("ubuntu", "22.04", "jammy", in_container=in_container, kind="docker"))
+    f = run_checks(facts, registry, ("cuda.devices",))["cuda.devices"]
+    assert f.status.value == status
+    if in_container:
+        assert "--gpus all" in f.explanation

@@ -23,6 +23,7 @@ import re
 from typing import List, Optional, Tuple
 
 from gpudoctor.checks import require
+from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, target_probes
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
@@ -71,7 +72,8 @@ def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, s
     env = probe.env
     nvml = _nvml(facts)
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-    if nvd is not None and nvd.strip().lower() in ("void", "none", ""):
+    # only the NVIDIA container runtime reads it; on a host it changes nothing
+    if in_container(facts) and nvd is not None and nvd.strip().lower() in ("void", "none", ""):
         return (Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
                 "The container was started with no GPU. Start it with `--gpus all` or "
                 "`-e NVIDIA_VISIBLE_DEVICES=all` (or a list of indices/UUIDs).")
@@ -171,6 +173,6 @@ def evaluate(facts: Facts) -> List[Finding]:
 CHECK = Check(
     id="cuda.devices",
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
-    needs=("targets", "nvidia", "gpu"),
+    needs=("targets", "nvidia", "gpu", "os"),
     evaluate=evaluate,
 )

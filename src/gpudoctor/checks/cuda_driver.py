@@ -94,7 +94,8 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
         remedies.append(
             f"3. These GPUs support NVIDIA's forward-compatibility package: install `cuda-compat-{mm}` from NVIDIA's "
             f"CUDA repository and run with `LD_LIBRARY_PATH=/usr/local/cuda-{tf.cuda}/compat:$LD_LIBRARY_PATH` "
-            f"(data-center GPUs only; the kernel driver stays {verdict.driver}).")
+            f"(data-center GPUs only; the kernel driver stays {verdict.driver}; check NVIDIA's forward-compatibility "
+            f"table that this driver branch is supported by that package).")
     summary = (f"the NVIDIA driver {verdict.driver}{max_txt} is too old for torch {tf.version} (CUDA {tf.cuda}): "
                f"it needs ≥ {verdict.floor}")
     explanation = (
@@ -102,7 +103,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
         f"needs a Linux driver ≥ **{verdict.floor}** (minor-version compatibility; ≥ {verdict.toolkit_driver} "
         f"for all CUDA {tf.cuda} features), but this machine runs **{verdict.driver}**{max_txt}. "
         f"`torch.cuda.is_available()` is False and CUDA calls fail with \"The NVIDIA driver on your system is too "
-        f"old\".\n\nEither:\n\n" + "\n\n".join(remedies))
+        f"old\".\n\nFix it one of these ways:\n\n" + "\n\n".join(remedies))
     return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label)
 
 

@@ -204,6 +204,8 @@ def cudnn_runtime_version(path):
 
 
 def probe_cudnn(torch_facts, torch_mod, mapped):
+    if not torch_facts.get("installed"):
+        return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
     if torch_mod is None:
         return {"applicable": False, "reason": "torch does not import, so no cuDNN is loaded"}
     if torch_facts.get("hip"):
