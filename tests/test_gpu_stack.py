@@ -495,6 +495,7 @@ def test_gpudoctor_check_here_blames_the_missing_gpu_and_nothing_else(live_repor
     assert [f.check for f in found if f.status in (Status.FAIL, Status.ERROR)] == []
     for cid in ("cuda.driver", "cuda.arch", "cudnn.load", "cuda.libcuda", "cuda.devices"):
         assert next(f for f in found if f.check == cid).status == Status.SKIP
+    assert next(f for f in found if f.check == "cudnn.load").summary.startswith("not applicable: ")
 
 
 @pytest.fixture(scope="module")

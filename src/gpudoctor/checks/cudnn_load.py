@@ -31,7 +31,7 @@ from gpudoctor.checks import require
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, target_probes
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LoaderFacts, TargetWheels
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 
 
@@ -106,15 +106,14 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> Tuple[str, s
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cudnn.load`` finding for one target (pure)."""
+    cd = probe.cudnn
+    if isinstance(cd, CudnnProbe) and not cd.applicable:
+        return CHECK.finding(Status.SKIP, f"not applicable: {cd.reason}", target=t.label)
     reason = cuda_build_skip(probe)
     if reason:
-        return CHECK.finding(Status.SKIP, reason.replace("no CUDA runtime, cuDNN or kernels", "cuDNN does not apply"),
-                             target=t.label)
-    cd = probe.cudnn
+        return CHECK.finding(Status.SKIP, f"not applicable: {reason}", target=t.label)
     if isinstance(cd, Unavailable):
         return CHECK.finding(Status.SKIP, f"cuDNN was not probed: {cd.reason}", target=t.label)
-    if not cd.applicable:
-        return CHECK.finding(Status.SKIP, f"not applicable: {cd.reason}", target=t.label)
     tf = probe.torch
     compiled = tf.cudnn_compile_version
     major = cd.expected_major
