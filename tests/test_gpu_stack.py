@@ -607,3 +607,16 @@ def test_nvidia_visible_devices_none_matters_only_in_a_container(in_container, s
     assert f.status.value == status
     if in_container:
         assert "--gpus all" in f.explanation
+
+
+@pytest.mark.parametrize("runtime,torch_reports,paths,needle", [
+    (8902, None, ("/opt/cudnn8/libcudnn.so.8",), "a different major than the 9.1.0"),
+    (90100, 90100, ("/opt/a/libcudnn.so.9", "/opt/b/libcudnn.so.9"), "two cuDNN copies are mapped"),
+    (90100, 90500, ("/opt/a/libcudnn.so.9",), "torch reports cuDNN 9.5.0 but the mapped /opt/a/libcudnn.so.9 is 9.1.0"),
+])
+def test_cudnn_version_and_duplicate_faults(runtime, torch_reports, paths, needle, registry):
+    cudnn = CudnnProbe(True, "", 9, paths[0], paths, runtime)
+    probe = probe_facts(torch=torch_facts("2.6.0+cu124", "12.4", cudnn_compile_version="9.1.0",
+                                          cudnn_version=torch_reports, cuda_available=True), cudnn=cudnn)
+    f = run_checks(make_facts(targets=targets(target(probe))), registry, ("cudnn.load",))["cudnn.load"]
+    assert f.status == Status.FAIL and needle in f.summary

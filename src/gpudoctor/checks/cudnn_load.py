@@ -161,7 +161,29 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"from {where}.{own_txt}\n\n{todo} Alternatively load a cuDNN ≥ {compiled} of major {cv[0]}.",
                 evidence=evidence, target=t.label)
 
-    # 3. shadowed: loaded copy is not the wheel's
+    # 3a. two copies of the shim in one process
+    shims = sorted({p for p in cd.loaded_paths if os.path.basename(p).startswith("libcudnn.so")})
+    if len({_norm(os.path.dirname(p)) for p in shims}) > 1:
+        return CHECK.finding(
+            Status.FAIL, f"two cuDNN copies are mapped into {probe.executable}: {' and '.join(shims)}",
+            f"After `import torch` the process holds {len(shims)} different `libcudnn.so` files:\n\n"
+            + "\n".join(f"- `{p}`" for p in shims)
+            + "\n\nThe first one loaded wins every later lookup by name; the other library's users then call "
+              "into a cuDNN they were not built for. Typical cause: another framework (TensorFlow, onnxruntime-gpu, "
+              "cupy) or an `LD_PRELOAD`/`LD_LIBRARY_PATH` entry bringing its own cuDNN. Keep one cuDNN per "
+              "environment (the one the torch wheel installs).",
+            evidence=evidence, target=t.label)
+    if cd.runtime_version and tf.cudnn_version and cd.runtime_version != tf.cudnn_version:
+        return CHECK.finding(
+            Status.FAIL,
+            f"torch reports cuDNN {fmt_cudnn(tf.cudnn_version)} but the mapped {loaded} is "
+            f"{fmt_cudnn(cd.runtime_version)}",
+            f"`torch.backends.cudnn.version()` and `cudnnGetVersion()` of the library mapped in the process "
+            f"disagree, so torch is not using the file the loader resolves by name. Look for a second cuDNN "
+            f"(`LD_PRELOAD`, `LD_LIBRARY_PATH`, another framework imported first) and remove it.",
+            evidence=evidence, target=t.label)
+
+    # 3b. shadowed: loaded copy is not the wheel's
     if loaded and own and _norm(os.path.dirname(loaded)) not in {_norm(os.path.dirname(p)) for p in own}:
         where, todo = _shadow_remedy(probe, loaded, facts)
         return CHECK.finding(
