@@ -620,3 +620,22 @@ def test_cudnn_version_and_duplicate_faults(runtime, torch_reports, paths, needl
                                           cudnn_version=torch_reports, cuda_available=True), cudnn=cudnn)
     f = run_checks(make_facts(targets=targets(target(probe))), registry, ("cudnn.load",))["cudnn.load"]
     assert f.status == Status.FAIL and needle in f.summary
+
+
+@pytest.mark.parametrize("gpu_name,compat,status,needle", [
+    ("NVIDIA A100-SXM4-80GB", "570.124.06", "ok", "forward-compatibility package"),
+    ("NVIDIA GeForce RTX 3090", "570.124.06", "fail", "error 804"),
+    ("NVIDIA A100-SXM4-80GB", "535.183.01", "fail", "error 803"),
+])
+def test_forward_compatibility_libcuda(gpu_name, compat, status, needle, registry):
+    lc = LibcudaProbe(True, f"/usr/local/cuda-12.8/compat/libcuda.so.{compat}", None, 12080)
+    probe = probe_facts(torch=torch_facts("2.7.0+cu128", "12.8", cuda_available=status == "ok"), libcuda=lc)
+    facts = make_facts(targets=targets(target(probe)), gpu=pci_gpus(1),
+                       nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device(name=gpu_name, cc="8.0")]))
+    found = run_checks(facts, registry, ("cuda.libcuda", "cuda.driver"))
+    f = found["cuda.libcuda"]
+    assert f.status.value == status and needle in f.summary + f.explanation
+    if status == "ok":     # the old kernel driver is bridged, so cuda.driver does not fail either
+        facts = facts.with_domains(nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(name=gpu_name, cc="8.0")]))
+        drv = run_checks(facts, registry, ("cuda.driver",))["cuda.driver"]
+        assert drv.status == Status.OK and "forward-compatibility libcuda 570.124.06" in drv.summary

@@ -17,13 +17,14 @@ offered only when every GPU is a data-center/Jetson part that supports it.
 
 from __future__ import annotations
 
-from typing import List
+import re
+from typing import List, Optional
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, pip_install_command, split_local
 from gpudoctor.checks._gpu import (cuda_build_skip, driver_max_cuda, forward_compat_supported, gpu_devices,
                                    judge_driver, target_probes, v, variant_for)
-from gpudoctor.facts import Facts
+from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -67,7 +68,23 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"(`the provided PTX was compiled with an unsupported toolchain`). Upgrading the driver to "
             f"≥ {verdict.toolkit_driver} removes these limits.",
             evidence=evidence, target=t.label)
+    compat = _compat_version(probe)
+    if compat and judge_driver(compat, tf.cuda).fit != "too-old" and \
+            all(forward_compat_supported(g.name) for g in gpu_devices(facts, probe)):
+        evidence["forward_compat_libcuda"] = probe.libcuda.path  # type: ignore[union-attr]
+        return CHECK.finding(
+            Status.OK, f"NVIDIA driver {driver} is older than CUDA {tf.cuda} needs, but the forward-compatibility "
+                       f"libcuda {compat} bridges it", evidence=evidence, target=t.label)
     return _too_old(facts, t, probe, verdict, max_txt, evidence)
+
+
+def _compat_version(probe: ProbeFacts) -> Optional[str]:
+    """Version of a cuda-compat ``libcuda.so.<version>`` the target loaded, or None."""
+    lc = probe.libcuda
+    if isinstance(lc, Unavailable) or not lc.loaded or not lc.path or "/compat/" not in lc.path:
+        return None
+    m = re.search(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$", lc.path)
+    return m.group(1) if m else None
 
 
 def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:

@@ -10,6 +10,9 @@ not ship it. The probe ``dlopen``s it for real in the target (no ``cuInit``).
   missing the driver's compute-library package;
 - it loads, but its version differs from the kernel module's -> ``fail``
   ("Driver/library version mismatch": reboot or reinstall one version);
+- it is a cuda-compat (forward-compatibility) copy: ``fail`` on a GPU that does
+  not support it (error 804) or when older than the kernel driver (error 803),
+  else ``ok``;
 - loads -> ``ok``; no NVIDIA GPU/driver at all -> ``skip``.
 """
 
@@ -17,11 +20,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List
+from typing import List, Optional
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, in_container
-from gpudoctor.checks._gpu import has_nvidia_gpu, target_probes
+from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, target_probes, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
@@ -60,6 +63,34 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
             "`/etc/ld.so.conf.d/` and run `sudo ldconfig`.")
 
 
+def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, compat_version: str,
+                    kernel: Optional[str], evidence: dict) -> Optional[Finding]:
+    """Judge a cuda-compat ``libcuda`` (NVIDIA CUDA Compatibility guide, Forward Compatibility;
+    runtime errors 803 ``cudaErrorSystemDriverMismatch`` and 804 ``cudaErrorCompatNotSupportedOnDevice``)."""
+    compat_dir = os.path.dirname(path)
+    unsupported = [g.name for g in gpu_devices(facts, probe) if forward_compat_supported(g.name) is False]
+    if unsupported:
+        return CHECK.finding(
+            Status.FAIL,
+            f"a forward-compatibility libcuda ({path}) is loaded on {', '.join(unsupported)}, which does not support it",
+            f"`{compat_dir}` holds NVIDIA's cuda-compat driver libraries, which work only on data-center GPUs and "
+            f"Jetson. On this GPU CUDA fails with error 804 (`forward compatibility was attempted on non supported "
+            f"HW`). Remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then `sudo ldconfig`) and "
+            f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
+            evidence=evidence, target=t.label)
+    if kernel and v(compat_version) < v(kernel):
+        return CHECK.finding(
+            Status.FAIL,
+            f"the forward-compatibility libcuda {compat_version} ({path}) is older than the driver {kernel}",
+            f"cuda-compat only helps when it is *newer* than the kernel driver; an older one fails with error 803 "
+            f"(`system has unsupported display driver / cuda driver combination`). The installed driver is already "
+            f"new enough: remove `{compat_dir}` from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` and run `sudo ldconfig`.",
+            evidence=evidence, target=t.label)
+    return CHECK.finding(Status.OK, f"libcuda.so.1 loads from the forward-compatibility package {path} "
+                                    f"(driver {compat_version} on kernel module {kernel or '?'})",
+                         evidence=evidence, target=t.label)
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.libcuda`` finding for one target (pure)."""
     gpu = has_nvidia_gpu(facts)
@@ -85,7 +116,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             evidence=evidence, target=t.label)
     kernel = driver_version(facts)
     m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
-    if kernel and m and m.group(1) != kernel:
+    compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
+    if compat and m:
+        found = _forward_compat(facts, probe, t, lc.path, m.group(1), kernel, evidence)
+        if found is not None:
+            return found
+    elif kernel and m and m.group(1) != kernel:
         return CHECK.finding(
             Status.FAIL,
             f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
