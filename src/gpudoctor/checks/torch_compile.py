@@ -76,8 +76,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``torch.compile`` finding for one target (pure)."""
     tf = probe.torch
     if not tf.installed or not tf.import_ok:
-        return CHECK.finding(Status.SKIP, f"torch does not import in {probe.executable} (see torch.install)",
-                             target=t.label)
+        what = "is not installed" if not tf.installed else "does not import"
+        return CHECK.finding(Status.SKIP, f"torch {what} in {probe.executable} (see torch.install)", target=t.label)
     tc = probe.toolchain
     if isinstance(tc, Unavailable):
         return CHECK.finding(Status.SKIP, f"the toolchain was not probed: {tc.reason}", target=t.label)
