@@ -466,7 +466,7 @@ def _load_probe_module():
 
 @pytest.fixture(scope="module")
 def live_report():
-    """One real `gpudoctor check --format json --facts-included` run on this machine (one probe process)."""
+    """One real `gpudoctor facts` run on this machine (one probe process), replayed by the tests."""
     proc = subprocess.run([sys.executable, "-m", "gpudoctor", "facts"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return Facts.from_json(json.loads(proc.stdout))
