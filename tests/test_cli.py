@@ -264,7 +264,7 @@ def test_output_into_a_missing_directory(tmp_path, fmt):
 
 
 def test_console_plain_when_piped():
-    proc = run_gpudoctor("check", "nvidia", "torch", "--facts", str(SNAP / "gpu-driver-550-cpu-torch.json"))
+    proc = run_gpudoctor("check", "nvidia", "torch.install", "--facts", str(SNAP / "gpu-driver-550-cpu-torch.json"))
     assert proc.returncode == 1
     out = proc.stdout
     assert "\x1b[" not in out
