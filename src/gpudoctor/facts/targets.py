@@ -77,6 +77,9 @@ class ProbeFacts:
         env: the relevant variables (CUDA_*, NVIDIA_*, LD_LIBRARY_PATH,
             PYTORCH_*, ...) as the target sees them (secrets redacted on output).
         duration_ms: wall time of the probe process in ms.
+        distributions: name -> version of the few other distributions checks
+            need to know about (``ipykernel`` for Jupyter kernels); a name is
+            absent when not installed; None when the probe did not report them.
     """
 
     probe_version: int
@@ -91,6 +94,7 @@ class ProbeFacts:
     torch: TorchFacts
     env: Dict[str, str] = field(default_factory=dict)
     duration_ms: float = 0.0
+    distributions: Optional[Dict[str, str]] = None
 
 
 @dataclass(frozen=True)

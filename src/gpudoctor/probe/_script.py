@@ -20,6 +20,7 @@ PROBE_VERSION = 1
 MARKER = "@@gpudoctor-probe@@"
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
+DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
              "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME")
 
@@ -141,6 +142,11 @@ def main():
         torch_facts = {"installed": True, "import_ok": False,
                        "import_error": "probe failure: " + traceback.format_exc().strip().splitlines()[-1]}
     doc["torch"] = torch_facts
+    doc["distributions"] = {}
+    for name in DISTRIBUTIONS:
+        found, version, _loc = _dist_info(name)
+        if found:
+            doc["distributions"][name] = version or "?"
     doc["duration_ms"] = round((time.time() - start) * 1000.0, 3)
     sys.stdout.write("\n" + MARKER + json.dumps(doc) + MARKER + "\n")
     sys.stdout.flush()
