@@ -203,7 +203,7 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`. "
             f"{launch.error}.{tail}\n\nStart it by hand to see the whole error:\n\n"
             f"```\n{interp.path} -m ipykernel_launcher\n```", ()))
-    probe = k.target.probe if k.target is not None else Unavailable("not probed")
+    probe = _kernel_probe(k)
     if isinstance(probe, Unavailable):
         k.problems.append(_Problem(Status.FAIL, "probe-failed", f"could not inspect kernel {spec.name}: {probe.reason}",
                                    f"The probe could not run in `{interp.path}` with the kernel's environment.", ()))
@@ -230,7 +230,10 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             "`GPU-<uuid>` instead, e.g. `\"CUDA_VISIBLE_DEVICES\": \"0\"`.", (FIX_ENV,)))
     tk = probe.torch
     ref_cuda = ref_probe is not None and ref_probe.torch.import_ok and bool(ref_probe.torch.cuda)
-    same_python = ref_probe is not None and probe.executable == ref_probe.executable
+    same_python = ref_probe is not None and (probe.executable == ref_probe.executable
+                                             or probe.prefix == ref_probe.prefix)
+    if same_python:
+        can_repoint = False
     if ref_cuda and (not tk.installed or not tk.import_ok or tk.is_cpu_build) and not same_python:
         rt = ref_probe.torch  # type: ignore[union-attr]
         fixes = ((FIX_ARGV,) if can_repoint else ()) + ((FIX_REGISTER,) if ref_py else ())
@@ -278,8 +281,18 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
                 f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
 
 
+def _kernel_probe(k: _Kernel):
+    """The kernel target's probe; else the in-kernel probe of a successful --deep launch."""
+    if k.target is not None:
+        return k.target.probe
+    launch = k.spec.launch
+    if isinstance(launch, KernelLaunch) and launch.ok:
+        return launch.probe
+    return Unavailable("the kernel's interpreter was not probed")
+
+
 def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
-    probe = k.target.probe if k.target is not None else None
+    probe = _kernel_probe(k)
     interp = k.spec.interpreter
     if not isinstance(probe, ProbeFacts):
         return Status.OK, f"kernel {k.spec.name} runs {interp.path if interp else '?'}"
