@@ -2,8 +2,9 @@
 
 "CUDA is True in my terminal and False in my notebook": the kernel runs a
 different interpreter, or the same one with a different environment. The
-reference is the first target (the interpreter running gpudoctor, or the
-first ``--python``): what the user tested in the terminal. One finding per
+reference is the terminal's interpreter (the first ``--python``, else the
+activated environment's, else the one running gpudoctor): what the user
+tested in the terminal. One finding per
 kernelspec, then duplicate display names, then a summary:
 
 - kernel.json cannot be loaded -> ``fail``;
@@ -91,14 +92,18 @@ def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeF
 
 
 def reference_target(facts: Facts) -> Optional[TargetFacts]:
-    """The terminal's target (the first non-kernel target), or None."""
+    """The terminal's target, or None: the first ``--python``; else the activated
+    environment's interpreter (``active-env``: what ``python`` means in the user's
+    shell when gpudoctor runs from its own venv); else the current interpreter."""
     targets = facts.of(TargetsFacts)
     if isinstance(targets, Unavailable):
         return None
-    for t in targets.targets:
-        if t.kind != "kernel":
-            return t
-    return None
+    terminal = [t for t in targets.targets if t.kind != "kernel"]
+    for kind in ("python", "active-env"):
+        for t in terminal:
+            if t.kind == kind:
+                return t
+    return terminal[0] if terminal else None
 
 
 def reference_python(facts: Facts) -> Optional[str]:
