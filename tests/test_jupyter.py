@@ -24,6 +24,7 @@ from gpudoctor.collect import CollectContext, CollectOptions, all_collectors
 from gpudoctor.collect.jupyter import collect as collect_jupyter
 from gpudoctor.collect.jupyter import kernel_environment, resolve_interpreter
 from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.base import from_jsonable, to_jsonable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
 from gpudoctor.facts.targets import TargetsFacts
 from gpudoctor.fixes import jupyter_kernel_argv, jupyter_kernel_env, jupyter_register
@@ -439,6 +440,8 @@ def test_deep_launches_real_kernels_and_probes_inside(tmp_path, python, bare_pyt
     assert bare.launch.ok is False and "died on start" in bare.launch.error
     assert "ipykernel" in bare.launch.stderr_tail
 
+    assert from_jsonable(JupyterFacts, json.loads(json.dumps(to_jsonable(j)))) == j  # snapshot round trip
+
     findings = CHECK.evaluate(make_facts(jupyter=j, targets=targets(target(
         probe_facts(python, torch_facts("2.13.0+cpu"), distributions={"ipykernel": "7.4.0"})))))
     by = {f.evidence.get("kernel"): f for f in findings if f.evidence.get("kernel")}
@@ -463,8 +466,19 @@ def test_deep_kills_and_reports_a_kernel_that_hangs_on_start(tmp_path, python):
     assert f.status is Status.FAIL and "did not answer" in f.summary
 
 
-def test_check_cli_has_deep_flag():
-    from click.testing import CliRunner
-    from gpudoctor.cli import cli
-    result = CliRunner().invoke(cli, ["check", "--help"])
-    assert "--deep" in result.output
+@pytest.mark.slow
+def test_cli_check_deep_reports_a_kernel_without_ipykernel(tmp_path, monkeypatch, bare_python, capsys):
+    from gpudoctor.cli import main
+    jp = tmp_path / "jp" / "kernels"
+    write_spec(jp, "bare", spec_json(ipk_argv(bare_python), "Bare venv"))
+    monkeypatch.setenv("JUPYTER_PATH", str(jp.parent))
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        main(["check", "jupyter.kernels", "--deep", "--format", "json", "--probe-timeout", "60"])
+    assert exit_.value.code == 1
+    doc = json.loads(capsys.readouterr().out)
+    bare = [f for f in doc["findings"] if f["target"] == "kernel:bare"][0]
+    assert bare["status"] == "fail" and "died on start" in bare["summary"]
+    assert bare["evidence"]["problems"] == ["launch-failed", "no-ipykernel"]
+    assert doc["findings"][-1]["evidence"]["failing"] == ["bare"]

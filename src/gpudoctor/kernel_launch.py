@@ -44,13 +44,18 @@ def probe_code() -> str:
             "del __gpudoctor_probe\n")
 
 
+#: stderr lines every ipykernel >= 7 prints on a TCP transport: noise, not a cause
+_NOISE = ("Kernel is running over TCP without encryption",)
+
+
 def _tail(path: str, lines: int = 5) -> str:
     try:
         with open(path, "rb") as fh:
             text = fh.read()[-8192:].decode("utf-8", errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.strip().splitlines()[-lines:])
+    kept = [ln for ln in text.strip().splitlines() if not any(n in ln for n in _NOISE)]
+    return "\n".join(kept[-lines:])
 
 
 def _ms(start: float) -> float:
@@ -129,7 +134,7 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
             kc.execute_interactive(probe_code(), timeout=left(), output_hook=hook, store_history=False,
                                    allow_stdin=False, silent=False)
         except TimeoutError:
-            msg = f"the kernel started but the probe did not finish within {timeout_s:g} s; the kernel was killed"
+            msg = f"the kernel started, but the probe did not finish within {timeout_s:g} s; the kernel was killed"
             return KernelLaunch(False, _ms(start), msg, Unavailable(msg), _tail(stderr_path))
         if errors:
             msg = f"the probe raised inside the kernel: {errors[0]}"

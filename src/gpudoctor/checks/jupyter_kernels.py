@@ -148,6 +148,23 @@ def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> 
     return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
 
 
+def _without_connection_file(argv: Sequence[str]) -> List[str]:
+    """argv without ``-f {connection_file}`` (ipykernel then writes its own connection file)."""
+    out: List[str] = []
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == "-f" and i + 1 < len(argv) and "{connection_file}" in argv[i + 1]:
+            skip = True
+            continue
+        if "{connection_file}" in a:
+            continue
+        out.append(a)
+    return out
+
+
 def _torch_words(probe: ProbeFacts) -> str:
     t = probe.torch
     if not t.installed:
@@ -201,14 +218,18 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             fixes))
         return
     launch = spec.launch
+    launch_failed = isinstance(launch, KernelLaunch) and not launch.ok
     if isinstance(launch, KernelLaunch) and not launch.ok:
         tail = f"\n\nLast lines of the kernel's stderr:\n\n```\n{launch.stderr_tail}\n```" if launch.stderr_tail else ""
+        by_hand = " ".join(shlex.quote(a) for a in _without_connection_file(spec.argv))
         k.problems.append(_Problem(
             Status.FAIL, "launch-failed", f"kernel {spec.name} does not work when started: {launch.error}",
-            f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`. "
-            f"{launch.error}.{tail}\n\nStart it by hand to see the whole error:\n\n"
-            f"```\n{interp.path} -m ipykernel_launcher\n```", ()))
+            f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`: "
+            f"{launch.error}.{tail}\n\nStart it by hand to see the whole error (a larger `--probe-timeout` helps "
+            f"when the machine is just slow):\n\n```\n{by_hand}\n```", ()))
     probe = _kernel_probe(k)
+    if isinstance(probe, Unavailable) and launch_failed:
+        return
     if isinstance(probe, Unavailable):
         k.problems.append(_Problem(Status.FAIL, "probe-failed", f"could not inspect kernel {spec.name}: {probe.reason}",
                                    f"The probe could not run in `{interp.path}` with the kernel's environment.", ()))
@@ -363,9 +384,10 @@ def evaluate(facts: Facts) -> List[Finding]:
             findings.append(CHECK.finding(
                 Status.WARN, f"{len(names)} kernels share the display name {display!r}: {', '.join(names)}",
                 "The notebook's kernel picker shows only display names, so you cannot tell these apart and may be "
-                "running a different environment than you think. Give each a distinct name:\n\n```\n"
-                + "\n".join(f"jupyter kernelspec list  # then edit display_name in {jupyter.kernel(n).kernel_json}"  # type: ignore[union-attr]
-                            for n in names[:1]) + "\n```",
+                "running a different environment than you think. Give each a distinct `display_name` in its "
+                "kernel.json:\n\n" + "\n".join(
+                    f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
+                    f"`{' '.join(jupyter.kernel(n).argv[:1])}`" for n in names),  # type: ignore[union-attr]
                 evidence={"display_name": display, "kernels": names}))
     python_kernels = [k for k in analysed]
     if not python_kernels:
@@ -383,13 +405,13 @@ def evaluate(facts: Facts) -> List[Finding]:
     worst = Status.worst([f.status for f in findings])
     if bad:
         summary = (f"{len(bad)} of {len(python_kernels)} Python kernel{'s' if len(python_kernels) != 1 else ''} "
-                   f"cannot use the GPU setup of {ref_py}: {', '.join(bad)}")
+                   f"are broken or do not see what the terminal ({ref_py}) sees: {', '.join(bad)}")
     else:
         summary = f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})"
     findings.append(CHECK.finding(
         worst if bad else Status.OK, summary,
         f"Kernels were judged against the terminal's interpreter `{ref_py}` (the reference). Jupyter server: "
-        f"`{jupyter.server_python}` ({jupyter.server_python_source}); a kernel whose argv says plain `python` runs "
+        f"`{jupyter.server_python}`, {jupyter.server_python_source}; a kernel whose argv says plain `python` runs "
         f"that one. {'Kernels were started for real (--deep). ' if jupyter.deep else 'Run `gpudoctor check jupyter --deep` to start each kernel for real. '}"
         f"\n\n{NOTEBOOK_PITFALL}",
         evidence={"reference_python": ref_py, "server_python": jupyter.server_python, "failing": bad,
