@@ -215,7 +215,9 @@ def test_check_judges_real_kernels_against_the_terminal(tmp_path, python, bare_p
     assert summary.status is Status.FAIL and set(summary.evidence["failing"]) == {"bare", "gone", "hidden"}
 
     # the fixes plan real edits of the real files
-    plan = jupyter_kernel_env.plan(facts, by["hidden"], {})
+    assert jupyter_kernel_env.plan(facts, by["hidden"], {"kernel": "gone"}) is None  # --set kernel=gone
+    assert "gpudoctor fix jupyter.kernel-env --set kernel=hidden" in by["hidden"].explanation
+    plan = jupyter_kernel_env.plan(facts, by["hidden"], {"kernel": "hidden"})
     (edit,) = plan.edits
     assert edit.path == str(jp / "hidden" / "kernel.json") and edit.old_text == Path(edit.path).read_text()
     assert json.loads(edit.new_text) == {"argv": ipk_argv(python), "display_name": "Hidden", "language": "python"}

@@ -114,11 +114,19 @@ def reference_python(facts: Facts) -> Optional[str]:
     return ref.probe.executable if isinstance(ref.probe, ProbeFacts) else ref.python
 
 
-def kernel_for_finding(facts: Facts, finding: Finding) -> Optional[KernelSpecFacts]:
-    """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None."""
+def kernel_for_finding(facts: Facts, finding: Finding,
+                       options: Optional[Dict[str, str]] = None) -> Optional[KernelSpecFacts]:
+    """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
+
+    With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
+    unless the finding is about that kernel, so the fix is planned for it.
+    """
     jupyter = facts.of(JupyterFacts)
     name = finding.evidence.get("kernel") if finding.evidence else None
     if isinstance(jupyter, Unavailable) or not name:
+        return None
+    wanted = (options or {}).get("kernel")
+    if wanted and str(wanted).lower() != str(name).lower():
         return None
     return jupyter.kernel(str(name))
 
@@ -163,6 +171,10 @@ def _without_connection_file(argv: Sequence[str]) -> List[str]:
             continue
         out.append(a)
     return out
+
+
+def _gpu_vars(env: Dict[str, str]) -> Dict[str, str]:
+    return {n: v for n, v in env.items() if n.startswith(("CUDA_", "NVIDIA_"))}
 
 
 def _torch_words(probe: ProbeFacts) -> str:
@@ -212,7 +224,8 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             + (f" ({interp.note})" if interp.note else "") +
             ", and that interpreter is gone (a deleted or moved virtualenv/conda env). Jupyter still lists the "
             "kernel, but it dies on start.\n\n"
-            + (f"Point the kernel at the terminal's interpreter (`gpudoctor fix {FIX_ARGV}`), or re-register it "
+            + (f"Point the kernel at the terminal's interpreter "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
                f"from the environment you want:\n\n```\n{reregister}\n```\n\n" if reregister else "")
             + f"Or remove it: `jupyter kernelspec remove {spec.name}`.",
             fixes))
@@ -240,7 +253,8 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
                                          "cannot start",
             f"Jupyter starts this kernel as `{probe.executable} -m ipykernel_launcher`, and that interpreter has no "
             f"ipykernel. Install it there:\n\n```\n{probe.executable} -m pip install ipykernel\n```"
-            + (f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` (`gpudoctor fix {FIX_ARGV}`)."
+            + (f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`)."
                if can_repoint and ref_has_ipk else ""),
             (FIX_ARGV,) if can_repoint and ref_has_ipk else ()))
     hiding = gpu_hiding_vars(spec.env_resolved)
@@ -252,7 +266,8 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             "`CUDA_VISIBLE_DEVICES` that is empty, `-1` or starts with an invalid entry leaves CUDA no device "
             "(`torch.cuda.is_available()` is False, `device_count()` is 0); `NVIDIA_VISIBLE_DEVICES=none|void` "
             "tells a container runtime to attach no GPU when the kernel runs in a container.\n\n"
-            f"Remove them (`gpudoctor fix {FIX_ENV}`) and restart the kernel. To pick one GPU, use an index or "
+            f"Remove them (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the kernel. "
+            "To pick one GPU, use an index or "
             "`GPU-<uuid>` instead, e.g. `\"CUDA_VISIBLE_DEVICES\": \"0\"`.", (FIX_ENV,)))
     tk = probe.torch
     ref_cuda = ref_probe is not None and ref_probe.torch.import_ok and bool(ref_probe.torch.cuda)
@@ -277,7 +292,8 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
             + f"), which has {_torch_words(probe)}, so the GPU is invisible in the notebook.\n\n"
             "Kernelspecs written by `ipython kernel install` or `jupyter` from another environment record that "
             "environment's interpreter, not the activated one.\n\n"
-            + (f"Point the kernel at the terminal's interpreter (`gpudoctor fix {FIX_ARGV}`), or re-register it "
+            + (f"Point the kernel at the terminal's interpreter "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
                f"from that environment (replaces the kernelspec):\n\n```\n{reregister}\n```\n\n" if reregister else "")
             + "Then restart the kernel and check `import sys; sys.executable` in a cell.", fixes))
     elif not (hiding and ref_cuda):
@@ -296,14 +312,15 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
                 "started by systemd, JupyterHub or an IDE, which never read it. In the kernel: "
                 + (f"`import torch` fails with `{tk.import_error}`." if not tk.import_ok else
                    f"`torch.cuda.is_available()` is {tk.cuda_available}, cuDNN version {tk.cudnn_version}.")
-                + f"\n\nAdd the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV}`), or set them in the "
+                + f"\n\nAdd the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`), "
+                "or set them in the "
                 "Jupyter service's environment, then restart the kernel.", (FIX_ENV,)))
         elif ld_symptom and not hiding and tk.import_ok:
             k.problems.append(_Problem(
                 Status.FAIL, "cuda-kernel-only",
                 f"kernel {spec.name}: CUDA works in the terminal but not in the kernel",
                 f"Same torch build, different result: `torch.cuda.is_available()` is {tk.cuda_available} in the kernel. "
-                f"Compare the kernel's GPU variables {dict((n, v) for n, v in probe.env.items() if n.startswith(('CUDA_', 'NVIDIA_')))} "
+                f"Compare the kernel's GPU variables {_gpu_vars(probe.env)} "
                 f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
 
 
@@ -407,12 +424,14 @@ def evaluate(facts: Facts) -> List[Finding]:
         summary = (f"{len(bad)} of {len(python_kernels)} Python kernel{'s' if len(python_kernels) != 1 else ''} "
                    f"are broken or do not see what the terminal ({ref_py}) sees: {', '.join(bad)}")
     else:
-        summary = f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})"
+        summary = (f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})" if len(python_kernels) > 1
+                   else f"the Python kernel matches the terminal ({ref_py})")
     findings.append(CHECK.finding(
         worst if bad else Status.OK, summary,
         f"Kernels were judged against the terminal's interpreter `{ref_py}` (the reference). Jupyter server: "
         f"`{jupyter.server_python}`, {jupyter.server_python_source}; a kernel whose argv says plain `python` runs "
-        f"that one. {'Kernels were started for real (--deep). ' if jupyter.deep else 'Run `gpudoctor check jupyter --deep` to start each kernel for real. '}"
+        f"that one. " + ("Kernels were started for real (--deep). " if jupyter.deep else
+                         "Run `gpudoctor check jupyter --deep` to start each kernel for real. ") +
         f"\n\n{NOTEBOOK_PITFALL}",
         evidence={"reference_python": ref_py, "server_python": jupyter.server_python, "failing": bad,
                   "kernels": [k.spec.name for k in python_kernels]}))

@@ -4,7 +4,8 @@ Edits the kernel's ``kernel.json`` (key order and indentation kept): the
 interpreter token of ``argv`` becomes the terminal's interpreter (the
 reference target), or ``options["python"]``. A ``conda run -n ENV`` wrapper is
 dropped with it (it would activate the environment the kernel should no
-longer use); an ``env VAR=...`` wrapper is kept. Addresses ``jupyter.kernels``.
+longer use); an ``env VAR=...`` wrapper is kept. Addresses ``jupyter.kernels``;
+``--set kernel=NAME`` picks the kernel when several need it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
 
     Raises FixRefused when kernel.json is malformed or changed since the facts were collected.
     """
-    spec = kernel_for_finding(facts, finding)
+    spec = kernel_for_finding(facts, finding, dict(options or {}))
     if spec is None or spec.interpreter is None or spec.interpreter.argv_index is None:
         return None
     if spec.builtin:

@@ -7,7 +7,8 @@
   server environment has one, which Jupyter substitutes at launch).
 
 Key order and indentation are kept; an ``env`` left empty is removed (the
-shape ``ipykernel install`` writes). Addresses ``jupyter.kernels``.
+shape ``ipykernel install`` writes). Addresses ``jupyter.kernels``;
+``--set kernel=NAME`` picks the kernel when several need it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def _kernel_probe(facts: Facts, name: str) -> Optional[ProbeFacts]:
 
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
     """A FixPlan editing ``env``, or None when nothing needs changing. Raises FixRefused on malformed kernel.json."""
-    spec = kernel_for_finding(facts, finding)
+    spec = kernel_for_finding(facts, finding, dict(options or {}))
     if spec is None:
         return None
     if spec.builtin:
