@@ -484,3 +484,27 @@ def test_cli_check_deep_reports_a_kernel_without_ipykernel(tmp_path, monkeypatch
     assert bare["status"] == "fail" and "died on start" in bare["summary"]
     assert bare["evidence"]["problems"] == ["launch-failed", "no-ipykernel"]
     assert doc["findings"][-1]["evidence"]["failing"] == ["bare"]
+
+
+def test_kernel_argv_plan_drops_a_conda_run_wrapper_and_keeps_an_env_wrapper():
+    conda_argv = ["/opt/conda/bin/conda", "run", "-n", "cpu-env", "python", "-m", "ipykernel_launcher", "-f",
+                  "{connection_file}"]
+    text = spec_json(conda_argv, "conda cpu-env")
+    k = replace(kspec(name="cpu-env", text=text), argv=tuple(conda_argv),
+                interpreter=KernelInterpreter("/opt/conda/envs/cpu-env/bin/python", 4, "conda-run", True, "cpu-env"))
+    kprobe = probe_facts("/opt/conda/envs/cpu-env/bin/python", torch_facts("2.3.1+cpu"),
+                         distributions={"ipykernel": "6.29.5"})
+    facts = facts_for([k], {"cpu-env": kprobe})
+    f = CHECK.evaluate(facts)[0]
+    assert f.status is Status.FAIL and "jupyter.kernel-argv" in f.fixes
+    new = json.loads(jupyter_kernel_argv.plan(facts, f, {}).edits[0].new_text)
+    assert new["argv"] == [CUDA_TERMINAL.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+
+    env_argv = ["env", "OMP_NUM_THREADS=4", "/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+                "{connection_file}"]
+    k2 = replace(kspec(name="wrapped", text=spec_json(env_argv, "wrapped")), argv=tuple(env_argv),
+                 interpreter=KernelInterpreter("/usr/bin/python3", 2, "env", True, wrapper_env={"OMP_NUM_THREADS": "4"}))
+    facts2 = facts_for([k2], {"wrapped": replace(kprobe, executable="/usr/bin/python3", prefix="/usr")})
+    f2 = CHECK.evaluate(facts2)[0]
+    new2 = json.loads(jupyter_kernel_argv.plan(facts2, f2, {"python": "/srv/venv/bin/python"}).edits[0].new_text)
+    assert new2["argv"][:3] == ["env", "OMP_NUM_THREADS=4", "/srv/venv/bin/python"]
