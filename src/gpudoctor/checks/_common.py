@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
@@ -10,6 +11,7 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -91,3 +93,25 @@ def in_container(facts: Facts) -> bool:
     """True when the os facts say we run in a container (False when unknown)."""
     os_facts = facts.of(OsFacts)
     return not isinstance(os_facts, Unavailable) and os_facts.container.in_container
+
+
+def distinct_targets(targets: TargetsFacts) -> List[TargetFacts]:
+    """Targets in order, minus any whose probe saw exactly what an earlier one saw.
+
+    A Jupyter kernel that runs the terminal's interpreter with the terminal's
+    environment is the same target twice; per-target checks report it once
+    (``jupyter.kernels`` still reports every kernel).
+    """
+    seen = set()
+    out: List[TargetFacts] = []
+    for t in targets.targets:
+        probe = t.probe
+        if isinstance(probe, ProbeFacts):
+            key = repr(dataclasses.replace(probe, duration_ms=0.0))
+        else:
+            key = repr((t.python, probe))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(t)
+    return out

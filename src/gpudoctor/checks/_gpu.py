@@ -26,7 +26,7 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import driver_version, split_local, wheel_variants
+from gpudoctor.checks._common import distinct_targets, driver_version, split_local, wheel_variants
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
@@ -289,11 +289,12 @@ def has_nvidia_gpu(facts: Facts) -> Optional[bool]:
 
 
 def target_probes(facts: Facts) -> List[Tuple[TargetFacts, Optional[ProbeFacts]]]:
-    """(target, probe or None when the probe failed) for every target."""
+    """(target, probe or None when the probe failed) for every distinct target
+    (see :func:`gpudoctor.checks._common.distinct_targets`)."""
     targets = facts.of(TargetsFacts)
     if isinstance(targets, Unavailable):
         return []
-    return [(t, t.probe if isinstance(t.probe, ProbeFacts) else None) for t in targets.targets]
+    return [(t, t.probe if isinstance(t.probe, ProbeFacts) else None) for t in distinct_targets(targets)]
 
 
 def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts], Finding]

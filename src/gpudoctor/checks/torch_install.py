@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import best_variant_for_driver, driver_version, nvidia_gpu_count, pip_install_command
+from gpudoctor.checks._common import (best_variant_for_driver, distinct_targets, driver_version, nvidia_gpu_count,
+                                      pip_install_command)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
@@ -108,7 +109,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
 
 def evaluate(facts: Facts) -> list[Finding]:
     targets = require(facts, TargetsFacts)
-    return [_evaluate_target(t, facts) for t in targets.targets]
+    return [_evaluate_target(t, facts) for t in distinct_targets(targets)]
 
 
 CHECK = Check(
