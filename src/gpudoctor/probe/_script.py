@@ -133,7 +133,8 @@ CUDNN_SUBLIBS = {
 
 
 def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
-    """Distinct full paths of mapped files whose basename starts with one of ``prefixes``."""
+    """Distinct full paths of mapped files whose basename starts with one of ``prefixes``, sorted
+    (address order in the maps file changes from run to run with ASLR)."""
     with open(maps_path) as fh:
         text = fh.read()
     seen = []
@@ -147,7 +148,7 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
             seen.append(path)
-    return seen
+    return sorted(seen)
 
 
 def _dlopen(name_or_path):
