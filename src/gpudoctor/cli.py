@@ -277,3 +277,5 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)
