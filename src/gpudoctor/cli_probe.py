@@ -156,20 +156,17 @@ def render_console(doc: Dict[str, Any], console) -> None:
     if results:
         table = Table(title=f"DataLoader configurations ({doc.get('mode', '')}, batch_size="
                             f"{doc.get('batch_size')}, {doc.get('step', '')})", show_edge=False)
-        for col in ("", "workers", "prefetch", "persist", "pin", "samples/s", "stall",
-                    "1st batch", "restart", "RSS", "shm", "GPU"):
-            table.add_column(col, justify="right" if col not in ("", "persist", "pin") else "left",
-                             no_wrap=True)
+        for col in ("", "workers", "prefetch", "persist", "pin", "samples/s", "stall %", "1st s", "restart s",
+                    "RSS MiB", "shm MiB", "GPU %"):
+            table.add_column(col, justify="right" if col not in ("", "persist", "pin") else "left")
         for i, r in enumerate(results):
-            gpu = r.get("gpu_util_percent")
+            stall = r.get("stall_fraction")
             table.add_row("→" if i == rec else "", *_cfg_text(r["config"]),
                           _fmt(r.get("samples_per_s"), ".1f"),
-                          _fmt(None if r.get("stall_fraction") is None else 100 * r["stall_fraction"], ".0f") + " %",
-                          _fmt(r.get("time_to_first_batch_s"), ".2f") + " s",
-                          _fmt(r.get("restart_s"), ".2f") + " s",
-                          _fmt(r.get("worker_peak_rss_mib"), ".0f") + " MiB" if r.get("worker_peak_rss_mib")
-                          else "-", _fmt(r.get("shm_peak_mib"), ".0f") + " MiB",
-                          "-" if gpu is None else f"{gpu:.0f} %")
+                          _fmt(None if stall is None else 100 * stall, ".0f"),
+                          _fmt(r.get("time_to_first_batch_s"), ".2f"), _fmt(r.get("restart_s"), ".2f"),
+                          _fmt(r.get("worker_peak_rss_mib"), ".0f"), _fmt(r.get("shm_peak_mib"), ".0f"),
+                          _fmt(r.get("gpu_util_percent"), ".0f"))
         console.print(table)
     err = doc.get("error")
     if err:

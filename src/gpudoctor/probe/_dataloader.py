@@ -399,6 +399,24 @@ def _classify(exc, config):
                                                 else ""), where=_user_frame(sys.exc_info()[2]), config=config)
 
 
+def _signal_name(num):
+    import signal
+    try:
+        return signal.Signals(num).name
+    except (ValueError, AttributeError):
+        return "signal %d" % num
+
+
+def _worker_deaths(it):
+    """'pid N by SIGKILL' for each worker of iterator ``it`` that died by a signal."""
+    out = []
+    for w in getattr(it, "_workers", None) or []:
+        code = getattr(w, "exitcode", None)
+        if code is not None and code < 0:
+            out.append("pid %s by %s" % (w.pid, _signal_name(-code)))
+    return out
+
+
 def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=None, gpu_index=None):
     """Run one configuration for about ``slice_s`` seconds (never past ``deadline``,
     a ``time.monotonic()`` value). Returns a dict of measurements (units in the keys).
@@ -417,14 +435,25 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
     self_cpu0 = _cpu_seconds(os.getpid())
 
     def next_batch():
-        if state["it"] is None:
-            state["it"] = iter(loader)
         try:
-            return next(state["it"])
-        except StopIteration:
-            state["epochs"] += 1
-            state["it"] = iter(loader)
-            return next(state["it"])
+            if state["it"] is None:
+                state["it"] = iter(loader)
+            try:
+                return next(state["it"])
+            except StopIteration:
+                state["epochs"] += 1
+                state["it"] = iter(loader)
+                return next(state["it"])
+        except ProbeFailure:
+            raise
+        except Exception as exc:
+            failure = _classify(exc, config)
+            if failure.kind == "worker-killed":
+                deaths = _worker_deaths(state["it"])
+                if deaths:
+                    failure = ProbeFailure("worker-killed", "DataLoader worker killed by signal: %s"
+                                           % ", ".join(deaths), config=config)
+            raise failure
 
     def workers():
         it = state["it"]
@@ -578,39 +607,40 @@ def cost_key(config):
             0 if config.get("persistent_workers") else 1)
 
 
-def choose(results):
-    """Index of the recommended result, or None when nothing was measured.
+def _group(cfg):
+    return (cfg["num_workers"], cfg.get("prefetch_factor") or 0, bool(cfg.get("pin_memory")))
 
-    Configurations differing only in ``persistent_workers`` share one
-    steady-state throughput (the best of them): persistence only removes the
-    per-epoch worker start-up (``restart_s``). Among the groups within WITHIN
-    of the best samples/s the cheapest (:func:`cost_key`) wins; within it the
-    persistent variant when one was measured and ``num_workers > 0``.
+
+def choose(results):
+    """Index of the recommended measurement, or None when nothing was measured.
+
+    Configurations differing only in ``persistent_workers`` form one group:
+    persistence does not change steady-state throughput, it only removes the
+    per-epoch worker start-up (``restart_s``), so the group's rate is its best
+    measurement. Among the groups within WITHIN of the best samples/s the
+    cheapest (:func:`cost_key`) wins; the index is its best measurement.
     """
     ok = [(i, r) for i, r in enumerate(results) if r.get("samples_per_s")]
     if not ok:
         return None
-
-    def group(cfg):
-        return (cfg["num_workers"], cfg.get("prefetch_factor") or 0, bool(cfg.get("pin_memory")))
-    rate = {}
-    for _, r in ok:
-        g = group(r["config"])
-        rate[g] = max(rate.get(g, 0.0), r["samples_per_s"])
-    best = max(rate.values())
-    near = [g for g, v in rate.items() if v >= (1 - WITHIN) * best]
-    g = min(near)
-    members = [(i, r) for i, r in ok if group(r["config"]) == g]
-    return min(members, key=lambda ir: cost_key(ir[1]["config"]))[0]
+    best_of = {}
+    for i, r in ok:
+        g = _group(r["config"])
+        if g not in best_of or r["samples_per_s"] > results[best_of[g]]["samples_per_s"]:
+            best_of[g] = i
+    best = max(results[i]["samples_per_s"] for i in best_of.values())
+    near = [g for g, i in best_of.items() if results[i]["samples_per_s"] >= (1 - WITHIN) * best]
+    return best_of[min(near)]
 
 
-def group_rate(results, index):
-    """Steady-state samples/s of the recommended group (best over persistent_workers variants)."""
-    cfg = results[index]["config"]
-    key = (cfg["num_workers"], cfg.get("prefetch_factor") or 0, bool(cfg.get("pin_memory")))
-    return max(r["samples_per_s"] for r in results
-               if (r["config"]["num_workers"], r["config"].get("prefetch_factor") or 0,
-                   bool(r["config"].get("pin_memory"))) == key)
+def recommended_config(results, index):
+    """The configuration to recommend: the chosen measurement's, with ``persistent_workers=True``
+    when it has workers and a persistent variant was measured (start-up saved every epoch)."""
+    cfg = dict(results[index]["config"])
+    if cfg["num_workers"] > 0 and any(_group(r["config"]) == _group(cfg) and r["config"].get("persistent_workers")
+                                      for r in results):
+        cfg["persistent_workers"] = True
+    return cfg
 
 
 def call_text(config, batch_size):
@@ -638,10 +668,11 @@ def limits(results, rec_index, cpus, budget_exhausted):
                     "detail": "the loop waits for data only %.0f%% of the time with these settings; a faster "
                               "step (mixed precision, torch.compile, a larger batch) speeds training up, "
                               "more loader tuning does not" % (100 * stall)})
-        return out
     host = rec.get("host_cpu_busy")
     saturated = w >= cpus["usable"] or (host is not None and host >= 0.85)
-    if saturated and not (busy is not None and busy < 0.3 and (host is None or host < 0.6)):
+    if stall <= STALL_OK:
+        pass
+    elif saturated and not (busy is not None and busy < 0.3 and (host is None or host < 0.6)):
         out.append({"kind": "cpu-bound",
                     "summary": "CPU-bound decode with all %d usable CPUs busy: the loop still waits for "
                                "data %.0f%% of the time" % (cpus["usable"], 100 * stall),
@@ -758,8 +789,8 @@ def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=
         "cuda": bool(cuda),
         "results": results,
         "recommended": rec,
-        "kwargs": _loader_kwargs(results[rec]["config"]) if rec is not None else None,
-        "call": call_text(results[rec]["config"], batch_size) if rec is not None else None,
+        "kwargs": _loader_kwargs(recommended_config(results, rec)) if rec is not None else None,
+        "call": call_text(recommended_config(results, rec), batch_size) if rec is not None else None,
         "limits": limits(results, rec, dict(cpus, usable=usable), budget_exhausted[0]),
     }
     return doc
