@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -66,6 +67,9 @@ DATASETS = textwrap.dedent('''
 
     def heavy_loader():
         return DataLoader(Heavy(), batch_size=8)
+
+    def model():
+        return torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
 ''')
 
 
@@ -152,7 +156,7 @@ def test_console_output_has_table_call_and_limits(synthetic_run):
     console = Console(record=True, width=140, no_color=True)
     render_console(doc, console)
     text = console.export_text()
-    assert "samples/s" in text and "stall %" in text and "→" in text
+    assert "samples/s" in text and "stall%" in text and "→" in text
     assert doc["call"] in text
     assert "Still limiting:" in text and "Usable CPUs:" in text
 
@@ -175,7 +179,7 @@ def test_worker_killed_by_signal_is_a_clear_finding(project):
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["error"]["kind"] == "worker-killed"
-    assert "killed by signal" in doc["error"]["message"]
+    assert re.fullmatch(r"DataLoader worker \(pid \d+\) was killed by SIGKILL", doc["error"]["message"])
     assert doc["error"]["config"]["num_workers"] >= 1
     assert [r["config"]["num_workers"] for r in doc["results"]] == [0]  # measured before the failure
     assert "Traceback" not in proc.stderr
@@ -212,13 +216,14 @@ def test_target_without_torch_is_a_one_line_error(tmp_path):
 
 
 @pytest.mark.slow
-def test_dataloader_factory_reuses_its_dataset_and_batch_size(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--step-ms", "10",
+def test_dataloader_factory_reuses_its_dataset_and_batch_size_with_a_real_model_step(project):
+    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--model", "userdata:model",
                     "--budget-s", "6", "--max-workers", "1", "--format", "json", "--no-save"],
                    cwd=project, home=project)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["batch_size"] == 8
+    assert doc["step"] == "Sequential forward+backward on cpu"
     assert doc["results"][0]["batch_bytes"] == 8 * 8 * 4 + 8 * 8
     assert {r["config"]["num_workers"] for r in doc["results"]} <= {0, 1}
     assert not (project / ".cache").exists()
@@ -341,6 +346,17 @@ def test_probe_quota_reader_v1_and_v2(tmp_path):
     assert impl.cgroup_quota_cpus(str(v1)) == 4.0
     (v1 / "sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us").write_text("-1\n")
     assert impl.cgroup_quota_cpus(str(v1)) is None
+
+
+@pytest.mark.gpu
+def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
+    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--model", "userdata:model",
+                    "--device", "cuda", "--budget-s", "10", "--format", "json", "--no-save"], cwd=project, home=project)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["cuda"] is True and doc["step"].endswith("on cuda")
+    assert all(r["gpu_util_percent"] is not None for r in doc["results"])
+    assert any(r["config"]["pin_memory"] for r in doc["results"])
 
 
 def test_cli_module_never_imports_torch():

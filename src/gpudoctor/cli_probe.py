@@ -135,7 +135,7 @@ ERROR_TEXT = {
                 "Your dataset's `__getitem__` (or its collate_fn) raised an exception, so no configuration "
                 "can be measured. Fix the error below and run the probe again; reproduce it alone with "
                 "`dataset[i]` in a Python shell."),
-    "worker-killed": ("a DataLoader worker was killed by a signal",
+    "worker-killed": ("worker died",
                       "A worker process died without raising a Python error. `Bus error` (SIGBUS) means "
                       "/dev/shm is too small (`gpudoctor check dataloader.shm`; Docker `--shm-size=8g` or "
                       "`--ipc=host`); `Killed` (SIGKILL) is usually the kernel OOM killer (`dmesg | grep -i "
@@ -154,10 +154,12 @@ def render_console(doc: Dict[str, Any], console) -> None:
     results = doc.get("results") or []
     rec = doc.get("recommended")
     if results:
-        table = Table(title=f"DataLoader configurations ({doc.get('mode', '')}, batch_size="
-                            f"{doc.get('batch_size')}, {doc.get('step', '')})", show_edge=False)
-        for col in ("", "workers", "prefetch", "persist", "pin", "samples/s", "stall %", "1st s", "restart s",
-                    "RSS MiB", "shm MiB", "GPU %"):
+        about = [doc.get("mode") or "", f"batch_size={doc['batch_size']}" if doc.get("batch_size") else "",
+                 doc.get("step") or ""]
+        title = "DataLoader configurations" + (f" ({', '.join(a for a in about if a)})" if any(about) else "")
+        table = Table(title=title, box=None, header_style="bold")
+        for col in ("", "workers", "prefetch", "persist", "pin", "samples/s", "stall%", "1st s", "restart",
+                    "RSS MiB", "shm MiB", "GPU%"):
             table.add_column(col, justify="right" if col not in ("", "persist", "pin") else "left")
         for i, r in enumerate(results):
             stall = r.get("stall_fraction")

@@ -413,7 +413,7 @@ def _worker_deaths(it):
     for w in getattr(it, "_workers", None) or []:
         code = getattr(w, "exitcode", None)
         if code is not None and code < 0:
-            out.append("pid %s by %s" % (w.pid, _signal_name(-code)))
+            out.append("DataLoader worker (pid %s) was killed by %s" % (w.pid, _signal_name(-code)))
     return out
 
 
@@ -451,8 +451,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
             if failure.kind == "worker-killed":
                 deaths = _worker_deaths(state["it"])
                 if deaths:
-                    failure = ProbeFailure("worker-killed", "DataLoader worker killed by signal: %s"
-                                           % ", ".join(deaths), config=config)
+                    failure = ProbeFailure("worker-killed", "; ".join(deaths), config=config)
             raise failure
 
     def workers():
@@ -835,6 +834,7 @@ def main(argv):
             raise ProbeFailure("usage", "--device cuda: torch.cuda.is_available() is False in %s" % sys.executable)
         device = "cuda" if (want == "cuda" or (want == "auto" and cuda_ok)) else "cpu"
         collate = None
+        doc["mode"] = "exhaustive" if cfg.get("exhaustive") else "adaptive"
         if cfg.get("dataset"):
             obj = load_factory(cfg["dataset"], "--dataset")
             dataset, collate, loader_bs = unwrap_loader(obj)
@@ -842,6 +842,7 @@ def main(argv):
         else:
             dataset = SyntheticImages(cfg.get("samples", 100000), cfg.get("image_size", 64), cfg.get("cost_ms", 5.0))
             batch_size = cfg.get("batch_size") or 32
+        doc["batch_size"] = int(batch_size)
         if cfg.get("model"):
             model = load_factory(cfg["model"], "--model")
             if not hasattr(model, "parameters"):
@@ -850,12 +851,13 @@ def main(argv):
             step = model_step(model, device)
         else:
             step = sleep_step(float(cfg.get("step_ms", 20.0)))
+        doc["step"] = getattr(step, "description", "")
         # the budget counts from the start of the script (torch import included)
         budget = float(cfg.get("budget_s", 30.0)) - (time.monotonic() - started)
-        doc = search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
+        doc.update(search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
                      config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
                      gpu_index=0 if device == "cuda" else None, max_workers=cfg.get("max_workers"),
-                     progress=_emit_progress if cfg.get("progress", True) else None)
+                     progress=_emit_progress if cfg.get("progress", True) else None))
         doc["budget_s"] = float(cfg.get("budget_s", 30.0))
         doc["elapsed_s"] = round(time.monotonic() - started, 3)
         doc["step"] = getattr(step, "description", "")
