@@ -348,7 +348,13 @@ def test_probe_quota_reader_v1_and_v2(tmp_path):
     assert impl.cgroup_quota_cpus(str(v1)) is None
 
 
+def _cuda_available() -> bool:
+    import torch
+    return bool(torch.cuda.is_available())
+
+
 @pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU (runs where one is lent)")
 def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
     proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--model", "userdata:model",
                     "--device", "cuda", "--budget-s", "10", "--format", "json", "--no-save"], cwd=project, home=project)
