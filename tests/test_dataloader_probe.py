@@ -271,6 +271,12 @@ def test_recommend_api_raises_a_clear_error_for_a_broken_dataset():
     assert "test_dataloader_probe.py" in info.value.where and "__getitem__" in info.value.where
 
 
+def test_empty_dataset_is_a_clear_error():
+    with pytest.raises(impl.ProbeFailure) as info:
+        impl.search([], 4, impl.sleep_step(0), budget_s=3.0, max_workers=0)
+    assert info.value.kind == "dataset" and "yields no batch" in info.value.message
+
+
 @pytest.mark.slow
 def test_exhaustive_budget_is_respected_and_marked():
     doc = impl.search(Cheap(), 8, impl.sleep_step(5), budget_s=2.0, exhaustive=True, config_s=0.5,

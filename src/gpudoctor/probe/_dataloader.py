@@ -443,7 +443,11 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
             except StopIteration:
                 state["epochs"] += 1
                 state["it"] = iter(loader)
-                return next(state["it"])
+                try:
+                    return next(state["it"])
+                except StopIteration:
+                    raise ProbeFailure("dataset", "the dataset yields no batch (is it empty, or shorter than "
+                                       "batch_size with drop_last=True?)", config=config)
         except ProbeFailure:
             raise
         except Exception as exc:
