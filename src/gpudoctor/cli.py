@@ -295,3 +295,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 # Commands defined in their own modules register themselves on ``cli``.
 from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
 from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
+from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)

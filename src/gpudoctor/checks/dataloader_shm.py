@@ -1,54 +1,149 @@
-"""Check ``dataloader.shm``: is /dev/shm large enough for DataLoader workers?
+"""Check ``dataloader.shm``: is /dev/shm large enough for DataLoader workers and NCCL?
 
 DataLoader workers hand every batch to the main process through shared
-memory (``torch.multiprocessing`` "file_descriptor" strategy, backed by
-/dev/shm). Docker's default ``--shm-size`` is 64 MiB (Docker run reference),
-too small for image batches: workers die with "Bus error" (SIGBUS).
-Threshold: 1 GiB (below it -> ``warn``).
+memory (``torch.multiprocessing`` "file_descriptor" strategy, backed by the
+/dev/shm tmpfs); NCCL's SHM transport between local ranks uses it too
+(NVIDIA/nccl #342). Docker's and Kubernetes' default is 64 MB (Docker run
+reference; meta-pytorch/torchx #428): workers die with "Bus error" (SIGBUS),
+NCCL fails at communicator init with "unhandled system error".
+
+Estimate of what a loader needs (shared/reference/dataloader.md §1, §4):
+``num_workers × prefetch_factor × batch bytes`` (batches in flight). With a
+saved ``gpudoctor probe dataloader`` result the measured batch and the
+recommended workers are used; otherwise the stated defaults below. With two
+or more local GPUs, NCCL adds about :data:`NCCL_SEGMENT_BYTES` per ordered
+GPU pair and direction. Status: ``fail`` below a quarter of the estimate (or
+below one measured batch, or below NCCL's share); ``warn`` below the
+estimate, or when less than the estimate is free; ``ok`` otherwise.
 """
 
 from __future__ import annotations
 
+import math
+from typing import Dict, List, Tuple
+
 from gpudoctor.checks import require
-from gpudoctor.checks._common import GIB, fmt_bytes, in_container
+from gpudoctor.checks._common import GIB, MIB, fmt_bytes, in_container, nvidia_gpu_count
 from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 from gpudoctor.facts.host import ShmFacts
 from gpudoctor.model import Check, Finding, Status
 
-#: Below this /dev/shm size we warn (bytes).
-SHM_MIN_BYTES = 1 * GIB
+#: Default batch size in bytes when no probe measured one: 64 decoded 3×256×256 float32
+#: images are 48 MiB; rounded up to 64 MiB.
+DEFAULT_BATCH_BYTES = 64 * MIB
+#: Default workers assumed when no probe ran (a common setting on an 8+ CPU GPU node).
+DEFAULT_WORKERS = 8
+#: PyTorch's default prefetch_factor with workers (torch/utils/data/dataloader.py).
+DEFAULT_PREFETCH = 2
+#: NCCL SHM transport segment per ordered pair of local ranks and direction: 9 637 888 bytes
+#: in NCCL 2.7 logs ("Error while creating shared memory segment ... (size 9637888)"), rounded up.
+NCCL_SEGMENT_BYTES = 10 * MIB
+#: Fail below this fraction of the estimated need ("far too small").
+FAIL_FRACTION = 0.25
+#: The smallest --shm-size we suggest (memory is only used when written).
+MIN_SUGGESTED = 8 * GIB
 
-REMEDY = ("Give the container more shared memory: `docker run --shm-size=16g ...` or `--ipc=host` "
-          "(or `-v /dev/shm:/dev/shm`); in Kubernetes mount an `emptyDir` with `medium: Memory` at `/dev/shm`; "
-          "in docker compose set `shm_size: 16gb`. `num_workers=0` only hides the problem at a large speed cost.")
+
+def estimate(facts: Facts) -> Tuple[int, int, Dict[str, object], List[str]]:
+    """(loader need, NCCL need, evidence, basis sentences), bytes."""
+    probe = facts.of(DataLoaderProbeFacts)
+    evidence: Dict[str, object] = {}
+    if isinstance(probe, DataLoaderProbeFacts) and probe.batch_bytes > 0:
+        workers = max(1, probe.num_workers)
+        prefetch = max(1, probe.prefetch_factor or DEFAULT_PREFETCH)
+        batch = probe.batch_bytes
+        basis = [f"the batch measured by `gpudoctor probe dataloader` ({fmt_bytes(batch)}, {probe.measured_at}) "
+                 f"× {workers} workers × prefetch_factor {prefetch}"]
+        evidence["measured_batch_bytes"] = batch
+    else:
+        workers, prefetch, batch = DEFAULT_WORKERS, DEFAULT_PREFETCH, DEFAULT_BATCH_BYTES
+        basis = [f"a typical loader: {workers} workers × prefetch_factor {prefetch} × a {fmt_bytes(batch)} batch "
+                 f"(no `gpudoctor probe dataloader` result saved, so this is the stated default)"]
+    loader = workers * prefetch * batch
+    gpus = nvidia_gpu_count(facts)
+    nccl = gpus * (gpus - 1) * 2 * NCCL_SEGMENT_BYTES if gpus >= 2 else 0
+    if nccl:
+        basis.append(f"NCCL's shared-memory transport between {gpus} local GPUs "
+                     f"(~{fmt_bytes(NCCL_SEGMENT_BYTES)} per GPU pair and direction)")
+    evidence.update({"estimated_loader_bytes": loader, "estimated_nccl_bytes": nccl, "local_gpus": gpus})
+    return loader, nccl, evidence, basis
 
 
-def evaluate(facts: Facts) -> list[Finding]:
+def suggested_size(need: int) -> str:
+    """``--shm-size`` value: twice the need, at least 8 GiB, in whole GiB (``8g``)."""
+    return f"{max(MIN_SUGGESTED, 2 * need) // GIB + (1 if max(MIN_SUGGESTED, 2 * need) % GIB else 0)}g"
+
+
+def remedy(need: int, gpus: int) -> str:
+    size = suggested_size(need)
+    text = (f"Give the container more shared memory (it is only used when written):\n\n"
+            f"- Docker: `docker run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm), "
+            f"or `-v /dev/shm:/dev/shm`; docker compose: `shm_size: {size}b`.\n"
+            f"- Kubernetes: mount a memory-backed emptyDir at /dev/shm:\n\n"
+            f"  ```yaml\n  volumes:\n    - name: dshm\n      emptyDir: {{medium: Memory, sizeLimit: {size[:-1]}Gi}}\n"
+            f"  # container: volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]\n  ```\n"
+            f"- A running machine (needs root): `mount -o remount,size={size[:-1]}G /dev/shm`.\n\n")
+    if gpus >= 2:
+        text += ("NCCL needs it too: with too little, multi-GPU jobs fail at start-up with `NCCL error ... "
+                 "unhandled system error` (with `NCCL_DEBUG=WARN`: `posix_fallocate failed : No space left on "
+                 "device`). If the container cannot be changed, `export NCCL_SHM_DISABLE=1` makes NCCL use "
+                 "P2P/sockets instead (slower).\n\n")
+    text += "`num_workers=0` only hides the problem at a large speed cost."
+    return text
+
+
+def evaluate(facts: Facts) -> List[Finding]:
     shm = require(facts, ShmFacts)
-    evidence = {"path": shm.path, "mounted": shm.mounted, "fstype": shm.fstype, "options": shm.mount_options}
+    loader, nccl, est_evidence, basis = estimate(facts)
+    need = loader + nccl
+    gpus = int(est_evidence["local_gpus"])  # type: ignore[call-overload]
+    evidence: Dict[str, object] = {"path": shm.path, "mounted": shm.mounted, "fstype": shm.fstype,
+                                   "options": shm.mount_options}
     if isinstance(shm.total_bytes, Unavailable):
         return [CHECK.finding(Status.WARN, f"{shm.path} is not usable: {shm.total_bytes.reason}",
-                              "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n" + REMEDY,
-                              evidence=evidence)]
-    evidence["size_bytes"] = shm.total_bytes
-    if not isinstance(shm.free_bytes, Unavailable):
-        evidence["free_bytes"] = shm.free_bytes
-    size = fmt_bytes(shm.total_bytes)
-    if shm.total_bytes < SHM_MIN_BYTES:
-        where = "this container's" if in_container(facts) else "the"
+                              "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n"
+                              + remedy(need, gpus), evidence=evidence)]
+    total = shm.total_bytes
+    evidence["size_bytes"] = total
+    free = None if isinstance(shm.free_bytes, Unavailable) else shm.free_bytes
+    if free is not None:
+        evidence["free_bytes"] = free
+    evidence.update(est_evidence)
+    evidence["estimated_need_bytes"] = need
+    size = fmt_bytes(total)
+    where = "this container's" if in_container(facts) else "the"
+    users = "DataLoader workers" + (f" and NCCL ({gpus} GPUs)" if nccl else "")
+    why = (f"{where.capitalize()} shared-memory filesystem {shm.path} is {size}"
+           + (f" ({fmt_bytes(free)} free)" if free is not None else "")
+           + f". Estimated need: {fmt_bytes(need)}, from " + " plus ".join(basis) + ". "
+           "Each batch a worker produces travels through /dev/shm; when it is full the worker is killed by "
+           "SIGBUS (`DataLoader worker (pid N) is killed by signal: Bus error`).")
+    batch = est_evidence.get("measured_batch_bytes")
+    far = total < FAIL_FRACTION * need or (isinstance(batch, int) and total < batch) or (nccl and total < nccl)
+    if far:
         return [CHECK.finding(
-            Status.WARN, f"{shm.path} is only {size}: DataLoader workers may die with 'Bus error'",
-            f"{where.capitalize()} shared-memory filesystem {shm.path} is {size} (below {fmt_bytes(SHM_MIN_BYTES)}). "
-            f"Each batch a worker produces travels through it; image batches exceed it quickly and the worker "
-            f"is killed by SIGBUS.\n\n{REMEDY}",
-            evidence=evidence)]
-    return [CHECK.finding(Status.OK, f"{shm.path} has {size}", evidence=evidence)]
+            Status.FAIL, f"{shm.path} is only {size}, far below the ~{fmt_bytes(need)} {users} need: "
+                         f"expect 'Bus error' worker deaths" + (" and NCCL init failures" if nccl else ""),
+            f"{why}\n\n{remedy(need, gpus)}", evidence=evidence)]
+    if total < need:
+        return [CHECK.finding(
+            Status.WARN, f"{shm.path} is {size}, below the ~{fmt_bytes(need)} {users} may need",
+            f"{why}\n\n{remedy(need, gpus)}", evidence=evidence)]
+    if free is not None and free < need:
+        return [CHECK.finding(
+            Status.WARN, f"{shm.path} has only {fmt_bytes(free)} free of {size} (~{fmt_bytes(need)} needed)",
+            f"{why}\n\nSomething already holds most of it: list it with `ls -la /dev/shm` (`torch_*` files "
+            f"left by killed workers, `nccl-*` segments, other jobs) and remove stale ones, or "
+            f"{remedy(need, gpus)[0].lower()}{remedy(need, gpus)[1:]}", evidence=evidence)]
+    return [CHECK.finding(Status.OK, f"{shm.path} has {size} (~{fmt_bytes(need)} needed by {users})",
+                          evidence=evidence)]
 
 
 CHECK = Check(
     id="dataloader.shm",
     title="/dev/shm large enough for DataLoader workers and NCCL",
-    needs=("shm", "os"),
+    needs=("shm", "os", "nvidia", "gpu", "dataloader_probe"),
     evaluate=evaluate,
     tags=("gate",),
 )

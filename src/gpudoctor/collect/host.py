@@ -152,6 +152,20 @@ def collect_cpu(ctx: CollectContext) -> CpuFacts:
 SHM_PATH = "/dev/shm"
 
 
+def _tmpfs_size(options: str) -> Optional[int]:
+    """Bytes from a tmpfs ``size=`` mount option (``65536k``, ``64m``, ``8g``, plain bytes), or None."""
+    for opt in options.split(","):
+        if opt.startswith("size="):
+            value = opt[5:].strip().lower()
+            mult = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}.get(value[-1:], 1)
+            digits = value[:-1] if value[-1:] in "kmgt" else value
+            try:
+                return int(digits) * mult
+            except ValueError:
+                return None
+    return None
+
+
 def collect_shm(ctx: CollectContext) -> ShmFacts:
     files = ctx.system.files
     fstype, options, mounted = "", "", False
@@ -159,6 +173,12 @@ def collect_shm(ctx: CollectContext) -> ShmFacts:
         fields = line.split()
         if len(fields) >= 4 and fields[1] == SHM_PATH:
             mounted, fstype, options = True, fields[2], fields[3]
+    if not files.is_live and mounted:
+        # an image root or fake root: statvfs would measure the disk holding it, so use the tmpfs size= option
+        size = _tmpfs_size(options)
+        if size is not None:
+            return ShmFacts(SHM_PATH, mounted, size, Unavailable("free space is only known on a live system"),
+                            fstype, options)
     if not files.is_dir(SHM_PATH):
         return ShmFacts(SHM_PATH, False, Unavailable(f"{SHM_PATH} does not exist"),
                         Unavailable(f"{SHM_PATH} does not exist"), fstype, options)

@@ -1,0 +1,108 @@
+"""Benchmark: the adaptive DataLoader search against the exhaustive grid, in one process.
+
+On a synthetic CPU-bound dataset (decoded-image-like samples burning a fixed
+CPU time each) and a fixed simulated step, run ``search(exhaustive=False)``
+and ``search(exhaustive=True)`` with the same seconds per configuration and
+print:
+
+- the adaptive recommendation's throughput as a fraction of the grid's best
+  configuration's (target >= 0.95). On a shared machine one measurement of a
+  configuration varies by tens of percent with the other processes' load, and
+  the grid's maximum over many noisy measurements is biased upwards, so the
+  two configurations are re-measured in alternation (paired, ``--pairs``
+  rounds each) and the ratio of their median throughputs is the figure; the
+  raw single-run ratio is printed next to it;
+- the adaptive search's wall time as a fraction of the grid's (target <= 0.5).
+
+With ``--repeat N`` both run N times, alternating, and the medians are printed.
+Needs torch (run it with the interpreter that has it)::
+
+    python benchmarks/dataloader.py --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from gpudoctor.probe import _dataloader as impl
+
+
+def group_rate(results, cfg):
+    """Best samples/s among results with this config's workers, prefetch and pinning."""
+    key = impl._group(cfg)
+    rates = [r["samples_per_s"] for r in results if impl._group(r["config"]) == key]
+    return max(rates) if rates else None
+
+
+def paired(dataset, batch_size, step, cfg_a, cfg_b, rounds, slice_s):
+    """Median samples/s of cfg_a and cfg_b, measured alternately ``rounds`` times each."""
+    a, b = [], []
+    for _ in range(rounds):
+        for cfg, out in ((cfg_a, a), (cfg_b, b)):
+            r = impl.measure(dataset, batch_size, cfg, step, slice_s, time.monotonic() + 10 * slice_s + 30)
+            out.append(r["samples_per_s"])
+    return statistics.median(a), statistics.median(b)
+
+
+def once(args):
+    dataset = impl.SyntheticImages(length=100000, size=args.image_size, cost_ms=args.cost_ms)
+    step = impl.sleep_step(args.step_ms)
+    common = dict(budget_s=args.budget_s, config_s=args.config_s, cuda=False, max_workers=args.max_workers)
+    t = time.monotonic()
+    adaptive = impl.search(dataset, args.batch_size, step, exhaustive=False, **common)
+    t_adaptive = time.monotonic() - t
+    t = time.monotonic()
+    grid = impl.search(dataset, args.batch_size, step, exhaustive=True, **common)
+    t_grid = time.monotonic() - t
+    rec_cfg = adaptive["results"][adaptive["recommended"]]["config"]
+    best = max(r["samples_per_s"] for r in grid["results"])
+    rec_in_grid = group_rate(grid["results"], rec_cfg)
+    best_cfg = max(grid["results"], key=lambda r: r["samples_per_s"])["config"]
+    if impl._group(best_cfg) == impl._group(rec_cfg):
+        paired_fraction = 1.0  # the same configuration (persistent_workers does not change throughput)
+    else:
+        rec_rate, best_rate = paired(dataset, args.batch_size, step, rec_cfg, best_cfg, args.pairs, args.config_s)
+        paired_fraction = rec_rate / best_rate
+    return {"throughput_fraction": paired_fraction, "raw_fraction": rec_in_grid / best,
+            "best_call": impl.call_text(best_cfg, args.batch_size), "time_fraction": t_adaptive / t_grid,
+            "adaptive_configs": len(adaptive["results"]), "grid_configs": len(grid["results"]),
+            "t_adaptive": t_adaptive, "t_grid": t_grid, "call": adaptive["call"], "best": best,
+            "rec_in_grid": rec_in_grid, "grid_exhausted": grid["budget_exhausted"], "cpus": adaptive["cpus"]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cost-ms", type=float, default=4.0, help="CPU ms per sample")
+    ap.add_argument("--step-ms", type=float, default=20.0, help="simulated step, ms")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--config-s", type=float, default=1.5, help="seconds per configuration")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--max-workers", type=int, default=None)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--pairs", type=int, default=3, help="alternating re-measurements of each configuration")
+    args = ap.parse_args(argv)
+    runs = []
+    for i in range(args.repeat):
+        r = once(args)
+        runs.append(r)
+        print(f"run {i + 1}: usable CPUs {r['cpus']['usable']}; adaptive {r['adaptive_configs']} configs in "
+              f"{r['t_adaptive']:.1f} s, grid {r['grid_configs']} configs in {r['t_grid']:.1f} s; "
+              f"recommendation {r['call']}: {r['rec_in_grid']:.1f} samples/s in the grid, grid best "
+              f"{r['best']:.1f} ({r['best_call']}); raw {r['raw_fraction']:.3f}, paired "
+              f"{r['throughput_fraction']:.3f}", flush=True)
+        if r["grid_exhausted"]:
+            print("  warning: the grid ran out of budget; raise --budget-s", flush=True)
+    tf = statistics.median(r["throughput_fraction"] for r in runs)
+    sf = statistics.median(r["time_fraction"] for r in runs)
+    raw = statistics.median(r["raw_fraction"] for r in runs)
+    print(f"recommendation throughput / grid best: {tf:.3f} paired (target >= 0.95); {raw:.3f} single-run")
+    print(f"adaptive search time / grid time:     {sf:.3f} (target <= 0.5)")
+    return 0 if tf >= 0.95 and sf <= 0.5 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,316 @@
+"""``gpudoctor probe dataloader``: measure the data stall in the TARGET interpreter and tune the loader.
+
+The doctor never imports torch: this module starts the target interpreter
+(``--python``, default the current one) on ``gpudoctor/probe/_dataloader.py``
+with a JSON configuration (argv, no shell), shows its progress lines on a
+terminal, kills its process group when it overruns the budget, and renders
+the JSON result (rich table, the ``DataLoader(...)`` call, what still limits
+it) or prints it (``--format json``).
+
+Exit codes: 0 measured (a recommendation was made), 1 the dataset, a worker or
+the step failed (a finding is printed), 2 usage error (bad option, a factory
+that does not exist, no torch in the target).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import click
+
+from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, cli
+
+#: The script the target interpreter runs (imports torch; never imported here).
+DATALOADER_SCRIPT = Path(__file__).with_name("probe") / "_dataloader.py"
+MARKER = "@@gpudoctor-dataloader@@"
+PROGRESS = "@@gpudoctor-progress@@"
+#: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is killed.
+GRACE_S = 20.0
+_SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def saved_result_path(home: Optional[str] = None) -> Path:
+    """Where the last probe result is saved for ``dataloader.shm`` (``~/.cache/gpudoctor/dataloader-probe.json``)."""
+    return Path(home or os.path.expanduser("~")) / ".cache" / "gpudoctor" / "dataloader-probe.json"
+
+
+class ProbeRunError(click.ClickException):
+    """The probe gave no result (crash, timeout, no torch): a one-line error, exit 2."""
+
+    exit_code = 2
+
+
+def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress=None) -> Dict[str, Any]:
+    """Run the dataloader script in ``python`` and return its result document.
+
+    ``on_progress(dict)`` receives each progress line. Raises
+    :class:`ProbeRunError` when the interpreter cannot start, overruns
+    ``timeout_s`` (its process group is killed) or prints no result.
+    """
+    argv = [python, str(DATALOADER_SCRIPT), json.dumps(config)]
+    try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise ProbeRunError(f"--python {python}: cannot start it: {exc.strerror or exc}") from None
+    tail: List[str] = []
+    out_chunks: List[str] = []
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith(PROGRESS):
+                if on_progress:
+                    try:
+                        on_progress(json.loads(line[len(PROGRESS):]))
+                    except ValueError:
+                        pass
+            elif line.strip():
+                tail.append(line.rstrip())
+                del tail[:-20]
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        out_chunks.append(proc.stdout.read())
+
+    threads = [threading.Thread(target=read_err, daemon=True), threading.Thread(target=read_out, daemon=True)]
+    for t in threads:
+        t.start()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
+                            f"(a hung worker or dataset?)") from None
+    except KeyboardInterrupt:
+        _kill_group(proc)
+        raise
+    for t in threads:
+        t.join(5)
+    stdout = "".join(out_chunks)
+    end = stdout.rfind(MARKER)
+    start = stdout.rfind(MARKER, 0, end) if end > 0 else -1
+    if start < 0:
+        why = f"exit status {proc.returncode}" if proc.returncode is not None and proc.returncode >= 0 \
+            else f"killed by signal {-proc.returncode}"
+        last = tail[-1] if tail else "no output"
+        raise ProbeRunError(f"the probe in {python} gave no result ({why}): {last}")
+    try:
+        return json.loads(stdout[start + len(MARKER):end])
+    except ValueError as exc:
+        raise ProbeRunError(f"the probe in {python} printed an unreadable result: {exc}") from None
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    proc.wait()
+
+
+# --------------------------------------------------------------------------- rendering
+
+def _fmt(v: Any, spec: str = "", none: str = "-") -> str:
+    return none if v is None else format(v, spec)
+
+
+def _cfg_text(cfg: Dict[str, Any]) -> List[str]:
+    w = cfg["num_workers"]
+    return [str(w), _fmt(cfg.get("prefetch_factor")), "yes" if cfg.get("persistent_workers") else "no",
+            "yes" if cfg.get("pin_memory") else "no"]
+
+
+ERROR_TEXT = {
+    "dataset": ("the dataset raised while loading a sample",
+                "Your dataset's `__getitem__` (or its collate_fn) raised an exception, so no configuration "
+                "can be measured. Fix the error below and run the probe again; reproduce it alone with "
+                "`dataset[i]` in a Python shell."),
+    "worker-killed": ("worker died",
+                      "A worker process died without raising a Python error. `Bus error` (SIGBUS) means "
+                      "/dev/shm is too small (`gpudoctor check dataloader.shm`; Docker `--shm-size=8g` or "
+                      "`--ipc=host`); `Killed` (SIGKILL) is usually the kernel OOM killer (`dmesg | grep -i "
+                      "oom`): fewer workers, a smaller prefetch_factor, or more memory; "
+                      "`Segmentation fault` points at a native library in the dataset."),
+    "step": ("the training step raised", "The `--model` step failed on a batch from your dataset."),
+    "internal": ("the probe itself failed", "This is a bug in gpudoctor's probe; please report it."),
+    "interrupted": ("interrupted", ""),
+}
+
+
+def render_console(doc: Dict[str, Any], console) -> None:
+    """The rich table of configurations, the recommendation, the call and the limits."""
+    from rich.table import Table
+
+    results = doc.get("results") or []
+    rec = doc.get("recommended")
+    if results:
+        about = [doc.get("mode") or "", f"batch_size={doc['batch_size']}" if doc.get("batch_size") else "",
+                 doc.get("step") or ""]
+        title = "DataLoader configurations" + (f" ({', '.join(a for a in about if a)})" if any(about) else "")
+        table = Table(title=title, box=None, header_style="bold")
+        for col in ("", "workers", "prefetch", "persist", "pin", "samples/s", "stall%", "1st s", "restart",
+                    "RSS MiB", "shm MiB", "GPU%"):
+            table.add_column(col, justify="right" if col not in ("", "persist", "pin") else "left")
+        for i, r in enumerate(results):
+            stall = r.get("stall_fraction")
+            table.add_row("→" if i == rec else "", *_cfg_text(r["config"]),
+                          _fmt(r.get("samples_per_s"), ".1f"),
+                          _fmt(None if stall is None else 100 * stall, ".0f"),
+                          _fmt(r.get("time_to_first_batch_s"), ".2f"), _fmt(r.get("restart_s"), ".2f"),
+                          _fmt(r.get("worker_peak_rss_mib"), ".0f"), _fmt(r.get("shm_peak_mib"), ".0f"),
+                          _fmt(r.get("gpu_util_percent"), ".0f"))
+        console.print(table)
+    err = doc.get("error")
+    if err:
+        title, text = ERROR_TEXT.get(err["kind"], ("the probe failed", ""))
+        console.print(f"\n[bold red]FAIL[/] {title}: {err['message']}", markup=True, highlight=False)
+        if err.get("where"):
+            console.print(f"  at {err['where']}", markup=False)
+        cfg = err.get("config")
+        if cfg:
+            console.print(f"  while measuring num_workers={cfg['num_workers']}", markup=False)
+        if text:
+            console.print(f"\n{text}", markup=False)
+        return
+    if rec is None:
+        console.print("No configuration could be measured within the budget; raise --budget-s.", markup=False)
+        return
+    r = results[rec]
+    base = results[0] if results and results[0]["config"]["num_workers"] == 0 else None
+    cpus = doc.get("cpus", {})
+    console.print(f"\nUsable CPUs: {cpus.get('usable')} (os.cpu_count() {cpus.get('logical')}, affinity "
+                  f"{cpus.get('affinity')}, cgroup quota "
+                  f"{'none' if cpus.get('quota_cpus') is None else format(cpus['quota_cpus'], 'g')})", markup=False)
+    line = f"Recommended: {r['samples_per_s']:.1f} samples/s, data stall {100 * r['stall_fraction']:.0f} %"
+    if base is not None and base is not r:
+        line += (f" (num_workers=0: {base['samples_per_s']:.1f} samples/s, stall "
+                 f"{100 * base['stall_fraction']:.0f} %)")
+    console.print(line, markup=False)
+    console.print("\nPaste this (keep your other arguments such as shuffle, sampler, collate_fn):", markup=False)
+    console.print(f"    {doc['call']}", markup=False)
+    for lim in doc.get("limits") or []:
+        console.print(f"\nStill limiting: {lim['summary']}\n  {lim['detail']}", markup=False)
+
+
+# --------------------------------------------------------------------------- command
+
+@cli.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
+def probe() -> None:
+    """Measure things in a target interpreter (runs torch there, never in gpudoctor)."""
+
+
+@probe.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--python", "python", default=None, metavar="PATH",
+              help="Target interpreter (with torch) to measure in; default: the current one.")
+@click.option("--dataset", metavar="MODULE:CALLABLE",
+              help="A factory returning your Dataset, or a DataLoader whose dataset and collate_fn are reused. "
+                   "MODULE is imported from the current directory or PYTHONPATH.")
+@click.option("--synthetic", type=click.Choice(["image"]), help="Use decoded-image-like synthetic samples.")
+@click.option("--cost-ms", default=5.0, show_default=True, type=click.FloatRange(min=0),
+              help="CPU time per synthetic sample (decode + augmentation stand-in), ms.")
+@click.option("--image-size", default=64, show_default=True, type=click.IntRange(min=1),
+              help="Synthetic images are 3 x SIZE x SIZE.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="Batch size (default: the DataLoader's, else 32).")
+@click.option("--step-ms", type=click.FloatRange(min=0), default=None,
+              help="Simulated training step time in ms (default 20 when no --model).")
+@click.option("--model", metavar="MODULE:CALLABLE", help="A factory returning a torch.nn.Module; each step runs "
+              "forward+backward on the batch's first tensor (on the GPU when there is one).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2),
+              help="Total time for the search, seconds (torch import included).")
+@click.option("--exhaustive", is_flag=True, help="Measure the full grid instead of the adaptive search.")
+@click.option("--config-s", type=click.FloatRange(min=0.1), default=None,
+              help="Seconds per configuration (default: the budget split over the planned ones).")
+@click.option("--max-workers", type=click.IntRange(min=0), default=None,
+              help="Never try more workers than this (default: the usable CPUs).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
+@click.option("--no-save", is_flag=True, help="Do not save the result for `gpudoctor check dataloader.shm`.")
+def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step_ms, model, device, budget_s,
+               exhaustive, config_s, max_workers, fmt, no_save):
+    """Measure the data stall of a DataLoader and find settings that remove it.
+
+    Runs in the target interpreter: samples/s, data-stall fraction (time
+    waiting in next() / total), time to first batch, worker RSS, /dev/shm use
+    and GPU utilisation per configuration; recommends the cheapest one within
+    5 % of the best throughput and says what still limits it.
+
+    \b
+    Examples:
+      gpudoctor probe dataloader --synthetic image --cost-ms 8 --step-ms 30
+      gpudoctor probe dataloader --dataset mytrain.data:make_dataset --batch-size 64
+      gpudoctor probe dataloader --dataset mytrain.data:make_loader --model mytrain.net:build
+      gpudoctor probe dataloader --python ~/venvs/train/bin/python --synthetic image --format json
+    """
+    from gpudoctor.cli import _check_pythons, _usage
+    from gpudoctor.render.console import make_console
+
+    if bool(dataset) == bool(synthetic):
+        raise _usage("give exactly one of --dataset MODULE:CALLABLE or --synthetic image")
+    for name, spec in (("--dataset", dataset), ("--model", model)):
+        if spec and not _SPEC.match(spec):
+            raise _usage(f"{name} {spec}: expected MODULE:CALLABLE, e.g. mytrain.data:make_dataset")
+    if model and step_ms is not None:
+        raise _usage("give --step-ms or --model, not both")
+    python = python or sys.executable
+    _check_pythons([python])
+    config = {"dataset": dataset, "synthetic": synthetic, "cost_ms": cost_ms, "image_size": image_size,
+              "batch_size": batch_size, "step_ms": 20.0 if step_ms is None else step_ms, "model": model,
+              "device": device, "budget_s": budget_s, "exhaustive": exhaustive, "config_s": config_s,
+              "max_workers": max_workers, "progress": True}
+    err_console = make_console(sys.stderr)
+    status = None
+    if err_console.is_terminal:
+        status = err_console.status(f"measuring DataLoader configurations (budget {budget_s:g} s)...")
+        status.start()
+
+    def on_progress(p: Dict[str, Any]) -> None:
+        if status is not None:
+            cfg = p["config"]
+            status.update(f"[{p['done']}/~{p['planned']}] num_workers={cfg['num_workers']}: "
+                          f"{p['samples_per_s']:.0f} samples/s, stall {100 * p['stall_fraction']:.0f} %")
+
+    started = time.monotonic()
+    try:
+        doc = run_probe(python, config, budget_s + GRACE_S, on_progress)
+    finally:
+        if status is not None:
+            status.stop()
+    doc["wall_s"] = round(time.monotonic() - started, 3)
+    err = doc.get("error")
+    if err and err["kind"] in ("factory", "usage"):
+        raise ProbeRunError(err["message"])
+    if not err and not no_save and doc.get("recommended") is not None:
+        _save(doc, python)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        render_console(doc, make_console(sys.stdout))
+    sys.exit(EXIT_FAIL if err else EXIT_OK)
+
+
+def _save(doc: Dict[str, Any], python: str) -> None:
+    """Keep the measured batch size and recommendation for ``dataloader.shm`` (best effort)."""
+    r = doc["results"][doc["recommended"]]
+    record = {"python": python, "batch_bytes": r.get("batch_bytes"), "batch_size": doc.get("batch_size"),
+              "num_workers": r["config"]["num_workers"], "prefetch_factor": r["config"].get("prefetch_factor") or 0,
+              "samples_per_s": r.get("samples_per_s"), "shm_peak_mib": r.get("shm_peak_mib"),
+              "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    path = saved_result_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        click.echo(f"gpudoctor: warning: could not save the result to {path}: {exc.strerror or exc}", err=True)

@@ -1,0 +1,36 @@
+"""Collector for ``dataloader_probe``: the result saved by ``gpudoctor probe dataloader``.
+
+Read through the rooted Files from ``<home>/.cache/gpudoctor/dataloader-probe.json``
+(``--root`` aware). Missing or unreadable -> Unavailable, so ``dataloader.shm``
+falls back to its stated default estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Union
+
+from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.dataloader import DataLoaderProbeFacts
+
+#: Path of the saved result, relative to the user's home.
+SAVED_RESULT = ".cache/gpudoctor/dataloader-probe.json"
+
+
+def collect_dataloader_probe(ctx: CollectContext) -> Union[DataLoaderProbeFacts, Unavailable]:
+    path = f"{ctx.system.home.rstrip('/')}/{SAVED_RESULT}"
+    text = ctx.system.files.read_text_or_none(path)
+    if text is None:
+        return Unavailable("no saved `gpudoctor probe dataloader` result (run it to measure a batch)")
+    try:
+        doc = json.loads(text)
+        return DataLoaderProbeFacts(batch_bytes=int(doc["batch_bytes"]), num_workers=int(doc["num_workers"]),
+                                    prefetch_factor=int(doc.get("prefetch_factor") or 0),
+                                    batch_size=int(doc.get("batch_size") or 0), python=str(doc.get("python", "")),
+                                    measured_at=str(doc.get("measured_at", "")), source=path)
+    except (ValueError, KeyError, TypeError) as exc:
+        return Unavailable(f"{path} is not a gpudoctor probe result: {exc}")
+
+
+COLLECTOR = Collector(domain="dataloader_probe", collect=collect_dataloader_probe, timeout_s=5.0)
