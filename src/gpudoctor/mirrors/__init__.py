@@ -1,0 +1,6 @@
+"""Package-index mirrors: the catalogue, the concurrent latency prober, and apt source files.
+
+- :mod:`gpudoctor.mirrors.catalogue`: built-in ``data/mirrors.toml`` plus a user file.
+- :mod:`gpudoctor.mirrors.probe`: times every candidate at once (httpx, threads).
+- :mod:`gpudoctor.mirrors.aptsources`: parse and edit one-line and deb822 apt sources.
+"""
