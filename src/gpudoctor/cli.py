@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence
 import click
 
 from gpudoctor import __version__
+from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -130,7 +131,8 @@ def _options(pythons, offline, probe_timeout, **extra):
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose):
+@mirror_check_options
+def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, **mirror_opts):
     """Run checks and explain what is wrong.
 
     IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
@@ -155,7 +157,7 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     _check_pythons(pythons)
     facts = _read_facts(facts_file) if facts_file else None
     system = _build_system(root)
-    options = _options(pythons, offline, probe_timeout)
+    options = _options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         report = engine.run(selected, system, options, progress=progress, facts=facts,
@@ -241,6 +243,8 @@ def list_(fmt):
     for p in registry.problems:
         console.print(f"[ERROR] {p.summary}")
 
+
+from gpudoctor import cli_mirrors  # noqa: E402,F401  (gpudoctor mirrors)
 
 # --------------------------------------------------------------------------- entry point
 

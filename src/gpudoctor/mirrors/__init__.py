@@ -4,3 +4,8 @@
 - :mod:`gpudoctor.mirrors.probe`: times every candidate at once (httpx, threads).
 - :mod:`gpudoctor.mirrors.aptsources`: parse and edit one-line and deb822 apt sources.
 """
+
+#: Overall budget of one probe run, seconds (issue 5: default 5 s).
+DEFAULT_BUDGET_S = 5.0
+#: Per-request timeout (connect, read, write), seconds.
+DEFAULT_TIMEOUT_S = 3.0

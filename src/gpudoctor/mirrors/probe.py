@@ -59,10 +59,7 @@ __all__ = [
     "DEFAULT_SAMPLES",
 ]
 
-#: Overall budget of one probe run, seconds.
-DEFAULT_BUDGET_S = 5.0
-#: Per-request timeout (connect, read, write), seconds.
-DEFAULT_TIMEOUT_S = 3.0
+from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S  # noqa: E402
 #: Requests per target (the median is ranked).
 DEFAULT_SAMPLES = 3
 #: Most targets probed at the same time.

@@ -1,0 +1,53 @@
+"""Command-line options for mirror probing, shared by ``gpudoctor check`` and ``gpudoctor mirrors``.
+
+Kept free of :mod:`gpudoctor.cli` imports so ``cli.py`` can apply the
+decorator to ``check`` at definition time. The values travel to collectors
+in ``CollectOptions.extra``: ``catalogue`` (a loaded Catalogue),
+``rank_mirrors``, ``mirror_budget_s``, ``dockerfile`` (``(name, text)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import click
+
+from gpudoctor.mirrors import DEFAULT_BUDGET_S
+
+
+def load_catalogue_option(path: Optional[str]):
+    """The catalogue for ``--catalogue FILE`` (built-in when None); usage error when malformed."""
+    from gpudoctor.mirrors.catalogue import CatalogueError, load
+    try:
+        return load(path)
+    except CatalogueError as exc:
+        raise click.UsageError(f"--catalogue {exc}") from None
+
+
+def mirror_check_options(fn):
+    """``--rank-mirrors``, ``--catalogue FILE``, ``--mirror-budget SECONDS``, ``--dockerfile FILE``."""
+    fn = click.option("--dockerfile", metavar="FILE",
+                      help="Also check the apt mirror rewrites (sed -i ...) in this Dockerfile or script "
+                           "against the sources in --root.")(fn)
+    fn = click.option("--mirror-budget", default=DEFAULT_BUDGET_S, show_default=True, metavar="SECONDS",
+                      type=click.FloatRange(min=0.1, max=120), help="Overall time budget for mirror probes.")(fn)
+    fn = click.option("--catalogue", metavar="FILE",
+                      help="Mirror catalogue TOML adding to (or, with replace = true, replacing) the built-in one.")(fn)
+    fn = click.option("--rank-mirrors", is_flag=True,
+                      help="Also probe the catalogue's mirrors (network) and rank them, so mirror fixes can be offered.")(fn)
+    return fn
+
+
+def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
+                 mirror_budget: float = DEFAULT_BUDGET_S, dockerfile: Optional[str] = None) -> Dict[str, Any]:
+    """``CollectOptions.extra`` entries for the mirror options; usage errors for unreadable files."""
+    extra: Dict[str, Any] = {"rank_mirrors": rank_mirrors, "mirror_budget_s": mirror_budget}
+    if catalogue:
+        extra["catalogue"] = load_catalogue_option(catalogue)
+    if dockerfile:
+        try:
+            extra["dockerfile"] = (Path(dockerfile).name, Path(dockerfile).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise click.UsageError(f"--dockerfile {dockerfile}: {exc.strerror or exc}") from None
+    return extra
