@@ -53,8 +53,10 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     cat = load_catalogue_option(catalogue)
     system = _build_system(root)
     options = CollectOptions(offline=True)
-    facts, _errors = engine.collect_facts(["os", "apt", "uv", "conda"], system, options, all_collectors())
-    conf = [t for t in configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), None, cat)
+    collectors = all_collectors()
+    domains = [d for d in ("os", "apt", "uv", "conda", "pip") if d in collectors]
+    facts, _errors = engine.collect_facts(domains, system, options, collectors)
+    conf = [t for t in configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), facts.get("pip"), cat)
             if t.ecosystem in chosen]
     cands, skipped = candidate_targets(cat, chosen, facts.get("apt"), facts.get("conda"))
     err = make_console(sys.stderr)

@@ -24,7 +24,7 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
-from gpudoctor.mirrors.aptsources import classify_uri
+from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
 from gpudoctor.model import Check, Finding, Status
 
 APT_UPDATE = "apt-get update"
@@ -58,7 +58,7 @@ def _rewrite_findings(apt: AptFacts) -> List[Finding]:
     out: List[Finding] = []
     absent = [r for r in apt.rewrites if not r.target_exists]
     active = [f for f in apt.files if not f.ignored and f.path.endswith(".sources")]
-    active_distro = [s for s in apt.sources if s.enabled and s.format == "deb822" and any(classify_uri(u) for u in s.uris)]
+    active_distro = [s for s in apt.sources if s.enabled and s.format == "deb822" and is_distro_source(s)]
     if absent:
         targets = sorted({r.target for r in absent})
         pointing = sorted({u for s in active_distro for u in s.uris})
@@ -105,6 +105,8 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
     enabled = [s for s in apt.sources if s.enabled]
     by_archive: Dict[str, Dict[str, Set[str]]] = {}
     for s in enabled:
+        if not is_distro_source(s):
+            continue
         for u in s.uris:
             arch = classify_uri(u)
             if arch:
@@ -151,7 +153,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     if apt.codename:
         wrong = []
         for s in enabled:
-            if not any(classify_uri(u) for u in s.uris):
+            if not is_distro_source(s):
                 continue
             for suite in s.suites:
                 base = suite.split("/")[0].split("-")[0]

@@ -31,5 +31,5 @@ def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
                    timeout_s=float(extra.get("mirror_timeout_s") or DEFAULT_TIMEOUT_S))
 
 
-COLLECTOR = Collector(domain="mirrors", collect=collect_mirrors, requires=("os", "apt", "uv", "conda"),
+COLLECTOR = Collector(domain="mirrors", collect=collect_mirrors, requires=("apt", "uv", "conda", "pip"),
                       timeout_s=30.0)

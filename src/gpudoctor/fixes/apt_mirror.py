@@ -17,7 +17,8 @@ from typing import List, Mapping, Optional, Tuple
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts
 from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose
-from gpudoctor.mirrors.aptsources import SourcesError, classify_uri, replace_base, rewrite_deb822, rewrite_one_line
+from gpudoctor.mirrors.aptsources import (SourcesError, classify_uri, distro_archive, is_distro_source, replace_base,
+                                          rewrite_deb822, rewrite_one_line)
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 
 NOTES = (
@@ -31,7 +32,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     apt = facts.get("apt")
     if not isinstance(apt, AptFacts):
         return None
-    distro = [s for s in apt.sources if s.enabled and any(classify_uri(u) for u in s.uris)]
+    distro = [s for s in apt.sources if s.enabled and is_distro_source(s)]
     if not distro:
         return None
     current = tuple(u for s in distro for u in s.uris)
@@ -44,10 +45,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 
-    def mapper(uri: str, suites: Tuple[str, ...], enabled: bool) -> Optional[str]:
+    def mapper(uri: str, suites: Tuple[str, ...], components: Tuple[str, ...], enabled: bool) -> Optional[str]:
         if not enabled:
             return None
-        arch = classify_uri(uri)
+        arch = distro_archive(uri, components)
         if arch is None or arch not in urls:
             return None
         return replace_base(uri, urls[arch])

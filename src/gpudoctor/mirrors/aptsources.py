@@ -30,6 +30,9 @@ __all__ = [
     "rewrite_one_line",
     "rewrite_deb822",
     "classify_uri",
+    "distro_archive",
+    "is_distro_source",
+    "DISTRO_COMPONENTS",
     "replace_base",
     "find_rewrites",
     "VALID_PART_NAME",
@@ -43,8 +46,12 @@ _ONE_LINE = re.compile(r"^(?P<lead>\s*)(?P<type>deb|deb-src)(?P<sp1>\s+)(?:(?P<o
                        r"(?P<uri>\S+)(?P<rest>.*)$")
 _FIELD = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<value>.*)$")
 
-#: uri -> new uri or None (keep); gets (uri, suites, enabled).
-UriMapper = Callable[[str, Tuple[str, ...], bool], Optional[str]]
+#: uri -> new uri or None (keep); gets (uri, suites, components, enabled).
+UriMapper = Callable[[str, Tuple[str, ...], Tuple[str, ...], bool], Optional[str]]
+
+#: Components of the Debian and Ubuntu archives; a repo with others (``stable``, ``main/debug``...) is third-party.
+DISTRO_COMPONENTS = frozenset({"main", "contrib", "non-free", "non-free-firmware", "restricted", "universe",
+                               "multiverse"})
 
 
 class SourcesError(ValueError):
@@ -99,7 +106,7 @@ def rewrite_one_line(text: str, mapper: UriMapper) -> str:
         m = _ONE_LINE.match(code)
         if m:
             words = m.group("rest").split()
-            new = mapper(m.group("uri"), tuple(words[:1]), True)
+            new = mapper(m.group("uri"), tuple(words[:1]), tuple(words[1:]), True)
             if new is not None and new != m.group("uri"):
                 code = code[:m.start("uri")] + new + code[m.end("uri"):]
         out.append(code + hash_ + comment + ending)
@@ -213,10 +220,11 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         if f is None:
             continue
         suites = _words(st.get("Suites"))
+        comps = _words(st.get("Components"))
         enabled = _enabled(st)
 
         def sub(m: re.Match) -> str:
-            new = mapper(m.group(0), suites, enabled)
+            new = mapper(m.group(0), suites, comps, enabled)
             return m.group(0) if new is None else new
 
         for i in range(f.first, f.last + 1):
@@ -252,6 +260,23 @@ def classify_uri(uri: str) -> Optional[str]:
     if path.endswith("/ubuntu"):
         return "ubuntu"
     return None
+
+
+def distro_archive(uri: str, components: Sequence[str]) -> Optional[str]:
+    """Archive key of ``uri`` when the entry is a Debian/Ubuntu archive, else None.
+
+    Path alone is not enough (Docker's repo is ``.../linux/debian`` with
+    component ``stable``): every component must be a distro component.
+    """
+    arch = classify_uri(uri)
+    if arch is None or not components or not set(components) <= DISTRO_COMPONENTS:
+        return None
+    return arch
+
+
+def is_distro_source(src: AptSource) -> bool:
+    """True when every URI of ``src`` is a Debian/Ubuntu archive (see :func:`distro_archive`)."""
+    return bool(src.uris) and all(distro_archive(u, src.components) for u in src.uris)
 
 
 def replace_base(old_uri: str, new_base: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.mirrors import AptFacts, CondaFacts, MirrorProbe, MirrorsFacts, UvFacts
-from gpudoctor.mirrors.aptsources import classify_uri
+from gpudoctor.mirrors.aptsources import classify_uri, distro_archive, is_distro_source
 from gpudoctor.mirrors.catalogue import Catalogue
 from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget, probe_all, rank
 
@@ -28,25 +28,34 @@ PORTS_MACHINES = ("aarch64", "arm64", "armv7l", "armhf", "ppc64le", "s390x", "ri
 
 
 def pip_index_urls(pip_facts: Any) -> List[str]:
-    """The effective pip index URL(s) from the ``pip`` facts, whatever their exact shape.
+    """pip's effective ``index-url`` plus ``extra-index-url`` values from the ``pip`` facts.
 
-    Looks for ``index_url`` (str or object with ``value``/``url``) on the
-    facts object; returns [] when pip facts are missing.
+    Uses ``PipFacts.effective`` (key -> setting with ``.value``); without an
+    ``index-url`` setting pip uses PyPI (``https://pypi.org/simple``). Returns
+    [] when the pip facts are missing or ``no-index`` is set.
     """
     if pip_facts is None or isinstance(pip_facts, Unavailable):
         return []
-    value = getattr(pip_facts, "index_url", None)
-    for attr in ("value", "url"):
-        if value is not None and not isinstance(value, str):
-            value = getattr(value, attr, value)
-    return [value] if isinstance(value, str) and value else []
+    effective = getattr(pip_facts, "effective", None)
+    if not isinstance(effective, dict):
+        return []
+
+    def value(key: str) -> str:
+        setting = effective.get(key)
+        return str(getattr(setting, "value", setting) or "") if setting is not None else ""
+
+    if value("no-index").lower() in ("1", "true", "yes", "on"):
+        return []
+    urls = [value("index-url") or "https://pypi.org/simple"]
+    urls += value("extra-index-url").split()
+    return list(dict.fromkeys(u for u in urls if u))
 
 
 def apt_archive(apt: Optional[AptFacts]) -> Tuple[Optional[str], str]:
     """(catalogue archive key, suite) the apt ranking should use, from distro and sources."""
     if apt is None:
         return None, ""
-    distro_sources = [s for s in apt.sources if s.enabled and any(classify_uri(u) for u in s.uris)]
+    distro_sources = [s for s in apt.sources if s.enabled and is_distro_source(s)]
     suite = apt.codename or next((s.suites[0] for s in distro_sources if s.suites), "")
     archives = [classify_uri(u) for s in distro_sources for u in s.uris]
     if "ubuntu_ports" in archives:
@@ -82,7 +91,7 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
                 if uri.rstrip("/") in seen:
                     continue
                 seen.add(uri.rstrip("/"))
-                out.append(ProbeTarget("configured", "apt", classify_uri(uri) or "other", uri.rstrip("/"), "apt",
+                out.append(ProbeTarget("configured", "apt", distro_archive(uri, src.components) or "other", uri.rstrip("/"), "apt",
                                        suite=src.suites[0], role="configured"))
     return out
 
