@@ -160,9 +160,9 @@ def classify_error(exc: BaseException, timeout_s: float, ctx: Optional[ssl.SSLCo
     chain = _chain(exc)
     text = " ".join(str(e) for e in chain)
     if isinstance(exc, httpx.ConnectTimeout):
-        return "timeout", f"connecting took longer than {timeout_s:g} s (host down, firewalled, or very far)"
+        return "timeout", f"connecting took longer than {round(timeout_s, 1):g} s (host down, firewalled, or very far)"
     if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
-        return "timeout", f"the connection stalled: no response within {timeout_s:g} s"
+        return "timeout", f"the connection stalled: no response within {round(timeout_s, 1):g} s"
     if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain) or "CERTIFICATE_VERIFY_FAILED" in text:
         detail = next((getattr(e, "verify_message", "") for e in chain if isinstance(e, ssl.SSLCertVerificationError)), "")
         reason = f"TLS certificate verification failed ({detail or 'certificate verify failed'})"
@@ -258,6 +258,7 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
     best_rate: Optional[float] = None
     status_code: Optional[int] = None
     verdict: Tuple[str, str, str] = ("ok", "", "")
+    per = timeout_s
     try:
         with httpx.Client(verify=ctx if ctx is not None else True, follow_redirects=True, http2=False,
                           trust_env=not _is_loopback(host)) as client:
@@ -303,9 +304,9 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                         if verdict[0] != "ok":
                             break
     except Exception as exc:  # noqa: BLE001 - every failure is a result
-        status, reason = classify_error(exc, timeout_s, ctx)
-        if ttfbs and status == "timeout":
-            pass  # a later sample stalled; keep what we measured but say so
+        status, reason = classify_error(exc, per, ctx)
+        if status == "timeout" and per < timeout_s - 1e-6:
+            reason = f"no answer before the overall probe budget ran out ({per:.1f} s were left for this request)"
         return target.result(status, reason, http_status=status_code, connect_ms=connect_ms,
                              samples_ms=tuple(ttfbs), median_ms=statistics.median(ttfbs) if ttfbs else None)
     status, reason, date = verdict
