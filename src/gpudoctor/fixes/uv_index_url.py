@@ -25,6 +25,11 @@ _LEGACY = re.compile(r"^(?P<head>\s*index-url\s*=\s*)(?P<q>[\"'])(?P<v>[^\"']*)(
 _DEFAULT = re.compile(r"^\s*default\s*=\s*true\b")
 
 
+def _header(line: str) -> str:
+    """A TOML table header without its trailing comment: ``[[index]]  # x`` -> ``[[index]]``."""
+    return line.split("#", 1)[0].strip()
+
+
 def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     """``text`` (uv.toml or pyproject.toml) with the default index set to ``url``; other lines kept."""
     lines = text.splitlines(keepends=True)
@@ -39,7 +44,7 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
             cur.append(i)
     blocks.append(cur)
     for block in blocks:
-        if not block or lines[block[0]].strip() != index_header:
+        if not block or _header(lines[block[0]]) != index_header:
             continue
         if any(_DEFAULT.match(lines[i]) for i in block):
             for i in block:
@@ -49,7 +54,7 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
                     return "".join(lines)
     legacy_scope = "[tool.uv]" if pyproject else None
     for block in blocks:
-        header = lines[block[0]].strip() if block and _HEADER.match(lines[block[0]]) else None
+        header = _header(lines[block[0]]) if block and _HEADER.match(lines[block[0]]) else None
         if header != legacy_scope:
             continue
         for i in block:
