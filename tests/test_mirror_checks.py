@@ -180,3 +180,20 @@ def test_mirrors_command_ranks_with_a_local_catalogue(tmp_path):
         assert "timeout" in lines[2]
         bad = CliRunner().invoke(cli, ["mirrors", "--catalogue", str(tmp_path / "nope.toml")])
         assert bad.exit_code == 2 and "nope.toml" in bad.output
+
+
+def test_mirrors_facts_json_round_trip():
+    from gpudoctor.facts import Facts
+    conf = probe("configured", role="configured", median=321.5, throughput_kib_s=99.0, lag_hours=1.5)
+    facts = mirrors([conf], {"apt": (probe("fast", median=4.0), probe("x", status="timeout", reason="stalled"))})
+    again = Facts.from_json(json.loads(json.dumps(facts.to_json())))
+    assert again.get("mirrors") == facts.get("mirrors")
+
+
+def test_user_catalogue_file_from_the_environment(tmp_path, monkeypatch):
+    path = tmp_path / "mine.toml"
+    path.write_text('[[mirror]]\nname = "corp"\npypi = "https://pypi.corp.example.org/simple"\n')
+    monkeypatch.setenv("GPUDOCTOR_CATALOGUE", str(path))
+    from gpudoctor.mirrors.cli_options import mirror_extra
+    cat = mirror_extra()["catalogue"]
+    assert cat.by_name("corp") is not None and cat.origin == f"built-in + {path}"

@@ -16,9 +16,23 @@ import click
 from gpudoctor.mirrors import DEFAULT_BUDGET_S
 
 
+def default_catalogue_file() -> Optional[str]:
+    """The user's catalogue file when no ``--catalogue`` is given: ``$GPUDOCTOR_CATALOGUE``, else
+    ``<user config dir>/gpudoctor/mirrors.toml`` (``~/.config/gpudoctor/mirrors.toml``) if it exists."""
+    import os
+
+    env = os.environ.get("GPUDOCTOR_CATALOGUE")
+    if env:
+        return env
+    from platformdirs import user_config_dir
+    path = Path(user_config_dir("gpudoctor"), "mirrors.toml")
+    return str(path) if path.is_file() else None
+
+
 def load_catalogue_option(path: Optional[str]):
-    """The catalogue for ``--catalogue FILE`` (built-in when None); usage error when malformed."""
+    """The catalogue for ``--catalogue FILE`` (else the user's file, else built-in); usage error when malformed."""
     from gpudoctor.mirrors.catalogue import CatalogueError, load
+    path = path or default_catalogue_file()
     try:
         return load(path)
     except CatalogueError as exc:
@@ -43,8 +57,7 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
                  mirror_budget: float = DEFAULT_BUDGET_S, dockerfile: Optional[str] = None) -> Dict[str, Any]:
     """``CollectOptions.extra`` entries for the mirror options; usage errors for unreadable files."""
     extra: Dict[str, Any] = {"rank_mirrors": rank_mirrors, "mirror_budget_s": mirror_budget}
-    if catalogue:
-        extra["catalogue"] = load_catalogue_option(catalogue)
+    extra["catalogue"] = load_catalogue_option(catalogue)
     if dockerfile:
         try:
             extra["dockerfile"] = (Path(dockerfile).name, Path(dockerfile).read_text(encoding="utf-8"))
