@@ -281,3 +281,8 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                    err=True)
         sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+# Commands defined in their own modules register themselves on ``cli``.
+from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
+from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)

@@ -101,7 +101,8 @@ class TargetFacts:
         label: short name used in output: ``current``, the ``--python`` path,
             or ``kernel:NAME``.
         python: the interpreter path that was (or would be) run.
-        kind: ``current``, ``python`` (from --python) or ``kernel``.
+        kind: ``current``, ``python`` (from --python), ``active-env`` (the
+            activated venv/conda env, when gpudoctor runs from another one) or ``kernel``.
         env_overrides: variables set for the target on top of ours (kernels).
         probe: the probe's facts, or Unavailable with why it failed (missing
             interpreter, timeout, crash: with its stderr).

@@ -1,0 +1,222 @@
+"""Check ``pip.config``: can pip read its configuration, and is the index it uses safe and effective?
+
+Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
+
+- a file pip loads but cannot parse -> ``fail``: pip aborts *every* command
+  with "Configuration file could not be loaded" (pypa/pip #4892);
+- an ``http://`` index (``index-url`` or ``extra-index-url``) whose host is not
+  in ``trusted-host`` -> ``fail``: pip ignores that index ("not a trusted or
+  secure host"); localhost and 127.0.0.0/8 count as secure, as in pip's
+  ``SECURE_ORIGINS``. With ``trusted-host`` -> ``warn``: packages travel
+  unencrypted and unauthenticated;
+- credentials in an index URL -> ``warn`` (stored in clear text); the value is
+  redacted in every output;
+- an index set by a ``PIP_*`` variable -> ``info`` naming it (it overrides
+  every file, so edits to pip.conf seem to do nothing);
+- ``PIP_CONFIG_FILE`` naming a missing file -> ``warn`` (pip silently ignores it).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import List, Optional, Tuple
+from urllib.parse import urlsplit
+
+from gpudoctor import pipconf
+from gpudoctor.checks import require
+from gpudoctor.facts import Facts
+from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
+from gpudoctor.model import Check, Finding, Status
+from gpudoctor.redact import redact_text
+
+FIX_ID = "pip.index-url"
+DEFAULT_INDEX = "https://pypi.org/simple"
+_INDEX_ENV = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
+              "trusted-host": "PIP_TRUSTED_HOST"}
+_SHORT = {"no-section-header": "no section header", "syntax": "not a `key = value` line",
+          "duplicate-section": "duplicate section", "duplicate-option": "option set twice",
+          "encoding": "not valid UTF-8"}
+
+
+def show_path(path: str, home: str) -> str:
+    """``path`` with the home directory written as ``~``."""
+    home = home.rstrip("/")
+    if home and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home):]
+    return path
+
+
+def _source(s: PipSetting, home: str) -> str:
+    if s.variant == "env_var":
+        return f"the environment variable {s.source}"
+    where = show_path(s.source, home)
+    return f"{where} line {s.line} ([{s.section}])" if s.line else f"{where} ([{s.section}])"
+
+
+def is_secure_http_host(host: str) -> bool:
+    """localhost, 127.0.0.0/8 and ::1 are secure origins for pip even over http."""
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip in ipaddress.ip_network("127.0.0.0/8") or ip == ipaddress.ip_address("::1")
+
+
+def trusted(url: str, trusted_hosts: List[str]) -> bool:
+    """pip's trusted-host match: ``host`` (any port) or ``host:port`` (that port)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    for entry in trusted_hosts:
+        h, _, p = entry.partition(":")
+        if h.lower() == host.lower() and (not p or (port is not None and p == str(port))):
+            return True
+    return False
+
+
+def indexes(pip: PipFacts) -> List[Tuple[str, str, PipSetting]]:
+    """``(kind, url, setting)`` for index-url and every extra-index-url, in pip's order."""
+    out = []
+    eff = pip.effective
+    if "index-url" in eff:
+        out.append(("index-url", eff["index-url"].value.strip(), eff["index-url"]))
+    if "extra-index-url" in eff:
+        for url in eff["extra-index-url"].value.split():
+            out.append(("extra-index-url", url, eff["extra-index-url"]))
+    return out
+
+
+def repairable(f: PipConfigFile, home: str = "") -> Optional[str]:
+    """The repair description when the parse error of ``f`` has one unambiguous repair, else None."""
+    if f.error is None or f.text is None:
+        return None
+    try:
+        return pipconf.repair_header(f.text, show_path(f.path, home))[1]
+    except pipconf.Unrepairable:
+        return None
+
+
+def _parse_failures(pip: PipFacts) -> List[Finding]:
+    out = []
+    for f in pip.files:
+        if not (f.loaded and f.error is not None):
+            continue
+        err = f.error
+        shown = show_path(f.path, pip.home)
+        where = f"{shown}, line {err.line}" if err.line else shown
+        summary = f"pip configuration cannot be parsed ({where}: {_SHORT.get(err.kind, err.kind)})"
+        repair = repairable(f, pip.home)
+        problem = pipconf.ParseProblem(err.line, err.kind, err.message, err.text)
+        link = f" (a symlink to `{f.target}`)" if f.target else ""
+        lines = [
+            f"pip reads `{shown}`{link} ({f.variant} configuration) before every command and cannot parse it, "
+            f"so **every pip command aborts** with `Configuration file could not be loaded`. pip itself is "
+            f"installed fine; only this file is broken.",
+            "",
+            f"- line {err.line}: `{redact_text(err.text)}` — {err.message}" if err.line else f"- {err.message}",
+            "",
+        ]
+        if repair:
+            lines.append(f"Repair: {repair} (with a backup): `gpudoctor fix {FIX_ID}`. Then `pip config list` "
+                         f"must succeed.")
+        else:
+            lines.append(f"Edit it by hand: {pipconf.manual_instructions(problem, shown)}. Or move it aside: "
+                         f"`mv {f.path} {f.path}.broken`.")
+        out.append(Finding(check=CHECK.id, status=Status.FAIL, summary=summary, explanation="\n".join(lines),
+                           evidence={"file": f.path, "variant": f.variant, "line": err.line, "problem": err.kind,
+                                     "text": err.text, "symlink_target": f.target},
+                           fixes=(FIX_ID,) if repair else ()))
+    return out
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    pip = require(facts, PipFacts)
+    failures = _parse_failures(pip)
+    if failures:
+        return failures
+    findings: List[Finding] = []
+    eff = pip.effective
+    trusted_hosts = eff["trusted-host"].value.split() if "trusted-host" in eff else []
+    for kind, url, setting in indexes(pip):
+        parts = urlsplit(url)
+        shown = redact_text(url)
+        src = _source(setting, pip.home)
+        evidence = {"option": kind, "url": url, "set_by": setting.source, "trusted-host": trusted_hosts}
+        if parts.scheme == "http" and not is_secure_http_host(parts.hostname or ""):
+            if trusted(url, trusted_hosts):
+                findings.append(CHECK.finding(
+                    Status.WARN, f"pip uses the plain-http index {shown} (trusted-host): packages travel unencrypted",
+                    f"`{kind}` is `{shown}`, set by {src}, and `{parts.hostname}` is listed in `trusted-host`. pip "
+                    f"accepts it, but packages and index pages travel unencrypted and unauthenticated, so anyone "
+                    f"on the path can swap a wheel.\n\nIf the mirror serves https, switch: "
+                    f"`gpudoctor fix {FIX_ID} --index-url https://{parts.netloc.rpartition('@')[2]}{parts.path}`.",
+                    evidence=evidence))
+            else:
+                findings.append(CHECK.finding(
+                    Status.FAIL, f"pip ignores the index {shown}: plain http without a matching trusted-host",
+                    f"`{kind}` is `{shown}`, set by {src}. pip refuses plain-http indexes whose host is not in "
+                    f"`trusted-host` and prints \"The repository located at {parts.hostname} is not a trusted or "
+                    f"secure host and is being ignored\", so installs fail or silently come from elsewhere.\n\n"
+                    f"- use the mirror's https URL: `gpudoctor fix {FIX_ID} --index-url https://...`, or\n"
+                    f"- trust it explicitly (packages stay unencrypted): `gpudoctor fix {FIX_ID} --allow-insecure`.",
+                    evidence=evidence, fixes=(FIX_ID,)))
+        if parts.username or parts.password:
+            findings.append(CHECK.finding(
+                Status.WARN, f"credentials are stored in clear text in the {kind} {shown}",
+                f"The `{kind}` set by {src} carries a user name and password inside the URL. Anyone who can read "
+                f"that file or environment (backups, `pip config list`, CI logs, `ps e`) sees them.\n\nRemove them "
+                f"from the URL and let pip ask `keyring` (`pip install keyring`, then `keyring set "
+                f"{parts.hostname} USER`) or read `~/.netrc` (`machine {parts.hostname} login USER password ...`, "
+                f"mode 600).", evidence=evidence))
+    for key, var in _INDEX_ENV.items():
+        if var not in pip.env or not pip.env[var]:
+            continue
+        overridden = [(f, sk) for f in pip.files if f.loaded and f.error is None
+                      for sk in f.values if sk.partition(".")[2] == key and sk.partition(".")[0] in ("global", "install")]
+        if overridden:
+            files = ", ".join(sorted({show_path(f.path, pip.home) for f, _ in overridden}))
+            summary = f"{var} is set and overrides {key} from {files}"
+            extra = (f" It wins over `{key}` in {files}, so edits to those files seem to do nothing. To let the "
+                     f"files decide, remove it from your shell profile, Dockerfile `ENV` or CI settings "
+                     f"(`unset {var}` for this shell).")
+        else:
+            summary = f"{key} is set by the environment variable {var}"
+            extra = f" It overrides every pip.conf; `unset {var}` to use the files instead."
+        findings.append(CHECK.finding(
+            Status.INFO, summary, f"`{var}={redact_text(pip.env[var])}` is in the environment.{extra}",
+            evidence={"variable": var, "value": pip.env[var]}))
+    cfg = pip.env.get("PIP_CONFIG_FILE")
+    if cfg and cfg != "/dev/null":
+        env_file = next((f for f in pip.files if f.variant == "env"), None)
+        if env_file is not None and not env_file.exists:
+            findings.append(CHECK.finding(
+                Status.WARN, f"PIP_CONFIG_FILE names {cfg}, which does not exist: pip ignores it silently",
+                f"`PIP_CONFIG_FILE={cfg}` is set but there is no such file, so none of the settings you meant "
+                f"to give pip are used (and the user files are read instead). Point it at the right file or "
+                f"`unset PIP_CONFIG_FILE`.", evidence={"PIP_CONFIG_FILE": cfg}))
+    if not any(f.status >= Status.WARN for f in findings):
+        loaded = [show_path(f.path, pip.home) for f in pip.files if f.loaded]
+        if "index-url" in eff:
+            s = eff["index-url"]
+            summary = f"pip reads its configuration; index-url {redact_text(s.value)} from {_source(s, pip.home)}"
+        else:
+            summary = f"pip reads its configuration; it uses the default index {DEFAULT_INDEX}"
+        skipped = [f"{show_path(f.path, pip.home)}: {f.note}" for f in pip.files if f.exists and not f.loaded]
+        findings.insert(0, CHECK.finding(
+            Status.OK, summary,
+            evidence={"files_loaded": loaded or ["(none)"], "files_skipped": skipped,
+                      "effective": {k: f"{v.value}  ({v.source})" for k, v in sorted(eff.items())}}))
+    return findings
+
+
+CHECK = Check(
+    id="pip.config",
+    title="pip configuration readable, its index secure and effective",
+    needs=("pip",),
+    evaluate=evaluate,
+)

@@ -1,0 +1,442 @@
+"""``gpudoctor fix``: plan repairs, show diffs, confirm, write through :mod:`gpudoctor.apply`, re-check.
+
+Flow: run the checks the chosen fixes address (the engine), ask each fix's
+planner for a :class:`~gpudoctor.model.FixPlan`, show every file's unified
+diff, confirm on a terminal (``--yes`` skips; without a terminal and without
+``--yes`` nothing is written and the exit status is 2), write the plans as
+one journal transaction, run the addressed checks again and show
+``before -> after``. ``--undo [TXN]`` and ``--history`` work on the journal.
+
+Options meant for planners are passed to them in the ``options`` mapping
+(all strings): ``scope``, ``index-url``, ``mirror``, ``allow-insecure``
+(``"1"`` when given) and every ``--set KEY=VALUE``.
+
+Exit codes: 0 applied (or already fixed, or dry run) and the addressed checks
+no longer fail; 1 a fix was refused, a write failed, or a check still fails
+after writing; 2 usage error or confirmation needed but no terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+import click
+
+from gpudoctor.cli import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, _build_system, _check_pythons,
+                           _load_registry, _options, _usage, cli, common_collect_options)
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.redact import redact_text, redact_value
+
+__all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
+
+OUTCOME_SCHEMA_VERSION = 1
+
+
+def stdin_is_tty() -> bool:
+    """Whether we may prompt (stdin is a terminal). Tests monkeypatch this."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+@dataclass
+class FixOutcome:
+    """What happened to one fix.
+
+    Attributes:
+        id: fix id.
+        status: ``planned`` (will change files), ``applied``, ``already-fixed``,
+            ``nothing-to-do`` (the planner offered nothing), ``refused``
+            (the planner declined; ``message`` says what to edit by hand),
+            ``error`` (the planner crashed).
+        plan: the plan, when there is one.
+        message: one line for ``refused``/``error``/``nothing-to-do``.
+        finding: the finding the plan was made for.
+    """
+
+    id: str
+    status: str
+    plan: Optional[FixPlan] = None
+    message: str = ""
+    finding: Optional[Finding] = None
+
+    def to_json(self) -> dict:
+        return redact_value({
+            "id": self.id,
+            "status": self.status,
+            "description": self.plan.description if self.plan else None,
+            "files": [e.path for e in self.plan.edits if e.changes_anything] if self.plan else [],
+            "notes": list(self.plan.notes) if self.plan else [],
+            "message": self.message or None,
+            "finding": {"check": self.finding.check, "status": self.finding.status.value,
+                        "summary": self.finding.summary} if self.finding else None,
+        })
+
+
+def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> List[Finding]:
+    """Findings to plan ``fix`` for: those offering it (worst first); when the user named the fix,
+    then any other finding of the checks it addresses, or a neutral one."""
+    offering = sorted((f for f in findings if fix.id in f.fixes and f.status in (Status.WARN, Status.FAIL)),
+                      key=lambda f: -f.status.severity)
+    if not named:
+        return offering
+    rest = sorted((f for f in findings if f.check in fix.addresses and f not in offering),
+                  key=lambda f: -f.status.severity)
+    out = offering + rest
+    if not out:
+        out = [Finding(check=fix.addresses[0] if fix.addresses else fix.id, status=Status.OK,
+                       summary="no finding; planning on request")]
+    return out
+
+
+def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str],
+               named: bool) -> List[FixOutcome]:
+    """Ask each fix's planner for a plan; never raises for a planner's fault."""
+    outcomes: List[FixOutcome] = []
+    for fx in fixes:
+        outcome = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found")
+        for finding in _candidates(fx, findings, named):
+            try:
+                plan = fx.plan(facts, finding, options)
+            except FixRefused as exc:
+                outcome = FixOutcome(fx.id, "refused", message=str(exc), finding=finding)
+                break
+            except Exception as exc:  # noqa: BLE001 - a broken planner is reported, the others go on
+                outcome = FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
+                                     f" (a bug in gpudoctor or the plug-in)", finding=finding)
+                break
+            if plan is None:
+                continue
+            status = "planned" if plan.changes_anything else "already-fixed"
+            outcome = FixOutcome(fx.id, status, plan=plan, finding=finding,
+                                 message="" if plan.changes_anything else "already fixed")
+            break
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> Dict[str, Status]:
+    out: Dict[str, Status] = {}
+    for c in checks:
+        statuses = [f.status for f in findings if f.check == c]
+        if statuses:
+            out[c] = Status.worst(statuses)
+    return out
+
+
+def _parse_sets(sets: Sequence[str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _usage(f"--set {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> List[str]:
+    argv = ["gpudoctor", "fix", *ids]
+    if all_:
+        argv.append("--all")
+    if root and root != "/":
+        argv += ["--root", root]
+    for flag, value in (("--scope", scope), ("--index-url", index_url), ("--mirror", mirror)):
+        if value:
+            argv += [flag, value]
+    if allow_insecure:
+        argv.append("--allow-insecure")
+    for s in sets:
+        argv += ["--set", s]
+    if yes:
+        argv.append("--yes")
+    return argv
+
+
+class _Out:
+    """Console lines (stdout) or, with --format json, human text to stderr and one JSON document at the end."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+
+    def line(self, text: str = "", err: bool = False) -> None:
+        click.echo(redact_text(text), err=err or self.fmt == "json")
+
+
+def _echo_diff(diff: str, err: bool) -> None:
+    """Print a unified diff, coloured on a terminal (click drops the colour when piped; NO_COLOR honoured)."""
+    import os
+
+    plain = "NO_COLOR" in os.environ
+    for line in diff.splitlines():
+        colour = None
+        if not plain:
+            if line.startswith(("+++", "---")):
+                colour = "bright_white"
+            elif line.startswith("+"):
+                colour = "green"
+            elif line.startswith("-"):
+                colour = "red"
+            elif line.startswith("@@"):
+                colour = "cyan"
+        click.echo(click.style(line, fg=colour) if colour else line, err=err)
+
+
+def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
+    chosen: List[Fix] = []
+    for pattern in ids:
+        p = pattern.rstrip(".")
+        matches = [f for fid, f in registry.fixes.items() if fid == p or fid.startswith(p + ".")]
+        if not matches:
+            known = ", ".join(registry.fixes) or "none installed"
+            raise _usage(f"no fix matches {pattern!r}; known fixes: {known}")
+        chosen.extend(m for m in matches if m not in chosen)
+    return chosen
+
+
+@cli.command("fix", context_settings=CONTEXT_SETTINGS)
+@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.option("--all", "all_", is_flag=True, help="Apply every fix offered by a failing or warning finding.")
+@click.option("--dry-run", is_flag=True, help="Only show the diffs; write nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@common_collect_options
+@click.option("--scope", type=click.Choice(["user", "site", "global"]),
+              help="Which configuration file to edit (default: the file that sets the value now, else user).")
+@click.option("--index-url", metavar="URL", help="Package index URL for fixes that set one (pip.index-url).")
+@click.option("--mirror", metavar="fastest|NAME|URL", help="Mirror for fixes that switch mirrors.")
+@click.option("--allow-insecure", is_flag=True, help="Allow plain-http indexes (adds trusted-host where needed).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Option for a plug-in fix (repeatable).")
+@click.option("--undo", "undo", is_flag=False, flag_value="", default=None, metavar="[TXN]",
+              help="Restore the files of the last (or the named) transaction from the backup journal.")
+@click.option("--force", is_flag=True, help="With --undo: restore even files changed since.")
+@click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
+@click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
+def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, index_url, mirror, allow_insecure,
+        sets, undo, force, history, fmt):
+    """Repair configuration files behind failing checks, safely.
+
+    IDS name fixes (as shown by `gpudoctor check` and `gpudoctor list`); `--all`
+    applies every fix offered by a failing or warning finding. Every change
+    is shown as a diff, confirmed, backed up, and can be undone.
+
+    \b
+    Examples:
+      gpudoctor fix --all --dry-run
+      gpudoctor fix pip.index-url --index-url https://mirror.example.org/simple --yes
+      gpudoctor fix --root /mnt/image-rootfs --all --yes
+      gpudoctor fix --history
+      gpudoctor fix --undo            # the last transaction
+    """
+    from gpudoctor import apply as ap
+
+    out = _Out(fmt)
+    journal = ap.Journal()
+    if history:
+        _history(journal, out, fmt)
+        return
+    if undo is not None:
+        _undo(journal, undo or None, force, out, fmt)
+        return
+    if force:
+        raise _usage("--force only applies to --undo")
+
+    registry = _load_registry()
+    _check_pythons(pythons)
+    options: Dict[str, str] = _parse_sets(sets)
+    for key, value in (("scope", scope), ("index-url", index_url), ("mirror", mirror)):
+        if value:
+            options[key] = value
+    if allow_insecure:
+        options["allow-insecure"] = "1"
+    named = _fix_selection(registry, ids) if ids else []
+    pool = named or list(registry.fixes.values())
+    addressed = []
+    for fx in pool:
+        addressed.extend(c for c in fx.addresses if c in registry.checks and c not in addressed)
+    checks = [registry.checks[c] for c in registry.checks if c in addressed]
+
+    from gpudoctor import engine
+    from gpudoctor.render.console import SpinnerProgress, make_console
+
+    system = _build_system(root)
+    collect_options = _options(pythons, offline, probe_timeout)
+    with SpinnerProgress(make_console(sys.stderr)) as progress:
+        before = engine.run(checks, system, collect_options, progress=progress)
+
+    if not named:
+        offered_ids: List[str] = []
+        for f in before.findings:
+            if f.status in (Status.WARN, Status.FAIL):
+                offered_ids.extend(i for i in f.fixes if i in registry.fixes and i not in offered_ids)
+        if not all_:
+            _list_offered(before.findings, offered_ids, out, fmt)
+            return
+        selected = [registry.fixes[i] for i in offered_ids]
+    else:
+        selected = named
+
+    outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
+    planned = [o for o in outcomes if o.status == "planned"]
+    doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
+                           "before": {c: s.value for c, s in _status_by_check(before.findings, addressed).items()}}
+
+    for o in outcomes:
+        if o.status == "planned":
+            out.line(f"{o.id}: {o.plan.description}")
+        elif o.status == "already-fixed":
+            out.line(f"{o.id}: already fixed, nothing to change")
+        else:
+            out.line(f"{o.id}: {o.status}: {o.message}")
+    if not selected:
+        out.line("nothing to fix: no failing or warning finding offers a fix")
+
+    try:
+        writes = ap.prepare([o.plan for o in planned], system.files)
+    except ap.ApplyError as exc:
+        return _finish_error(doc, outcomes, out, fmt, str(exc))
+    for w in writes:
+        out.line("")
+        out.line(f"{w.describe()}  [{', '.join(w.fixes)}]")
+        _echo_diff(ap.unified_diff(w), err=fmt == "json")
+    doc["diffs"] = [{"path": w.path, "target": w.target, "fixes": list(w.fixes), "diff": ap.unified_diff(w)}
+                    for w in writes]
+
+    bad = any(o.status in ("refused", "error") for o in outcomes)
+    if not writes:
+        if planned:  # every edit turned out to be a no-op on disk
+            for o in planned:
+                o.status = "already-fixed"
+        doc["status"] = "refused" if bad else "already-fixed"
+        return _emit(doc, outcomes, fmt, EXIT_FAIL if bad else EXIT_OK)
+    if dry_run:
+        out.line("")
+        out.line("dry run: nothing was written")
+        doc["status"] = "dry-run"
+        return _emit(doc, outcomes, fmt, EXIT_FAIL if bad else EXIT_OK)
+    if not yes:
+        if not stdin_is_tty():
+            click.echo("gpudoctor: error: not a terminal, so nothing was written; rerun with --yes to apply "
+                       "these changes (or --dry-run to only show them)", err=True)
+            doc["status"] = "needs-confirmation"
+            return _emit(doc, outcomes, fmt, EXIT_USAGE, quiet=True)
+        if not click.confirm(f"Apply these changes to {len(writes)} file(s)?", default=False, err=fmt == "json"):
+            out.line("nothing was written")
+            doc["status"] = "declined"
+            return _emit(doc, outcomes, fmt, EXIT_FAIL)
+
+    rerun = ap.sudo_command(_rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets))
+    try:
+        txn = ap.apply(writes, system.files, journal, rerun=rerun)
+    except ap.ApplyError as exc:
+        return _finish_error(doc, outcomes, out, fmt, str(exc))
+    for o in planned:
+        o.status = "applied"
+    assert txn is not None
+    doc["transaction"] = txn.id
+    for w in writes:
+        if w.via_symlink:
+            out.line(f"note: {w.path} is a symlink; its target {w.target} was edited")
+    out.line(f"backup: transaction {txn.id} (undo: gpudoctor fix --undo {txn.id})")
+
+    wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
+    rechecks = [c for c in registry.checks if c in wanted]
+    after = engine.run([registry.checks[c] for c in rechecks], _build_system(root), collect_options)
+    before_s = _status_by_check(before.findings, rechecks)
+    after_s = _status_by_check(after.findings, rechecks)
+    doc["after"] = {c: s.value for c, s in after_s.items()}
+    for c in rechecks:
+        b, a = before_s.get(c), after_s.get(c)
+        out.line(f"{c}: {b.value if b else '?'} -> {a.value if a else '?'}")
+        if a is not None and a >= Status.WARN:
+            for f in after.findings:
+                if f.check == c and f.status >= Status.WARN:
+                    out.line(f"    {f.summary}")
+    notes = [n for o in planned for n in o.plan.notes]
+    if notes:
+        out.line("")
+        out.line("next, run by hand:")
+        for n in notes:
+            out.line(f"    {n}")
+    still_failing = any(s >= Status.FAIL for s in after_s.values())
+    doc["status"] = "applied"
+    return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing else EXIT_OK)
+
+
+def _finish_error(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
+    click.echo(f"gpudoctor: error: {redact_text(message)}", err=True)
+    doc["status"] = "error"
+    doc["error"] = message
+    return _emit(doc, outcomes, fmt, EXIT_FAIL, quiet=True)
+
+
+def _emit(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: int, quiet: bool = False):
+    if fmt == "json":
+        doc["fixes"] = [o.to_json() for o in outcomes]
+        click.echo(json.dumps(redact_value(doc), indent=2))
+    sys.exit(code)
+
+
+def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "offered",
+                                            "offered": list(offered)}), indent=2))
+        return
+    if not offered:
+        out.line("nothing to fix: no failing or warning finding offers a fix")
+        return
+    for fid in offered:
+        why = [f for f in findings if fid in f.fixes and f.status in (Status.WARN, Status.FAIL)]
+        out.line(f"{fid}  ({'; '.join(f'{f.check}: {f.status.value}: {f.summary}' for f in why)})")
+    out.line("")
+    out.line(f"apply with: gpudoctor fix {' '.join(offered)}   (or gpudoctor fix --all; --dry-run to preview)")
+
+
+def _history(journal, out: _Out, fmt: str) -> None:
+    from gpudoctor import apply as ap
+
+    txns = journal.transactions()
+    if fmt == "json":
+        rows = []
+        for t in txns:
+            row = t.to_json()
+            row["changed_since"] = ap.changed_since(t) if t.status == "applied" else []
+            rows.append(row)
+        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "journal": str(journal.directory),
+                                            "transactions": rows}), indent=2))
+        return
+    if not txns:
+        out.line(f"no transactions in {journal.directory}")
+        return
+    for t in txns:
+        files = ", ".join(f.target for f in t.files)
+        extra = ""
+        if t.status == "applied":
+            changed = ap.changed_since(t)
+            if changed:
+                extra = f"  (changed since: {', '.join(changed)})"
+        root = f" root={t.root}" if t.root != "/" else ""
+        out.line(f"{t.id}  {t.created_at}  {t.status:<11}  {', '.join(t.fixes)}  {files}{root}{extra}")
+
+
+def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> None:
+    from gpudoctor import apply as ap
+
+    try:
+        txn = journal.undo(txn_id, force=force)
+    except ap.ApplyError as exc:
+        click.echo(f"gpudoctor: error: {redact_text(str(exc))}", err=True)
+        if fmt == "json":
+            click.echo(json.dumps({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "error",
+                                   "error": redact_text(str(exc))}, indent=2))
+        sys.exit(EXIT_FAIL)
+    if fmt == "json":
+        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "undone",
+                                            "transaction": txn.id, "files": [f.target for f in txn.files]}),
+                              indent=2))
+        return
+    for f in txn.files:
+        out.line(f"restored {f.target}" if f.existed else f"removed {f.target} (the transaction created it)")
+    out.line(f"transaction {txn.id} undone")

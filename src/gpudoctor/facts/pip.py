@@ -1,0 +1,128 @@
+"""Facts about pip's configuration: every file pip reads, in pip's order, and the effective values.
+
+Source: pip ``_internal/configuration.py`` (``iter_config_files``,
+``_load_config_files``, ``_get_environ_vars``) and
+``_internal/cli/parser.py`` (``_get_ordered_configuration_items``), checked
+against pip 23.2; summarised in shared/reference/pip-apt-config.md §1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from gpudoctor.facts.base import domain
+
+
+@dataclass(frozen=True)
+class PipParseError:
+    """Why pip cannot read a file (pip then aborts every command).
+
+    Attributes:
+        line: 1-based line number (0: the whole file, e.g. its encoding).
+        kind: ``no-section-header``, ``syntax``, ``duplicate-section``,
+            ``duplicate-option`` or ``encoding``.
+        message: one line in operator terms.
+        text: the offending line as written.
+    """
+
+    line: int
+    kind: str
+    message: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class PipConfigFile:
+    """One file pip looks at.
+
+    Attributes:
+        path: path inside the root (``/etc/pip.conf``, ``/home/u/.config/pip/pip.conf``).
+        variant: pip's name for its place in the order: ``global``, ``user``,
+            ``site`` or ``env`` (the file named by ``PIP_CONFIG_FILE``).
+        exists: the file exists.
+        loaded: pip reads it (False when it does not exist or cannot be
+            opened, for user files when ``PIP_CONFIG_FILE`` names an existing
+            file, and for every file when ``PIP_CONFIG_FILE=/dev/null``).
+        note: why a file that exists is not loaded ("" otherwise).
+        target: the symlink's target inside the root when ``path`` is a link, else None.
+        text: the file's full text (UTF-8; None when absent or unreadable);
+            fix planners edit this exact text.
+        values: ``section.key`` -> value as pip reads them (names normalised,
+            e.g. ``global.index-url``); empty when the file has an error.
+        lines: ``section.key`` -> 1-based line where the key is set.
+        error: the parse error, if pip cannot read the file.
+    """
+
+    path: str
+    variant: str
+    exists: bool
+    loaded: bool
+    note: str = ""
+    target: Optional[str] = None
+    text: Optional[str] = None
+    values: Dict[str, str] = field(default_factory=dict)
+    lines: Dict[str, int] = field(default_factory=dict)
+    error: Optional[PipParseError] = None
+
+
+@dataclass(frozen=True)
+class PipSetting:
+    """The effective value of one option for ``pip install``, and who set it.
+
+    Attributes:
+        key: normalised option name (``index-url``).
+        value: the value pip uses.
+        source: the file path (inside the root) or the environment variable
+            (``PIP_INDEX_URL``) that set it.
+        section: ``global``, ``install`` or ``:env:`` (environment).
+        variant: ``global``/``user``/``site``/``env`` for files, ``env_var`` for variables.
+        line: 1-based line in the file (0 for variables).
+    """
+
+    key: str
+    value: str
+    source: str
+    section: str
+    variant: str
+    line: int = 0
+
+
+@domain("pip")
+@dataclass(frozen=True)
+class PipFacts:
+    """pip's configuration as ``pip install`` would see it.
+
+    Attributes:
+        files: every candidate file in pip's load order (later overrides
+            earlier): global (``$XDG_CONFIG_DIRS``/pip/pip.conf, /etc/pip.conf),
+            user (~/.pip/pip.conf, ``$XDG_CONFIG_HOME``/pip/pip.conf), site
+            (``<prefix>/pip.conf``), env (``$PIP_CONFIG_FILE``).
+        env: the ``PIP_*`` variables that matter here (``PIP_INDEX_URL``,
+            ``PIP_EXTRA_INDEX_URL``, ``PIP_TRUSTED_HOST``, ``PIP_CONFIG_FILE``,
+            ``PIP_NO_INDEX``, ``PIP_FIND_LINKS``), as set.
+        effective: normalised key -> :class:`PipSetting` for ``pip install``
+            (environment > ``[install]`` > ``[global]``; later files win).
+        site_prefix: the interpreter prefix whose ``pip.conf`` is the site
+            file, and how it was chosen (``site_prefix_from``: ``--python``,
+            ``VIRTUAL_ENV``, ``CONDA_PREFIX`` or ``default``).
+        home: the home directory used for user files.
+    """
+
+    files: Tuple[PipConfigFile, ...]
+    env: Dict[str, str]
+    effective: Dict[str, PipSetting]
+    site_prefix: str
+    site_prefix_from: str
+    home: str
+
+    def file(self, path: str) -> Optional[PipConfigFile]:
+        """The file entry for ``path`` (inside the root), or None."""
+        for f in self.files:
+            if f.path == path:
+                return f
+        return None
+
+    def files_of(self, variant: str) -> Tuple[PipConfigFile, ...]:
+        """Candidate files of one variant, in load order."""
+        return tuple(f for f in self.files if f.variant == variant)

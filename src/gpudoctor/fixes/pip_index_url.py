@@ -1,0 +1,219 @@
+"""Fix ``pip.index-url``: set pip's ``index-url`` in the right pip.conf, repairing an unreadable file first.
+
+What it plans (pure; :mod:`gpudoctor.apply` writes):
+
+1. every pip.conf pip loads but cannot parse is repaired when the repair is
+   unambiguous (:func:`gpudoctor.pipconf.repair_header`: a damaged or missing
+   ``[global]`` header above key lines); any other parse error refuses the
+   fix with the exact line to edit by hand;
+2. with ``options["index-url"]`` (or a ``mirror`` option that is already a
+   URL — callers such as ``--mirror fastest`` resolve names to a URL first),
+   ``index-url`` is set in the file of the chosen scope
+   (``options["scope"]``: ``user``, ``site`` or ``global``; default: the file
+   that sets the effective index-url now, else the user file
+   ``$XDG_CONFIG_HOME/pip/pip.conf``), keeping every comment, the order of
+   keys and the other sections (:func:`gpudoctor.pipconf.set_option`);
+3. an ``http://`` index needs ``options["allow-insecure"]``, which also adds
+   its host to ``trusted-host`` in the same file (nothing else is touched
+   unless asked). With ``allow-insecure`` alone, the hosts of the plain-http
+   indexes pip ignores today are added to ``trusted-host``.
+
+When something with higher precedence (a ``PIP_*`` variable, a later file,
+an ``[install]`` section elsewhere) would still win, the plan says so in its
+notes with the command to run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, List, Mapping, Optional, Tuple
+from urllib.parse import urlsplit
+
+from gpudoctor import pipconf
+from gpudoctor.checks.pip_config import indexes, is_secure_http_host, show_path, trusted
+from gpudoctor.collect.pip import effective_settings
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.pip import PipConfigFile, PipFacts
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
+
+FIX_ID = "pip.index-url"
+_TRUE = ("1", "true", "yes", "on")
+
+
+def _truthy(value: Optional[str]) -> bool:
+    return (value or "").strip().lower() in _TRUE
+
+
+def _url_option(options: Mapping[str, str]) -> Optional[str]:
+    url = options.get("index-url")
+    if not url and options.get("mirror", "").startswith(("http://", "https://")):
+        url = options["mirror"]
+    if url is None:
+        return None
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in url):
+        raise FixRefused(f"--index-url {url!r} is not an http(s) URL such as https://mirror.example.org/simple")
+    return url
+
+
+def host_entry(url: str) -> str:
+    """The ``trusted-host`` entry for ``url``: ``host`` or ``host:port`` when the URL names a port."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{host}:{port}" if port else host
+
+
+def target_file(pip: PipFacts, scope: Optional[str]) -> Tuple[PipConfigFile, List[str]]:
+    """The file to edit for ``scope`` (None: the file setting index-url now, else user) and notes.
+
+    Raises :class:`FixRefused` when pip reads no file at all (``PIP_CONFIG_FILE=/dev/null``).
+    """
+    notes: List[str] = []
+    if pip.env.get("PIP_CONFIG_FILE") == "/dev/null":
+        raise FixRefused("PIP_CONFIG_FILE=/dev/null makes pip ignore every pip.conf; `unset PIP_CONFIG_FILE` "
+                         "first, or pass the index on the command line (pip install --index-url URL)")
+
+    def setting_index(f: PipConfigFile) -> bool:
+        return any(sk.partition(".")[2] == "index-url" for sk in f.values)
+
+    eff = pip.effective.get("index-url")
+    if scope is None:
+        if eff is not None and eff.variant != "env_var":
+            f = pip.file(eff.source)
+            if f is not None:
+                return f, notes
+        env_file = next((f for f in pip.files if f.variant == "env" and f.loaded), None)
+        if env_file is not None:
+            return env_file, notes
+        scope = "user"
+    candidates = pip.files_of(scope)
+    if not candidates:
+        raise FixRefused(f"pip has no {scope} configuration file here")
+    setters = [f for f in candidates if f.loaded and setting_index(f)]
+    chosen = setters[-1] if setters else candidates[-1]
+    if not chosen.loaded and chosen.note:
+        notes.append(f"note: pip does not read {chosen.path} now: {chosen.note}")
+    return chosen, notes
+
+
+def _repairs(pip: PipFacts) -> Tuple[Dict[str, Tuple[Optional[str], str]], List[str]]:
+    texts: Dict[str, Tuple[Optional[str], str]] = {}
+    descriptions: List[str] = []
+    for f in pip.files:
+        if not (f.loaded and f.error is not None):
+            continue
+        shown = show_path(f.path, pip.home)
+        if f.text is None:
+            raise FixRefused(pipconf.manual_instructions(
+                pipconf.ParseProblem(f.error.line, f.error.kind, f.error.message, f.error.text), shown))
+        try:
+            new, description = pipconf.repair_header(f.text, shown)
+        except pipconf.Unrepairable as exc:
+            raise FixRefused(str(exc)) from None
+        texts[f.path] = (f.text, new)
+        descriptions.append(description)
+    return texts, descriptions
+
+
+def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipConfigFile) -> Optional[str]:
+    if f.path in texts:
+        return texts[f.path][1]
+    if f.exists and f.text is None:
+        raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note or 'not a regular file'}); "
+                         f"fix its permissions first")
+    return f.text
+
+
+def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: List[str]) -> None:
+    text = _current(pip, texts, f)
+    values, _ = pipconf.parse(text or "")
+    existing = values.get("global.trusted-host", "").split()
+    merged = existing + [h for h in hosts if h not in existing]
+    if merged != existing:
+        new = pipconf.set_option(text, "trusted-host", " ".join(merged))
+        texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
+
+
+def _simulate(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]]):
+    files = []
+    for f in pip.files:
+        if f.path in texts:
+            values, problem = pipconf.parse(texts[f.path][1])
+            lines = {f"{e.section}.{e.key}": e.start + 1 for e in pipconf.scan(texts[f.path][1]).entries}
+            loaded = f.loaded or (not f.exists and not f.note)
+            f = replace(f, exists=True, loaded=loaded, values=values, lines=lines, error=None if problem is None else f.error)
+        files.append(f)
+    env = dict(pip.env)
+    return effective_settings(tuple(files), env)
+
+
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+    pip = facts.of(PipFacts)
+    if isinstance(pip, Unavailable):
+        return None
+    texts, descriptions = _repairs(pip)
+    notes: List[str] = []
+    url = _url_option(options)
+    insecure = _truthy(options.get("allow-insecure"))
+    if url:
+        f, scope_notes = target_file(pip, options.get("scope") or None)
+        notes += scope_notes
+        old_text = texts[f.path][0] if f.path in texts else f.text
+        new = pipconf.set_option(_current(pip, texts, f), "index-url", url)
+        texts[f.path] = (old_text, new)
+        descriptions.append(f"set index-url = {url} in {show_path(f.path, pip.home)}")
+        parts = urlsplit(url)
+        if parts.scheme == "http" and not is_secure_http_host(parts.hostname or ""):
+            eff = pip.effective.get("trusted-host")
+            if not trusted(url, eff.value.split() if eff else []):
+                if not insecure:
+                    raise FixRefused(f"{url} is plain http: pip ignores it unless its host is trusted. Use the "
+                                     f"mirror's https URL, or add --allow-insecure to also set trusted-host")
+                _trust(pip, texts, f, [host_entry(url)])
+                descriptions.append(f"trust {host_entry(url)} (trusted-host)")
+        after = _simulate(pip, texts).get("index-url")
+        if after is None or after.value.strip() != url:
+            winner = after.source if after else "?"
+            if after is not None and after.variant == "env_var":
+                notes.append(f"{winner} is set in the environment and still overrides pip.conf: "
+                             f"unset {winner} (shell profile, Dockerfile ENV, CI settings)")
+            elif after is not None:
+                scope = after.variant if after.variant in ("user", "site", "global") else None
+                hint = f" --scope {scope}" if scope else ""
+                notes.append(f"index-url in {show_path(winner, pip.home)} ([{after.section}]) still wins: "
+                             f"gpudoctor fix {FIX_ID} --index-url {url}{hint}")
+    elif insecure:
+        eff = pip.effective.get("trusted-host")
+        current = eff.value.split() if eff else []
+        for kind, idx_url, setting in indexes(pip):
+            parts = urlsplit(idx_url)
+            if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
+                continue
+            if setting.variant == "env_var":
+                raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
+                                 f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
+            f = pip.file(setting.source)
+            if f is None:  # pragma: no cover - effective settings name known files
+                continue
+            _trust(pip, texts, f, [host_entry(idx_url)])
+            descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
+    elif not texts:
+        if finding.status >= Status.WARN and finding.evidence.get("option") in ("index-url", "extra-index-url"):
+            raise FixRefused(f"choose how: `gpudoctor fix {FIX_ID} --index-url https://...` (the mirror's https "
+                             f"URL) or `gpudoctor fix {FIX_ID} --allow-insecure` (trust the plain-http host)")
+        if finding.status <= Status.OK or not finding.fixes:
+            raise FixRefused(f"nothing to repair; to set the index give it: "
+                             f"gpudoctor fix {FIX_ID} --index-url https://mirror.example.org/simple")
+        return None
+    edits = tuple(FileEdit(path, old, new, 0o644) for path, (old, new) in texts.items())
+    return FixPlan(fix=FIX_ID, description="; ".join(descriptions) or "nothing to change", edits=edits,
+                   addresses=("pip.config",), notes=tuple(notes))
+
+
+FIX = Fix(id=FIX_ID, title="set pip's index-url in pip.conf, keeping comments; repair a damaged global section header",
+          addresses=("pip.config",), plan=plan)

@@ -1,0 +1,44 @@
+"""cuda.toolkit: toolkit absent / present without a driver / present with a driver."""
+
+from __future__ import annotations
+
+from gpudoctor.checks.cuda_toolkit import CHECK
+from gpudoctor.collect import CollectContext, CollectOptions
+from gpudoctor.collect.cuda_toolkit import collect
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.cuda import CudaToolkitFacts
+from gpudoctor.model import Status
+from gpudoctor.testing import fake_system, make_facts, no_nvidia, nvidia_facts, write_tree
+
+TK = CudaToolkitFacts(None, "/usr/local/cuda-13.0", "13.0.48", "/usr/local/cuda-13.0/bin/nvcc", "13.0")
+
+
+def test_no_toolkit_is_info_and_says_wheels_do_not_need_it():
+    none = CudaToolkitFacts(None, None, Unavailable("no CUDA toolkit found"), None, Unavailable("nvcc not found"))
+    [f] = CHECK.evaluate(make_facts(cuda_toolkit=none, nvidia=no_nvidia()))
+    assert f.status is Status.INFO
+    assert "not needed to run PyTorch wheels" in f.summary
+
+
+def test_toolkit_without_driver_is_info_that_it_cannot_run_code():
+    [f] = CHECK.evaluate(make_facts(cuda_toolkit=TK, nvidia=no_nvidia()))
+    assert f.status is Status.INFO
+    assert "13.0.48" in f.summary and "no NVIDIA driver" in f.summary
+
+
+def test_toolkit_with_driver_is_ok():
+    [f] = CHECK.evaluate(make_facts(cuda_toolkit=TK, nvidia=nvidia_facts("580.65.06", "13.0")))
+    assert f.status is Status.OK and "580.65.06" in f.summary
+
+
+def test_collector_reads_version_json_through_the_root_without_running_nvcc(tmp_path):
+    write_tree(tmp_path, {"/opt/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}',
+                          "/opt/cuda-12.4/bin/nvcc": ""})
+    (tmp_path / "usr/local").mkdir(parents=True)
+    (tmp_path / "usr/local/cuda").symlink_to("/opt/cuda-12.4")  # absolute link, resolved inside the root
+    system = fake_system(tmp_path)  # scripted runner with nothing scripted: running nvcc would fail the test
+    facts = collect(CollectContext(system, CollectOptions()))
+    assert facts.default_path == "/opt/cuda-12.4"
+    assert facts.version == "12.4.1"
+    assert facts.nvcc == "/opt/cuda-12.4/bin/nvcc"
+    assert isinstance(facts.nvcc_version, Unavailable) and "--root" in facts.nvcc_version.reason
