@@ -3,7 +3,7 @@
 Pure: reads the ``mirrors`` facts (ranking and catalogue rows collected with
 them) and, when those are absent, the built-in catalogue table. Options
 (strings, from ``gpudoctor fix``): ``mirror`` (default ``fastest``),
-``allow_insecure`` (``true``/``1``/``yes`` allows ``http://``).
+``allow-insecure`` (``true``/``1``/``yes`` allows ``http://``; ``allow_insecure`` is accepted too).
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: Tuple[s
         mirrors = facts.get("mirrors")
         ranking = mirrors.rankings.get(eco, ()) if isinstance(mirrors, MirrorsFacts) else ()
         if not ranking:
-            raise FixRefused(f"no {eco} mirror ranking in these facts: run `gpudoctor check --rank-mirrors` first, "
-                             f"or name one with `--mirror NAME|URL`")
+            why = " (--offline)" if isinstance(mirrors, MirrorsFacts) and mirrors.offline else ""
+            raise FixRefused(f"no {eco} mirror ranking{why}: pass `--mirror fastest` without --offline (probes the "
+                             f"catalogue's mirrors), or name one with `--mirror NAME|URL`")
         skip = {u.rstrip("/") for u in exclude}
         best = next((r for r in ranking if r.status == "ok" and r.base_url.rstrip("/") not in skip), None)
         if best is None:
@@ -88,7 +89,7 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: Tuple[s
     if not urls:
         raise FixRefused(f"mirror {label} offers no {eco} archive ({', '.join(archives)})")
     insecure = sorted(u for u in urls.values() if u.startswith("http://"))
-    if insecure and not truthy(options.get("allow_insecure", "")):
+    if insecure and not (truthy(options.get("allow-insecure", "")) or truthy(options.get("allow_insecure", ""))):
         raise FixRefused(f"{insecure[0]} is plain http://; pass --allow-insecure to accept it, or choose an https mirror")
     return label, urls
 

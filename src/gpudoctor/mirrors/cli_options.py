@@ -64,3 +64,38 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
         except OSError as exc:
             raise click.UsageError(f"--dockerfile {dockerfile}: {exc.strerror or exc}") from None
     return extra
+
+
+#: Mirror fix id -> the ecosystem whose ranking it needs.
+FIX_ECOSYSTEMS = {"apt.mirror": "apt", "uv.index-url": "uv", "conda.channels": "conda", "pip.index-url": "pip"}
+
+
+def fix_mirror_extra(mirror: Optional[str], ids, offline: bool, rank_mirrors: bool = False,
+                     catalogue: Optional[str] = None, mirror_budget: float = DEFAULT_BUDGET_S,
+                     dockerfile: Optional[str] = None) -> Dict[str, Any]:
+    """``CollectOptions.extra`` for ``gpudoctor fix``: rank when ``--mirror fastest`` (or ``--rank-mirrors``) asks
+    for it, only for the ecosystems of the named mirror fixes (all of them when none is named)."""
+    rank = (rank_mirrors or (mirror or "").strip() == "fastest") and not offline
+    extra = mirror_extra(rank, catalogue, mirror_budget, dockerfile)
+    wanted = tuple(dict.fromkeys(FIX_ECOSYSTEMS[i] for i in ids if i in FIX_ECOSYSTEMS))
+    if rank and wanted:
+        extra["rank_ecosystems"] = wanted
+    return extra
+
+
+def resolve_pip_mirror(options: Dict[str, str], facts: Any) -> None:
+    """Give ``pip.index-url`` a URL for ``--mirror fastest|NAME`` (it takes URLs only), in place.
+
+    Leaves ``options`` alone when ``index-url`` is set, the mirror is a URL,
+    or it cannot be resolved (the pip planner then says what to pass).
+    """
+    mirror = (options.get("mirror") or "").strip()
+    if not mirror or options.get("index-url") or "://" in mirror:
+        return
+    from gpudoctor.fixes._mirror_choice import choose
+    from gpudoctor.model import FixRefused
+    try:
+        _label, urls = choose(facts, "pip", options, ("pypi",))
+    except FixRefused:
+        return
+    options["index-url"] = urls["pypi"]
