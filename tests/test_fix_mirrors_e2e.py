@@ -111,3 +111,32 @@ def test_mirror_fastest_ranks_local_servers_and_switches(tmp_path):
         assert f"URIs: {fast.url}\n" in text
         assert f"URIs: {slow.url}/debian-security\n" in text  # quick has no security archive: kept
         assert "point apt at quick" in out
+
+
+@pytest.mark.slow
+def test_pip_mirror_ranked_then_pip_index_url_by_name(tmp_path, monkeypatch):
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    with FakeMirror(delay_ms=450) as slow, FakeMirror() as fast:
+        root = tmp_path / "root"
+        (root / "etc").mkdir(parents=True)
+        (root / "etc/pip.conf").write_text(f"[global]\n# company index\nindex-url = {slow.url}/simple\n")
+        cat = tmp_path / "cat.toml"
+        cat.write_text(f'replace = true\n[[mirror]]\nname = "pypi"\nofficial = true\npypi = "{slow.url}/simple"\n'
+                       f'[[mirror]]\nname = "quick"\npypi = "{fast.url}/simple"\n')
+        code, out = run("check", "pip.mirror", "--root", str(root), "--catalogue", str(cat), "--rank-mirrors",
+                        "--format", "json")
+        (finding,) = json.loads(out)["findings"]
+        assert finding["status"] == "warn" and finding["summary"].startswith("quick answers in"), out
+        assert finding["fixes"] == ["pip.index-url"]
+        assert any(p["url"] == f"{slow.url}/simple" for p in finding["evidence"]["configured"])
+        code, out = run("fix", "pip.index-url", "--root", str(root), "--offline", "--catalogue", str(cat),
+                        "--mirror", "quick", "--allow-insecure", "--scope", "global", "--yes")
+        assert code == 0, out
+        assert f"index-url = {fast.url}/simple" in (root / "etc/pip.conf").read_text()
+
+
+def test_pip_unknown_mirror_name_is_a_usage_error(tmp_path):
+    (tmp_path / "etc").mkdir()
+    code, out = run("fix", "pip.index-url", "--root", str(tmp_path), "--offline", "--mirror", "nosuch", "--yes")
+    assert code == 2 and "no PyPI mirror of that name" in out and "tuna" in out

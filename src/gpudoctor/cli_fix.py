@@ -280,7 +280,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     else:
         selected = named
 
-    resolve_pip_mirror(options, before.facts)
+    resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
     doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,

@@ -83,19 +83,39 @@ def fix_mirror_extra(mirror: Optional[str], ids, offline: bool, rank_mirrors: bo
     return extra
 
 
-def resolve_pip_mirror(options: Dict[str, str], facts: Any) -> None:
-    """Give ``pip.index-url`` a URL for ``--mirror fastest|NAME`` (it takes URLs only), in place.
+def resolve_pip_mirror(options: Dict[str, str], facts: Any, extra: Dict[str, Any], offline: bool,
+                       fix_ids) -> None:
+    """Give ``pip.index-url`` (which takes URLs only) a URL for ``--mirror fastest|NAME``, in place.
 
-    Leaves ``options`` alone when ``index-url`` is set, the mirror is a URL,
-    or it cannot be resolved (the pip planner then says what to pass).
+    Only when ``pip.index-url`` is among ``fix_ids``, no ``--index-url`` was
+    given and the mirror is not already a URL. ``fastest`` uses the pip
+    ranking in ``facts`` or probes the catalogue's PyPI mirrors now (within
+    the mirror budget). Raises ``click.UsageError`` for an unknown name, or
+    for ``fastest`` with ``--offline`` or no healthy mirror.
     """
     mirror = (options.get("mirror") or "").strip()
-    if not mirror or options.get("index-url") or "://" in mirror:
+    if "pip.index-url" not in fix_ids or not mirror or options.get("index-url") or "://" in mirror:
         return
-    from gpudoctor.fixes._mirror_choice import choose
-    from gpudoctor.model import FixRefused
-    try:
-        _label, urls = choose(facts, "pip", options, ("pypi",))
-    except FixRefused:
+    from gpudoctor.facts.mirrors import MirrorsFacts
+    from gpudoctor.mirrors.catalogue import builtin
+    cat = extra.get("catalogue") or builtin()
+    if mirror != "fastest":
+        row = cat.by_name(mirror)
+        if row is None or "pypi" not in row.urls:
+            names = ", ".join(m.name for m in cat.for_archive("pypi"))
+            raise click.UsageError(f"--mirror {mirror}: no PyPI mirror of that name in the catalogue; known: {names}")
+        options["index-url"] = row.urls["pypi"]
         return
-    options["index-url"] = urls["pypi"]
+    mirrors = facts.get("mirrors") if hasattr(facts, "get") else None
+    ranking = mirrors.rankings.get("pip", ()) if isinstance(mirrors, MirrorsFacts) else ()
+    if not ranking:
+        if offline:
+            raise click.UsageError("--mirror fastest probes the catalogue's mirrors: drop --offline, or name one")
+        from gpudoctor.mirrors.gather import candidate_targets
+        from gpudoctor.mirrors.probe import probe_all, rank
+        targets, _ = candidate_targets(cat, ["pip"])
+        ranking = rank(probe_all(targets, budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S)))
+    best = next((r for r in ranking if r.status == "ok"), None)
+    if best is None:
+        raise click.UsageError("--mirror fastest: no PyPI mirror of the catalogue answered correctly")
+    options["index-url"] = best.base_url
