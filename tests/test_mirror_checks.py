@@ -70,7 +70,7 @@ def test_unhealthy_candidates_never_win():
 def test_offline_and_no_network_skip_with_reason():
     from gpudoctor import engine
     findings = engine.evaluate([uv_mirror.CHECK], mirrors(offline=True))
-    assert findings[0].status is Status.SKIP and "--offline" in findings[0].summary
+    assert findings[0].status is Status.SKIP and findings[0].summary == uv_mirror.NOT_CONFIGURED
     down = probe("configured", eco="conda", role="configured", status="no-network", reason="name resolution failed")
     findings = engine.evaluate([conda_mirror.CHECK], mirrors([down]))
     assert findings[0].status is Status.SKIP and "no network" in findings[0].summary
@@ -197,3 +197,18 @@ def test_user_catalogue_file_from_the_environment(tmp_path, monkeypatch):
     from gpudoctor.mirrors.cli_options import mirror_extra
     cat = mirror_extra()["catalogue"]
     assert cat.by_name("corp") is not None and cat.origin == f"built-in + {path}"
+
+
+def test_failing_third_party_apt_repo_fails_without_offering_the_mirror_switch():
+    conf = probe("configured", role="configured", status="http-error", reason="HTTP 404 Not Found",
+                 url="https://download.example.org/linux/debian")
+    conf = MirrorProbe(**{**conf.__dict__, "archive": "other"})
+    (f,) = apt_mirror.evaluate(mirrors([conf]))
+    assert f.status is Status.FAIL and f.fixes == () and "third-party" in f.explanation
+
+
+def test_offline_names_the_configured_indexes():
+    conf = probe("configured", role="configured", status="offline", reason="--offline: not probed")
+    from gpudoctor import engine
+    (f,) = engine.evaluate([apt_mirror.CHECK], mirrors([conf], offline=True))
+    assert f.status is Status.SKIP and "https://configured.example.org/debian" in f.summary

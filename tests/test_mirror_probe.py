@@ -158,3 +158,13 @@ def test_catalogue_file_merges_or_replaces():
 def test_malformed_catalogue_is_refused_with_the_row(text, message):
     with pytest.raises(CatalogueError, match=message):
         from_text(text, "bad.toml")
+
+
+def test_tls_failure_on_a_system_without_ca_certificates_says_so(monkeypatch):
+    import ssl
+    empty = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # no CA loaded, like a slim image
+    paths = ssl.get_default_verify_paths()
+    monkeypatch.setattr(ssl, "get_default_verify_paths", lambda: paths._replace(cafile=None))
+    with FakeMirror(tls=True) as server:
+        (result,) = probe_all([pypi("slim", server)], budget_s=3.0, timeout_s=2.0, ctx=empty)
+    assert result.status == "tls-error" and "ca-certificates" in result.reason

@@ -75,10 +75,13 @@ def best_healthy(ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
 def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> List[Finding]:
     """Findings of the ``<eco>.mirror`` check (see module docstring)."""
     mirrors = require(facts, MirrorsFacts)
-    if mirrors.offline:
-        raise SkipCheck(f"--offline: the configured {WHAT[eco]} was not probed")
     conf = [p for p in mirrors.configured if p.ecosystem == eco]
     ranking = tuple(mirrors.rankings.get(eco, ()))
+    if mirrors.offline:
+        if not conf:
+            raise SkipCheck(not_configured)
+        urls = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
+        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({urls}) was not probed")
     if not conf and not ranking:
         raise SkipCheck(not_configured)
     if network_absent(conf + list(ranking)):
@@ -95,7 +98,14 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                                for r in ranking]
     bad = [p for p in conf if not p.healthy]
     if bad:
-        lines = "\n".join(f"- `{p.probe_url}`: **{p.status}** — {p.reason}" for p in bad)
+        third_party = "  (a third-party repository: the mirror switch does not touch it; check its URL and key, " \
+                      "or disable it)"
+        lines = "\n".join(f"- `{p.probe_url}`: **{p.status}** — {p.reason}"
+                          + (third_party if p.archive == "other" else "") for p in bad)
+        if all(p.archive == "other" for p in bad):
+            return [check.finding(
+                Status.FAIL, f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
+                f"`apt-get update` will report errors for it.\n\n{lines}", evidence=evidence)]
         if best is not None:
             todo = (f"Switch to the fastest healthy mirror ({best.name}, {_ms(best.median_ms)} ms): "
                     f"`gpudoctor fix {fix} --mirror fastest` (or `--mirror NAME|URL`).")
