@@ -212,3 +212,15 @@ def test_offline_names_the_configured_indexes():
     from gpudoctor import engine
     (f,) = engine.evaluate([apt_mirror.CHECK], mirrors([conf], offline=True))
     assert f.status is Status.SKIP and "https://configured.example.org/debian" in f.summary
+
+
+def test_index_credentials_never_reach_the_report():
+    from gpudoctor import engine
+    from gpudoctor.render import render
+    url = "https://alice:s3cret@pypi.corp.example.org/simple"
+    conf = MirrorProbe("configured", "pip", "pypi", url, url + "/six/", "configured", False, "http-error",
+                       f"HTTP 503 Service Unavailable for {url}/six/")
+    report = engine.Report(tuple(engine.evaluate([pip_mirror.CHECK], mirrors([conf]))), mirrors([conf]))
+    assert report.findings[0].status is Status.FAIL
+    for fmt in ("json", "markdown"):
+        assert "s3cret" not in render(report, fmt, True)

@@ -32,7 +32,15 @@ def _ms(v: Optional[float]) -> str:
 
 
 def _host(url: str) -> str:
-    return urlsplit(url).netloc or url
+    """``host[:port]`` of ``url``, never its credentials."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return url
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.hostname}:{port}" if port else parts.hostname
 
 
 def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
