@@ -79,7 +79,7 @@ def test_offline_and_no_network_skip_with_reason():
 
 
 def test_local_index_is_ok_without_probing():
-    conf = MirrorProbe("configured", "pip", "pypi", "file:///opt/simple", "file:///opt/simple/six/", "configured",
+    conf = MirrorProbe("configured", "pip", "pypi", "file:///srv/simple", "file:///srv/simple/six/", "configured",
                        False, "local", "local index")
     (f,) = pip_mirror.evaluate(mirrors([conf]))
     assert f.status is Status.OK and "local" in f.summary

@@ -84,7 +84,7 @@ def test_budget_ends_stalled_probes():
 
 def test_offline_and_local_indexes_send_nothing():
     with FakeMirror() as server:
-        results = probe_all([pypi("net", server), ProbeTarget("disk", "pip", "pypi", "file:///opt/wheels/simple", "pypi"),
+        results = probe_all([pypi("net", server), ProbeTarget("disk", "pip", "pypi", "file:///srv/wheelhouse/simple", "pypi"),
                              ProbeTarget("path", "pip", "pypi", "/srv/simple", "pypi")], offline=True)
         assert server.requests == []
     assert [r.status for r in results] == ["offline", "local", "local"]
