@@ -84,6 +84,8 @@ def _read_facts(path: str):
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise _usage(f"--facts {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise _usage(f"--facts {path}: not UTF-8 text (a compressed or binary file?)") from None
     try:
         doc = json.loads(text)
     except ValueError as exc:
@@ -96,7 +98,10 @@ def _read_facts(path: str):
 
 def _output(text: str, out: Optional[str]) -> None:
     if out and out != "-":
-        Path(out).write_text(text, encoding="utf-8")
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _usage(f"-o {out}: {exc.strerror or exc}") from None
     else:
         click.echo(text, nl=False)
 
@@ -164,7 +169,11 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
                             extra_findings=registry.problems)
     if fmt == "console":
         if output:
-            with open(output, "w", encoding="utf-8") as fh:
+            try:
+                fh = open(output, "w", encoding="utf-8")
+            except OSError as exc:
+                raise _usage(f"-o {output}: {exc.strerror or exc}") from None
+            with fh:
                 render_console(report, make_console(fh), verbose)
         else:
             render_console(report, console, verbose)

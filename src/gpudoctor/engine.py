@@ -193,11 +193,13 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         threads: Dict[str, threading.Thread] = {}
         boxes: Dict[str, Tuple[str, Any]] = {}
         starts: Dict[str, float] = {}
+        ends: Dict[str, float] = {}
 
         def work(name: str) -> None:
             coll = collectors[name]
             ctx = CollectContext(system, options, {r: results[r] for r in coll.requires})
             boxes[name] = _run_with_timeout(lambda: coll.collect(ctx), coll.timeout_s)
+            ends[name] = time.monotonic()  # its own end, not when the join loop reached it
 
         for name in wave:
             pending.remove(name)
@@ -211,7 +213,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
             t.start()
         for name, t in threads.items():
             t.join()
-            durations[name] = (time.monotonic() - starts[name]) * 1000.0
+            durations[name] = (ends[name] - starts[name]) * 1000.0
             progress.finished(name)
             kind, value = boxes[name]
             coll = collectors[name]

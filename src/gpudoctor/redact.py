@@ -6,7 +6,8 @@ Two rules, from DESIGN.md "Secrets never reach output":
   (the ``****`` keeps the fact that credentials were there, so checks that
   warn about credentials in index URLs still work on a replayed snapshot);
 - values of variables or keys whose name contains TOKEN, SECRET, PASSWORD,
-  PASSWD, CREDENTIAL or KEY (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``) -> ``****``.
+  PASSWD, CREDENTIAL, AUTHORIZATION or KEY (``HF_TOKEN``, ``AWS_SECRET_ACCESS_KEY``) -> ``****``;
+- ``Bearer <token>`` and ``Authorization: Basic <credentials>`` in free text -> ``Bearer ****``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ __all__ = ["REDACTED", "redact_text", "is_secret_name", "redact_value", "redact_
 REDACTED = "****"
 
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s'\"]+)@")
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|(?:^|_)KEY(?:$|_)|APIKEY|API_KEY", re.I)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTHORIZATION|(?:^|_)KEY(?:$|_)|APIKEY|API_KEY",
+                          re.I)
+# HTTP credentials in free text (RFC 6750 bearer tokens, RFC 7617 basic credentials)
+# ("Basic" alone is an ordinary word, e.g. cuBLAS = Basic Linear Algebra, so only after "Authorization:")
+_AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<cred>[A-Za-z0-9._~+/=-]{6,})")
 # KEY=value or "KEY": "value" pairs inside free text (tracebacks, env dumps)
 _INLINE_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>[^\s'\"]+)")
 
@@ -40,6 +45,8 @@ def redact_text(text: str) -> str:
             return f"{m.group('name')}={REDACTED}"
         return m.group(0)
 
+    text = _AUTH_SCHEME.sub(lambda m: m.group(0) if m.group("cred") == REDACTED else f"{m.group('scheme')} {REDACTED}",
+                            text)
     return _INLINE_ASSIGN.sub(_assign, text)
 
 

@@ -33,11 +33,21 @@ FAMILY_ORDER = ("gpudoctor", "collect", "nvidia", "cuda", "cudnn", "torch", "gpu
                 "nccl", "pip", "uv", "conda", "apt")
 
 
+#: Checks shown before every family: headlines that summarise the others.
+PINNED_FIRST = ("cuda.available",)
+#: Checks shown first within their family, in this (causal) order; the rest follow by id.
+FAMILY_LEADS = ("cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.devices")
+
+
 def sort_key(id_: str) -> tuple:
-    """Stable order for checks: by family (FAMILY_ORDER), then by id."""
+    """Stable order for checks: PINNED_FIRST, then by family (FAMILY_ORDER), within a
+    family FAMILY_LEADS first, then by id."""
+    if id_ in PINNED_FIRST:
+        return (-1, PINNED_FIRST.index(id_), id_)
     family = id_.split(".", 1)[0]
     rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
-    return (rank, id_)
+    lead = FAMILY_LEADS.index(id_) if id_ in FAMILY_LEADS else len(FAMILY_LEADS)
+    return (rank, lead, id_)
 
 
 @dataclass

@@ -54,9 +54,14 @@ def wheel_variants() -> List[dict]:
 
 
 def best_variant_for_driver(driver: Optional[str]) -> Optional[dict]:
-    """The newest-CUDA wheel variant the driver can run (by minimum driver), or None.
+    """The wheel variant to recommend for ``driver``, or None when it runs none.
 
-    With no known driver, the newest variant whose torch is still published.
+    Among variants the driver can run (``min_driver``, the minor-version
+    compatibility floor) and that carry the newest torch, prefer the newest
+    CUDA the driver supports natively (``toolkit_driver`` <= driver: no
+    minor-version-compatibility limits such as PTX JIT, NVIDIA CUDA
+    Compatibility guide); otherwise the newest CUDA it runs at all. With no
+    known driver, the newest variant.
     """
     rows = wheel_variants()
     if driver is None:
@@ -66,7 +71,8 @@ def best_variant_for_driver(driver: Optional[str]) -> Optional[dict]:
         return None
     newest_torch = max(_v(r["newest_torch"]) for r in fitting)
     current = [r for r in fitting if _v(r["newest_torch"]) == newest_torch]
-    return current[-1]
+    native = [r for r in current if _v(driver) >= _v(r.get("toolkit_driver") or r["min_driver"])]
+    return (native or current)[-1]
 
 
 def pip_install_command(python: str, variant: dict, torch_version: Optional[str] = None) -> str:

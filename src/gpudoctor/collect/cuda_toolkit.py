@@ -37,7 +37,9 @@ def _version_in(files, home: str) -> Optional[str]:
 def collect(ctx: CollectContext) -> CudaToolkitFacts:
     files, env = ctx.system.files, ctx.system.env
     cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or None
-    resolved = files.realpath("/usr/local/cuda")  # links resolved inside the root, not on the host
+    # resolve inside the root first: in CUDA images /usr/local/cuda is an absolute link
+    # (-> /etc/alternatives/cuda -> /usr/local/cuda-X.Y) that the host cannot follow under --root
+    resolved = files.realpath("/usr/local/cuda")
     default_path = resolved if files.exists(resolved) else None
     home = cuda_home or default_path
     version: Union[str, Unavailable] = Unavailable("no CUDA toolkit found (CUDA_HOME unset and no /usr/local/cuda)")

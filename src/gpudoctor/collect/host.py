@@ -54,8 +54,10 @@ def collect_os(ctx: CollectContext) -> OsFacts:
     if files.is_live:
         info = distro.LinuxDistribution(include_lsb=False, include_uname=False)
     else:
+        # os-release(5): /etc/os-release, falling back to /usr/lib/os-release
+        os_release = "/etc/os-release" if files.exists("/etc/os-release") else "/usr/lib/os-release"
         info = distro.LinuxDistribution(include_lsb=False, include_uname=False,
-                                        os_release_file=str(files.host_path("/etc/os-release")),
+                                        os_release_file=str(files.host_path(os_release)),
                                         distro_release_file=os.devnull, root_dir=root)
     kernel = platform.release() if files.is_live else ""
     osrel = (files.read_text_or_none("/proc/version") or "") if files.is_live else ""

@@ -120,6 +120,8 @@ class Facts:
                 continue
             domains[name] = from_jsonable(Union[tp, Unavailable], value, f"$.domains.{name}")
         durations = doc.get("durations_ms") or {}
+        if not isinstance(durations, dict):
+            raise FactsDecodeError("$.durations_ms: expected an object")
         return cls(
             domains=domains,
             gpudoctor_version=str(doc.get("gpudoctor_version", "")),

@@ -15,6 +15,26 @@ from gpudoctor.facts.base import Unavailable, domain
 
 
 @dataclass(frozen=True)
+class CudaDevice:
+    """One CUDA device as torch enumerates it (CUDA order, after CUDA_VISIBLE_DEVICES).
+
+    Attributes:
+        index: the CUDA ordinal (``cuda:N``).
+        name: ``torch.cuda.get_device_name(N)``.
+        capability: compute capability ``major.minor``, e.g. ``8.6``.
+        pci_bus_id: ``domain:bus:device.0`` from the device properties, or None
+            when this torch does not report it.
+        uuid: ``GPU-...`` from the device properties, or None.
+    """
+
+    index: int
+    name: str
+    capability: str
+    pci_bus_id: Optional[str] = None
+    uuid: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class TorchFacts:
     """PyTorch as seen from inside the target interpreter.
 
@@ -35,6 +55,7 @@ class TorchFacts:
         device_count: ``torch.cuda.device_count()``, None if it raised.
         arch_list: ``torch.cuda.get_arch_list()`` (``sm_80``, ``compute_90`` ...).
         driver_api_version: ``torch._C._cuda_getDriverVersion()`` (e.g. 11040), or None.
+        devices: CUDA devices in CUDA order (only when CUDA is available).
     """
 
     installed: bool
@@ -52,11 +73,120 @@ class TorchFacts:
     device_count: Optional[int] = None
     arch_list: Tuple[str, ...] = ()
     driver_api_version: Optional[int] = None
+    devices: Tuple[CudaDevice, ...] = ()
 
     @property
     def is_cpu_build(self) -> bool:
         """True for an imported torch built without CUDA or ROCm (``+cpu``)."""
         return self.import_ok and not self.cuda and not self.hip
+
+
+@dataclass(frozen=True)
+class LibraryLoad:
+    """One real ``dlopen`` made by the probe.
+
+    Attributes:
+        name: the file name asked for, e.g. ``libcudnn_ops.so.9``.
+        ok: the loader opened it (and every library it needs).
+        path: the file that was opened (full path asked for, or the mapped file
+            after a bare-name load), or None.
+        error: the loader's message verbatim (``dlerror()``), or None.
+    """
+
+    name: str
+    ok: bool
+    path: Optional[str] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CudnnProbe:
+    """cuDNN as the target process really loads it (after ``import torch``).
+
+    Attributes:
+        applicable: False for builds without cuDNN (CPU, ROCm); ``reason`` says why.
+        reason: why not applicable ("" otherwise).
+        expected_major: the cuDNN major torch was built for (8 or 9), or None.
+        library_path: the ``libcudnn.so.N`` mapped into the process (from
+            ``/proc/self/maps``), or None when none is mapped.
+        loaded_paths: every distinct ``libcudnn*`` file mapped (two copies of the
+            same SONAME from different directories is trouble).
+        runtime_version: ``cudnnGetVersion()`` of the mapped library through
+            ctypes (cuDNN 8: 8902 = 8.9.2; cuDNN 9: 90100 = 9.1.0), or None.
+        runtime_error: why the runtime version could not be read, or None.
+        search_dirs: directories the sub-library load test looked in, in order.
+        sublibraries: the load test of every sub-library of ``expected_major``
+            (cuDNN 8: ops/cnn/adv infer+train; cuDNN 9: graph, engines, ops, cnn,
+            adv, heuristic), each with the loader error verbatim.
+    """
+
+    applicable: bool
+    reason: str = ""
+    expected_major: Optional[int] = None
+    library_path: Optional[str] = None
+    loaded_paths: Tuple[str, ...] = ()
+    runtime_version: Optional[int] = None
+    runtime_error: Optional[str] = None
+    search_dirs: Tuple[str, ...] = ()
+    sublibraries: Tuple[LibraryLoad, ...] = ()
+
+
+@dataclass(frozen=True)
+class LibcudaProbe:
+    """The driver's ``libcuda.so.1`` loaded for real in the target (no ``cuInit``).
+
+    Attributes:
+        loaded: ``dlopen("libcuda.so.1")`` succeeded.
+        path: the mapped file (e.g. ``/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15``), or None.
+        error: the loader's message verbatim, or None.
+        driver_api_version: ``cuDriverGetVersion()``: newest CUDA the driver
+            supports, ``1000*major + 10*minor`` (12040 = 12.4), or None.
+    """
+
+    loaded: bool
+    path: Optional[str] = None
+    error: Optional[str] = None
+    driver_api_version: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ToolchainFacts:
+    """What ``torch.compile`` (inductor, Triton) needs to build its helpers.
+
+    Attributes:
+        python_h: ``Python.h`` exists in the target's include dir.
+        python_h_path: where it was looked for (``<include_dir>/Python.h``).
+        cc: the C compiler Triton would use (``$CC``, else gcc/cc/clang on PATH), or None.
+        cxx: the C++ compiler inductor's CPU backend would use (``$CXX``, else g++/c++/clang++), or None.
+        other_python_headers: other ``/usr/include/python3.*`` dirs that do hold a
+            Python.h (e.g. only 3.9 headers installed for a 3.10 interpreter).
+    """
+
+    python_h: bool
+    python_h_path: str
+    cc: Optional[str] = None
+    cxx: Optional[str] = None
+    other_python_headers: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TritonFacts:
+    """Triton in the target (the GPU code generator behind ``torch.compile``).
+
+    Attributes:
+        installed: a ``triton`` or ``pytorch-triton`` distribution is present.
+        version: its version, or None.
+        import_ok: ``import triton`` succeeded (False when not attempted).
+        import_error: ``Type: message`` verbatim, or None.
+    """
+
+    installed: bool
+    version: Optional[str] = None
+    import_ok: bool = False
+    import_error: Optional[str] = None
+
+
+_NOT_PROBED = Unavailable("not reported by this probe version")
 
 
 @dataclass(frozen=True)
@@ -77,6 +207,13 @@ class ProbeFacts:
         env: the relevant variables (CUDA_*, NVIDIA_*, LD_LIBRARY_PATH,
             PYTORCH_*, ...) as the target sees them (secrets redacted on output).
         duration_ms: wall time of the probe process in ms.
+        site_packages: ``site-packages``/``dist-packages`` entries of ``sys.path``.
+        mapped_libraries: full paths of the CUDA and torch libraries mapped into
+            the process after ``import torch`` (``/proc/self/maps``), or Unavailable.
+        cudnn: the cuDNN load test, or Unavailable.
+        libcuda: the ``libcuda.so.1`` load test, or Unavailable.
+        toolchain: C compiler and Python.h for this interpreter, or Unavailable.
+        triton: Triton installed/importable, or Unavailable.
     """
 
     probe_version: int
@@ -91,6 +228,12 @@ class ProbeFacts:
     torch: TorchFacts
     env: Dict[str, str] = field(default_factory=dict)
     duration_ms: float = 0.0
+    site_packages: Tuple[str, ...] = ()
+    mapped_libraries: Union[Tuple[str, ...], Unavailable] = _NOT_PROBED
+    cudnn: Union[CudnnProbe, Unavailable] = _NOT_PROBED
+    libcuda: Union[LibcudaProbe, Unavailable] = _NOT_PROBED
+    toolchain: Union[ToolchainFacts, Unavailable] = _NOT_PROBED
+    triton: Union[TritonFacts, Unavailable] = _NOT_PROBED
 
 
 @dataclass(frozen=True)

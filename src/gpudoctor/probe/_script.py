@@ -21,7 +21,8 @@ MARKER = "@@gpudoctor-probe@@"
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-             "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME")
+             "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
+             "LOADEDMODULES", "CC", "CXX")
 
 
 def _err(exc):
@@ -114,6 +115,235 @@ def probe_torch():
     return out, torch
 
 
+# --------------------------------------------------------------------------- libraries
+
+#: basenames of the libraries reported from /proc/self/maps
+MAPPED_PREFIXES = ("libcudnn", "libcudart", "libcublas", "libnccl", "libcuda.", "libnvrtc", "libcufft",
+                   "libcurand", "libcusolver", "libcusparse", "libnvJitLink", "libcupti", "libnvidia-ml",
+                   "libtorch", "libc10")
+
+#: cuDNN sub-libraries per major (PyTorch build_cuda.sh DEPS_LIST, cuDNN 8 and 9 builds)
+CUDNN_SUBLIBS = {
+    8: ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
+        "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8", "libcudnn_adv_train.so.8"),
+    9: ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
+        "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9"),
+}
+
+
+def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
+    """Distinct full paths of mapped files whose basename starts with one of ``prefixes``."""
+    with open(maps_path) as fh:
+        text = fh.read()
+    seen = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 6 or not parts[5].startswith("/"):
+            continue
+        path = parts[5].strip()
+        if path.endswith(" (deleted)"):
+            path = path[:-len(" (deleted)")]
+        base = os.path.basename(path)
+        if ".so" in base and base.startswith(prefixes) and path not in seen:
+            seen.append(path)
+    return seen
+
+
+def _dlopen(name_or_path):
+    """(ok, error) of a real dlopen through ctypes; the error is dlerror() verbatim."""
+    import ctypes
+    try:
+        ctypes.CDLL(name_or_path, mode=getattr(os, "RTLD_NOW", 2) | getattr(ctypes, "RTLD_LOCAL", 0))
+    except OSError as exc:
+        return False, str(exc)
+    return True, None
+
+
+def cudnn_load_test(major, search_dirs):
+    """dlopen every cuDNN ``major`` sub-library: from the first of ``search_dirs``
+    holding the file (by full path), else by bare name through the loader's own
+    search (LD_LIBRARY_PATH, ld.so cache). Returns a list of load records."""
+    results = []
+    for name in CUDNN_SUBLIBS.get(major, ()):
+        target = name
+        for d in search_dirs:
+            candidate = os.path.join(d, name)
+            if os.path.lexists(candidate):
+                target = candidate
+                break
+        ok, error = _dlopen(target)
+        results.append({"name": name, "ok": ok, "path": target if os.sep in target else None, "error": error})
+    try:
+        mapped = mapped_libraries(("libcudnn",))
+    except (IOError, OSError):
+        mapped = []
+    for rec in results:
+        if rec["ok"] and rec["path"] is None:
+            rec["path"] = next((m for m in mapped if os.path.basename(m).startswith(rec["name"])), None)
+    return results
+
+
+def _wheel_lib_dirs(component):
+    """``nvidia/<component>/lib`` and ``nvidia/cu13/lib`` directories on sys.path."""
+    out = []
+    for entry in sys.path:
+        for sub in (("nvidia", component, "lib"), ("nvidia", "cu13", "lib")):
+            d = os.path.join(entry or ".", *sub)
+            if os.path.isdir(d) and d not in out:
+                out.append(d)
+    return out
+
+
+def cudnn_runtime_version(path):
+    """``cudnnGetVersion()`` of the library at ``path`` (already mapped: no new copy is loaded)."""
+    import ctypes
+    lib = ctypes.CDLL(path)
+    fn = lib.cudnnGetVersion
+    fn.restype = ctypes.c_size_t
+    return int(fn())
+
+
+def probe_cudnn(torch_facts, torch_mod, mapped):
+    if not torch_facts.get("installed"):
+        return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
+    if torch_mod is None:
+        return {"applicable": False, "reason": "torch does not import, so no cuDNN is loaded"}
+    if torch_facts.get("hip"):
+        return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
+    if not torch_facts.get("cuda"):
+        return {"applicable": False,
+                "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version")}
+    major = None
+    compiled = torch_facts.get("cudnn_compile_version")
+    if compiled:
+        major = int(compiled.split(".")[0])
+    elif torch_facts.get("cudnn_version"):
+        v = int(torch_facts["cudnn_version"])
+        major = v // 10000 if v >= 90000 else v // 1000
+    out = {"applicable": True, "expected_major": major}
+    cudnn_paths = [p for p in mapped if os.path.basename(p).startswith("libcudnn")]
+    shims = [p for p in cudnn_paths if os.path.basename(p).startswith("libcudnn.so")]
+    out["loaded_paths"] = cudnn_paths
+    if shims:
+        out["library_path"] = shims[0]
+        try:
+            out["runtime_version"] = cudnn_runtime_version(shims[0])
+        except Exception as exc:
+            out["runtime_error"] = _err(exc)
+    else:
+        out["runtime_error"] = "no libcudnn.so is mapped into the process after import torch"
+    if major is None:
+        if not shims:
+            return {"applicable": False, "reason": "this torch build reports no cuDNN"}
+        return out
+    dirs = []
+    if shims:
+        dirs.append(os.path.dirname(shims[0]))
+    dirs.extend(_wheel_lib_dirs("cudnn"))
+    loc = torch_facts.get("location")
+    if loc:
+        dirs.append(os.path.join(loc, "lib"))
+    dirs = [d for i, d in enumerate(dirs) if d not in dirs[:i] and os.path.isdir(d)]
+    out["search_dirs"] = dirs
+    out["sublibraries"] = cudnn_load_test(major, dirs)
+    return out
+
+
+def probe_libcuda():
+    import ctypes
+    ok, error = _dlopen("libcuda.so.1")
+    if not ok:
+        return {"loaded": False, "error": error}
+    out = {"loaded": True}
+    try:
+        out["path"] = next((p for p in mapped_libraries(("libcuda.",))), None)
+    except (IOError, OSError):
+        pass
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        v = ctypes.c_int(0)
+        if lib.cuDriverGetVersion(ctypes.byref(v)) == 0:
+            out["driver_api_version"] = int(v.value)
+    except Exception:
+        pass
+    return out
+
+
+def _which(name):
+    try:
+        from shutil import which
+    except ImportError:  # pragma: no cover
+        return None
+    return which(name)
+
+
+def probe_toolchain(include_dir):
+    import glob
+    header = os.path.join(include_dir, "Python.h")
+    out = {"python_h": os.path.isfile(header), "python_h_path": header}
+    for key, env_name, names in (("cc", "CC", ("gcc", "cc", "clang")), ("cxx", "CXX", ("g++", "c++", "clang++"))):
+        found = None
+        env_value = os.environ.get(env_name, "").split()
+        if env_value:
+            found = _which(env_value[0])
+        for n in names:
+            if found:
+                break
+            found = _which(n)
+        out[key] = found
+    others = []
+    for d in sorted(glob.glob("/usr/include/python3*")):
+        if os.path.isfile(os.path.join(d, "Python.h")) and os.path.realpath(d) != os.path.realpath(include_dir):
+            others.append(d)
+    out["other_python_headers"] = others
+    return out
+
+
+def probe_triton(torch_mod):
+    installed, version = False, None
+    for name in ("triton", "pytorch-triton"):
+        ok, v, _loc = _dist_info(name)
+        if ok:
+            installed, version = True, v
+            break
+    out = {"installed": installed, "version": version}
+    if not installed or torch_mod is None:
+        return out
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import triton  # noqa: F401
+        out["import_ok"] = True
+    except BaseException as exc:
+        out["import_error"] = _err(exc)
+    return out
+
+
+def probe_devices(torch):
+    devices = []
+    for i in range(int(torch.cuda.device_count())):
+        props = torch.cuda.get_device_properties(i)
+        dev = {"index": i, "name": str(props.name), "capability": "%d.%d" % (props.major, props.minor)}
+        bus = getattr(props, "pci_bus_id", None)
+        if bus is not None:
+            dev["pci_bus_id"] = "%04x:%02x:%02x.0" % (int(getattr(props, "pci_domain_id", 0) or 0), int(bus),
+                                                     int(getattr(props, "pci_device_id", 0) or 0))
+        uuid = getattr(props, "uuid", None)
+        if uuid is not None:
+            text = str(uuid)
+            dev["uuid"] = text if text.startswith(("GPU-", "MIG-")) else "GPU-" + text
+        devices.append(dev)
+    return devices
+
+
+def _section(fn, *args):
+    """Run one probe section; a crash becomes {"unavailable": reason} instead of losing the document."""
+    try:
+        return fn(*args)
+    except BaseException as exc:
+        return {"unavailable": "probe section %s failed: %s" % (fn.__name__, _err(exc))}
+
+
 def main():
     start = time.time()
     import sysconfig
@@ -140,7 +370,21 @@ def main():
     except BaseException:  # never lose the document
         torch_facts = {"installed": True, "import_ok": False,
                        "import_error": "probe failure: " + traceback.format_exc().strip().splitlines()[-1]}
+        _torch = None
+    if _torch is not None and torch_facts.get("cuda_available"):
+        devices = _section(probe_devices, _torch)
+        if isinstance(devices, list):
+            torch_facts["devices"] = devices
+        else:
+            torch_facts["cuda_error"] = ((torch_facts.get("cuda_error") or "") + "\n" + devices["unavailable"]).strip()
     doc["torch"] = torch_facts
+    doc["site_packages"] = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
+    mapped = _section(mapped_libraries)
+    doc["mapped_libraries"] = mapped
+    doc["cudnn"] = _section(probe_cudnn, torch_facts, _torch, mapped if isinstance(mapped, list) else [])
+    doc["libcuda"] = _section(probe_libcuda)
+    doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
+    doc["triton"] = _section(probe_triton, _torch)
     doc["duration_ms"] = round((time.time() - start) * 1000.0, 3)
     sys.stdout.write("\n" + MARKER + json.dumps(doc) + MARKER + "\n")
     sys.stdout.flush()

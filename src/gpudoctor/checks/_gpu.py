@@ -1,0 +1,324 @@
+"""Pure helpers shared by the GPU-stack checks (``cuda.*``, ``cudnn.load``,
+``torch.compile``): the compatibility rules and the lookups in the data tables.
+
+Rules and their sources:
+
+- Driver vs CUDA runtime (NVIDIA CUDA Toolkit Release Notes, Tables 2 and 3):
+  a build for CUDA X.Y runs with every feature on a driver >= the X.Y toolkit
+  driver; with CUDA minor-version compatibility on a driver >= the floor of
+  major X (11.x: 450.80.02, 12.x: 525.60.13, 13.x: 580); below that it does not
+  run at all (unless the cuda-compat forward-compatibility package is used on
+  a data-center GPU).
+- Compute capability vs arch list (CUDA Programming Guide, "Binary
+  Compatibility"; NVIDIA blog "Navigating GPU Architecture Support"): a cubin
+  ``sm_XY`` runs on a GPU of the same major X with minor >= Y; PTX
+  ``compute_XY`` is JIT-compiled by the driver for any GPU with capability >=
+  X.Y; arch-specific ``sm_XYa`` runs only on exactly X.Y; family ``sm_XYf`` on
+  the same major with minor >= Y.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Sequence, Tuple
+
+from packaging.version import InvalidVersion, Version
+
+from gpudoctor.checks._common import driver_version, split_local, wheel_variants
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+
+__all__ = [
+    "v", "cc_tuple", "DriverVerdict", "judge_driver", "toolkit_driver", "major_floor", "driver_max_cuda",
+    "forward_compat_supported", "variant_for", "ArchEntry", "parse_arch_list", "coverage", "table_arch_list",
+    "first_covering", "arch_name", "GpuDevice", "gpu_devices", "has_nvidia_gpu", "target_probes",
+    "decode_cudnn", "fmt_cudnn", "cuda_build_skip",
+]
+
+
+def v(text: Optional[str]) -> Version:
+    """Lenient version parse; unparsable -> ``0``."""
+    try:
+        return Version(text or "0")
+    except InvalidVersion:
+        return Version("0")
+
+
+def cc_tuple(cc: str) -> Tuple[int, int]:
+    """``"8.6"`` -> (8, 6). Raises ValueError on other shapes."""
+    major, _, minor = cc.partition(".")
+    return int(major), int(minor or 0)
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def toolkit_driver(cuda: str) -> Optional[str]:
+    """Table 3 driver of CUDA ``X.Y`` (the newest listed release <= X.Y of the same major), or None."""
+    target = v(cuda)
+    rows = [r for r in load_table("cuda_drivers")["release"]
+            if v(r["cuda"]).major == target.major and v(r["cuda"]) <= target]
+    return max(rows, key=lambda r: v(r["cuda"]))["toolkit_driver"] if rows else None
+
+
+def major_floor(major: int) -> Optional[str]:
+    """Table 2 minor-version-compatibility floor of a CUDA major, or None when there is none."""
+    for r in load_table("cuda_drivers")["major"]:
+        if r["major"] == major:
+            return r["min_driver"] or None
+    return None
+
+
+@dataclass(frozen=True)
+class DriverVerdict:
+    """How a driver fits a CUDA runtime.
+
+    Attributes:
+        fit: ``full`` (>= toolkit driver), ``minor-compat`` (>= major floor only),
+            ``too-old``, or ``unknown`` (CUDA release not in the table).
+        driver: the driver version judged.
+        cuda: the runtime's CUDA ``X.Y``.
+        toolkit_driver: the X.Y toolkit driver (Table 3), if known.
+        floor: the minimum driver that runs it at all (Table 2 floor, or the
+            toolkit driver for CUDA 10.x), if known.
+    """
+
+    fit: str
+    driver: str
+    cuda: str
+    toolkit_driver: Optional[str]
+    floor: Optional[str]
+
+
+def judge_driver(driver: str, cuda: str) -> DriverVerdict:
+    """Judge ``driver`` (e.g. ``470.86``) against CUDA ``cuda`` (e.g. ``12.1``)."""
+    full = toolkit_driver(cuda)
+    floor = major_floor(v(cuda).major) or full
+    if floor is None:
+        return DriverVerdict("unknown", driver, cuda, full, floor)
+    if full is not None and v(driver) >= v(full):
+        return DriverVerdict("full", driver, cuda, full, floor)
+    if v(driver) >= v(floor):
+        return DriverVerdict("minor-compat", driver, cuda, full, floor)
+    return DriverVerdict("too-old", driver, cuda, full, floor)
+
+
+def driver_max_cuda(facts: Facts, probe: Optional[ProbeFacts] = None) -> Optional[str]:
+    """The newest CUDA the driver supports, ``X.Y``: NVML, else the target's
+    ``cuDriverGetVersion`` (libcuda load test), else torch's driver API version."""
+    nv = facts.of(NvidiaDriverFacts)
+    if not isinstance(nv, Unavailable) and isinstance(nv.cuda_driver_version, str):
+        return nv.cuda_driver_version
+    if probe is not None:
+        raw = None
+        if not isinstance(probe.libcuda, Unavailable) and probe.libcuda.driver_api_version:
+            raw = probe.libcuda.driver_api_version
+        elif probe.torch.driver_api_version:
+            raw = probe.torch.driver_api_version
+        if raw:
+            return f"{raw // 1000}.{(raw % 1000) // 10}"
+    return None
+
+
+def forward_compat_supported(gpu_name: str) -> Optional[bool]:
+    """Whether the cuda-compat package is supported on this GPU (by name), None when unknown."""
+    for row in load_table("cuda_drivers")["forward_compat"]:
+        if re.search(row["name_regex"], gpu_name):
+            return bool(row["supported"])
+    return None
+
+
+def variant_for(torch_version: Optional[str], driver: Optional[str]) -> Optional[dict]:
+    """The wheel variant to reinstall with: the newest-CUDA variant the driver
+    runs (by minor-compat floor) that published ``torch_version`` (public part);
+    failing that, the newest-CUDA variant the driver runs, for its newest torch.
+    None when the driver runs no variant in the table."""
+    rows = [r for r in wheel_variants() if driver is None or v(driver) >= v(r["min_driver"])]
+    if not rows:
+        return None
+    if torch_version:
+        public = v(split_local(torch_version)[0])
+        published = [r for r in rows if v(r["first_torch"]) <= public <= v(r["newest_torch"])]
+        if published:
+            return published[-1]
+    newest = max(v(r["newest_torch"]) for r in rows)
+    return [r for r in rows if v(r["newest_torch"]) == newest][-1]
+
+
+# --------------------------------------------------------------------------- arch
+
+
+@dataclass(frozen=True)
+class ArchEntry:
+    """One ``torch.cuda.get_arch_list()`` entry: ``sm_86`` (cubin), ``compute_90`` (PTX),
+    ``sm_90a`` (arch-specific cubin), ``sm_100f`` (family cubin)."""
+
+    text: str
+    ptx: bool
+    major: int
+    minor: int
+    suffix: str = ""
+
+    def runs_on(self, cc: Tuple[int, int]) -> bool:
+        """True when code of this entry can run on a GPU of capability ``cc``."""
+        if self.ptx:
+            return cc >= (self.major, self.minor) and self.suffix == ""
+        if self.suffix == "a":
+            return cc == (self.major, self.minor)
+        return cc[0] == self.major and cc[1] >= self.minor
+
+
+_ARCH_RE = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
+
+
+def parse_arch_list(items: Iterable[str]) -> List[ArchEntry]:
+    """Parse ``sm_XY``/``compute_XY`` entries (unknown shapes are ignored)."""
+    out = []
+    for item in items:
+        m = _ARCH_RE.match(item.strip())
+        if m:
+            out.append(ArchEntry(item.strip(), m.group(1) == "compute", int(m.group(2)), int(m.group(3)), m.group(4)))
+    return out
+
+
+def coverage(cc: Tuple[int, int], entries: Sequence[ArchEntry]) -> Tuple[Optional[ArchEntry], Optional[ArchEntry]]:
+    """(best cubin, best PTX) that run on ``cc`` — the highest applicable of each, or None."""
+    cubins = [e for e in entries if not e.ptx and e.runs_on(cc)]
+    ptxs = [e for e in entries if e.ptx and e.runs_on(cc)]
+    best = lambda es: max(es, key=lambda e: (e.major, e.minor)) if es else None  # noqa: E731
+    return best(cubins), best(ptxs)
+
+
+def _expand(arch_list: str) -> List[str]:
+    """``"8.6;9.0+PTX"`` -> ``["sm_86", "sm_90", "compute_90"]``."""
+    out: List[str] = []
+    for part in arch_list.split(";"):
+        part = part.strip()
+        ptx = part.endswith("+PTX")
+        num = part[:-4] if ptx else part
+        code = num.replace(".", "")
+        out.append(f"sm_{code}")
+        if ptx:
+            out.append(f"compute_{code}")
+    return out
+
+
+def _variant_name(torch_version: str, cuda: Optional[str]) -> Optional[str]:
+    local = split_local(torch_version)[1]
+    if local.startswith("cu"):
+        return local
+    if cuda:
+        return "cu" + cuda.replace(".", "")
+    return None
+
+
+def table_arch_list(torch_version: str, cuda: Optional[str]) -> Optional[List[str]]:
+    """Arch list of an official wheel from ``torch_wheels.toml`` [[build]], or None if not listed."""
+    variant = _variant_name(torch_version, cuda)
+    minor = ".".join(split_local(torch_version)[0].split(".")[:2])
+    for row in load_table("torch_wheels")["build"]:
+        if row["variant"] == variant and minor in row["torch"]:
+            return _expand(row["arch_list"])
+    return None
+
+
+def first_covering(cc: Tuple[int, int]) -> List[Tuple[str, str]]:
+    """(torch minor, variant) of every official build covering ``cc``, oldest torch first."""
+    hits = []
+    for row in load_table("torch_wheels")["build"]:
+        entries = parse_arch_list(_expand(row["arch_list"]))
+        cubin, ptx = coverage(cc, entries)
+        if cubin or ptx:
+            for t in row["torch"]:
+                hits.append((t, row["variant"]))
+    variants = {r["name"]: v(r["cuda"]) for r in wheel_variants()}
+    return sorted(set(hits), key=lambda h: (v(h[0]), variants.get(h[1], v("0"))))
+
+
+def arch_name(cc: str) -> str:
+    """``"12.0"`` -> ``"Blackwell (GB20x)"``; "" when unknown."""
+    for row in load_table("gpu_arch")["arch"]:
+        if row["cc"] == cc:
+            return row["name"]
+    return ""
+
+
+# --------------------------------------------------------------------------- devices
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """A GPU as gpudoctor knows it: NVML index (nvidia-smi order), name, capability, PCI bus id."""
+
+    index: int
+    name: str
+    cc: Optional[str]
+    pci_bus_id: str = ""
+    uuid: str = ""
+    mig: Optional[bool] = None
+
+
+def gpu_devices(facts: Facts, probe: Optional[ProbeFacts] = None) -> List[GpuDevice]:
+    """GPUs from NVML; else the target's CUDA devices; else none."""
+    nv = facts.of(NvidiaDriverFacts)
+    if not isinstance(nv, Unavailable) and nv.devices:
+        return [GpuDevice(d.index, d.name, d.compute_capability if isinstance(d.compute_capability, str) else None,
+                          d.pci_bus_id, d.uuid, d.mig_mode if isinstance(d.mig_mode, bool) else None)
+                for d in nv.devices]
+    if probe is not None and probe.torch.devices:
+        return [GpuDevice(d.index, d.name, d.capability, d.pci_bus_id or "", d.uuid or "")
+                for d in probe.torch.devices]
+    return []
+
+
+def has_nvidia_gpu(facts: Facts) -> Optional[bool]:
+    """True: a GPU or driver is seen; False: PCI bus readable, no NVIDIA GPU, no driver;
+    None: no driver and the PCI bus could not be listed."""
+    nv = facts.of(NvidiaDriverFacts)
+    if driver_version(facts) is not None or (not isinstance(nv, Unavailable) and nv.devices):
+        return True
+    pci = facts.of(PciGpuFacts)
+    if isinstance(pci, Unavailable) or not pci.sysfs_readable:
+        return None
+    return bool(pci.devices)
+
+
+def target_probes(facts: Facts) -> List[Tuple[TargetFacts, Optional[ProbeFacts]]]:
+    """(target, probe or None when the probe failed) for every target."""
+    targets = facts.of(TargetsFacts)
+    if isinstance(targets, Unavailable):
+        return []
+    return [(t, t.probe if isinstance(t.probe, ProbeFacts) else None) for t in targets.targets]
+
+
+def cuda_build_skip(probe: ProbeFacts) -> Optional[str]:
+    """Why a CUDA-build check does not apply to this target's torch, or None when it does."""
+    tf = probe.torch
+    if not tf.installed:
+        return f"torch is not installed in {probe.executable} (see torch.install)"
+    if not tf.import_ok:
+        return f"torch does not import in {probe.executable} (see torch.install)"
+    if tf.hip:
+        return f"torch {tf.version} is a ROCm build; CUDA checks do not apply"
+    if not tf.cuda:
+        return f"torch {tf.version} in {probe.executable} is a CPU-only build: no CUDA runtime, cuDNN or kernels"
+    return None
+
+
+# --------------------------------------------------------------------------- cuDNN
+
+
+def decode_cudnn(value: int) -> Tuple[int, int, int]:
+    """cuDNN version integer -> (major, minor, patch): cuDNN 9 ``90100`` = 9.1.0
+    (major*10000 + minor*100 + patch), cuDNN <= 8 ``8902`` = 8.9.2 (major*1000 + minor*100 + patch)."""
+    if value >= 90000:
+        return value // 10000, (value % 10000) // 100, value % 100
+    return value // 1000, (value % 1000) // 100, value % 100
+
+
+def fmt_cudnn(value: int) -> str:
+    """``8003`` -> ``8.0.3``."""
+    return ".".join(str(x) for x in decode_cudnn(value))

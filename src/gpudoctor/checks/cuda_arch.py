@@ -1,0 +1,132 @@
+"""Check ``cuda.arch``: does each target's torch contain kernels for every GPU?
+
+The arch list is ``torch.cuda.get_arch_list()`` from the probe; when CUDA is
+unavailable that list is empty, and the official wheel's list comes from
+``data/torch_wheels.toml``. Rules (see :mod:`gpudoctor.checks._gpu`): a cubin
+``sm_XY`` runs on the same major with minor >= Y; PTX ``compute_XY`` is
+JIT-compiled for any capability >= X.Y, provided the driver is at least the
+toolkit driver of the CUDA that produced the PTX.
+
+- a GPU with neither a fitting cubin nor PTX -> ``fail``, naming the first
+  official torch build/CUDA variant that covers it and the install command;
+- covered only by PTX, but the driver is too old to JIT it -> ``fail``;
+- covered only by PTX -> ``ok`` (JIT-compiled on first use, noted);
+- covered by a cubin (e.g. sm_86 on the sm_80 cubin) -> ``ok``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from gpudoctor.checks import require
+from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
+from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices,
+                                   parse_arch_list, table_arch_list, target_probes, toolkit_driver, v)
+from gpudoctor.facts import Facts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+
+def _remedy(facts: Facts, probe: ProbeFacts, cc: Tuple[int, int]) -> str:
+    builds = first_covering(cc)
+    if not builds:
+        return ("No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
+                f"`TORCH_CUDA_ARCH_LIST=\"{cc[0]}.{cc[1]}\"`.")
+    first_torch, first_variant = builds[0]
+    variants: Dict[str, dict] = {r["name"]: r for r in wheel_variants()}
+    driver = driver_version(facts)
+    # the newest build covering the GPU whose variant the driver can run
+    runnable = [b for b in builds if b[1] in variants
+                and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))]
+    text = f"The first official build that covers it is **torch {first_torch} with {first_variant}**"
+    if runnable:
+        best_torch, best_variant = runnable[-1]
+        row = variants[best_variant]
+        newest_minor = ".".join(row["newest_torch"].split(".")[:2])
+        spec = None if best_torch == newest_minor else f"{best_torch}.*"
+        cmd = pip_install_command(probe.executable, row, spec)
+        return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+    need = variants.get(first_variant, {}).get("min_driver", "?")
+    return text + (f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
+                   f"{variants.get(first_variant, {}).get('index_url', 'the PyTorch index')}.")
+
+
+def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """The ``cuda.arch`` finding for one target (pure)."""
+    reason = cuda_build_skip(probe)
+    if reason:
+        return CHECK.finding(Status.SKIP, reason, target=t.label)
+    tf = probe.torch
+    gpus = [g for g in gpu_devices(facts, probe) if g.cc]
+    if not gpus:
+        return CHECK.finding(Status.SKIP, "no GPU with a known compute capability", target=t.label)
+    arch_list: Optional[List[str]] = list(tf.arch_list) or None
+    source = "torch.cuda.get_arch_list()"
+    if arch_list is None:
+        arch_list = table_arch_list(tf.version or "", tf.cuda)
+        source = "the official wheel's arch list (gpudoctor data table; CUDA is unavailable so torch reports none)"
+    if not arch_list:
+        return CHECK.finding(Status.SKIP, f"torch {tf.version} reports no arch list and is not an official build "
+                                          f"gpudoctor knows", target=t.label)
+    entries = parse_arch_list(arch_list)
+    evidence = {"arch_list": " ".join(arch_list), "arch_list_source": source,
+                "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus]}
+    failures: List[Tuple[str, str]] = []
+    notes: List[str] = []
+    driver = driver_version(facts)
+    for g in gpus:
+        cc = cc_tuple(g.cc)
+        sm = f"sm_{cc[0]}{cc[1]}"
+        label = f"{g.name} (compute capability {g.cc}, {sm}{', ' + arch_name(g.cc) if arch_name(g.cc) else ''})"
+        cubin, ptx = coverage(cc, entries)
+        if cubin:
+            notes.append(f"{g.name}: {sm} runs the {cubin.text} kernels" if cubin.text != sm else f"{g.name}: {sm}")
+            continue
+        if ptx:
+            need = toolkit_driver(tf.cuda)
+            if driver and need and v(driver) < v(need):
+                failures.append((
+                    f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",
+                    f"{label} has no matching cubin in torch {tf.version}; only {ptx.text} PTX, which the driver "
+                    f"must JIT-compile. PTX from CUDA {tf.cuda} needs driver ≥ {need}, this is {driver}: kernels fail "
+                    f"with `the provided PTX was compiled with an unsupported toolchain`. Upgrade the driver to ≥ "
+                    f"{need}. " + _remedy(facts, probe, cc)))
+            else:
+                notes.append(f"{g.name}: {sm} is covered only by {ptx.text} PTX (JIT-compiled on first use; the "
+                             f"first run is slower)")
+            continue
+        listed = " ".join(e.text for e in entries)
+        failures.append((
+            f"{g.name} ({sm}) is not supported by torch {tf.version}, whose kernels cover {listed}",
+            f"{label} has neither a cubin of its major nor PTX it could JIT in torch {tf.version} (arch list: "
+            f"`{listed}`). CUDA calls fail with `no kernel image is available for execution on the device` (and "
+            f"torch warns `{sm} is not compatible with the current PyTorch installation`). "
+            + _remedy(facts, probe, cc)))
+    if failures:
+        summary = "; ".join(s for s, _ in failures)
+        return CHECK.finding(Status.FAIL, summary, "\n\n".join(e for _, e in failures), evidence=evidence,
+                             target=t.label)
+    ptx_only = [n for n in notes if "PTX" in n]
+    summary = (f"torch {tf.version} has kernels for every GPU" + (": " + "; ".join(ptx_only) if ptx_only else
+                                                                  f" ({'; '.join(notes)})"))
+    return CHECK.finding(Status.OK, summary, evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    require(facts, TargetsFacts)
+    out = []
+    for t, probe in target_probes(facts):
+        if probe is None:
+            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
+        else:
+            out.append(assess(facts, t, probe))
+    return out
+
+
+CHECK = Check(
+    id="cuda.arch",
+    title="each GPU's compute capability covered by the torch build (cubin or PTX)",
+    needs=("targets", "nvidia", "gpu"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

@@ -1,0 +1,125 @@
+"""Check ``cuda.available``: the headline. Is CUDA usable in each target, and
+if not, what is the single most likely root cause?
+
+It reuses the other GPU checks' pure ``assess`` functions and takes the first
+``fail`` in causal order: driver (``nvidia.driver``, ``cuda.driver``) →
+``cuda.libcuda`` → ``cuda.arch`` → libraries (``cudnn.load``) → visibility
+(``cuda.devices``). The summary reads "CUDA is unavailable in <python>: <root
+cause>" (or "unusable" when ``torch.cuda.is_available()`` is True but kernels
+cannot run). Shown first in ``gpudoctor check``.
+
+- no NVIDIA GPU and no driver -> ``info`` (nothing to fix on a CPU machine);
+- a root cause found -> ``fail`` with that check's explanation;
+- CUDA available and nothing wrong -> ``ok``;
+- unavailable for an unknown reason -> ``fail`` with torch's own message.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Tuple
+
+from gpudoctor.checks import require
+from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
+from gpudoctor.checks._gpu import has_nvidia_gpu, target_probes
+from gpudoctor.facts import Facts
+from gpudoctor.facts.nvidia import NvidiaDriverFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+#: the causal order of the per-target checks consulted after the driver
+ORDER: Tuple[Tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
+    ("cuda.driver", cuda_driver.assess),
+    ("cuda.libcuda", cuda_libcuda.assess),
+    ("cuda.arch", cuda_arch.assess),
+    ("cudnn.load", cudnn_load.assess),
+    ("cuda.devices", cuda_devices.assess),
+)
+
+
+def _driver_fault(facts: Facts) -> Optional[Finding]:
+    if isinstance(facts.of(NvidiaDriverFacts), NvidiaDriverFacts):
+        found = [f for f in nvidia_driver.evaluate(facts) if f.status == Status.FAIL]
+        return found[0] if found else None
+    return None
+
+
+def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Optional[Finding]:
+    """The first failing finding in causal order for this target, or None."""
+    fault = _driver_fault(facts)
+    if fault is not None:
+        return fault
+    tf = probe.torch
+    if tf.import_ok and not tf.cuda and not tf.hip:
+        return Finding(check="torch.install", status=Status.FAIL,
+                       summary=f"torch {tf.version} is a CPU-only build",
+                       explanation="A CPU-only build never uses the GPU; see `torch.install` for the exact "
+                                   "`pip install ... --index-url` command of a CUDA build this driver runs.")
+    for _cid, fn in ORDER:
+        finding = fn(facts, t, probe)
+        if finding.status == Status.FAIL:
+            return finding
+    return None
+
+
+def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """The headline finding for one target (pure)."""
+    tf = probe.torch
+    python = probe.executable
+    gpu = has_nvidia_gpu(facts)
+    evidence = {"python": python, "torch": tf.version or tf.dist_version, "torch.cuda.is_available()":
+                tf.cuda_available}
+    if not gpu:
+        where = ("no NVIDIA GPU and no NVIDIA driver on this machine" if gpu is False else
+                 "no NVIDIA driver is visible (and the PCI bus could not be listed to look for a GPU)")
+        return CHECK.finding(Status.INFO, f"CUDA is unavailable in {python}: {where}",
+                             "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
+                             "In a container on a GPU host, start it with `--gpus all` (NVIDIA Container Toolkit).",
+                             evidence=evidence, target=t.label)
+    if not tf.installed or not tf.import_ok:
+        what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
+        return CHECK.finding(Status.FAIL, f"CUDA is unavailable in {python}: {what}",
+                             "See `torch.install` for the cause and the exact command.", evidence=evidence,
+                             target=t.label)
+    if tf.hip:
+        return CHECK.finding(Status.SKIP, f"torch {tf.version} is a ROCm build; CUDA does not apply", target=t.label)
+    cause = root_cause(facts, t, probe)
+    if cause is not None:
+        verb = "unusable" if tf.cuda_available else "unavailable"
+        evidence.update({"root_cause_check": cause.check})
+        evidence.update({f"{cause.check}.{k}": val for k, val in dict(cause.evidence).items()})
+        return CHECK.finding(
+            Status.FAIL, f"CUDA is {verb} in {python}: {cause.summary}",
+            f"Root cause (from `{cause.check}`; checked in the order driver → libcuda → arch → libraries → "
+            f"visibility):\n\n{cause.explanation}", evidence=evidence, target=t.label)
+    if tf.cuda_available:
+        n = tf.device_count if tf.device_count is not None else len(tf.devices)
+        names = ", ".join(d.name for d in tf.devices)
+        return CHECK.finding(Status.OK, f"CUDA works in {python}: {n} GPU{'s' if n != 1 else ''}"
+                                        + (f" ({names})" if names else ""), evidence=evidence, target=t.label)
+    message = tf.cuda_error or "torch gave no message"
+    return CHECK.finding(
+        Status.FAIL, f"CUDA is unavailable in {python}: no known cause matched; torch says: {message.splitlines()[0]}",
+        f"None of the driver, libcuda, arch, cuDNN or visibility checks found a fault. torch reported:\n\n```\n"
+        f"{message}\n```\n\nRun `gpudoctor report --format markdown` and include it in a bug report.",
+        evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    require(facts, TargetsFacts)
+    out = []
+    for t, probe in target_probes(facts):
+        if probe is None:
+            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)",
+                                     target=t.label))
+        else:
+            out.append(assess(facts, t, probe))
+    return out
+
+
+CHECK = Check(
+    id="cuda.available",
+    title="headline: is CUDA usable in each target, and the single most likely root cause",
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

@@ -1,0 +1,178 @@
+"""Check ``cuda.devices``: which GPUs does each target see, in which order?
+
+Sources: CUDA Programming Guide, "CUDA Environment Variables":
+``CUDA_DEVICE_ORDER`` is ``FASTEST_FIRST`` by default (CUDA ordinals sorted
+by estimated speed) or ``PCI_BUS_ID`` (the order nvidia-smi/NVML use);
+``CUDA_VISIBLE_DEVICES`` takes indices (in CUDA_DEVICE_ORDER order), ``GPU-``
+UUID prefixes or ``MIG-`` UUIDs; an invalid entry hides itself and every entry
+after it; an empty value hides every GPU. NVIDIA MIG User Guide: a GPU in MIG
+mode is used through its MIG devices (``MIG-<uuid>``, see ``nvidia-smi -L``).
+NVIDIA Container Toolkit: ``NVIDIA_VISIBLE_DEVICES=void|none`` injects no GPU.
+
+- every GPU hidden (empty ``CUDA_VISIBLE_DEVICES``, ``NVIDIA_VISIBLE_DEVICES=none``,
+  an invalid first entry) -> ``fail``;
+- an invalid later entry, a MIG-mode GPU named by GPU index/UUID -> ``warn``;
+- CUDA order differs from nvidia-smi order (heterogeneous GPUs, CUDA_DEVICE_ORDER
+  unset) -> ``warn`` with the mapping table and ``export CUDA_DEVICE_ORDER=PCI_BUS_ID``;
+- otherwise ``ok``; no GPU -> ``skip``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Tuple
+
+from gpudoctor.checks import require
+from gpudoctor.checks._common import in_container
+from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, target_probes
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.nvidia import NvidiaDriverFacts
+from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+_BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
+FIX_ORDER = "export CUDA_DEVICE_ORDER=PCI_BUS_ID"
+
+
+def bus_key(bus_id: Optional[str]) -> Optional[Tuple[int, int, int, int]]:
+    """``00000000:01:00.0`` and ``0000:01:00.0`` -> (0, 1, 0, 0); None if unparsable."""
+    m = _BUS_RE.search(bus_id or "")
+    return tuple(int(g, 16) for g in m.groups()) if m else None  # type: ignore[return-value]
+
+
+def match_nvml(dev: CudaDevice, nvml: List[GpuDevice]) -> Optional[GpuDevice]:
+    """The NVML device that is CUDA device ``dev`` (by UUID, else PCI bus id)."""
+    if dev.uuid:
+        for g in nvml:
+            if g.uuid and g.uuid.lower() == dev.uuid.lower():
+                return g
+    key = bus_key(dev.pci_bus_id)
+    if key is not None:
+        for g in nvml:
+            if bus_key(g.pci_bus_id) == key:
+                return g
+    return None
+
+
+def _nvml(facts: Facts) -> List[GpuDevice]:
+    nv = facts.of(NvidiaDriverFacts)
+    return gpu_devices(facts) if not isinstance(nv, Unavailable) and nv.devices else []
+
+
+def _visible_entry_ok(entry: str, nvml: List[GpuDevice]) -> bool:
+    if entry.isdigit():
+        return int(entry) < len(nvml)
+    if entry.startswith(("GPU-", "MIG-")):
+        return entry.startswith("MIG-") or any(g.uuid.startswith(entry) for g in nvml)
+    return False
+
+
+def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, str]]:
+    """A visibility fault of this target's environment: (status, summary, explanation), or None."""
+    env = probe.env
+    nvml = _nvml(facts)
+    nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+    # only the NVIDIA container runtime reads it; on a host it changes nothing
+    if in_container(facts) and nvd is not None and nvd.strip().lower() in ("void", "none", ""):
+        return (Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
+                "The container was started with no GPU. Start it with `--gpus all` or "
+                "`-e NVIDIA_VISIBLE_DEVICES=all` (or a list of indices/UUIDs).")
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    if cvd is None:
+        return None
+    entries = [e.strip() for e in cvd.split(",")]
+    if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
+        return (Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA",
+                f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
+                f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
+                f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.")
+    if nvml:
+        bad = [i for i, e in enumerate(entries) if not _visible_entry_ok(e, nvml)]
+        if bad:
+            first = bad[0]
+            hidden = entries[first:]
+            status = Status.FAIL if first == 0 else Status.WARN
+            ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
+            return (status, f"CUDA_VISIBLE_DEVICES={cvd!r}: entry {entries[first]!r} matches no GPU, so "
+                            f"{', '.join(hidden)} {'are' if len(hidden) > 1 else 'is'} hidden",
+                    f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
+                    f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
+                    f"(`nvidia-smi -L`).")
+        mig = [g for g in nvml if g.mig]
+        named = [e for e in entries if not e.startswith("MIG-")]
+        if mig and named:
+            return (Status.WARN, f"CUDA_VISIBLE_DEVICES={cvd!r} names a GPU in MIG mode by GPU index/UUID",
+                    f"{', '.join(f'GPU {g.index} ({g.name})' for g in mig)} {'is' if len(mig) == 1 else 'are'} in MIG "
+                    f"mode: CUDA uses its MIG devices, which must be selected by `MIG-<uuid>` from `nvidia-smi -L`, "
+                    f"e.g. `export CUDA_VISIBLE_DEVICES=MIG-...`.")
+    return None
+
+
+def _table(rows: List[Tuple[int, Optional[GpuDevice], CudaDevice]]) -> str:
+    lines = ["| torch `cuda:N` | nvidia-smi index | GPU | PCI bus |", "|---|---|---|---|"]
+    for i, g, d in rows:
+        lines.append(f"| {i} | {g.index if g else '?'} | {d.name} | {g.pci_bus_id if g else d.pci_bus_id or '?'} |")
+    return "\n".join(lines)
+
+
+def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """The ``cuda.devices`` finding for one target (pure)."""
+    if not has_nvidia_gpu(facts):
+        return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here", target=t.label)
+    env = probe.env
+    evidence = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
+    nvml = _nvml(facts)
+    evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
+    fault = visibility(facts, probe)
+    if fault:
+        status, summary, explanation = fault
+        return CHECK.finding(status, summary, explanation, evidence=evidence, target=t.label)
+    devices = probe.torch.devices
+    evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]
+    order = env.get("CUDA_DEVICE_ORDER", "")
+    if devices and nvml:
+        rows = [(d.index, match_nvml(d, nvml), d) for d in devices]
+        swapped = [(i, g) for i, g, _d in rows if g is not None and g.index != i]
+        if "CUDA_VISIBLE_DEVICES" not in env and swapped:
+            return CHECK.finding(
+                Status.WARN,
+                f"torch's cuda:N indices differ from nvidia-smi's ({', '.join(f'cuda:{i} = nvidia-smi {g.index}' for i, g in swapped)})",
+                f"`CUDA_DEVICE_ORDER` is {('`' + order + '`') if order else 'unset'}, so CUDA numbers GPUs fastest "
+                f"first while nvidia-smi and NVML number them by PCI bus. Scripts that take an index from nvidia-smi "
+                f"and use it as `cuda:<index>` or in `CUDA_VISIBLE_DEVICES` land on another GPU:\n\n{_table(rows)}\n\n"
+                f"Make CUDA use the PCI bus order (before the process initialises CUDA), in the shell profile or "
+                f"job environment:\n\n```\n{FIX_ORDER}\n```\n\nor select GPUs by UUID in `CUDA_VISIBLE_DEVICES`.",
+                evidence=evidence, target=t.label)
+        return CHECK.finding(Status.OK, f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "
+                                        f"({', '.join(d.name for d in devices)}); indices match nvidia-smi"
+                             + (" within CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
+                             evidence=evidence, target=t.label)
+    distinct = {(g.name, g.cc) for g in nvml}
+    if len(nvml) > 1 and len(distinct) > 1 and order != "PCI_BUS_ID":
+        return CHECK.finding(
+            Status.INFO, f"{len(nvml)} different GPU models and CUDA_DEVICE_ORDER unset: CUDA indices may not match "
+                         f"nvidia-smi's",
+            f"CUDA orders GPUs fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`; with mixed models `cuda:0` may be "
+            f"a different card than nvidia-smi's GPU 0.\n\n```\n{FIX_ORDER}\n```",
+            evidence=evidence, target=t.label)
+    return CHECK.finding(Status.OK, f"{len(nvml) or len(devices)} GPU(s) visible; no index or visibility problem found",
+                         evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    require(facts, TargetsFacts)
+    out = []
+    for t, probe in target_probes(facts):
+        if probe is None:
+            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
+        else:
+            out.append(assess(facts, t, probe))
+    return out
+
+
+CHECK = Check(
+    id="cuda.devices",
+    title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
+    needs=("targets", "nvidia", "gpu", "os"),
+    evaluate=evaluate,
+)

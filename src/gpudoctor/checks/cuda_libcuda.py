@@ -1,0 +1,157 @@
+"""Check ``cuda.libcuda``: can each target load the driver's ``libcuda.so.1``?
+
+``libcuda.so.1`` is the user-space half of the NVIDIA driver; torch wheels do
+not ship it. The probe ``dlopen``s it for real in the target (no ``cuInit``).
+
+- it does not load on a machine with an NVIDIA GPU -> ``fail`` with the loader
+  error verbatim and the remedy for the environment: a container started
+  without the NVIDIA runtime (or with ``NVIDIA_DRIVER_CAPABILITIES`` lacking
+  ``compute``), WSL without ``/usr/lib/wsl/lib`` on the loader path, or a host
+  missing the driver's compute-library package;
+- it loads, but its version differs from the kernel module's -> ``fail``
+  ("Driver/library version mismatch": reboot or reinstall one version);
+- it is a cuda-compat (forward-compatibility) copy: ``fail`` on a GPU that does
+  not support it (error 804) or when older than the kernel driver (error 803),
+  else ``ok``;
+- loads -> ``ok``; no NVIDIA GPU/driver at all -> ``skip``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import List, Optional
+
+from gpudoctor.checks import require
+from gpudoctor.checks._common import driver_version, in_container
+from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, target_probes, v
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.loader import LoaderFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
+WSL_LIB = "/usr/lib/wsl/lib"
+
+
+def _remedy(facts: Facts, probe: ProbeFacts) -> str:
+    os_facts = facts.of(OsFacts)
+    wsl = not isinstance(os_facts, Unavailable) and os_facts.wsl
+    caps = probe.env.get("NVIDIA_DRIVER_CAPABILITIES")
+    if wsl:
+        return (f"Under WSL 2 the driver libraries come from Windows and live in `{WSL_LIB}`. Put that directory on "
+                f"the loader path:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n(or add it to "
+                f"`/etc/ld.so.conf.d/ld.wsl.conf` and run `sudo ldconfig`). If `{WSL_LIB}/libcuda.so.1` does not "
+                f"exist, install or update the NVIDIA driver **on Windows**; do not install a Linux driver in WSL.")
+    if in_container(facts):
+        if caps is not None and not ({"compute", "all"} & {c.strip() for c in caps.split(",")}):
+            return (f"This container runs with `NVIDIA_DRIVER_CAPABILITIES={caps}`: the NVIDIA runtime then injects "
+                    f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
+                    f"(or `all`).")
+        return ("This container was started without the NVIDIA runtime, so the host's driver libraries are not "
+                "mounted in. Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit; "
+                "`sudo nvidia-ctk runtime configure --runtime=docker` on the host once), `runtime: nvidia` in "
+                "compose, or a `nvidia.com/gpu` resource request in Kubernetes. Do not install a driver inside "
+                "the image.")
+    branch = (driver_version(facts) or "").split(".")[0]
+    pkg_ubuntu = f"libnvidia-compute-{branch}" if branch else "libnvidia-compute-<driver branch>"
+    return ("The kernel driver is present but its user-space compute library is not on the loader path. Install "
+            f"the package matching the driver (Ubuntu: `sudo apt-get install {pkg_ubuntu}`; Debian: "
+            "`sudo apt-get install libcuda1`; RHEL/Fedora: `sudo dnf install nvidia-driver-cuda-libs`), then "
+            "`sudo ldconfig`. If it is installed in a non-standard directory, add that directory to "
+            "`/etc/ld.so.conf.d/` and run `sudo ldconfig`.")
+
+
+def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, compat_version: str,
+                    kernel: Optional[str], evidence: dict) -> Optional[Finding]:
+    """Judge a cuda-compat ``libcuda`` (NVIDIA CUDA Compatibility guide, Forward Compatibility;
+    runtime errors 803 ``cudaErrorSystemDriverMismatch`` and 804 ``cudaErrorCompatNotSupportedOnDevice``)."""
+    compat_dir = os.path.dirname(path)
+    unsupported = [g.name for g in gpu_devices(facts, probe) if forward_compat_supported(g.name) is False]
+    if unsupported:
+        return CHECK.finding(
+            Status.FAIL,
+            f"a forward-compatibility libcuda ({path}) is loaded on {', '.join(unsupported)}, which does not support it",
+            f"`{compat_dir}` holds NVIDIA's cuda-compat driver libraries, which work only on data-center GPUs and "
+            f"Jetson. On this GPU CUDA fails with error 804 (`forward compatibility was attempted on non supported "
+            f"HW`). Remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then `sudo ldconfig`) and "
+            f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
+            evidence=evidence, target=t.label)
+    if kernel and v(compat_version) < v(kernel):
+        return CHECK.finding(
+            Status.FAIL,
+            f"the forward-compatibility libcuda {compat_version} ({path}) is older than the driver {kernel}",
+            f"cuda-compat only helps when it is *newer* than the kernel driver; an older one fails with error 803 "
+            f"(`system has unsupported display driver / cuda driver combination`). The installed driver is already "
+            f"new enough: remove `{compat_dir}` from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` and run `sudo ldconfig`.",
+            evidence=evidence, target=t.label)
+    return CHECK.finding(Status.OK, f"libcuda.so.1 loads from the forward-compatibility package {path} "
+                                    f"(driver {compat_version} on kernel module {kernel or '?'})",
+                         evidence=evidence, target=t.label)
+
+
+def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """The ``cuda.libcuda`` finding for one target (pure)."""
+    gpu = has_nvidia_gpu(facts)
+    lc = probe.libcuda
+    if isinstance(lc, Unavailable):
+        return CHECK.finding(Status.SKIP, f"libcuda.so.1 was not tested: {lc.reason}", target=t.label)
+    evidence = {"python": probe.executable, "loaded": lc.loaded, "path": lc.path, "error": lc.error}
+    loader = facts.of(LoaderFacts)
+    if not isinstance(loader, LoaderFacts):
+        loader = None
+    if loader is not None and not isinstance(loader.ldconfig, Unavailable):
+        evidence["ldconfig"] = [f"{e.name} => {e.path}" for e in loader.ldconfig if e.name.startswith("libcuda.")]
+    if probe.env.get("LD_LIBRARY_PATH") is not None:
+        evidence["LD_LIBRARY_PATH"] = probe.env["LD_LIBRARY_PATH"]
+    if not gpu and not lc.loaded:
+        return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here, so libcuda.so.1 is not expected",
+                             evidence=evidence, target=t.label)
+    if not lc.loaded:
+        return CHECK.finding(
+            Status.FAIL, f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",
+            f"The dynamic loader says:\n\n```\n{lc.error}\n```\n\nWithout `libcuda.so.1` no CUDA program can start "
+            f"(`torch.cuda.is_available()` is False).\n\n{_remedy(facts, probe)}",
+            evidence=evidence, target=t.label)
+    kernel = driver_version(facts)
+    m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
+    compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
+    if compat and m:
+        found = _forward_compat(facts, probe, t, lc.path, m.group(1), kernel, evidence)
+        if found is not None:
+            return found
+    elif kernel and m and m.group(1) != kernel:
+        return CHECK.finding(
+            Status.FAIL,
+            f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
+            f"`{lc.path}` belongs to driver {m.group(1)}, but the running kernel module is {kernel}. CUDA and NVML "
+            f"fail with \"Driver/library version mismatch\". This happens after a driver upgrade without a reboot, "
+            f"or when a second driver's libraries (a cuda-compat directory, an old copy on `LD_LIBRARY_PATH`) "
+            f"shadow the system ones. Reboot (or reload the `nvidia` module); if that does not help, remove the "
+            f"foreign `libcuda.so*` from the loader path.",
+            evidence=evidence, target=t.label)
+    api = lc.driver_api_version
+    cuda = f" (driver supports CUDA ≤ {api // 1000}.{(api % 1000) // 10})" if api else ""
+    return CHECK.finding(Status.OK, f"libcuda.so.1 loads from {lc.path or 'the loader path'}{cuda}",
+                         evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    require(facts, TargetsFacts)
+    out = []
+    for t, probe in target_probes(facts):
+        if probe is None:
+            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
+        else:
+            out.append(assess(facts, t, probe))
+    return out
+
+
+CHECK = Check(
+    id="cuda.libcuda",
+    title="the driver's libcuda.so.1 loads in each target",
+    needs=("targets", "nvidia", "gpu", "os", "loader"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

@@ -1,0 +1,145 @@
+"""Check ``torch.compile``: can inductor build its helpers in each target?
+
+``torch.compile`` (inductor) compiles C/C++ at run time: on GPU, Triton builds
+a small C module (``cuda_utils``) with the C compiler (``$CC``, else gcc) against
+the running interpreter's ``Python.h``; on CPU, inductor builds C++ with
+``$CXX``/g++, also against ``Python.h``. Eager mode works without them, so the
+failure shows up only at the first compiled call ("fatal error: Python.h: No
+such file or directory", pytorch/pytorch issue #129351).
+
+- ``Python.h`` for the target's own Python version missing -> ``fail`` with the
+  package for this distro (``python3.10-dev`` ...);
+- the compiler missing -> ``fail`` with the package;
+- a CUDA build on a GPU machine without an importable Triton -> ``fail``;
+- otherwise ``info``: inductor's prerequisites are met.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from gpudoctor.checks import require
+from gpudoctor.checks._gpu import has_nvidia_gpu, target_probes
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+DEBIAN_LIKE = {"debian", "ubuntu", "linuxmint", "pop", "raspbian"}
+RPM_LIKE = {"fedora", "rhel", "centos", "rocky", "almalinux", "amzn", "ol"}
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
+    """The exact command that installs Python.h for this interpreter."""
+    mm = _minor(probe.python_version)
+    if probe.is_conda:
+        return (f"This is a conda environment: its `python` package ships the headers. Reinstall it:\n\n```\n"
+                f"conda install --force-reinstall -p {probe.prefix} python={mm}\n```")
+    if not probe.include_dir.startswith("/usr/include"):
+        return (f"This interpreter (base `{probe.base_prefix}`) is not the distribution's; it was installed without "
+                f"headers. Reinstall it with them (pyenv: `pyenv install --force {probe.python_version}`; uv: "
+                f"`uv python install --reinstall {mm}`; a source build: `make install`, not `make altinstall` of a "
+                f"partial tree).")
+    os_facts = facts.of(OsFacts)
+    distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
+    if distro in DEBIAN_LIKE:
+        return (f"Install the headers for Python {mm}:\n\n```\nsudo apt-get install python{mm}-dev\n```\n\n"
+                f"(deadsnakes builds: the same `python{mm}-dev` from that PPA).")
+    if distro in RPM_LIKE:
+        return (f"Install the headers for Python {mm}:\n\n```\nsudo dnf install python3-devel\n```\n\n"
+                f"(for a non-default Python use `python{mm}-devel`, e.g. `sudo dnf install python{mm}-devel`).")
+    if distro == "alpine":
+        return "Install the headers:\n\n```\nsudo apk add python3-dev\n```"
+    if distro in {"opensuse-leap", "opensuse-tumbleweed", "sles"}:
+        return f"Install the headers:\n\n```\nsudo zypper install python{mm.replace('.', '')}-devel\n```"
+    return (f"Install your distribution's development package for Python {mm} (Debian/Ubuntu `python{mm}-dev`, "
+            f"Fedora/RHEL `python{mm}-devel`).")
+
+
+def compiler_remedy(facts: Facts, which: str) -> str:
+    os_facts = facts.of(OsFacts)
+    distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
+    if distro in DEBIAN_LIKE:
+        return "```\nsudo apt-get install build-essential\n```"
+    if distro in RPM_LIKE:
+        return "```\nsudo dnf install gcc gcc-c++\n```"
+    if distro == "alpine":
+        return "```\nsudo apk add build-base\n```"
+    return f"Install a {which} compiler (gcc/g++) with your package manager, or set `CC`/`CXX` to one."
+
+
+def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """The ``torch.compile`` finding for one target (pure)."""
+    tf = probe.torch
+    if not tf.installed or not tf.import_ok:
+        what = "is not installed" if not tf.installed else "does not import"
+        return CHECK.finding(Status.SKIP, f"torch {what} in {probe.executable} (see torch.install)", target=t.label)
+    tc = probe.toolchain
+    if isinstance(tc, Unavailable):
+        return CHECK.finding(Status.SKIP, f"the toolchain was not probed: {tc.reason}", target=t.label)
+    gpu_path = bool(tf.cuda) and bool(has_nvidia_gpu(facts))
+    mm = _minor(probe.python_version)
+    evidence = {"python": probe.executable, "python_version": probe.python_version, "Python.h": tc.python_h_path,
+                "python_h_present": tc.python_h, "cc": tc.cc, "cxx": tc.cxx,
+                "other_python_headers": list(tc.other_python_headers)}
+    triton = probe.triton
+    if not isinstance(triton, Unavailable):
+        evidence["triton"] = triton.version if triton.installed else None
+    if not tc.python_h:
+        others = ""
+        if tc.other_python_headers:
+            others = (f" Headers exist only for other versions ({', '.join(f'`{d}`' for d in tc.other_python_headers)}),"
+                      f" which is why the same code may compile under another interpreter.")
+        return CHECK.finding(
+            Status.FAIL,
+            f"Python.h for Python {mm} is missing ({tc.python_h_path}): torch.compile cannot build its helpers",
+            f"`torch.compile` compiles a small C module against the running interpreter's headers; for "
+            f"`{probe.executable}` (Python {probe.python_version}) that is `{tc.python_h_path}`, which does not "
+            f"exist, so the first compiled call fails with `fatal error: Python.h: No such file or directory` "
+            f"(eager mode is unaffected).{others}\n\n{headers_remedy(facts, probe)}\n\nThen re-run; clear "
+            f"`/tmp/torchinductor_$USER` and `~/.triton/cache` only if stale builds keep failing.",
+            evidence=evidence, target=t.label)
+    needed = [("C", tc.cc)] if gpu_path else [("C++", tc.cxx)]
+    missing = [kind for kind, found in needed if not found]
+    if missing:
+        kind = missing[0]
+        return CHECK.finding(
+            Status.FAIL, f"no {kind} compiler for torch.compile in {probe.executable}",
+            f"`torch.compile` ({'Triton' if gpu_path else 'inductor CPU backend'}) needs a {kind} compiler at run time "
+            f"and none was found (`{'CC' if kind == 'C' else 'CXX'}` unset; gcc/cc/clang not on PATH).\n\n"
+            + compiler_remedy(facts, kind), evidence=evidence, target=t.label)
+    if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
+        detail = triton.import_error if triton.installed else "not installed"
+        return CHECK.finding(
+            Status.FAIL, f"Triton is unusable in {probe.executable} ({detail}): torch.compile cannot target the GPU",
+            f"Inductor generates GPU kernels with Triton. Install the version torch pins:\n\n```\n"
+            f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
+            f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}\n```",
+            evidence=evidence, target=t.label)
+    tools = tc.cc if gpu_path else tc.cxx
+    extra = f", triton {triton.version}" if gpu_path and not isinstance(triton, Unavailable) else ""
+    return CHECK.finding(Status.INFO, f"torch.compile prerequisites met: {tools}, Python.h for {mm}{extra}",
+                         evidence=evidence, target=t.label)
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    require(facts, TargetsFacts)
+    out = []
+    for t, probe in target_probes(facts):
+        if probe is None:
+            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
+        else:
+            out.append(assess(facts, t, probe))
+    return out
+
+
+CHECK = Check(
+    id="torch.compile",
+    title="torch.compile toolchain: C/C++ compiler, Python.h of the target's Python, Triton",
+    needs=("targets", "os", "gpu", "nvidia"),
+    evaluate=evaluate,
+)

@@ -1,0 +1,354 @@
+"""The CLI end to end: exit codes, formats, snapshot and replay, bad input (one line, exit 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from gpudoctor import __version__
+from gpudoctor.cli import main
+from gpudoctor.model import Check, Status
+from gpudoctor.registry import Registry
+
+from conftest import FIXTURES
+from _foundation import (GPUDOCTOR, bare_python, cudnn_broken_torch, env_with, run_gpudoctor,  # noqa: F401
+                         validator)
+
+SNAP = FIXTURES / "facts"
+
+
+def one_error_line(proc):
+    """stderr is exactly one ``gpudoctor: error: ...`` line, with no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("gpudoctor: error: ")
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    return lines[0]
+
+
+# ----------------------------------------------------------------- live runs on this machine
+
+
+@pytest.fixture(scope="module")
+def live_json():
+    proc = run_gpudoctor("check", "--format", "json")
+    return proc
+
+
+def test_live_check_json_validates_and_exits_by_findings(live_json):
+    assert live_json.returncode in (0, 1), live_json.stderr
+    doc = json.loads(live_json.stdout)
+    validator("report.schema.json").validate(doc)
+    assert doc["gpudoctor_version"] == __version__
+    checks = [f["check"] for f in doc["findings"]]
+    assert {"nvidia.driver", "torch.install"} <= set(checks)
+    assert live_json.returncode == (1 if doc["counts"]["fail"] else 0)
+    torch = next(f for f in doc["findings"] if f["check"] == "torch.install")
+    assert "2.13.0" in torch["summary"]  # the test venv's torch, probed for real
+    assert live_json.stderr == ""        # no spinner or noise when piped
+
+
+def test_snapshot_then_replay_gives_the_same_findings(tmp_path, live_json):
+    snap = tmp_path / "f.json"
+    made = run_gpudoctor("facts", "-o", str(snap))
+    assert made.returncode == 0, made.stderr
+    validator("facts.schema.json").validate(json.loads(snap.read_text()))
+    replay = run_gpudoctor("check", "--facts", str(snap), "--format", "json")
+    assert replay.returncode == live_json.returncode, replay.stderr
+    live, again = json.loads(live_json.stdout), json.loads(replay.stdout)
+    key = lambda d: [(f["check"], f["status"], f["summary"], f["target"]) for f in d["findings"]]  # noqa: E731
+    assert key(again) == key(live)
+    assert again["counts"] == live["counts"] and again["status"] == live["status"]
+    # replay works from stdin too, and needs nothing from this machine
+    piped = run_gpudoctor("check", "--facts", "-", "--format", "json", input=snap.read_text())
+    assert key(json.loads(piped.stdout)) == key(live)
+
+
+def test_check_python_bare_venv_fails_torch_missing(bare_python):
+    proc = run_gpudoctor("check", "torch.install", "--python", bare_python, "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    (f,) = json.loads(proc.stdout)["findings"]
+    assert f["status"] == "fail" and f["summary"].startswith("PyTorch is not installed in ")
+    assert f["target"] == bare_python
+    assert "-m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/" in f["explanation"]
+
+
+def test_check_python_with_broken_torch_import(bare_python, cudnn_broken_torch):
+    proc = run_gpudoctor("check", "torch", "--python", bare_python, env=env_with(PYTHONPATH=cudnn_broken_torch))
+    assert proc.returncode == 1, proc.stderr
+    assert "OSError: libcudnn.so.8: cannot open shared object file" in proc.stdout
+    assert "[FAIL] torch.install" in proc.stdout
+
+
+def test_check_root_inspects_an_image_root(tmp_path):
+    from gpudoctor.testing import write_tree
+    case = (FIXTURES / "cases" / "01-driver-470-vs-torch-cu121" / "proc-driver-nvidia-version.txt").read_text()
+    write_tree(tmp_path, {"/proc/driver/nvidia/version": case,
+                          "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
+                          "/sys/bus/pci/devices/0000:01:00.0/device": "0x25a2\n",
+                          "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n"})
+    proc = run_gpudoctor("check", "nvidia", "torch", "--root", str(tmp_path), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {f["check"]: f for f in json.loads(proc.stdout)["findings"]}
+    assert rows["nvidia.driver"]["status"] == "ok" and rows["nvidia.driver"]["summary"] == "NVIDIA driver 470.86"
+    assert rows["torch.install"]["status"] == "skip" and "--root" in rows["torch.install"]["summary"]
+
+
+# ----------------------------------------------------------------- exit codes from snapshots
+
+
+@pytest.mark.parametrize("fixture, code", [
+    ("no-gpu-cpu-torch.json", 0),
+    ("gpu-driver-550-cpu-torch.json", 1),
+    ("empty.json", 0),
+])
+def test_exit_code_follows_findings(fixture, code):
+    proc = run_gpudoctor("check", "nvidia", "torch", "--facts", str(SNAP / fixture))
+    assert proc.returncode == code, proc.stderr
+
+
+def _fake_registry(monkeypatch, *checks):
+    import gpudoctor.cli as cli
+    reg = Registry(checks={c.id: c for c in checks}, providers={f"check:{c.id}": "test 0" for c in checks})
+    monkeypatch.setattr(cli, "_load_registry", lambda: reg)
+
+
+def _status_check(id_, status, summary="x", **kw):
+    return Check(id=id_, title=id_, needs=(), evaluate=lambda facts: [Check(id_, "", (), None).finding(status, summary, **kw)])
+
+
+def _main(*args):
+    with pytest.raises(SystemExit) as exc:
+        main(list(args))
+    return exc.value.code
+
+
+def test_strict_turns_warnings_into_exit_1(monkeypatch, capsys):
+    _fake_registry(monkeypatch, _status_check("a.warn", Status.WARN, "slow data loading"))
+    args = ("check", "--facts", str(SNAP / "empty.json"))
+    assert _main(*args) == 0
+    assert _main(*args, "--strict") == 1
+    assert "slow data loading" in capsys.readouterr().out
+
+
+def test_crashing_check_is_an_error_finding_with_traceback_under_verbose(monkeypatch, capsys):
+    def boom(facts):
+        raise RuntimeError("kaboom in check")
+    _fake_registry(monkeypatch, Check("a.crash", "crash", (), boom), _status_check("b.fine", Status.OK, "fine"))
+    assert _main("check", "--facts", str(SNAP / "empty.json")) == 0
+    out = capsys.readouterr().out
+    assert "[ERROR] a.crash  the check itself failed: RuntimeError: kaboom in check" in out
+    assert "[ok] b.fine  fine" in out
+    assert "Traceback" not in out
+    assert _main("check", "-v", "--facts", str(SNAP / "empty.json")) == 0
+    out = capsys.readouterr().out
+    assert "Traceback (most recent call last)" in out and "kaboom in check" in out
+
+
+def test_internal_error_is_one_line_exit_3_with_a_crash_log(monkeypatch, capsys, tmp_path):
+    import tempfile
+    from gpudoctor import engine
+
+    def broken_run(*a, **kw):
+        raise AttributeError("'NoneType' object has no attribute 'findings'")
+    monkeypatch.setattr(engine, "run", broken_run)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert _main("check", "--facts", str(SNAP / "empty.json")) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("gpudoctor: internal error: AttributeError: 'NoneType' object has no attribute")
+    assert "this is a bug" in err[0]
+    (log,) = tmp_path.glob("gpudoctor-crash-*.log")
+    assert str(log) in err[0]
+    assert "Traceback" in log.read_text() and "broken_run" in log.read_text()
+
+
+def test_interrupt_exits_130(monkeypatch, capsys):
+    from gpudoctor import engine
+
+    def interrupted(*a, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(engine, "run", interrupted)
+    assert _main("check", "--facts", str(SNAP / "empty.json")) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- bad input: one line, exit 2
+
+
+def test_snapshot_that_is_not_json(tmp_path):
+    bad = tmp_path / "f.json"
+    bad.write_text("NVRM version: not json at all\n")
+    line = one_error_line(run_gpudoctor("check", "--facts", str(bad)))
+    assert f"--facts {bad}: not JSON" in line
+
+
+def test_snapshot_that_is_binary(tmp_path):
+    import gzip
+    bad = tmp_path / "f.json.gz"
+    bad.write_bytes(gzip.compress(b'{"schema_version": 1, "domains": {}}'))
+    proc = run_gpudoctor("check", "--facts", str(bad))
+    assert proc.returncode == 2
+    assert f"--facts {bad}" in one_error_line(proc)
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"schema_version": 99, "domains": {}}, "reads facts schema 1, the file has 99"),
+    ({"domains": {}}, "the file has None"),
+    ([1, 2], "a facts snapshot is a JSON object"),
+    ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),
+    ({"schema_version": 1, "domains": {"shm": {"path": "/dev/shm"}}}, "$.domains.shm"),
+    ({"schema_version": 1, "domains": {"cpu": {"logical_cpus": "eight", "affinity_cpus": 8, "cgroup_version": 2,
+                                               "quota": None}}}, "$.domains.cpu.logical_cpus"),
+    ({"schema_version": 1, "domains": {}, "durations_ms": [1, 2]}, "durations_ms"),
+])
+def test_snapshot_that_does_not_match(tmp_path, doc, message):
+    f = tmp_path / "f.json"
+    f.write_text(json.dumps(doc))
+    proc = run_gpudoctor("check", "--facts", str(f))
+    assert proc.returncode == 2, proc.stderr
+    assert message in one_error_line(proc)
+
+
+def test_missing_snapshot(tmp_path):
+    proc = run_gpudoctor("check", "--facts", str(tmp_path / "nope.json"))
+    assert proc.returncode == 2
+    assert "No such file or directory" in one_error_line(proc)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["check", "cuda.nonexistent"], "no check matches 'cuda.nonexistent'"),
+    (["check", "--skip", "nope"], "no check matches 'nope'"),
+    (["facts", "nope"], "no check matches 'nope'"),
+    (["check", "--python", "/nonexistent/bin/python"], "--python /nonexistent/bin/python: no such file"),
+    (["check", "--python", "python-gpudoctor-missing"], "not found on PATH"),
+    (["check", "--root", "/nonexistent-root-dir"], "--root /nonexistent-root-dir: not a directory"),
+    (["check", "--format", "yaml"], "'yaml' is not one of"),
+    (["check", "--probe-timeout", "0"], "--probe-timeout"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_usage_errors(args, message):
+    proc = run_gpudoctor(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in one_error_line(proc)
+
+
+def test_root_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("")
+    proc = run_gpudoctor("check", "--root", str(f), "--skip", "torch")
+    assert proc.returncode == 2
+    assert "not a directory" in one_error_line(proc)
+
+
+def test_python_that_is_not_executable(tmp_path):
+    f = tmp_path / "python"
+    f.write_text("")
+    assert "not executable" in one_error_line(run_gpudoctor("check", "--python", str(f)))
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown", "console"])
+def test_output_into_a_missing_directory(tmp_path, fmt):
+    target = tmp_path / "no" / "such" / "report.json"
+    proc = run_gpudoctor("check", "--facts", str(SNAP / "empty.json"), "--format", fmt, "-o", str(target))
+    assert proc.returncode == 2
+    assert str(target) in one_error_line(proc)
+
+
+# ----------------------------------------------------------------- formats
+
+
+def test_console_plain_when_piped():
+    proc = run_gpudoctor("check", "nvidia", "torch.install", "--facts", str(SNAP / "gpu-driver-550-cpu-torch.json"))
+    assert proc.returncode == 1
+    out = proc.stdout
+    assert "\x1b[" not in out
+    assert "[ok] nvidia.driver  NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU" in out
+    assert "[FAIL] torch.install  torch 2.5.1+cpu in /home/user/venv/bin/python is a CPU-only build" in out
+    assert "    /home/user/venv/bin/python -m pip install --force-reinstall torch --index-url " \
+           "https://download.pytorch.org/whl/cu126" in out  # the explanation, indented
+    assert out.rstrip().splitlines()[-1].startswith("2 findings: 1 ok, 1 fail")
+    assert proc.stderr == ""
+
+
+def test_console_verbose_shows_evidence():
+    proc = run_gpudoctor("check", "nvidia", "--facts", str(SNAP / "no-gpu-cpu-torch.json"), "-v")
+    assert "attempts:" in proc.stdout and "nvml: failed: libnvidia-ml.so.1 could not be loaded" in proc.stdout
+    assert "Looked at:" in proc.stdout  # skip explanations appear with -v only
+    quiet = run_gpudoctor("check", "nvidia", "--facts", str(SNAP / "no-gpu-cpu-torch.json"))
+    assert "Looked at:" not in quiet.stdout and "attempts:" not in quiet.stdout
+
+
+def _run_in_pty(args, env):
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*GPUDOCTOR, *args], stdout=slave, stderr=slave, stdin=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=60), b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_console_colour_on_a_terminal_and_plain_with_no_color():
+    args = ["check", "nvidia", "torch", "--facts", str(SNAP / "gpu-driver-550-cpu-torch.json")]
+    env = env_with(TERM="xterm-256color", COLUMNS="120")
+    env.pop("NO_COLOR", None)
+    code, out = _run_in_pty(args, env)
+    assert code == 1
+    assert "\x1b[" in out and "✗" in out and "✓" in out
+    code, out = _run_in_pty(args, env_with(TERM="xterm-256color", NO_COLOR="1"))
+    assert code == 1
+    assert "\x1b[" not in out
+    assert "[FAIL] torch.install" in out
+
+
+def test_markdown_format():
+    proc = run_gpudoctor("check", "nvidia", "torch", "--facts", str(SNAP / "three-targets.json"), "--format", "markdown")
+    assert proc.returncode == 1
+    md = proc.stdout
+    assert md.startswith(f"## gpudoctor {__version__} report\n")
+    assert "Overall: **fail**" in md
+    assert "| status | check | summary |" in md
+    assert "| i info | `torch.install` |" in md
+    assert "[/opt/envs/old/bin/python] `import torch` fails" in md
+    assert "#### fail: `torch.install`" in md and "### Details" in md
+
+
+def test_json_format_to_file(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run_gpudoctor("check", "--facts", str(SNAP / "three-targets.json"), "--format", "json", "-o", str(out))
+    assert proc.returncode == 1 and proc.stdout == ""
+    doc = json.loads(out.read_text())
+    validator("report.schema.json").validate(doc)
+    assert doc["status"] == "fail"
+    assert [f["target"] for f in doc["findings"] if f["check"] == "torch.install"] == [
+        "current", "/opt/envs/old/bin/python", "/opt/envs/hang/bin/python"]
+
+
+# ----------------------------------------------------------------- version and help
+
+
+def test_version_via_module_and_script():
+    for argv in ([sys.executable, "-m", "gpudoctor", "--version"], [*GPUDOCTOR, "-V"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0
+        assert proc.stdout.strip() == f"gpudoctor, version {__version__}"
+
+
+def test_help_lists_commands_in_order():
+    proc = run_gpudoctor("--help")
+    assert proc.returncode == 0
+    lines = [ln.split()[0] for ln in proc.stdout.split("Commands:")[1].strip().splitlines()]
+    assert lines[:3] == ["check", "facts", "list"]

@@ -1,0 +1,158 @@
+"""The probe, run for real in target interpreters: the test venv's torch 2.13.0, a bare venv,
+fake torch packages that fail or hang at import, and interpreters that do not exist."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.targets import ProbeFacts
+from gpudoctor.probe import MARKER, ProbeError, parse_probe_output, probe_argv, probe_target
+from gpudoctor.system import System
+from gpudoctor.testing import ScriptedRunner, not_found, ok, timed_out
+
+from _foundation import CUDNN_ERROR, bare_python, cudnn_broken_torch, env_with, fake_torch, hanging_torch  # noqa: F401
+
+
+@pytest.fixture(scope="module")
+def real_torch_probe():
+    return probe_target(System(), sys.executable, timeout_s=120)
+
+
+@pytest.mark.slow  # the first real `import torch` takes ~5 s on a busy 2-core machine
+def test_probe_real_torch_cpu_build(real_torch_probe):
+    p = real_torch_probe
+    assert isinstance(p, ProbeFacts), p
+    assert p.probe_version == 1
+    assert p.executable == sys.executable
+    assert p.python_version == "%d.%d.%d" % sys.version_info[:3]
+    assert p.implementation == "cpython"
+    assert p.prefix == sys.prefix and p.base_prefix == sys.base_prefix
+    assert p.is_venv is (sys.prefix != sys.base_prefix)
+    assert p.is_conda is False
+    assert p.include_dir.endswith("python%d.%d" % sys.version_info[:2])
+    t = p.torch
+    assert t.installed and t.import_ok and t.import_error is None
+    assert t.dist_version.startswith("2.13.0") and t.version.startswith("2.13.0")
+    assert t.cuda is None and t.hip is None
+    assert t.is_cpu_build
+    assert t.cuda_available is False
+    assert t.device_count == 0
+    assert t.arch_list == ()
+    assert t.location and t.location.endswith("torch")
+    assert p.duration_ms > 0
+
+
+@pytest.mark.slow
+def test_probe_reports_relevant_environment_only():
+    env = env_with(CUDA_VISIBLE_DEVICES="1,0", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+                   LD_LIBRARY_PATH="/opt/lib", GD_UNRELATED="x")
+    p = probe_target(System(env=env), sys.executable, timeout_s=120)
+    assert isinstance(p, ProbeFacts), p
+    assert p.env["CUDA_VISIBLE_DEVICES"] == "1,0"
+    assert p.env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert p.env["LD_LIBRARY_PATH"] == "/opt/lib"
+    assert "GD_UNRELATED" not in p.env
+
+
+def test_probe_bare_venv_without_torch(bare_python):
+    p = probe_target(System(env=env_with()), bare_python, timeout_s=60)
+    assert isinstance(p, ProbeFacts), p
+    assert p.executable.startswith(bare_python.rsplit("/bin/", 1)[0])
+    assert p.is_venv is True
+    assert p.torch.installed is False
+    assert p.torch.import_ok is False
+    assert p.torch.version is None
+
+
+def test_probe_torch_import_oserror_comes_back_as_data(bare_python, cudnn_broken_torch):
+    p = probe_target(System(env=env_with(PYTHONPATH=cudnn_broken_torch)), bare_python, timeout_s=60)
+    assert isinstance(p, ProbeFacts), p
+    assert p.torch.installed is True          # importable from PYTHONPATH, even without metadata
+    assert p.torch.import_ok is False
+    assert p.torch.import_error == f"OSError: {CUDNN_ERROR}"
+
+
+def test_probe_torch_import_systemexit_comes_back_as_data(bare_python, tmp_path):
+    path = fake_torch(tmp_path, "import sys\nsys.exit('torch refuses to load')\n")
+    p = probe_target(System(env=env_with(PYTHONPATH=path)), bare_python, timeout_s=60)
+    assert isinstance(p, ProbeFacts), p
+    assert p.torch.import_error == "SystemExit: torch refuses to load"
+
+
+def test_probe_noise_on_stdout_does_not_corrupt_the_document(bare_python, tmp_path):
+    path = fake_torch(tmp_path, "print('hello from torch', '@@', '{')\n__version__ = '9.9.9'\n")
+    p = probe_target(System(env=env_with(PYTHONPATH=path)), bare_python, timeout_s=60)
+    assert isinstance(p, ProbeFacts), p
+    assert p.torch.import_ok is True and p.torch.version == "9.9.9"
+    assert p.torch.cuda is None  # no torch.version module: guarded, not a crash
+
+
+def test_probe_hanging_target_is_killed_and_reported(bare_python, hanging_torch):
+    p = probe_target(System(env=env_with(PYTHONPATH=hanging_torch)), bare_python, timeout_s=1.5)
+    assert isinstance(p, Unavailable)
+    assert p.reason == (f"the probe in {bare_python} did not finish within 1.5 s and was killed "
+                        f"(a hung import or CUDA initialisation)")
+
+
+def test_probe_missing_interpreter(tmp_path):
+    missing = str(tmp_path / "nope" / "bin" / "python")
+    p = probe_target(System(), missing)
+    assert p == Unavailable(f"the interpreter {missing} does not exist")
+
+
+def test_probe_interpreter_not_on_path():
+    p = probe_target(System(), "python-gpudoctor-missing-3.99")
+    assert p == Unavailable("the interpreter python-gpudoctor-missing-3.99 was not found")
+
+
+def test_probe_target_that_is_not_python():
+    p = probe_target(System(), "/bin/false")
+    assert isinstance(p, Unavailable)
+    assert p.reason.startswith("the probe in /bin/false failed (exit status 1): the probe printed no result document")
+
+
+# ----------------------------------------------------------------- parsing and the runner contract
+
+
+def test_probe_uses_argv_env_and_timeout_through_the_runner():
+    runner = ScriptedRunner({tuple(probe_argv("pyfake")): timed_out(7)})
+    p = probe_target(System(runner=runner, env={"A": "1"}), "pyfake", env={"B": "2"}, timeout_s=7)
+    assert isinstance(p, Unavailable) and "did not finish within 7 s" in p.reason
+    ((argv, timeout, env),) = runner.calls
+    assert argv[0] == "pyfake" and argv[1].endswith("_script.py")
+    assert (timeout, env) == (7, {"B": "2"})
+
+
+def test_probe_crash_reports_stderr_tail():
+    from gpudoctor.system import CommandResult
+    crash = CommandResult(("pyfake",), 139, "", "line1\nline2\nline3\nSegmentation fault\n")
+    p = probe_target(System(runner=ScriptedRunner({tuple(probe_argv("pyfake")): crash})), "pyfake")
+    assert isinstance(p, Unavailable)
+    assert "exit status 139" in p.reason and p.reason.endswith("stderr: line2 | line3 | Segmentation fault")
+
+
+def test_probe_not_found_through_runner():
+    p = probe_target(System(runner=ScriptedRunner({tuple(probe_argv("pyfake")): not_found()})), "pyfake")
+    assert p == Unavailable("the interpreter pyfake was not found")
+
+
+@pytest.mark.parametrize("stdout, message", [
+    ("", "printed no result document"),
+    (f"{MARKER}{{not json{MARKER}", "not valid JSON"),
+    (f"{MARKER}{{\"probe_version\": 1}}{MARKER}", "does not match this gpudoctor"),
+])
+def test_parse_probe_output_errors(stdout, message):
+    with pytest.raises(ProbeError, match=message):
+        parse_probe_output(stdout)
+
+
+def test_parse_probe_output_takes_the_last_document(real_torch_probe):
+    from gpudoctor.facts.base import to_jsonable
+    import json
+    doc = json.dumps(to_jsonable(real_torch_probe))
+    noisy = f"{MARKER}garbage{MARKER}\nwarning\n{MARKER}{doc}{MARKER}\n"
+    assert parse_probe_output(noisy) == real_torch_probe
+    assert parse_probe_output(ok(noisy)(("x",)).stdout) == real_torch_probe

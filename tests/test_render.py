@@ -1,0 +1,146 @@
+"""Renderers (console, json, markdown) on reports built from findings: layout, status glyphs, redaction."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from gpudoctor.engine import Report
+from gpudoctor.model import Finding, Status
+from gpudoctor.render import FORMATS, render
+from gpudoctor.render.console import SpinnerProgress, is_plain, make_console, render_console
+from gpudoctor.render.text import evidence_lines, finding_title
+from gpudoctor.testing import make_facts
+
+from _foundation import validator
+
+MIRROR = "https://alice:pa55w0rd@mirror.example.org/simple"
+
+
+def report():
+    return Report((
+        Finding("nvidia.driver", Status.OK, "NVIDIA driver 550.54.15", evidence={"driver_version": "550.54.15"}),
+        Finding("torch.install", Status.FAIL, "torch | pipes in summary", "Run:\n\n```\npip install torch\n```",
+                evidence={"python": "/venv/bin/python"}, fixes=("pip.index-url",), target="/venv/bin/python"),
+        Finding("pip.index", Status.WARN, f"index {MIRROR} is slow", f"The index {MIRROR} took 9 s; HF_TOKEN=hf_zzz",
+                evidence={"index_url": MIRROR, "HF_TOKEN": "hf_zzz", "headers": {"Authorization": "Bearer abc"},
+                          "urls": [MIRROR], "tb": "line1\nline2 API_KEY=k-123"}),
+        Finding("dataloader.cpu", Status.SKIP, "not applicable", "skip explanation"),
+        Finding("collect.gpu", Status.ERROR, "the gpu collector crashed: KeyError", "a bug",
+                evidence={"traceback": "Traceback (most recent call last):\nKeyError: 'x'"}),
+        Finding("torch.install", Status.INFO, "cpu build", target="current"),
+    ), make_facts(), duration_ms=1234.5)
+
+
+SECRETS = ("pa55w0rd", "hf_zzz", "k-123", "Bearer abc")
+
+
+def console_text(verbose=False, plain=True):
+    buf = io.StringIO()
+    console = Console(file=buf, no_color=plain, force_terminal=not plain, width=120, highlight=False,
+                      soft_wrap=plain, color_system="truecolor" if not plain else None)
+    render_console(report(), console, verbose)
+    return buf.getvalue()
+
+
+def test_console_plain_layout():
+    out = console_text()
+    lines = out.splitlines()
+    assert lines[0] == "[ok] nvidia.driver  NVIDIA driver 550.54.15"
+    assert lines[1] == "[FAIL] torch.install  [/venv/bin/python] torch | pipes in summary"
+    assert "    pip install torch" in lines                     # the explanation, indented
+    assert "    fix: gpudoctor fix pip.index-url" in lines
+    assert "[skip] dataloader.cpu  not applicable" in lines
+    assert "skip explanation" not in out                       # skip explanations only with -v
+    assert "[ERROR] collect.gpu  the gpu collector crashed: KeyError" in lines
+    assert "[info] torch.install  cpu build" in lines           # the "current" target is not shown
+    assert "Traceback" not in out
+    assert lines[-1] == "6 findings: 1 ok, 1 info, 1 skip, 1 warn, 1 fail, 1 error (1.2 s)"
+    assert "\x1b[" not in out
+    for s in SECRETS:
+        assert s not in out
+
+
+def test_console_verbose_shows_evidence_and_tracebacks_redacted():
+    out = console_text(verbose=True)
+    assert "skip explanation" in out
+    assert "    traceback:" in out and "        Traceback (most recent call last):" in out
+    assert "    index_url: https://****@mirror.example.org/simple" in out
+    assert "    HF_TOKEN: ****" in out
+    assert "    driver_version: 550.54.15" in out
+    for s in SECRETS:
+        assert s not in out
+
+
+def test_console_rich_uses_glyphs_and_colour():
+    out = console_text(plain=False)
+    assert "\x1b[" in out
+    for glyph in ("✓", "✗", "!", "‼"):
+        assert glyph in out
+    for s in SECRETS:
+        assert s not in out
+
+
+def test_make_console_is_plain_for_pipes_and_no_color(monkeypatch):
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert is_plain(make_console(io.StringIO()))
+
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+    assert not is_plain(make_console(TTY()))
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert is_plain(make_console(TTY()))
+
+
+def test_spinner_is_silent_when_not_a_terminal():
+    buf = io.StringIO()
+    with SpinnerProgress(make_console(buf)) as progress:
+        progress.started("nvidia")
+        progress.finished("nvidia")
+    assert buf.getvalue() == ""
+
+
+def test_json_render_validates_and_redacts():
+    text = render(report(), "json")
+    for s in SECRETS:
+        assert s not in text
+    doc = json.loads(text)
+    validator("report.schema.json").validate(doc)
+    assert doc["status"] == "error"
+    assert doc["counts"] == {"ok": 1, "info": 1, "skip": 1, "warn": 1, "fail": 1, "error": 1}
+    assert doc["duration_ms"] == 1234.5
+    f = doc["findings"][1]
+    assert (f["check"], f["status"], f["fixes"], f["target"]) == ("torch.install", "fail", ["pip.index-url"],
+                                                                   "/venv/bin/python")
+    assert doc["findings"][2]["evidence"]["HF_TOKEN"] == "****"
+    assert doc["findings"][2]["evidence"]["headers"] == {"Authorization": "****"}
+
+
+def test_json_with_facts_validates_against_both_schemas():
+    from gpudoctor.render.json import render_json
+    doc = json.loads(render_json(report(), include_facts=True))
+    validator("report.schema.json").validate(doc)
+    assert doc["facts"]["schema_version"] == 1
+
+
+def test_markdown_render():
+    md = render(report(), "markdown", verbose=True)
+    assert "Overall: **error** (1 ok, 1 info, 1 skip, 1 warn, 1 fail, 1 error)" in md
+    assert "| ✗ fail | `torch.install` | [/venv/bin/python] torch \\| pipes in summary |" in md
+    assert "#### fail: `torch.install`" in md
+    assert "Fix: `gpudoctor fix pip.index-url`" in md
+    assert "<details><summary>evidence</summary>" in md
+    assert "#### ok:" not in md
+    for s in SECRETS:
+        assert s not in md
+    assert set(FORMATS) == {"json", "markdown"}
+
+
+def test_text_helpers():
+    f = Finding("a.b", Status.WARN, "s", evidence={"empty": [], "nums": [1, 2], "d": {"k": 1}, "multi": "x\ny"},
+                target="kernel:py311")
+    assert finding_title(f) == "[kernel:py311] s"
+    assert evidence_lines(f) == ["empty:", "    (none)", "nums: [1, 2]", 'd: {"k": 1}', "multi:", "    x", "    y"]
