@@ -168,3 +168,13 @@ def test_tls_failure_on_a_system_without_ca_certificates_says_so(monkeypatch):
     with FakeMirror(tls=True) as server:
         (result,) = probe_all([pypi("slim", server)], budget_s=3.0, timeout_s=2.0, ctx=empty)
     assert result.status == "tls-error" and "ca-certificates" in result.reason
+
+
+def test_loopback_only_guard_blocks_real_hosts_without_any_lookup(monkeypatch):
+    monkeypatch.setenv("GPUDOCTOR_LOOPBACK_ONLY", "1")
+    with FakeMirror() as server:
+        results = probe_all([ProbeTarget("real", "pip", "pypi", "https://mirror.example.org/simple", "pypi"),
+                             ProbeTarget("v6", "pip", "pypi", "http://[::2]/simple", "pypi"), pypi("local", server)],
+                            budget_s=2.0, timeout_s=1.0)
+    assert [r.status for r in results] == ["offline", "offline", "ok"]
+    assert "GPUDOCTOR_LOOPBACK_ONLY" in results[0].reason

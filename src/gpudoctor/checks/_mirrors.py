@@ -25,6 +25,7 @@ SPEEDUP_MIN_MS = 200.0
 
 FIX_IDS = {"pip": "pip.index-url", "uv": "uv.index-url", "conda": "conda.channels", "apt": "apt.mirror"}
 WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "apt source"}
+WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
 
 
 def _ms(v: Optional[float]) -> str:
@@ -92,6 +93,11 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({urls}) was not probed")
     if not conf and not ranking:
         raise SkipCheck(not_configured)
+    unprobed = [p for p in conf if p.status == "offline"]
+    if unprobed and all(p.status in ("offline", "local") for p in conf) and not any(r.median_ms for r in ranking):
+        raise SkipCheck(f"the configured {WHAT[eco]} {_host(unprobed[0].base_url)} was not probed "
+                        f"({unprobed[0].reason})")
+    conf = [p for p in conf if p.status != "offline"]
     if network_absent(conf + list(ranking)):
         first = (conf + list(ranking))[0]
         raise SkipCheck(f"no network: every probe failed before reaching a server ({first.reason})")
@@ -144,7 +150,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 evidence=evidence, fixes=(fix,))]
         summary = f"the configured {WHAT[eco]} {_host(slowest.base_url)} answers in {_ms(slowest.median_ms)} ms"
         if len(conf) > 1:
-            summary = f"{len(conf)} configured {WHAT[eco]}s answer; slowest {_host(slowest.base_url)} " \
+            summary = f"{len(conf)} configured {WHATS[eco]} answer; slowest {_host(slowest.base_url)} " \
                       f"in {_ms(slowest.median_ms)} ms"
         hint = "" if ranking else f"\n\nCompare with known mirrors: `gpudoctor check --rank-mirrors {check.id}`."
         return [check.finding(Status.OK, summary, f"No healthy mirror is {SPEEDUP_FACTOR:g}x and "

@@ -34,6 +34,7 @@ from __future__ import annotations
 import email.utils
 import errno
 import ipaddress
+import os
 import re
 import socket
 import ssl
@@ -134,6 +135,20 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+#: Set to 1 to let probes reach only loopback hosts (127.0.0.0/8, ::1, localhost); the test suite sets it so
+#: that no test can reach a real mirror, even through a live `gpudoctor check`.
+LOOPBACK_ONLY_ENV = "GPUDOCTOR_LOOPBACK_ONLY"
+
+
+def blocked(url: str) -> Optional[str]:
+    """Why ``url`` must not be contacted (``GPUDOCTOR_LOOPBACK_ONLY``), or None. No DNS lookup is made."""
+    if os.environ.get(LOOPBACK_ONLY_ENV, "") in ("", "0") or is_local(url):
+        return None
+    if _is_loopback(urlsplit(url).hostname or ""):
+        return None
+    return f"not probed: {LOOPBACK_ONLY_ENV}=1 allows only loopback hosts"
 
 
 def make_ssl_context() -> ssl.SSLContext:
@@ -241,6 +256,8 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
     """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
+    if blocked(target.base_url):
+        return target.result("offline", blocked(target.base_url) or "")
     host = urlsplit(target.base_url).hostname or ""
     marks: Dict[str, float] = {}
 
@@ -348,6 +365,10 @@ def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S
     for i, t in enumerate(targets):
         if offline and not is_local(t.base_url):
             results[i] = t.result("offline", "--offline: not probed")
+            continue
+        why = blocked(t.base_url)
+        if why:
+            results[i] = t.result("offline", why)
             continue
         th = threading.Thread(target=work, args=(i, t), daemon=True, name=f"probe-{t.name}")
         threads.append(th)
