@@ -133,3 +133,31 @@ def test_configured_conda_channel_and_uv_index_are_probed(tmp_path):
     assert f.status is Status.OK and "127.0.0.1" in f.summary
     (f,) = uv_mirror.evaluate(facts)
     assert f.status is Status.FAIL and "HTTP 500" in f.summary
+
+
+def test_uv_fix_in_pyproject_tool_uv():
+    before = '[project]\nname = "x"\n\n[tool.uv]\nindex-url = "https://old.example.org/simple"  # legacy\n'
+    assert uv_index_url.set_default_index(before, URL, pyproject=True) == before.replace(
+        "https://old.example.org/simple", URL)
+    plain = '[project]\nname = "x"\n'
+    assert uv_index_url.set_default_index(plain, URL, pyproject=True) == (
+        plain + f'\n[[tool.uv.index]]\nurl = "{URL}"\ndefault = true\n')
+
+
+@pytest.mark.parametrize("distro, machine, uri, archive", [
+    ("ubuntu", "aarch64", "http://ports.ubuntu.com/ubuntu-ports/", "ubuntu_ports"),
+    ("ubuntu", "x86_64", "http://archive.ubuntu.com/ubuntu/", "ubuntu"),
+    ("ubuntu", "", "http://ports.ubuntu.com/ubuntu-ports/", "ubuntu_ports"),  # image root: from the sources
+    ("debian", "", "http://deb.debian.org/debian", "debian"),
+])
+def test_apt_ranking_uses_the_right_archive(distro, machine, uri, archive):
+    from gpudoctor.facts.mirrors import AptFacts, AptSource
+    from gpudoctor.mirrors.catalogue import builtin
+    from gpudoctor.mirrors.gather import candidate_targets
+    codename = "noble" if distro == "ubuntu" else "bookworm"
+    apt = AptFacts(distro, codename, machine, False, (), (AptSource("/f", "deb822", 1, 0, ("deb",), (uri,),
+                                                                    (codename,), ("main",)),), True)
+    targets, skipped = candidate_targets(builtin(), ["apt"], apt)
+    assert not skipped and targets
+    assert {t.archive for t in targets} == {archive} and {t.suite for t in targets} == {codename}
+    assert any(t.official for t in targets)
