@@ -83,7 +83,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     new = set_default_index(old or "", url, pyproject=path.endswith("pyproject.toml"))
     return FixPlan(fix="uv.index-url", description=f"make {label} ({url}) uv's default index in {path}",
                    edits=(FileEdit(path=path, old_text=old, new_text=new),), addresses=("uv.mirror",),
-                   notes=(f"Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
+                   notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
 
 
 FIX = Fix(id="uv.index-url", title="Set uv's default index to a faster mirror", addresses=("uv.mirror",), plan=plan)
