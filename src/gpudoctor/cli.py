@@ -253,8 +253,6 @@ def list_(fmt):
         console.print(f"[ERROR] {p.summary}")
 
 
-from gpudoctor import cli_mirrors  # noqa: E402,F401  (gpudoctor mirrors)
-
 # --------------------------------------------------------------------------- entry point
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -295,3 +293,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 # Commands defined in their own modules register themselves on ``cli``.
 from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
 from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
+from gpudoctor import cli_mirrors  # noqa: E402,F401  (registers `gpudoctor mirrors`)

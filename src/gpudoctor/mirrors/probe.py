@@ -45,8 +45,6 @@ from dataclasses import dataclass, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
-import httpx
-
 from gpudoctor import __version__
 from gpudoctor.facts.mirrors import MirrorProbe
 
@@ -172,6 +170,8 @@ def _chain(exc: BaseException) -> List[BaseException]:
 
 def classify_error(exc: BaseException, timeout_s: float, ctx: Optional[ssl.SSLContext]) -> Tuple[str, str]:
     """(status, reason) for a failed request, in operator terms."""
+    import httpx  # imported on first use: keeps `gpudoctor` start-up fast when nothing is probed
+
     chain = _chain(exc)
     text = " ".join(str(e) for e in chain)
     if isinstance(exc, httpx.ConnectTimeout):
@@ -254,6 +254,8 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> Tuple[str,
 def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_TIMEOUT_S,
               samples: int = DEFAULT_SAMPLES, ctx: Optional[ssl.SSLContext] = None) -> MirrorProbe:
     """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
+    import httpx
+
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
     if blocked(target.base_url):
@@ -346,9 +348,11 @@ def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S
     Returns within ``budget_s`` plus a small grace (0.3 s) whatever the
     servers do. apt freshness is judged afterwards (:func:`apply_freshness`).
     """
+    if not offline and any(not is_local(t.base_url) for t in targets):
+        import httpx  # noqa: F401 - load it before the clock starts, not inside the first probe
+    ctx = ctx or make_ssl_context()
     start = time.monotonic()
     deadline = start + budget_s
-    ctx = ctx or make_ssl_context()
     results: Dict[int, MirrorProbe] = {}
     gate = threading.Semaphore(MAX_PARALLEL)
     threads: List[threading.Thread] = []
