@@ -207,7 +207,9 @@ def evaluate(facts: Facts) -> list[Finding]:
     files = sorted({s.file for s in enabled})
     formats = sorted({s.format for s in enabled})
     return [Finding(check="apt.sources", status=Status.OK,
-                    summary=f"{len(enabled)} apt sources in {len(files)} file(s) ({', '.join(formats)}) look consistent",
+                    summary=(f"{len(enabled)} apt source{'s' if len(enabled) != 1 else ''} in {len(files)} "
+                             f"file{'s' if len(files) != 1 else ''} ({', '.join(formats)}) "
+                             f"look{'s' if len(enabled) == 1 else ''} consistent"),
                     evidence={"files": files, "codename": apt.codename})]
 
 

@@ -324,7 +324,7 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                             break
     except Exception as exc:  # noqa: BLE001 - every failure is a result
         status, reason = classify_error(exc, per, ctx)
-        if status == "timeout" and per < timeout_s - 1e-6:
+        if status == "timeout" and per < timeout_s - 0.05:
             reason = f"no answer before the overall probe budget ran out ({per:.1f} s were left for this request)"
         return target.result(status, reason, http_status=status_code, connect_ms=connect_ms,
                              samples_ms=tuple(ttfbs), median_ms=statistics.median(ttfbs) if ttfbs else None)
