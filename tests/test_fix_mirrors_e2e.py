@@ -140,3 +140,14 @@ def test_pip_unknown_mirror_name_is_a_usage_error(tmp_path):
     (tmp_path / "etc").mkdir()
     code, out = run("fix", "pip.index-url", "--root", str(tmp_path), "--offline", "--mirror", "nosuch", "--yes")
     assert code == 2 and "no PyPI mirror of that name" in out and "tuna" in out
+
+
+def test_fix_ranks_only_when_asked_and_never_offline():
+    from gpudoctor.mirrors.cli_options import fix_mirror_extra
+    assert fix_mirror_extra(None, ("apt.mirror",), False)["rank_mirrors"] is True
+    assert fix_mirror_extra(None, ("apt.mirror",), False)["rank_ecosystems"] == ("apt",)
+    assert fix_mirror_extra(None, ("apt.mirror",), True)["rank_mirrors"] is False
+    assert fix_mirror_extra("tuna", ("apt.mirror",), False)["rank_mirrors"] is False
+    assert fix_mirror_extra(None, (), False)["rank_mirrors"] is False          # --all without --mirror
+    assert fix_mirror_extra("fastest", (), False)["rank_mirrors"] is True
+    assert fix_mirror_extra(None, ("pip.index-url",), False)["rank_mirrors"] is False

@@ -73,9 +73,17 @@ FIX_ECOSYSTEMS = {"apt.mirror": "apt", "uv.index-url": "uv", "conda.channels": "
 def fix_mirror_extra(mirror: Optional[str], ids, offline: bool, rank_mirrors: bool = False,
                      catalogue: Optional[str] = None, mirror_budget: float = DEFAULT_BUDGET_S,
                      dockerfile: Optional[str] = None) -> Dict[str, Any]:
-    """``CollectOptions.extra`` for ``gpudoctor fix``: rank when ``--mirror fastest`` (or ``--rank-mirrors``) asks
-    for it, only for the ecosystems of the named mirror fixes (all of them when none is named)."""
-    rank = (rank_mirrors or (mirror or "").strip() == "fastest") and not offline
+    """``CollectOptions.extra`` for ``gpudoctor fix``.
+
+    Ranks (probes the catalogue) when ``--mirror fastest`` or ``--rank-mirrors``
+    asks for it, or when a mirror fix (apt.mirror, uv.index-url,
+    conda.channels) is named without ``--mirror`` (fastest is their default);
+    only for the ecosystems of the named fixes (all of them when none is
+    named). Never with ``--offline``.
+    """
+    choice = (mirror or "").strip()
+    named_switch = any(i in FIX_ECOSYSTEMS and i != "pip.index-url" for i in ids)
+    rank = (rank_mirrors or choice == "fastest" or (not choice and named_switch)) and not offline
     extra = mirror_extra(rank, catalogue, mirror_budget, dockerfile)
     wanted = tuple(dict.fromkeys(FIX_ECOSYSTEMS[i] for i in ids if i in FIX_ECOSYSTEMS))
     if rank and wanted:
