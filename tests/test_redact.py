@@ -88,7 +88,7 @@ def test_snapshot_redacts_target_environment(leaky_target, tmp_path):
     text = out.read_text()
     assert_clean(text)
     doc = json.loads(text)
-    (t,) = doc["domains"]["targets"]["targets"]
+    (t,) = [t for t in doc["domains"]["targets"]["targets"] if t["kind"] != "kernel"]  # Jupyter kernels too
     assert t["probe"]["env"]["NVIDIA_API_KEY"] == REDACTED
     assert t["probe"]["env"]["UV_INDEX_PRIVATE_PASSWORD"] == REDACTED
     assert t["probe"]["env"]["PIP_INDEX_URL"] == "https://****@mirror.example.org/simple"

@@ -136,8 +136,10 @@ def _options(pythons, offline, probe_timeout, **extra):
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
 @mirror_check_options
-def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, **mirror_opts):
+def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
+          **mirror_opts):
     """Run checks and explain what is wrong.
 
     IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
@@ -163,6 +165,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     facts = _read_facts(facts_file) if facts_file else None
     system = _build_system(root)
     options = _options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    if deep:
+        from dataclasses import replace
+        options = replace(options, deep=True)
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         report = engine.run(selected, system, options, progress=progress, facts=facts,

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple
 
 from packaging.version import InvalidVersion, Version
 
+from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, split_local, wheel_variants
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Finding, Status
 
 __all__ = [
     "v", "cc_tuple", "DriverVerdict", "judge_driver", "toolkit_driver", "major_floor", "driver_max_cuda",
@@ -292,6 +294,29 @@ def target_probes(facts: Facts) -> List[Tuple[TargetFacts, Optional[ProbeFacts]]
     if isinstance(targets, Unavailable):
         return []
     return [(t, t.probe if isinstance(t.probe, ProbeFacts) else None) for t in targets.targets]
+
+
+def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts], Finding]
+               ) -> Callable[[Facts], List[Finding]]:
+    """An ``evaluate`` that runs ``assess`` once per probed target.
+
+    Targets whose probe failed get a ``skip`` naming the interpreter (the
+    failure itself is reported by ``torch.install``). Raises SkipCheck when
+    the targets domain is unavailable.
+    """
+
+    def evaluate(facts: Facts) -> List[Finding]:
+        require(facts, TargetsFacts)
+        out = []
+        for t, probe in target_probes(facts):
+            if probe is None:
+                out.append(Finding(check=check_id, status=Status.SKIP,
+                                   summary=f"the probe of {t.python} failed (see torch.install)", target=t.label))
+            else:
+                out.append(assess(facts, t, probe))
+        return out
+
+    return evaluate
 
 
 def cuda_build_skip(probe: ProbeFacts) -> Optional[str]:

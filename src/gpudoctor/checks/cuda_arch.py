@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
-from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices,
-                                   parse_arch_list, table_arch_list, target_probes, toolkit_driver, v)
+from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices, per_target,
+                                   parse_arch_list, table_arch_list, toolkit_driver, v)
 from gpudoctor.facts import Facts
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
@@ -112,21 +111,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     return CHECK.finding(Status.OK, summary, evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cuda.arch",
     title="each GPU's compute capability covered by the torch build (cubin or PTX)",
     needs=("targets", "nvidia", "gpu"),
-    evaluate=evaluate,
+    evaluate=per_target("cuda.arch", assess),
     tags=("gate",),
 )

@@ -16,14 +16,13 @@ cannot run). Shown first in ``gpudoctor check``.
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Optional, Tuple
 
-from gpudoctor.checks import require
 from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
-from gpudoctor.checks._gpu import has_nvidia_gpu, target_probes
+from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 #: the causal order of the per-target checks consulted after the driver
@@ -104,22 +103,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)",
-                                     target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cuda.available",
     title="headline: is CUDA usable in each target, and the single most likely root cause",
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels"),
-    evaluate=evaluate,
+    evaluate=per_target("cuda.available", assess),
     tags=("gate",),
 )

@@ -22,12 +22,11 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from gpudoctor.checks import require
 from gpudoctor.checks._common import in_container
-from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, target_probes
+from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
-from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
@@ -159,20 +158,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                          evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cuda.devices",
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
     needs=("targets", "nvidia", "gpu", "os"),
-    evaluate=evaluate,
+    evaluate=per_target("cuda.devices", assess),
 )

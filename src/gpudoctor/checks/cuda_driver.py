@@ -20,12 +20,11 @@ from __future__ import annotations
 import re
 from typing import List, Optional
 
-from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, pip_install_command, split_local
-from gpudoctor.checks._gpu import (cuda_build_skip, driver_max_cuda, forward_compat_supported, gpu_devices,
-                                   judge_driver, target_probes, v, variant_for)
+from gpudoctor.checks._gpu import (cuda_build_skip, driver_max_cuda, forward_compat_supported, gpu_devices, per_target,
+                                   judge_driver, v, variant_for)
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 UPGRADE_HOWTO = ("Debian/Ubuntu: `sudo ubuntu-drivers install` or `sudo apt-get install nvidia-driver-{branch}`; "
@@ -129,21 +128,12 @@ def v_published(variant: dict, public: str) -> bool:
     return bool(public) and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cuda.driver",
     title="NVIDIA driver new enough for each target torch's CUDA runtime",
     needs=("targets", "nvidia", "gpu"),
-    evaluate=evaluate,
+    evaluate=per_target("cuda.driver", assess),
     tags=("gate",),
 )

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import List, Optional
+from typing import Optional
 
-from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, in_container
-from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, target_probes, v
+from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, v, per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 _LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
@@ -137,21 +136,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                          evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cuda.libcuda",
     title="the driver's libcuda.so.1 loads in each target",
     needs=("targets", "nvidia", "gpu", "os", "loader"),
-    evaluate=evaluate,
+    evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
 )

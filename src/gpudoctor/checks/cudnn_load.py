@@ -27,11 +27,10 @@ from __future__ import annotations
 import os
 from typing import List, Optional, Tuple
 
-from gpudoctor.checks import require
-from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, target_probes
+from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LoaderFacts, TargetWheels
-from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
@@ -178,9 +177,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.FAIL,
             f"torch reports cuDNN {fmt_cudnn(tf.cudnn_version)} but the mapped {loaded} is "
             f"{fmt_cudnn(cd.runtime_version)}",
-            f"`torch.backends.cudnn.version()` and `cudnnGetVersion()` of the library mapped in the process "
-            f"disagree, so torch is not using the file the loader resolves by name. Look for a second cuDNN "
-            f"(`LD_PRELOAD`, `LD_LIBRARY_PATH`, another framework imported first) and remove it.",
+            "`torch.backends.cudnn.version()` and `cudnnGetVersion()` of the library mapped in the process "
+            "disagree, so torch is not using the file the loader resolves by name. Look for a second cuDNN "
+            "(`LD_PRELOAD`, `LD_LIBRARY_PATH`, another framework imported first) and remove it.",
             evidence=evidence, target=t.label)
 
     # 3b. shadowed: loaded copy is not the wheel's
@@ -222,21 +221,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                          evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="cudnn.load",
     title="cuDNN: the wheel's copy, the right version, every sub-library loadable",
     needs=("targets", "cuda_wheels", "loader"),
-    evaluate=evaluate,
+    evaluate=per_target("cudnn.load", assess),
     tags=("gate",),
 )

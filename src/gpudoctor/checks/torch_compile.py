@@ -16,13 +16,11 @@ such file or directory", pytorch/pytorch issue #129351).
 
 from __future__ import annotations
 
-from typing import List
 
-from gpudoctor.checks import require
-from gpudoctor.checks._gpu import has_nvidia_gpu, target_probes
+from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 DEBIAN_LIKE = {"debian", "ubuntu", "linuxmint", "pop", "raspbian"}
@@ -126,20 +124,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                          evidence=evidence, target=t.label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    require(facts, TargetsFacts)
-    out = []
-    for t, probe in target_probes(facts):
-        if probe is None:
-            out.append(CHECK.finding(Status.SKIP, f"the probe of {t.python} failed (see torch.install)", target=t.label))
-        else:
-            out.append(assess(facts, t, probe))
-    return out
 
 
 CHECK = Check(
     id="torch.compile",
     title="torch.compile toolchain: C/C++ compiler, Python.h of the target's Python, Triton",
     needs=("targets", "os", "gpu", "nvidia"),
-    evaluate=evaluate,
+    evaluate=per_target("torch.compile", assess),
 )

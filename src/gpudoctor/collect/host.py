@@ -17,7 +17,7 @@ import distro
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import ContainerFacts, CpuFacts, CpuQuota, OsFacts, ShmFacts
-from gpudoctor.system import Files, System
+from gpudoctor.system import Files
 
 # --------------------------------------------------------------------------- os
 

@@ -4,7 +4,10 @@ Targets: every ``--python PATH`` if any were given, else the interpreter
 running gpudoctor (``sys.executable``), plus the active environment's
 interpreter (``$VIRTUAL_ENV/bin/python``, ``$CONDA_PREFIX/bin/python``) when
 that is a different one — gpudoctor installed with pipx, say, runs from its
-own venv while the user's torch lives in the activated one. Probes run concurrently, each under
+own venv while the user's torch lives in the activated one; then one target
+per Python Jupyter kernel (kind ``kernel``, label ``kernel:NAME``), run with
+the environment Jupyter gives that kernel (with ``--deep``, the probe run
+inside the real kernel is used when it succeeded). Probes run concurrently, each under
 ``CollectOptions.probe_timeout_s``. Inside ``--root`` (an image, not the live
 system) interpreters cannot be run, so the domain is Unavailable.
 """
@@ -51,9 +54,11 @@ def collect(ctx: CollectContext):
     timeout = ctx.options.probe_timeout_s
     with ThreadPoolExecutor(max_workers=max(1, min(4, len(specs)))) as pool:
         probes = list(pool.map(lambda s: probe_target(ctx.system, s[1], timeout_s=timeout), specs))
-    return TargetsFacts(tuple(
-        TargetFacts(label=label, python=python, kind=kind, probe=probe)
-        for (label, python, kind), probe in zip(specs, probes)))
+    found = [TargetFacts(label=label, python=python, kind=kind, probe=probe)
+             for (label, python, kind), probe in zip(specs, probes)]
+    from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
+    found += kernel_targets(ctx)
+    return TargetsFacts(tuple(found))
 
 
-COLLECTOR = Collector(domain="targets", collect=collect, timeout_s=180.0)
+COLLECTOR = Collector(domain="targets", collect=collect, requires=("jupyter",), timeout_s=180.0)

@@ -214,6 +214,9 @@ class ProbeFacts:
         libcuda: the ``libcuda.so.1`` load test, or Unavailable.
         toolchain: C compiler and Python.h for this interpreter, or Unavailable.
         triton: Triton installed/importable, or Unavailable.
+        distributions: name -> version of the few other distributions checks
+            need to know about (``ipykernel`` for Jupyter kernels); a name is
+            absent when not installed; None when the probe did not report them.
     """
 
     probe_version: int
@@ -234,6 +237,7 @@ class ProbeFacts:
     libcuda: Union[LibcudaProbe, Unavailable] = _NOT_PROBED
     toolchain: Union[ToolchainFacts, Unavailable] = _NOT_PROBED
     triton: Union[TritonFacts, Unavailable] = _NOT_PROBED
+    distributions: Optional[Dict[str, str]] = None
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ PROBE_VERSION = 1
 MARKER = "@@gpudoctor-probe@@"
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
+DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
              "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
              "LOADEDMODULES", "CC", "CXX")
@@ -385,6 +386,11 @@ def main():
     doc["libcuda"] = _section(probe_libcuda)
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
+    doc["distributions"] = {}
+    for name in DISTRIBUTIONS:
+        found, version, _loc = _dist_info(name)
+        if found:
+            doc["distributions"][name] = version or "?"
     doc["duration_ms"] = round((time.time() - start) * 1000.0, 3)
     sys.stdout.write("\n" + MARKER + json.dumps(doc) + MARKER + "\n")
     sys.stdout.flush()

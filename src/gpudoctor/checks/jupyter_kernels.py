@@ -1,0 +1,463 @@
+"""Check ``jupyter.kernels``: does every Jupyter kernel see the GPU the terminal sees?
+
+"CUDA is True in my terminal and False in my notebook": the kernel runs a
+different interpreter, or the same one with a different environment. The
+reference is the terminal's interpreter (the first ``--python``, else the
+activated environment's, else the one running gpudoctor): what the user
+tested in the terminal. One finding per
+kernelspec, then duplicate display names, then a summary:
+
+- kernel.json cannot be loaded -> ``fail``;
+- the interpreter argv runs does not exist (deleted venv) -> ``fail``;
+- ``--deep``: the kernel does not start or never answers -> ``fail``;
+- ipykernel is not installed in that interpreter -> ``fail``;
+- kernel.json ``env`` hides GPUs (``CUDA_VISIBLE_DEVICES`` empty, ``-1`` or
+  starting with an invalid entry; ``NVIDIA_VISIBLE_DEVICES`` ``none``/``void``) -> ``fail``;
+- torch missing, broken or CPU-only in the kernel while the terminal has a
+  CUDA build -> ``fail`` naming both interpreters;
+- the kernel's ``LD_LIBRARY_PATH`` lacks directories the terminal's has and
+  torch/cuDNN/CUDA fail only in the kernel -> ``fail``;
+- two kernels with the same display name -> ``warn``;
+- no Python kernel at all -> ``info`` with the registration command.
+
+The classic notebook pitfall (setting ``CUDA_VISIBLE_DEVICES`` in a cell
+after CUDA initialised does nothing) cannot be seen statically; the summary
+explains it. Sources: ../shared/reference/jupyter-kernels.md (jupyter_client
+8.10 ``format_kernel_cmd`` and ``pre_launch``; CUDA Programming Guide,
+environment variables; NVIDIA Container Toolkit docs).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from gpudoctor.checks import require
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Check, Finding, Status
+
+__all__ = ["CHECK", "gpu_hiding_vars", "missing_loader_dirs", "reference_python", "kernel_for_finding",
+           "NOTEBOOK_PITFALL"]
+
+FIX_ARGV = "jupyter.kernel-argv"
+FIX_ENV = "jupyter.kernel-env"
+FIX_REGISTER = "jupyter.register"
+
+_CVD_ENTRY = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
+_LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.I)
+
+NOTEBOOK_PITFALL = (
+    "**Notebook pitfall:** `os.environ['CUDA_VISIBLE_DEVICES'] = '1'` in a cell only works if it runs before "
+    "anything initialises CUDA (`torch.cuda.is_available()`, `.cuda()`, `torch.cuda.device_count()`); CUDA reads "
+    "the variable once. After that it has no effect until the kernel is restarted. Put it in kernel.json `env` "
+    "(or export it before starting Jupyter) instead, and restart the kernel.")
+
+
+def cvd_hides_all(value: str) -> bool:
+    """True when ``CUDA_VISIBLE_DEVICES=value`` makes no GPU visible.
+
+    Empty, ``-1``, ``none`` or any list whose first entry is not a device
+    index, ``GPU-<uuid>`` or ``MIG-<uuid>`` (CUDA stops at the first invalid
+    entry; CUDA Programming Guide, environment variables).
+    """
+    first = value.strip().split(",")[0].strip()
+    return not _CVD_ENTRY.match(first)
+
+
+def gpu_hiding_vars(env: Dict[str, str]) -> Dict[str, str]:
+    """The variables of a kernel.json ``env`` (after substitution) that hide every GPU."""
+    out = {}
+    if "CUDA_VISIBLE_DEVICES" in env and cvd_hides_all(env["CUDA_VISIBLE_DEVICES"]):
+        out["CUDA_VISIBLE_DEVICES"] = env["CUDA_VISIBLE_DEVICES"]
+    nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+    if nvd is not None and nvd.strip().lower() in ("none", "void", ""):
+        out["NVIDIA_VISIBLE_DEVICES"] = nvd
+    return out
+
+
+def _ld_dirs(env: Dict[str, str]) -> List[str]:
+    return [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+
+
+def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeFacts]) -> List[str]:
+    """``LD_LIBRARY_PATH`` directories of the reference (terminal) missing from the kernel's, in order."""
+    if reference is None or kernel is None:
+        return []
+    have = set(_ld_dirs(kernel.env))
+    return [d for d in _ld_dirs(reference.env) if d not in have]
+
+
+def reference_target(facts: Facts) -> Optional[TargetFacts]:
+    """The terminal's target, or None: the first ``--python``; else the activated
+    environment's interpreter (``active-env``: what ``python`` means in the user's
+    shell when gpudoctor runs from its own venv); else the current interpreter."""
+    targets = facts.of(TargetsFacts)
+    if isinstance(targets, Unavailable):
+        return None
+    terminal = [t for t in targets.targets if t.kind != "kernel"]
+    for kind in ("python", "active-env"):
+        for t in terminal:
+            if t.kind == kind:
+                return t
+    return terminal[0] if terminal else None
+
+
+def reference_python(facts: Facts) -> Optional[str]:
+    """The terminal's interpreter (probe's ``sys.executable`` when known)."""
+    ref = reference_target(facts)
+    if ref is None:
+        return None
+    return ref.probe.executable if isinstance(ref.probe, ProbeFacts) else ref.python
+
+
+def kernel_for_finding(facts: Facts, finding: Finding,
+                       options: Optional[Dict[str, str]] = None) -> Optional[KernelSpecFacts]:
+    """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
+
+    With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
+    unless the finding is about that kernel, so the fix is planned for it.
+    """
+    jupyter = facts.of(JupyterFacts)
+    name = finding.evidence.get("kernel") if finding.evidence else None
+    if isinstance(jupyter, Unavailable) or not name:
+        return None
+    wanted = (options or {}).get("kernel")
+    if wanted and str(wanted).lower() != str(name).lower():
+        return None
+    return jupyter.kernel(str(name))
+
+
+@dataclass
+class _Problem:
+    status: Status
+    code: str
+    summary: str
+    explanation: str
+    fixes: Tuple[str, ...] = ()
+
+
+@dataclass
+class _Kernel:
+    spec: KernelSpecFacts
+    target: Optional[TargetFacts]
+    problems: List[_Problem] = field(default_factory=list)
+
+
+def _q(text: str) -> str:
+    return shlex.quote(text)
+
+
+def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> str:
+    install = "" if has_ipykernel else f"{python} -m pip install ipykernel && "
+    return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
+
+
+def _without_connection_file(argv: Sequence[str]) -> List[str]:
+    """argv without ``-f {connection_file}`` (ipykernel then writes its own connection file)."""
+    out: List[str] = []
+    skip = False
+    for i, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a == "-f" and i + 1 < len(argv) and "{connection_file}" in argv[i + 1]:
+            skip = True
+            continue
+        if "{connection_file}" in a:
+            continue
+        out.append(a)
+    return out
+
+
+def _gpu_vars(env: Dict[str, str]) -> Dict[str, str]:
+    return {n: v for n, v in env.items() if n.startswith(("CUDA_", "NVIDIA_"))}
+
+
+def _torch_words(probe: ProbeFacts) -> str:
+    t = probe.torch
+    if not t.installed:
+        return "no torch"
+    if not t.import_ok:
+        return f"torch {t.dist_version or ''} that fails to import".replace("  ", " ")
+    if t.cuda:
+        return f"torch {t.version} (CUDA {t.cuda} build)"
+    if t.hip:
+        return f"torch {t.version} (ROCm build)"
+    return f"torch {t.version} (CPU-only build)"
+
+
+def _has_ipykernel(probe: Optional[ProbeFacts]) -> bool:
+    return probe is None or probe.distributions is None or "ipykernel" in probe.distributions
+
+
+def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
+    spec = k.spec
+    interp = spec.interpreter
+    ref_probe = ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None
+    ref_py = reference_python(facts)
+    ref_has_ipk = _has_ipykernel(ref_probe)
+    display = spec.display_name or spec.name
+    reregister = _register_cmd(ref_py, spec.name, display, ref_has_ipk) if ref_py else None
+    if spec.error:
+        k.problems.append(_Problem(
+            Status.FAIL, "unloadable", f"Jupyter cannot load kernelspec {spec.name}: {spec.error}",
+            f"`{spec.kernel_json}` is not a valid kernelspec, so Jupyter does not offer this kernel.\n\n"
+            f"Fix the file by hand, or re-register the kernel (this replaces the directory):\n\n"
+            f"```\n{reregister}\n```" if reregister else "Fix the file by hand or delete the kernelspec directory.",
+            (FIX_REGISTER,) if reregister else ()))
+        return
+    if interp is None:
+        k.problems.append(_Problem(Status.FAIL, "no-argv", f"kernelspec {spec.name} has an empty argv",
+                                   "Jupyter cannot start a kernel without a command line.", (FIX_REGISTER,)))
+        return
+    can_repoint = ref_py is not None and interp.path != ref_py
+    if not interp.exists:
+        fixes = ((FIX_ARGV,) if can_repoint else ()) + (FIX_REGISTER,)
+        k.problems.append(_Problem(
+            Status.FAIL, "interpreter-missing",
+            f"kernel {spec.name} runs {interp.path}, which does not exist",
+            f"kernel.json (`{spec.kernel_json}`) starts `{' '.join(spec.argv[:1])}`"
+            + (f" ({interp.note})" if interp.note else "") +
+            ", and that interpreter is gone (a deleted or moved virtualenv/conda env). Jupyter still lists the "
+            "kernel, but it dies on start.\n\n"
+            + (f"Point the kernel at the terminal's interpreter "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
+               f"from the environment you want:\n\n```\n{reregister}\n```\n\n" if reregister else "")
+            + f"Or remove it: `jupyter kernelspec remove {spec.name}`.",
+            fixes))
+        return
+    launch = spec.launch
+    launch_failed = isinstance(launch, KernelLaunch) and not launch.ok
+    if isinstance(launch, KernelLaunch) and not launch.ok:
+        tail = f"\n\nLast lines of the kernel's stderr:\n\n```\n{launch.stderr_tail}\n```" if launch.stderr_tail else ""
+        by_hand = " ".join(shlex.quote(a) for a in _without_connection_file(spec.argv))
+        k.problems.append(_Problem(
+            Status.FAIL, "launch-failed", f"kernel {spec.name} does not work when started: {launch.error}",
+            f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`: "
+            f"{launch.error}.{tail}\n\nStart it by hand to see the whole error (a larger `--probe-timeout` helps "
+            f"when the machine is just slow):\n\n```\n{by_hand}\n```", ()))
+    probe = _kernel_probe(k)
+    if isinstance(probe, Unavailable) and launch_failed:
+        return
+    if isinstance(probe, Unavailable):
+        k.problems.append(_Problem(Status.FAIL, "probe-failed", f"could not inspect kernel {spec.name}: {probe.reason}",
+                                   f"The probe could not run in `{interp.path}` with the kernel's environment.", ()))
+        return
+    if not _has_ipykernel(probe):
+        k.problems.append(_Problem(
+            Status.FAIL, "no-ipykernel", f"ipykernel is not installed in {probe.executable}: kernel {spec.name} "
+                                         "cannot start",
+            f"Jupyter starts this kernel as `{probe.executable} -m ipykernel_launcher`, and that interpreter has no "
+            f"ipykernel. Install it there:\n\n```\n{probe.executable} -m pip install ipykernel\n```"
+            + (f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`)."
+               if can_repoint and ref_has_ipk else ""),
+            (FIX_ARGV,) if can_repoint and ref_has_ipk else ()))
+    hiding = gpu_hiding_vars(spec.env_resolved)
+    if hiding:
+        shown = ", ".join(f"`{k_}={v!r}`".replace("'", '"') for k_, v in hiding.items())
+        k.problems.append(_Problem(
+            Status.FAIL, "hides-gpus", f"kernel {spec.name} hides every GPU: kernel.json sets {shown.replace('`', '')}",
+            f"kernel.json (`{spec.kernel_json}`) `env` sets {shown}. "
+            "`CUDA_VISIBLE_DEVICES` that is empty, `-1` or starts with an invalid entry leaves CUDA no device "
+            "(`torch.cuda.is_available()` is False, `device_count()` is 0); `NVIDIA_VISIBLE_DEVICES=none|void` "
+            "tells a container runtime to attach no GPU when the kernel runs in a container.\n\n"
+            f"Remove them (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the kernel. "
+            "To pick one GPU, use an index or "
+            "`GPU-<uuid>` instead, e.g. `\"CUDA_VISIBLE_DEVICES\": \"0\"`.", (FIX_ENV,)))
+    tk = probe.torch
+    ref_cuda = ref_probe is not None and ref_probe.torch.import_ok and bool(ref_probe.torch.cuda)
+    same_python = ref_probe is not None and (probe.executable == ref_probe.executable
+                                             or probe.prefix == ref_probe.prefix)
+    if same_python:
+        can_repoint = False
+    if ref_cuda and (not tk.installed or not tk.import_ok or tk.is_cpu_build) and not same_python:
+        rt = ref_probe.torch  # type: ignore[union-attr]
+        fixes = ((FIX_ARGV,) if can_repoint else ()) + ((FIX_REGISTER,) if ref_py else ())
+        what = ("has no torch" if not tk.installed else
+                "cannot import torch" if not tk.import_ok else f"has a CPU-only torch {tk.version}")
+        k.problems.append(_Problem(
+            Status.FAIL, "no-cuda-torch",
+            f"kernel {spec.name} runs {probe.executable}, which {what}; the terminal's {ref_probe.executable} "  # type: ignore[union-attr]
+            f"has torch {rt.version} with CUDA {rt.cuda}",
+            f"The notebook and the terminal run different Pythons. In the terminal, `{ref_probe.executable}` "  # type: ignore[union-attr]
+            f"has {_torch_words(ref_probe)} and "  # type: ignore[arg-type]
+            f"`torch.cuda.is_available()` is {rt.cuda_available}; kernel `{spec.name}` (\"{display}\") runs "
+            f"`{probe.executable}` ({interp.via}"
+            + (f": {interp.note}" if interp.note else "")
+            + f"), which has {_torch_words(probe)}, so the GPU is invisible in the notebook.\n\n"
+            "Kernelspecs written by `ipython kernel install` or `jupyter` from another environment record that "
+            "environment's interpreter, not the activated one.\n\n"
+            + (f"Point the kernel at the terminal's interpreter "
+               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
+               f"from that environment (replaces the kernelspec):\n\n```\n{reregister}\n```\n\n" if reregister else "")
+            + "Then restart the kernel and check `import sys; sys.executable` in a cell.", fixes))
+    elif not (hiding and ref_cuda):
+        missing = missing_loader_dirs(ref_probe, probe)
+        ld_symptom = bool(tk.import_error and _LOADER_ERROR.search(tk.import_error)) or (
+            tk.import_ok and bool(tk.cuda) and ref_probe is not None and (
+                (ref_probe.torch.cuda_available and not tk.cuda_available)
+                or (ref_probe.torch.cudnn_version is not None and tk.cudnn_version is None)))
+        if ld_symptom and missing:
+            dirs = ":".join(missing)
+            k.problems.append(_Problem(
+                Status.FAIL, "loader-path",
+                f"kernel {spec.name}: CUDA libraries fail to load in the kernel only; its LD_LIBRARY_PATH lacks {dirs}",
+                f"In the terminal `LD_LIBRARY_PATH` contains `{dirs}`, which the kernel's environment does not. "
+                "That happens when the variable is set in a login shell (`~/.bashrc`, `module load`) but Jupyter is "
+                "started by systemd, JupyterHub or an IDE, which never read it. In the kernel: "
+                + (f"`import torch` fails with `{tk.import_error}`." if not tk.import_ok else
+                   f"`torch.cuda.is_available()` is {tk.cuda_available}, cuDNN version {tk.cudnn_version}.")
+                + f"\n\nAdd the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`), "
+                "or set them in the "
+                "Jupyter service's environment, then restart the kernel.", (FIX_ENV,)))
+        elif ld_symptom and not hiding and tk.import_ok:
+            k.problems.append(_Problem(
+                Status.FAIL, "cuda-kernel-only",
+                f"kernel {spec.name}: CUDA works in the terminal but not in the kernel",
+                f"Same torch build, different result: `torch.cuda.is_available()` is {tk.cuda_available} in the kernel. "
+                f"Compare the kernel's GPU variables {_gpu_vars(probe.env)} "
+                f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
+
+
+def _kernel_probe(k: _Kernel):
+    """The kernel target's probe; else the in-kernel probe of a successful --deep launch."""
+    if k.target is not None:
+        return k.target.probe
+    launch = k.spec.launch
+    if isinstance(launch, KernelLaunch) and launch.ok:
+        return launch.probe
+    return Unavailable("the kernel's interpreter was not probed")
+
+
+def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
+    probe = _kernel_probe(k)
+    interp = k.spec.interpreter
+    if not isinstance(probe, ProbeFacts):
+        return Status.OK, f"kernel {k.spec.name} runs {interp.path if interp else '?'}"
+    t = probe.torch
+    if t.import_ok and t.cuda and t.cuda_available:
+        gpus = f", {t.device_count} GPU{'s' if t.device_count != 1 else ''} visible" if t.device_count is not None else ""
+        return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, CUDA available{gpus}"
+    return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, as in the terminal"
+
+
+def evaluate(facts: Facts) -> List[Finding]:
+    jupyter = require(facts, JupyterFacts)
+    targets = facts.of(TargetsFacts)
+    by_label: Dict[str, TargetFacts] = {}
+    if not isinstance(targets, Unavailable):
+        by_label = {t.label: t for t in targets.targets}
+    ref = reference_target(facts)
+    ref_py = reference_python(facts)
+    findings: List[Finding] = []
+    analysed: List[_Kernel] = []
+    for spec in jupyter.kernels:
+        if not spec.is_python and spec.error is None:
+            findings.append(CHECK.finding(
+                Status.INFO, f"kernel {spec.name} is a {spec.language or 'non-Python'} kernel; not checked",
+                f"gpudoctor probes Python kernels only. argv: `{' '.join(spec.argv)}`.",
+                evidence={"kernel": spec.name, "kernel_json": spec.kernel_json}, target=f"kernel:{spec.name}"))
+            continue
+        k = _Kernel(spec, by_label.get(f"kernel:{spec.name}"))
+        _analyse(k, ref, facts)
+        analysed.append(k)
+        evidence = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
+                    "argv": list(spec.argv), "reference_python": ref_py}
+        if spec.interpreter is not None:
+            evidence.update(interpreter=spec.interpreter.path, via=spec.interpreter.via)
+        if spec.env:
+            evidence["env"] = dict(spec.env)
+        if isinstance(spec.launch, KernelLaunch):
+            evidence["launch_ms"] = round(spec.launch.duration_ms, 1)
+        extra = ""
+        if spec.shadowed:
+            extra = ("\n\nNote: " + ", ".join(f"`{s}`" for s in spec.shadowed) + " also define a kernel named "
+                     f"`{spec.name}` but are ignored: `{spec.resource_dir}` comes first in Jupyter's search path. "
+                     "Edit this one, or remove the others.")
+        if k.problems:
+            evidence["problems"] = [p.code for p in k.problems]
+            first = k.problems[0]
+            fixes = tuple(dict.fromkeys(f for p in k.problems for f in p.fixes))
+            body = "\n\n".join(p.explanation for p in k.problems)
+            if len(k.problems) > 1:
+                body += "\n\nAlso: " + "; ".join(p.summary for p in k.problems[1:])
+            findings.append(CHECK.finding(Status.worst([p.status for p in k.problems]), first.summary, body + extra,
+                                          evidence=evidence, fixes=fixes, target=f"kernel:{spec.name}"))
+        else:
+            status, summary = _ok_summary(k)
+            findings.append(CHECK.finding(status, summary, f"argv: `{' '.join(spec.argv)}`." + extra,
+                                          evidence=evidence, target=f"kernel:{spec.name}"))
+    by_display: Dict[str, List[str]] = {}
+    for spec in jupyter.kernels:
+        if spec.error is None:
+            by_display.setdefault(spec.display_name, []).append(spec.name)
+    for display, names in by_display.items():
+        if len(names) > 1:
+            findings.append(CHECK.finding(
+                Status.WARN, f"{len(names)} kernels share the display name {display!r}: {', '.join(names)}",
+                "The notebook's kernel picker shows only display names, so you cannot tell these apart and may be "
+                "running a different environment than you think. Give each a distinct `display_name` in its "
+                "kernel.json:\n\n" + "\n".join(
+                    f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
+                    f"`{' '.join(jupyter.kernel(n).argv[:1])}`" for n in names),  # type: ignore[union-attr]
+                evidence={"display_name": display, "kernels": names}))
+    python_kernels = [k for k in analysed]
+    if not python_kernels:
+        cmd = _register_cmd(ref_py, _suggest_name(facts), _suggest_name(facts),
+                            _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None)
+                            ) if ref_py else "python -m ipykernel install --user --name NAME"
+        findings.append(CHECK.finding(
+            Status.INFO, "no Python kernel is registered with Jupyter",
+            f"Jupyter ({jupyter.server_python}) lists no Python kernelspec in {', '.join(jupyter.kernel_dirs)}. "
+            f"To use this environment in notebooks, register it:\n\n```\n{cmd}\n```\n\n" + NOTEBOOK_PITFALL,
+            evidence={"kernel_dirs": list(jupyter.kernel_dirs), "reference_python": ref_py},
+            fixes=(FIX_REGISTER,) if ref_py else ()))
+        return findings
+    bad = [k.spec.name for k in python_kernels if k.problems]
+    worst = Status.worst([f.status for f in findings])
+    if bad:
+        summary = (f"{len(bad)} of {len(python_kernels)} Python kernel{'s' if len(python_kernels) != 1 else ''} "
+                   f"are broken or do not see what the terminal ({ref_py}) sees: {', '.join(bad)}")
+    else:
+        summary = (f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})" if len(python_kernels) > 1
+                   else f"the Python kernel matches the terminal ({ref_py})")
+    findings.append(CHECK.finding(
+        worst if bad else Status.OK, summary,
+        f"Kernels were judged against the terminal's interpreter `{ref_py}` (the reference). Jupyter server: "
+        f"`{jupyter.server_python}`, {jupyter.server_python_source}; a kernel whose argv says plain `python` runs "
+        f"that one. " + ("Kernels were started for real (--deep). " if jupyter.deep else
+                         "Run `gpudoctor check jupyter --deep` to start each kernel for real. ") +
+        f"\n\n{NOTEBOOK_PITFALL}",
+        evidence={"reference_python": ref_py, "server_python": jupyter.server_python, "failing": bad,
+                  "kernels": [k.spec.name for k in python_kernels]}))
+    return findings
+
+
+def _suggest_name(facts: Facts) -> str:
+    """A kernel name for the reference environment: its prefix's directory name, lower-cased."""
+    ref = reference_target(facts)
+    if ref is None or not isinstance(ref.probe, ProbeFacts):
+        return "python3"
+    base = ref.probe.prefix.rstrip("/").rsplit("/", 1)[-1].lower()
+    if base in (".venv", "venv", "env", ".env", "usr", "local", ""):
+        parts = [p for p in ref.probe.prefix.strip("/").split("/") if p]
+        base = (parts[-2] if len(parts) > 1 else "python3").lower()
+    return re.sub(r"[^a-z0-9._-]", "-", base).strip("-.") or "python3"
+
+
+def suggest_kernel_name(facts: Facts) -> str:
+    """Public form of the kernel-name suggestion used by ``jupyter.register``."""
+    return _suggest_name(facts)
+
+
+CHECK = Check(
+    id="jupyter.kernels",
+    title="Every Jupyter kernel sees the GPU the terminal sees (interpreter, ipykernel, env, loader path)",
+    needs=("jupyter", "targets"),
+    evaluate=evaluate,
+)

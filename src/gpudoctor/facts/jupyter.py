@@ -1,0 +1,151 @@
+"""Facts about Jupyter kernelspecs: what Jupyter would offer and how it would launch each.
+
+Gathered by ``gpudoctor.collect.jupyter`` with jupyter_client's own
+``KernelSpecManager`` run by the Jupyter server's interpreter (so the search
+path, the built-in ``python3`` spec and the plain-``python`` substitution are
+the server's). Sources: jupyter_core 5.9 ``paths.py`` (``jupyter_path``),
+jupyter_client 8.10 ``kernelspec.py`` (``find_kernel_specs``), ``manager.py``
+(``format_kernel_cmd``) and ``provisioning/provisioner_base.py`` (``pre_launch``:
+server environment, then kernel.json ``env`` with ``${VAR}`` substitution).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple, Union
+
+from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.targets import ProbeFacts
+
+
+@dataclass(frozen=True)
+class KernelInterpreter:
+    """The Python a kernelspec's ``argv`` really runs.
+
+    Attributes:
+        path: the interpreter as run: absolute when it could be resolved,
+            else the name as written (e.g. ``python3.9`` not on PATH).
+        argv_index: index in ``argv`` of the interpreter token (0 unless a
+            wrapper such as ``conda run`` or ``env`` comes first), or None.
+        via: how ``path`` was found: ``absolute`` (argv names it),
+            ``server-python`` (argv says ``python``/``python3``/``python3.X`` and
+            Jupyter substitutes the server's own ``sys.executable``),
+            ``path-lookup`` (a bare name looked up on the kernel's PATH),
+            ``conda-run`` (``conda run -n ENV python``), ``env`` (``env VAR=... python``).
+        exists: ``path`` is an existing file.
+        conda_env: the ``-n``/``-p`` argument of a ``conda run`` wrapper, else None.
+        wrapper_env: ``VAR=value`` assignments of an ``env`` wrapper.
+        note: one line on anything unusual (unresolved name, unknown wrapper).
+    """
+
+    path: str
+    argv_index: Optional[int]
+    via: str
+    exists: bool
+    conda_env: Optional[str] = None
+    wrapper_env: Dict[str, str] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """Result of ``--deep``: the kernel started for real with jupyter_client's KernelManager.
+
+    Attributes:
+        ok: the kernel started, answered, ran the probe and was shut down.
+        duration_ms: start to shutdown, in ms.
+        error: why it failed (never answered within the timeout and was
+            killed, died on start with its exit code, the probe raised ...), or None.
+        probe: the probe's facts as printed inside the running kernel, or
+            Unavailable with why there are none.
+        stderr_tail: the kernel process's last stderr lines (empty when ok).
+    """
+
+    ok: bool
+    duration_ms: float
+    error: Optional[str]
+    probe: Union[ProbeFacts, Unavailable]
+    stderr_tail: str = ""
+
+
+@dataclass(frozen=True)
+class KernelSpecFacts:
+    """One kernelspec as Jupyter lists it (the winner for its name).
+
+    Attributes:
+        name: kernel name (directory name, lower-cased).
+        resource_dir: the kernelspec directory.
+        kernel_json: path of its ``kernel.json``.
+        kernel_json_text: the file's exact text (fix planners edit it), or
+            None for ipykernel's built-in spec or an unreadable file.
+        builtin: the built-in ``python3`` spec Jupyter adds from the server's
+            ipykernel when no ``python3`` kernelspec is installed (no file to edit).
+        error: why Jupyter could not load the spec (malformed JSON ...), or None.
+        display_name, language, argv, interrupt_mode: kernel.json fields.
+        env: kernel.json ``env`` exactly as written.
+        env_resolved: ``env`` after Jupyter's ``${VAR}`` substitution from the
+            server's environment (what the kernel process gets on top of it).
+        metadata_json: kernel.json ``metadata`` as compact JSON text (free-form).
+        provisioner: ``metadata.kernel_provisioner.provisioner_name``, or None
+            (None means jupyter_client's local provisioner).
+        is_python: a Python kernel (language python, or argv runs ipykernel).
+        interpreter: the Python it runs (None for non-Python kernels or an empty argv).
+        shadowed: other directories holding a kernelspec with the same name,
+            lower in the search path and therefore ignored by Jupyter.
+        launch: ``--deep`` result; None when not launched.
+    """
+
+    name: str
+    resource_dir: str
+    kernel_json: str
+    kernel_json_text: Optional[str]
+    builtin: bool
+    error: Optional[str]
+    display_name: str = ""
+    language: str = ""
+    argv: Tuple[str, ...] = ()
+    interrupt_mode: str = "signal"
+    env: Dict[str, str] = field(default_factory=dict)
+    env_resolved: Dict[str, str] = field(default_factory=dict)
+    metadata_json: str = "{}"
+    provisioner: Optional[str] = None
+    is_python: bool = False
+    interpreter: Optional[KernelInterpreter] = None
+    shadowed: Tuple[str, ...] = ()
+    launch: Union[KernelLaunch, Unavailable, None] = None
+
+
+@domain("jupyter")
+@dataclass(frozen=True)
+class JupyterFacts:
+    """Every kernelspec the Jupyter server would offer, and how it would launch them.
+
+    Attributes:
+        server_python: the interpreter that runs the Jupyter server (the
+            ``jupyter`` command on PATH, from its ``#!`` line), whose
+            ``sys.executable`` replaces a plain ``python`` in kernel argv.
+        server_python_source: how ``server_python`` was chosen, one line.
+        server_python_version: its ``major.minor``.
+        jupyter_client_version: version of the jupyter_client that listed the specs.
+        data_dir: ``jupyter_data_dir()`` of the server (``--user`` installs go to
+            ``<data_dir>/kernels/NAME``).
+        kernel_dirs: the kernelspec search path, highest priority first.
+        kernels: the kernelspecs, in name order.
+        deep: kernels were launched for real (``--deep``).
+    """
+
+    server_python: str
+    server_python_source: str
+    server_python_version: str
+    jupyter_client_version: str
+    data_dir: str
+    kernel_dirs: Tuple[str, ...]
+    kernels: Tuple[KernelSpecFacts, ...]
+    deep: bool = False
+
+    def kernel(self, name: str) -> Optional[KernelSpecFacts]:
+        """The kernelspec called ``name`` (case-insensitive), or None."""
+        for k in self.kernels:
+            if k.name == name.lower():
+                return k
+        return None
