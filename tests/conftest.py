@@ -15,6 +15,10 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 CASES = FIXTURES / "cases"
 
 
+#: Mirror probes may reach only loopback servers in tests (module/session fixtures included).
+os.environ["GPUDOCTOR_LOOPBACK_ONLY"] = "1"
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """A fresh HOME and XDG dirs for every test; config env vars cleared."""
@@ -26,6 +30,7 @@ def isolated_home(tmp_path_factory, monkeypatch):
     for var in list(os.environ):
         if var.startswith(("PIP_CONFIG_FILE", "JUPYTER_", "UV_", "CONDARC", "GPUDOCTOR_")):
             monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("GPUDOCTOR_LOOPBACK_ONLY", "1")  # no test may probe a real mirror
     yield home
 
 

@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence
 import click
 
 from gpudoctor import __version__
+from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -136,7 +137,9 @@ def _options(pythons, offline, probe_timeout, **extra):
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
 @click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
-def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False):
+@mirror_check_options
+def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
+          **mirror_opts):
     """Run checks and explain what is wrong.
 
     IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
@@ -161,7 +164,7 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     _check_pythons(pythons)
     facts = _read_facts(facts_file) if facts_file else None
     system = _build_system(root)
-    options = _options(pythons, offline, probe_timeout)
+    options = _options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)
@@ -296,3 +299,4 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
 from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
 from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)
+from gpudoctor import cli_mirrors  # noqa: E402,F401  (registers `gpudoctor mirrors`)

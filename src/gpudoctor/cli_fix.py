@@ -28,6 +28,7 @@ import click
 from gpudoctor.cli import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, _build_system, _check_pythons,
                            _load_registry, _options, _usage, cli, common_collect_options)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.mirrors.cli_options import fix_mirror_extra, mirror_check_options, resolve_pip_mirror
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
@@ -214,8 +215,9 @@ def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
 @click.option("--force", is_flag=True, help="With --undo: restore even files changed since.")
 @click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
+@mirror_check_options
 def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, index_url, mirror, allow_insecure,
-        sets, undo, force, history, fmt):
+        sets, undo, force, history, fmt, **mirror_opts):
     """Repair configuration files behind failing checks, safely.
 
     IDS name fixes (as shown by `gpudoctor check` and `gpudoctor list`); `--all`
@@ -262,7 +264,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     from gpudoctor.render.console import SpinnerProgress, make_console
 
     system = _build_system(root)
-    collect_options = _options(pythons, offline, probe_timeout)
+    collect_options = _options(pythons, offline, probe_timeout, **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         before = engine.run(checks, system, collect_options, progress=progress)
 
@@ -278,6 +280,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     else:
         selected = named
 
+    resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
     doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,

@@ -1,0 +1,166 @@
+"""Shared logic of the ``pip.mirror``, ``uv.mirror``, ``conda.mirror`` and ``apt.mirror`` checks.
+
+Verdicts (issue 5): the configured index unreachable or failing -> ``fail``;
+with a ranking, a healthy candidate at least 2x and 200 ms faster in median
+than the configured index -> ``warn`` with the ranked table; ``ok``
+otherwise. No network at all (every probe failed before reaching a server)
+or ``--offline`` -> ``skip`` with the reason.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+from urllib.parse import urlsplit
+
+from gpudoctor.checks import SkipCheck, require
+from gpudoctor.facts import Facts
+from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
+from gpudoctor.mirrors.probe import network_absent
+from gpudoctor.model import Check, Finding, Status
+
+#: A candidate must be at least this many times faster (median) ...
+SPEEDUP_FACTOR = 2.0
+#: ... and at least this many ms faster, to be worth a warning.
+SPEEDUP_MIN_MS = 200.0
+
+FIX_IDS = {"pip": "pip.index-url", "uv": "uv.index-url", "conda": "conda.channels", "apt": "apt.mirror"}
+WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "apt source"}
+WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
+
+
+def _ms(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.0f}"
+
+
+def _host(url: str) -> str:
+    """``host[:port]`` of ``url``, never its credentials."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return url
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    return f"{parts.hostname}:{port}" if port else parts.hostname
+
+
+def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
+    """Markdown table: mirror, median ms, throughput, status, freshness, why skipped."""
+    lines = ["| mirror | median ms | throughput | status | freshness | why skipped |",
+             "|---|---:|---:|---|---|---|"]
+    for r in list(rows)[:limit]:
+        tput = "-" if r.throughput_kib_s is None else f"{r.throughput_kib_s / 1024:.1f} MiB/s" \
+            if r.throughput_kib_s >= 1024 else f"{r.throughput_kib_s:.0f} KiB/s"
+        fresh = "-"
+        if r.lag_hours is not None:
+            fresh = f"{r.lag_hours:.0f} h behind" if r.lag_hours >= 1 else "current"
+        elif r.release_date:
+            fresh = r.release_date[:16].replace("T", " ")
+        why = r.reason.replace("|", "/") if not r.healthy else ""
+        name = f"{r.name}{' (official)' if r.official else ''}"
+        lines.append(f"| {name} `{_host(r.base_url)}` | {_ms(r.median_ms)} | {tput} | {r.status} | {fresh} | {why} |")
+    return "\n".join(lines)
+
+
+def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+    """The best healthy candidate that beats ``current`` by 2x and 200 ms in median, or None."""
+    if current.median_ms is None:
+        return None
+    for cand in ranking:
+        if cand.status != "ok" or cand.median_ms is None:
+            continue
+        if cand.base_url.rstrip("/") == current.base_url.rstrip("/"):
+            continue
+        if cand.median_ms * SPEEDUP_FACTOR <= current.median_ms and current.median_ms - cand.median_ms >= SPEEDUP_MIN_MS:
+            return cand
+        return None  # ranking is sorted: if the fastest does not qualify, none does
+    return None
+
+
+def best_healthy(ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+    return next((r for r in ranking if r.status == "ok"), None)
+
+
+def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> List[Finding]:
+    """Findings of the ``<eco>.mirror`` check (see module docstring)."""
+    mirrors = require(facts, MirrorsFacts)
+    conf = [p for p in mirrors.configured if p.ecosystem == eco]
+    ranking = tuple(mirrors.rankings.get(eco, ()))
+    if mirrors.offline:
+        if not conf:
+            raise SkipCheck(not_configured)
+        urls = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
+        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({urls}) was not probed")
+    if not conf and not ranking:
+        raise SkipCheck(not_configured)
+    unprobed = [p for p in conf if p.status == "offline"]
+    if unprobed and all(p.status in ("offline", "local") for p in conf) and not any(r.median_ms for r in ranking):
+        raise SkipCheck(f"the configured {WHAT[eco]} {_host(unprobed[0].base_url)} was not probed "
+                        f"({unprobed[0].reason})")
+    conf = [p for p in conf if p.status != "offline"]
+    if network_absent(conf + list(ranking)):
+        first = (conf + list(ranking))[0]
+        raise SkipCheck(f"no network: every probe failed before reaching a server ({first.reason})")
+    fix = FIX_IDS[eco]
+    best = best_healthy(ranking)
+    table = f"\n\nRanking (probed concurrently, budget {mirrors.budget_s:g} s, catalogue {mirrors.catalogue_origin}):\n\n" \
+            f"{ranking_table(ranking)}" if ranking else ""
+    evidence = {"configured": [{"url": p.base_url, "status": p.status, "median_ms": p.median_ms,
+                                "connect_ms": p.connect_ms, "reason": p.reason} for p in conf]}
+    if ranking:
+        evidence["ranking"] = [{"name": r.name, "url": r.base_url, "status": r.status, "median_ms": r.median_ms}
+                               for r in ranking]
+    bad = [p for p in conf if not p.healthy]
+    if bad:
+        third_party = "  (a third-party repository: the mirror switch does not touch it; check its URL and key, " \
+                      "or disable it)"
+        lines = "\n".join(f"- `{p.probe_url}`: **{p.status}** — {p.reason}"
+                          + (third_party if p.archive == "other" else "") for p in bad)
+        if all(p.archive == "other" for p in bad):
+            return [check.finding(
+                Status.FAIL, f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
+                f"`apt-get update` will report errors for it.\n\n{lines}", evidence=evidence)]
+        if best is not None:
+            todo = (f"Switch to the fastest healthy mirror ({best.name}, {_ms(best.median_ms)} ms): "
+                    f"`gpudoctor fix {fix} --mirror fastest` (or `--mirror NAME|URL`).")
+        elif ranking:
+            todo = "No catalogue mirror answered correctly either; check the proxy/firewall, or add a mirror you " \
+                   "can reach with `--catalogue FILE`."
+        else:
+            todo = (f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
+                    f"`gpudoctor fix {fix} --mirror fastest`.")
+        head = bad[0]
+        return [check.finding(
+            Status.FAIL, f"the configured {WHAT[eco]} {_host(head.base_url)} is failing: {head.status} ({head.reason})",
+            f"Installs will stall or fail: the {WHAT[eco]} this machine is configured to use does not serve what "
+            f"is needed.\n\n{lines}\n\n{todo}{table}",
+            evidence=evidence, fixes=(fix,) if best is not None or not ranking else ())]
+    timed = [p for p in conf if p.median_ms is not None]
+    if timed:
+        slowest = max(timed, key=lambda p: p.median_ms or 0.0)
+        cand = faster_candidate(slowest, ranking)
+        if cand is not None:
+            return [check.finding(
+                Status.WARN,
+                f"{cand.name} answers in {_ms(cand.median_ms)} ms, the configured {WHAT[eco]} "
+                f"{_host(slowest.base_url)} in {_ms(slowest.median_ms)} ms",
+                f"Every package download pays this latency. A healthy mirror is at least "
+                f"{SPEEDUP_FACTOR:g}x and {SPEEDUP_MIN_MS:.0f} ms faster from here.\n\n"
+                f"Switch: `gpudoctor fix {fix} --mirror {cand.name}` (or `--mirror fastest`).{table}",
+                evidence=evidence, fixes=(fix,))]
+        summary = f"the configured {WHAT[eco]} {_host(slowest.base_url)} answers in {_ms(slowest.median_ms)} ms"
+        if len(conf) > 1:
+            summary = f"{len(conf)} configured {WHATS[eco]} answer; slowest {_host(slowest.base_url)} " \
+                      f"in {_ms(slowest.median_ms)} ms"
+        hint = "" if ranking else f"\n\nCompare with known mirrors: `gpudoctor check --rank-mirrors {check.id}`."
+        return [check.finding(Status.OK, summary, f"No healthy mirror is {SPEEDUP_FACTOR:g}x and "
+                              f"{SPEEDUP_MIN_MS:.0f} ms faster.{hint}{table}", evidence=evidence)]
+    if conf:  # local indexes only
+        return [check.finding(Status.OK, f"the configured {WHAT[eco]} is local ({conf[0].base_url}): nothing to probe",
+                              evidence=evidence)]
+    if best is not None:
+        return [check.finding(Status.INFO, f"no {WHAT[eco]} configured; fastest mirror from here: {best.name} "
+                              f"({_ms(best.median_ms)} ms)", f"To use it: `gpudoctor fix {fix} --mirror {best.name}`.{table}",
+                              evidence=evidence, fixes=(fix,))]
+    return [check.finding(Status.WARN, f"no catalogue mirror for {eco} answered correctly",
+                          f"Every candidate failed.{table}", evidence=evidence)]

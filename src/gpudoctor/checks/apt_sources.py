@@ -1,0 +1,221 @@
+"""Check ``apt.sources``: do apt's source files say what the operator thinks they say?
+
+Faults found (sources.list(5); Debian 12 / Ubuntu 24.04 moved the distro
+sources to deb822 ``.sources`` files):
+
+- a mirror rewrite (``sed -i`` in a Dockerfile, ``--dockerfile FILE``) that
+  edits a file which does not exist -> ``fail``; one whose pattern matches
+  nothing -> ``warn``;
+- ``sources.list`` switched to a mirror while the deb822 files apt also reads
+  still point at the official archive (the rewrite left the real sources
+  untouched) -> ``fail``;
+- an https source in an image without ca-certificates -> ``fail``;
+- a distro suite that does not match the OS codename -> ``fail``;
+- the same type/URI/suite/component listed twice -> ``warn``;
+- lines or stanzas apt cannot parse -> ``warn``.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Set, Tuple
+from urllib.parse import urlsplit
+
+from gpudoctor.checks import SkipCheck, require
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts
+from gpudoctor.facts.mirrors import AptFacts, AptSource
+from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
+from gpudoctor.model import Check, Finding, Status
+
+APT_UPDATE = "apt-get update"
+#: Debian and Ubuntu release codenames (Debian wiki "DebianReleases", Ubuntu wiki "Releases").
+KNOWN_CODENAMES = {
+    "buster", "bullseye", "bookworm", "trixie", "forky", "sid",
+    "bionic", "focal", "jammy", "lunar", "mantic", "noble", "oracular", "plucky", "questing",
+}
+
+
+def official_hosts() -> Set[str]:
+    """Hosts of the official archives in the built-in catalogue."""
+    hosts = set()
+    for row in load_table("mirrors").get("mirror", []):
+        if row.get("official"):
+            for key in ("debian", "debian_security", "ubuntu", "ubuntu_ports"):
+                if key in row:
+                    hosts.add(urlsplit(row[key]).hostname or "")
+    return hosts - {""}
+
+
+def _host(uri: str) -> str:
+    return urlsplit(uri).hostname or uri
+
+
+def _describe(src: AptSource) -> str:
+    return f"{src.file}:{src.line}"
+
+
+def _rewrite_findings(apt: AptFacts) -> List[Finding]:
+    out: List[Finding] = []
+    absent = [r for r in apt.rewrites if not r.target_exists]
+    active = [f for f in apt.files if not f.ignored and f.path.endswith(".sources")]
+    active_distro = [s for s in apt.sources if s.enabled and s.format == "deb822" and is_distro_source(s)]
+    if absent:
+        targets = sorted({r.target for r in absent})
+        pointing = sorted({u for s in active_distro for u in s.uris})
+        where = ", ".join(f"`{f.path}`" for f in active) or "no deb822 file either"
+        new_host = absent[0].replacement.split("/")[0]
+        old_hosts = sorted({_host(u) for u in pointing}) or [absent[0].pattern.split("/")[0]]
+        deb822 = active[0].path if active else "/etc/apt/sources.list.d/debian.sources"
+        sed = " && ".join(f"sed -i 's|{h}|{new_host}|g' {deb822}" for h in old_hosts)
+        scheme = urlsplit(pointing[0]).scheme if pointing else "http"
+        summary = (f"mirror rewrite targets {', '.join(targets)}, which does not exist; apt reads "
+                   f"{', '.join(f.path.rsplit('/', 1)[-1] for f in active) or 'no sources'}"
+                   + (f" (still pointing to {', '.join(f'{urlsplit(u).scheme}://{_host(u)}' for u in pointing[:1])})"
+                      if pointing else ""))
+        cmds = "\n".join(f"- `{r.origin}`: `{r.command}`" for r in absent)
+        expl = (f"The build edits {', '.join(f'`{t}`' for t in targets)}, but that file is not in this image: "
+                f"since Debian 12 and Ubuntu 24.04 the distribution's apt sources are deb822 files in "
+                f"`/etc/apt/sources.list.d/` ({where}). `sed` exits 2 and the build stops; where it is ignored, "
+                f"apt keeps using the original hosts.\n\n{cmds}\n\n"
+                f"Edit the deb822 file instead (one substitution covers both `/debian` and `/debian-security`):\n\n"
+                f"    {sed}\n\n"
+                f"A Dockerfile that works on both layouts tests which file exists:\n\n"
+                f"    if [ -f {deb822} ]; then {sed}; else sed -i 's|{old_hosts[0]}|{new_host}|g' "
+                f"/etc/apt/sources.list; fi\n\n"
+                f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror "
+                f"{scheme}://{new_host}/{'ubuntu' if apt.distro_id == 'ubuntu' else 'debian'}`"
+                f"{' --allow-insecure' if scheme == 'http' else ''}, then `{APT_UPDATE}`.")
+        out.append(Finding(check="apt.sources", status=Status.FAIL, summary=summary, explanation=expl,
+                           evidence={"rewrites": [r.command for r in absent], "absent": targets,
+                                     "active_files": [f.path for f in active], "uris": pointing},
+                           fixes=("apt.mirror",)))
+    no_match = [r for r in apt.rewrites if r.target_exists and not r.matches]
+    if no_match:
+        lines = "\n".join(f"- `{r.origin}`: `{r.pattern}` does not occur in `{r.target}`" for r in no_match)
+        out.append(Finding(check="apt.sources", status=Status.WARN,
+                           summary=f"mirror rewrite pattern {no_match[0].pattern!r} matches nothing in {no_match[0].target}",
+                           explanation=f"The `sed` command succeeds but changes nothing, so apt keeps using the "
+                                       f"original host.\n\n{lines}\n\nLook at the URIs actually in the file "
+                                       f"(`grep -r URIs /etc/apt/sources.list.d/`) and match those.",
+                           evidence={"rewrites": [r.command for r in no_match]}, fixes=("apt.mirror",)))
+    return out
+
+
+def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
+    enabled = [s for s in apt.sources if s.enabled]
+    by_archive: Dict[str, Dict[str, Set[str]]] = {}
+    for s in enabled:
+        if not is_distro_source(s):
+            continue
+        for u in s.uris:
+            arch = classify_uri(u)
+            if arch:
+                by_archive.setdefault(arch, {}).setdefault(s.format, set()).add(_host(u))
+    for arch, formats in by_archive.items():
+        one, d822 = formats.get("one-line", set()), formats.get("deb822", set())
+        if one and d822 and (one - official) and (d822 & official):
+            mirror, still = sorted(one - official)[0], sorted(d822 & official)[0]
+            files = sorted({s.file for s in enabled if s.format == "deb822"
+                            and any(_host(u) == still for u in s.uris)})
+            return [Finding(
+                check="apt.sources", status=Status.FAIL,
+                summary=f"sources.list was switched to {mirror}, but {', '.join(files)} still points at {still}",
+                explanation=(f"The mirror rewrite edited the one-line `sources.list`, while apt also reads the "
+                             f"deb822 file(s) {', '.join(f'`{f}`' for f in files)}, which still use `{still}`: apt "
+                             f"fetches every index from both hosts and the slow one still dominates.\n\n"
+                             f"Rewrite the deb822 file too: `gpudoctor fix apt.mirror --mirror "
+                             f"{urlsplit(next(u for s in enabled for u in s.uris if _host(u) == mirror)).scheme}://"
+                             f"{mirror}/...` (or `sed -i 's|{still}|{mirror}|g' {files[0]}`), and remove the "
+                             f"duplicate lines from `/etc/apt/sources.list`; then `{APT_UPDATE}`."),
+                evidence={"one_line_hosts": sorted(one), "deb822_hosts": sorted(d822)}, fixes=("apt.mirror",))]
+    return []
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    apt = require(facts, AptFacts)
+    findings: List[Finding] = []
+    findings += _rewrite_findings(apt)
+    findings += _untouched_findings(apt, official_hosts())
+    enabled = [s for s in apt.sources if s.enabled]
+    https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
+    if https and not apt.ca_certificates:
+        where = ", ".join(sorted({_describe(s) for s in https})[:4])
+        findings.append(Finding(
+            check="apt.sources", status=Status.FAIL,
+            summary="https apt sources, but ca-certificates is not installed: apt cannot verify the mirror",
+            explanation=(f"{where} use https, and `/etc/ssl/certs/ca-certificates.crt` does not exist, so "
+                         f"`apt-get update` fails with 'No system certificates available' / certificate errors "
+                         f"(slim images leave ca-certificates out).\n\nInstall it over http first, then switch: "
+                         f"`apt-get update && apt-get install -y ca-certificates` with an http:// mirror "
+                         f"(`gpudoctor fix apt.mirror --mirror URL --allow-insecure`), or keep http sources "
+                         f"(the archive is signed; https only hides which packages you fetch)."),
+            evidence={"https_sources": [_describe(s) for s in https]}, fixes=("apt.mirror",)))
+    if apt.codename:
+        wrong = []
+        for s in enabled:
+            if not is_distro_source(s):
+                continue
+            for suite in s.suites:
+                base = suite.split("/")[0].split("-")[0]
+                if base in KNOWN_CODENAMES and base != apt.codename and base != "sid":
+                    wrong.append((s, suite))
+        if wrong:
+            s, suite = wrong[0]
+            findings.append(Finding(
+                check="apt.sources", status=Status.FAIL,
+                summary=f"apt suite {suite!r} in {_describe(s)} does not match this system's release ({apt.codename})",
+                explanation=(f"Mixing releases pulls libraries built for another {apt.distro_id or 'distribution'} "
+                             f"release and breaks dependencies on the next upgrade.\n\n"
+                             + "\n".join(f"- `{_describe(x)}`: suite `{y}`" for x, y in wrong)
+                             + f"\n\nReplace `{suite.split('-')[0]}` with `{apt.codename}` in those entries, then "
+                               f"`{APT_UPDATE}`."),
+                evidence={"codename": apt.codename, "suites": [y for _, y in wrong]}))
+    seen: Dict[Tuple[str, str, str, str], AptSource] = {}
+    dups: List[Tuple[AptSource, AptSource, str]] = []
+    for s in enabled:
+        for t in s.types:
+            for u in s.uris:
+                for suite in s.suites:
+                    for comp in s.components or ("",):
+                        key = (t, u.rstrip("/"), suite, comp)
+                        if key in seen and seen[key] is not s:
+                            dups.append((seen[key], s, f"{t} {u} {suite} {comp}".strip()))
+                        else:
+                            seen.setdefault(key, s)
+    if dups:
+        a, b, what = dups[0]
+        findings.append(Finding(
+            check="apt.sources", status=Status.WARN,
+            summary=f"apt source listed twice: {what} ({_describe(a)} and {_describe(b)})",
+            explanation=("apt prints 'Target ... is configured multiple times' and downloads the indexes twice. "
+                         "Typical after converting to deb822 without removing the old line (or running `apt "
+                         "modernize-sources`). Remove one of them:\n\n"
+                         + "\n".join(f"- `{x.file}:{x.line}` = `{y.file}:{y.line}`: {w}" for x, y, w in dups[:8])),
+            evidence={"duplicates": [w for _, _, w in dups]}))
+    broken = [f for f in apt.files if f.note and not f.ignored]
+    if broken:
+        findings.append(Finding(
+            check="apt.sources", status=Status.WARN, summary=f"apt cannot read part of {broken[0].path}",
+            explanation="\n".join(f"- {f.note}" for f in broken) + "\n\napt skips or rejects these entries; fix "
+                        "them by hand (gpudoctor does not guess what was meant).",
+            evidence={"files": [f.path for f in broken]}))
+    if findings:
+        return sorted(findings, key=lambda f: -f.status.severity)
+    if not enabled:
+        raise SkipCheck("no enabled apt sources") if not apt.files else SkipCheck(
+            "every apt source is disabled (Enabled: no) or commented out")
+    files = sorted({s.file for s in enabled})
+    formats = sorted({s.format for s in enabled})
+    return [Finding(check="apt.sources", status=Status.OK,
+                    summary=(f"{len(enabled)} apt source{'s' if len(enabled) != 1 else ''} in {len(files)} "
+                             f"file{'s' if len(files) != 1 else ''} ({', '.join(formats)}) "
+                             f"look{'s' if len(enabled) == 1 else ''} consistent"),
+                    evidence={"files": files, "codename": apt.codename})]
+
+
+CHECK = Check(
+    id="apt.sources",
+    title="apt sources consistent (deb822 vs sources.list, suites, https, duplicates)",
+    needs=("apt",),
+    evaluate=evaluate,
+)

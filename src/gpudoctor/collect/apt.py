@@ -1,0 +1,77 @@
+"""Collector for the ``apt`` domain: every apt source, one-line and deb822.
+
+Reads, inside ``--root``: ``/etc/apt/sources.list`` and
+``/etc/apt/sources.list.d/*`` in apt's order (sources.list first, then the
+parts sorted by name; names apt ignores are recorded as ignored), the
+distro id and codename from the ``os`` facts, and whether a CA bundle exists
+(``/etc/ssl/certs/ca-certificates.crt``). With ``--dockerfile FILE`` (text
+passed in ``CollectOptions.extra["dockerfile"]`` as ``(name, text)``), the
+``sed -i`` mirror rewrites in it are checked against the files in the root.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Union
+
+from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.mirrors import AptFacts, AptSourceFile
+from gpudoctor.mirrors.aptsources import VALID_PART_NAME, find_rewrites, parse_deb822, parse_one_line
+
+SOURCES_LIST = "/etc/apt/sources.list"
+SOURCES_PARTS = "/etc/apt/sources.list.d"
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
+    files = ctx.system.files
+    if not files.is_dir("/etc/apt"):
+        return Unavailable("there is no /etc/apt: not a Debian/Ubuntu system (apt checks do not apply)")
+    os_facts = ctx.facts.get("os")
+    distro_id = codename = machine = ""
+    if isinstance(os_facts, OsFacts):
+        distro_id, codename, machine = os_facts.id, os_facts.codename, os_facts.machine
+    found: List[AptSourceFile] = []
+    sources = []
+    present = files.is_file(SOURCES_LIST)
+    if present:
+        text = files.read_text(SOURCES_LIST)
+        entries, problems = parse_one_line(SOURCES_LIST, text)
+        sources.extend(entries)
+        found.append(AptSourceFile(SOURCES_LIST, "one-line", text, note="; ".join(problems)))
+    names: List[str] = []
+    if files.is_dir(SOURCES_PARTS):
+        try:
+            names = files.listdir(SOURCES_PARTS)
+        except OSError:
+            names = []
+    for name in names:
+        path = f"{SOURCES_PARTS}/{name}"
+        if not files.is_file(path):
+            continue
+        fmt = "deb822" if name.endswith(".sources") else "one-line"
+        text = files.read_text_or_none(path)
+        if text is None:
+            found.append(AptSourceFile(path, fmt, "", ignored=True, note="cannot be read"))
+            continue
+        if not VALID_PART_NAME.match(name):
+            found.append(AptSourceFile(path, fmt, text, ignored=True,
+                                       note="apt ignores it: names must end in .list or .sources and use only "
+                                            "letters, digits, '_', '-' and '.'"))
+            continue
+        entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, text)
+        sources.extend(entries)
+        found.append(AptSourceFile(path, fmt, text, note="; ".join(problems)))
+    rewrites = ()
+    dockerfile: Optional[tuple] = ctx.options.extra.get("dockerfile")
+    if dockerfile:
+        name, text = dockerfile
+        rewrites = tuple(find_rewrites(name, text, files.read_text_or_none,
+                                       lambda pattern: list(files.glob("/", pattern.lstrip("/")))))
+    return AptFacts(distro_id=distro_id, codename=codename, machine=machine, sources_list_present=present,
+                    files=tuple(found), sources=tuple(sources), ca_certificates=files.exists(CA_BUNDLE),
+                    rewrites=rewrites)
+
+
+COLLECTOR = Collector(domain="apt", collect=collect_apt, requires=("os",), timeout_s=10.0)

@@ -1,0 +1,119 @@
+"""Collector for the ``uv`` domain: which index uv resolves against, and where that was set.
+
+Discovery (uv docs, "Configuration files" / "Environment variables"):
+``UV_CONFIG_FILE`` replaces all files; ``UV_NO_CONFIG`` disables them;
+otherwise the project file (nearest ``uv.toml`` or ``pyproject.toml`` with
+``[tool.uv]`` from the working directory up; live system only), the user
+file ``$XDG_CONFIG_HOME/uv/uv.toml`` (``~/.config/uv/uv.toml``) and the first
+system file of ``$XDG_CONFIG_DIRS/uv/uv.toml`` (``/etc/xdg/uv/uv.toml``) and
+``/etc/uv/uv.toml``. Precedence: environment (``UV_DEFAULT_INDEX``, then the
+deprecated ``UV_INDEX_URL``) > project > user > system. Index keys:
+``[[index]]`` tables with ``url`` and ``default = true``, legacy
+``index-url`` / ``extra-index-url``, and ``[pip] index-url``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import PurePosixPath
+from typing import Any, Dict, List, Optional, Tuple
+
+from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.facts.mirrors import UvFacts, UvIndex
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PYPI = "https://pypi.org/simple"
+
+
+def _indexes(table: Dict[str, Any], origin: str) -> List[UvIndex]:
+    out: List[UvIndex] = []
+    for entry in table.get("index", []) or []:
+        if isinstance(entry, dict) and isinstance(entry.get("url"), str):
+            out.append(UvIndex(entry["url"], bool(entry.get("default", False)), origin, "index"))
+    if isinstance(table.get("index-url"), str):
+        out.append(UvIndex(table["index-url"], True, origin, "index-url"))
+    for url in table.get("extra-index-url", []) or []:
+        if isinstance(url, str):
+            out.append(UvIndex(url, False, origin, "extra-index-url"))
+    pip = table.get("pip")
+    if isinstance(pip, dict) and isinstance(pip.get("index-url"), str):
+        out.append(UvIndex(pip["index-url"], True, origin, "pip.index-url"))
+    return out
+
+
+def user_config_path(env, home: str) -> str:
+    """``$XDG_CONFIG_HOME/uv/uv.toml`` or ``~/.config/uv/uv.toml``."""
+    base = env.get("XDG_CONFIG_HOME") or f"{home}/.config"
+    return f"{base}/uv/uv.toml"
+
+
+def collect_uv(ctx: CollectContext) -> UvFacts:
+    files, env, home = ctx.system.files, ctx.system.env, ctx.system.home
+    texts: Dict[str, str] = {}
+    ordered: List[Tuple[str, Dict[str, Any]]] = []  # highest precedence first
+    problems: List[str] = []
+
+    def load(path: str, pyproject: bool = False) -> Optional[Dict[str, Any]]:
+        text = files.read_text_or_none(path)
+        if text is None:
+            return None
+        texts[path] = text
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            problems.append(f"{path}: not valid TOML ({exc})")
+            return None
+        if pyproject:
+            return ((doc.get("tool") or {}).get("uv")) if isinstance(doc.get("tool"), dict) else None
+        return doc
+
+    user = user_config_path(env, home)
+    no_config = bool(env.get("UV_NO_CONFIG"))
+    if env.get("UV_CONFIG_FILE"):
+        doc = load(env["UV_CONFIG_FILE"])
+        if doc is not None:
+            ordered.append((env["UV_CONFIG_FILE"], doc))
+    elif not no_config:
+        if files.is_live:
+            cur = PurePosixPath(os.getcwd())
+            for d in [cur, *cur.parents]:
+                doc = load(str(d / "uv.toml"))
+                if doc is None:
+                    doc = load(str(d / "pyproject.toml"), pyproject=True)
+                    if doc is None:
+                        continue
+                    ordered.append((str(d / "pyproject.toml"), doc))
+                else:
+                    ordered.append((str(d / "uv.toml"), doc))
+                break
+        doc = load(user)
+        if doc is not None:
+            ordered.append((user, doc))
+        system_dirs = [p for p in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if p]
+        for path in [f"{p}/uv/uv.toml" for p in system_dirs] + ["/etc/uv/uv.toml"]:
+            doc = load(path)
+            if doc is not None:
+                ordered.append((path, doc))
+                break
+    indexes: List[UvIndex] = []
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+        if env.get(var):
+            indexes.append(UvIndex(env[var].strip(), True, var, var))
+    for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL"):
+        for url in (env.get(var) or "").split():
+            indexes.append(UvIndex(url.split("=", 1)[-1] if "=" in url and "://" not in url.split("=", 1)[0] else url,
+                                   False, var, var))
+    for origin, doc in ordered:
+        indexes.extend(_indexes(doc, origin))
+    default = next((i for i in indexes if i.default), None)
+    return UvFacts(indexes=tuple(indexes), default_index=default.url if default else PYPI,
+                   default_origin=default.origin if default else "built-in", files=texts, user_config=user,
+                   no_config=no_config)
+
+
+COLLECTOR = Collector(domain="uv", collect=collect_uv, timeout_s=10.0)

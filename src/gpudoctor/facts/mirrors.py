@@ -1,0 +1,303 @@
+"""Facts about package-index configuration (apt, uv, conda) and mirror latency probes.
+
+Domains:
+
+- ``apt``: every apt source entry, one-line (``sources.list``, ``*.list``) and
+  deb822 (``*.sources``), with the file texts the fix planners edit
+  (sources.list(5), apt 2.4-2.9).
+- ``uv``: the default index uv uses and where it was set (uv docs,
+  "Configuration files" and "Environment variables").
+- ``conda``: channels in conda's search order, ``default_channels``,
+  ``custom_channels`` and ``channel_alias`` (conda docs, "Settings").
+- ``mirrors``: latency/health probes of the configured indexes and, when
+  asked for (``--rank-mirrors``, ``gpudoctor mirrors``), of catalogue candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Optional, Tuple
+
+from gpudoctor.facts.base import domain
+
+# --------------------------------------------------------------------------- apt
+
+
+@dataclass(frozen=True)
+class AptSource:
+    """One apt source: a one-line ``deb``/``deb-src`` line or one deb822 stanza.
+
+    Attributes:
+        file: path inside the root, e.g. ``/etc/apt/sources.list.d/debian.sources``.
+        format: ``one-line`` or ``deb822``.
+        line: 1-based line of the entry (first line of the stanza for deb822).
+        stanza: 0-based stanza index in a deb822 file (-1 for one-line).
+        types: ``deb`` and/or ``deb-src``.
+        uris: archive base URIs.
+        suites: e.g. ``bookworm``, ``bookworm-updates``; a path ending in ``/`` is a flat repo.
+        components: e.g. ``main``, ``contrib``.
+        options: other fields/options, lower-case keys (``signed-by``, ``arch``, ``trusted``).
+        enabled: False for ``Enabled: no`` stanzas (apt ignores them).
+    """
+
+    file: str
+    format: str
+    line: int
+    stanza: int
+    types: Tuple[str, ...]
+    uris: Tuple[str, ...]
+    suites: Tuple[str, ...]
+    components: Tuple[str, ...] = ()
+    options: Dict[str, str] = field(default_factory=dict)
+    enabled: bool = True
+
+
+@dataclass(frozen=True)
+class AptSourceFile:
+    """A file apt reads (or would ignore), with its text for the fix planners.
+
+    Attributes:
+        path: path inside the root.
+        format: ``one-line`` or ``deb822``.
+        text: the whole file as read.
+        ignored: True when apt ignores it (bad name or extension).
+        note: why it is ignored, or a parse problem ("" when fine).
+    """
+
+    path: str
+    format: str
+    text: str
+    ignored: bool = False
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class AptRewrite:
+    """A mirror rewrite found in a build file (Dockerfile ``RUN sed -i ...``).
+
+    Attributes:
+        origin: ``<file>:<line>`` of the command.
+        command: the command as written (one line).
+        target: the apt file it edits (path inside the image).
+        pattern: the text it replaces (the ``s|old|new|`` old part, unescaped).
+        replacement: the new text.
+        target_exists: whether ``target`` exists in the inspected root.
+        matches: whether ``pattern`` occurs in the target's text (False if absent).
+    """
+
+    origin: str
+    command: str
+    target: str
+    pattern: str
+    replacement: str
+    target_exists: bool
+    matches: bool
+
+
+@domain("apt")
+@dataclass(frozen=True)
+class AptFacts:
+    """apt sources of the system or image root.
+
+    Attributes:
+        distro_id: ``debian``/``ubuntu``/... from the ``os`` facts ("" unknown).
+        codename: e.g. ``bookworm``, ``noble`` ("" unknown).
+        machine: ``uname -m`` when live ("" for an image root).
+        sources_list_present: whether ``/etc/apt/sources.list`` exists.
+        files: every sources file found, in apt's reading order.
+        sources: every entry of the files apt reads.
+        ca_certificates: whether a system CA bundle exists
+            (``/etc/ssl/certs/ca-certificates.crt``); without it apt cannot use https.
+        rewrites: mirror rewrites found in a build file given with ``--dockerfile``.
+    """
+
+    distro_id: str
+    codename: str
+    machine: str
+    sources_list_present: bool
+    files: Tuple[AptSourceFile, ...]
+    sources: Tuple[AptSource, ...]
+    ca_certificates: bool
+    rewrites: Tuple[AptRewrite, ...] = ()
+
+
+# --------------------------------------------------------------------------- uv
+
+
+@dataclass(frozen=True)
+class UvIndex:
+    """One index uv will use.
+
+    Attributes:
+        url: the index URL.
+        default: True for the default index (replaces PyPI).
+        origin: where it was set: ``UV_DEFAULT_INDEX``, ``/home/u/.config/uv/uv.toml``, ...
+        key: the setting: ``index``, ``index-url``, ``extra-index-url``, env var name.
+    """
+
+    url: str
+    default: bool
+    origin: str
+    key: str
+
+
+@domain("uv")
+@dataclass(frozen=True)
+class UvFacts:
+    """uv's index configuration (files in uv's discovery order, then environment).
+
+    Attributes:
+        indexes: every index found; the effective default is :attr:`default_index`.
+        default_index: the URL uv resolves against by default (PyPI when unset).
+        default_origin: where that came from (``built-in`` when unset).
+        files: config files found (path -> text), for the fix planner.
+        user_config: the user-level ``uv.toml`` path (created by the fix when absent).
+        no_config: ``UV_NO_CONFIG`` is set (files are ignored).
+    """
+
+    indexes: Tuple[UvIndex, ...]
+    default_index: str
+    default_origin: str
+    files: Dict[str, str] = field(default_factory=dict)
+    user_config: str = ""
+    no_config: bool = False
+
+
+# --------------------------------------------------------------------------- conda
+
+
+@dataclass(frozen=True)
+class CondaChannel:
+    """One channel in conda's search order, resolved to its URL.
+
+    Attributes:
+        name: as written (``defaults``, ``conda-forge``, ``https://...``).
+        url: the base URL conda fetches (``<url>/<subdir>/repodata.json``).
+        via: how it was resolved: ``url``, ``default_channels``, ``custom_channels``, ``channel_alias``.
+    """
+
+    name: str
+    url: str
+    via: str
+
+
+@domain("conda")
+@dataclass(frozen=True)
+class CondaFacts:
+    """conda channel configuration merged from the ``.condarc`` search path.
+
+    Attributes:
+        files: condarc files read (path -> text), earlier to later (later wins).
+        channels: resolved channels in search order.
+        default_channels: what ``defaults`` expands to.
+        custom_channels: channel name -> base URL.
+        channel_alias: base URL for other named channels.
+        user_condarc: ``~/.condarc`` (the file the fix edits).
+    """
+
+    files: Dict[str, str]
+    channels: Tuple[CondaChannel, ...]
+    default_channels: Tuple[str, ...]
+    custom_channels: Dict[str, str]
+    channel_alias: str
+    user_condarc: str
+
+
+# --------------------------------------------------------------------------- mirrors
+
+
+@dataclass(frozen=True)
+class CatalogueMirror:
+    """A catalogue row (``data/mirrors.toml`` or ``--catalogue FILE``).
+
+    Attributes:
+        name: short id (``--mirror NAME``).
+        operator: who runs it.
+        region: ``global`` or a country code.
+        official: True for the upstream archive.
+        urls: archive -> base URL; archives are ``pypi``, ``conda_pkgs``,
+            ``conda_cloud``, ``debian``, ``debian_security``, ``ubuntu``, ``ubuntu_ports``.
+        source: where the URLs come from.
+    """
+
+    name: str
+    operator: str
+    region: str
+    official: bool
+    urls: Dict[str, str]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class MirrorProbe:
+    """One probed index (configured or candidate), measured from this machine.
+
+    Attributes:
+        name: catalogue name, or ``configured``.
+        ecosystem: ``pip``, ``uv``, ``conda`` or ``apt``.
+        archive: catalogue archive key (``pypi``, ``debian``, ...).
+        base_url: the index/archive base.
+        probe_url: the request that was timed.
+        role: ``configured`` or ``candidate``.
+        official: True for the upstream archive.
+        status: ``ok``, ``local`` (file:// index, not probed), ``offline``,
+            ``http-error``, ``timeout``, ``tls-error``, ``dns-error``,
+            ``no-network``, ``connect-error``, ``invalid`` (served, but not
+            what is needed), ``stale`` (apt: older than the official archive).
+        reason: why it is not ``ok``, in operator terms ("" when ok).
+        http_status: last HTTP status, or None.
+        connect_ms: DNS + TCP connect + TLS handshake, ms.
+        samples_ms: time to first byte of each request, ms.
+        median_ms: median of ``samples_ms``, ms.
+        throughput_kib_s: body bytes / transfer time of the largest read, KiB/s.
+        release_date: apt: the InRelease ``Date:`` (ISO 8601), "" otherwise.
+        lag_hours: apt: hours behind the official archive's InRelease, or None.
+    """
+
+    name: str
+    ecosystem: str
+    archive: str
+    base_url: str
+    probe_url: str
+    role: str
+    official: bool
+    status: str
+    reason: str = ""
+    http_status: Optional[int] = None
+    connect_ms: Optional[float] = None
+    samples_ms: Tuple[float, ...] = ()
+    median_ms: Optional[float] = None
+    throughput_kib_s: Optional[float] = None
+    release_date: str = ""
+    lag_hours: Optional[float] = None
+
+    @property
+    def healthy(self) -> bool:
+        """Serving what is needed (``ok``) or a local index."""
+        return self.status in ("ok", "local")
+
+
+@domain("mirrors")
+@dataclass(frozen=True)
+class MirrorsFacts:
+    """Mirror probes: configured indexes always (unless offline), candidates when ranking.
+
+    Attributes:
+        offline: ``--offline``: nothing was probed.
+        ranked: candidates were ranked (``--rank-mirrors``).
+        budget_s: overall time budget of one probe run, seconds.
+        catalogue_origin: ``built-in`` or the catalogue file used.
+        catalogue: catalogue rows (for ``--mirror NAME`` in the fix planners).
+        configured: probes of the indexes this machine is configured to use.
+        rankings: ecosystem -> candidates, fastest healthy first.
+        wall_ms: wall time of the probe runs, ms.
+    """
+
+    offline: bool
+    ranked: bool
+    budget_s: float
+    catalogue_origin: str
+    catalogue: Tuple[CatalogueMirror, ...]
+    configured: Tuple[MirrorProbe, ...]
+    rankings: Dict[str, Tuple[MirrorProbe, ...]]
+    wall_ms: float = 0.0

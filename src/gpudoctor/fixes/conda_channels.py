@@ -1,0 +1,81 @@
+"""Fix ``conda.channels``: redirect ``defaults`` and named channels to a mirror in ``~/.condarc``.
+
+Writes ``default_channels`` (``<mirror>/pkgs/main`` and ``/r``) and
+``custom_channels`` (each named channel in ``channels`` -> ``<mirror>/cloud``)
+— the two independent bases conda resolves (conda docs, "Mirroring
+channels"). ``channels`` and its order, comments and every other key stay;
+only those two top-level blocks are replaced (or added at the end).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Mapping, Optional
+
+from gpudoctor.facts import Facts
+from gpudoctor.facts.mirrors import CondaFacts
+from gpudoctor.fixes._mirror_choice import choose
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan
+
+_TOP = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
+
+
+def replace_blocks(text: str, blocks: Dict[str, List[str]]) -> str:
+    """``text`` with the top-level YAML keys in ``blocks`` replaced by the given lines (appended if absent)."""
+    lines = text.splitlines(keepends=True)
+    out: List[str] = []
+    skipping = False
+    done = set()
+    for line in lines:
+        m = _TOP.match(line)
+        if m:
+            skipping = False
+            if m.group("key") in blocks:
+                if m.group("key") not in done:
+                    out.extend(x + "\n" for x in blocks[m.group("key")])
+                    done.add(m.group("key"))
+                skipping = True
+                continue
+        elif skipping and (line.startswith((" ", "\t", "-")) or not line.strip()):
+            if not line.strip():
+                out.append(line)
+                skipping = False
+            continue
+        else:
+            skipping = False
+        out.append(line)
+    result = "".join(out)
+    rest = [k for k in blocks if k not in done]
+    if rest:
+        if result and not result.endswith("\n"):
+            result += "\n"
+        for k in rest:
+            result += "".join(x + "\n" for x in blocks[k])
+    return result
+
+
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+    conda = facts.get("conda")
+    if not isinstance(conda, CondaFacts):
+        return None
+    label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
+                         exclude=tuple(c.url for c in conda.channels))
+    blocks: Dict[str, List[str]] = {}
+    if "conda_pkgs" in urls:
+        blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
+    named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")]
+    if "conda_cloud" in urls and named:
+        blocks["custom_channels"] = ["custom_channels:"] + [f"  {n}: {urls['conda_cloud']}"
+                                                            for n in dict.fromkeys(named)]
+    if not blocks:
+        return None
+    path = conda.user_condarc
+    old = conda.files.get(path)
+    new = replace_blocks(old or "", blocks)
+    return FixPlan(fix="conda.channels", description=f"redirect conda channels to {label} in {path}",
+                   edits=(FileEdit(path=path, old_text=old, new_text=new),), addresses=("conda.mirror",),
+                   notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",))
+
+
+FIX = Fix(id="conda.channels", title="Redirect conda's defaults and named channels to a faster mirror",
+          addresses=("conda.mirror",), plan=plan)

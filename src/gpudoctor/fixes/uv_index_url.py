@@ -1,0 +1,89 @@
+"""Fix ``uv.index-url``: make uv's default index a faster mirror.
+
+Edits the file the current default came from (project ``uv.toml`` /
+``pyproject.toml`` ``[tool.uv]``, user or system ``uv.toml``); with nothing
+configured, creates or extends the user file ``~/.config/uv/uv.toml`` with
+an ``[[index]] url = ... default = true`` table (uv docs, "Indexes"). Only
+the URL value changes in an existing file; comments and order stay. When
+``UV_DEFAULT_INDEX``/``UV_INDEX_URL`` is set in the environment it wins over
+every file, so the plan is refused with the exact ``export`` to type.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import List, Mapping, Optional
+
+from gpudoctor.facts import Facts
+from gpudoctor.facts.mirrors import UvFacts
+from gpudoctor.fixes._mirror_choice import choose
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+
+_HEADER = re.compile(r"^\s*\[")
+_URL = re.compile(r"^(?P<head>\s*url\s*=\s*)(?P<q>[\"'])(?P<v>[^\"']*)(?P=q)")
+_LEGACY = re.compile(r"^(?P<head>\s*index-url\s*=\s*)(?P<q>[\"'])(?P<v>[^\"']*)(?P=q)")
+_DEFAULT = re.compile(r"^\s*default\s*=\s*true\b")
+
+
+def _header(line: str) -> str:
+    """A TOML table header without its trailing comment: ``[[index]]  # x`` -> ``[[index]]``."""
+    return line.split("#", 1)[0].strip()
+
+
+def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
+    """``text`` (uv.toml or pyproject.toml) with the default index set to ``url``; other lines kept."""
+    lines = text.splitlines(keepends=True)
+    index_header = "[[tool.uv.index]]" if pyproject else "[[index]]"
+    blocks: List[List[int]] = []  # line indexes per block; block 0 = before any header
+    cur: List[int] = []
+    for i, line in enumerate(lines):
+        if _HEADER.match(line):
+            blocks.append(cur)
+            cur = [i]
+        else:
+            cur.append(i)
+    blocks.append(cur)
+    for block in blocks:
+        if not block or _header(lines[block[0]]) != index_header:
+            continue
+        if any(_DEFAULT.match(lines[i]) for i in block):
+            for i in block:
+                m = _URL.match(lines[i])
+                if m:
+                    lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end():]
+                    return "".join(lines)
+    legacy_scope = "[tool.uv]" if pyproject else None
+    for block in blocks:
+        header = _header(lines[block[0]]) if block and _HEADER.match(lines[block[0]]) else None
+        if header != legacy_scope:
+            continue
+        for i in block:
+            m = _LEGACY.match(lines[i])
+            if m:
+                lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end():]
+                return "".join(lines)
+    out = "".join(lines)
+    if out and not out.endswith("\n"):
+        out += "\n"
+    sep = "\n" if out.strip() else ""
+    return f"{out}{sep}{index_header}\nurl = \"{url}\"\ndefault = true\n"
+
+
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+    uv = facts.get("uv")
+    if not isinstance(uv, UvFacts):
+        return None
+    label, urls = choose(facts, "uv", options, ("pypi",), exclude=(uv.default_index,))
+    url = urls["pypi"]
+    if uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+        raise FixRefused(f"{uv.default_origin} is set in the environment and overrides every uv.toml: change it where "
+                         f"it is set (e.g. `export UV_DEFAULT_INDEX={url}`)")
+    path = uv.default_origin if uv.default_origin in uv.files else uv.user_config
+    old = uv.files.get(path)
+    new = set_default_index(old or "", url, pyproject=path.endswith("pyproject.toml"))
+    return FixPlan(fix="uv.index-url", description=f"make {label} ({url}) uv's default index in {path}",
+                   edits=(FileEdit(path=path, old_text=old, new_text=new),), addresses=("uv.mirror",),
+                   notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
+
+
+FIX = Fix(id="uv.index-url", title="Set uv's default index to a faster mirror", addresses=("uv.mirror",), plan=plan)

@@ -1,0 +1,152 @@
+"""Fake package mirrors on 127.0.0.1 for tests and benchmarks (never a real host).
+
+:class:`FakeMirror` serves, on an ephemeral loopback port, whatever the
+prober asks for: a PEP 503 simple page (``/<anything>/<project>/``), an apt
+``InRelease`` (``.../dists/<suite>/InRelease``) and a conda
+``repodata.json``. Faults are injected per server: a delay before the
+response headers (ms), ``404``/``500`` answers, a stalled connection (accepts,
+never answers), an empty simple page, an ``InRelease`` for another suite or
+with an old ``Date:``, and TLS with a self-signed certificate (made with the
+``openssl`` command).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import ssl
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import List, Optional
+
+__all__ = ["FakeMirror", "self_signed_cert"]
+
+
+def self_signed_cert(directory: str) -> tuple:
+    """(certfile, keyfile) of a fresh self-signed certificate for 127.0.0.1 (needs ``openssl``)."""
+    cert, key = str(Path(directory, "cert.pem")), str(Path(directory, "key.pem"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
+
+
+class FakeMirror:
+    """One fake mirror server. Use as a context manager; ``url`` is its base URL.
+
+    Args:
+        delay_ms: sleep before sending the response headers, ms.
+        fault: None, ``404``, ``500``, ``stall``, ``empty`` (simple page without
+            files), ``wrong-suite`` (InRelease for another suite).
+        release_age_hours: InRelease ``Date:`` this many hours before now.
+        tls: serve https with a self-signed certificate.
+        prefix: path prefix of the archive (``/debian``, ``/pypi/simple``);
+            requests outside it get 404.
+    """
+
+    def __init__(self, delay_ms: float = 0.0, fault: Optional[str] = None, release_age_hours: float = 1.0,
+                 tls: bool = False, prefix: str = "", json_pages: bool = False):
+        self.delay_ms = delay_ms
+        self.fault = fault
+        self.release_age_hours = release_age_hours
+        self.tls = tls
+        self.prefix = prefix.rstrip("/")
+        self.json_pages = json_pages
+        self.requests: List[str] = []
+        self._closing = threading.Event()
+        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        mirror = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_HEAD(self) -> None:
+                self.do_GET(head=True)
+
+            def do_GET(self, head: bool = False) -> None:
+                mirror.requests.append(self.path)
+                if mirror.fault == "stall":
+                    mirror._closing.wait(60)
+                    self.close_connection = True
+                    return
+                if mirror.delay_ms:
+                    time.sleep(mirror.delay_ms / 1000.0)
+                status, ctype, body = mirror._answer(self.path)
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        if tls:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gpudoctor-tls-")
+            cert, key = self_signed_cert(self._tmp.name)
+            sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            sctx.load_cert_chain(cert, key)
+            self._server.socket = sctx.wrap_socket(self._server.socket, server_side=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL including the prefix, e.g. ``http://127.0.0.1:40123/debian``."""
+        host, port = self._server.server_address[:2]
+        return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
+
+    def _answer(self, path: str) -> tuple:
+        if self.fault in ("404", "500"):
+            code = int(self.fault)
+            return code, "text/plain", f"{code}\n".encode()
+        if self.prefix and not path.startswith(self.prefix + "/"):
+            return 404, "text/plain", b"not here\n"
+        if "/dists/" in path and path.endswith("/InRelease"):
+            suite = path.split("/dists/", 1)[1].rsplit("/", 1)[0]
+            if self.fault == "wrong-suite":
+                suite = "buster"
+            date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=self.release_age_hours)
+            text = (f"-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\nOrigin: Fake\nLabel: Fake\n"
+                    f"Suite: {suite}\nCodename: {suite.split('-')[0] if '-' not in suite else suite}\n"
+                    f"Date: {date.strftime('%a, %d %b %Y %H:%M:%S UTC')}\nArchitectures: amd64 arm64\n"
+                    f"Components: main\nDescription: fake archive\nSHA256:\n" + " 0 0 main/binary-amd64/Packages\n" * 200)
+            return 200, "text/plain", text.encode()
+        if path.endswith("/repodata.json"):
+            body = json.dumps({"info": {"subdir": "noarch"}, "packages": {f"pkg-{i}.tar.bz2": {"version": "1"}
+                                                                          for i in range(2000)}})
+            return 200, "application/json", body.encode()
+        if path.endswith("/"):
+            project = path.rstrip("/").rsplit("/", 1)[-1]
+            if self.fault == "empty":
+                return 200, "text/html", b"<!DOCTYPE html><html><body></body></html>\n"
+            if self.json_pages:
+                doc = {"meta": {"api-version": "1.0"}, "name": project,
+                       "files": [{"filename": f"{project}-1.{i}.0-py3-none-any.whl", "url": f"f{i}.whl",
+                                  "hashes": {}} for i in range(40)]}
+                return 200, "application/vnd.pypi.simple.v1+json", json.dumps(doc).encode()
+            links = "".join(f'<a href="../../files/{project}-1.{i}.0-py3-none-any.whl">{project}-1.{i}.0-py3-none-any.whl</a><br/>\n'
+                            for i in range(40))
+            return 200, "text/html", f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
+        return 404, "text/plain", b"not found\n"
+
+    def __enter__(self) -> "FakeMirror":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop serving, release stalled handlers, remove the certificate."""
+        self._closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+        if self._tmp is not None:
+            self._tmp.cleanup()

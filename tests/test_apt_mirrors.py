@@ -1,0 +1,255 @@
+"""apt sources: parser/editor, collector, the apt.sources check, and the apt.mirror fix planner.
+
+Golden before/after trees live in tests/fixtures/mirrors/<scenario>/; the
+planner's edits applied in memory must turn ``before`` into ``after`` exactly
+(every file under etc/apt, changed or not). Case 17 (Debian 12 with only
+debian.sources and a Dockerfile that seds the absent sources.list) is
+diagnosed as in its EXPECTED.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpudoctor import engine
+from gpudoctor.checks import apt_sources
+from gpudoctor.collect import CollectOptions, all_collectors
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.mirrors import AptFacts
+from gpudoctor.fixes import apt_mirror
+from gpudoctor.mirrors.aptsources import (classify_uri, find_rewrites, parse_deb822, parse_one_line,
+                                          rewrite_deb822, rewrite_one_line)
+from gpudoctor.mirrors.catalogue import from_text
+from gpudoctor.model import FixRefused, Status
+from gpudoctor.testing import fake_system, write_tree
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "fixtures" / "mirrors"
+CASE17 = HERE / "fixtures" / "cases" / "17-debian12-sources-list-absent"
+
+
+def collect(root: Path, **extra):
+    system = fake_system(root)
+    facts, errors = engine.collect_facts(["os", "apt"], system, CollectOptions(offline=True, extra=extra),
+                                         all_collectors())
+    assert errors == []
+    return facts
+
+
+def tree(root: Path) -> dict:
+    return {"/" + str(p.relative_to(root)): p.read_text() for p in sorted((root / "etc" / "apt").rglob("*"))
+            if p.is_file()}
+
+
+def applied(before: Path, plan) -> dict:
+    files = tree(before)
+    for edit in plan.edits:
+        assert files.get(edit.path) == edit.old_text, f"{edit.path}: plan made from other text"
+        files[edit.path] = edit.new_text
+    return files
+
+
+def copy_before(name: str, tmp_path: Path) -> Path:
+    root = tmp_path / "root"
+    shutil.copytree(GOLDEN / name / "before", root)
+    return root
+
+
+# --------------------------------------------------------------------------- parser and editor
+
+
+def test_deb822_parse_keeps_disabled_and_inline_keys():
+    text = (GOLDEN / "stanzas" / "before" / "etc/apt/sources.list.d/debian.sources").read_text()
+    entries, problems = parse_deb822("/etc/apt/sources.list.d/debian.sources", text)
+    assert problems == []
+    assert [e.enabled for e in entries] == [True, False, True]
+    assert entries[0].types == ("deb", "deb-src")
+    assert entries[0].options["architectures"] == "amd64 arm64"
+    assert entries[2].options["signed-by"] == "(inline key block)"
+    assert [e.line for e in entries] == [2, 10, 17]
+
+
+def test_deb822_bad_line_is_reported_and_editor_refuses():
+    text = "Types: deb\nURIs http://deb.debian.org/debian\nSuites: bookworm\n"
+    entries, problems = parse_deb822("/x.sources", text)
+    assert entries == [] and "not a 'Field: value' line" in problems[0]
+    with pytest.raises(ValueError):
+        rewrite_deb822(text, lambda u, s, c, e: "http://m.example.org/debian")
+
+
+def test_one_line_editor_changes_only_the_uri():
+    text = "deb [ arch=amd64 signed-by=/k.gpg ] http://deb.debian.org/debian bookworm main # keep\r\n" \
+           "# deb http://deb.debian.org/debian bookworm main\r\n"
+    entries, _ = parse_one_line("/s", text)
+    assert entries[0].options == {"arch": "amd64", "signed-by": "/k.gpg"}
+    new = rewrite_one_line(text, lambda u, s, c, e: "https://m.example.org/debian")
+    assert new == text.replace("http://deb.debian.org/debian bookworm main # keep",
+                               "https://m.example.org/debian bookworm main # keep", 1)
+
+
+@pytest.mark.parametrize("uri, archive", [
+    ("http://deb.debian.org/debian", "debian"), ("http://deb.debian.org/debian-security/", "debian_security"),
+    ("http://security.debian.org/", "debian_security"), ("http://archive.ubuntu.com/ubuntu/", "ubuntu"),
+    ("http://ports.ubuntu.com/ubuntu-ports", "ubuntu_ports"),
+    ("https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/", None)])
+def test_classify_uri(uri, archive):
+    assert classify_uri(uri) == archive
+
+
+def test_third_party_repo_with_debian_path_is_not_a_distro_archive():
+    from gpudoctor.mirrors.aptsources import distro_archive
+    assert distro_archive("https://download.docker.com/linux/debian", ("stable",)) is None
+    assert distro_archive("http://deb.debian.org/debian", ("main", "contrib")) == "debian"
+
+
+def test_find_rewrites_in_a_dockerfile():
+    text = (CASE17 / "Dockerfile").read_text()
+    found = find_rewrites("Dockerfile", text, lambda p: None, lambda p: [])
+    assert [(r.target, r.pattern, r.replacement, r.target_exists) for r in found] == [
+        ("/etc/apt/sources.list", "deb.debian.org", "mirror.example.edu.cn", False),
+        ("/etc/apt/sources.list", "security.debian.org/debian-security", "mirror.example.edu.cn/debian-security", False)]
+    assert found[0].origin == "Dockerfile:2"
+
+
+# --------------------------------------------------------------------------- collector
+
+
+def test_collector_reads_both_formats_in_apt_order_and_marks_ignored(tmp_path):
+    root = copy_before("mixed", tmp_path)
+    write_tree(root, {"/etc/apt/sources.list.d/old.list.save": "deb http://deb.debian.org/debian bullseye main\n"})
+    apt = collect(root).get("apt")
+    assert isinstance(apt, AptFacts)
+    assert (apt.distro_id, apt.codename, apt.sources_list_present) == ("debian", "bookworm", True)
+    assert [f.path for f in apt.files] == ["/etc/apt/sources.list", "/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
+                                           "/etc/apt/sources.list.d/debian.sources",
+                                           "/etc/apt/sources.list.d/old.list.save"]
+    assert apt.files[-1].ignored and not any(s.file.endswith(".save") for s in apt.sources)
+    assert apt.ca_certificates
+
+
+def test_collector_without_etc_apt_is_unavailable(tmp_path):
+    write_tree(tmp_path, {"/etc/os-release": "ID=fedora\nVERSION_ID=40\n"})
+    assert isinstance(collect(tmp_path).get("apt"), Unavailable)
+
+
+# --------------------------------------------------------------------------- apt.sources check
+
+
+def test_case17_rewrite_of_absent_sources_list_fails(tmp_path):
+    root = copy_before("case17", tmp_path)
+    facts = collect(root, dockerfile=("Dockerfile", (CASE17 / "Dockerfile").read_text()))
+    findings = apt_sources.evaluate(facts)
+    top = findings[0]
+    assert top.status is Status.FAIL
+    assert "/etc/apt/sources.list, which does not exist" in top.summary
+    assert "debian.sources" in top.summary and "http://deb.debian.org" in top.summary
+    assert "sed -i 's|deb.debian.org|mirror.example.edu.cn|g' /etc/apt/sources.list.d/debian.sources" in top.explanation
+    assert top.fixes == ("apt.mirror",)
+
+
+def test_case17_fix_edits_the_deb822_file(tmp_path):
+    root = copy_before("case17", tmp_path)
+    facts = collect(root, dockerfile=("Dockerfile", (CASE17 / "Dockerfile").read_text()))
+    finding = apt_sources.evaluate(facts)[0]
+    plan = apt_mirror.plan(facts, finding, {"mirror": "http://mirror.example.edu.cn/debian", "allow_insecure": "true"})
+    assert [e.path for e in plan.edits] == ["/etc/apt/sources.list.d/debian.sources"]
+    assert applied(root, plan) == tree(GOLDEN / "case17" / "after")
+    assert any("apt-get update" in n for n in plan.notes)
+    assert any("/var/lib/apt/lists" in n for n in plan.notes)
+
+
+def test_case17_without_allow_insecure_refuses_http(tmp_path):
+    facts = collect(copy_before("case17", tmp_path))
+    with pytest.raises(FixRefused, match="--allow-insecure"):
+        apt_mirror.plan(facts, None, {"mirror": "http://mirror.example.edu.cn/debian"})
+
+
+def test_rewrite_pattern_matching_nothing_warns(tmp_path):
+    root = copy_before("case17", tmp_path)
+    docker = "FROM debian:12\nRUN sed -i 's|security.debian.org|m.example.org|g' /etc/apt/sources.list.d/debian.sources\n"
+    findings = apt_sources.evaluate(collect(root, dockerfile=("Dockerfile", docker)))
+    assert [f.status for f in findings] == [Status.WARN]
+    assert "matches nothing" in findings[0].summary
+
+
+def test_sources_list_switched_but_deb822_untouched_fails(tmp_path):
+    root = copy_before("mixed", tmp_path)
+    (root / "etc/apt/sources.list").write_text("deb http://mirror.example.org/debian bookworm main\n")
+    findings = apt_sources.evaluate(collect(root))
+    assert findings[0].status is Status.FAIL
+    assert "switched to mirror.example.org" in findings[0].summary and "deb.debian.org" in findings[0].summary
+
+
+def test_https_without_ca_certificates_fails_and_fix_refuses(tmp_path):
+    root = copy_before("ubuntu2404", tmp_path)
+    (root / "etc/ssl/certs/ca-certificates.crt").unlink()
+    src = root / "etc/apt/sources.list.d/ubuntu.sources"
+    src.write_text(src.read_text().replace("http://archive", "https://archive"))
+    facts = collect(root)
+    assert any(f.status is Status.FAIL and "ca-certificates" in f.summary for f in apt_sources.evaluate(facts))
+    with pytest.raises(FixRefused, match="ca-certificates"):
+        apt_mirror.plan(facts, None, {"mirror": "https://mirror.example.org/ubuntu"})
+
+
+def test_wrong_suite_and_duplicates(tmp_path):
+    root = copy_before("mixed", tmp_path)
+    (root / "etc/apt/sources.list.d/old.list").write_text("deb http://deb.debian.org/debian bullseye main\n")
+    findings = apt_sources.evaluate(collect(root))
+    summaries = {f.status: f.summary for f in findings}
+    assert "'bullseye'" in summaries[Status.FAIL] and "bookworm" in summaries[Status.FAIL]
+    assert "listed twice" in summaries[Status.WARN]
+
+
+def test_consistent_sources_are_ok(tmp_path):
+    findings = apt_sources.evaluate(collect(copy_before("ubuntu2404", tmp_path)))
+    assert [f.status for f in findings] == [Status.OK]
+
+
+# --------------------------------------------------------------------------- apt.mirror planner, golden files
+
+
+def test_ubuntu_2404_sources_golden(tmp_path):
+    root = copy_before("ubuntu2404", tmp_path)
+    facts = collect(root)
+    plan = apt_mirror.plan(facts, None, {"mirror": "https://mirror.example.org/ubuntu"})
+    assert applied(root, plan) == tree(GOLDEN / "ubuntu2404" / "after")
+    assert plan.addresses == ("apt.mirror", "apt.sources")
+
+
+def test_mixed_formats_golden_security_stays_official_when_mirror_lacks_it(tmp_path):
+    root = copy_before("mixed", tmp_path)
+    cat = from_text('replace = true\n[[mirror]]\nname = "example"\ndebian = "https://mirror.example.org/debian"\n'
+                    'source = "test"\n', "test.toml")
+    from gpudoctor.facts.mirrors import MirrorsFacts
+    facts = collect(root)
+    facts = facts.with_domains(mirrors=MirrorsFacts(False, False, 5.0, cat.origin, cat.mirrors, (), {}))
+    plan = apt_mirror.plan(facts, None, {"mirror": "example"})
+    assert applied(root, plan) == tree(GOLDEN / "mixed" / "after")
+    assert any("official host" in n and "debian-security" in n for n in plan.notes)
+
+
+def test_several_stanzas_enabled_no_golden(tmp_path):
+    root = copy_before("stanzas", tmp_path)
+    plan = apt_mirror.plan(collect(root), None, {"mirror": "http://mirror.example.org/", "allow_insecure": "yes"})
+    assert applied(root, plan) == tree(GOLDEN / "stanzas" / "after")
+
+
+def test_plan_is_a_no_op_when_already_on_that_mirror(tmp_path):
+    work = tmp_path / "root"
+    shutil.copytree(GOLDEN / "ubuntu2404" / "before", work)
+    shutil.copytree(GOLDEN / "ubuntu2404" / "after" / "etc", work / "etc", dirs_exist_ok=True)
+    plan = apt_mirror.plan(collect(work), None, {"mirror": "https://mirror.example.org/ubuntu"})
+    assert not plan.changes_anything
+
+
+def test_unknown_mirror_name_is_refused_with_the_known_names(tmp_path):
+    with pytest.raises(FixRefused, match="tuna"):
+        apt_mirror.plan(collect(copy_before("case17", tmp_path)), None, {"mirror": "nosuchmirror"})
+
+
+def test_fastest_without_ranking_is_refused(tmp_path):
+    with pytest.raises(FixRefused, match="no apt mirror ranking"):
+        apt_mirror.plan(collect(copy_before("case17", tmp_path)), None, {"mirror": "fastest"})
