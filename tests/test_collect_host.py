@@ -187,17 +187,18 @@ def test_shm_docker_default_64m(tmp_path):
     assert facts.total_bytes == 64 * 1024 ** 2
 
 
-def test_shm_not_a_mount_point(tmp_path):
+def test_shm_of_an_image_root_is_unavailable_not_missing(tmp_path):
+    # an image root has no mounts of its own: the runtime creates /dev/shm when the image runs,
+    # so neither a plain directory nor its absence says anything about the container's shm
     (tmp_path / "dev" / "shm").mkdir(parents=True)
     write_tree(tmp_path, {"/proc/mounts": "overlay / overlay rw 0 0\n"})
     facts = collect_shm(ctx(tmp_path))
-    assert facts.mounted is False
-    assert facts.fstype == ""
-    assert isinstance(facts.total_bytes, int)
+    assert isinstance(facts, Unavailable) and "container runtime" in facts.reason
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert isinstance(collect_shm(ctx(empty)), Unavailable)
 
 
-def test_shm_missing(tmp_path):
-    facts = collect_shm(ctx(tmp_path))
-    assert facts.mounted is False
-    assert isinstance(facts.total_bytes, Unavailable)
-    assert facts.total_bytes.reason == "/dev/shm does not exist"
+def test_cpu_of_an_image_root_without_cpuinfo_is_unavailable(tmp_path):
+    facts = collect_cpu(ctx(tmp_path))
+    assert isinstance(facts, Unavailable) and "/proc/cpuinfo" in facts.reason

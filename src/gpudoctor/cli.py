@@ -7,6 +7,7 @@ in gpudoctor; the traceback goes to a crash log), 130 interrupted.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -21,6 +22,10 @@ from gpudoctor import __version__
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
+EXIT_BROKEN_PIPE = 141
+#: errors writing our own output that are the environment's, not a bug
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG}
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -30,6 +35,13 @@ class GpudoctorGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> List[str]:
         return list(self.commands)
+
+    def invoke(self, ctx: click.Context):
+        # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _broken_pipe()
 
 
 @click.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
@@ -63,6 +75,9 @@ def _build_system(root: str):
     root_path = Path(root)
     if not root_path.is_dir():
         raise _usage(f"--root {root}: not a directory")
+    if root_path.resolve() != Path("/") and not any(
+            (root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
+        click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
     return System.live(str(root_path))
 
 
@@ -72,6 +87,8 @@ def _check_pythons(pythons: Sequence[str]) -> None:
         if os.sep in p:
             if not os.path.exists(p):
                 raise _usage(f"--python {p}: no such file")
+            if os.path.isdir(p):
+                raise _usage(f"--python {p}: is a directory; give the interpreter, e.g. {p.rstrip('/')}/bin/python")
             if not os.access(p, os.X_OK):
                 raise _usage(f"--python {p}: not executable")
         elif shutil.which(p) is None:
@@ -120,7 +137,7 @@ def common_collect_options(fn):
 
 def _options(pythons, offline, probe_timeout, **extra):
     from gpudoctor.collect import CollectOptions
-    return CollectOptions(pythons=tuple(pythons), offline=offline, probe_timeout_s=probe_timeout, extra=extra)
+    return CollectOptions(pythons=tuple(dict.fromkeys(pythons)), offline=offline, probe_timeout_s=probe_timeout, extra=extra)
 
 
 # --------------------------------------------------------------------------- check
@@ -162,6 +179,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     except engine.SelectionError as exc:
         raise _usage(str(exc)) from None
     _check_pythons(pythons)
+    if facts_file and (pythons or root != "/"):
+        raise _usage("--facts replays a snapshot; --python and --root only apply when collecting "
+                     "(use them with `gpudoctor facts`)")
     facts = _read_facts(facts_file) if facts_file else None
     system = _build_system(root)
     options = _options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
@@ -248,7 +268,14 @@ def list_(fmt):
     from rich.table import Table
     from gpudoctor.render.console import make_console
     console = make_console()
-    table = Table(box=None, show_edge=False, pad_edge=False)
+    if not console.is_terminal:  # plain, one line per item, no wrapping or padding: easy to grep
+        w_id = max((len(r["id"]) for r in rows), default=0)
+        for r in rows:
+            click.echo(f"{r['kind']:<5}  {r['id']:<{w_id}}  {r['title']}  ({r['provider']})")
+        for p in registry.problems:
+            click.echo(f"[ERROR] {p.summary}")
+        return
+    table = Table(box=None, show_edge=False, pad_edge=False, expand=False)
     for col in ("kind", "id", "description", "provider"):
         table.add_column(col)
     for r in rows:
@@ -260,23 +287,44 @@ def list_(fmt):
 
 # --------------------------------------------------------------------------- entry point
 
+def _interrupted() -> None:
+    """Ctrl-C: kill the commands we started (they run in their own sessions, so the
+    terminal's SIGINT does not reach them), so the threads waiting on them end too."""
+    import signal
+
+    from gpudoctor.system import kill_running_commands
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+    try:
+        kill_running_commands()
+        click.echo("\ngpudoctor: interrupted", err=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _broken_pipe() -> None:
+    """The reader of stdout went away: stop quietly with 141 (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail again
+    except OSError:
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
                       standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("gpudoctor: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
-    except KeyboardInterrupt:
-        click.echo("\ngpudoctor: interrupted", err=True)
-        sys.exit(EXIT_INTERRUPTED)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted()
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(EXIT_OK)
     except click.UsageError as exc:
-        hint = f"; see '{exc.ctx.command_path} --help'" if exc.ctx else ""
-        click.echo(f"gpudoctor: error: {exc.format_message()}{hint}", err=True)
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        click.echo(f"gpudoctor: error: {exc.format_message().rstrip('.')}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         click.echo(f"gpudoctor: error: {exc.format_message()}", err=True)
@@ -284,15 +332,25 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     except SystemExit:
         raise
     except BrokenPipeError:
-        sys.exit(EXIT_OK)
+        _broken_pipe()
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            _internal_error(exc)
+        where = f" {exc.filename}" if exc.filename else " the output"
+        click.echo(f"gpudoctor: error: cannot write{where}: {exc.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug in gpudoctor: one line, traceback to a log
-        fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
-        with os.fdopen(fd, "w") as fh:
-            fh.write(traceback.format_exc())
-        click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
-                   err=True)
-        sys.exit(EXIT_INTERNAL)
+        _internal_error(exc)
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _internal_error(exc: BaseException) -> None:
+    fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(traceback.format_exc())
+    click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
+               err=True)
+    sys.exit(EXIT_INTERNAL)
 
 
 # Commands defined in their own modules register themselves on ``cli``.

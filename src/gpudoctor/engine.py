@@ -75,7 +75,15 @@ class Report:
 
     @property
     def worst(self) -> Status:
+        """The most severe status among the findings (``ok`` when there are none)."""
         return Status.worst([f.status for f in self.findings])
+
+    @property
+    def verdict(self) -> Status:
+        """The overall verdict: ``ok`` unless something warned, failed or errored
+        (``info`` and ``skip`` need no action, so a healthy machine reads ``ok``)."""
+        worst = self.worst
+        return worst if worst >= Status.WARN else Status.OK
 
     def counts(self) -> Dict[str, int]:
         """Status value -> number of findings (every status present, zeros included)."""
@@ -102,7 +110,7 @@ class Report:
         doc: Dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
-            "status": self.worst.value,
+            "status": self.verdict.value,
             "counts": self.counts(),
             "duration_ms": round(self.duration_ms, 3),
             "findings": [f.to_json() for f in self.findings],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -29,6 +30,7 @@ __all__ = [
     "Clock",
     "System",
     "DEFAULT_COMMAND_TIMEOUT_S",
+    "kill_running_commands",
 ]
 
 #: Default per-command timeout, seconds.
@@ -71,7 +73,18 @@ class CommandResult:
             return f"{name} could not be started: {self.error}"
         tail = (self.stderr or self.stdout).strip().splitlines()
         detail = tail[-1] if tail else "no output"
+        if self.returncode is not None and self.returncode < 0:
+            return f"{name} was killed by {signal_name(-self.returncode)}: {detail}"
         return f"{name} exited with status {self.returncode}: {detail}"
+
+
+def signal_name(number: int) -> str:
+    """``11`` -> ``SIGSEGV`` (``signal 99`` for unknown numbers)."""
+    import signal
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class Runner(Protocol):
@@ -82,11 +95,35 @@ class Runner(Protocol):
         ...
 
 
-class SubprocessRunner:
-    """The real runner: ``subprocess.run`` with a timeout, no shell.
+_RUNNING: "set[subprocess.Popen]" = set()
+_RUNNING_LOCK = threading.Lock()
 
-    On timeout the whole process group is killed, so a probe that spawned
-    children (DataLoader workers, compilers) does not linger.
+
+def kill_running_commands() -> int:
+    """Kill the process group of every command still running (Ctrl-C, exit).
+
+    Commands run in their own session (so a timeout can kill their whole
+    group), which also means a Ctrl-C on the terminal does not reach them:
+    the CLI calls this on interrupt. Returns how many were killed.
+    """
+    with _RUNNING_LOCK:
+        procs = list(_RUNNING)
+    for proc in procs:
+        _kill_group(proc)
+    for proc in procs:  # reap them, so no zombie is left to an init that may not reap
+        try:
+            proc.wait(timeout=1.0)
+        except Exception:  # noqa: BLE001 - best effort on the way out
+            pass
+    return len(procs)
+
+
+class SubprocessRunner:
+    """The real runner: ``subprocess.Popen`` with a timeout, no shell.
+
+    Each command gets its own session; on timeout (or :func:`kill_running_commands`)
+    the whole process group is killed, so a probe that spawned children
+    (DataLoader workers, compilers) does not linger.
     """
 
     def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
@@ -106,6 +143,8 @@ class SubprocessRunner:
             return CommandResult(argv, None, duration_ms=_ms(start), error="not-found")
         except OSError as exc:
             return CommandResult(argv, None, duration_ms=_ms(start), error=f"os-error: {exc.strerror or exc}")
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
         try:
             out, err = proc.communicate(input=input_text.encode() if input_text is not None else None,
                                         timeout=timeout_s)
@@ -117,6 +156,9 @@ class SubprocessRunner:
             _kill_group(proc)
             proc.wait()
             raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
         return CommandResult(argv, proc.returncode, _decode(out), _decode(err), _ms(start))
 
 

@@ -75,7 +75,7 @@ def evaluate(facts: Facts) -> List[Finding]:
             f"`gpudoctor probe dataloader --dataset MODULE:CALLABLE`. To give the job more CPUs, raise the limit: "
             f"`docker run --cpus=N`, Kubernetes `resources.limits.cpu`, or the Slurm `--cpus-per-task`.",
             evidence=evidence)]
-    return [CHECK.finding(Status.OK, f"{usable} CPUs usable (no quota or affinity limit below os.cpu_count())",
+    return [CHECK.finding(Status.OK, f"{usable} CPU{'' if usable == 1 else 's'} usable (no quota or affinity limit below os.cpu_count())",
                           evidence=evidence)]
 
 

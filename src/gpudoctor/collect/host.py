@@ -126,7 +126,7 @@ def read_cpu_quota(files: Files) -> Tuple[Union[int, Unavailable], Union[CpuQuot
     return Unavailable("no cgroup filesystem is mounted at /sys/fs/cgroup"), Unavailable("no cgroup CPU controller found")
 
 
-def collect_cpu(ctx: CollectContext) -> CpuFacts:
+def collect_cpu(ctx: CollectContext) -> Union[CpuFacts, Unavailable]:
     files = ctx.system.files
     if files.is_live:
         logical = os.cpu_count() or 1
@@ -135,8 +135,11 @@ def collect_cpu(ctx: CollectContext) -> CpuFacts:
         except (AttributeError, OSError) as exc:
             affinity = Unavailable(f"sched_getaffinity is not available: {exc}")
     else:
-        text = files.read_text_or_none("/proc/cpuinfo") or ""
-        logical = sum(1 for line in text.splitlines() if line.startswith("processor")) or 1
+        text = files.read_text_or_none("/proc/cpuinfo")
+        logical = sum(1 for line in (text or "").splitlines() if line.startswith("processor"))
+        if not logical:
+            # an image root: CPUs belong to the machine that will run it, not to the files
+            return Unavailable(f"CPU counts belong to a running machine; --root {files.root} has no /proc/cpuinfo")
         affinity = Unavailable("CPU affinity belongs to a running process, not to an image root")
     version, quota = read_cpu_quota(files)
     model = ""
@@ -166,7 +169,7 @@ def _tmpfs_size(options: str) -> Optional[int]:
     return None
 
 
-def collect_shm(ctx: CollectContext) -> ShmFacts:
+def collect_shm(ctx: CollectContext) -> Union[ShmFacts, Unavailable]:
     files = ctx.system.files
     fstype, options, mounted = "", "", False
     for line in (files.read_text_or_none("/proc/mounts") or "").splitlines():
@@ -179,6 +182,11 @@ def collect_shm(ctx: CollectContext) -> ShmFacts:
         if size is not None:
             return ShmFacts(SHM_PATH, mounted, size, Unavailable("free space is only known on a live system"),
                             fstype, options)
+    if not files.is_live and not mounted:
+        # an image root has no mounts of its own: /dev/shm is set up by the container runtime at start
+        reason = (f"{SHM_PATH} is created by the container runtime when the image runs; --root "
+                  f"{files.root} has no /proc/mounts entry for it")
+        return Unavailable(reason)
     if not files.is_dir(SHM_PATH):
         return ShmFacts(SHM_PATH, False, Unavailable(f"{SHM_PATH} does not exist"),
                         Unavailable(f"{SHM_PATH} does not exist"), fstype, options)

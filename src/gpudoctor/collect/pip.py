@@ -16,12 +16,15 @@ file they come from, and ignores empty values.
 
 The site prefix is a choice, because the doctor is not the interpreter that
 runs pip: the first ``--python`` (its ``bin/``'s parent, i.e. the venv), else
-``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else ``/usr`` (Debian/Ubuntu's
-system ``sys.prefix``).
+``$VIRTUAL_ENV``, else ``$CONDA_PREFIX``, else on the live system the
+prefix of the interpreter running gpudoctor (``sys.prefix``: pip installed
+next to gpudoctor reads that venv's ``pip.conf``), else ``/usr``
+(Debian/Ubuntu's system ``sys.prefix``, for image roots).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import PurePosixPath
 from typing import Dict, List, Tuple
 
@@ -62,6 +65,8 @@ def site_prefix(ctx: CollectContext) -> Tuple[str, str]:
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         if ctx.system.env.get(var):
             return ctx.system.env[var], var
+    if ctx.system.files.is_live:
+        return sys.prefix, "sys.prefix"
     return "/usr", "default"
 
 

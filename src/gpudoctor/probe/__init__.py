@@ -18,7 +18,7 @@ from typing import Any, Mapping, Optional, Union
 from gpudoctor.facts import FactsDecodeError, Unavailable
 from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.system import System
+from gpudoctor.system import System, signal_name
 
 __all__ = ["PROBE_SCRIPT", "MARKER", "ProbeError", "parse_probe_output", "probe_target", "probe_argv"]
 
@@ -73,5 +73,10 @@ def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] =
         return parse_probe_output(result.stdout)
     except ProbeError as exc:
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])
+        if result.returncode is not None and result.returncode < 0:
+            sig = signal_name(-result.returncode)
+            hint = " (a crash in native code, typically while importing torch or initialising CUDA)" \
+                if sig in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT") else ""
+            return Unavailable(f"the probe in {python} crashed with {sig}{hint}" + (f"; stderr: {tail}" if tail else ""))
         status = f"exit status {result.returncode}" if result.returncode is not None else "no exit status"
         return Unavailable(f"the probe in {python} failed ({status}): {exc}" + (f"; stderr: {tail}" if tail else ""))

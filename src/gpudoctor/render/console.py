@@ -8,6 +8,7 @@ checks on a terminal only.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -24,12 +25,19 @@ from gpudoctor.redact import redact_text
 from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines, finding_title
 
 
+class _Console(Console):
+    """A Console that lets a broken pipe reach the CLI (rich would exit 1, our "a check failed")."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+
 def make_console(stream: Optional[IO[str]] = None) -> Console:
     """A rich Console that is plain (no colour, no markup) when not a terminal or NO_COLOR is set."""
     stream = stream or sys.stdout
     is_tty = hasattr(stream, "isatty") and stream.isatty()
     plain = not is_tty or "NO_COLOR" in os.environ
-    return Console(file=stream, no_color=plain, highlight=False, force_terminal=None if not plain else False,
+    return _Console(file=stream, no_color=plain, highlight=False, force_terminal=None if not plain else False,
                    soft_wrap=plain, width=None if is_tty else 100)
 
 
@@ -60,9 +68,10 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
             console.print(Text("\n".join("    " + ln for ln in evidence_lines(f)), style="dim"))
     counts = report.counts()
     parts = [f"{n} {s}" for s, n in counts.items() if n]
-    style = COLOURS[report.worst]
+    style = COLOURS[report.verdict]
+    n = len(report.findings)
     console.print()
-    console.print(Text(f"{len(report.findings)} findings: {', '.join(parts)} "
+    console.print(Text(f"{n} finding{'' if n == 1 else 's'}: {', '.join(parts) or 'none'} "
                        f"({report.duration_ms / 1000:.1f} s)", style=style + " bold"))
 
 

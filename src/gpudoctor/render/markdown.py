@@ -12,7 +12,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     """The report as Markdown: a summary table, then details for anything not ok."""
     lines = [f"## gpudoctor {__version__} report", ""]
     counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
-    lines += [f"Overall: **{report.worst.value}** ({counts})", "", "| status | check | summary |", "|---|---|---|"]
+    lines += [f"Overall: **{report.verdict.value}** ({counts})", "", "| status | check | summary |", "|---|---|---|"]
     for f in report.findings:
         summary = redact_text(finding_title(f)).replace("|", "\\|")
         lines.append(f"| {GLYPHS[f.status]} {f.status.value} | `{f.check}` | {summary} |")

@@ -49,7 +49,9 @@ def report_schema() -> dict:
         "properties": {
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "gpudoctor_version": {"type": "string"},
-            "status": {"enum": statuses, "description": "the most severe status among the findings"},
+            "status": {"enum": ["ok", "warn", "fail", "error"],
+                       "description": "overall verdict: the most severe of warn/fail/error among the findings, "
+                                      "else ok (info and skip need no action)"},
             "counts": {"type": "object", "properties": {s: {"type": "integer", "minimum": 0} for s in statuses},
                        "required": statuses, "additionalProperties": False},
             "duration_ms": {"type": "number", "minimum": 0},
