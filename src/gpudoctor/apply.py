@@ -64,6 +64,7 @@ __all__ = [
     "NeedsPrivilege",
     "WriteFailed",
     "UndoRefused",
+    "JournalUnavailable",
     "PreparedWrite",
     "FileOps",
     "Transaction",
@@ -128,6 +129,17 @@ class WriteFailed(ApplyError):
 
 class UndoRefused(ApplyError):
     """An undo would overwrite changes made after the transaction (or the transaction is unknown)."""
+
+
+class JournalUnavailable(ApplyError):
+    """The backup journal directory cannot be created or written (read-only ``~/.local/state``, a file
+    in its place...); nothing was written, since nothing is written without a backup."""
+
+    def __init__(self, directory: Path, reason: str):
+        self.directory = directory
+        super().__init__(f"cannot write the backup journal {directory}: {reason}; nothing was changed. "
+                         f"Point it at a writable directory and rerun, e.g. XDG_STATE_HOME=/var/tmp/gpudoctor-state "
+                         f"gpudoctor fix ...")
 
 
 # --------------------------------------------------------------------------- low-level file operations
@@ -462,11 +474,25 @@ class Journal:
         with contextlib.suppress(OSError):
             os.chmod(self.directory, 0o700)
 
+    def _unavailable(self, exc: OSError) -> JournalUnavailable:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            reason = f"a file is in the way of the directory ({reason})"
+        return JournalUnavailable(self.directory, reason)
+
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the journal's exclusive lock."""
-        self._ensure()
-        fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """Hold the journal's exclusive lock.
+
+        Raises :class:`JournalUnavailable` when the journal directory cannot
+        be created or its lock file opened (read-only file system, a regular
+        file where a directory should be, no permission).
+        """
+        try:
+            self._ensure()
+            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._unavailable(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -516,6 +542,19 @@ class Journal:
                 return txn_id, d
             except FileExistsError:  # pragma: no cover - 1 in 65536 within one second
                 continue
+            except OSError as exc:
+                raise self._unavailable(exc) from None
+
+    def _save_backup(self, directory: Path, name: str, data: bytes) -> None:
+        """Write ``data`` as ``directory/name`` (0600, fsynced); :class:`JournalUnavailable` on failure."""
+        try:
+            bfd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(bfd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise self._unavailable(exc) from None
 
     # -- undo
 
@@ -585,11 +624,7 @@ class Journal:
                     backup = None
                     if data is not None:
                         backup = f"{i}.orig"
-                        bfd = os.open(directory / backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                        with os.fdopen(bfd, "wb") as fh:
-                            fh.write(data)
-                            fh.flush()
-                            os.fsync(fh.fileno())
+                        self._save_backup(directory, backup, data)
                         st = os.stat(w.host_path)
                         mode, uid, gid = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
                     else:
@@ -606,7 +641,11 @@ class Journal:
                 entries.append(JournalFile(w.path, w.target, data is not None, mode, uid, gid, _sha256(data),
                                            _sha256(_encode(w.new_text)) or "", backup))
             txn = Transaction(txn_id, _now(), str(files.root), tuple(fixes), tuple(entries), "pending", directory)
-            self._write_manifest(txn)
+            try:
+                self._write_manifest(txn)
+            except OSError as exc:
+                _remove_tree(directory)
+                raise self._unavailable(exc) from None
             _fsync_dir(directory)
 
             done: List[int] = []
