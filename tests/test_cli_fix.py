@@ -138,6 +138,7 @@ def test_undo_refuses_changed_file_unless_force(root, capsys):
 
 def test_permission_denied_names_file_and_sudo_command(root, capsys, monkeypatch):
     monkeypatch.setattr(ap.FileOps, "can_write", lambda self, path: False)
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user
     code, _, err = run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))
     assert code == 1
     assert err.strip() == (f"gpudoctor: error: cannot write /etc/demo.conf: permission denied; rerun as root: "

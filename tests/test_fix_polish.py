@@ -64,3 +64,53 @@ def test_backup_copy_failure_is_a_journal_error_not_a_sudo_hint(root, monkeypatc
         ap.apply(writes, Files(root), journal, rerun="sudo gpudoctor fix f.x")
     assert (root / "etc/a.conf").read_text() == "a1\n"
     assert journal.transactions() == []
+
+
+# --------------------------------------------------------------------------- 2. read-only file, already root
+
+
+def test_root_refused_gets_no_sudo_advice(root, capsys, monkeypatch):
+    monkeypatch.setattr(ap.FileOps, "can_write", lambda self, path: False)
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: True)
+    monkeypatch.setattr(ap.FileOps, "read_only", lambda self, path: False)
+    code, _, err = run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))
+    assert code == 1
+    [line] = err.strip().splitlines()
+    assert "cannot write /etc/demo.conf" in line and "even as root" in line
+    assert "sudo gpudoctor" not in line and "rerun as root" not in line
+    assert "mode = slow" in (root / "etc/demo.conf").read_text()
+
+
+@pytest.mark.parametrize("as_root", [True, False])
+def test_read_only_file_system_says_so_without_sudo(root, capsys, monkeypatch, as_root):
+    monkeypatch.setattr(ap.FileOps, "can_write", lambda self, path: False)
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: as_root)
+    monkeypatch.setattr(ap.FileOps, "read_only", lambda self, path: True)
+    code, _, err = run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))
+    assert code == 1
+    [line] = err.strip().splitlines()
+    assert "cannot write /etc/demo.conf: the file system is read-only" in line
+    assert "even as root" in line and "remount" in line and "sudo gpudoctor" not in line
+
+
+def test_erofs_during_the_write_rolls_back_and_says_read_only(root, isolated_home):
+    a, b = root / "etc/a.conf", root / "etc/b.conf"
+    a.write_text("a1\n")
+    b.write_text("b1\n")
+
+    class Erofs(ap.FileOps):
+        def write(self, path, data, mode, owner):
+            if path == b and data == b"b2\n":
+                raise OSError(errno.EROFS, "Read-only file system", str(path))
+            super().write(path, data, mode, owner)
+
+    writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/b.conf", "b1\n", "b2\n"))],
+                        Files(root))
+    with pytest.raises(ap.CannotWrite, match="/etc/b.conf: the file system is read-only") as info:
+        ap.apply(writes, Files(root), ap.Journal(), ops=Erofs(), rerun="sudo gpudoctor fix f.x")
+    assert "sudo" not in str(info.value).replace("sudo mount", "")
+    assert a.read_text() == "a1\n" and b.read_text() == "b1\n"
+
+
+def test_read_only_reports_a_writable_tmp_as_writable(tmp_path):
+    assert ap.FileOps().read_only(tmp_path / "missing" / "pip.conf") is False

@@ -215,6 +215,7 @@ def test_unwritable_global_file_names_file_and_sudo_command(tmp_path, env, capsy
     monkeypatch.setattr(ap.FileOps, "can_write",
                         lambda self, path: False if path.name == "pip.conf" and path.parent.name == "etc"
                         else real_can_write(self, path))
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user: sudo helps
     code, _, err = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes",
                        "--root", str(root))
     assert code == 1

@@ -15,7 +15,8 @@ module turns them into writes, carefully:
    (credentials in URLs are redacted in the *display* only).
 3. :func:`apply` checks write permission for every file first (a file the
    user may not write gives :class:`NeedsPrivilege`, naming the file and the
-   ``sudo`` command, before anything is touched), copies every original into
+   ``sudo`` command, before anything is touched; :class:`CannotWrite`, with
+   no ``sudo`` advice, on a read-only file system or when already root), copies every original into
    a new transaction of the backup :class:`Journal`, then writes each file
    atomically (temp file in the same directory, fsync, ``os.replace``, fsync
    of the directory; mode and owner of an existing file preserved). If one
@@ -62,6 +63,7 @@ __all__ = [
     "StaleEdit",
     "ConflictingEdits",
     "NeedsPrivilege",
+    "CannotWrite",
     "WriteFailed",
     "UndoRefused",
     "JournalUnavailable",
@@ -115,6 +117,33 @@ class NeedsPrivilege(ApplyError):
         self.command = command
         rerun = f"; rerun as root: {command}" if command else "; rerun the same command with sudo"
         super().__init__(f"cannot write {path}: permission denied{rerun}. Nothing was changed.")
+
+
+class CannotWrite(ApplyError):
+    """A file cannot be written even as root: its file system is read-only (``EROFS``), or root itself was
+    refused (an immutable file, a root-squashed network mount). No ``sudo`` advice: it would not help."""
+
+    def __init__(self, path: str, read_only: bool):
+        self.path = path
+        self.read_only = read_only
+        if read_only:
+            why = ("the file system is read-only, so it cannot be written even as root; remount it read-write "
+                   "(sudo mount -o remount,rw MOUNTPOINT) or change the image it comes from")
+        else:
+            why = ("permission denied even as root (an immutable file? see `lsattr`; a root-squashed network "
+                   "mount?)")
+        super().__init__(f"cannot write {path}: {why}. Nothing was changed.")
+
+
+def _denied(target: str, host: Path, ops: "FileOps", rerun: Optional[str],
+            exc: Optional[OSError] = None) -> ApplyError:
+    """The error for a file we may not write: :class:`CannotWrite` on a read-only file system or when we
+    are root already, else :class:`NeedsPrivilege` with the ``sudo`` command to rerun."""
+    if (exc is not None and exc.errno == errno.EROFS) or ops.read_only(host):
+        return CannotWrite(target, read_only=True)
+    if ops.is_root():
+        return CannotWrite(target, read_only=False)
+    return NeedsPrivilege(target, rerun)
 
 
 class WriteFailed(ApplyError):
@@ -215,6 +244,20 @@ class FileOps:
         if not os.access(parent, os.W_OK | os.X_OK):
             return False
         return not path.exists() or os.access(path, os.W_OK)
+
+    def is_root(self) -> bool:
+        """Whether we run as root (effective uid 0): then ``sudo`` cannot help with a refused write."""
+        return os.geteuid() == 0
+
+    def read_only(self, path: Path) -> bool:
+        """Whether ``path`` (or its nearest existing directory) lies on a file system mounted read-only."""
+        p = path
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        try:
+            return bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+        except OSError:
+            return False
 
     def makedirs(self, path: Path) -> List[Path]:
         """Create missing directories down to ``path``; returns those created, outermost first.
@@ -595,8 +638,10 @@ class Journal:
                     data = (txn.directory / jf.backup).read_bytes()
                     try:
                         ops.write(host, data, jf.mode, (jf.uid, jf.gid))
-                    except PermissionError:
-                        raise NeedsPrivilege(jf.target, f"sudo gpudoctor fix --undo {txn.id}") from None
+                    except OSError as exc:
+                        if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                            raise _denied(jf.target, host, ops, f"sudo gpudoctor fix --undo {txn.id}", exc) from None
+                        raise WriteFailed(jf.target, exc.strerror or str(exc), []) from None
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         ops.remove(host)
@@ -635,7 +680,7 @@ class Journal:
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError):
-                        raise NeedsPrivilege(w.target, rerun) from None
+                        raise _denied(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, f"cannot read it: {exc.strerror or exc}", []) from None
                 originals.append(data)
                 entries.append(JournalFile(w.path, w.target, data is not None, mode, uid, gid, _sha256(data),
@@ -671,9 +716,7 @@ class Journal:
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                        if exc.errno == errno.EROFS:
-                            raise WriteFailed(w.target, "read-only file system", restored) from None
-                        raise NeedsPrivilege(w.target, rerun) from None
+                        raise _denied(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, exc.strerror or str(exc), restored) from None
             txn = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory)
             self._write_manifest(txn)
@@ -720,7 +763,8 @@ def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journ
 
     ``rerun`` is the command line to suggest with sudo when a file may not be
     written. Raises :class:`NeedsPrivilege` before anything is written when
-    a file is not writable, :class:`StaleEdit` when a file changed since
+    a file is not writable (:class:`CannotWrite` instead when its file system
+    is read-only or we are root already: sudo would not help), :class:`StaleEdit` when a file changed since
     :func:`prepare`, :class:`WriteFailed` (or :class:`NeedsPrivilege`) when a
     write fails midway — after restoring the files already written.
     """
@@ -730,7 +774,7 @@ def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journ
     journal = journal or Journal()
     for w in writes:
         if not ops.can_write(w.host_path):
-            raise NeedsPrivilege(w.target, rerun)
+            raise _denied(w.target, w.host_path, ops, rerun)
     fixes: List[str] = []
     for w in writes:
         fixes.extend(f for f in w.fixes if f not in fixes)
