@@ -114,3 +114,29 @@ def test_erofs_during_the_write_rolls_back_and_says_read_only(root, isolated_hom
 
 def test_read_only_reports_a_writable_tmp_as_writable(tmp_path):
     assert ap.FileOps().read_only(tmp_path / "missing" / "pip.conf") is False
+
+
+# --------------------------------------------------------------------------- 3. every pip edit in the chosen scope
+
+
+def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, monkeypatch):
+    from test_pip_fix import HOME, USER_CONF
+    from gpudoctor.testing import write_tree
+
+    monkeypatch.setenv("HOME", HOME)
+    monkeypatch.setenv("XDG_CONFIG_HOME", f"{HOME}/.config")
+    for var in list(os.environ):
+        if var.startswith("PIP_") or var in ("XDG_CONFIG_DIRS", "VIRTUAL_ENV", "CONDA_PREFIX"):
+            monkeypatch.delenv(var, raising=False)
+    user_text = "[global]\nindex-url = http://mirror.example.org/simple\n"
+    root = write_tree(tmp_path / "root", {USER_CONF: user_text, "/etc/pip.conf": "[global]\ntimeout = 30\n"})
+    code, out, _ = run(capsys, "fix", "--scope", "global", "--all", "--allow-insecure", "--dry-run",
+                       "--root", str(root))
+    assert code == 0, out
+    assert "+++ /etc/pip.conf" in out and "+trusted-host = mirror.example.org" in out
+    assert f"+++ {USER_CONF}" not in out and "trust mirror.example.org (trusted-host) in /etc/pip.conf" in out
+
+    code, out, _ = run(capsys, "fix", "--scope", "global", "--all", "--allow-insecure", "--yes", "--root", str(root))
+    assert code == 0, out
+    assert (root / USER_CONF.lstrip("/")).read_text() == user_text
+    assert (root / "etc/pip.conf").read_text() == "[global]\ntimeout = 30\ntrusted-host = mirror.example.org\n"

@@ -190,18 +190,32 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     elif insecure:
         eff = pip.effective.get("trusted-host")
         current = eff.value.split() if eff else []
+        scope = options.get("scope") or None
+        scoped: Optional[PipConfigFile] = None
+        if scope is not None:  # every edit goes to the chosen scope's file
+            scoped, scope_notes = target_file(pip, scope)
+            notes += scope_notes
+        trusted_now: List[str] = []
         for kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
                 continue
-            if setting.variant == "env_var":
+            if setting.variant == "env_var" and scoped is None:
                 raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
                                  f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
-            f = pip.file(setting.source)
+            f = scoped or pip.file(setting.source)
             if f is None:  # pragma: no cover - effective settings name known files
                 continue
             _trust(pip, texts, f, [host_entry(idx_url)])
+            trusted_now.append(idx_url)
             descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
+        if scoped is not None and trusted_now:
+            after = _simulate(pip, texts).get("trusted-host")
+            hosts = after.value.split() if after else []
+            if any(not trusted(u, hosts) for u in trusted_now) and after is not None:
+                where = after.source if after.variant == "env_var" else show_path(after.source, pip.home)
+                notes.append(f"trusted-host in {where} still wins over the {scope} file: add the host there too, "
+                             f"or rerun without --scope")
     elif not texts:
         if finding.status >= Status.WARN and finding.evidence.get("option") in ("index-url", "extra-index-url"):
             raise FixRefused(f"choose how: `gpudoctor fix {FIX_ID} --index-url https://...` (the mirror's https "
