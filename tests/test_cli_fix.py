@@ -121,7 +121,7 @@ def test_all_twice_then_undo_and_history(root, capsys):
     assert code == 0 and "restored /etc/demo.conf" in out
     assert (root / "etc/demo.conf").read_text() == "# demo\nmode = slow\nother = 1\n"
     code, _, err = run(capsys, "fix", "--undo")
-    assert code == 1 and "nothing to undo" in err
+    assert code == 2 and "nothing to undo" in err
 
 
 def test_undo_refuses_changed_file_unless_force(root, capsys):

@@ -140,3 +140,69 @@ def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, mon
     assert code == 0, out
     assert (root / USER_CONF.lstrip("/")).read_text() == user_text
     assert (root / "etc/pip.conf").read_text() == "[global]\ntimeout = 30\ntrusted-host = mirror.example.org\n"
+
+
+# --------------------------------------------------------------------------- 4. exit codes
+
+
+def _hand_registry(monkeypatch, offers=()):
+    """The demo registry plus a check that fails in a way no fix repairs (a hand edit)."""
+    from gpudoctor import cli_fix
+    from gpudoctor.model import Check, Fix, Status
+    from gpudoctor.registry import Registry
+    import test_cli_fix as demo
+
+    hand = Check(id="demo.hand", title="hand", needs=(),
+                 evaluate=lambda facts: [hand.finding(Status.FAIL, "edit /etc/hand.conf by hand", fixes=offers)])
+    other = Fix(id="demo.other", title="unrelated", addresses=("demo.hand",), plan=lambda f, x, o: None)
+    reg = Registry(checks={"demo.check": demo.CHECK, "demo.hand": hand},
+                   fixes={"demo.fast": demo.FIX, "demo.other": other},
+                   providers={"check:demo.check": "t", "check:demo.hand": "t", "fix:demo.fast": "t",
+                              "fix:demo.other": "t"})
+    monkeypatch.setattr(cli_fix, "_load_registry", lambda: reg)
+
+
+def test_all_names_failures_without_automatic_fix_and_exits_1(root, capsys, monkeypatch):
+    _hand_registry(monkeypatch)
+    code, out, _ = run(capsys, "fix", "--all", "--dry-run", "--root", str(root))
+    assert code == 1
+    assert "+mode = fast" in out
+    assert "no automatic fix" in out and "demo.hand: edit /etc/hand.conf by hand" in out
+    code, out, _ = run(capsys, "fix", "--all", "--yes", "--root", str(root))
+    assert code == 1 and "demo.check: fail -> ok" in out and "demo.hand: edit /etc/hand.conf by hand" in out
+    code, out, _ = run(capsys, "fix", "--all", "--yes", "--root", str(root))
+    assert code == 1 and "nothing to fix" not in out and "demo.hand: edit /etc/hand.conf by hand" in out
+
+
+@pytest.mark.parametrize("how", [("--all",), ("demo.other",)])
+@pytest.mark.parametrize("dry", [("--dry-run",), ("--yes",)])
+def test_offered_fix_that_plans_nothing_for_a_failure_is_exit_1_either_way(root, capsys, monkeypatch, how, dry):
+    _hand_registry(monkeypatch, offers=("demo.other",))
+    (root / "etc/demo.conf").write_text("mode = fast\n")
+    code, out, _ = run(capsys, "fix", *how, *dry, "--root", str(root))
+    assert code == 1, out
+    assert "demo.other: no automatic change for demo.hand: edit /etc/hand.conf by hand" in out
+
+
+@pytest.mark.parametrize("how", [("--all",), ("demo.fast",)])
+@pytest.mark.parametrize("dry", [("--dry-run",), ("--yes",)])
+def test_refused_plan_is_exit_1_named_or_all_dry_or_not(root, capsys, how, dry):
+    code, out, _ = run(capsys, "fix", *how, *dry, "--set", "refuse=1", "--root", str(root))
+    assert code == 1 and "refused: edit /etc/demo.conf by hand" in out
+
+
+def test_undo_of_nothing_or_unknown_transaction_is_a_usage_error(root, capsys):
+    code, _, err = run(capsys, "fix", "--undo")
+    assert code == 2 and "nothing to undo" in err
+    code, _, err = run(capsys, "fix", "--undo", "20990101T000000Z-beef")
+    assert code == 2 and "no transaction '20990101T000000Z-beef'" in err
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    (root / "etc/demo.conf").write_text("hand edit\n")
+    code, _, err = run(capsys, "fix", "--undo")
+    assert code == 1 and "changed since" in err  # a refusal about the files, not a usage error
+
+
+def test_fix_help_states_exit_codes(capsys):
+    code, out, _ = run(capsys, "fix", "--help")
+    assert code == 0
+    assert "Exit codes" in out and "2  usage error" in out and "no automatic fix" in out

@@ -67,6 +67,7 @@ __all__ = [
     "WriteFailed",
     "UndoRefused",
     "JournalUnavailable",
+    "NoSuchUndo",
     "PreparedWrite",
     "FileOps",
     "Transaction",
@@ -158,6 +159,11 @@ class WriteFailed(ApplyError):
 
 class UndoRefused(ApplyError):
     """An undo would overwrite changes made after the transaction (or the transaction is unknown)."""
+
+
+class NoSuchUndo(UndoRefused):
+    """The undo names no transaction that can be undone (unknown or ambiguous id, already undone, or an
+    empty journal): a usage error, nothing was touched."""
 
 
 class JournalUnavailable(ApplyError):
@@ -547,14 +553,14 @@ class Journal:
         atomic_write(txn.directory / "manifest.json", data, 0o600)
 
     def load(self, txn_id: str) -> Transaction:
-        """The transaction ``txn_id`` (a unique prefix is enough). Raises :class:`UndoRefused` if unknown."""
+        """The transaction ``txn_id`` (a unique prefix is enough). Raises :class:`NoSuchUndo` if unknown."""
         matches = [t for t in self.transactions() if t.id == txn_id] or \
                   [t for t in self.transactions() if t.id.startswith(txn_id)]
         if not matches:
-            raise UndoRefused(f"no transaction {txn_id!r} in the journal {self.directory} "
+            raise NoSuchUndo(f"no transaction {txn_id!r} in the journal {self.directory} "
                               f"(see `gpudoctor fix --history`)")
         if len(matches) > 1:
-            raise UndoRefused(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
+            raise NoSuchUndo(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
         return matches[0]
 
     def transactions(self) -> List[Transaction]:
@@ -615,11 +621,11 @@ class Journal:
             if txn_id:
                 txn = self.load(txn_id)
                 if txn.status != "applied":
-                    raise UndoRefused(f"transaction {txn.id} is {txn.status}; nothing to undo")
+                    raise NoSuchUndo(f"transaction {txn.id} is {txn.status}; nothing to undo")
             else:
                 applied = [t for t in self.transactions() if t.status == "applied"]
                 if not applied:
-                    raise UndoRefused("nothing to undo: the journal holds no applied transaction "
+                    raise NoSuchUndo("nothing to undo: the journal holds no applied transaction "
                                       "(see `gpudoctor fix --history`)")
                 txn = applied[-1]
             files = Files(Path(txn.root))
