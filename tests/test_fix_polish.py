@@ -206,3 +206,45 @@ def test_fix_help_states_exit_codes(capsys):
     code, out, _ = run(capsys, "fix", "--help")
     assert code == 0
     assert "Exit codes" in out and "2  usage error" in out and "no automatic fix" in out
+
+
+# --------------------------------------------------------------------------- 5. undo --force keeps the later edit
+
+
+def test_forced_undo_saves_the_later_edit_in_the_journal_first(root, capsys):
+    conf = root / "etc/demo.conf"
+    original = conf.read_bytes()
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    [applied] = ap.Journal().transactions()
+    conf.write_bytes(b"# a hand edit made later\nmode = turbo\n")
+    code, out, _ = run(capsys, "fix", "--undo", "--force")
+    assert code == 0, out
+    assert conf.read_bytes() == original
+    txns = {t.id: t for t in ap.Journal().transactions()}
+    assert txns[applied.id].status == "undone" and txns[applied.id].saved_by
+    saved = txns[txns[applied.id].saved_by]
+    assert saved.status == "applied" and saved.fixes == (f"undo --force {applied.id}",)
+    assert f"gpudoctor fix --undo {saved.id}" in out and "saved the current contents" in out
+    # nothing was lost: undoing the saved transaction brings the later edit back, byte for byte
+    code, out, _ = run(capsys, "fix", "--undo", saved.id)
+    assert code == 0, out
+    assert conf.read_bytes() == b"# a hand edit made later\nmode = turbo\n"
+
+
+def test_forced_undo_of_a_created_file_keeps_its_later_content(root, capsys, tmp_path):
+    from gpudoctor.system import Files as F
+    (root / "etc/new.conf").unlink(missing_ok=True)
+    writes = ap.prepare([plan("f.new", FileEdit("/etc/new.conf", None, "v1\n"))], F(root))
+    txn = ap.apply(writes, F(root), ap.Journal())
+    (root / "etc/new.conf").write_text("v2 by hand\n")
+    done = ap.Journal().undo(txn.id, force=True)
+    assert not (root / "etc/new.conf").exists() and done.saved_by
+    ap.Journal().undo(done.saved_by)
+    assert (root / "etc/new.conf").read_text() == "v2 by hand\n"
+
+
+def test_unforced_undo_saves_nothing(root, capsys):
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and "saved the current contents" not in out
+    assert [t.status for t in ap.Journal().transactions()] == ["undone"]

@@ -456,7 +456,7 @@ class JournalFile:
     uid: int
     gid: int
     sha256_before: Optional[str]
-    sha256_after: str
+    sha256_after: Optional[str]
     backup: Optional[str]
     created_dirs: Tuple[str, ...] = ()
 
@@ -484,6 +484,9 @@ class Transaction:
         files: the files written.
         status: ``applied``, ``undone`` or ``rolled-back`` (a failed write was reverted).
         undone_at: ISO time of the undo, if any.
+        saved_by: for a transaction undone with ``force``: the id of the
+            transaction that saved the files' later contents first (undo it
+            to bring them back).
         directory: the transaction's directory in the journal.
     """
 
@@ -495,11 +498,13 @@ class Transaction:
     status: str
     directory: Path
     undone_at: Optional[str] = None
+    saved_by: Optional[str] = None
 
     def to_json(self) -> dict:
         return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "created_at": self.created_at,
                 "root": self.root, "fixes": list(self.fixes), "status": self.status,
-                "undone_at": self.undone_at, "files": [f.to_json() for f in self.files]}
+                "undone_at": self.undone_at, "saved_by": self.saved_by,
+                "files": [f.to_json() for f in self.files]}
 
 
 def _now() -> str:
@@ -576,7 +581,7 @@ class Journal:
                 doc = json.loads(manifest.read_text(encoding="utf-8"))
                 out.append(Transaction(doc["id"], doc["created_at"], doc["root"], tuple(doc["fixes"]),
                                        tuple(JournalFile.from_json(f) for f in doc["files"]), doc["status"],
-                                       d, doc.get("undone_at")))
+                                       d, doc.get("undone_at"), doc.get("saved_by")))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return out
@@ -613,8 +618,11 @@ class Journal:
 
         Files the transaction created are removed (and the directories it
         created, when empty). Refuses with :class:`UndoRefused` — changing
-        nothing — when any file was changed again since, unless ``force``.
-        Returns the transaction, now marked ``undone``.
+        nothing — when any file was changed again since, unless ``force``;
+        with ``force`` the files' current contents are first saved as a new
+        transaction (its id in the result's ``saved_by``; undoing it brings
+        the later edits back), so nothing is lost. Returns the transaction,
+        now marked ``undone``.
         """
         ops = ops or FileOps()
         with self.locked():
@@ -638,6 +646,7 @@ class Journal:
             if changed and not force:
                 raise UndoRefused(f"{', '.join(changed)} changed since transaction {txn.id}; undo refused, "
                                   f"nothing restored. Rerun with --force to restore the backup anyway.")
+            saved = self._save_current(txn, files, ops) if changed else None
             for jf in txn.files:
                 host = files.host_path(jf.target)
                 if jf.existed and jf.backup:
@@ -654,9 +663,43 @@ class Journal:
                     for d in reversed(jf.created_dirs):
                         ops.rmdir(files.host_path(d))
             done = Transaction(txn.id, txn.created_at, txn.root, txn.fixes, txn.files, "undone",
-                               txn.directory, _now())
+                               txn.directory, _now(), saved.id if saved else None)
             self._write_manifest(done)
             return done
+
+    def _save_current(self, txn: Transaction, files: Files, ops: FileOps) -> Transaction:
+        """Before a forced undo: record the current bytes of ``txn``'s files as a new applied transaction
+        whose own undo puts them back, so that forcing never loses an edit made after ``txn``."""
+        txn_id, directory = self._new_directory()
+        entries: List[JournalFile] = []
+        for i, jf in enumerate(txn.files):
+            host = files.host_path(jf.target)
+            try:
+                data = ops.read(host)
+                st = os.stat(host) if data is not None else None
+            except OSError as exc:
+                _remove_tree(directory)
+                raise WriteFailed(jf.target, f"cannot read it: {exc.strerror or exc}", []) from None
+            backup = None
+            if data is not None:
+                backup = f"{i}.orig"
+                try:
+                    self._save_backup(directory, backup, data)
+                except JournalUnavailable:
+                    _remove_tree(directory)
+                    raise
+            restored = (txn.directory / jf.backup).read_bytes() if jf.existed and jf.backup else None
+            mode, uid, gid = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) if st else (jf.mode, jf.uid, jf.gid)
+            entries.append(JournalFile(jf.path, jf.target, data is not None, mode, uid, gid, _sha256(data),
+                                       _sha256(restored), backup))
+        saved = Transaction(txn_id, _now(), txn.root, (f"undo --force {txn.id}",), tuple(entries), "applied",
+                            directory)
+        try:
+            self._write_manifest(saved)
+        except OSError as exc:
+            _remove_tree(directory)
+            raise self._unavailable(exc) from None
+        return saved
 
     # -- apply
 

@@ -220,7 +220,7 @@ def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Option for a plug-in fix (repeatable).")
 @click.option("--undo", "undo", is_flag=False, flag_value="", default=None, metavar="[TXN]",
               help="Restore the files of the last (or the named) transaction from the backup journal.")
-@click.option("--force", is_flag=True, help="With --undo: restore even files changed since.")
+@click.option("--force", is_flag=True, help="With --undo: restore even files changed since (their current contents are saved in the journal first, as a transaction you can undo).")
 @click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
 @mirror_check_options
@@ -470,9 +470,13 @@ def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> N
         sys.exit(EXIT_USAGE if isinstance(exc, ap.NoSuchUndo) else EXIT_FAIL)
     if fmt == "json":
         click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "undone",
-                                            "transaction": txn.id, "files": [f.target for f in txn.files]}),
+                                            "transaction": txn.id, "files": [f.target for f in txn.files],
+                                            "saved_by": txn.saved_by}),
                               indent=2))
         return
+    if txn.saved_by:
+        out.line(f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
+                 f"bring them back with: gpudoctor fix --undo {txn.saved_by}")
     for f in txn.files:
         out.line(f"restored {f.target}" if f.existed else f"removed {f.target} (the transaction created it)")
     out.line(f"transaction {txn.id} undone")
