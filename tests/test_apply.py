@@ -75,7 +75,7 @@ def test_diff_shown_equals_change_written_and_undo_restores_bytes(root, journal)
     files = Files(root)
     writes = ap.prepare([plan("pip.index-url", FileEdit("/etc/pip.conf", old, new))], files)
     diff = ap.unified_diff(writes[0])
-    assert diff.startswith("--- /etc/pip.conf\n+++ /etc/pip.conf\n")
+    assert diff.startswith(f"--- /etc/pip.conf\t(in --root {root})\n+++ /etc/pip.conf\t(in --root {root})\n")
     assert "-index-url = https://a.example.org/simple\n+index-url = https://b.example.org/simple\n" in diff
     txn = ap.apply(writes, files, journal)
     written = conf.read_text()

@@ -248,3 +248,24 @@ def test_unforced_undo_saves_nothing(root, capsys):
     code, out, _ = run(capsys, "fix", "--undo")
     assert code == 0 and "saved the current contents" not in out
     assert [t.status for t in ap.Journal().transactions()] == ["undone"]
+
+
+# --------------------------------------------------------------------------- 6. --root shown in messages and diffs
+
+
+def test_root_is_shown_in_describe_diff_and_undo(root, capsys):
+    code, out, _ = run(capsys, "fix", "demo.fast", "--dry-run", "--root", str(root))
+    assert code == 0
+    assert f"edit /etc/demo.conf (in --root {root})" in out
+    assert f"--- /etc/demo.conf\t(in --root {root})\n+++ /etc/demo.conf\t(in --root {root})\n" in out
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and f"restored /etc/demo.conf (in --root {root})" in out
+
+
+def test_plain_root_keeps_plain_paths(tmp_path):
+    assert ap.in_root("/etc/pip.conf", "/") == "/etc/pip.conf"
+    f = tmp_path / "x.conf"
+    f.write_text("a\n")
+    [w] = ap.prepare([plan("f.x", FileEdit(str(f), "a\n", "b\n"))], Files())
+    assert w.describe() == f"edit {f}" and ap.unified_diff(w).startswith(f"--- {f}\n+++ {f}\n")

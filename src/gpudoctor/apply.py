@@ -78,6 +78,7 @@ __all__ = [
     "atomic_write",
     "default_journal_dir",
     "sudo_command",
+    "in_root",
     "MANIFEST_SCHEMA_VERSION",
 ]
 
@@ -317,6 +318,12 @@ class FileOps:
 # --------------------------------------------------------------------------- prepare and diff
 
 
+def in_root(path: str, root: "str | Path") -> str:
+    """``path`` for messages: as is under ``/``, else ``/etc/pip.conf (in --root /mnt/img)``."""
+    root = str(root)
+    return path if root in ("/", "") else f"{path} (in --root {root})"
+
+
 @dataclass(frozen=True)
 class PreparedWrite:
     """One file write of a transaction, checked against the disk.
@@ -330,6 +337,7 @@ class PreparedWrite:
         new_text: the text to write.
         mode: mode to give a created file (an existing file keeps its own).
         fixes: ids of the fixes whose plans produced this write.
+        root: host path of the root (``/`` normally); shown in messages and diff headers otherwise.
     """
 
     path: str
@@ -339,6 +347,7 @@ class PreparedWrite:
     new_text: str
     mode: int
     fixes: Tuple[str, ...]
+    root: str = "/"
 
     @property
     def via_symlink(self) -> bool:
@@ -349,8 +358,9 @@ class PreparedWrite:
         """One line: which file is written (and through which link)."""
         verb = "create" if self.old_text is None else "edit"
         if self.via_symlink:
-            return f"{verb} {self.target} (the target of the symlink {self.path})"
-        return f"{verb} {self.path}"
+            where = "" if self.root in ("/", "") else f"; in --root {self.root}"
+            return f"{verb} {self.target} (the target of the symlink {self.path}{where})"
+        return f"{verb} {in_root(self.path, self.root)}"
 
 
 def _decode(data: bytes) -> str:
@@ -383,7 +393,7 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
                 prev = by_target[target]
                 if edit.old_text == prev.new_text or edit.new_text == prev.new_text:
                     by_target[target] = PreparedWrite(prev.path, target, host, prev.old_text,
-                                                      edit.new_text, prev.mode, prev.fixes + (plan.fix,))
+                                                      edit.new_text, prev.mode, prev.fixes + (plan.fix,), prev.root)
                     continue
                 raise ConflictingEdits(edit.path, prev.fixes + (plan.fix,))
             try:
@@ -398,13 +408,16 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
                     raise StaleEdit(edit.path, "it was deleted since gpudoctor read it")
                 raise StaleEdit(edit.path)
             by_target[target] = PreparedWrite(edit.path, target, host, edit.old_text, edit.new_text,
-                                              edit.mode, (plan.fix,))
+                                              edit.mode, (plan.fix,), str(files.root))
             order.append(target)
     return [by_target[t] for t in order if by_target[t].old_text != by_target[t].new_text]
 
 
 def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) -> str:
     """The unified diff of one write (``--- path`` / ``+++ path``), credentials redacted for display.
+
+    Under a root other than ``/`` the headers read ``--- /etc/pip.conf<TAB>(in --root /mnt/img)``
+    (after a tab, as ``diff`` puts a time stamp, so patch tools still read the path).
 
     A created file diffs against ``/dev/null``. Ends with a newline (empty
     string when nothing changes); a missing final newline is marked as
@@ -413,9 +426,10 @@ def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) ->
     old = write.old_text
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = write.new_text.splitlines(keepends=True)
-    fromfile = "/dev/null" if old is None else write.target
+    shown = in_root(write.target, write.root).replace(" (", "\t(", 1)  # a tab: the path stays parseable
+    fromfile = "/dev/null" if old is None else shown
     lines = []
-    for line in difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=write.target, n=context):
+    for line in difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=shown, n=context):
         if line.endswith("\n"):
             lines.append(line)
         else:

@@ -369,7 +369,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     doc["transaction"] = txn.id
     for w in writes:
         if w.via_symlink:
-            out.line(f"note: {w.path} is a symlink; its target {w.target} was edited")
+            out.line(f"note: {ap.in_root(w.path, w.root)} is a symlink; its target {w.target} was edited")
     out.line(f"backup: transaction {txn.id} (undo: gpudoctor fix --undo {txn.id})")
 
     wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
@@ -478,5 +478,6 @@ def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> N
         out.line(f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
                  f"bring them back with: gpudoctor fix --undo {txn.saved_by}")
     for f in txn.files:
-        out.line(f"restored {f.target}" if f.existed else f"removed {f.target} (the transaction created it)")
+        shown = ap.in_root(f.target, txn.root)
+        out.line(f"restored {shown}" if f.existed else f"removed {shown} (the transaction created it)")
     out.line(f"transaction {txn.id} undone")
