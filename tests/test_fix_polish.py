@@ -269,3 +269,29 @@ def test_plain_root_keeps_plain_paths(tmp_path):
     f.write_text("a\n")
     [w] = ap.prepare([plan("f.x", FileEdit(str(f), "a\n", "b\n"))], Files())
     assert w.describe() == f"edit {f}" and ap.unified_diff(w).startswith(f"--- {f}\n+++ {f}\n")
+
+
+# --------------------------------------------------------------------------- 7. pip.conf that is a directory
+
+
+def test_pip_conf_directory_is_called_a_directory(tmp_path, capsys, monkeypatch):
+    from test_pip_fix import HOME, MIRROR, USER_CONF
+    from gpudoctor.testing import write_tree
+
+    monkeypatch.setenv("HOME", HOME)
+    monkeypatch.setenv("XDG_CONFIG_HOME", f"{HOME}/.config")
+    for var in list(os.environ):
+        if var.startswith("PIP_") or var in ("XDG_CONFIG_DIRS", "VIRTUAL_ENV", "CONDA_PREFIX"):
+            monkeypatch.delenv(var, raising=False)
+    root = write_tree(tmp_path / "root", {USER_CONF + "/stray.txt": "oops\n"})
+    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "user", "--yes",
+                       "--root", str(root))
+    assert code == 1
+    assert f"{USER_CONF} is a directory, not a file" in out and "permissions" not in out
+    assert (root / USER_CONF.lstrip("/") / "stray.txt").read_text() == "oops\n"
+
+
+def test_writer_calls_a_directory_target_a_directory(tmp_path):
+    (tmp_path / "etc/pip.conf").mkdir(parents=True)
+    with pytest.raises(ap.StaleEdit, match="it is a directory, not a regular file"):
+        ap.prepare([plan("f.x", FileEdit("/etc/pip.conf", None, "x\n"))], Files(tmp_path))

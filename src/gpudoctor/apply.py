@@ -387,8 +387,10 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
         for edit in plan.edits:
             target = files.realpath(edit.path)
             host = files.host_path(target)
+            if host.is_dir():
+                raise StaleEdit(edit.path, "it is a directory, not a regular file")
             if host.exists() and not host.is_file():
-                raise StaleEdit(edit.path, "it is not a regular file (a directory or a device?)")
+                raise StaleEdit(edit.path, "it is not a regular file (a device, socket or pipe?)")
             if target in by_target:
                 prev = by_target[target]
                 if edit.old_text == prev.new_text or edit.new_text == prev.new_text:

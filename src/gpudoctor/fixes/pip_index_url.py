@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
 from gpudoctor.checks.pip_config import indexes, is_secure_http_host, show_path, trusted
-from gpudoctor.collect.pip import effective_settings
+from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
@@ -124,8 +124,14 @@ def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipC
     if f.path in texts:
         return texts[f.path][1]
     if f.exists and f.text is None:
-        raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note or 'not a regular file'}); "
-                         f"fix its permissions first")
+        if f.note == NOTE_DIRECTORY:
+            raise FixRefused(f"{f.path} is a directory, not a file, so pip cannot read it and gpudoctor will not "
+                             f"replace it; look inside (ls -la {f.path}), move it aside (mv {f.path} "
+                             f"{f.path}.dir), then rerun")
+        if f.note.startswith("cannot be read"):
+            raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note}); fix its permissions first")
+        raise FixRefused(f"{f.path} exists but is not a regular file ({f.note or 'a device, socket or pipe?'}); "
+                         f"move it aside, then rerun")
     return f.text
 
 
