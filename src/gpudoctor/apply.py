@@ -16,15 +16,18 @@ module turns them into writes, carefully:
 3. :func:`apply` checks write permission for every file first (a file the
    user may not write gives :class:`NeedsPrivilege`, naming the file and the
    ``sudo`` command, before anything is touched; :class:`CannotWrite`, with
-   no ``sudo`` advice, on a read-only file system or when already root), copies every original into
-   a new transaction of the backup :class:`Journal`, then writes each file
+   no ``sudo`` advice, on a read-only file system or when already root),
+   copies every original into a new transaction of the backup
+   :class:`Journal` (:class:`JournalUnavailable` when it cannot be written:
+   nothing is written without a backup), then writes each file
    atomically (temp file in the same directory, fsync, ``os.replace``, fsync
    of the directory; mode and owner of an existing file preserved). If one
    write fails, the files already written in that transaction are restored
    from the backup (nothing is partially applied) and :class:`WriteFailed`
    is raised.
 4. :meth:`Journal.undo` restores the last (or a named) transaction byte for
-   byte, refusing files that changed again since unless ``force``.
+   byte, refusing files that changed again since unless ``force`` (which
+   first saves their current contents as a new transaction).
 
 The journal lives under ``platformdirs.user_state_dir("gpudoctor")`` (which
 honours ``XDG_STATE_HOME``), one directory per transaction holding the

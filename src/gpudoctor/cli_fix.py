@@ -220,7 +220,9 @@ def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Option for a plug-in fix (repeatable).")
 @click.option("--undo", "undo", is_flag=False, flag_value="", default=None, metavar="[TXN]",
               help="Restore the files of the last (or the named) transaction from the backup journal.")
-@click.option("--force", is_flag=True, help="With --undo: restore even files changed since (their current contents are saved in the journal first, as a transaction you can undo).")
+@click.option("--force", is_flag=True,
+              help="With --undo: restore even files changed since (their current contents are saved in the "
+                   "journal first, as a transaction you can undo).")
 @click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
 @mirror_check_options
