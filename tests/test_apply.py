@@ -75,7 +75,7 @@ def test_diff_shown_equals_change_written_and_undo_restores_bytes(root, journal)
     files = Files(root)
     writes = ap.prepare([plan("pip.index-url", FileEdit("/etc/pip.conf", old, new))], files)
     diff = ap.unified_diff(writes[0])
-    assert diff.startswith("--- /etc/pip.conf\n+++ /etc/pip.conf\n")
+    assert diff.startswith(f"--- /etc/pip.conf\t(in --root {root})\n+++ /etc/pip.conf\t(in --root {root})\n")
     assert "-index-url = https://a.example.org/simple\n+index-url = https://b.example.org/simple\n" in diff
     txn = ap.apply(writes, files, journal)
     written = conf.read_text()
@@ -204,6 +204,9 @@ def test_permission_error_on_second_write_gives_sudo_message_and_rolls_back(root
     b.write_text("b1\n")
 
     class Denied(ap.FileOps):
+        def is_root(self):  # an ordinary user: sudo would help
+            return False
+
         def write(self, path, data, mode, owner):
             if path == b and data == b"b2\n":
                 raise PermissionError(13, "Permission denied", str(path))
@@ -227,6 +230,9 @@ def test_unwritable_target_refused_before_anything_is_touched(root, journal):
     class ReadOnly(ap.FileOps):
         def can_write(self, path):
             return path != b
+
+        def is_root(self):  # an ordinary user: sudo would help
+            return False
 
         def write(self, path, data, mode, owner):  # pragma: no cover - must not be reached
             raise AssertionError("nothing may be written")

@@ -121,7 +121,7 @@ def test_all_twice_then_undo_and_history(root, capsys):
     assert code == 0 and "restored /etc/demo.conf" in out
     assert (root / "etc/demo.conf").read_text() == "# demo\nmode = slow\nother = 1\n"
     code, _, err = run(capsys, "fix", "--undo")
-    assert code == 1 and "nothing to undo" in err
+    assert code == 2 and "nothing to undo" in err
 
 
 def test_undo_refuses_changed_file_unless_force(root, capsys):
@@ -138,6 +138,7 @@ def test_undo_refuses_changed_file_unless_force(root, capsys):
 
 def test_permission_denied_names_file_and_sudo_command(root, capsys, monkeypatch):
     monkeypatch.setattr(ap.FileOps, "can_write", lambda self, path: False)
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user
     code, _, err = run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))
     assert code == 1
     assert err.strip() == (f"gpudoctor: error: cannot write /etc/demo.conf: permission denied; rerun as root: "

@@ -179,7 +179,8 @@ def test_symlinked_pip_conf_edits_the_target(tmp_path, env, capsys):
     assert code == 0
     assert link.is_symlink() and os.readlink(link) == "/home/user/dotfiles/pip.conf"
     assert (root / "home/user/dotfiles/pip.conf").read_text() == f"[global]\n# keep me\ntimeout = 9\nindex-url = {MIRROR}\n"
-    assert "edit /home/user/dotfiles/pip.conf (the target of the symlink /home/user/.config/pip/pip.conf)" in out
+    assert (f"edit /home/user/dotfiles/pip.conf (the target of the symlink /home/user/.config/pip/pip.conf; "
+            f"in --root {root})") in out
     assert "is a symlink; its target /home/user/dotfiles/pip.conf was edited" in out
 
 
@@ -215,6 +216,7 @@ def test_unwritable_global_file_names_file_and_sudo_command(tmp_path, env, capsy
     monkeypatch.setattr(ap.FileOps, "can_write",
                         lambda self, path: False if path.name == "pip.conf" and path.parent.name == "etc"
                         else real_can_write(self, path))
+    monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user: sudo helps
     code, _, err = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes",
                        "--root", str(root))
     assert code == 1

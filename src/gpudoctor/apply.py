@@ -15,15 +15,19 @@ module turns them into writes, carefully:
    (credentials in URLs are redacted in the *display* only).
 3. :func:`apply` checks write permission for every file first (a file the
    user may not write gives :class:`NeedsPrivilege`, naming the file and the
-   ``sudo`` command, before anything is touched), copies every original into
-   a new transaction of the backup :class:`Journal`, then writes each file
+   ``sudo`` command, before anything is touched; :class:`CannotWrite`, with
+   no ``sudo`` advice, on a read-only file system or when already root),
+   copies every original into a new transaction of the backup
+   :class:`Journal` (:class:`JournalUnavailable` when it cannot be written:
+   nothing is written without a backup), then writes each file
    atomically (temp file in the same directory, fsync, ``os.replace``, fsync
    of the directory; mode and owner of an existing file preserved). If one
    write fails, the files already written in that transaction are restored
    from the backup (nothing is partially applied) and :class:`WriteFailed`
    is raised.
 4. :meth:`Journal.undo` restores the last (or a named) transaction byte for
-   byte, refusing files that changed again since unless ``force``.
+   byte, refusing files that changed again since unless ``force`` (which
+   first saves their current contents as a new transaction).
 
 The journal lives under ``platformdirs.user_state_dir("gpudoctor")`` (which
 honours ``XDG_STATE_HOME``), one directory per transaction holding the
@@ -62,8 +66,11 @@ __all__ = [
     "StaleEdit",
     "ConflictingEdits",
     "NeedsPrivilege",
+    "CannotWrite",
     "WriteFailed",
     "UndoRefused",
+    "JournalUnavailable",
+    "NoSuchUndo",
     "PreparedWrite",
     "FileOps",
     "Transaction",
@@ -74,6 +81,7 @@ __all__ = [
     "atomic_write",
     "default_journal_dir",
     "sudo_command",
+    "in_root",
     "MANIFEST_SCHEMA_VERSION",
 ]
 
@@ -116,6 +124,33 @@ class NeedsPrivilege(ApplyError):
         super().__init__(f"cannot write {path}: permission denied{rerun}. Nothing was changed.")
 
 
+class CannotWrite(ApplyError):
+    """A file cannot be written even as root: its file system is read-only (``EROFS``), or root itself was
+    refused (an immutable file, a root-squashed network mount). No ``sudo`` advice: it would not help."""
+
+    def __init__(self, path: str, read_only: bool):
+        self.path = path
+        self.read_only = read_only
+        if read_only:
+            why = ("the file system is read-only, so it cannot be written even as root; remount it read-write "
+                   "(sudo mount -o remount,rw MOUNTPOINT) or change the image it comes from")
+        else:
+            why = ("permission denied even as root (an immutable file? see `lsattr`; a root-squashed network "
+                   "mount?)")
+        super().__init__(f"cannot write {path}: {why}. Nothing was changed.")
+
+
+def _denied(target: str, host: Path, ops: "FileOps", rerun: Optional[str],
+            exc: Optional[OSError] = None) -> ApplyError:
+    """The error for a file we may not write: :class:`CannotWrite` on a read-only file system or when we
+    are root already, else :class:`NeedsPrivilege` with the ``sudo`` command to rerun."""
+    if (exc is not None and exc.errno == errno.EROFS) or ops.read_only(host):
+        return CannotWrite(target, read_only=True)
+    if ops.is_root():
+        return CannotWrite(target, read_only=False)
+    return NeedsPrivilege(target, rerun)
+
+
 class WriteFailed(ApplyError):
     """A write failed mid-transaction; the files already written were restored."""
 
@@ -128,6 +163,22 @@ class WriteFailed(ApplyError):
 
 class UndoRefused(ApplyError):
     """An undo would overwrite changes made after the transaction (or the transaction is unknown)."""
+
+
+class NoSuchUndo(UndoRefused):
+    """The undo names no transaction that can be undone (unknown or ambiguous id, already undone, or an
+    empty journal): a usage error, nothing was touched."""
+
+
+class JournalUnavailable(ApplyError):
+    """The backup journal directory cannot be created or written (read-only ``~/.local/state``, a file
+    in its place...); nothing was written, since nothing is written without a backup."""
+
+    def __init__(self, directory: Path, reason: str):
+        self.directory = directory
+        super().__init__(f"cannot write the backup journal {directory}: {reason}; nothing was changed. "
+                         f"Point it at a writable directory and rerun, e.g. XDG_STATE_HOME=/var/tmp/gpudoctor-state "
+                         f"gpudoctor fix ...")
 
 
 # --------------------------------------------------------------------------- low-level file operations
@@ -204,6 +255,20 @@ class FileOps:
             return False
         return not path.exists() or os.access(path, os.W_OK)
 
+    def is_root(self) -> bool:
+        """Whether we run as root (effective uid 0): then ``sudo`` cannot help with a refused write."""
+        return os.geteuid() == 0
+
+    def read_only(self, path: Path) -> bool:
+        """Whether ``path`` (or its nearest existing directory) lies on a file system mounted read-only."""
+        p = path
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        try:
+            return bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+        except OSError:
+            return False
+
     def makedirs(self, path: Path) -> List[Path]:
         """Create missing directories down to ``path``; returns those created, outermost first.
 
@@ -256,6 +321,12 @@ class FileOps:
 # --------------------------------------------------------------------------- prepare and diff
 
 
+def in_root(path: str, root: "str | Path") -> str:
+    """``path`` for messages: as is under ``/``, else ``/etc/pip.conf (in --root /mnt/img)``."""
+    root = str(root)
+    return path if root in ("/", "") else f"{path} (in --root {root})"
+
+
 @dataclass(frozen=True)
 class PreparedWrite:
     """One file write of a transaction, checked against the disk.
@@ -269,6 +340,7 @@ class PreparedWrite:
         new_text: the text to write.
         mode: mode to give a created file (an existing file keeps its own).
         fixes: ids of the fixes whose plans produced this write.
+        root: host path of the root (``/`` normally); shown in messages and diff headers otherwise.
     """
 
     path: str
@@ -278,6 +350,7 @@ class PreparedWrite:
     new_text: str
     mode: int
     fixes: Tuple[str, ...]
+    root: str = "/"
 
     @property
     def via_symlink(self) -> bool:
@@ -288,8 +361,9 @@ class PreparedWrite:
         """One line: which file is written (and through which link)."""
         verb = "create" if self.old_text is None else "edit"
         if self.via_symlink:
-            return f"{verb} {self.target} (the target of the symlink {self.path})"
-        return f"{verb} {self.path}"
+            where = "" if self.root in ("/", "") else f"; in --root {self.root}"
+            return f"{verb} {self.target} (the target of the symlink {self.path}{where})"
+        return f"{verb} {in_root(self.path, self.root)}"
 
 
 def _decode(data: bytes) -> str:
@@ -316,13 +390,15 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
         for edit in plan.edits:
             target = files.realpath(edit.path)
             host = files.host_path(target)
+            if host.is_dir():
+                raise StaleEdit(edit.path, "it is a directory, not a regular file")
             if host.exists() and not host.is_file():
-                raise StaleEdit(edit.path, "it is not a regular file (a directory or a device?)")
+                raise StaleEdit(edit.path, "it is not a regular file (a device, socket or pipe?)")
             if target in by_target:
                 prev = by_target[target]
                 if edit.old_text == prev.new_text or edit.new_text == prev.new_text:
                     by_target[target] = PreparedWrite(prev.path, target, host, prev.old_text,
-                                                      edit.new_text, prev.mode, prev.fixes + (plan.fix,))
+                                                      edit.new_text, prev.mode, prev.fixes + (plan.fix,), prev.root)
                     continue
                 raise ConflictingEdits(edit.path, prev.fixes + (plan.fix,))
             try:
@@ -337,13 +413,16 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
                     raise StaleEdit(edit.path, "it was deleted since gpudoctor read it")
                 raise StaleEdit(edit.path)
             by_target[target] = PreparedWrite(edit.path, target, host, edit.old_text, edit.new_text,
-                                              edit.mode, (plan.fix,))
+                                              edit.mode, (plan.fix,), str(files.root))
             order.append(target)
     return [by_target[t] for t in order if by_target[t].old_text != by_target[t].new_text]
 
 
 def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) -> str:
     """The unified diff of one write (``--- path`` / ``+++ path``), credentials redacted for display.
+
+    Under a root other than ``/`` the headers read ``--- /etc/pip.conf<TAB>(in --root /mnt/img)``
+    (after a tab, as ``diff`` puts a time stamp, so patch tools still read the path).
 
     A created file diffs against ``/dev/null``. Ends with a newline (empty
     string when nothing changes); a missing final newline is marked as
@@ -352,9 +431,10 @@ def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) ->
     old = write.old_text
     old_lines = [] if old is None else old.splitlines(keepends=True)
     new_lines = write.new_text.splitlines(keepends=True)
-    fromfile = "/dev/null" if old is None else write.target
+    shown = in_root(write.target, write.root).replace(" (", "\t(", 1)  # a tab: the path stays parseable
+    fromfile = "/dev/null" if old is None else shown
     lines = []
-    for line in difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=write.target, n=context):
+    for line in difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=shown, n=context):
         if line.endswith("\n"):
             lines.append(line)
         else:
@@ -395,7 +475,7 @@ class JournalFile:
     uid: int
     gid: int
     sha256_before: Optional[str]
-    sha256_after: str
+    sha256_after: Optional[str]
     backup: Optional[str]
     created_dirs: Tuple[str, ...] = ()
 
@@ -423,6 +503,9 @@ class Transaction:
         files: the files written.
         status: ``applied``, ``undone`` or ``rolled-back`` (a failed write was reverted).
         undone_at: ISO time of the undo, if any.
+        saved_by: for a transaction undone with ``force``: the id of the
+            transaction that saved the files' later contents first (undo it
+            to bring them back).
         directory: the transaction's directory in the journal.
     """
 
@@ -434,11 +517,13 @@ class Transaction:
     status: str
     directory: Path
     undone_at: Optional[str] = None
+    saved_by: Optional[str] = None
 
     def to_json(self) -> dict:
         return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "created_at": self.created_at,
                 "root": self.root, "fixes": list(self.fixes), "status": self.status,
-                "undone_at": self.undone_at, "files": [f.to_json() for f in self.files]}
+                "undone_at": self.undone_at, "saved_by": self.saved_by,
+                "files": [f.to_json() for f in self.files]}
 
 
 def _now() -> str:
@@ -462,11 +547,25 @@ class Journal:
         with contextlib.suppress(OSError):
             os.chmod(self.directory, 0o700)
 
+    def _unavailable(self, exc: OSError) -> JournalUnavailable:
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            reason = f"a file is in the way of the directory ({reason})"
+        return JournalUnavailable(self.directory, reason)
+
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the journal's exclusive lock."""
-        self._ensure()
-        fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """Hold the journal's exclusive lock.
+
+        Raises :class:`JournalUnavailable` when the journal directory cannot
+        be created or its lock file opened (read-only file system, a regular
+        file where a directory should be, no permission).
+        """
+        try:
+            self._ensure()
+            fd = os.open(self.directory / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._unavailable(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -478,14 +577,14 @@ class Journal:
         atomic_write(txn.directory / "manifest.json", data, 0o600)
 
     def load(self, txn_id: str) -> Transaction:
-        """The transaction ``txn_id`` (a unique prefix is enough). Raises :class:`UndoRefused` if unknown."""
+        """The transaction ``txn_id`` (a unique prefix is enough). Raises :class:`NoSuchUndo` if unknown."""
         matches = [t for t in self.transactions() if t.id == txn_id] or \
                   [t for t in self.transactions() if t.id.startswith(txn_id)]
         if not matches:
-            raise UndoRefused(f"no transaction {txn_id!r} in the journal {self.directory} "
+            raise NoSuchUndo(f"no transaction {txn_id!r} in the journal {self.directory} "
                               f"(see `gpudoctor fix --history`)")
         if len(matches) > 1:
-            raise UndoRefused(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
+            raise NoSuchUndo(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
         return matches[0]
 
     def transactions(self) -> List[Transaction]:
@@ -501,7 +600,7 @@ class Journal:
                 doc = json.loads(manifest.read_text(encoding="utf-8"))
                 out.append(Transaction(doc["id"], doc["created_at"], doc["root"], tuple(doc["fixes"]),
                                        tuple(JournalFile.from_json(f) for f in doc["files"]), doc["status"],
-                                       d, doc.get("undone_at")))
+                                       d, doc.get("undone_at"), doc.get("saved_by")))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         return out
@@ -516,6 +615,19 @@ class Journal:
                 return txn_id, d
             except FileExistsError:  # pragma: no cover - 1 in 65536 within one second
                 continue
+            except OSError as exc:
+                raise self._unavailable(exc) from None
+
+    def _save_backup(self, directory: Path, name: str, data: bytes) -> None:
+        """Write ``data`` as ``directory/name`` (0600, fsynced); :class:`JournalUnavailable` on failure."""
+        try:
+            bfd = os.open(directory / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(bfd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise self._unavailable(exc) from None
 
     # -- undo
 
@@ -525,19 +637,22 @@ class Journal:
 
         Files the transaction created are removed (and the directories it
         created, when empty). Refuses with :class:`UndoRefused` — changing
-        nothing — when any file was changed again since, unless ``force``.
-        Returns the transaction, now marked ``undone``.
+        nothing — when any file was changed again since, unless ``force``;
+        with ``force`` the files' current contents are first saved as a new
+        transaction (its id in the result's ``saved_by``; undoing it brings
+        the later edits back), so nothing is lost. Returns the transaction,
+        now marked ``undone``.
         """
         ops = ops or FileOps()
         with self.locked():
             if txn_id:
                 txn = self.load(txn_id)
                 if txn.status != "applied":
-                    raise UndoRefused(f"transaction {txn.id} is {txn.status}; nothing to undo")
+                    raise NoSuchUndo(f"transaction {txn.id} is {txn.status}; nothing to undo")
             else:
                 applied = [t for t in self.transactions() if t.status == "applied"]
                 if not applied:
-                    raise UndoRefused("nothing to undo: the journal holds no applied transaction "
+                    raise NoSuchUndo("nothing to undo: the journal holds no applied transaction "
                                       "(see `gpudoctor fix --history`)")
                 txn = applied[-1]
             files = Files(Path(txn.root))
@@ -550,23 +665,60 @@ class Journal:
             if changed and not force:
                 raise UndoRefused(f"{', '.join(changed)} changed since transaction {txn.id}; undo refused, "
                                   f"nothing restored. Rerun with --force to restore the backup anyway.")
+            saved = self._save_current(txn, files, ops) if changed else None
             for jf in txn.files:
                 host = files.host_path(jf.target)
                 if jf.existed and jf.backup:
                     data = (txn.directory / jf.backup).read_bytes()
                     try:
                         ops.write(host, data, jf.mode, (jf.uid, jf.gid))
-                    except PermissionError:
-                        raise NeedsPrivilege(jf.target, f"sudo gpudoctor fix --undo {txn.id}") from None
+                    except OSError as exc:
+                        if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                            raise _denied(jf.target, host, ops, f"sudo gpudoctor fix --undo {txn.id}", exc) from None
+                        raise WriteFailed(jf.target, exc.strerror or str(exc), []) from None
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         ops.remove(host)
                     for d in reversed(jf.created_dirs):
                         ops.rmdir(files.host_path(d))
             done = Transaction(txn.id, txn.created_at, txn.root, txn.fixes, txn.files, "undone",
-                               txn.directory, _now())
+                               txn.directory, _now(), saved.id if saved else None)
             self._write_manifest(done)
             return done
+
+    def _save_current(self, txn: Transaction, files: Files, ops: FileOps) -> Transaction:
+        """Before a forced undo: record the current bytes of ``txn``'s files as a new applied transaction
+        whose own undo puts them back, so that forcing never loses an edit made after ``txn``."""
+        txn_id, directory = self._new_directory()
+        entries: List[JournalFile] = []
+        for i, jf in enumerate(txn.files):
+            host = files.host_path(jf.target)
+            try:
+                data = ops.read(host)
+                st = os.stat(host) if data is not None else None
+            except OSError as exc:
+                _remove_tree(directory)
+                raise WriteFailed(jf.target, f"cannot read it: {exc.strerror or exc}", []) from None
+            backup = None
+            if data is not None:
+                backup = f"{i}.orig"
+                try:
+                    self._save_backup(directory, backup, data)
+                except JournalUnavailable:
+                    _remove_tree(directory)
+                    raise
+            restored = (txn.directory / jf.backup).read_bytes() if jf.existed and jf.backup else None
+            mode, uid, gid = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) if st else (jf.mode, jf.uid, jf.gid)
+            entries.append(JournalFile(jf.path, jf.target, data is not None, mode, uid, gid, _sha256(data),
+                                       _sha256(restored), backup))
+        saved = Transaction(txn_id, _now(), txn.root, (f"undo --force {txn.id}",), tuple(entries), "applied",
+                            directory)
+        try:
+            self._write_manifest(saved)
+        except OSError as exc:
+            _remove_tree(directory)
+            raise self._unavailable(exc) from None
+        return saved
 
     # -- apply
 
@@ -585,11 +737,7 @@ class Journal:
                     backup = None
                     if data is not None:
                         backup = f"{i}.orig"
-                        bfd = os.open(directory / backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                        with os.fdopen(bfd, "wb") as fh:
-                            fh.write(data)
-                            fh.flush()
-                            os.fsync(fh.fileno())
+                        self._save_backup(directory, backup, data)
                         st = os.stat(w.host_path)
                         mode, uid, gid = stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid
                     else:
@@ -600,13 +748,17 @@ class Journal:
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError):
-                        raise NeedsPrivilege(w.target, rerun) from None
+                        raise _denied(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, f"cannot read it: {exc.strerror or exc}", []) from None
                 originals.append(data)
                 entries.append(JournalFile(w.path, w.target, data is not None, mode, uid, gid, _sha256(data),
                                            _sha256(_encode(w.new_text)) or "", backup))
             txn = Transaction(txn_id, _now(), str(files.root), tuple(fixes), tuple(entries), "pending", directory)
-            self._write_manifest(txn)
+            try:
+                self._write_manifest(txn)
+            except OSError as exc:
+                _remove_tree(directory)
+                raise self._unavailable(exc) from None
             _fsync_dir(directory)
 
             done: List[int] = []
@@ -632,9 +784,7 @@ class Journal:
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                        if exc.errno == errno.EROFS:
-                            raise WriteFailed(w.target, "read-only file system", restored) from None
-                        raise NeedsPrivilege(w.target, rerun) from None
+                        raise _denied(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, exc.strerror or str(exc), restored) from None
             txn = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory)
             self._write_manifest(txn)
@@ -681,7 +831,8 @@ def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journ
 
     ``rerun`` is the command line to suggest with sudo when a file may not be
     written. Raises :class:`NeedsPrivilege` before anything is written when
-    a file is not writable, :class:`StaleEdit` when a file changed since
+    a file is not writable (:class:`CannotWrite` instead when its file system
+    is read-only or we are root already: sudo would not help), :class:`StaleEdit` when a file changed since
     :func:`prepare`, :class:`WriteFailed` (or :class:`NeedsPrivilege`) when a
     write fails midway — after restoring the files already written.
     """
@@ -691,7 +842,7 @@ def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journ
     journal = journal or Journal()
     for w in writes:
         if not ops.can_write(w.host_path):
-            raise NeedsPrivilege(w.target, rerun)
+            raise _denied(w.target, w.host_path, ops, rerun)
     fixes: List[str] = []
     for w in writes:
         fixes.extend(f for f in w.fixes if f not in fixes)

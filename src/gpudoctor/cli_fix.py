@@ -11,9 +11,14 @@ Options meant for planners are passed to them in the ``options`` mapping
 (all strings): ``scope``, ``index-url``, ``mirror``, ``allow-insecure``
 (``"1"`` when given) and every ``--set KEY=VALUE``.
 
-Exit codes: 0 applied (or already fixed, or dry run) and the addressed checks
-no longer fail; 1 a fix was refused, a write failed, or a check still fails
-after writing; 2 usage error or confirmation needed but no terminal.
+Exit codes (the same with and without ``--dry-run``, named fixes or ``--all``):
+0 applied (or already fixed, or a dry run of fixes that would apply) and no
+addressed check still fails; 1 a fix was refused or failed, a write failed, a
+check still fails after writing, or (``--all``) a failing check offers no
+automatic fix (it is named: edit by hand), or an ``--undo`` was refused because
+a file changed since; 2 usage error (bad option, unknown fix, ``--undo`` of an
+unknown transaction or with nothing to undo) or confirmation needed but no
+terminal.
 """
 
 from __future__ import annotations
@@ -99,8 +104,11 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
     """Ask each fix's planner for a plan; never raises for a planner's fault."""
     outcomes: List[FixOutcome] = []
     for fx in fixes:
-        outcome = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found")
-        for finding in _candidates(fx, findings, named):
+        candidates = _candidates(fx, findings, named)
+        offering = next((f for f in candidates if fx.id in f.fixes and f.status >= Status.WARN), None)
+        outcome = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found",
+                             finding=offering)
+        for finding in candidates:
             try:
                 plan = fx.plan(facts, finding, options)
             except FixRefused as exc:
@@ -212,7 +220,9 @@ def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Option for a plug-in fix (repeatable).")
 @click.option("--undo", "undo", is_flag=False, flag_value="", default=None, metavar="[TXN]",
               help="Restore the files of the last (or the named) transaction from the backup journal.")
-@click.option("--force", is_flag=True, help="With --undo: restore even files changed since.")
+@click.option("--force", is_flag=True,
+              help="With --undo: restore even files changed since (their current contents are saved in the "
+                   "journal first, as a transaction you can undo).")
 @click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
 @mirror_check_options
@@ -231,6 +241,15 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
       gpudoctor fix --root /mnt/image-rootfs --all --yes
       gpudoctor fix --history
       gpudoctor fix --undo            # the last transaction
+
+    \b
+    Exit codes (the same with --dry-run):
+      0  fixed, already fixed, or the dry run shows fixes that would apply
+      1  a fix was refused or failed, a write failed, a check still fails,
+         a failing check has no automatic fix (--all names it), or an undo
+         was refused because a file changed since
+      2  usage error (unknown fix or TXN, nothing to undo), or no terminal
+         to confirm on and no --yes
     """
     from gpudoctor import apply as ap
 
@@ -279,6 +298,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         selected = [registry.fixes[i] for i in offered_ids]
     else:
         selected = named
+    manual = [] if named else _no_automatic_fix(before.findings, registry)
 
     resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
@@ -291,10 +311,17 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
             out.line(f"{o.id}: {o.plan.description}")
         elif o.status == "already-fixed":
             out.line(f"{o.id}: already fixed, nothing to change")
+        elif o.status == "nothing-to-do" and o.finding is not None and o.finding.status >= Status.FAIL:
+            out.line(f"{o.id}: no automatic change for {o.finding.check}: {o.finding.summary}; edit by hand")
         else:
             out.line(f"{o.id}: {o.status}: {o.message}")
-    if not selected:
+    if not selected and not manual:
         out.line("nothing to fix: no failing or warning finding offers a fix")
+    if manual:
+        out.line("some failures have no automatic fix; edit by hand:")
+        for f in manual:
+            out.line(f"    {f.check}: {f.summary}")
+    doc["manual"] = [{"check": f.check, "summary": f.summary} for f in manual]
 
     try:
         writes = ap.prepare([o.plan for o in planned], system.files)
@@ -307,7 +334,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     doc["diffs"] = [{"path": w.path, "target": w.target, "fixes": list(w.fixes), "diff": ap.unified_diff(w)}
                     for w in writes]
 
-    bad = any(o.status in ("refused", "error") for o in outcomes)
+    # a fix offered by a failing finding that plans nothing leaves the failure for a person: like a refusal
+    unplanned = [o for o in outcomes if o.status == "nothing-to-do" and o.finding is not None
+                 and o.finding.status >= Status.FAIL]
+    bad = any(o.status in ("refused", "error") for o in outcomes) or bool(manual) or bool(unplanned)
     if not writes:
         if planned:  # every edit turned out to be a no-op on disk
             for o in planned:
@@ -341,7 +371,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     doc["transaction"] = txn.id
     for w in writes:
         if w.via_symlink:
-            out.line(f"note: {w.path} is a symlink; its target {w.target} was edited")
+            out.line(f"note: {ap.in_root(w.path, w.root)} is a symlink; its target {w.target} was edited")
     out.line(f"backup: transaction {txn.id} (undo: gpudoctor fix --undo {txn.id})")
 
     wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
@@ -366,6 +396,11 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     still_failing = any(s >= Status.FAIL for s in after_s.values())
     doc["status"] = "applied"
     return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing else EXIT_OK)
+
+
+def _no_automatic_fix(findings: Sequence[Finding], registry) -> List[Finding]:
+    """Failing findings that offer no installed fix: ``--all`` cannot repair them, a person must."""
+    return [f for f in findings if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes)]
 
 
 def _finish_error(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
@@ -434,12 +469,17 @@ def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> N
         if fmt == "json":
             click.echo(json.dumps({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "error",
                                    "error": redact_text(str(exc))}, indent=2))
-        sys.exit(EXIT_FAIL)
+        sys.exit(EXIT_USAGE if isinstance(exc, ap.NoSuchUndo) else EXIT_FAIL)
     if fmt == "json":
         click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "undone",
-                                            "transaction": txn.id, "files": [f.target for f in txn.files]}),
+                                            "transaction": txn.id, "files": [f.target for f in txn.files],
+                                            "saved_by": txn.saved_by}),
                               indent=2))
         return
+    if txn.saved_by:
+        out.line(f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
+                 f"bring them back with: gpudoctor fix --undo {txn.saved_by}")
     for f in txn.files:
-        out.line(f"restored {f.target}" if f.existed else f"removed {f.target} (the transaction created it)")
+        shown = ap.in_root(f.target, txn.root)
+        out.line(f"restored {shown}" if f.existed else f"removed {shown} (the transaction created it)")
     out.line(f"transaction {txn.id} undone")

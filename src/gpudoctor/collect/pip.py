@@ -70,6 +70,10 @@ def site_prefix(ctx: CollectContext) -> Tuple[str, str]:
     return "/usr", "default"
 
 
+#: ``PipConfigFile.note`` of a pip.conf path that is a directory (planners refuse to touch it, saying so).
+NOTE_DIRECTORY = "a directory, not a file; pip cannot read it"
+
+
 def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: bool, skip_note: str) -> PipConfigFile:
     files = ctx.system.files
     target = None
@@ -81,7 +85,10 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
         pass
     if not files.is_file(real):
         exists = files.exists(real)
-        note = "not a regular file; pip cannot read it" if exists else ("" if loaded_allowed else skip_note)
+        if files.is_dir(real):
+            note = NOTE_DIRECTORY
+        else:
+            note = "not a regular file; pip cannot read it" if exists else ("" if loaded_allowed else skip_note)
         return PipConfigFile(path, variant, exists, False, note, target)
     try:
         raw = files.host_path(real).read_bytes()

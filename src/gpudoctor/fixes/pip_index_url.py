@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
 from gpudoctor.checks.pip_config import indexes, is_secure_http_host, show_path, trusted
-from gpudoctor.collect.pip import effective_settings
+from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
@@ -124,8 +124,14 @@ def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipC
     if f.path in texts:
         return texts[f.path][1]
     if f.exists and f.text is None:
-        raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note or 'not a regular file'}); "
-                         f"fix its permissions first")
+        if f.note == NOTE_DIRECTORY:
+            raise FixRefused(f"{f.path} is a directory, not a file, so pip cannot read it and gpudoctor will not "
+                             f"replace it; look inside (ls -la {f.path}), move it aside (mv {f.path} "
+                             f"{f.path}.dir), then rerun")
+        if f.note.startswith("cannot be read"):
+            raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note}); fix its permissions first")
+        raise FixRefused(f"{f.path} exists but is not a regular file ({f.note or 'a device, socket or pipe?'}); "
+                         f"move it aside, then rerun")
     return f.text
 
 
@@ -190,18 +196,32 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     elif insecure:
         eff = pip.effective.get("trusted-host")
         current = eff.value.split() if eff else []
+        scope = options.get("scope") or None
+        scoped: Optional[PipConfigFile] = None
+        if scope is not None:  # every edit goes to the chosen scope's file
+            scoped, scope_notes = target_file(pip, scope)
+            notes += scope_notes
+        trusted_now: List[str] = []
         for kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
                 continue
-            if setting.variant == "env_var":
+            if setting.variant == "env_var" and scoped is None:
                 raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
                                  f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
-            f = pip.file(setting.source)
+            f = scoped or pip.file(setting.source)
             if f is None:  # pragma: no cover - effective settings name known files
                 continue
             _trust(pip, texts, f, [host_entry(idx_url)])
+            trusted_now.append(idx_url)
             descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
+        if scoped is not None and trusted_now:
+            after = _simulate(pip, texts).get("trusted-host")
+            hosts = after.value.split() if after else []
+            if any(not trusted(u, hosts) for u in trusted_now) and after is not None:
+                where = after.source if after.variant == "env_var" else show_path(after.source, pip.home)
+                notes.append(f"trusted-host in {where} still wins over the {scope} file: add the host there too, "
+                             f"or rerun without --scope")
     elif not texts:
         if finding.status >= Status.WARN and finding.evidence.get("option") in ("index-url", "extra-index-url"):
             raise FixRefused(f"choose how: `gpudoctor fix {FIX_ID} --index-url https://...` (the mirror's https "
