@@ -11,7 +11,7 @@ import pytest
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.collect import CollectOptions, Collector, all_collectors
-from gpudoctor.engine import SelectionError, _needed_domains, collect_facts, evaluate, run, select_checks
+from gpudoctor.engine import SelectionError, needed_domains, collect_facts, evaluate, run, select_checks
 from gpudoctor.facts import Unavailable
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import load_registry
@@ -107,7 +107,7 @@ def test_only_needed_domains_are_collected_in_dependency_order(tmp_path):
                                   requires=["base"]),
                   "unused": coll("unused", fn=record("unused", 0))}
     checks = [reads("x.derived", "derived")]
-    domains = _needed_domains(checks, collectors)
+    domains = needed_domains(checks, collectors)
     assert domains == ["base", "derived"]
     facts, errors = collect_facts(domains, system(tmp_path), CollectOptions(), collectors)
     assert errors == []
@@ -119,7 +119,7 @@ def test_only_needed_domains_are_collected_in_dependency_order(tmp_path):
 def test_dependency_cycle_is_reported():
     collectors = {"a": coll("a", requires=["b"]), "b": coll("b", requires=["a"])}
     with pytest.raises(RuntimeError, match="cycle"):
-        _needed_domains([reads("x.a", "a")], collectors)
+        needed_domains([reads("x.a", "a")], collectors)
 
 
 def test_domain_without_collector_is_unavailable(tmp_path):
@@ -133,7 +133,7 @@ def test_crashing_collector_becomes_error_finding_and_its_checks_skip(tmp_path):
         raise KeyError("cpu.max")
     collectors = {"good": coll("good", "G"), "bad": coll("bad", fn=boom)}
     checks = [reads("a.good", "good"), reads("b.bad", "bad")]
-    facts, errors = collect_facts(_needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
+    facts, errors = collect_facts(needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
     (err,) = errors
     assert (err.check, err.status) == ("collect.bad", Status.ERROR)
     assert err.summary == "the bad collector crashed: KeyError: 'cpu.max'"
@@ -147,7 +147,7 @@ def test_collector_overrunning_its_timeout(tmp_path, release):
     collectors = {"slow": coll("slow", fn=lambda ctx: release.wait(30) and "late", timeout_s=0.3),
                   "fast": coll("fast", "F")}
     checks = [reads("a.slow", "slow"), reads("b.fast", "fast")]
-    facts, errors = collect_facts(_needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
+    facts, errors = collect_facts(needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
     (err,) = errors
     assert err.check == "collect.slow" and err.status is Status.ERROR
     assert err.summary == "collecting the slow facts timed out after 0.3 s"

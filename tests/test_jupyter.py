@@ -69,7 +69,7 @@ def live_system(home: Path, **env) -> System:
 
 def collect_domains(system: System, options: CollectOptions, *checks):
     collectors = all_collectors()
-    domains = engine._needed_domains(checks, collectors)
+    domains = engine.needed_domains(checks, collectors)
     facts, errors = engine.collect_facts(domains, system, options, collectors)
     assert errors == []
     return facts

@@ -237,7 +237,7 @@ def facts(ids, root, pythons, offline, probe_timeout, output):
     _check_pythons(pythons)
     system = _build_system(root)
     collectors = all_collectors()
-    domains = engine._needed_domains(selected, collectors)
+    domains = engine.needed_domains(selected, collectors)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         snapshot, errors = engine.collect_facts(domains, system, _options(pythons, offline, probe_timeout),
                                                 collectors, progress)

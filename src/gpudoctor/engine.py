@@ -33,6 +33,7 @@ __all__ = [
     "SelectionError",
     "select_checks",
     "collect_facts",
+    "needed_domains",
     "evaluate",
     "run",
     "REPORT_SCHEMA_VERSION",
@@ -138,8 +139,9 @@ def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Se
     return [c for c in chosen if not any(matches(p, c.id) for p in skip)]
 
 
-def _needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> List[str]:
-    """Domains needed, transitively through collector ``requires``, in dependency order."""
+def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> List[str]:
+    """Domains the ``checks`` need, transitively through collector ``requires``, in
+    dependency order (what :func:`collect_facts` takes). Raises ``RuntimeError`` on a cycle."""
     order: List[str] = []
     seen = set()
 
@@ -196,7 +198,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     pending = list(domains)
     while pending:
         wave = [d for d in pending if all(r in results for r in (collectors[d].requires if d in collectors else ()))]
-        if not wave:  # pragma: no cover - _needed_domains orders them
+        if not wave:  # pragma: no cover - needed_domains orders them
             raise RuntimeError(f"unresolvable collector dependencies: {pending}")
         threads: Dict[str, threading.Thread] = {}
         boxes: Dict[str, Tuple[str, Any]] = {}
@@ -288,7 +290,7 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
     collector_errors: List[Finding] = []
     if facts is None:
         collectors = all_collectors()
-        domains = _needed_domains(checks, collectors)
+        domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
     return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0)
