@@ -4,6 +4,7 @@ in snapshots and in every output format, end to end through a real target interp
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -344,3 +345,23 @@ def test_fix_dry_run_diff_never_shows_old_or_new_secrets(secret_home, fmt, isola
     assert "-index-url = " + REDACTED_INDEX in out
     assert "+index-url = https://****@new.example.org/simple?access_token=****&page=3" in out
     assert (isolated_home / ".config" / "pip" / "pip.conf").read_text() == PIP_CONF  # dry run wrote nothing
+
+
+def test_internal_error_crash_log_lands_in_the_per_test_tmpdir(private_tmpdir):
+    """A CLI process that ends with exit 3 writes its crash log under TMPDIR, which the autouse
+    ``private_tmpdir`` fixture points at a per-test directory (so /tmp collects no crash logs)."""
+    import subprocess
+    import sys
+    import tempfile
+    assert tempfile.gettempdir() == str(private_tmpdir)
+    crash = ("import sys, gpudoctor.engine as e\n"
+             "def boom(*a, **k): raise AttributeError('boom in engine.run')\n"
+             "e.run = boom\n"
+             "from gpudoctor.cli import main\n"
+             "main(sys.argv[1:])\n")
+    snap = Path(__file__).parent / "fixtures" / "facts" / "empty.json"
+    proc = subprocess.run([sys.executable, "-c", crash, "check", "--facts", str(snap)], capture_output=True,
+                          text=True, env=env_with(), timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    (log,) = private_tmpdir.glob("gpudoctor-crash-*.log")
+    assert str(log) in proc.stderr and "boom in engine.run" in log.read_text()
