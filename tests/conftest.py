@@ -45,11 +45,13 @@ def private_tmpdir(monkeypatch):
     """A fresh, short temporary directory per test (``TMPDIR`` for subprocesses, ``tempfile.tempdir``
     in process), removed afterwards: crash logs of tests that provoke exit 3
     (``gpudoctor-crash-*.log``, written with :mod:`tempfile`) and other scratch files never pile up
-    in /tmp. Short (``/tmp/gdt-XXXXXXXX``) so AF_UNIX socket paths made under it stay valid."""
+    in /tmp. Short (``/tmp/gdt-XXXXXXXX``) so AF_UNIX socket paths made under it stay valid; mode
+    1777 like /tmp itself."""
     import shutil
     import tempfile
 
     path = tempfile.mkdtemp(prefix="gdt-")
+    os.chmod(path, 0o1777)  # like /tmp: tests that drop privileges (setpriv nobody) can use it too
     monkeypatch.setenv("TMPDIR", path)
     monkeypatch.setattr(tempfile, "tempdir", path)
     yield Path(path)

@@ -90,7 +90,8 @@ def test_secret_query_names(name, secret):
     # INI lines (a pip.conf's text in a snapshot) and anaconda.org channel tokens
     ("[global]\npassword = hunter 2\nindex-url = https://h.example.org/s\n  token=abc  \n",
      "[global]\npassword = ****\nindex-url = https://h.example.org/s\n  token=****  \n"),
-    ("channel https://conda.anaconda.org/t/tk-123abc/mychan/linux-64", "channel https://conda.anaconda.org/t/****/mychan/linux-64"),
+    ("channel https://conda.anaconda.org/t/tk-123abc/mychan/linux-64",
+     "channel https://conda.anaconda.org/t/****/mychan/linux-64"),
     # ordinary text stays as it is
     ("see /t/abc/ here", "see /t/abc/ here"),
     ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),

@@ -29,9 +29,9 @@ __all__ = ["REDACTED", "redact_text", "is_secret_name", "is_secret_query_name", 
 
 REDACTED = "****"
 
-# scheme://userinfo@ -- userinfo runs to the LAST "@" before the first "/", "?", "#" (greedy
+# scheme://userinfo@ (scheme bounded to 32 characters: linear time on long words) -- userinfo runs to the LAST "@" before the first "/", "?", "#" (greedy
 # match then backtracking), never across whitespace, double quotes or angle brackets.
-_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s\"<>]+)@")
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#\s\"<>]+)@")
 # ?name=value or &name=value (a query parameter); the value ends at "&", "#", whitespace or quotes.
 _QUERY_PARAM = re.compile(r"(?P<sep>[?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^&#\s'\"<>`]*)")
 # HTTP credentials in free text (RFC 6750 bearer tokens, RFC 7617 basic credentials)
@@ -44,9 +44,11 @@ _INLINE_ASSIGN = re.compile(
     r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s'\"]+)")
 # name = value lines of INI files (pip.conf, .npmrc), shown in evidence and snapshots: the value
 # runs to the end of the line (blanks around "="; NAME=value without blanks is _INLINE_ASSIGN's)
-_INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
-# anaconda.org tokens in channel URLs: https://conda.anaconda.org/t/<token>/channel
-_CONDA_TOKEN = re.compile(r"(?P<pre>://[^\s\"'<>]*?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])")
+_INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
+                       r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
+# anaconda.org tokens in channel URLs: https://conda.anaconda.org/t/<token>/channel (bounded
+# host and prefix so that redaction stays linear in the length of the text)
+_CONDA_TOKEN = re.compile(r"(?P<pre>://[^\s\"'<>/]{1,255}(?:/[^\s\"'<>/]{1,64}){0,2}?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])")
 # "NAME": "value" / 'NAME': 'value' (JSON or Python reprs printed in free text)
 _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)(?P<sep>\s*:\s*)"
