@@ -38,3 +38,22 @@ def isolated_home(tmp_path_factory, monkeypatch):
 def python() -> str:
     """The test interpreter (has torch 2.13.0 CPU installed by the test extra)."""
     return sys.executable
+
+
+@pytest.fixture(autouse=True)
+def private_tmpdir(monkeypatch):
+    """A fresh, short temporary directory per test (``TMPDIR`` for subprocesses, ``tempfile.tempdir``
+    in process), removed afterwards: crash logs of tests that provoke exit 3
+    (``gpudoctor-crash-*.log``, written with :mod:`tempfile`) and other scratch files never pile up
+    in /tmp. Short (``/tmp/gdt-XXXXXXXX``) so AF_UNIX socket paths made under it stay valid; mode
+    1777 like /tmp itself."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="gdt-")
+    os.chmod(path, 0o1777)  # like /tmp: tests that drop privileges (setpriv nobody) can use it too
+    monkeypatch.setenv("TMPDIR", path)
+    monkeypatch.setattr(tempfile, "tempdir", path)
+    yield Path(path)
+    monkeypatch.undo()
+    shutil.rmtree(path, ignore_errors=True)
