@@ -381,6 +381,15 @@ def test_adaptive_search_keeps_a_cheap_pick_the_confirmation_round_upholds(monke
     assert (cfg["num_workers"], cfg["prefetch_factor"], cfg["persistent_workers"]) == (1, 2, True)
 
 
+def test_confirmation_round_rivals_another_worker_count_within_noise(monkeypatch):
+    # 1 worker pf=2 is the cheap pick and 1 worker pf=4 the best, but 2 workers are within noise:
+    # the round re-measures the pick against the close 2-worker group, not the other prefetch_factor
+    rates = {(0, 2): [150], (1, 2): [230, 229], (1, 4): [231], (2, 2): [221], (2, 4): [223, 300]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=2)
+    assert fake.tried()[-2:] == [(1, 2, True), (2, 4, True)]
+    assert doc["kwargs"]["num_workers"] == 2 and doc["kwargs"]["prefetch_factor"] == 4
+
+
 def test_adaptive_search_skips_the_runner_up_when_it_is_clearly_slower(monkeypatch):
     rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (2, 4): [150]}
     doc, fake = _fake_search(monkeypatch, rates, usable=2)

@@ -739,9 +739,10 @@ def _adaptive(results, run, ladder, pin):
        the best: a deeper queue can favour either, and one measurement cannot
        separate two counts that close.
     3. Confirmation round: the group :func:`choose` would pick (the cheapest
-       within WITHIN of the best mean) and the best group, or, when that is
-       one group, the best and the runner-up within NOISE, are re-measured
-       alternately, with persistent_workers=True (the variant recommended,
+       within WITHIN of the best mean) and its rival (the best group with
+       another worker count when one is within NOISE of the best, else the
+       best other group within NOISE, or the best group itself when that is
+       not the pick) are re-measured alternately, with persistent_workers=True (the variant recommended,
        whose restart time is reported). :func:`choose` then decides on each
        group's mean.
 
@@ -791,12 +792,12 @@ def _adaptive(results, run, ladder, pin):
         return
     ranked = sorted(rates, key=lambda g: -rates[g][0])
     pick = _pick(rates)
-    if pick != ranked[0]:
-        pair = [pick, ranked[0]]
-    elif len(ranked) > 1 and rates[ranked[1]][0] >= (1 - NOISE) * rates[ranked[0]][0]:
-        pair = [ranked[0], ranked[1]]
-    else:
-        pair = [ranked[0]]  # a clear winner: measure its persistent variant only
+    close = [g for g in ranked if g != pick and rates[g][0] >= (1 - NOISE) * rates[ranked[0]][0]]
+    # the rival: the best other group, but a close group with another worker count first
+    # (the worker count moves throughput most; prefetch variants of one count share its CPUs)
+    other = [g for g in close if g[0] != pick[0]]
+    rival = ranked[0] if pick != ranked[0] and ranked[0][0] != pick[0] else (other or close or [None])[0]
+    pair = [pick] + ([rival] if rival is not None else [])  # alone: a clear winner, its persistent variant
     for k, g in enumerate(pair):
         w, pf, gpin = g
         if w == 0 and len(pair) == 1:
