@@ -310,15 +310,109 @@ def test_choose_cheapest_within_five_percent_prefers_persistent():
     assert results[i]["config"]["num_workers"] == 2
     assert results[i]["config"]["prefetch_factor"] == 2  # 200 is within 5 % of 205
     assert impl.recommended_config(results, i)["persistent_workers"] is False  # no persistent variant measured
-    results.append(_r(2, 150, persistent=True))  # a noisy re-measurement of the same group
+    results.append(_r(2, 196, persistent=True))  # a re-measurement of the same group: mean 198
     i = impl.choose(results)
-    assert results[i]["samples_per_s"] == 200  # the group's best measurement
+    assert i == 5  # the group's latest measurement
     cfg = impl.recommended_config(results, i)
-    assert cfg["num_workers"] == 2 and cfg["persistent_workers"] is True
+    assert cfg["num_workers"] == 2 and cfg["prefetch_factor"] == 2 and cfg["persistent_workers"] is True
     assert impl.call_text(cfg, 16) == ("DataLoader(dataset, batch_size=16, num_workers=2, prefetch_factor=2, "
                                        "persistent_workers=True, pin_memory=False)")
+    results.append(_r(2, 150))  # the group's mean (182) decides, not its best measurement (200)
+    i = impl.choose(results)
+    assert results[i]["config"]["prefetch_factor"] == 4
+    assert impl.group_rates(results)[(2, 2, False)][0] == pytest.approx((200 + 196 + 150) / 3)
     assert impl.choose([_r(0, 100)]) == 0 and impl.recommended_config([_r(0, 100)], 0)["persistent_workers"] is False
     assert impl.choose([]) is None
+
+
+# --------------------------------------------------------------------------- the adaptive search, with a fake measure
+
+class FakeMeasure:
+    """Stands in for impl.measure: each (num_workers, prefetch_factor) returns its listed
+    samples/s in turn (the last one repeats), a 40 % stall, and records every call."""
+
+    def __init__(self, rates):
+        self.rates = {k: list(v) for k, v in rates.items()}
+        self.calls = []
+
+    def __call__(self, dataset, batch_size, config, step, slice_s, deadline, collate_fn=None, gpu_index=None):
+        self.calls.append((dict(config), slice_s))
+        seq = self.rates[(config["num_workers"], config["prefetch_factor"] or 2)]
+        rate = seq.pop(0) if len(seq) > 1 else seq[0]
+        return {"config": dict(config), "samples_per_s": float(rate), "stall_fraction": 0.4,
+                "workers_cpu_busy": 0.9, "host_cpu_busy": 0.9}
+
+    def tried(self):
+        return [(c["num_workers"], c["prefetch_factor"], c["persistent_workers"]) for c, _ in self.calls]
+
+
+def _fake_search(monkeypatch, rates, usable, config_s=1.0):
+    fake = FakeMeasure(rates)
+    monkeypatch.setattr(impl, "measure", fake)
+    doc = impl.search(None, 8, None, budget_s=600, config_s=config_s,
+                      cpus={"logical": usable, "affinity": usable, "quota_cpus": None, "usable": usable})
+    return doc, fake
+
+
+def test_adaptive_search_survives_an_unlucky_measurement_of_the_better_worker_count(monkeypatch):
+    # 2 workers are truly ~25 % faster than 1, but their first measurement came out within 5 % of it
+    # (what a loaded 2-CPU machine did): prefetch_factor=4 is tried on both counts, and the
+    # confirmation round re-measures the cheap pick against the best and decides on the means
+    rates = {(0, 2): [100], (1, 2): [150], (1, 4): [152, 140], (2, 2): [155], (2, 4): [158, 190]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=2)
+    tried = fake.tried()
+    assert tried[:3] == [(0, None, False), (1, 2, False), (2, 2, False)]
+    assert (1, 4, False) in tried and (2, 4, False) in tried
+    rec = doc["results"][doc["recommended"]]["config"]
+    assert rec["num_workers"] == 2
+    assert doc["kwargs"]["persistent_workers"] is True
+    # the confirmation round: the two candidates re-measured (persistent variants)
+    again = [(c, s) for c, s in fake.calls if c["persistent_workers"]]
+    assert len(again) == 2 and {c["num_workers"] for c, _ in again} == {1, 2}
+    # the refinement (prefetch_factor=4, confirmation) costs two configurations' share: half slices
+    assert [s for _, s in fake.calls] == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5]
+
+
+def test_adaptive_search_keeps_a_cheap_pick_the_confirmation_round_upholds(monkeypatch):
+    rates = {(0, 2): [100], (1, 2): [190, 194], (1, 4): [150], (2, 2): [198], (2, 4): [150], }
+    doc, fake = _fake_search(monkeypatch, rates, usable=2)
+    assert (2, 4, False) in fake.tried() and (1, 4, False) in fake.tried()
+    cfg = impl.recommended_config(doc["results"], doc["recommended"])
+    assert (cfg["num_workers"], cfg["prefetch_factor"], cfg["persistent_workers"]) == (1, 2, True)
+
+
+def test_confirmation_round_rivals_another_worker_count_within_noise(monkeypatch):
+    # 1 worker pf=2 is the cheap pick and 1 worker pf=4 the best, but 2 workers are within noise:
+    # the round re-measures the pick against the close 2-worker group, not the other prefetch_factor
+    rates = {(0, 2): [150], (1, 2): [230, 229], (1, 4): [231], (2, 2): [221], (2, 4): [223, 300]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=2)
+    assert fake.tried()[-2:] == [(1, 2, True), (2, 4, True)]
+    assert doc["kwargs"]["num_workers"] == 2 and doc["kwargs"]["prefetch_factor"] == 4
+
+
+def test_adaptive_search_skips_the_runner_up_when_it_is_clearly_slower(monkeypatch):
+    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (2, 4): [150]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=2)
+    assert (1, 4, False) not in fake.tried()
+    assert fake.tried()[-1] == (2, 2, True)  # the confirmation round: the winner's persistent variant
+    assert doc["kwargs"]["num_workers"] == 2 and doc["kwargs"]["prefetch_factor"] == 2
+
+
+def test_adaptive_ladder_does_not_stop_at_a_rung_within_noise(monkeypatch):
+    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (4, 2): [205], (8, 2): [400], (8, 4): [400],
+             (4, 4): [205]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=8)
+    assert [c["num_workers"] for c, _ in fake.calls][:5] == [0, 1, 2, 4, 8]
+    assert doc["kwargs"]["num_workers"] == 8
+
+
+def test_adaptive_ladder_stops_at_a_clearly_worse_rung_and_looks_between(monkeypatch):
+    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (3, 2): [180], (4, 2): [120], (2, 4): [200],
+             (3, 4): [180]}
+    doc, fake = _fake_search(monkeypatch, rates, usable=8)
+    workers = [c["num_workers"] for c, _ in fake.calls]
+    assert workers[:5] == [0, 1, 2, 4, 3] and 8 not in workers
+    assert doc["kwargs"]["num_workers"] == 2
 
 
 @pytest.mark.parametrize("rec, usable, kind", [
