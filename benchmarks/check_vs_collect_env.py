@@ -52,7 +52,7 @@ def doctor_self_rss(python: str, extra: Sequence[str], env: dict) -> int:
     """Peak RSS (KiB) of the gpudoctor process alone, without its probe child."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rss"
-        subprocess.run([python, "-c", _SELF_RSS, str(out), "check", *extra], stdout=subprocess.DEVNULL,
+        subprocess.run([python, "-c", _SELF_RSS, str(out), "check", "--offline", *extra], stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL, env=env, check=False)
         return int(out.read_text()) if out.exists() else -1
 
@@ -69,9 +69,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = args.python
     script = Path(python).with_name("gpudoctor")
     doctor = [str(script)] if script.exists() else [python, "-m", "gpudoctor"]
-    doctor += ["check", *args.extra]
+    # --offline: a benchmark sends no traffic beyond this machine (collect_env uses none either);
+    # GPUDOCTOR_LOOPBACK_ONLY is the belt to those braces
+    doctor += ["check", "--offline", *args.extra]
     collect_env = [python, "-m", "torch.utils.collect_env"]
-    env = dict(os.environ, NO_COLOR="1")
+    env = dict(os.environ, NO_COLOR="1", GPUDOCTOR_LOOPBACK_ONLY="1")
 
     # one untimed warm-up of each so the first timed run does not pay for a cold page cache
     for cmd in (doctor, collect_env):

@@ -33,3 +33,28 @@ def test_explicit_pythons_replace_the_current_interpreter(tmp_path):
 def test_no_interpreter_is_run_inside_an_image_root(tmp_path):
     facts = collect(CollectContext(fake_system(tmp_path), CollectOptions()))
     assert isinstance(facts, Unavailable) and "--root" in facts.reason
+
+
+class _CountingRunner:
+    """The real runner, counting the probes it starts."""
+
+    def __init__(self):
+        from gpudoctor.system import SubprocessRunner
+        self.inner, self.probes = SubprocessRunner(), []
+
+    def run(self, argv, timeout_s=10.0, env=None, input_text=None):
+        if str(argv[-1]).endswith("_script.py"):
+            self.probes.append(argv[0])
+        return self.inner.run(argv, timeout_s, env, input_text)
+
+
+def test_an_early_probe_is_picked_up_not_repeated(tmp_path):
+    from gpudoctor.collect.targets import start_early
+    runner = _CountingRunner()
+    system = System(runner=runner, env={"PATH": "/usr/bin:/bin"})
+    options = CollectOptions(probe_timeout_s=60)
+    start_early(system, options)
+    facts = collect(CollectContext(system, options, {"jupyter": Unavailable("not collected in this test")}))
+    assert [t.label for t in facts.targets] == ["current"]
+    assert runner.probes == [sys.executable], "the collector started a second probe instead of using the early one"
+    assert facts.targets[0].probe.torch.installed

@@ -123,6 +123,15 @@ def _output(text: str, out: Optional[str]) -> None:
         click.echo(text, nl=False)
 
 
+#: check families whose checks read the probed targets (the early probe is worth starting for them)
+_TARGET_FAMILIES = ("cuda", "cudnn", "torch", "jupyter")
+
+
+def _may_need_targets(ids: Sequence[str]) -> bool:
+    """Whether the selection probably probes target interpreters (all checks, or a torch-side family)."""
+    return not ids or any(i.split(".", 1)[0] in _TARGET_FAMILIES for i in ids)
+
+
 def common_collect_options(fn):
     """Options shared by ``check``, ``facts`` and other commands that collect."""
     fn = click.option("--root", default="/", show_default=True, metavar="DIR",
@@ -172,12 +181,8 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     """
     from gpudoctor import engine
     from gpudoctor.render.console import SpinnerProgress, make_console, render_console
+    from gpudoctor.system import kill_running_commands
 
-    registry = _load_registry()
-    try:
-        selected = engine.select_checks(registry.checks, ids, skip)
-    except engine.SelectionError as exc:
-        raise _usage(str(exc)) from None
     _check_pythons(pythons)
     if facts_file and (pythons or root != "/"):
         raise _usage("--facts replays a snapshot; --python and --root only apply when collecting "
@@ -188,10 +193,22 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)
+    try:
+        if facts is None and _may_need_targets(ids):
+            # the torch probe is the slowest part of a check: start it before loading the plug-ins
+            from gpudoctor.collect.targets import start_early
+            start_early(system, options)
+        registry = _load_registry()
+        try:
+            selected = engine.select_checks(registry.checks, ids, skip)
+        except engine.SelectionError as exc:
+            raise _usage(str(exc)) from None
+        with SpinnerProgress(make_console(sys.stderr)) as progress:
+            report = engine.run(selected, system, options, progress=progress, facts=facts,
+                                extra_findings=registry.problems)
+    finally:
+        kill_running_commands()  # an early probe nothing asked for (the selection did not need it)
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
-    with SpinnerProgress(make_console(sys.stderr)) as progress:
-        report = engine.run(selected, system, options, progress=progress, facts=facts,
-                            extra_findings=registry.problems)
     if fmt == "console":
         if output:
             try:

@@ -182,76 +182,104 @@ def _run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> Tuple[str, Any
     return "ok", box.get("value")
 
 
+class _ReadyFacts(Mapping[str, Any]):
+    """``CollectContext.facts`` for one collector: its declared ``requires``, each
+    handed over as soon as that domain is collected (reading one waits for it)."""
+
+    def __init__(self, names: Sequence[str], results: Dict[str, Any], ready: Dict[str, threading.Event]):
+        self._names = tuple(names)
+        self._results = results
+        self._ready = ready
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._names:
+            raise KeyError(name)
+        self._ready[name].wait()
+        return self._results[name]
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def collect_facts(domains: Sequence[str], system: System, options: CollectOptions,
                   collectors: Optional[Mapping[str, Collector]] = None,
                   progress: Optional[Progress] = None) -> Tuple[Facts, List[Finding]]:
-    """Collect ``domains`` (already in dependency order) concurrently, wave by wave.
+    """Collect ``domains`` (in dependency order, see :func:`needed_domains`) concurrently.
 
-    Returns the facts and ``error`` findings for collectors that raised or
-    timed out. Domains with no collector are Unavailable.
+    Every collector starts at once, in its own thread, under its own timeout;
+    one that reads a domain it ``requires`` from ``ctx.facts`` waits for just
+    that domain, so its independent work (starting a probe, say) overlaps
+    with the dependency's. Returns the facts and ``error`` findings for
+    collectors that raised or timed out. Domains with no collector are Unavailable.
     """
     collectors = all_collectors() if collectors is None else collectors
     progress = progress or Progress()
     results: Dict[str, Any] = {}
+    ready: Dict[str, threading.Event] = {d: threading.Event() for d in domains}
     durations: Dict[str, float] = {}
     errors: List[Finding] = []
-    pending = list(domains)
-    while pending:
-        wave = [d for d in pending if all(r in results for r in (collectors[d].requires if d in collectors else ()))]
-        if not wave:  # pragma: no cover - needed_domains orders them
-            raise RuntimeError(f"unresolvable collector dependencies: {pending}")
-        threads: Dict[str, threading.Thread] = {}
-        boxes: Dict[str, Tuple[str, Any]] = {}
-        starts: Dict[str, float] = {}
-        ends: Dict[str, float] = {}
+    lock = threading.Lock()
+    for name in domains:
+        coll = collectors.get(name)
+        missing = [r for r in (coll.requires if coll else ()) if r not in ready]
+        if missing:  # pragma: no cover - needed_domains includes them
+            raise RuntimeError(f"{name} requires {missing}, which are not being collected")
 
-        def work(name: str) -> None:
-            coll = collectors[name]
-            ctx = CollectContext(system, options, {r: results[r] for r in coll.requires})
-            boxes[name] = _run_with_timeout(lambda: coll.collect(ctx), coll.timeout_s)
-            ends[name] = time.monotonic()  # its own end, not when the join loop reached it
+    def finish(name: str, value: Any) -> None:
+        results[name] = value
+        ready[name].set()
 
-        for name in wave:
-            pending.remove(name)
-            if name not in collectors:
-                results[name] = Unavailable(f"no collector is installed for the {name} facts")
-                continue
-            progress.started(name)
-            starts[name] = time.monotonic()
-            t = threading.Thread(target=work, args=(name,), daemon=True)
-            threads[name] = t
-            t.start()
-        for name, t in threads.items():
-            t.join()
-            durations[name] = (ends[name] - starts[name]) * 1000.0
-            progress.finished(name)
-            kind, value = boxes[name]
-            coll = collectors[name]
-            if kind == "ok":
-                results[name] = value
-            elif kind == "timeout":
-                results[name] = Unavailable(f"collecting the {name} facts took longer than {coll.timeout_s:g} s")
+    def work(name: str) -> None:
+        coll = collectors[name]
+        start = time.monotonic()
+        ctx = CollectContext(system, options, _ReadyFacts(coll.requires, results, ready))
+        kind, value = _run_with_timeout(lambda: coll.collect(ctx), coll.timeout_s)
+        durations[name] = (time.monotonic() - start) * 1000.0
+        if kind == "ok":
+            finish(name, value)
+        elif kind == "timeout":
+            finish(name, Unavailable(f"collecting the {name} facts took longer than {coll.timeout_s:g} s"))
+            with lock:
                 errors.append(Finding(
                     check=f"collect.{name}", status=Status.ERROR,
                     summary=f"collecting the {name} facts timed out after {coll.timeout_s:g} s",
                     explanation="A collector did not finish in time; checks that need these facts were skipped. "
                                 "Run again with `-v` and report it if it repeats.",
                     evidence={"domain": name, "timeout_s": coll.timeout_s}))
-            else:
-                last = value.strip().splitlines()[-1] if value else "unknown error"
-                results[name] = Unavailable(f"the {name} collector crashed: {last}")
+        else:
+            last = value.strip().splitlines()[-1] if value else "unknown error"
+            finish(name, Unavailable(f"the {name} collector crashed: {last}"))
+            with lock:
                 errors.append(Finding(
                     check=f"collect.{name}", status=Status.ERROR,
                     summary=f"the {name} collector crashed: {last}",
                     explanation="This is a bug in gpudoctor (or a plug-in); checks that need these facts were "
                                 "skipped, the others ran. Please report it with the traceback (`-v`).",
                     evidence={"domain": name, "traceback": value}))
+        progress.finished(name)
+
+    threads: List[threading.Thread] = []
+    for name in domains:
+        if name not in collectors:
+            finish(name, Unavailable(f"no collector is installed for the {name} facts"))
+            continue
+        progress.started(name)
+        t = threading.Thread(target=work, args=(name,), daemon=True)
+        threads.append(t)
+        t.start()
+    for t in threads:
+        t.join()
+    order = {d: i for i, d in enumerate(domains)}
+    errors.sort(key=lambda f: order.get(f.evidence.get("domain"), 0))
     facts = Facts(
         domains={d: results[d] for d in domains},
         gpudoctor_version=__version__,
         collected_at=system.clock.now().astimezone(_dt.timezone.utc).isoformat(timespec="seconds"),
         root=str(system.files.root),
-        durations_ms=durations,
+        durations_ms={d: durations[d] for d in domains if d in durations},
     )
     return facts, errors
 

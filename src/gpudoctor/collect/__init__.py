@@ -49,8 +49,10 @@ class CollectContext:
     Attributes:
         system: the machine (runner, rooted files, env, clock).
         options: the user's choices.
-        facts: domains collected earlier that this collector declared in
-            ``requires`` (name -> dataclass or Unavailable).
+        facts: the domains this collector declared in ``requires`` (name ->
+            dataclass or Unavailable). Collectors start together; reading a
+            domain here waits until it is collected, so do independent work
+            (start a probe, say) before the first read.
     """
 
     system: System

@@ -12,8 +12,8 @@ the launch succeeded.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-from typing import List
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Callable, List, Mapping, Optional
 
 from gpudoctor.collect import CollectContext
 from gpudoctor.facts import Unavailable
@@ -31,28 +31,42 @@ def kernel_label(name: str) -> str:
     return f"kernel:{name}"
 
 
-def kernel_targets(ctx: CollectContext) -> List[TargetFacts]:
-    """Probe every Python kernel of ``ctx.facts["jupyter"]``; [] when those facts are Unavailable."""
+def kernel_targets(ctx: CollectContext,
+                   submit: Optional[Callable[[str, Mapping[str, str]], "Future"]] = None) -> List[TargetFacts]:
+    """Probe every Python kernel of ``ctx.facts["jupyter"]``; [] when those facts are Unavailable.
+
+    ``submit(python, env)`` starts a probe and returns a future (the targets
+    collector passes its :class:`~gpudoctor.collect.targets.ProbeCache`, so a
+    kernel identical to the terminal is probed once); by default each kernel
+    is probed in a pool of its own.
+    """
     from gpudoctor.collect.jupyter import target_environment
 
     jupyter = ctx.facts.get("jupyter")
     if not isinstance(jupyter, JupyterFacts):
         return []
     kernels = [k for k in jupyter.kernels if k.is_python and k.error is None and k.interpreter is not None]
-    timeout = ctx.options.probe_timeout_s
-
-    def one(k) -> TargetFacts:
-        env = target_environment(ctx.system.env, k)
-        overrides = dict(k.env_resolved)
-        overrides.update(k.interpreter.wrapper_env)
-        if isinstance(k.launch, KernelLaunch) and k.launch.ok and not isinstance(k.launch.probe, Unavailable):
-            probe = k.launch.probe
-        else:
-            probe = probe_target(ctx.system, k.interpreter.path, env=env, timeout_s=timeout)
-        return TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND, probe=probe,
-                           env_overrides=overrides)
-
     if not kernels:
         return []
-    with ThreadPoolExecutor(max_workers=max(1, min(4, len(kernels)))) as pool:
-        return list(pool.map(one, kernels))
+    timeout = ctx.options.probe_timeout_s
+    own_pool = None
+    if submit is None:
+        own_pool = ThreadPoolExecutor(max_workers=max(1, min(4, len(kernels))))
+        submit = lambda python, env: own_pool.submit(  # noqa: E731
+            probe_target, ctx.system, python, env=env, timeout_s=timeout)
+    try:
+        pending = []
+        for k in kernels:
+            overrides = dict(k.env_resolved)
+            overrides.update(k.interpreter.wrapper_env)
+            if isinstance(k.launch, KernelLaunch) and k.launch.ok and not isinstance(k.launch.probe, Unavailable):
+                probe: Any = k.launch.probe  # --deep: what the really launched kernel printed
+            else:
+                probe = submit(k.interpreter.path, target_environment(ctx.system.env, k))
+            pending.append((k, overrides, probe))
+        return [TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND,
+                            probe=probe.result() if isinstance(probe, Future) else probe, env_overrides=overrides)
+                for k, overrides, probe in pending]
+    finally:
+        if own_pool is not None:
+            own_pool.shutdown(wait=True)

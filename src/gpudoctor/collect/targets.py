@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
-from typing import List, Mapping, Tuple
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Dict, List, Mapping, Optional, Tuple
 
-from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.probe import probe_target
+from gpudoctor.system import System
 
 
 def active_env_pythons(env: Mapping[str, str]) -> List[str]:
@@ -43,22 +45,90 @@ def active_env_pythons(env: Mapping[str, str]) -> List[str]:
     return found
 
 
+_EARLY: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+_EARLY_LOCK = threading.Lock()
+
+
+def _key(python: str, env: Mapping[str, str]) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
+    return python, tuple(sorted(env.items()))
+
+
+def default_specs(ctx: CollectContext) -> List[Tuple[str, str, str]]:
+    """(label, python, kind) of the terminal-side targets: every --python, else the
+    current interpreter plus the activated environment's when it is another one."""
+    if ctx.options.pythons:
+        return [(p, p, "python") for p in ctx.options.pythons]
+    specs = [("current", sys.executable, "current")]
+    return specs + [(p, p, "active-env") for p in active_env_pythons(ctx.system.env)]
+
+
+def start_early(system: System, options: CollectOptions) -> None:
+    """Start the terminal-side probes now, in the background; the collector picks them up.
+
+    The CLI calls this before loading plug-ins so the probe (about a second of
+    ``import torch``) overlaps with start-up. Futures nobody collects are
+    left to :func:`gpudoctor.system.kill_running_commands`.
+    """
+    if not system.files.is_live:
+        return
+    ctx = CollectContext(system, options)
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="early-probe")
+    with _EARLY_LOCK:
+        for _label, python, _kind in default_specs(ctx):
+            key = _key(python, system.env)
+            if key not in _EARLY:
+                _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
+                                          timeout_s=options.probe_timeout_s)
+    pool.shutdown(wait=False)
+
+
+class ProbeCache:
+    """Runs each distinct (interpreter, environment) probe once, concurrently.
+
+    ``submit`` returns a future; a kernel that runs the terminal's interpreter
+    with the terminal's environment shares the terminal's probe instead of
+    importing torch a second time.
+    """
+
+    def __init__(self, ctx: CollectContext, workers: int = 4):
+        self._ctx = ctx
+        self._pool = ThreadPoolExecutor(max_workers=workers)
+        self._futures: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+        self._lock = threading.Lock()
+
+    def submit(self, python: str, env: Optional[Mapping[str, str]] = None) -> Future:
+        env = dict(self._ctx.system.env if env is None else env)
+        key = _key(python, env)
+        with self._lock:
+            fut = self._futures.get(key)
+            if fut is None:
+                with _EARLY_LOCK:
+                    fut = _EARLY.pop(key, None)
+            if fut is None:
+                fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
+                                        timeout_s=self._ctx.options.probe_timeout_s)
+            self._futures[key] = fut
+            return fut
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 def collect(ctx: CollectContext):
     if not ctx.system.files.is_live:
         return Unavailable(f"interpreters inside --root {ctx.system.files.root} cannot be run from here")
-    if ctx.options.pythons:
-        specs = [(p, p, "python") for p in ctx.options.pythons]
-    else:
-        specs: List[Tuple[str, str, str]] = [("current", sys.executable, "current")]
-        specs += [(p, p, "active-env") for p in active_env_pythons(ctx.system.env)]
-    timeout = ctx.options.probe_timeout_s
-    with ThreadPoolExecutor(max_workers=max(1, min(4, len(specs)))) as pool:
-        probes = list(pool.map(lambda s: probe_target(ctx.system, s[1], timeout_s=timeout), specs))
-    found = [TargetFacts(label=label, python=python, kind=kind, probe=probe)
-             for (label, python, kind), probe in zip(specs, probes)]
-    from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
-    found += kernel_targets(ctx)
-    return TargetsFacts(tuple(found))
+    specs = default_specs(ctx)
+    cache = ProbeCache(ctx)
+    try:
+        # start the terminal's probes first: they run while the Jupyter facts are still being collected
+        futures = [cache.submit(python) for _label, python, _kind in specs]
+        from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
+        kernels = kernel_targets(ctx, cache.submit)
+        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result())
+                 for (label, python, kind), fut in zip(specs, futures)]
+    finally:
+        cache.close()
+    return TargetsFacts(tuple(found + kernels))
 
 
 COLLECTOR = Collector(domain="targets", collect=collect, requires=("jupyter",), timeout_s=180.0)

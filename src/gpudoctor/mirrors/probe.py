@@ -254,12 +254,11 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> Tuple[str,
 def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_TIMEOUT_S,
               samples: int = DEFAULT_SAMPLES, ctx: Optional[ssl.SSLContext] = None) -> MirrorProbe:
     """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
-    import httpx
-
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
     if blocked(target.base_url):
         return target.result("offline", blocked(target.base_url) or "")
+    import httpx  # only now: a local or offline run never pays for importing it
     host = urlsplit(target.base_url).hostname or ""
     marks: Dict[str, float] = {}
 

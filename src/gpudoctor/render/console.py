@@ -15,7 +15,6 @@ import threading
 from typing import IO, Optional, Set
 
 from rich.console import Console
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.text import Text
 
@@ -61,6 +60,7 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
             if plain:
                 console.print(Text("\n".join("    " + ln if ln else "" for ln in body.splitlines())))
             else:
+                from rich.markdown import Markdown  # only a terminal renders Markdown; piped output skips the import
                 console.print(Padding(Markdown(body), (0, 0, 0, 4)))
         if f.fixes and f.status > Status.SKIP:
             console.print(Text(f"    fix: gpudoctor fix {' '.join(f.fixes)}", style="cyan"))
