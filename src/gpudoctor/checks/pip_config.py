@@ -64,14 +64,19 @@ def is_secure_http_host(host: str) -> bool:
     return ip in ipaddress.ip_network("127.0.0.0/8") or ip == ipaddress.ip_address("::1")
 
 
-def trusted(url: str, trusted_hosts: List[str]) -> bool:
-    """pip's trusted-host match: ``host`` (any port) or ``host:port`` (that port)."""
+def host_port(url: str) -> Tuple[str, Optional[int]]:
+    """(host, port or None) of ``url``; a malformed port counts as none."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
     try:
         port = parts.port
     except ValueError:
         port = None
+    return parts.hostname or "", port
+
+
+def trusted(url: str, trusted_hosts: List[str]) -> bool:
+    """pip's trusted-host match: ``host`` (any port) or ``host:port`` (that port)."""
+    host, port = host_port(url)
     for entry in trusted_hosts:
         h, _, p = entry.partition(":")
         if h.lower() == host.lower() and (not p or (port is not None and p == str(port))):

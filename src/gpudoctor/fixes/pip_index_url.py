@@ -30,7 +30,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
-from gpudoctor.checks.pip_config import indexes, is_secure_http_host, show_path, trusted
+from gpudoctor.checks.pip_config import host_port, indexes, is_secure_http_host, show_path, trusted
 from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts
@@ -59,12 +59,7 @@ def _url_option(options: Mapping[str, str]) -> Optional[str]:
 
 def host_entry(url: str) -> str:
     """The ``trusted-host`` entry for ``url``: ``host`` or ``host:port`` when the URL names a port."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
+    host, port = host_port(url)
     return f"{host}:{port}" if port else host
 
 
