@@ -185,7 +185,7 @@ def test_run_puts_plugin_and_collector_errors_first(tmp_path, monkeypatch):
         ("gpudoctor.plugins", Status.ERROR), ("collect.bad", Status.ERROR), ("a.ok", Status.OK),
         ("b.bad", Status.SKIP)]
     assert report.worst is Status.ERROR
-    assert report.exit_code() == 0
+    assert report.exit_code() == 3  # incomplete verdict: not healthy, not a machine failure either
 
 
 def test_run_replays_facts_without_collecting(tmp_path, monkeypatch):
@@ -206,7 +206,9 @@ def test_builtin_collectors_are_discovered():
     ([Status.OK, Status.INFO, Status.SKIP], 0, 0),
     ([Status.OK, Status.WARN], 0, 1),
     ([Status.WARN, Status.FAIL], 1, 1),
-    ([Status.ERROR], 0, 0),
+    ([Status.ERROR], 3, 3),
+    ([Status.ERROR, Status.WARN], 3, 1),
+    ([Status.ERROR, Status.FAIL], 1, 1),
     ([], 0, 0),
 ])
 def test_report_exit_codes(statuses, normal, strict):

@@ -94,16 +94,16 @@ class Report:
         return out
 
     def exit_code(self, strict: bool = False) -> int:
-        """0 when nothing failed; 1 on ``fail`` (or ``warn`` with ``strict``).
-
-        An ``error`` finding (a check or plug-in broke) does not by itself
-        fail the machine; the CLI maps internal errors of gpudoctor to 3.
-        """
+        """1 on ``fail`` (or ``warn`` with ``strict``); else 3 when a check, collector
+        or plug-in broke (an ``error`` finding: the verdict is incomplete, so a CI job
+        or health probe must not read it as healthy); else 0."""
         statuses = {f.status for f in self.findings}
         if Status.FAIL in statuses:
             return 1
         if strict and Status.WARN in statuses:
             return 1
+        if Status.ERROR in statuses:
+            return 3
         return 0
 
     def to_json(self, include_facts: bool = False) -> dict:

@@ -28,7 +28,8 @@ class GateResult:
 
     Attributes:
         healthy: no blocking finding.
-        blocking: findings with status ``fail`` (and ``warn`` when strict, and the
+        blocking: findings with status ``fail`` or ``error`` (a broken check cannot
+            vouch for the node), ``warn`` when strict, and the
             ``nvidia.driver`` skip when a GPU is required).
         report: the full report.
     """
@@ -51,7 +52,7 @@ def run_gate(checks: Sequence[Check], system: System, probe_timeout_s: float = 2
     report = run(checks, system, CollectOptions(offline=True, probe_timeout_s=probe_timeout_s))
     blocking = []
     for f in report.findings:
-        if f.status == Status.FAIL or (strict and f.status == Status.WARN):
+        if f.status in (Status.FAIL, Status.ERROR) or (strict and f.status == Status.WARN):
             blocking.append(f)
         elif require_gpu and f.check == "nvidia.driver" and f.status == Status.SKIP:
             blocking.append(f)

@@ -195,9 +195,11 @@ def evaluate(facts: Facts) -> list[Finding]:
     broken = [f for f in apt.files if f.note and not f.ignored]
     if broken:
         findings.append(Finding(
-            check="apt.sources", status=Status.WARN, summary=f"apt cannot read part of {broken[0].path}",
-            explanation="\n".join(f"- {f.note}" for f in broken) + "\n\napt skips or rejects these entries; fix "
-                        "them by hand (gpudoctor does not guess what was meant).",
+            check="apt.sources", status=Status.FAIL, summary=f"apt cannot read part of {broken[0].path}",
+            explanation="\n".join(f"- {f.note}" for f in broken) + "\n\napt refuses a malformed entry with "
+                        "\"E: Malformed entry ... The list of sources could not be read\" and then does nothing "
+                        "(`apt-get update` and every install fail). Fix them by hand (gpudoctor does not guess "
+                        "what was meant), then run `apt-get update`.",
             evidence={"files": [f.path for f in broken]}))
     if findings:
         return sorted(findings, key=lambda f: -f.status.severity)

@@ -99,7 +99,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     return CHECK.finding(
         Status.FAIL, f"CUDA is unavailable in {python}: no known cause matched; torch says: {message.splitlines()[0]}",
         f"None of the driver, libcuda, arch, cuDNN or visibility checks found a fault. torch reported:\n\n```\n"
-        f"{message}\n```\n\nRun `gpudoctor report --format markdown` and include it in a bug report.",
+        f"{message}\n```\n\nRun `gpudoctor check --format markdown -v` and include its output in a bug report.",
         evidence=evidence, target=t.label)
 
 

@@ -92,7 +92,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
     public = split_local(tf.version or "")[0]
     remedies: List[str] = [
         f"1. **Upgrade the NVIDIA driver** to {verdict.floor} or newer (for every CUDA {tf.cuda} feature: "
-        f"≥ {verdict.toolkit_driver}; a current branch such as 550/570 is fine). "
+        f"≥ {verdict.toolkit_driver}; any newer production branch also works). "
         + UPGRADE_HOWTO.format(branch=max(int(branch), 535))]
     variant = variant_for(tf.version, verdict.driver)
     if variant is not None:

@@ -60,7 +60,9 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
     extra["catalogue"] = load_catalogue_option(catalogue)
     if dockerfile:
         try:
-            extra["dockerfile"] = (Path(dockerfile).name, Path(dockerfile).read_text(encoding="utf-8"))
+            # a Dockerfile is text in whatever encoding its author used: undecodable bytes become U+FFFD
+            text = Path(dockerfile).read_bytes().decode("utf-8", errors="replace")
+            extra["dockerfile"] = (Path(dockerfile).name, text)
         except OSError as exc:
             raise click.UsageError(f"--dockerfile {dockerfile}: {exc.strerror or exc}") from None
     return extra
