@@ -103,7 +103,8 @@ def test_only_needed_domains_are_collected_in_dependency_order(tmp_path):
         return fn
 
     collectors = {"base": coll("base", fn=record("base", 1)),
-                  "derived": coll("derived", fn=lambda ctx: (called.append("derived"), ctx.facts["base"] + 1)[1],
+                  # collectors start together; reading a required domain waits for it
+                  "derived": coll("derived", fn=lambda ctx: (ctx.facts["base"] + 1, called.append("derived"))[0],
                                   requires=["base"]),
                   "unused": coll("unused", fn=record("unused", 0))}
     checks = [reads("x.derived", "derived")]
