@@ -508,3 +508,17 @@ def test_kernel_argv_plan_drops_a_conda_run_wrapper_and_keeps_an_env_wrapper():
     f2 = CHECK.evaluate(facts2)[0]
     new2 = json.loads(jupyter_kernel_argv.plan(facts2, f2, {"python": "/srv/venv/bin/python"}).edits[0].new_text)
     assert new2["argv"][:3] == ["env", "OMP_NUM_THREADS=4", "/srv/venv/bin/python"]
+
+
+def test_kernel_argv_refuses_an_unknown_kernel_name_and_a_relative_python():
+    text = (CASE13 / "kernel.json").read_text()
+    path = "/home/user/.local/share/jupyter/kernels/train-venv/kernel.json"
+    facts = case13_facts(text, path, "/usr/bin/python3")
+    f = CHECK.evaluate(facts)[0]
+    with pytest.raises(FixRefused, match="no kernelspec of that name.*train-venv"):
+        jupyter_kernel_argv.plan(facts, f, {"kernel": "nope"})
+    with pytest.raises(FixRefused, match="absolute path"):
+        jupyter_kernel_argv.plan(facts, f, {"python": "python3"})
+    # the named kernel and an absolute interpreter still plan
+    plan = jupyter_kernel_argv.plan(facts, f, {"kernel": "train-venv", "python": "/opt/venv/bin/python"})
+    assert '"/opt/venv/bin/python"' in plan.edits[0].new_text

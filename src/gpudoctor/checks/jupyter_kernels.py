@@ -38,7 +38,7 @@ from gpudoctor.checks import require
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Finding, FixRefused, Status
 
 __all__ = ["CHECK", "gpu_hiding_vars", "missing_loader_dirs", "reference_python", "kernel_for_finding",
            "NOTEBOOK_PITFALL"]
@@ -119,13 +119,17 @@ def kernel_for_finding(facts: Facts, finding: Finding,
     """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
 
     With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
-    unless the finding is about that kernel, so the fix is planned for it.
+    unless the finding is about that kernel, so the fix is planned for it;
+    raises FixRefused when no kernelspec has that name at all.
     """
     jupyter = facts.of(JupyterFacts)
     name = finding.evidence.get("kernel") if finding.evidence else None
     if isinstance(jupyter, Unavailable) or not name:
         return None
     wanted = (options or {}).get("kernel")
+    if wanted and jupyter.kernel(str(wanted)) is None:
+        known = ", ".join(k.name for k in jupyter.kernels) or "none"
+        raise FixRefused(f"--set kernel={wanted!r}: Jupyter has no kernelspec of that name (known: {known})")
     if wanted and str(wanted).lower() != str(name).lower():
         return None
     return jupyter.kernel(str(name))

@@ -32,6 +32,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     new_python = (options or {}).get("python") or reference_python(facts)
     if not new_python:
         return None
+    if not new_python.startswith("/"):
+        # Jupyter resolves a bare name on the server's PATH at launch: the very ambiguity being repaired
+        raise FixRefused(f"--set python={new_python!r}: give the interpreter's absolute path, "
+                         f"e.g. /home/user/venvs/train/bin/python")
     data = load_kernel_json(spec.kernel_json_text, spec.kernel_json)
     argv = data.get("argv")
     if not isinstance(argv, list) or tuple(str(a) for a in argv) != spec.argv:
