@@ -73,7 +73,7 @@ def test_deb822_parse_keeps_disabled_and_inline_keys():
 
 
 def test_deb822_bad_line_is_reported_and_editor_refuses():
-    text = "Types: deb\nURIs http://deb.debian.org/debian\nSuites: bookworm\n"
+    text = "Types: deb\nURIs http://ftp.debian.org/debian\nSuites: bookworm\n"
     entries, problems = parse_deb822("/x.sources", text)
     assert entries == [] and "not a 'Field: value' line" in problems[0]
     with pytest.raises(ValueError):
@@ -81,17 +81,17 @@ def test_deb822_bad_line_is_reported_and_editor_refuses():
 
 
 def test_one_line_editor_changes_only_the_uri():
-    text = "deb [ arch=amd64 signed-by=/k.gpg ] http://deb.debian.org/debian bookworm main # keep\r\n" \
-           "# deb http://deb.debian.org/debian bookworm main\r\n"
+    text = "deb [ arch=amd64 signed-by=/k.gpg ] http://ftp.debian.org/debian bookworm main # keep\r\n" \
+           "# deb http://ftp.debian.org/debian bookworm main\r\n"
     entries, _ = parse_one_line("/s", text)
     assert entries[0].options == {"arch": "amd64", "signed-by": "/k.gpg"}
     new = rewrite_one_line(text, lambda u, s, c, e: "https://m.example.org/debian")
-    assert new == text.replace("http://deb.debian.org/debian bookworm main # keep",
+    assert new == text.replace("http://ftp.debian.org/debian bookworm main # keep",
                                "https://m.example.org/debian bookworm main # keep", 1)
 
 
 @pytest.mark.parametrize("uri, archive", [
-    ("http://deb.debian.org/debian", "debian"), ("http://deb.debian.org/debian-security/", "debian_security"),
+    ("http://ftp.debian.org/debian", "debian"), ("http://ftp.debian.org/debian-security/", "debian_security"),
     ("http://security.debian.org/", "debian_security"), ("http://archive.ubuntu.com/ubuntu/", "ubuntu"),
     ("http://ports.ubuntu.com/ubuntu-ports", "ubuntu_ports"),
     ("https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/", None)])
@@ -102,14 +102,14 @@ def test_classify_uri(uri, archive):
 def test_third_party_repo_with_debian_path_is_not_a_distro_archive():
     from gpudoctor.mirrors.aptsources import distro_archive
     assert distro_archive("https://download.docker.com/linux/debian", ("stable",)) is None
-    assert distro_archive("http://deb.debian.org/debian", ("main", "contrib")) == "debian"
+    assert distro_archive("http://ftp.debian.org/debian", ("main", "contrib")) == "debian"
 
 
 def test_find_rewrites_in_a_dockerfile():
     text = (CASE17 / "Dockerfile").read_text()
     found = find_rewrites("Dockerfile", text, lambda p: None, lambda p: [])
     assert [(r.target, r.pattern, r.replacement, r.target_exists) for r in found] == [
-        ("/etc/apt/sources.list", "deb.debian.org", "mirror.example.edu.cn", False),
+        ("/etc/apt/sources.list", "ftp.debian.org", "mirror.example.edu.cn", False),
         ("/etc/apt/sources.list", "security.debian.org/debian-security", "mirror.example.edu.cn/debian-security", False)]
     assert found[0].origin == "Dockerfile:2"
 
@@ -119,7 +119,7 @@ def test_find_rewrites_in_a_dockerfile():
 
 def test_collector_reads_both_formats_in_apt_order_and_marks_ignored(tmp_path):
     root = copy_before("mixed", tmp_path)
-    write_tree(root, {"/etc/apt/sources.list.d/old.list.save": "deb http://deb.debian.org/debian bullseye main\n"})
+    write_tree(root, {"/etc/apt/sources.list.d/old.list.save": "deb http://ftp.debian.org/debian bullseye main\n"})
     apt = collect(root).get("apt")
     assert isinstance(apt, AptFacts)
     assert (apt.distro_id, apt.codename, apt.sources_list_present) == ("debian", "bookworm", True)
@@ -145,8 +145,8 @@ def test_case17_rewrite_of_absent_sources_list_fails(tmp_path):
     top = findings[0]
     assert top.status is Status.FAIL
     assert "/etc/apt/sources.list, which does not exist" in top.summary
-    assert "debian.sources" in top.summary and "http://deb.debian.org" in top.summary
-    assert "sed -i 's|deb.debian.org|mirror.example.edu.cn|g' /etc/apt/sources.list.d/debian.sources" in top.explanation
+    assert "debian.sources" in top.summary and "http://ftp.debian.org" in top.summary
+    assert "sed -i 's|ftp.debian.org|mirror.example.edu.cn|g' /etc/apt/sources.list.d/debian.sources" in top.explanation
     assert top.fixes == ("apt.mirror",)
 
 
@@ -180,7 +180,7 @@ def test_sources_list_switched_but_deb822_untouched_fails(tmp_path):
     (root / "etc/apt/sources.list").write_text("deb http://mirror.example.org/debian bookworm main\n")
     findings = apt_sources.evaluate(collect(root))
     assert findings[0].status is Status.FAIL
-    assert "switched to mirror.example.org" in findings[0].summary and "deb.debian.org" in findings[0].summary
+    assert "switched to mirror.example.org" in findings[0].summary and "ftp.debian.org" in findings[0].summary
 
 
 def test_https_without_ca_certificates_fails_and_fix_refuses(tmp_path):
@@ -196,7 +196,7 @@ def test_https_without_ca_certificates_fails_and_fix_refuses(tmp_path):
 
 def test_wrong_suite_and_duplicates(tmp_path):
     root = copy_before("mixed", tmp_path)
-    (root / "etc/apt/sources.list.d/old.list").write_text("deb http://deb.debian.org/debian bullseye main\n")
+    (root / "etc/apt/sources.list.d/old.list").write_text("deb http://ftp.debian.org/debian bullseye main\n")
     findings = apt_sources.evaluate(collect(root))
     summaries = {f.status: f.summary for f in findings}
     assert "'bullseye'" in summaries[Status.FAIL] and "bookworm" in summaries[Status.FAIL]
@@ -253,3 +253,14 @@ def test_unknown_mirror_name_is_refused_with_the_known_names(tmp_path):
 def test_fastest_without_ranking_is_refused(tmp_path):
     with pytest.raises(FixRefused, match="no apt mirror ranking"):
         apt_mirror.plan(collect(copy_before("case17", tmp_path)), None, {"mirror": "fastest"})
+
+
+def test_any_host_of_the_projects_own_domains_counts_as_official():
+    from gpudoctor.checks.apt_sources import is_official, official_domains
+    domains = official_domains()
+    assert {"debian.org", "ubuntu.com"} <= domains
+    # the Debian image's default CDN host, the security archive, and Ubuntu's regional archives
+    for host in ("cdn.debian.org", "security.debian.org", "de.archive.ubuntu.com", "ports.ubuntu.com"):
+        assert is_official(host, domains), host
+    for host in ("mirror.example.org", "debian.org.example.com", "notdebian.org"):
+        assert not is_official(host, domains), host

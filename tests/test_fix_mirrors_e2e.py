@@ -98,7 +98,7 @@ def test_mirror_fastest_ranks_local_servers_and_switches(tmp_path):
         root = tmp_path / "root"
         shutil.copytree(GOLDEN / "case17" / "before", root)
         src = root / "etc/apt/sources.list.d/debian.sources"
-        src.write_text(src.read_text().replace("http://deb.debian.org", slow.url))
+        src.write_text(src.read_text().replace("http://ftp.debian.org", slow.url))
         cat = tmp_path / "cat.toml"
         cat.write_text("replace = true\n" + "".join(
             f'[[mirror]]\nname = "{n}"\ndebian = "{u}"\nofficial = {str(o).lower()}\n'

@@ -148,7 +148,7 @@ def test_uv_fix_in_pyproject_tool_uv():
     ("ubuntu", "aarch64", "http://ports.ubuntu.com/ubuntu-ports/", "ubuntu_ports"),
     ("ubuntu", "x86_64", "http://archive.ubuntu.com/ubuntu/", "ubuntu"),
     ("ubuntu", "", "http://ports.ubuntu.com/ubuntu-ports/", "ubuntu_ports"),  # image root: from the sources
-    ("debian", "", "http://deb.debian.org/debian", "debian"),
+    ("debian", "", "http://ftp.debian.org/debian", "debian"),
 ])
 def test_apt_ranking_uses_the_right_archive(distro, machine, uri, archive):
     from gpudoctor.facts.mirrors import AptFacts, AptSource

@@ -35,15 +35,22 @@ KNOWN_CODENAMES = {
 }
 
 
-def official_hosts() -> Set[str]:
-    """Hosts of the official archives in the built-in catalogue."""
-    hosts = set()
+def official_domains() -> Set[str]:
+    """Domains of the official archives in the built-in catalogue (``debian.org``,
+    ``ubuntu.com``): every host under them is the project's own archive or CDN."""
+    domains = set()
     for row in load_table("mirrors").get("mirror", []):
         if row.get("official"):
             for key in ("debian", "debian_security", "ubuntu", "ubuntu_ports"):
-                if key in row:
-                    hosts.add(urlsplit(row[key]).hostname or "")
-    return hosts - {""}
+                host = urlsplit(row.get(key, "")).hostname or ""
+                if host:
+                    domains.add(".".join(host.split(".")[-2:]))
+    return domains
+
+
+def is_official(host: str, official: Set[str]) -> bool:
+    """``host`` is one of ``official`` domains or a host under one of them."""
+    return any(host == d or host.endswith("." + d) for d in official)
 
 
 def _host(uri: str) -> str:
@@ -113,8 +120,10 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
                 by_archive.setdefault(arch, {}).setdefault(s.format, set()).add(_host(u))
     for arch, formats in by_archive.items():
         one, d822 = formats.get("one-line", set()), formats.get("deb822", set())
-        if one and d822 and (one - official) and (d822 & official):
-            mirror, still = sorted(one - official)[0], sorted(d822 & official)[0]
+        switched = sorted(h for h in one if not is_official(h, official))
+        untouched = sorted(h for h in d822 if is_official(h, official))
+        if switched and untouched:
+            mirror, still = switched[0], untouched[0]
             files = sorted({s.file for s in enabled if s.format == "deb822"
                             and any(_host(u) == still for u in s.uris)})
             return [Finding(
@@ -135,7 +144,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     apt = require(facts, AptFacts)
     findings: List[Finding] = []
     findings += _rewrite_findings(apt)
-    findings += _untouched_findings(apt, official_hosts())
+    findings += _untouched_findings(apt, official_domains())
     enabled = [s for s in apt.sources if s.enabled]
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:
