@@ -73,3 +73,12 @@ def test_gate_reports_a_missing_command_with_127():
     proc = _gate("-q", "--", "/nonexistent/job")
     assert proc.returncode == 127
     assert "cannot start /nonexistent/job" in proc.stderr
+
+
+def test_the_gate_does_not_look_for_jupyter_kernels():
+    from gpudoctor.system import System
+    checks = [c for c in gate_checks(load_registry().checks) if c.id == "torch.install"]
+    result = run_gate(checks, System.live())
+    jupyter = result.report.facts.get("jupyter")
+    assert "gate leaves them out" in jupyter.reason
+    assert "kernel" not in [t.kind for t in result.report.facts.get("targets").targets]

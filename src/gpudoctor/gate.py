@@ -48,8 +48,8 @@ def gate_checks(checks: dict, skip: Sequence[str] = ()) -> List[Check]:
 
 def run_gate(checks: Sequence[Check], system: System, probe_timeout_s: float = 20.0,
              strict: bool = False, require_gpu: bool = False) -> GateResult:
-    """Evaluate the gate checks offline with a short probe timeout."""
-    report = run(checks, system, CollectOptions(offline=True, probe_timeout_s=probe_timeout_s))
+    """Evaluate the gate checks offline with a short probe timeout, without Jupyter kernels."""
+    report = run(checks, system, CollectOptions(offline=True, probe_timeout_s=probe_timeout_s, kernels=False))
     blocking = []
     for f in report.findings:
         if f.status in (Status.FAIL, Status.ERROR) or (strict and f.status == Status.WARN):

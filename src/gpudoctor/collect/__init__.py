@@ -31,6 +31,8 @@ class CollectOptions:
         offline: no network at all (``--offline``).
         deep: launch Jupyter kernels for real (``--deep``).
         probe_timeout_s: per-target probe timeout, seconds.
+        kernels: also find and probe Jupyter kernels (the entrypoint gate
+            turns this off: a training container's health does not depend on them).
         extra: plug-in/feature options by name (e.g. ``catalogue``,
             ``rank_mirrors``), so new features need no new fields here.
     """
@@ -39,6 +41,7 @@ class CollectOptions:
     offline: bool = False
     deep: bool = False
     probe_timeout_s: float = 60.0
+    kernels: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 

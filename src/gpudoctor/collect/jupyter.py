@@ -293,6 +293,8 @@ def _spec_facts(entry: Mapping[str, Any], doc: Mapping[str, Any], system: System
 
 def collect(ctx: CollectContext):
     system = ctx.system
+    if not ctx.options.kernels:
+        return Unavailable("Jupyter kernels were not looked for (the gate leaves them out)")
     if not system.files.is_live:
         return Unavailable(f"kernelspecs inside --root {system.files.root} cannot be listed by running Jupyter "
                            f"from here")
