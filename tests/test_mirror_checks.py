@@ -130,7 +130,7 @@ def test_check_rank_mirrors_warns_and_fix_plans_the_fastest(tmp_path):
         result = CliRunner().invoke(cli, ["check", "apt.mirror", "--root", str(root), "--catalogue", str(cat),
                                           "--rank-mirrors", "--format", "json"])
         assert result.exit_code == 0, result.output
-        doc = json.loads(result.output)
+        doc = json.loads(result.stdout)
         (f,) = doc["findings"]
         assert f["status"] == "warn" and f["summary"].startswith("fast answers in")
         assert f["fixes"] == ["apt.mirror"]
