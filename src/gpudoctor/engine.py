@@ -274,6 +274,9 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         t.join()
     order = {d: i for i, d in enumerate(domains)}
     errors.sort(key=lambda f: order.get(f.evidence.get("domain"), 0))
+    jail = jail_finding(list(getattr(system.files, "incidents", ()) or ()), str(system.files.root))
+    if jail is not None:
+        errors.append(jail)
     facts = Facts(
         domains={d: results[d] for d in domains},
         gpudoctor_version=__version__,
@@ -282,6 +285,41 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         durations_ms={d: durations[d] for d in domains if d in durations},
     )
     return facts, errors
+
+
+def jail_finding(incidents: Sequence[Any], root: str) -> Optional[Finding]:
+    """The ``root.symlinks`` finding for the symlinks the ``--root`` jail reined in
+    (:class:`gpudoctor.system.JailIncident`), or None when there were none.
+
+    ``warn`` when a link loops or still resolves outside the root (those files were
+    not read); ``info`` when links only climb above the root with ``..`` (they were
+    resolved inside it, as chroot(2) would).
+    """
+    if not incidents:
+        return None
+    bad = [i for i in incidents if i.kind in ("loop", "escape")]
+    words = {"loop": "is a symlink loop (not followed)",
+             "escape": "resolves outside the root (not followed)",
+             "climbs-above-root": "climbs above the root with `..` (resolved inside the root)"}
+    lines = [f"- `{i.link}` -> `{i.target}` {words.get(i.kind, i.kind)}" for i in incidents[:20]]
+    if len(incidents) > 20:
+        lines.append(f"- ... and {len(incidents) - 20} more")
+    n = len(bad) if bad else len(incidents)
+    summary = (f"{n} symlink{'s' if n != 1 else ''} under --root {root} "
+               + ("loop or point outside it; those files were not read" if n != 1
+                  else "loops or points outside it; that file was not read") if bad else
+               f"{n} symlink{'s' if n != 1 else ''} under --root {root} climb{'s' if n == 1 else ''} above it; "
+               "resolved inside the root")
+    return Finding(
+        check="root.symlinks", status=Status.WARN if bad else Status.INFO, summary=summary,
+        explanation="`--root` is a jail: symlinks are resolved inside it as `chroot` would (an absolute "
+                    "target is read inside the root, `..` stops at the root). These links could not be "
+                    "followed that way, so the facts that depend on them are missing or partial:\n\n"
+                    + "\n".join(lines)
+                    + "\n\nCheck them with `ls -l` inside the image; a loop or an escaping link in an image "
+                      "is usually a packaging mistake.",
+        evidence={"links": [{"path": i.path, "link": i.link, "target": i.target, "kind": i.kind}
+                            for i in incidents[:100]]})
 
 
 def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress] = None) -> List[Finding]:
