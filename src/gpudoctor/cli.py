@@ -304,19 +304,27 @@ def list_(fmt):
 
 # --------------------------------------------------------------------------- entry point
 
-def _interrupted() -> None:
-    """Ctrl-C: kill the commands we started (they run in their own sessions, so the
-    terminal's SIGINT does not reach them), so the threads waiting on them end too."""
+def _interrupted(exc: Optional[BaseException] = None) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP: kill the commands we started (they run in their own
+    sessions, so the terminal's signal does not reach them), so the threads waiting on
+    them end too; exit 128 + the signal (130, 143, 129)."""
     import signal
 
+    from gpudoctor import signals
     from gpudoctor.system import kill_running_commands
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals.HANDLED}  # no second signal mid clean-up
+    code = signals.exit_code(exc)
     try:
         kill_running_commands()
-        click.echo("\ngpudoctor: interrupted", err=True)
+        name = {130: "interrupted", 143: "terminated (SIGTERM)", 129: "hung up (SIGHUP)"}.get(code, "interrupted")
+        try:
+            click.echo(f"\ngpudoctor: {name}", err=True)
+        except OSError:  # the terminal that hung up may be gone
+            pass
     finally:
-        signal.signal(signal.SIGINT, previous)
-    sys.exit(EXIT_INTERRUPTED)
+        for s, h in previous.items():
+            signal.signal(s, h)
+    sys.exit(code)
 
 
 def _broken_pipe() -> None:
@@ -330,12 +338,19 @@ def _broken_pipe() -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
+    """Console-script entry point; maps outcomes to exit codes (never a traceback).
+
+    Every byte written to stdout and stderr goes through the redaction function
+    (:func:`gpudoctor.redact.guard_streams`); SIGTERM and SIGHUP end it like Ctrl-C."""
+    from gpudoctor import signals
+    from gpudoctor.redact import guard_streams
+    guard_streams()
+    signals.install()
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
                       standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        _interrupted()
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        _interrupted(exc)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(EXIT_OK)
@@ -362,9 +377,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
 
 
 def _internal_error(exc: BaseException) -> None:
+    from gpudoctor.redact import redact_text
     fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
     with os.fdopen(fd, "w") as fh:
-        fh.write(traceback.format_exc())
+        fh.write(redact_text(traceback.format_exc()))  # a crash log is an exit too
     click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
                err=True)
     sys.exit(EXIT_INTERNAL)

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import click
 
@@ -33,20 +33,34 @@ from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, 
 DATALOADER_SCRIPT = Path(__file__).with_name("probe") / "_dataloader.py"
 MARKER = "@@gpudoctor-dataloader@@"
 PROGRESS = "@@gpudoctor-progress@@"
-#: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is killed.
-GRACE_S = 20.0
+#: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is
+#: killed (the budget itself counts from the script's start, torch import included), so a dataset
+#: item or worker that hangs stops the probe at its budget, not later.
+GRACE_S = 8.0
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 def saved_result_path(home: Optional[str] = None) -> Path:
-    """Where the last probe result is saved for ``dataloader.shm`` (``~/.cache/gpudoctor/dataloader-probe.json``)."""
-    return Path(home or os.path.expanduser("~")) / ".cache" / "gpudoctor" / "dataloader-probe.json"
+    """Where the last probe result is saved for ``dataloader.shm``: ``dataloader-probe.json`` in
+    platformdirs' user cache directory (``$XDG_CACHE_HOME/gpudoctor``, else ``~/.cache/gpudoctor``),
+    or under ``home/.cache/gpudoctor`` when ``home`` is given."""
+    if home:
+        return Path(home) / ".cache" / "gpudoctor" / "dataloader-probe.json"
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("gpudoctor", appauthor=False)) / "dataloader-probe.json"
 
 
 class ProbeRunError(click.ClickException):
     """The probe gave no result (crash, timeout, no torch): a one-line error, exit 2."""
 
     exit_code = 2
+
+
+class ProbeHung(ProbeRunError):
+    """The probe overran its budget (a dataset item or worker hung) and was killed: exit 1,
+    a verdict on the dataset, not a usage error."""
+
+    exit_code = 1
 
 
 def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress=None) -> Dict[str, Any]:
@@ -62,6 +76,17 @@ def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress
                                 errors="replace", start_new_session=True)
     except OSError as exc:
         raise ProbeRunError(f"--python {python}: cannot start it: {exc.strerror or exc}") from None
+    from gpudoctor.system import track, untrack
+    track(proc)  # SIGTERM/SIGHUP/Ctrl-C of the doctor kill its group too
+    try:
+        return _wait_probe(proc, python, timeout_s, on_progress)
+    finally:
+        _kill_group(proc)  # workers or a hung dataset item left behind die with it
+        untrack(proc)
+
+
+def _wait_probe(proc: subprocess.Popen, python: str, timeout_s: float,
+                on_progress: Optional[Callable[[Dict[str, Any]], None]]) -> Dict[str, Any]:
     tail: List[str] = []
     out_chunks: List[str] = []
 
@@ -89,13 +114,19 @@ def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-                            f"(a hung worker or dataset?)") from None
+        last = f"; last stderr: {tail[-1]}" if tail else ""
+        raise ProbeHung(f"the probe in {python} did not finish within its budget plus {GRACE_S:g} s for start and "
+                        f"shutdown ({timeout_s:g} s) and was killed with its workers: a dataset item, collate_fn "
+                        f"or worker hung{last}") from None
     except KeyboardInterrupt:
         _kill_group(proc)
         raise
     for t in threads:
-        t.join(5)
+        t.join(0.5)
+    if any(t.is_alive() for t in threads):  # a worker still holds the pipes: it goes with the probe
+        _kill_group(proc)
+        for t in threads:
+            t.join(2)
     stdout = "".join(out_chunks)
     end = stdout.rfind(MARKER)
     start = stdout.rfind(MARKER, 0, end) if end > 0 else -1
@@ -290,7 +321,8 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     err = doc.get("error")
     if err and err["kind"] in ("factory", "usage"):
         raise ProbeRunError(err["message"])
-    if not err and not no_save and doc.get("recommended") is not None:
+    # a synthetic dataset says nothing about the user's batches: only real datasets are kept for dataloader.shm
+    if not err and not no_save and not synthetic and doc.get("recommended") is not None:
         _save(doc, python)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))

@@ -36,6 +36,8 @@ __all__ = [
     "System",
     "DEFAULT_COMMAND_TIMEOUT_S",
     "kill_running_commands",
+    "track",
+    "untrack",
 ]
 
 #: Default per-command timeout, seconds.
@@ -104,6 +106,19 @@ _RUNNING: "set[subprocess.Popen]" = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+def track(proc: subprocess.Popen) -> None:
+    """Register a child started outside the runner (its own session) so that
+    :func:`kill_running_commands` kills its group too; :func:`untrack` when done."""
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
+
+
+def untrack(proc: subprocess.Popen) -> None:
+    """Forget a child registered with :func:`track`."""
+    with _RUNNING_LOCK:
+        _RUNNING.discard(proc)
+
+
 def kill_running_commands() -> int:
     """Kill the process group of every command still running (Ctrl-C, exit).
 
@@ -151,12 +166,7 @@ class SubprocessRunner:
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
         try:
-            out, err = proc.communicate(input=input_text.encode() if input_text is not None else None,
-                                        timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return CommandResult(argv, None, _decode(out), _decode(err), _ms(start), error="timeout")
+            return self._finish(proc, argv, input_text, timeout_s, start)
         except BaseException:
             _kill_group(proc)
             proc.wait()
@@ -164,6 +174,56 @@ class SubprocessRunner:
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
+
+    @staticmethod
+    def _finish(proc: subprocess.Popen, argv: tuple, input_text: Optional[str], timeout_s: float,
+                start: float) -> CommandResult:
+        """Wait for the command itself (not for its pipes: a grandchild that keeps them open
+        must not turn a finished command into a timeout), then collect the output; members
+        of its process group still running after it exited are killed."""
+        chunks: dict = {"out": [], "err": []}
+
+        def pump(stream, key: str) -> None:
+            try:
+                while True:
+                    data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+                    if not data:
+                        break
+                    chunks[key].append(data)
+            except (OSError, ValueError):
+                pass
+
+        readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+                   threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+        for t in readers:
+            t.start()
+        if input_text is not None and proc.stdin is not None:
+            def feed() -> None:
+                try:
+                    proc.stdin.write(input_text.encode())
+                    proc.stdin.close()
+                except (OSError, ValueError):
+                    pass
+            threading.Thread(target=feed, daemon=True).start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            proc.wait()
+        for t in readers:  # the pipes drain once every writer is gone
+            t.join(0.5)
+        if any(t.is_alive() for t in readers):  # a grandchild holds them: it dies with the command
+            _kill_group(proc)
+            for t in readers:
+                t.join(2.0)
+        for stream, t in zip((proc.stdout, proc.stderr), readers):
+            if not t.is_alive():
+                stream.close()
+        out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
+        if timed_out:
+            return CommandResult(argv, None, _decode(out), _decode(err), _ms(start), error="timeout")
         return CommandResult(argv, proc.returncode, _decode(out), _decode(err), _ms(start))
 
 
