@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from gpudoctor.redact import redact_text
+
 from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _build_system, _load_registry, _usage, cli
 
 
@@ -46,7 +48,7 @@ def gate(command, skip, strict, require_gpu, probe_timeout, root, quiet):
     if not result.healthy:
         for f in result.blocking:
             target = f" [{f.target}]" if f.target and f.target != "current" else ""
-            click.echo(f"gpudoctor gate: {f.status.value}: {f.check}{target}: {f.summary}", err=True)
+            click.echo(redact_text(f"gpudoctor gate: {f.status.value}: {f.check}{target}: {f.summary}"), err=True)
         click.echo("gpudoctor gate: node is not healthy; job not started (details: gpudoctor check)", err=True)
         sys.exit(EXIT_FAIL)
     if not quiet:

@@ -204,7 +204,8 @@ def render_console(doc: Dict[str, Any], console) -> None:
     err = doc.get("error")
     if err:
         title, text = ERROR_TEXT.get(err["kind"], ("the probe failed", ""))
-        console.print(f"\n[bold red]FAIL[/] {title}: {err['message']}", markup=True, highlight=False)
+        from rich.markup import escape
+        console.print(f"\n[bold red]FAIL[/] {title}: {escape(str(err['message']))}", markup=True, highlight=False)
         if err.get("where"):
             console.print(f"  at {err['where']}", markup=False)
         cfg = err.get("config")
@@ -318,6 +319,8 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
         if status is not None:
             status.stop()
     doc["wall_s"] = round(time.monotonic() - started, 3)
+    from gpudoctor.redact import redact_value
+    doc = redact_value(doc)  # the dataset's own messages and reprs are probed strings: redacted, cleaned
     err = doc.get("error")
     if err and err["kind"] in ("factory", "usage"):
         raise ProbeRunError(err["message"])

@@ -33,7 +33,8 @@ REDACTED = "****"
 # match then backtracking), never across whitespace, double quotes or angle brackets.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#\s\"<>]+)@")
 # ?name=value or &name=value (a query parameter); the value ends at "&", "#", whitespace or quotes.
-_QUERY_PARAM = re.compile(r"(?P<sep>[?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^&#\s'\"<>`]*)")
+# (a backslash before n, t, r, u, " or / ends it too: a JSON-escaped newline after a URL in a JSON line)
+_QUERY_PARAM = re.compile(r"(?P<sep>[?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>(?:[^&#\s'\"<>`\\]|\\(?![ntru\"/]))*)")
 # HTTP credentials in free text (RFC 6750 bearer tokens, RFC 7617 basic credentials)
 # ("Basic" alone is an ordinary word, e.g. cuBLAS = Basic Linear Algebra, so only after "Authorization:")
 _AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<cred>[A-Za-z0-9._~+/=-]{6,})")
@@ -41,7 +42,8 @@ _AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<
 # also ``--password=value`` options; not after "?"/"&" (query parameters have their own rule)
 # nor inside a word or a dashed name (``X-Amz-Credential=`` is a query parameter's name).
 _INLINE_ASSIGN = re.compile(
-    r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s'\"]+)")
+    r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|"
+    r"(?:[^\s'\"\\]|\\(?![ntru\"/]))+)")
 # name = value lines of INI files (pip.conf, .npmrc), shown in evidence and snapshots: the value
 # runs to the end of the line (blanks around "="; NAME=value without blanks is _INLINE_ASSIGN's)
 _INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*(?:(?:[#;]+|//)[ \t]*)?(?:export[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
@@ -102,7 +104,7 @@ def is_secret_name(name: str) -> bool:
       ``SSH_KEY_PATH``, ``key_name``, ``HF_TOKEN_PATH`` (a path or a name is shown).
     """
     words = [w for w in _words(name) if not w.isdigit()]
-    if not words or [w for w in words] in (["key"], ["keys"]):
+    if not words or name.lower() in ("key", "keys"):
         return False
     if len(words) >= 2 and words[-1] in _POINTER_WORDS:
         return False
@@ -256,7 +258,8 @@ class RedactingStream:
     Complete lines are redacted and written at once; a partial line is held until its
     newline or a ``flush()`` (a prompt). On a terminal only the secret rules apply
     (rich's own colours stay; renderers clean probed strings themselves); elsewhere
-    :func:`redact_text` in full (escapes removed, huge lines cut). Other attributes
+    terminal escapes are removed too. Lines are not cut here (renderers cut them in
+    values, so a JSON document stays valid). Other attributes
     (``fileno``, ``isatty``, ``encoding``, ``buffer``) are the wrapped stream's.
     """
 
@@ -274,7 +277,8 @@ class RedactingStream:
         return self._stream
 
     def _scrub(self, text: str) -> str:
-        return _redact_secrets(text) if self._tty else redact_text(text)
+        # lines are never cut here: a JSON document's long string (a traceback) must stay valid
+        return _redact_secrets(text) if self._tty else _ESCAPES.sub("", _redact_secrets(text))
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):  # pragma: no cover - mirrors TextIO's error
