@@ -97,20 +97,17 @@ def _check_pythons(pythons: Sequence[str]) -> None:
 
 def _read_facts(path: str):
     from gpudoctor.facts import Facts, FactsDecodeError
+    from gpudoctor.inputs import InputError, loads_json, read_user_file
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _usage(f"--facts {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise _usage(f"--facts {path}: not UTF-8 text (a compressed or binary file?)") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise _usage(f"--facts {path}: not JSON ({exc})") from None
+        doc = loads_json(read_user_file(path), path)
+    except InputError as exc:
+        raise _usage(f"--facts {exc}") from None
     try:
         return Facts.from_json(doc)
     except FactsDecodeError as exc:
         raise _usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise _usage(f"--facts {path}: not a gpudoctor facts snapshot ({type(exc).__name__}: {exc})") from None
 
 
 def _output(text: str, out: Optional[str]) -> None:

@@ -266,6 +266,8 @@ class RedactingStream:
     def __init__(self, stream):
         self._stream = stream
         self._pending = ""
+        enc = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        self._encoding = None if enc in ("utf-8", "utf8", "utf-16", "utf-32") else enc
         try:
             self._tty = bool(stream.isatty())
         except Exception:  # noqa: BLE001 - a closed or odd stream is not a terminal
@@ -278,7 +280,8 @@ class RedactingStream:
 
     def _scrub(self, text: str) -> str:
         # lines are never cut here: a JSON document's long string (a traceback) must stay valid
-        return _redact_secrets(text) if self._tty else _ESCAPES.sub("", _redact_secrets(text))
+        text = _redact_secrets(text) if self._tty else _ESCAPES.sub("", _redact_secrets(text))
+        return text if self._encoding is None else encodable(text, self._encoding)
 
     def write(self, text: str) -> int:
         if not isinstance(text, str):  # pragma: no cover - mirrors TextIO's error
@@ -305,8 +308,44 @@ class RedactingStream:
         for line in lines:
             self.write(line)
 
+    @property
+    def encoding(self) -> str:
+        """Always ``utf-8``: what cannot be written in the real encoding is replaced here, so
+        writers (click, rich) need no workaround of their own -- click would otherwise write
+        to ``.buffer`` behind this guard's back when the real encoding is ASCII."""
+        return "utf-8"
+
+    @property
+    def errors(self) -> str:
+        return "strict"
+
     def __getattr__(self, name: str):
+        if name == "buffer":  # no side door around the redaction
+            raise AttributeError("a RedactingStream has no binary buffer")
         return getattr(self._stream, name)
+
+
+#: ASCII stand-ins for the symbols gpudoctor prints, for an output encoding without them
+_ASCII = {"\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u26a0": "!", "\u2192": "->",
+          "\u2190": "<-", "\u2264": "<=", "\u2265": ">=", "\u2014": "--", "\u2013": "-", "\u2026": "...",
+          "\u00d7": "x", "\u2022": "*", "\u00b7": ".", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+          "\u201d": '"', "\u2248": "~", "\u2260": "!=", "\u00a0": " ", "\u2500": "-", "\u2502": "|",
+          "\u2139": "i", "\u00b5": "u"}
+
+
+def encodable(text: str, encoding: str) -> str:
+    """``text`` that ``encoding`` can write: known symbols become ASCII stand-ins (``->``,
+    ``<=``), anything else ``?``. Text the encoding can already write is returned as is."""
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        pass
+    text = "".join(_ASCII.get(c, c) for c in text)
+    try:
+        return text.encode(encoding, errors="replace").decode(encoding, errors="replace")
+    except LookupError:
+        return text.encode("ascii", errors="replace").decode("ascii")
 
 
 def guard_streams() -> None:

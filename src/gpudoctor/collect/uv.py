@@ -113,7 +113,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
     default = next((i for i in indexes if i.default), None)
     return UvFacts(indexes=tuple(indexes), default_index=default.url if default else PYPI,
                    default_origin=default.origin if default else "built-in", files=texts, user_config=user,
-                   no_config=no_config)
+                   no_config=no_config, problems=tuple(problems))
 
 
 COLLECTOR = Collector(domain="uv", collect=collect_uv, timeout_s=10.0)

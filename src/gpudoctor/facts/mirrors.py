@@ -153,6 +153,8 @@ class UvFacts:
         files: config files found (path -> text), for the fix planner.
         user_config: the user-level ``uv.toml`` path (created by the fix when absent).
         no_config: ``UV_NO_CONFIG`` is set (files are ignored).
+        problems: config files uv cannot read (``<path>: not valid TOML (...)``): such a
+            file is not "not configured".
     """
 
     indexes: Tuple[UvIndex, ...]
@@ -161,6 +163,7 @@ class UvFacts:
     files: Dict[str, str] = field(default_factory=dict)
     user_config: str = ""
     no_config: bool = False
+    problems: Tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- conda
