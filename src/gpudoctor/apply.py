@@ -105,6 +105,29 @@ class StaleEdit(ApplyError):
                          f"current contents.")
 
 
+class OutsideHome(ApplyError):
+    """A file to create is a dangling symlink whose target lies outside the home directory
+    the link belongs to (``~/.config/pip/pip.conf -> /elsewhere/x``): never created."""
+
+    def __init__(self, path: str, target: str, home: str):
+        self.path = path
+        super().__init__(f"{path} is a dangling symlink to {target}, outside {home}; gpudoctor does not create "
+                         f"files through it. Create {target} yourself, or remove the link (rm {path}) and run "
+                         f"`gpudoctor fix` again; nothing was written.")
+
+
+def _check_dangling(edit_path: str, target: str, host: Path, files: Files) -> None:
+    """Refuse to create ``target`` through the dangling link ``edit_path`` when the link is in the
+    user's home and its target is not (under ``--root`` the jail already keeps it in the root)."""
+    if target == edit_path or host.exists() or not files.is_live:
+        return
+    home = os.path.realpath(os.path.expanduser("~"))
+    inside = lambda p: p == home or p.startswith(home.rstrip("/") + "/")  # noqa: E731
+    link_dir = os.path.realpath(os.path.dirname(edit_path))
+    if inside(link_dir) and not inside(os.path.realpath(target)):
+        raise OutsideHome(edit_path, target, home)
+
+
 class ConflictingEdits(ApplyError):
     """Two plans edit the same file from different starting texts."""
 
@@ -390,6 +413,8 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
         for edit in plan.edits:
             target = files.realpath(edit.path)
             host = files.host_path(target)
+            if edit.old_text is None:
+                _check_dangling(edit.path, target, host, files)
             if host.is_dir():
                 raise StaleEdit(edit.path, "it is a directory, not a regular file")
             if host.exists() and not host.is_file():

@@ -114,7 +114,10 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
             except FixRefused as exc:
                 outcome = FixOutcome(fx.id, "refused", message=str(exc), finding=finding)
                 break
-            except Exception as exc:  # noqa: BLE001 - a broken planner is reported, the others go on
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a broken planner is reported
+                from gpudoctor import signals
+                if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
+                    raise  # a real Ctrl-C/SIGTERM, not the planner's own doing
                 outcome = FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
                                      f" (a bug in gpudoctor or the plug-in)", finding=finding)
                 break

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import threading
 import time
 import traceback
@@ -164,7 +165,7 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
 
 #: Seconds one check's ``evaluate`` may take before it is abandoned as an ``error`` finding
 #: (checks are pure functions of the facts: milliseconds normally).
-CHECK_TIMEOUT_S = 10.0
+CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
 
 
 def _run_with_timeout(fn: Callable[[], Any], timeout_s: float,
@@ -307,6 +308,8 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         progress.finished(name)
 
     threads: List[threading.Thread] = []
+    quiet = _stdout_to_stderr()
+    quiet.__enter__()
     for name in domains:
         if name not in collectors:
             finish(name, Unavailable(f"no collector is installed for the {name} facts"))
@@ -315,8 +318,11 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         t = threading.Thread(target=work, args=(name,), daemon=True)
         threads.append(t)
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        quiet.__exit__(None, None, None)
     order = {d: i for i, d in enumerate(domains)}
     errors.sort(key=lambda f: order.get(f.evidence.get("domain"), 0))
     jail = jail_finding(list(getattr(system.files, "incidents", ()) or ()), str(system.files.root))
@@ -365,6 +371,14 @@ def jail_finding(incidents: Sequence[Any], root: str) -> Optional[Finding]:
                       "is usually a packaging mistake.",
         evidence={"links": [{"path": i.path, "link": i.link, "target": i.target, "kind": i.kind}
                             for i in incidents[:100]]})
+
+
+def _stdout_to_stderr():
+    """While plug-in code runs, what it prints goes to stderr (still through the redaction
+    guard): stdout carries only the report."""
+    import contextlib
+    import sys
+    return contextlib.redirect_stdout(sys.stderr)
 
 
 def collector_budget_s(coll: Collector, options: CollectOptions) -> float:
@@ -443,7 +457,8 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
     for check in checks:
         progress.started(check.id)
         start = time.monotonic()
-        produced = _run_check(check, facts, check_timeout_s)
+        with _stdout_to_stderr():  # a check that prints must not corrupt a JSON report on stdout
+            produced = _run_check(check, facts, check_timeout_s)
         elapsed = (time.monotonic() - start) * 1000.0
         share = elapsed / len(produced)
         findings.extend(replace(f, duration_ms=share) for f in produced)

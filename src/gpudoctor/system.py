@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import errno
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -392,10 +393,11 @@ class Files:
         :class:`RootEscape`. Under a root the last component is opened with
         ``O_NOFOLLOW``, so a link swapped in after resolution is not followed."""
         host = self.host_path(path)
-        if self.is_live:
-            return host.read_bytes()
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        if not self.is_live:
+            flags |= getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(host, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(host, flags)  # O_NONBLOCK: a FIFO planted where a config file belongs cannot hang us
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 self._note(JailIncident(str(path), str(path), "(changed while read)", "escape"))
@@ -403,6 +405,9 @@ class Files:
                                  str(path)) from None
             raise
         with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (a pipe, socket or device)", str(path))
+            os.set_blocking(fd, True)
             return fh.read()
 
     def read_text(self, path: str) -> str:

@@ -95,13 +95,13 @@ def _is_binary(text: str) -> Optional[str]:
 
 
 def keep_style(old: Optional[str], new: str) -> str:
-    """``new`` with the line endings (all CRLF) and the UTF-8 byte-order mark of ``old``."""
+    """``new`` with the line endings of ``old`` when ``old`` used CRLF throughout. (A UTF-8
+    byte-order mark stays wherever the editor kept it: the readers do not skip one, so a
+    repair that drops it must not get it back.)"""
     if not old:
         return new
     if "\r\n" in old and old.count("\r\n") == old.count("\n"):
         new = new.replace("\r\n", "\n").replace("\n", "\r\n")
-    if old.startswith("\ufeff") and not new.startswith("\ufeff"):
-        new = "\ufeff" + new
     return new
 
 
@@ -118,7 +118,7 @@ def verified_edit(path: str, old: Optional[str], new: str, manual: str,
     repair of that file). ``kind`` overrides :func:`file_kind`.
     """
     kind = kind or file_kind(path)
-    text_old = old.lstrip("\ufeff") if old else old
+    text_old = old
     if old is not None:
         why = _is_binary(old)
         if why:
@@ -137,7 +137,7 @@ def verified_edit(path: str, old: Optional[str], new: str, manual: str,
                 raise FixRefused(f"{path} does not parse ({exc}), so it cannot be edited safely. Fix it by hand: "
                                  f"{manual}") from None
     try:
-        parsed_new = parse_as(kind, new.lstrip("\ufeff"), path)
+        parsed_new = parse_as(kind, new, path)
     except NotParsable as exc:
         raise FixRefused(f"{path}: the edited file would not parse ({exc}), so nothing was planned. Edit it by "
                          f"hand: {manual}") from None

@@ -15,7 +15,7 @@ from typing import Dict, List, Mapping, Optional
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
 
 _TOP = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
@@ -73,6 +73,11 @@ def blocks_meaning(old: Optional[dict], new: dict, blocks: Dict[str, List[str]])
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
+        reason = getattr(conda, "reason", "")
+        if "not valid YAML" in reason or "not a mapping" in reason:
+            raise FixRefused(f"{reason}. gpudoctor does not rewrite it; fix it by hand so that its top level is a "
+                             f"mapping of settings, e.g.\nchannels:\n  - defaults\ndefault_channels:\n"
+                             f"  - https://MIRROR/pkgs/main")
         return None
     label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
                          exclude=tuple(c.url for c in conda.channels))
