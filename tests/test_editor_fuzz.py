@@ -200,8 +200,9 @@ def test_binary_or_undecodable_files_are_refused(path, old):
         verified_edit(path, old, old + "x", "the manual edit")
 
 
-def test_keep_style_keeps_crlf_and_bom():
-    assert keep_style("\ufeffa\r\nb\r\n", "a\nb\nc\n") == "\ufeffa\r\nb\r\nc\r\n"
+def test_keep_style_keeps_crlf_and_leaves_the_bom_to_the_editor():
+    assert keep_style("\ufeffa\r\nb\r\n", "\ufeffa\nb\nc\n") == "\ufeffa\r\nb\r\nc\r\n"
+    assert keep_style("\ufeffa\r\n", "a\n") == "a\r\n"  # a repair that dropped the BOM keeps it dropped
     assert keep_style("a\nb\r\n", "a\nb\n") == "a\nb\n"  # mixed: left as the editor wrote it
     assert keep_style(None, "x\n") == "x\n"
 
