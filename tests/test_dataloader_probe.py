@@ -151,7 +151,7 @@ def test_synthetic_budget_is_respected_and_result_saved(synthetic_run):
 @pytest.mark.slow
 def test_console_output_has_table_call_and_limits(synthetic_run):
     from rich.console import Console
-    from gpudoctor.cli_probe import render_console
+    from gpudoctor.cli.probe import render_console
     doc = json.loads(synthetic_run[0].stdout)
     console = Console(record=True, width=140, no_color=True)
     render_console(doc, console)
@@ -466,6 +466,6 @@ def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
 
 
 def test_cli_module_never_imports_torch():
-    code = ("import sys, gpudoctor.cli, gpudoctor.cli_probe; "
+    code = ("import sys, gpudoctor.cli, gpudoctor.cli.probe; "
             "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
