@@ -300,7 +300,7 @@ def test_worker_ladder_and_grid():
 
 
 def _r(w, rate, pf=2, persistent=False, stall=0.5, busy=0.9, host=0.9):
-    return {"config": impl._config(w, pf, persistent), "samples_per_s": rate, "stall_fraction": stall,
+    return {"config": impl.loader_config(w, pf, persistent), "samples_per_s": rate, "stall_fraction": stall,
             "workers_cpu_busy": busy, "host_cpu_busy": host}
 
 
@@ -348,7 +348,8 @@ class FakeMeasure:
 
 def _fake_search(monkeypatch, rates, usable, config_s=1.0):
     fake = FakeMeasure(rates)
-    monkeypatch.setattr(impl, "measure", fake)
+    from gpudoctor.probe import _dataloader_search
+    monkeypatch.setattr(_dataloader_search, "measure", fake)
     doc = impl.search(None, 8, None, budget_s=600, config_s=config_s,
                       cpus={"logical": usable, "affinity": usable, "quota_cpus": None, "usable": usable})
     return doc, fake
