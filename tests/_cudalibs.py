@@ -64,7 +64,8 @@ def write_dist(root: Path, site: str, dist: str, version: str, files: Iterable[s
 
 def wheel_tree(root: Path, *, site: str = SITE, toolkit: str = TOOLKIT, rpath_style: bool = False,
                toolkit_versions: Sequence[str] = ("12_0", "12_1", "12_2"),
-               cusparse_needs: str = "12_4") -> Dict[str, str]:
+               cusparse_needs: str = "12_4", toolkit_file: str = "libnvJitLink.so.12.2.140",
+               dists: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """Build the case-33 layout under ``root`` (paths inside it are returned, keyed by role).
 
     ``rpath_style``: libcusparse gets DT_RPATH instead of DT_RUNPATH (then its
@@ -73,9 +74,9 @@ def wheel_tree(root: Path, *, site: str = SITE, toolkit: str = TOOLKIT, rpath_st
     r = lambda p: root / p.lstrip("/")  # noqa: E731
     wheel_jit = f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"
     nvjitlink(r(wheel_jit), ("12_0", "12_1", "12_2", "12_3", "12_4"))
-    tk_real = f"{toolkit}/libnvJitLink.so.12.2.140"
+    tk_real = f"{toolkit}/{toolkit_file}"
     nvjitlink(r(tk_real), toolkit_versions)
-    os.symlink("libnvJitLink.so.12.2.140", r(f"{toolkit}/libnvJitLink.so.12"))
+    os.symlink(toolkit_file, r(f"{toolkit}/libnvJitLink.so.12"))
     cusparse = f"{site}/nvidia/cusparse/lib/libcusparse.so.12"
     build_so(r(cusparse), "libcusparse.so.12",
              f"int __nvJitLinkComplete_{cusparse_needs}(void);\n"
@@ -90,12 +91,14 @@ def wheel_tree(root: Path, *, site: str = SITE, toolkit: str = TOOLKIT, rpath_st
     src.parent.mkdir(parents=True, exist_ok=True)
     src.write_text("#include <unistd.h>\nint torch_cuda_init(void);\n"
                    "int main(int c, char **v) { char b; if (c > 1) return torch_cuda_init(); "
-                   "return (int)read(0, &b, 1); }\n")
+                   "if (write(1, \"ready\\n\", 6) != 6) return 9; return (int)read(0, &b, 1); }\n")
     subprocess.run([gcc(), "-o", str(r(app)), str(src), f"-L{r(torch_cuda).parent}", "-l:libtorch_cuda.so",
                     "-Wl,--no-as-needed", "-Wl,-rpath,$ORIGIN/../lib", "-Wl,--enable-new-dtags"],
                    check=True, capture_output=True)
-    write_dist(root, site, "torch", "2.5.1")
-    write_dist(root, site, "nvidia_nvjitlink_cu12", "12.4.127", ["nvidia/nvjitlink/lib/libnvJitLink.so.12"])
-    write_dist(root, site, "nvidia_cusparse_cu12", "12.3.1.170", ["nvidia/cusparse/lib/libcusparse.so.12"])
+    dists = dists or {"torch": "2.5.1", "nvidia-nvjitlink-cu12": "12.4.127", "nvidia-cusparse-cu12": "12.3.1.170"}
+    owned = {"nvidia-nvjitlink-cu12": ["nvidia/nvjitlink/lib/libnvJitLink.so.12"],
+             "nvidia-cusparse-cu12": ["nvidia/cusparse/lib/libcusparse.so.12"]}
+    for dist, version in dists.items():
+        write_dist(root, site, dist.replace("-", "_"), version, owned.get(dist, ()))
     return {"wheel_jit": wheel_jit, "toolkit_jit": f"{toolkit}/libnvJitLink.so.12", "toolkit_real": tk_real,
             "cusparse": cusparse, "torch_cuda": torch_cuda, "app": app, "site": site, "toolkit": toolkit}

@@ -126,6 +126,17 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 
     # 1. sub-libraries
     broken = [s for s in cd.sublibraries if not s.ok]
+    driver = [s for s in broken if "libcuda.so" in (s.error or "")]
+    if driver:
+        # issue 11: the missing piece is the driver's library, not cuDNN's
+        from gpudoctor.checks.cuda_libcuda import _remedy
+        return CHECK.finding(
+            Status.FAIL,
+            f"cuDNN's {driver[0].name} cannot load because the CUDA driver library libcuda is not resolvable "
+            f"(a driver/loader problem, not cuDNN)",
+            f"The loader says:\n\n```\n{driver[0].error}\n```\n\n`{driver[0].name}` itself is present; what is "
+            f"missing is its dependency `libcuda.so`, the user-space half of the NVIDIA driver. Reinstalling cuDNN "
+            f"does not help.\n\n{_remedy(facts, probe)}", evidence=evidence, target=t.label)
     if broken:
         lines = "\n".join(f"{s.name}: {s.error}" for s in broken)
         reinstall = (f"`{probe.executable} -m pip install --force-reinstall {dist[0]}=={dist[1]}`" if dist else

@@ -69,6 +69,14 @@ def _v(text: Optional[str]) -> Optional[Version]:
         return None
 
 
+def _exists(files: Files, path: str) -> bool:
+    """``path`` exists inside the root (absolute symlinks resolved inside it, not on the host)."""
+    try:
+        return files.exists(files.realpath(path))
+    except OSError:
+        return False
+
+
 def _norm(path: str) -> str:
     return os.path.normpath(path) if path else path
 
@@ -160,7 +168,7 @@ class LoaderModel:
         seen = set()
 
         def consider(path: str, step: str) -> None:
-            if not self.files.exists(path):
+            if not _exists(self.files, path):
                 return
             real = self.files.realpath(path)
             if real in seen:
@@ -397,7 +405,7 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
             continue
         seen.add(d)
         path = f"{d}/libcuda.so"
-        exists = files.exists(path)
+        exists = _exists(files, path)
         info = read_elf(files, path) if exists else ElfInfo()
         tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None)
         out.append(LinkDir(d, origin, exists, info.elf_class, tag))

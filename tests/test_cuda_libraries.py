@@ -1,0 +1,356 @@
+"""The CUDA library loader model (issue 11), tested for real and on the handed-out cases.
+
+- Real: libraries built with gcc (SONAMEs, a version script, RUNPATH/RPATH with
+  ``$ORIGIN``, a toolkit copy on LD_LIBRARY_PATH shadowing a wheel-like one),
+  loaded by a real child process; the model's prediction is compared with
+  ``/proc/<pid>/maps`` of that child and with the real loader's error.
+- Cases 07, 33, 35 through the real collectors on fake roots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import _cudalibs as cl
+from gpudoctor.collect import CollectContext, CollectOptions
+from gpudoctor.collect.elfread import read_elf
+from gpudoctor.collect.host import collect_os
+from gpudoctor.collect.libraries import LoaderModel, collect_cuda_libraries, family_of
+from gpudoctor.collect.loader import collect_loader
+from gpudoctor.engine import evaluate
+from gpudoctor.facts.targets import CudnnProbe, LibcudaProbe, LibraryLoad, ToolchainFacts, TritonFacts
+from gpudoctor.model import Status
+from gpudoctor.registry import load_registry
+from gpudoctor.system import Files
+from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts,
+                               probe_facts, target, targets, torch_facts, write_tree)
+
+CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
+needs_gcc = pytest.mark.skipif(cl.gcc() is None, reason="no C compiler to build test libraries")
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry()
+
+
+def run(facts, registry, *ids):
+    out = {}
+    for f in evaluate([registry.checks[i] for i in ids], facts):
+        out.setdefault(f.check, f)
+    return out
+
+
+def text_of(f):
+    return f.summary + "\n" + f.explanation
+
+
+# --------------------------------------------------------------------------- the model against the real loader
+
+
+def _maps_of_child(app: Path, env: dict) -> list:
+    """Start ``app`` (it blocks on stdin), read /proc/<pid>/maps, let it exit."""
+    proc = subprocess.Popen([str(app)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env)
+    try:
+        assert proc.stdout.readline() == b"ready\n"      # main runs: the loader has mapped everything
+        maps = Path(f"/proc/{proc.pid}/maps").read_text()
+        return sorted({line.split(None, 5)[5].strip() for line in maps.splitlines()
+                       if len(line.split(None, 5)) == 6 and family_of(os.path.basename(line.split(None, 5)[5]))})
+    finally:
+        proc.communicate(b"x", timeout=10)
+
+
+def _predict(tree: dict, ld_library_path: str) -> list:
+    model = LoaderModel(Files(Path("/")), [d for d in ld_library_path.split(":") if d], [], [])
+    resolutions = model.load([tree["torch_cuda"]])
+    return sorted({os.path.realpath(r.path) for r in resolutions if r.path}), resolutions
+
+
+@needs_gcc
+@pytest.mark.parametrize("rpath_style,with_env,expect", [
+    (False, True, "toolkit"),      # RUNPATH: LD_LIBRARY_PATH wins -> the old toolkit copy
+    (False, False, "wheel"),       # healthy twin: no LD_LIBRARY_PATH -> the wheel's copy
+    (True, True, "wheel"),         # DT_RPATH is searched before LD_LIBRARY_PATH
+])
+def test_model_predicts_the_copy_the_real_loader_maps(tmp_path, rpath_style, with_env, expect):
+    tree = cl.wheel_tree(Path("/"), site=f"{tmp_path}/site-packages", toolkit=f"{tmp_path}/cuda-12.2/lib64",
+                         rpath_style=rpath_style)
+    # a copy with another SONAME major next to the toolkit one must never be picked for .so.12
+    cl.build_so(tmp_path / "cuda-12.2/lib64/libnvJitLink.so.11", "libnvJitLink.so.11", "int x11(void){return 1;}\n")
+    llp = tree["toolkit"] if with_env else ""
+    env = {"PATH": "/usr/bin:/bin"}
+    if llp:
+        env["LD_LIBRARY_PATH"] = llp
+    predicted, resolutions = _predict(tree, llp)
+    mapped = _maps_of_child(Path(tree["app"]), env)
+    assert [os.path.realpath(p) for p in mapped] == predicted
+    chosen = os.path.realpath(tree["toolkit_real"] if expect == "toolkit" else tree["wheel_jit"])
+    assert chosen in predicted
+    jit = next(r for r in resolutions if r.needed == "libnvJitLink.so.12")
+    if expect == "toolkit":
+        assert jit.via == "LD_LIBRARY_PATH entry 1"
+        assert jit.missing == ("__nvJitLinkComplete_12_4, version libnvJitLink.so.12",)
+        # the real loader agrees: binding everything now fails on exactly that symbol
+        proc = subprocess.run([tree["app"], "call"], env={**env, "LD_BIND_NOW": "1"}, capture_output=True, text=True)
+        assert proc.returncode != 0
+        assert "undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12" in proc.stderr
+    else:
+        assert jit.missing == () and jit.via == ("RPATH" if rpath_style else "RUNPATH")
+        assert subprocess.run([tree["app"], "call"], env={**env, "LD_BIND_NOW": "1"}).returncode == 4
+
+
+@needs_gcc
+def test_a_newer_toolkit_copy_on_the_path_has_every_symbol(tmp_path):
+    """Neighbour: a 12.6 toolkit first on LD_LIBRARY_PATH defines _12_4 too: nothing missing, and it really loads."""
+    tree = cl.wheel_tree(Path("/"), site=f"{tmp_path}/sp", toolkit=f"{tmp_path}/cuda-12.6/lib64",
+                         toolkit_versions=("12_0", "12_2", "12_4", "12_6"), toolkit_file="libnvJitLink.so.12.6.77")
+    _predicted, resolutions = _predict(tree, tree["toolkit"])
+    jit = next(r for r in resolutions if r.needed == "libnvJitLink.so.12")
+    assert jit.via == "LD_LIBRARY_PATH entry 1" and jit.missing == ()
+    env = {"LD_LIBRARY_PATH": tree["toolkit"], "LD_BIND_NOW": "1"}
+    assert subprocess.run([tree["app"], "call"], env=env).returncode == 2   # _12_4 of the 12.6 copy (the wheel returns 4)
+
+
+@needs_gcc
+def test_elf_reader_sees_soname_runpath_and_symbol_versions(tmp_path):
+    tree = cl.wheel_tree(Path("/"), site=f"{tmp_path}/sp", toolkit=f"{tmp_path}/tk")
+    files = Files(Path("/"))
+    cus = read_elf(files, tree["cusparse"])
+    assert cus.soname == "libcusparse.so.12" and "libnvJitLink.so.12" in cus.needed
+    assert cus.runpath == ("$ORIGIN/../../nvjitlink/lib",) and cus.rpath == ()
+    assert ("libnvJitLink.so.12", "libnvJitLink.so.12", "__nvJitLinkComplete_12_4") in cus.needs
+    old = read_elf(files, tree["toolkit_jit"])
+    assert old.elf_class == 64 and old.defined_versions == {"libnvJitLink.so.12"}
+    assert "__nvJitLinkComplete_12_2@libnvJitLink.so.12" in old.defined
+    assert "__nvJitLinkComplete_12_4@libnvJitLink.so.12" not in old.defined
+    bad = tmp_path / "libcudnn.so.9"
+    bad.write_text("not an ELF\n")
+    assert read_elf(files, str(bad)).error == "not an ELF file"
+
+
+# --------------------------------------------------------------------------- case 33
+
+
+def _env(case: Path) -> dict:
+    return dict(line.split("=", 1) for line in (case / "env.txt").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
+def _case33_facts(tmp_path: Path, with_ld_library_path: bool):
+    case = CASES / "33-nvjitlink-ld-library-path-shadow"
+    env = _env(case)
+    if not with_ld_library_path:
+        env.pop("LD_LIBRARY_PATH")
+    wheel_dir = re.search(r"ls -l (\S+)/\s*$", (case / "ls-wheel-nvjitlink.txt").read_text(), re.M).group(1)
+    site = wheel_dir.rsplit("/nvidia/", 1)[0]
+    listing = (case / "ls-cuda-12.2-lib64.txt").read_text()
+    toolkit = re.search(r"ls -l (\S+?)/? ", listing).group(1)
+    toolkit_file = re.search(r"libnvJitLink\.so\.12 -> (\S+)", listing).group(1)
+    needs = re.search(r"undefined symbol: __nvJitLinkComplete_(\d+_\d+)", (case / "traceback.txt").read_text()).group(1)
+    dists = dict(re.findall(r"^(torch|nvidia-\S+)\s+(\S+)$", (case / "pip-list.txt").read_text(), re.M))
+    tk_minor = int(re.search(r"\.so\.12\.(\d+)\.", toolkit_file).group(1))
+    cl.wheel_tree(tmp_path, site=site, toolkit=toolkit, cusparse_needs=needs, toolkit_file=toolkit_file,
+                  toolkit_versions=tuple(f"12_{i}" for i in range(tk_minor + 1)), dists=dists)
+    py = f"{env['VIRTUAL_ENV']}/bin/python"
+    probe = probe_facts(py, torch_facts(dists["torch"], None, installed=True, import_error=(
+        case / "traceback.txt").read_text().strip().splitlines()[-1]), python_version="3.10.12", env=env,
+        site_packages=(site,))
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, env=env, runner=ScriptedRunner(default=ok("")))
+    ctx = CollectContext(system, CollectOptions(), {"targets": tg})
+    loader = collect_loader(ctx)
+    ctx = CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader})
+    libs = collect_cuda_libraries(ctx)
+    return make_facts(targets=tg, loader=loader, cuda_libraries=libs), site, toolkit, dists
+
+
+@needs_gcc
+def test_case_33_toolkit_on_ld_library_path_shadows_the_wheels_nvjitlink(tmp_path, registry):
+    facts, site, toolkit, dists = _case33_facts(tmp_path, True)
+    f = run(facts, registry, "cuda.libraries")["cuda.libraries"]
+    text = text_of(f)
+    assert f.status == Status.FAIL
+    for needle in (toolkit, "LD_LIBRARY_PATH entry 1", "libnvJitLink.so.12", "12.2.140",
+                   dists["nvidia-nvjitlink-cu12"], "__nvJitLinkComplete_12_4"):
+        assert needle in f.summary, needle
+    assert "unset LD_LIBRARY_PATH" in text                      # the only entry: drop it
+    assert f"export LD_LIBRARY_PATH={site}/nvidia/nvjitlink/lib:$LD_LIBRARY_PATH" in text
+    assert "Reinstalling torch does not help" in text and "--force-reinstall" not in text
+    model = facts.get("cuda_libraries").targets[0]
+    copies = {c.path: c for c in model.copies}
+    assert copies[f"{toolkit}/libnvJitLink.so.12"].version_source == "file name"
+    assert copies[f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"].version_source == \
+        "wheel metadata nvidia-nvjitlink-cu12"
+    assert copies[f"{toolkit}/libnvJitLink.so.12"].origin == "LD_LIBRARY_PATH"
+
+
+@needs_gcc
+def test_case_33_healthy_twin_without_ld_library_path(tmp_path, registry):
+    facts, *_ = _case33_facts(tmp_path, False)
+    f = run(facts, registry, "cuda.libraries")["cuda.libraries"]
+    assert f.status == Status.OK, f.summary
+
+
+# --------------------------------------------------------------------------- case 07
+
+
+def _case07_facts(tmp_path: Path, fixed: bool):
+    case = CASES / "07-wsl-libcuda-unresolvable"
+    env = _env(case)
+    wsl_dir, wsl_files = _ls(case / "ls-usr-lib-wsl-lib.txt")
+    conf_dir, conf_files = _ls(case / "ls-etc-ld.so.conf.d.txt")
+    tree = {"/proc/version": (case / "proc-version.txt").read_text(), "/etc/ld.so.cache": b"cache",
+            "/etc/os-release": "ID=ubuntu\nVERSION_ID=\"22.04\"\nVERSION_CODENAME=jammy\n",
+            "/etc/ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n"}
+    for name in wsl_files:
+        tree[f"{wsl_dir}/{name}"] = b"driver library from Windows"
+    for name in conf_files:
+        tree[f"{conf_dir}/{name}"] = {"libc.conf": "/usr/local/lib\n"}.get(name, "/usr/lib/x86_64-linux-gnu\n")
+    site = next(e for e in env["LD_LIBRARY_PATH"].split(":") if "site-packages" in e).rsplit("/nvidia/", 1)[0]
+    cudnn_lib = f"{site}/nvidia/cudnn/lib"
+    tree[f"{cudnn_lib}/libcudnn_cnn_infer.so.8"] = b"x"
+    ldconfig = (case / "ldconfig-p.txt").read_text()
+    if fixed:          # the remedy applied: ld.wsl.conf + ldconfig
+        tree[f"{conf_dir}/ld.wsl.conf"] = f"{wsl_dir}\n"
+        ldconfig = "".join(f"\t{n} (libc6,x86-64) => {wsl_dir}/{n}\n" for n in wsl_files if n.startswith("lib"))
+    write_tree(tmp_path, tree)
+    runner = ScriptedRunner({("ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")): ok(ldconfig)})
+    probe = probe_facts(f"{env['CONDA_PREFIX']}/bin/python", torch_facts(installed=False), python_version="3.10.9",
+                        env=env, site_packages=(site,), is_conda=True)
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, env=env, runner=runner)
+    ctx = CollectContext(system, CollectOptions(), {"targets": tg})
+    loader = collect_loader(ctx)
+    libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader}))
+    return make_facts(targets=tg, loader=loader, cuda_libraries=libs, os=collect_os(ctx)), wsl_dir
+
+
+def _ls(path: Path):
+    lines = path.read_text().strip().splitlines()
+    return lines[0].rstrip(":"), [line.split()[-1] for line in lines[1:]]
+
+
+def test_case_07_wsl_libcuda_not_resolvable(tmp_path, registry):
+    facts, wsl_dir = _case07_facts(tmp_path, fixed=False)
+    assert facts.get("os").wsl is True
+    f = run(facts, registry, "cuda.wsl")["cuda.wsl"]
+    text = text_of(f)
+    assert f.status == Status.FAIL
+    assert "libcuda.so" in f.summary and "not resolvable" in f.summary and wsl_dir in f.summary
+    assert f"echo {wsl_dir} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf\nsudo ldconfig" in text
+    assert f"export LD_LIBRARY_PATH={wsl_dir}:$LD_LIBRARY_PATH" in text
+    assert "/home/user/miniconda3/envs/textgen/etc/conda/activate.d/" in text
+    assert "Do not install a Linux NVIDIA driver inside WSL" in text
+    assert "reinstalling cuDNN does not help" in text
+
+
+def test_case_07_healthy_twin_after_ld_wsl_conf(tmp_path, registry):
+    facts, wsl_dir = _case07_facts(tmp_path, fixed=True)
+    f = run(facts, registry, "cuda.wsl")["cuda.wsl"]
+    assert f.status == Status.OK and wsl_dir in f.summary
+
+
+@pytest.mark.parametrize("wsl,needle", [(True, "ld.wsl.conf"), (False, "libnvidia-compute-535")])
+def test_a_cudnn_sublibrary_error_naming_libcuda_is_a_driver_problem(wsl, needle, registry):
+    error = (CASES / "07-wsl-libcuda-unresolvable" / "traceback.txt").read_text().splitlines()[1]
+    lib_error = re.search(r"Error: (.*)$", error).group(1)
+    subs = (LibraryLoad("libcudnn_ops_infer.so.8", True, "/x/libcudnn_ops_infer.so.8"),
+            LibraryLoad("libcudnn_cnn_infer.so.8", False, "/x/libcudnn_cnn_infer.so.8", lib_error))
+    probe = probe_facts(torch=torch_facts("2.0.1+cu118", "11.8", cudnn_compile_version="8.7.0"),
+                        cudnn=CudnnProbe(True, "", 8, "/x/libcudnn.so.8", ("/x/libcudnn.so.8",), 8700, None, ("/x",),
+                                         subs),
+                        libcuda=LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file"))
+    facts = make_facts(targets=targets(target(probe)), os=os_facts("ubuntu", "22.04", "jammy", wsl=wsl),
+                       nvidia=nvidia_facts("535.183.01", "12.2", [nvml_device()]))
+    f = run(facts, registry, "cudnn.load")["cudnn.load"]
+    assert f.status == Status.FAIL and "driver/loader problem" in f.summary
+    assert needle in f.explanation and "--force-reinstall" not in f.explanation
+
+
+# --------------------------------------------------------------------------- case 35
+
+
+def elf_header(bits: int) -> bytes:
+    """A minimal ELF shared-object header (x86-64 or i386), enough for class/machine."""
+    ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1, 1, 0]) + bytes(8)
+    if bits == 64:
+        return ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)
+    return ident + struct.pack("<HHIIIIIHHHHHH", 3, 3, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0)
+
+
+def _case35_facts(tmp_path: Path, torch_version=None, add_link=False, extra_env=None):
+    case = CASES / "35-torch-compile-no-unversioned-libcuda"
+    doc = json.loads((case / "torch-facts.json").read_text())
+    tree = {"/etc/ld.so.cache": b"cache"}
+    links = {}
+    for line in (case / "ls-libcuda.txt").read_text().splitlines()[1:]:
+        parts = line.split()
+        if "->" in parts:
+            links[parts[parts.index("->") - 1]] = parts[-1]
+        else:
+            tree[parts[-1]] = elf_header(32 if "i386" in parts[-1] else 64)
+    write_tree(tmp_path, tree)
+    for path, target_name in links.items():
+        (tmp_path / path.lstrip("/")).symlink_to(target_name)
+    if add_link:
+        (tmp_path / "usr/lib/x86_64-linux-gnu/libcuda.so").symlink_to("libcuda.so.1")
+    ldconfig = (case / "ldconfig-p.txt").read_text()
+    if add_link:
+        ldconfig += "\tlibcuda.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so\n"
+    runner = ScriptedRunner({("ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")): ok(ldconfig)})
+    py = doc["python"].split()[0]
+    version = torch_version or doc["torch.__version__"]
+    cuda = re.search(r"\+cu(\d+)(\d)$", version)
+    env = {"PATH": f"{py.rsplit('/', 1)[0]}:/usr/bin:/bin", **(extra_env or {})}
+    probe = probe_facts(py, torch_facts(version, f"{cuda.group(1)}.{cuda.group(2)}", cuda_available=True),
+                        python_version="3.10.14", env=env, is_conda=True,
+                        include_dir=f"{py.rsplit('/bin/', 1)[0]}/include/python3.10",
+                        toolchain=ToolchainFacts(True, "/x/Python.h", "/usr/bin/gcc", "/usr/bin/g++"),
+                        triton=TritonFacts(True, doc["triton"], True))
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, env=env, runner=runner)
+    ctx = CollectContext(system, CollectOptions(), {"targets": tg})
+    loader = collect_loader(ctx)
+    libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader}))
+    driver = re.match(r"[\d.]+", doc["driver (nvidia-smi)"]).group(0)
+    return make_facts(targets=tg, loader=loader, cuda_libraries=libs, os=os_facts("ubuntu", "18.04", "bionic"),
+                      nvidia=nvidia_facts(driver, "12.1", [nvml_device(name=doc["torch.cuda.get_device_name(0)"],
+                                                                       cc="8.6")]))
+
+
+def test_case_35_no_64bit_unversioned_libcuda_for_triton(tmp_path, registry):
+    f = run(_case35_facts(tmp_path), registry, "torch.compile")["torch.compile"]
+    text = text_of(f)
+    assert f.status == Status.FAIL
+    assert "no 64-bit libcuda.so" in f.summary and "cannot find -lcuda" in f.summary
+    assert "32-bit one in `/usr/lib/i386-linux-gnu`" in text and "`libc6`" in text
+    assert "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so && sudo ldconfig" in text
+    assert "export LIBRARY_PATH=~/.local/lib/cuda-link" in text and "TRITON_LIBCUDA_PATH" in text
+    assert "~/.triton/cache" in text
+
+
+def test_case_35_healthy_twin_with_the_link(tmp_path, registry):
+    f = run(_case35_facts(tmp_path, add_link=True), registry, "torch.compile")["torch.compile"]
+    assert f.status == Status.INFO, f.summary
+
+
+def test_case_35_library_path_with_a_link_dir_satisfies_the_linker(tmp_path, registry):
+    link_dir = tmp_path / "home/user/.local/lib/cuda-link"
+    link_dir.mkdir(parents=True)
+    (link_dir / "libcuda.so").symlink_to("../../../../../usr/lib/x86_64-linux-gnu/libcuda.so.1")
+    facts = _case35_facts(tmp_path, extra_env={"LIBRARY_PATH": "/home/user/.local/lib/cuda-link"})
+    f = run(facts, registry, "torch.compile")["torch.compile"]
+    assert f.status == Status.INFO, f.summary
+
+
+def test_torch_compile_is_skipped_below_torch_2(tmp_path, registry):
+    f = run(_case35_facts(tmp_path, torch_version="1.13.1+cu117"), registry, "torch.compile")["torch.compile"]
+    assert f.status == Status.SKIP and "torch 2.0" in f.summary
