@@ -141,7 +141,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.libcuda",
     title="the driver's libcuda.so.1 loads in each target",
-    needs=("targets", "nvidia", "gpu", "os", "loader"),
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
 )

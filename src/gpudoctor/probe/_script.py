@@ -271,6 +271,90 @@ def probe_libcuda():
     return out
 
 
+#: GPU frameworks: (key, distribution names, provider library globs relative to site-packages).
+#: Mirrors gpudoctor/data/frameworks.toml (a test keeps the two equal); the probe is stdlib-only.
+GPU_FRAMEWORKS = (
+    ("torch", ("torch",), ("torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cuda_linalg.so",
+                           "torch/lib/libc10_cuda.so")),
+    ("onnxruntime-gpu", ("onnxruntime-gpu",), ("onnxruntime/capi/libonnxruntime_providers_cuda.so",)),
+    ("tensorflow", ("tensorflow", "tensorflow-gpu", "tf-nightly"),
+     ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2")),
+    ("jax", ("jax-cuda12-plugin", "jax-cuda13-plugin", "jaxlib"),
+     ("jax_plugins/xla_cuda12/xla_cuda_plugin.so", "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+      "jax_cuda12_plugin/*.so", "jax_cuda13_plugin/*.so")),
+    ("cupy", ("cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x"),
+     ("cupy_backends/cuda/api/*.so", "cupy/cuda/*.so", "cupy_backends/cuda/libs/*.so")),
+    ("ctranslate2", ("ctranslate2",), ("ctranslate2.libs/libctranslate2*.so*", "ctranslate2/*.so")),
+    ("paddlepaddle-gpu", ("paddlepaddle-gpu",), ("paddle/base/libpaddle.so", "paddle/fluid/libpaddle.so",
+                                                 "paddle/libs/*.so*")),
+    ("tensorrt", ("tensorrt-cu12-libs", "tensorrt-cu11-libs", "tensorrt-cu13-libs", "tensorrt-libs"),
+     ("tensorrt_libs/libnvinfer.so.*", "tensorrt_libs/libnvinfer_plugin.so.*")),
+)
+
+_LOAD_CHILD = (
+    "import ctypes, json, os, sys\n"
+    "for p in sys.argv[1:]:\n"
+    "    sys.stdout.write(json.dumps({'start': p}) + '\\n'); sys.stdout.flush()\n"
+    "    try:\n"
+    "        ctypes.CDLL(p, mode=getattr(os, 'RTLD_NOW', 2))\n"
+    "        r = {'name': os.path.basename(p), 'ok': True, 'path': p}\n"
+    "    except OSError as e:\n"
+    "        r = {'name': os.path.basename(p), 'ok': False, 'path': p, 'error': str(e)}\n"
+    "    sys.stdout.write(json.dumps(r) + '\\n'); sys.stdout.flush()\n"
+)
+
+
+def framework_load_test(timeout_s=60.0):
+    """dlopen (RTLD_NOW) every GPU provider library of every installed framework, one child
+    interpreter per framework; a crash names the library being loaded."""
+    import glob
+    import subprocess
+    out = []
+    for key, dists, patterns in GPU_FRAMEWORKS:
+        found = None
+        for dist in dists:
+            ok, version, location = _dist_info(dist)
+            if ok:
+                found = (dist, version, location)
+                break
+        if not found:
+            continue
+        dist, version, location = found
+        paths = []
+        for pattern in patterns:
+            for p in sorted(glob.glob(os.path.join(location or "", pattern))):
+                if p not in paths:
+                    paths.append(p)
+        rec = {"name": key, "dist": dist, "version": version or "?", "loads": []}
+        if paths:
+            try:
+                proc = subprocess.Popen([sys.executable, "-c", _LOAD_CHILD] + paths, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                try:
+                    stdout, _err_text = proc.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    stdout, _err_text = proc.communicate()
+                    rec["error"] = "the load test did not finish within %g s" % timeout_s
+                started = None
+                for line in stdout.decode("utf-8", "replace").splitlines():
+                    try:
+                        item = json.loads(line)
+                    except ValueError:
+                        continue
+                    if "start" in item:
+                        started = item["start"]
+                    else:
+                        rec["loads"].append(item)
+                        started = None
+                if started and "error" not in rec:
+                    rec["error"] = "the load test died (exit status %s) while loading %s" % (proc.returncode, started)
+            except OSError as exc:
+                rec["error"] = _err(exc)
+        out.append(rec)
+    return out
+
+
 def _which(name):
     try:
         from shutil import which
@@ -387,6 +471,7 @@ def main():
     doc["libcuda"] = _section(probe_libcuda)
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
+    doc["frameworks"] = _section(framework_load_test)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:
         found, version, _loc = _dist_info(name)
