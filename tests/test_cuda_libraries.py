@@ -354,3 +354,34 @@ def test_case_35_library_path_with_a_link_dir_satisfies_the_linker(tmp_path, reg
 def test_torch_compile_is_skipped_below_torch_2(tmp_path, registry):
     f = run(_case35_facts(tmp_path, torch_version="1.13.1+cu117"), registry, "torch.compile")["torch.compile"]
     assert f.status == Status.SKIP and "torch 2.0" in f.summary
+
+
+@needs_gcc
+def test_rpath_of_the_executable_reaches_a_library_without_runpath(tmp_path):
+    """A library with neither RUNPATH nor RPATH inherits the DT_RPATH walk up to the executable
+    (conda's python carries RPATH $ORIGIN/../lib): an old copy there beats the wheel's."""
+    old_dir, wheel_dir, cus_dir, torch_dir = (tmp_path / d for d in ("env/lib", "wheel", "cusparse", "torch"))
+    cl.nvjitlink(old_dir / "libnvJitLink.so.12", ("12_0", "12_1"))
+    cl.nvjitlink(wheel_dir / "libnvJitLink.so.12", ("12_0", "12_1", "12_4"))
+    cus = cl.build_so(cus_dir / "libcusparse.so.12", "libcusparse.so.12",
+                      "int __nvJitLinkComplete_12_4(void);\nint cusparseCreate(void) "
+                      "{ return __nvJitLinkComplete_12_4(); }\n", link=[wheel_dir / "libnvJitLink.so.12"])
+    tc = cl.build_so(torch_dir / "libtorch_cuda.so", "libtorch_cuda.so",
+                     "int cusparseCreate(void);\nint torch_cuda_init(void) { return cusparseCreate(); }\n",
+                     link=[cus], runpath=[str(cus_dir), str(wheel_dir)])
+    app = tmp_path / "env/bin/app"
+    app.parent.mkdir(parents=True)
+    src = tmp_path / "app.c"
+    src.write_text("#include <unistd.h>\nint torch_cuda_init(void);\nint main(int c, char **v) { char b; "
+                   "if (c > 1) return torch_cuda_init(); if (write(1, \"ready\\n\", 6) != 6) return 9; "
+                   "return (int)read(0, &b, 1); }\n")
+    subprocess.run([cl.gcc(), "-o", str(app), str(src), f"-L{torch_dir}", "-l:libtorch_cuda.so", "-Wl,--no-as-needed",
+                    f"-Wl,-rpath,$ORIGIN/../lib:{torch_dir}", "-Wl,--disable-new-dtags", f"-Wl,-rpath-link,{wheel_dir}"],
+                   check=True)
+    model = LoaderModel(Files(Path("/")), [], [], [], executable=str(app))
+    resolutions = model.load([str(tc)])
+    jit = next(r for r in resolutions if r.needed == "libnvJitLink.so.12")
+    assert jit.via == "RPATH" and os.path.realpath(jit.path) == str(old_dir / "libnvJitLink.so.12")
+    assert jit.missing == ("__nvJitLinkComplete_12_4, version libnvJitLink.so.12",)
+    mapped = _maps_of_child(app, {"PATH": "/usr/bin:/bin"})
+    assert sorted(os.path.realpath(p) for p in mapped) == sorted({os.path.realpath(r.path) for r in resolutions})

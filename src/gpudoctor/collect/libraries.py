@@ -128,6 +128,8 @@ class LoaderModel:
         files: the rooted files.
         ld_library_path: entries of ``LD_LIBRARY_PATH`` (empty entries are ignored).
         ld_preload: ``LD_PRELOAD`` entries (paths or names).
+        executable: the program whose DT_RPATH ends every RPATH walk (the target's
+            interpreter); None when unknown.
         cache: ld.so cache entries (name, arch tag, path), in cache order.
         default_dirs: ld.so's built-in directories.
     """
@@ -137,7 +139,9 @@ class LoaderModel:
     ld_preload: Sequence[str] = ()
     cache: Sequence[LdconfigEntry] = ()
     default_dirs: Sequence[str] = DEFAULT_DIRS
+    executable: Optional[str] = None
     loaded: Dict[str, str] = field(default_factory=dict)
+    preloaded: Dict[str, str] = field(default_factory=dict)
 
     def elf(self, path: str) -> ElfInfo:
         return read_elf(self.files, path)
@@ -155,10 +159,12 @@ class LoaderModel:
         if "/" in name:
             return [(name, "path")] if self.files.exists(name) else []
         if consumer and not info.runpath:
-            for obj in [consumer, *reversed(list(chain))]:
+            # DT_RPATH of the consumer, then of each object that loaded it, up to the executable
+            # (an object with DT_RUNPATH contributes no RPATH; glibc elf/dl-load.c _dl_map_object)
+            for obj in dict.fromkeys([consumer, *reversed(list(chain))]):
                 oi = self.elf(obj)
                 if oi.runpath:
-                    break
+                    continue
                 steps += [(expand_origin(d, os.path.dirname(obj)), "RPATH") for d in oi.rpath]
         if use_env:
             steps += [(d, f"LD_LIBRARY_PATH entry {i + 1}") for i, d in enumerate(self.ld_library_path) if d]
@@ -199,7 +205,8 @@ class LoaderModel:
         plain = self.search(name, None, arch=arch or (info.elf_class, info.machine))
         bare = plain[0][0] if plain else None
         if name in self.loaded:
-            path, via = self.loaded[name], "already loaded"
+            path = self.loaded[name]
+            via = "LD_PRELOAD" if name in self.preloaded else "already loaded"
         elif hits:
             path, via = hits[0]
         else:
@@ -230,11 +237,12 @@ class LoaderModel:
         for p in self.ld_preload:
             if "/" in p and self.files.exists(p):
                 info = self.elf(p)
-                self.loaded.setdefault(os.path.basename(p), p)
-                if info.soname:
-                    self.loaded.setdefault(info.soname, p)
+                for key in filter(None, (os.path.basename(p), info.soname)):
+                    self.loaded.setdefault(key, p)
+                    self.preloaded.setdefault(key, p)
         out: List[Resolution] = []
-        queue: List[Tuple[str, Tuple[str, ...]]] = [(r, ()) for r in roots]
+        start = (self.executable,) if self.executable else ()
+        queue: List[Tuple[str, Tuple[str, ...]]] = [(r, start) for r in roots]
         visited = set(self.files.realpath(r) for r in roots)
         for r in roots:
             info = self.elf(r)
@@ -419,7 +427,7 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
     llp = split_path_list(env.get("LD_LIBRARY_PATH", ""))
     preload = tuple(p for p in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")) if p)
     roots = [lib for fw in frameworks for lib in fw.gpu_libs]
-    model = LoaderModel(files, llp, preload, cache)
+    model = LoaderModel(files, llp, preload, cache, executable=probe.executable)
     resolutions = model.load(roots)
     arch = next(((i.elf_class, i.machine) for i in map(model.elf, roots) if i.error is None), _host_arch())
     bare = LoaderModel(files, llp, preload, cache)
