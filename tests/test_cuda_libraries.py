@@ -184,6 +184,10 @@ def test_case_33_toolkit_on_ld_library_path_shadows_the_wheels_nvjitlink(tmp_pat
     assert "unset LD_LIBRARY_PATH" in text                      # the only entry: drop it
     assert f"export LD_LIBRARY_PATH={site}/nvidia/nvjitlink/lib:$LD_LIBRARY_PATH" in text
     assert "Reinstalling torch does not help" in text and "--force-reinstall" not in text
+    # the import failure itself is blamed on the search order, not on torch's files
+    ti = run(facts, registry, "torch.install")["torch.install"]
+    assert ti.status == Status.FAIL and toolkit in ti.summary and "12.2.140" in ti.summary
+    assert "Reinstalling torch does not help" in ti.explanation and "--force-reinstall" not in ti.explanation
     model = facts.get("cuda_libraries").targets[0]
     copies = {c.path: c for c in model.copies}
     assert copies[f"{toolkit}/libnvJitLink.so.12"].version_source == "file name"

@@ -29,7 +29,7 @@ from gpudoctor.testing import make_facts, nvidia_facts, nvml_device, os_facts, p
 HERE = Path(__file__).resolve().parent / "fixtures" / "facts" / "libraries"
 SITE = "/home/user/venv/lib/python3.11/site-packages"
 CHECKS = ("cuda.libraries", "cuda.frameworks", "cuda.wsl", "torch.compile", "cuda.available", "cuda.libcuda",
-          "cudnn.load")
+          "cudnn.load", "torch.install")
 
 #: fixture -> {check: (status, [needles in summary + explanation], [texts that must NOT appear])}
 EXPECTED = {
@@ -49,6 +49,7 @@ EXPECTED = {
                                     "unset LD_LIBRARY_PATH"], ["--force-reinstall"]),
         "cudnn.load": ("skip", [], [])},
     "libs-cudnn-ok-no-torch": {"cuda.libraries": ("ok", [], []),
+                               "torch.install": ("info", ["it uses onnxruntime-gpu 1.19.2"], []),
                                "cuda.frameworks": ("ok", ["onnxruntime-gpu 1.19.2 (CUDA 12, cuDNN 9)"], [])},
     "frameworks-ort-cudnn-missing": {"cuda.frameworks": ("fail", [
         "onnxruntime-gpu 1.19.2: libonnxruntime_providers_cuda.so does not load",
