@@ -389,3 +389,29 @@ def test_rpath_of_the_executable_reaches_a_library_without_runpath(tmp_path):
     assert jit.missing == ("__nvJitLinkComplete_12_4, version libnvJitLink.so.12",)
     mapped = _maps_of_child(app, {"PATH": "/usr/bin:/bin"})
     assert sorted(os.path.realpath(p) for p in mapped) == sorted({os.path.realpath(r.path) for r in resolutions})
+
+
+@needs_gcc
+def test_copy_version_from_exported_symbol_versions(tmp_path):
+    """A toolkit copy without a versioned file name gets its version from its `_12_X` symbols."""
+    from gpudoctor.collect.libraries import describe_copy
+    lib = cl.nvjitlink(tmp_path / "tk/libnvJitLink.so.12", ("12_0", "12_1", "12_3"))
+    c = describe_copy(Files(Path("/")), str(lib), "LD_LIBRARY_PATH", {}, symbols=True)
+    assert (c.version, c.version_source, c.soname, c.elf_class) == ("12.3", "symbol versions", "libnvJitLink.so.12", 64)
+    assert describe_copy(Files(Path("/")), str(lib), "LD_LIBRARY_PATH", {}, symbols=False).version is None
+
+
+def test_ld_so_cache_entries_of_another_architecture_are_skipped(tmp_path):
+    """`libcuda.so.1 (libc6)` is the 32-bit copy: a 64-bit process never gets it from the cache."""
+    from gpudoctor.facts.loader import LdconfigEntry
+    write_tree(tmp_path, {"/usr/lib/i386-linux-gnu/libcuda.so.1": elf_header(32),
+                          "/usr/lib/x86_64-linux-gnu/libcuda.so.1": elf_header(64)})
+    cache = [LdconfigEntry("libcuda.so.1", "libc6", "/usr/lib/i386-linux-gnu/libcuda.so.1"),
+             LdconfigEntry("libcuda.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")]
+    model = LoaderModel(Files(tmp_path), [], [], cache, default_dirs=())
+    assert model.resolve("libcuda.so.1", None, arch=(64, "EM_X86_64")).path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+    assert model.resolve("libcuda.so.1", None, arch=(32, "EM_386")).path == "/usr/lib/i386-linux-gnu/libcuda.so.1"
+    # a 32-bit file on LD_LIBRARY_PATH is skipped as ld.so skips it ("wrong ELF class")
+    model = LoaderModel(Files(tmp_path), ["/usr/lib/i386-linux-gnu"], [], cache, default_dirs=())
+    r = model.resolve("libcuda.so.1", None, arch=(64, "EM_X86_64"))
+    assert r.path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1" and r.via == "ld.so cache"

@@ -58,19 +58,24 @@ def expand_origin(entry: str, origin: str) -> str:
     return os.path.normpath(out) if out else out
 
 
-def read_elf(files: Files, path: str) -> ElfInfo:
-    """Parse ``path`` (inside the root). Never raises for a bad file: ``error`` says why."""
+def read_elf(files: Files, path: str, symbols: bool = True) -> ElfInfo:
+    """Parse ``path`` (inside the root). Never raises for a bad file: ``error`` says why.
+
+    ``symbols=False`` skips the dynamic symbol table (``defined``/``needs`` stay
+    empty): enough for class, machine, SONAME, NEEDED and the search paths, and
+    much cheaper on the large CUDA libraries.
+    """
     real = files.realpath(path)
     host = str(files.host_path(real))
     try:
         st = os.stat(host)
     except OSError as exc:
         return ElfInfo(error=f"{path}: {exc.strerror or exc}")
-    return _read_cached(host, st.st_size, int(st.st_mtime_ns))
+    return _read_cached(host, st.st_size, int(st.st_mtime_ns), symbols)
 
 
-@functools.lru_cache(maxsize=512)
-def _read_cached(host: str, _size: int, _mtime_ns: int) -> ElfInfo:
+@functools.lru_cache(maxsize=1024)
+def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) -> ElfInfo:
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
@@ -114,7 +119,7 @@ def _read_cached(host: str, _size: int, _mtime_ns: int) -> ElfInfo:
                             needed_versions.setdefault(verneed.name, []).append(aux.name)
                 elif isinstance(sec, GNUVerSymSection):
                     versym = sec
-                elif isinstance(sec, SymbolTableSection) and sec.name == ".dynsym":
+                elif symbols and isinstance(sec, SymbolTableSection) and sec.name == ".dynsym":
                     dynsym = sec
             defined, needs = set(), []
             if dynsym is not None:

@@ -143,8 +143,8 @@ class LoaderModel:
     loaded: Dict[str, str] = field(default_factory=dict)
     preloaded: Dict[str, str] = field(default_factory=dict)
 
-    def elf(self, path: str) -> ElfInfo:
-        return read_elf(self.files, path)
+    def elf(self, path: str, symbols: bool = False) -> ElfInfo:
+        return read_elf(self.files, path, symbols)
 
     def search(self, name: str, consumer: Optional[str], chain: Sequence[str] = (), use_env: bool = True,
                arch: Optional[Tuple[Optional[int], Optional[str]]] = None) -> List[Tuple[str, str]]:
@@ -220,7 +220,7 @@ class LoaderModel:
 
     def missing(self, consumer: str, name: str, provider: str) -> Tuple[str, ...]:
         """Symbol versions and versioned symbols ``consumer`` needs from ``name`` that ``provider`` lacks."""
-        ci, pi = self.elf(consumer), self.elf(provider)
+        ci, pi = self.elf(consumer, True), self.elf(provider, True)
         if pi.error or not pi.defined_versions:
             return ()
         out: List[str] = []
@@ -309,7 +309,7 @@ def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, Tu
     """A :class:`LibraryCopy` for ``path``: SONAME, class, version and its source."""
     name = os.path.basename(path)
     real = files.realpath(path)
-    info = read_elf(files, path)
+    info = read_elf(files, path, symbols)
     version, source = _version_from_name(files, path), "file name"
     if version is None and real in records:
         dist, dv = records[real]
@@ -414,7 +414,7 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
         seen.add(d)
         path = f"{d}/libcuda.so"
         exists = _exists(files, path)
-        info = read_elf(files, path) if exists else ElfInfo()
+        info = read_elf(files, path, False) if exists else ElfInfo()
         tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None)
         out.append(LinkDir(d, origin, exists, info.elf_class, tag))
     return out
