@@ -415,3 +415,39 @@ def test_ld_so_cache_entries_of_another_architecture_are_skipped(tmp_path):
     model = LoaderModel(Files(tmp_path), ["/usr/lib/i386-linux-gnu"], [], cache, default_dirs=())
     r = model.resolve("libcuda.so.1", None, arch=(64, "EM_X86_64"))
     assert r.path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1" and r.via == "ld.so cache"
+
+
+@pytest.mark.parametrize("dxg", [True, False])
+def test_wsl_detected_from_dev_dxg_on_an_image_root(tmp_path, dxg):
+    tree = {"/etc/os-release": "ID=ubuntu\nVERSION_ID=\"22.04\"\n"}
+    if dxg:
+        tree["/dev/dxg"] = ""
+    write_tree(tmp_path, tree)
+    assert collect_os(CollectContext(fake_system(tmp_path), CollectOptions())).wsl is dxg
+
+
+@pytest.mark.parametrize("dists,status,needles", [
+    # torch-free: two frameworks from metadata only, different cuDNN majors
+    ({"onnxruntime_gpu": "1.19.2", "tensorflow": "2.16.1"}, "fail",
+     ["tensorflow 2.16.1 needs cuDNN 8", "onnxruntime-gpu 1.19.2 needs cuDNN 9", "`onnxruntime-gpu>=1.15,<1.18`"]),
+    ({"onnxruntime_gpu": "1.19.2", "tensorflow": "2.18.0"}, "ok", ["cuDNN 9"]),
+    ({"cupy_cuda11x": "13.3.0", "torch": "2.5.1+cu124"}, "fail", ["needs CUDA 11", "needs CUDA 12"]),
+    ({"paddlepaddle_gpu": "2.6.1.post120", "jax_cuda12_plugin": "0.4.35"}, "ok", ["paddlepaddle-gpu 2.6.1.post120 (CUDA 12)",
+                                                                             "jax-cuda12-plugin 0.4.35 (CUDA 12, cuDNN 9)"]),
+])
+def test_frameworks_found_from_metadata_without_importing(tmp_path, registry, dists, status, needles):
+    site = "/home/user/venv/lib/python3.11/site-packages"
+    for dist, version in dists.items():
+        cl.write_dist(tmp_path, site, dist, version)
+    write_tree(tmp_path, {f"{site}/onnxruntime/capi/libonnxruntime_providers_cuda.so": b"x"})
+    probe = probe_facts(torch=torch_facts(installed=False), site_packages=(site,))
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, runner=ScriptedRunner(default=ok("")))
+    libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg}))
+    ort = [f for f in libs.frameworks if f.name == "onnxruntime-gpu"]
+    if ort:
+        assert ort[0].gpu_libs == (f"{site}/onnxruntime/capi/libonnxruntime_providers_cuda.so",)
+    f = run(make_facts(targets=tg, cuda_libraries=libs), registry, "cuda.frameworks")["cuda.frameworks"]
+    assert f.status.value == status, f.summary
+    for needle in needles:
+        assert needle in text_of(f), needle
