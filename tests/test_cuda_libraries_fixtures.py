@@ -185,3 +185,46 @@ def test_real_dlopen_of_a_torch_free_frameworks_provider_reports_missing_cudnn(t
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     ort = {r["name"]: r for r in json.loads(out.stdout.strip().splitlines()[-1])}["onnxruntime-gpu"]
     assert ort["loads"][0]["ok"] is True
+
+
+@pytest.mark.skipif(cl.gcc() is None, reason="no C compiler to build test libraries")
+@pytest.mark.parametrize("driver_present", [False, True])
+def test_torch_free_cudnn_diagnosis_with_the_real_loader(tmp_path, registry, driver_present):
+    """Case 07's kind without torch: the wheel's libcudnn_cnn_infer.so.8 needs libcuda.so, which the
+    loader cannot find -> a driver/loader problem with the WSL remedy; the twin has libcuda.so on the path."""
+    site = tmp_path / "site"
+    lib = site / "nvidia/cudnn/lib"
+    drv = tmp_path / "wsl"
+    cl.build_so(drv / "libcuda.so", "libcuda.so", "int cuInit(unsigned f){return 0;}\n")
+    cl.build_so(lib / "libcudnn.so.8", "libcudnn.so.8", "unsigned long cudnnGetVersion(void){return 8907;}\n")
+    for name in ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_adv_infer.so.8",
+                 "libcudnn_adv_train.so.8", "libcudnn_cnn_train.so.8"):
+        cl.build_so(lib / name, name, "int f(void){return 0;}\n")
+    cl.build_so(lib / "libcudnn_cnn_infer.so.8", "libcudnn_cnn_infer.so.8",
+                "int cuInit(unsigned f); int g(void){return cuInit(0);}\n", link=[drv / "libcuda.so"])
+    cl.write_dist(Path("/"), str(site), "nvidia_cudnn_cu11", "8.9.7.29")
+    env = {k: val for k, val in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PYTHONPATH"] = str(site)
+    if driver_present:
+        env["LD_LIBRARY_PATH"] = str(drv)
+    else:
+        (drv / "libcuda.so").unlink()
+    code = ("import importlib.util, json\n"
+            f"spec = importlib.util.spec_from_file_location('p', {str(PROBE_SCRIPT)!r})\n"
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+            "print(json.dumps(m.probe_cudnn({'installed': False}, None, [])))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    from gpudoctor.facts.targets import CudnnProbe
+    cudnn = from_jsonable(CudnnProbe, json.loads(out.stdout.strip().splitlines()[-1]))
+    assert cudnn.applicable and cudnn.expected_major == 8 and cudnn.runtime_version == 8907
+    probe = probe_facts(torch=torch_facts(installed=False), cudnn=cudnn, env={"PATH": "/usr/bin"})
+    facts = make_facts(targets=targets(target(probe)), nvidia=nvidia_facts(devices=[nvml_device()]),
+                       os=os_facts("ubuntu", "22.04", "jammy", wsl=True))
+    f = run(facts, registry, ("cudnn.load",))["cudnn.load"]
+    if driver_present:
+        assert f.status == Status.OK and "cuDNN 8.9.7" in f.summary and "all 6 sub-libraries" in f.summary
+        return
+    assert f.status == Status.FAIL and "driver/loader problem" in f.summary
+    assert "libcuda.so: cannot open shared object file" in f.explanation
+    assert "export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH" in f.explanation
+    assert "Reinstalling cuDNN does not help" in f.explanation and "--force-reinstall" not in f.explanation

@@ -205,7 +205,32 @@ def cudnn_runtime_version(path):
     return int(fn())
 
 
+def cudnn_without_torch():
+    """The nvidia-cudnn wheel's cuDNN when torch is absent or does not import (onnxruntime-gpu,
+    ctranslate2, tensorflow... use it too): version of its shim and the sub-library load test."""
+    import re
+    for d in _wheel_lib_dirs("cudnn"):
+        majors = sorted(int(m.group(1)) for m in (re.match(r"libcudnn\.so\.(\d+)$", n) for n in os.listdir(d)) if m)
+        if not majors:
+            continue
+        major = majors[-1]
+        shim = os.path.join(d, "libcudnn.so.%d" % major)
+        out = {"applicable": True, "reason": "torch-free: the cuDNN of the nvidia-cudnn wheel",
+               "expected_major": major, "library_path": shim, "loaded_paths": [shim], "search_dirs": [d]}
+        try:
+            out["runtime_version"] = cudnn_runtime_version(shim)
+        except Exception as exc:
+            out["runtime_error"] = _err(exc)
+        out["sublibraries"] = cudnn_load_test(major, [d])
+        return out
+    return None
+
+
 def probe_cudnn(torch_facts, torch_mod, mapped):
+    if torch_mod is None:
+        wheel = cudnn_without_torch()
+        if wheel is not None:
+            return wheel
     if not torch_facts.get("installed"):
         return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
     if torch_mod is None:
