@@ -451,3 +451,13 @@ def test_frameworks_found_from_metadata_without_importing(tmp_path, registry, di
     assert f.status.value == status, f.summary
     for needle in needles:
         assert needle in text_of(f), needle
+
+
+def test_a_cpu_torch_build_is_not_a_cuda_framework(tmp_path):
+    site = "/venv/lib/python3.11/site-packages"
+    cl.write_dist(tmp_path, site, "torch", "2.13.0+cpu")
+    cl.write_dist(tmp_path, site, "cupy_cuda12x", "13.3.0")
+    probe = probe_facts("/venv/bin/python", site_packages=(site,))
+    libs = collect_cuda_libraries(CollectContext(fake_system(tmp_path), CollectOptions(),
+                                                 {"targets": targets(target(probe))}))
+    assert [(f.name, f.cuda_major, f.cudnn_major) for f in libs.frameworks] == [("cupy", 12, 0)]

@@ -70,6 +70,11 @@ EXPECTED = {
                               "Do not install a Linux NVIDIA driver inside WSL"], []),
         "cuda.available": ("fail", [], ["no NVIDIA GPU"]),
         "cuda.libcuda": ("fail", ["/usr/lib/wsl/lib"], [])},
+    "wsl-nvml-driver-ok": {"cuda.libcuda": ("ok", ["/usr/lib/wsl/lib/libcuda.so.1.1"], []),
+                           "cuda.wsl": ("ok", [], [])},
+    "wsl-linux-driver-inside": {"cuda.wsl": ("fail", [
+        "libcuda.so.1 resolves to /usr/lib/x86_64-linux-gnu/libcuda.so.1, not the Windows driver's copy",
+        "apt-get remove --purge", "Never install a Linux driver inside WSL"], [])},
     "wsl-libcuda-ok": {"cuda.wsl": ("ok", ["/usr/lib/wsl/lib"], []), "cuda.libcuda": ("ok", [], [])},
     "compile-no-64bit-libcuda-link": {"torch.compile": ("fail", [
         "no 64-bit libcuda.so", "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so && sudo ldconfig"],

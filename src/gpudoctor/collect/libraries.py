@@ -350,6 +350,8 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[Framewor
             m = re.match(fw["cuda_from_local"], local or "")
             if m:
                 cuda, source = int(m.group(1)), "local version tag"
+            elif local and re.match(r"^(cpu|rocm|xpu)", local):
+                continue          # a CPU / ROCm / XPU build is not a CUDA framework
         if fw.get("cuda_from_dist"):
             m = re.match(fw["cuda_from_dist"], dist)
             if m:

@@ -299,8 +299,8 @@ def probe_libcuda():
 #: GPU frameworks: (key, distribution names, provider library globs relative to site-packages).
 #: Mirrors gpudoctor/data/frameworks.toml (a test keeps the two equal); the probe is stdlib-only.
 GPU_FRAMEWORKS = (
-    ("torch", ("torch",), ("torch/lib/libtorch_cuda.so", "torch/lib/libtorch_cuda_linalg.so",
-                           "torch/lib/libc10_cuda.so")),
+    ("torch", ("torch",), ("torch/lib/libtorch_global_deps.so", "torch/lib/libtorch_cuda.so",
+                           "torch/lib/libtorch_cuda_linalg.so", "torch/lib/libc10_cuda.so")),
     ("onnxruntime-gpu", ("onnxruntime-gpu",), ("onnxruntime/capi/libonnxruntime_providers_cuda.so",)),
     ("tensorflow", ("tensorflow", "tensorflow-gpu", "tf-nightly"),
      ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2")),
