@@ -267,7 +267,8 @@ class LoaderModel:
 
 
 def _wheel_records(files: Files, sites: Iterable[str]) -> Dict[str, Tuple[str, str]]:
-    """Real path of every shared library listed in a dist's RECORD -> (dist, version)."""
+    """Real path of every CUDA library listed in an ``nvidia-*`` dist's RECORD -> (dist, version)
+    (those wheels carry the library's own version)."""
     out: Dict[str, Tuple[str, str]] = {}
     for site in sites:
         if not files.is_dir(site):
@@ -277,6 +278,8 @@ def _wheel_records(files: Files, sites: Iterable[str]) -> Dict[str, Tuple[str, s
             if not m:
                 continue
             dist = m.group(1).replace("_", "-").lower()
+            if not dist.startswith("nvidia-"):
+                continue          # torch's RECORD lists the cuDNN it bundles, but torch's version is not cuDNN's
             record = files.read_text_or_none(f"{site}/{entry}/RECORD") or ""
             for line in record.splitlines():
                 rel = line.split(",", 1)[0]
