@@ -461,3 +461,45 @@ def test_a_cpu_torch_build_is_not_a_cuda_framework(tmp_path):
     libs = collect_cuda_libraries(CollectContext(fake_system(tmp_path), CollectOptions(),
                                                  {"targets": targets(target(probe))}))
     assert [(f.name, f.cuda_major, f.cudnn_major) for f in libs.frameworks] == [("cupy", 12, 0)]
+
+
+@needs_gcc
+@pytest.mark.parametrize("versioned_file,status", [(False, "warn"), (True, "fail")])
+def test_case_05_kind_cudnn_module_before_torch_lib(tmp_path, registry, versioned_file, status):
+    """Case 05's layout for the loader model: torch/lib bundles libcudnn.so.8 (RUNPATH $ORIGIN), a cuDNN
+    module on LD_LIBRARY_PATH supplies 8.0.3. Without a version for the bundled copy the swap is a warn;
+    with one (8.3.2 in its file name) the older module copy is a fail."""
+    case = CASES / "05-cudnn-ld-library-path-shadow"
+    env = _env(case)
+    module_dir, entries = _ls(case / "ls-cudnn-module.txt")
+    torch_lib, _ = _ls(case / "ls-torch-lib.txt")
+    r = lambda p: tmp_path / p.lstrip("/")  # noqa: E731
+    links = {}
+    for line in (case / "ls-cudnn-module.txt").read_text().splitlines()[1:]:
+        parts = line.split()
+        if "->" in parts:
+            links[parts[-3]] = parts[-1]
+        else:
+            stem, _, ver = parts[-1].partition(".so.")
+            cl.build_so(r(f"{module_dir}/{parts[-1]}"), f"{stem}.so.{ver.split('.')[0]}",
+                        "int cudnn_v(void){return 8003;}\n")
+    for name, link in links.items():
+        r(f"{module_dir}/{name}").symlink_to(link)
+    bundled = "libcudnn.so.8.3.2" if versioned_file else "libcudnn.so.8"
+    cl.build_so(r(f"{torch_lib}/{bundled}"), "libcudnn.so.8", "int cudnn_v(void){return 8302;}\n")
+    if versioned_file:
+        r(f"{torch_lib}/libcudnn.so.8").symlink_to(bundled)
+    cl.build_so(r(f"{torch_lib}/libtorch_cuda.so"), "libtorch_cuda.so", "int cudnn_v(void);int t(void){return cudnn_v();}\n",
+                link=[r(f"{torch_lib}/libcudnn.so.8")], runpath=["$ORIGIN"])
+    site = torch_lib.rsplit("/torch/lib", 1)[0]
+    cl.write_dist(tmp_path, site, "torch", "1.12.0+cu113")
+    probe = probe_facts(f"{env['CONDA_PREFIX']}/bin/python", torch_facts("1.12.0+cu113", "11.3"), env=env,
+                        site_packages=(site,))
+    tg = targets(target(probe))
+    libs = collect_cuda_libraries(CollectContext(fake_system(tmp_path, env=env), CollectOptions(), {"targets": tg}))
+    f = run(make_facts(targets=tg, cuda_libraries=libs), registry, "cuda.libraries")["cuda.libraries"]
+    assert f.status.value == status, f.summary
+    assert module_dir in f.summary and "libcudnn.so.8" in f.summary
+    assert "export LD_LIBRARY_PATH=" + env["LD_LIBRARY_PATH"].split(":", 1)[1] + "\n" in f.explanation
+    if versioned_file:
+        assert "8.0.3" in f.summary and "8.3.2" in f.summary

@@ -13,10 +13,12 @@ In order:
    ``LD_LIBRARY_PATH``/``LD_PRELOAD`` (its wheel's own) -> ``fail`` naming the
    directory, the library, both versions and how to change the search order;
 2. a needed CUDA library is found nowhere -> ``fail``;
-3. two copies of one library where a consumer without RUNPATH (another
+3. ``LD_LIBRARY_PATH``/``LD_PRELOAD`` swaps in another copy whose version
+   cannot be compared with the framework's own -> ``warn``;
+4. two copies of one library where a consumer without RUNPATH (another
    framework's ``dlopen`` by name) gets an older one than the framework uses ->
    ``warn``;
-4. otherwise ``ok``; no GPU framework library in the target -> ``skip``.
+5. otherwise ``ok``; no GPU framework library in the target -> ``skip``.
 
 Reinstalling a framework never changes the search order, so the remedy is
 never a blind ``--force-reinstall``.
@@ -82,8 +84,8 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: Optional[str]) ->
     d = os.path.normpath(res.directory or "")
     good_dir = os.path.dirname(good) if good else None
     if res.via.startswith("LD_LIBRARY_PATH"):
-        rest = [e for e in model.ld_library_path if e and os.path.normpath(e) != d]
-        drop = (f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH")
+        rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
+        drop = (f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH")
         text = (f"Take `{d}` out of `LD_LIBRARY_PATH` for this environment (delete it where it is set: "
                 f"`~/.bashrc`, the job script, an environment module — `module unload` — or the toolkit's "
                 f"profile script):\n\n```\n{drop}\n```\n\npip wheels carry their own CUDA libraries and need no "
@@ -128,6 +130,21 @@ def shadowing(model: TargetLibraries) -> List[Tuple[Resolution, Optional[str], s
             out.append((res, good, "missing"))
         elif good and _older(version_of(model, res.path), version_of(model, good)):
             out.append((res, good, "older"))
+    return out
+
+
+def replaced(model: TargetLibraries) -> List[Tuple[Resolution, str]]:
+    """(resolution, the framework's own copy) where the environment swaps in another copy whose
+    version cannot be compared with it (one of the two versions is unknown)."""
+    out = []
+    for res in model.resolutions:
+        if not res.path or res.family in DRIVER_FAMILIES or res.missing:
+            continue
+        own = res.without_env
+        if own and os.path.normpath(own) != os.path.normpath(res.path) and \
+                (res.via.startswith("LD_LIBRARY_PATH") or res.via == "LD_PRELOAD") and \
+                not (version_of(model, res.path) and version_of(model, own)):
+            out.append((res, own))
     return out
 
 
@@ -179,6 +196,17 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"into this environment (`{probe.executable} -m pip install <framework>[and-cuda]` or the framework's "
             f"CUDA extra), or put the directory that holds it on `LD_LIBRARY_PATH`.",
             evidence=evidence, target=t.label)
+    swapped = replaced(model)
+    if swapped:
+        res, own = swapped[0]
+        return CHECK.finding(
+            Status.WARN,
+            f"{res.directory} ({res.via}) replaces {_framework_of(model, res.consumer)}'s own {res.needed} "
+            f"({own}); the two versions cannot be compared",
+            f"`{res.consumer}` would bind `{own}` (its RUNPATH / wheel copy, {_vtext(model, own)}) but the "
+            f"environment puts `{res.path}` ({_vtext(model, res.path)}) first. If that copy is older than the one the "
+            f"framework was built with, it fails at import or at the first call that needs the newer symbols.\n\n"
+            f"{path_remedy(model, res, own)}", evidence=evidence, target=t.label)
     for r in model.resolutions:
         if not r.path or not r.bare or r.family in DRIVER_FAMILIES:
             continue
