@@ -29,7 +29,7 @@ from gpudoctor.checks._gpu import per_target
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall
-from gpudoctor.facts.targets import FrameworkLoad, ProbeFacts, TargetFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 

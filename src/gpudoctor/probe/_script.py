@@ -23,7 +23,7 @@ ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TR
 DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
              "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
-             "LOADEDMODULES", "CC", "CXX")
+             "LOADEDMODULES", "CC", "CXX", "LIBRARY_PATH")
 
 
 def _err(exc):
