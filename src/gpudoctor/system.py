@@ -299,6 +299,11 @@ class Files:
     root: Path = Path("/")
     incidents: List[JailIncident] = field(default_factory=list, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        real = os.path.realpath(self.root)
+        object.__setattr__(self, "_real_root", real)
+        object.__setattr__(self, "_live", real == "/")
+
     def _parts(self, path: str) -> List[str]:
         return [p for p in PurePosixPath("/", str(path)).parts[1:] if p not in ("", ".")]
 
@@ -352,7 +357,7 @@ class Files:
             return Path("/", *self._lexical(path))
         parts = self._resolve(path)
         host = Path(self.root, *parts)
-        real_root = os.path.realpath(self.root)
+        real_root = self._real_root
         real = os.path.realpath(host)
         if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
             self._note(JailIncident(str(path), "/" + "/".join(parts), real, "escape"))
@@ -452,7 +457,7 @@ class Files:
     @property
     def is_live(self) -> bool:
         """True when the root is the real ``/`` (commands and probes may run)."""
-        return Path(self.root).resolve() == Path("/")
+        return self._live
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class Case:
     id: str
     setup: Callable[[Ctx], None]
     codes: Tuple[int, ...]
-    budget_s: float = 40.0
+    budget_s: float = 60.0
     signal_at: Optional[Tuple[int, str]] = None  # (signal, pid file in pids/ or a glob under the case dir)
     signal_delay_s: float = 0.3
     fix_confirmed: bool = False

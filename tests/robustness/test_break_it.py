@@ -81,10 +81,10 @@ def tool(name: str, body: str):
 
 
 TOOLS = [
-    Case("ldconfig-hangs", tool("ldconfig", "sleep 300"), (0, 1), budget_s=40),
+    Case("ldconfig-hangs", tool("ldconfig", "sleep 300"), (0, 1), budget_s=60),
     Case("ldconfig-segfaults", tool("ldconfig", "kill -SEGV $$"), (0, 1)),
     Case("ldconfig-garbage", tool("ldconfig", "head -c 100000 /dev/urandom"), (0, 1)),
-    Case("nvidia-smi-hangs", tool("nvidia-smi", "sleep 300"), (0, 1), budget_s=40),
+    Case("nvidia-smi-hangs", tool("nvidia-smi", "sleep 300"), (0, 1), budget_s=60),
     Case("nvidia-smi-garbage-and-secrets", tool("nvidia-smi", "echo \"HF_TOKEN2=$HF_TOKEN2\"; head -c 5000 /dev/urandom"),
          (0, 1)),
 ]
@@ -106,10 +106,10 @@ def native(constructor: str):
 
 
 NATIVE = [
-    Case("libcuda-constructor-segfaults", native("raise(SIGSEGV);"), (1,), budget_s=45),
-    Case("libcuda-constructor-sleeps", native("sleep(300);"), (1,), budget_s=45),
+    Case("libcuda-constructor-segfaults", native("raise(SIGSEGV);"), (1,), budget_s=60),
+    Case("libcuda-constructor-sleeps", native("sleep(300);"), (1,), budget_s=60),
     Case("libcuda-constructor-prints-secret", native('fprintf(stderr, "token=%s\\n", getenv("HF_TOKEN2")); abort();'),
-         (1,), budget_s=45),
+         (1,), budget_s=60),
 ] if HAS_GCC else []
 
 
