@@ -202,5 +202,5 @@ def test_probe_dataloader_stops_at_its_budget_when_a_dataset_item_hangs(tmp_path
     assert (proc.returncode == 1 and "a dataset item, collate_fn or worker hung" in proc.stderr) or \
         (proc.returncode == 0 and "No configuration could be measured within the budget" in proc.stdout), proc
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert wall < 3 + GRACE_S + 10  # the budget, the grace for start-up and shutdown, interpreter start
+    assert wall < 3 + GRACE_S + 40  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
     assert not list(tmp_path.rglob("dataloader-probe.json"))
