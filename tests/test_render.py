@@ -55,7 +55,7 @@ def test_console_plain_layout():
     assert headers == [
         "[ERROR] gpudoctor itself (collectors, plug-ins) (1 check): 1 error",
         "[FAIL] GPU stack (2 checks): 1 failed, 1 info, 1 ok",
-        "[skip] Data pipeline (1 check): 1 not applicable",
+        "[n/a] Data pipeline (1 check): 1 not applicable",
         "[warn] Package sources (1 check): 1 warning",
     ]
     assert "  [FAIL] torch.install  [/venv/bin/python] torch | pipes in summary" in lines

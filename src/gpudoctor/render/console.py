@@ -103,7 +103,9 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
                            style="dim"))
     for area in lay.areas:
         console.print()
-        glyph = PLAIN_GLYPHS[area.worst] if plain else GLYPHS[area.worst]
+        # an area where nothing applied reads "n/a", not like a skipped finding
+        glyph = ("[n/a]" if plain else GLYPHS[area.worst]) if area.worst is Status.SKIP else \
+            (PLAIN_GLYPHS[area.worst] if plain else GLYPHS[area.worst])
         line = Text()
         line.append(f"{glyph} ", style=COLOURS[area.worst] + " bold")
         line.append(area.title, style="bold")
