@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts, Unavailable
@@ -74,8 +75,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, s
     # only the NVIDIA container runtime reads it; on a host it changes nothing
     if in_container(facts) and nvd is not None and nvd.strip().lower() in ("void", "none", ""):
         return (Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
-                "The container was started with no GPU. Start it with `--gpus all` or "
-                "`-e NVIDIA_VISIBLE_DEVICES=all` (or a list of indices/UUIDs).")
+                "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False))
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
@@ -163,6 +163,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.devices",
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
-    needs=("targets", "nvidia", "gpu", "os"),
+    needs=("targets", "nvidia", "gpu", "os", "platform"),
     evaluate=per_target("cuda.devices", assess),
 )

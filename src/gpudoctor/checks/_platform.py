@@ -1,0 +1,98 @@
+"""Pure helpers shared by the ``platform.*`` checks and by the GPU checks that
+must name the right remedy for the platform in use.
+
+Remedies and their sources:
+
+- Docker: ``docker run --gpus all`` and Compose
+  ``deploy.resources.reservations.devices`` (Docker docs, "GPU support" and
+  "Enable GPU access with Docker Compose");
+- Podman: CDI, ``podman run --device nvidia.com/gpu=all`` after
+  ``nvidia-ctk cdi generate`` (NVIDIA Container Toolkit docs, "Support for
+  Container Device Interface");
+- Kubernetes: ``runtimeClassName: nvidia`` or the nvidia runtime as
+  containerd's default, and the ``nvidia.com/gpu`` resource of the NVIDIA
+  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.platform import PlatformFacts
+
+__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS"]
+
+K8S_RUNTIME_CLASS = """```yaml
+spec:
+  runtimeClassName: nvidia      # pod level, next to `containers:`
+  containers:
+    - name: main
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+```"""
+
+COMPOSE = """```yaml
+services:
+  train:
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+```"""
+
+
+def platform_of(facts: Facts) -> Optional[PlatformFacts]:
+    """The platform facts, or None when they were not collected."""
+    p = facts.of(PlatformFacts)
+    return None if isinstance(p, Unavailable) else p
+
+
+def compose_snippet() -> str:
+    """The Compose GPU reservation block (Docker docs)."""
+    return COMPOSE
+
+
+def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
+    """Markdown: how to give THIS kind of container its GPU (devices and driver libraries).
+
+    Kubernetes gets the runtime-class / device-plugin remedy, never Docker's
+    run flag; Podman gets CDI; Docker gets ``--gpus all`` and Compose; an
+    unknown container gets each of them. ``gpu_requested`` says whether the
+    job already asked for a GPU (then only the runtime side is named).
+    """
+    p = platform_of(facts)
+    if p is not None and p.kubernetes:
+        request = ("The pod already requests a GPU (the device plugin assigned one), so the request is not the "
+                   "problem: the container was created by the plain runtime (runc), which ignores it.\n\n"
+                   if gpu_requested else
+                   "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`) and ")
+        return (f"{request}Run the pod with the NVIDIA runtime class:\n\n{K8S_RUNTIME_CLASS}\n\n"
+                "(`kubectl get runtimeclass` lists it; the GPU Operator creates `nvidia`), or make `nvidia` "
+                "containerd's default runtime on the GPU nodes: "
+                "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
+                "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
+                "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
+                "pod: the kubelet creates the container.")
+    runtime = p.container_runtime if p is not None else ""
+    if runtime == "podman":
+        return ("Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "
+                "(on the host, once: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`; "
+                "`nvidia-ctk cdi list` shows the device names).")
+    if runtime in ("containerd", "cri-o"):
+        return (f"Start the container through the NVIDIA runtime: with nerdctl `nerdctl run --gpus all ...`; "
+                f"for {runtime} generally, register it on the host with "
+                f"`sudo nvidia-ctk runtime configure --runtime={runtime.replace('-', '')}` and restart {runtime}, "
+                f"or use CDI (`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).")
+    if runtime == "docker":
+        return ("Start the container with the GPU: `docker run --gpus all ...` (NVIDIA Container Toolkit on the "
+                "host; `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` once), "
+                f"or in Docker Compose reserve it:\n\n{COMPOSE}")
+    return ("Start the container through the NVIDIA Container Toolkit: Docker `docker run --gpus all ...` (Compose: "
+            "`deploy.resources.reservations.devices` with `driver: nvidia`), Podman "
+            "`podman run --device nvidia.com/gpu=all ...` (CDI), Kubernetes `runtimeClassName: nvidia` with "
+            "`nvidia.com/gpu: 1`.")
