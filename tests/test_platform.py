@@ -566,6 +566,19 @@ def test_pod_with_nvidia_visible_devices_void(registry):
     assert f.status is Status.FAIL and "nvidia.com/gpu: 1" in f.explanation
 
 
+@pytest.mark.parametrize("sched,value,ask", [("ray", "3", "num_gpus=1"), ("slurm", "-1", "--gres=gpu:1"),
+                                                   ("kubernetes", "", "nvidia.com/gpu: 1")])
+def test_all_invalid_value_from_a_scheduler_names_the_request(sched, value, ask, registry):
+    facts = _vis({"CUDA_VISIBLE_DEVICES": value}, scheduler="" if sched == "kubernetes" else sched,
+                 kube=sched == "kubernetes")
+    f = one(registry, facts, "platform.visibility")
+    assert f.status is Status.FAIL and ask in f.explanation
+    # cuda.devices (the headline's visibility cause) no longer says "unset it" for a scheduler's value
+    if value in ("", "-1"):
+        dev = one(registry, facts, "cuda.devices")
+        assert dev.status is Status.FAIL and ask in dev.explanation and "unset" not in dev.explanation
+
+
 def test_slurm_job_with_its_gpu_is_ok(registry):
     f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": "1"}, scheduler="slurm"), "platform.visibility")
     assert f.status is Status.OK and "Slurm" in f.summary

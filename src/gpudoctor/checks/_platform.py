@@ -21,7 +21,7 @@ from typing import Optional
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import PlatformFacts
 
-__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS"]
+__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS", "scheduler_of", "REQUEST"]
 
 K8S_RUNTIME_CLASS = """```yaml
 spec:
@@ -96,3 +96,27 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "`deploy.resources.reservations.devices` with `driver: nvidia`), Podman "
             "`podman run --device nvidia.com/gpu=all ...` (CDI), Kubernetes `runtimeClassName: nvidia` with "
             "`nvidia.com/gpu: 1`.")
+
+
+def scheduler_of(p: Optional[PlatformFacts]) -> str:
+    """``slurm``, ``ray``, ``kubernetes`` or "" — who places this job (and sets its GPUs)."""
+    if p is None:
+        return ""
+    if p.scheduler:
+        return p.scheduler
+    return "kubernetes" if p.kubernetes else ""
+
+
+REQUEST = {
+    "ray": ("Ray", "Ray sets `CUDA_VISIBLE_DEVICES` for each task and actor to the GPUs it reserved, and to an empty "
+                   "value when it reserved none. Reserve GPUs where the work is declared: "
+                   "`@ray.remote(num_gpus=1)` (tasks/actors), `ScalingConfig(num_workers=N, use_gpu=True)` "
+                   "(Ray Train), `ray_actor_options={\"num_gpus\": 1}` (Ray Serve)."),
+    "slurm": ("Slurm", "Slurm exports the GPUs of the job's allocation; a job that asked for none gets no GPU "
+                       "(older releases export `NoDevFiles`). Request them: `#SBATCH --gres=gpu:1` (or "
+                       "`--gpus=1`), or `srun --gres=gpu:1 ...`."),
+    "kubernetes": ("Kubernetes", "In a pod the GPUs come from the NVIDIA device plugin: request them in the "
+                                 "container's `resources.limits: nvidia.com/gpu: 1` (and run it with "
+                                 "`runtimeClassName: nvidia`); setting the variable in the image or the pod spec "
+                                 "does not allocate a GPU."),
+}

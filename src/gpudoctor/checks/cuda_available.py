@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Tuple
 
-from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts
@@ -73,7 +72,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                  "no NVIDIA driver is visible (and the PCI bus could not be listed to look for a GPU)")
         return CHECK.finding(Status.INFO, f"CUDA is unavailable in {python}: {where}",
                              "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
-                             "In a container on a GPU host: " + injection_remedy(facts, gpu_requested=False),
+                             "In a container on a GPU host, `platform.container` says how to give it the GPU on this "
+                             "platform.",
                              evidence=evidence, target=t.label)
     if not tf.installed or not tf.import_ok:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"

@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from typing import List, Optional, Tuple
 
-from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
+from gpudoctor.checks._platform import REQUEST, injection_remedy, platform_of, scheduler_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
@@ -81,6 +81,11 @@ def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, s
         return None
     entries = [e.strip() for e in cvd.split(",")]
     if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
+        sched = scheduler_of(platform_of(facts))
+        if sched in REQUEST:  # set for the job: unsetting it would take GPUs the job was not given
+            who, how = REQUEST[sched]
+            return (Status.FAIL, f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
+                    f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}")
         return (Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA",
                 f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
                 f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "

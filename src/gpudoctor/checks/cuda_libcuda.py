@@ -22,9 +22,9 @@ import os
 import re
 from typing import Optional
 
-from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.checks._common import driver_version, in_container
 from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, v, per_target
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts

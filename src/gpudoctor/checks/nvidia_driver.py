@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.checks import require
 from gpudoctor.checks._common import in_container
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status

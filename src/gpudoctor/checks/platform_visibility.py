@@ -26,37 +26,12 @@ from typing import List, Optional, Tuple
 from gpudoctor.checks import SkipCheck
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import gpu_devices, target_probes, v
-from gpudoctor.checks._platform import platform_of
+from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
-from gpudoctor.facts.platform import PlatformFacts
 from gpudoctor.model import Check, Finding, Status
 
 HIDING = ("", "-1", "none", "nodevfiles", "void")
-
-
-def scheduler_of(p: Optional[PlatformFacts]) -> str:
-    """``slurm``, ``ray``, ``kubernetes`` or "" — who places this job (and sets its GPUs)."""
-    if p is None:
-        return ""
-    if p.scheduler:
-        return p.scheduler
-    return "kubernetes" if p.kubernetes else ""
-
-
-REQUEST = {
-    "ray": ("Ray", "Ray sets `CUDA_VISIBLE_DEVICES` for each task and actor to the GPUs it reserved, and to an empty "
-                   "value when it reserved none. Reserve GPUs where the work is declared: "
-                   "`@ray.remote(num_gpus=1)` (tasks/actors), `ScalingConfig(num_workers=N, use_gpu=True)` "
-                   "(Ray Train), `ray_actor_options={\"num_gpus\": 1}` (Ray Serve)."),
-    "slurm": ("Slurm", "Slurm exports the GPUs of the job's allocation; a job that asked for none gets no GPU "
-                       "(older releases export `NoDevFiles`). Request them: `#SBATCH --gres=gpu:1` (or "
-                       "`--gpus=1`), or `srun --gres=gpu:1 ...`."),
-    "kubernetes": ("Kubernetes", "In a pod the GPUs come from the NVIDIA device plugin: request them in the "
-                                 "container's `resources.limits: nvidia.com/gpu: 1` (and run it with "
-                                 "`runtimeClassName: nvidia`); setting the variable in the image or the pod spec "
-                                 "does not allocate a GPU."),
-}
 
 
 def _entries(value: str) -> List[str]:
@@ -120,10 +95,10 @@ def assess(facts: Facts, env: dict, torch_version: Optional[str], label: Optiona
             f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
             evidence=evidence, target=label)
     if hidden_all:
-        raise_hidden = f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU (see cuda.devices)"
-        return CHECK.finding(Status.FAIL, raise_hidden,
-                             "No scheduler set it (no Slurm, Ray or Kubernetes here): `unset CUDA_VISIBLE_DEVICES` "
-                             "or list the GPUs to use (`nvidia-smi -L`).", evidence=evidence, target=label)
+        return CHECK.finding(Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU; no scheduler set it",
+                             "No Slurm, Ray or Kubernetes placement here, so it comes from the environment or the "
+                             "script: `unset CUDA_VISIBLE_DEVICES` or list the GPUs to use (`nvidia-smi -L`).",
+                             evidence=evidence, target=label)
     row = parse_limit(torch_version, entries)
     if row is not None:
         return CHECK.finding(
