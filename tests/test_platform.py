@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _foundation import env_with, run_gpudoctor
 
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
@@ -743,3 +744,40 @@ def test_platform_facts_round_trip_through_json(tmp_path):
     doc = json.loads(json.dumps(facts.to_json()))
     again = Facts.from_json(doc)
     assert again.get("platform") == facts.get("platform")
+
+
+# --------------------------------------------------------------------------- snapshots through the CLI
+
+SNAPSHOTS = HERE / "fixtures" / "facts" / "platform"
+EXPECTED = [  # (fixture, check, status, words in the summary or explanation)
+    ("case39-pod-runc.json", "platform.container", "fail", ("runtimeClassName: nvidia",)),
+    ("case39-pod-runtimeclass.json", "platform.container", "ok", ("Kubernetes pod",)),
+    ("docker-host-no-toolkit.json", "platform.toolkit", "fail", ("apt-get install -y nvidia-container-toolkit",)),
+    ("docker-host-toolkit.json", "platform.toolkit", "ok", ("1.17.3",)),
+    ("blackwell-proprietary.json", "platform.kernel-module", "fail", ("nvidia-driver-570-open",)),
+    ("blackwell-open.json", "platform.kernel-module", "ok", ("(open)",)),
+    ("ray-no-gpu.json", "platform.visibility", "fail", ("num_gpus=1",)),
+    ("slurm-gpu.json", "platform.visibility", "ok", ("Slurm",)),
+    ("mig-two-instances.json", "platform.visibility", "warn", ("3g.40gb on GPU 0",)),
+    ("mig-one-instance.json", "platform.visibility", "ok", ()),
+    ("rdma-container-no-devices.json", "platform.rdma", "warn", ("--cap-add=IPC_LOCK",)),
+    ("rdma-container-ready.json", "platform.rdma", "ok", ("mlx5_0",)),
+]
+
+
+def test_every_snapshot_is_listed():
+    assert {f.name for f in SNAPSHOTS.glob("*.json")} == {e[0] for e in EXPECTED}
+
+
+@pytest.mark.parametrize("fixture,check,status,words", EXPECTED)
+def test_snapshot_replayed_by_the_cli(fixture, check, status, words, tmp_path):
+    proc = run_gpudoctor("check", "platform", "--facts", str(SNAPSHOTS / fixture), "--format", "json",
+                         env=env_with(HOME=str(tmp_path)))
+    report = json.loads(proc.stdout)
+    mine = [f for f in report["findings"] if f["check"] == check]
+    assert status in [f["status"] for f in mine], mine
+    said = "\n".join(f["summary"] + f["explanation"] for f in mine if f["status"] == status)
+    for word in words:
+        assert word in said, word
+    failed = any(f["status"] in ("fail", "error") for f in report["findings"])
+    assert proc.returncode == (1 if failed else 0), proc.stderr

@@ -21,17 +21,26 @@ job has none); NVIDIA k8s-device-plugin (``nvidia.com/gpu`` requests).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.checks import SkipCheck
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import gpu_devices, target_probes, v
 from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
-from gpudoctor.facts import Facts
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.model import Check, Finding, Status
 
 HIDING = ("", "-1", "none", "nodevfiles", "void")
+
+
+def mig_instances(facts: Facts) -> Dict[str, str]:
+    """MIG UUID -> ``<profile> on GPU <index>`` from NVML (empty when NVML listed none)."""
+    nv = facts.of(NvidiaDriverFacts)
+    if isinstance(nv, Unavailable):
+        return {}
+    return {m.uuid: f"{m.profile or 'MIG instance'} on GPU {d.index}" for d in nv.devices for m in d.mig_instances}
 
 
 def _entries(value: str) -> List[str]:
@@ -109,10 +118,14 @@ def assess(facts: Facts, env: dict, torch_version: Optional[str], label: Optiona
             f"scheduler allows — pass indices instead of UUIDs.", evidence=evidence, target=label)
     migs = [e for e in entries if e.startswith("MIG-")]
     if len(migs) > 1:
+        known = mig_instances(facts)
+        listed = ", ".join(f"`{m}`" + (f" ({known[m]})" if m in known else "") for m in migs)
+        evidence["mig_instances"] = listed
         return CHECK.finding(
             Status.WARN, f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG instances; a CUDA process uses only the first",
             f"CUDA enumerates a single MIG instance per process (NVIDIA MIG User Guide, \"CUDA Device "
-            f"Enumeration\"): `{migs[0]}` is `cuda:0` and the other {len(migs) - 1} are unused; `cuda:1` fails with "
+            f"Enumeration\"): of {listed}, `{migs[0]}` is `cuda:0` and the other {len(migs) - 1} are unused; "
+            f"`cuda:1` fails with "
             f"\"invalid device ordinal\". Run one process per MIG instance, each with its own "
             f"`CUDA_VISIBLE_DEVICES=MIG-...` (torchrun/DDP: one rank per instance).", evidence=evidence,
             target=label)
