@@ -235,6 +235,11 @@ def test_where_am_i(tmp_path, files, env, kind, runtime, kube, scheduler, regist
     assert f.status in (Status.OK, Status.INFO)
 
 
+def test_an_image_root_is_not_a_place(tmp_path):
+    p = collect_platform(ctx(write_tree(tmp_path, {"/etc/os-release": "ID=ubuntu\n"})))
+    assert isinstance(p, Unavailable) and "running system" in p.reason
+
+
 def test_service_account_mount_alone_means_kubernetes(tmp_path):
     root = write_tree(tmp_path, {"/var/run/secrets/kubernetes.io/serviceaccount/namespace": "default\n"})
     p = collect_platform(ctx(root))

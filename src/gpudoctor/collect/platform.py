@@ -114,9 +114,12 @@ def _scheduler(env: Mapping[str, str]) -> str:
     return ""
 
 
-def collect_platform(ctx: CollectContext) -> PlatformFacts:
+def collect_platform(ctx: CollectContext) -> Union[PlatformFacts, Unavailable]:
     files, env = ctx.system.files, ctx.system.env
     runtime, markers, kube = detect_runtime(files, env)
+    if not files.is_live and not markers and not files.is_dir("/proc"):
+        return Unavailable(f"where a job runs belongs to a running system; --root {files.root} has no /proc "
+                           f"and no container markers")
     osrel = files.read_text_or_none("/proc/sys/kernel/osrelease") or (_platform.release() if files.is_live else "")
     wsl = "microsoft" in osrel.lower() or files.exists("/usr/lib/wsl/lib") or files.exists("/dev/dxg")
     hyper = _hypervisor(files)
