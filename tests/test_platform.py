@@ -266,6 +266,17 @@ def test_docker_container_started_without_gpus(registry):
     assert "driver: nvidia" in f.explanation
 
 
+@pytest.mark.parametrize("runtime,kube", [("containerd", True), ("docker", False)])
+def test_image_default_all_is_not_an_allocation(runtime, kube, registry):
+    f = one(registry, make_facts(platform=_container(runtime, {"NVIDIA_VISIBLE_DEVICES": "all"}, kube=kube)),
+            "platform.container")
+    assert f.status is Status.FAIL and "CUDA images' default" in f.summary
+    if kube:
+        assert "nvidia.com/gpu: 1" in f.explanation and "already requests" not in f.explanation
+    else:
+        assert "docker run --gpus all" in f.explanation
+
+
 def test_podman_container_gets_the_cdi_remedy(registry):
     f = one(registry, make_facts(platform=_container("podman", {"NVIDIA_VISIBLE_DEVICES": "all"})),
             "platform.container")

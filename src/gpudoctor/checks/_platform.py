@@ -68,10 +68,12 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
     p = platform_of(facts)
     if p is not None and p.kubernetes:
         request = ("The pod already requests a GPU (the device plugin assigned one), so the request is not the "
-                   "problem: the container was created by the plain runtime (runc), which ignores it.\n\n"
+                   "problem: the container was created by the plain runtime (runc), which ignores it. Run the pod "
+                   "with the NVIDIA runtime class:"
                    if gpu_requested else
-                   "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`) and ")
-        return (f"{request}Run the pod with the NVIDIA runtime class:\n\n{K8S_RUNTIME_CLASS}\n\n"
+                   "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`; an image's "
+                   "own `NVIDIA_VISIBLE_DEVICES` allocates nothing) and run the pod with the NVIDIA runtime class:")
+        return (f"{request}\n\n{K8S_RUNTIME_CLASS}\n\n"
                 "(`kubectl get runtimeclass` lists it; the GPU Operator creates `nvidia`), or make `nvidia` "
                 "containerd's default runtime on the GPU nodes: "
                 "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "

@@ -83,7 +83,13 @@ def evaluate(facts: Facts) -> List[Finding]:
                                   "No `/dev/nvidia*`, no driver libraries, no `NVIDIA_VISIBLE_DEVICES` and no "
                                   "NVIDIA kernel module visible: a CPU-only container. If this job needs a GPU:\n\n"
                                   + injection_remedy(facts, gpu_requested=False), evidence=evidence)]
-        if assigned:
+        image_default = assigned and nvd.strip().lower() == "all"
+        if image_default:
+            # the CUDA base images set NVIDIA_VISIBLE_DEVICES=all themselves: it proves no allocation
+            what = (f"the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`, the CUDA images' default) and the "
+                    f"host has one" if host_gpu else "the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`)")
+            assigned = False
+        elif assigned:
             what = f"a GPU is assigned (`NVIDIA_VISIBLE_DEVICES={nvd}`)"
         else:
             what = "the host has an NVIDIA GPU (its kernel module shows in `/proc/driver/nvidia/version`)"

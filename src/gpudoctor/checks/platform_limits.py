@@ -11,7 +11,12 @@ issues #973, #11201). The common soft limit of 1024 (systemd's default,
 ``ulimit -n``) is what those reports ran under. getrlimit(2): an unprivileged
 process may raise its soft limit up to the hard limit.
 
-- soft limit below 4096 with torch installed in the target -> ``warn`` with
+RLIMIT_MEMLOCK is reported as evidence: it bounds RDMA memory registration
+(judged by ``platform.rdma``); CUDA's pinned host memory (``pin_memory``) is
+page-locked by the NVIDIA driver (``cudaHostAlloc``) and is not counted
+against it.
+
+- soft limit below 4096 -> ``warn`` with
   ``ulimit -n``, ``docker run --ulimit nofile=``, and
   ``torch.multiprocessing.set_sharing_strategy('file_system')``;
 - otherwise ``ok``; limits not readable -> ``skip``.
