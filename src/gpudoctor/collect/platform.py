@@ -255,8 +255,17 @@ def container_host_facts(files: Files, runner: Optional[Runner]) -> ContainerHos
 
 
 def collect_container_host(ctx: CollectContext) -> ContainerHostFacts:
+    """Host-side facts; the commands run only on a live host (not on an image root, and not inside a
+    container, where the toolkit is the host's business and a mounted docker.sock is another machine's)."""
     files = ctx.system.files
-    return container_host_facts(files, ctx.system.runner if files.is_live else None)
+    runtime, _markers, _kube = detect_runtime(files, ctx.system.env)
+    facts = container_host_facts(files, ctx.system.runner if files.is_live and not runtime else None)
+    if files.is_live and runtime:
+        reason = "not run inside a container: the NVIDIA Container Toolkit belongs to the host"
+        facts = ContainerHostFacts(engines=facts.engines, docker=Unavailable(reason), toolkit_version=Unavailable(reason),
+                                   toolkit_files=facts.toolkit_files, toolkit_packages=facts.toolkit_packages,
+                                   cdi_specs=facts.cdi_specs, containerd=facts.containerd)
+    return facts
 
 
 # --------------------------------------------------------------------------- kernel module
