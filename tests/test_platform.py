@@ -221,6 +221,11 @@ def test_case_39_cluster_side_containerd_defaults_to_runc(tmp_path, registry):
     ({"/proc/self/cgroup": "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-7f3e.scope\n"}, {},
      "container", "containerd", True, ""),
     ({"/proc/self/cgroup": "12:devices:/docker/4b1d9c\n"}, {}, "container", "docker", False, ""),
+    ({"/proc/self/cgroup": "0::/\n", "/proc/self/mountinfo":
+      "612 598 259:1 /var/lib/docker/containers/4b1d9c/hostname /etc/hostname rw - ext4 /dev/nvme0n1p1 rw\n"},
+     {}, "container", "docker", False, ""),
+    ({"/proc/self/cgroup": "0::/kubepods.slice/kubepods-pod1a2b.slice/crio-9f8e.scope\n"}, {},
+     "container", "cri-o", True, ""),
     ({"/proc/cpuinfo": "flags\t\t: fpu vme hypervisor\n", "/sys/class/dmi/id/sys_vendor": "QEMU\n",
       "/sys/class/dmi/id/product_name": "Standard PC (Q35 + ICH9, 2009)\n"}, {}, "vm", "", False, ""),
     ({"/proc/sys/kernel/osrelease": "5.15.167.4-microsoft-standard-WSL2\n"}, {}, "wsl", "", False, ""),
@@ -362,6 +367,17 @@ def test_toolkit_installed_but_docker_runtime_not_registered(tmp_path, fakebin, 
     f = one(registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())),
             "platform.toolkit")
     assert f.status is Status.WARN and "sudo nvidia-ctk runtime configure --runtime=docker" in f.explanation
+
+
+def test_a_hung_docker_is_killed_at_its_timeout(fakebin, monkeypatch):
+    import gpudoctor.collect.platform as plat
+    monkeypatch.setattr(plat, "COMMAND_TIMEOUT_S", 0.5)
+    fakebin("docker", "docker-info-nvidia-runtime.txt")
+    fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
+    monkeypatch.setenv("GPUDOCTOR_FAKE_HANG", "1")
+    docker, ctk = query_host_tools(SubprocessRunner())
+    assert isinstance(docker, Unavailable) and "did not answer within its timeout" in docker.reason
+    assert isinstance(ctk, Unavailable) and "timeout" in ctk.reason
 
 
 def test_docker_daemon_down_is_unavailable_not_a_runtime_list(fakebin):
