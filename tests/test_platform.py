@@ -189,6 +189,9 @@ def test_case_39_pod_without_runtime_class(tmp_path, registry):
     assert drv.status is Status.FAIL and "runtimeClassName: nvidia" in drv.explanation
     assert found["cuda.libcuda"][0].status is Status.FAIL
     assert "runtimeClassName" in found["cuda.libcuda"][0].explanation
+    head = found["cuda.available"][0]
+    assert head.status is Status.FAIL and head.evidence["root_cause_check"] == "platform.container"
+    assert head.summary.startswith("CUDA is unavailable in /usr/bin/python3: in a Kubernetes pod")
 
 
 def test_case_39_healthy_twin_with_runtime_class(tmp_path, registry):
@@ -477,6 +480,13 @@ def test_blackwell_on_the_proprietary_module(tmp_path, fakebin, registry):
     f = one(registry, facts, "platform.kernel-module")
     assert f.status is Status.FAIL and "needs the open NVIDIA kernel modules" in f.summary and "0x2b85" in f.summary
     assert "sudo apt install nvidia-driver-570-open" in f.explanation and "No devices were found" in f.explanation
+    # the headline names it as the root cause (NVML answers, with no device)
+    probe = probe_facts("/v/bin/python", torch_facts("2.7.0+cu128", "12.8", cuda_available=False,
+                                                     cuda_error="No CUDA GPUs are available"))
+    facts = make_facts(**{**facts.domains, "nvidia": nvidia_facts("570.133.07", "12.8", []),
+                          "targets": targets(target(probe))})
+    head = one(registry, facts, "cuda.available")
+    assert head.status is Status.FAIL and head.evidence["root_cause_check"] == "platform.kernel-module"
 
 
 def test_blackwell_on_the_open_module_is_ok(tmp_path, fakebin, registry):
@@ -553,6 +563,8 @@ def test_blackwell_needs_r570_even_where_the_cuda_floor_is_met(tmp_path, registr
     assert ("/opt/venv/bin/python -m pip install --force-reinstall torch==2.7.0 torchvision==0.22.0 "
             "torchaudio==2.7.0 --index-url https://download.pytorch.org/whl/cu128") in f.explanation
     assert "nvidia-driver-570-open" in f.explanation
+    head = one(registry, facts, "cuda.available")
+    assert head.status is Status.FAIL and head.evidence["root_cause_check"] == "platform.driver-branch"
 
 
 def test_driver_branch_pins_the_targets_torch_when_cu128_has_it(registry):
