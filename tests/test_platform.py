@@ -12,7 +12,6 @@ fake binary on PATH replaying recordings under tests/fixtures/platform/recorded
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
 import shutil
@@ -31,7 +30,7 @@ from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import MigInstance, NvidiaDriverFacts, SourceAttempt
 from gpudoctor.facts.platform import (ContainerHostFacts, DockerInfo, LimitsFacts, PlatformFacts, ProcessLimits,
-                                      RdmaFacts, RLimit)
+                                      RLimit)
 from gpudoctor.facts.targets import LibcudaProbe
 from gpudoctor.model import Status
 from gpudoctor.probe import probe_target
@@ -355,7 +354,8 @@ def test_docker_host_with_toolkit_configured(tmp_path, fakebin, registry):
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
     root = write_tree(tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": "",
                                  "/usr/bin/nvidia-container-runtime": "", "/var/lib/dpkg/status":
-                                 "Package: nvidia-container-toolkit\nStatus: install ok installed\nVersion: 1.17.3-1\n"})
+                                 "Package: nvidia-container-toolkit\nStatus: install ok installed\n"
+                                 "Version: 1.17.3-1\n"})
     host = container_host_facts(fake_system(root).files, SubprocessRunner())
     assert host.toolkit_version == "1.17.3" and "nvidia" in host.docker.runtimes
     assert host.toolkit_packages == ("nvidia-container-toolkit 1.17.3-1",)
@@ -468,8 +468,8 @@ def _kmod_facts(root, modinfo_recording=None, fakebin=None):
         runner = SubprocessRunner()
     km = kernel_module_facts(system.files, runner)
     c = ctx(root)
-    return km, make_facts(kmod=km, gpu=collect_gpu(c), nvidia=collect_nvidia(c), platform=PlatformFacts(kind="bare-metal"),
-                          os=os_facts("ubuntu", "24.04", "noble"))
+    return km, make_facts(kmod=km, gpu=collect_gpu(c), nvidia=collect_nvidia(c),
+                          platform=PlatformFacts(kind="bare-metal"), os=os_facts("ubuntu", "24.04", "noble"))
 
 
 def test_blackwell_on_the_proprietary_module(tmp_path, fakebin, registry):
@@ -657,7 +657,8 @@ def test_mig_uuid_on_torch_2_0(registry):
 def test_several_mig_instances_in_one_process(registry):
     cvd = "MIG-89c850dc-38e3-57df-85c7-690c186b68e9,MIG-f2b5fbbd-850e-51bb-8ffa-ac9fb48126da"
     f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": cvd}), "platform.visibility")
-    assert f.status is Status.WARN and "2 MIG instances" in f.summary and "one process per MIG instance" in f.explanation
+    assert f.status is Status.WARN and "2 MIG instances" in f.summary
+    assert "one process per MIG instance" in f.explanation
 
 
 def test_nothing_set_is_ok(registry):

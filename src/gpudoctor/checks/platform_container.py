@@ -86,8 +86,8 @@ def evaluate(facts: Facts) -> List[Finding]:
         image_default = assigned and nvd.strip().lower() == "all"
         if image_default:
             # the CUDA base images set NVIDIA_VISIBLE_DEVICES=all themselves: it proves no allocation
-            what = (f"the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`, the CUDA images' default) and the "
-                    f"host has one" if host_gpu else "the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`)")
+            what = ("the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`, the CUDA images' default) and the "
+                    "host has one" if host_gpu else "the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`)")
             assigned = False
         elif assigned:
             what = f"a GPU is assigned (`NVIDIA_VISIBLE_DEVICES={nvd}`)"

@@ -217,7 +217,8 @@ def evaluate_branch(facts: Facts) -> List[Finding]:
     gpus = _blackwell_ccs(facts)
     if not gpus:
         raise SkipCheck("no GPU architecture known (NVML devices or PCI ids)")
-    need = [(cc, name, rule) for cc, name in gpus for rule in [branch_rule(cc)] if rule and v(drv).major < rule["branch"]]
+    need = [(cc, name, rule) for cc, name in gpus for rule in [branch_rule(cc)]
+            if rule and v(drv).major < rule["branch"]]
     evidence = {"driver": drv, "gpus": [f"{name}: compute capability {cc}" for cc, name in gpus]}
     if not need:
         return [CHECK_BRANCH.finding(Status.OK, f"driver {drv} supports every GPU's architecture", evidence=evidence)]

@@ -109,8 +109,8 @@ def evaluate(facts: Facts) -> List[Finding]:
         findings.append(CHECK.finding(
             Status.WARN, f"RDMA devices are present but locked memory is limited to {memlock.soft} bytes and "
                          f"CAP_IPC_LOCK is missing: NCCL's IB transport can fail to register buffers",
-            f"Verbs pin NCCL's buffers; without CAP_IPC_LOCK they count against RLIMIT_MEMLOCK, and a finite limit "
-            f"makes `ibv_reg_mr` fail, so NCCL falls back to sockets or aborts. "
+            "Verbs pin NCCL's buffers; without CAP_IPC_LOCK they count against RLIMIT_MEMLOCK, and a finite limit "
+            "makes `ibv_reg_mr` fail, so NCCL falls back to sockets or aborts. "
             + (f"Start the container with {how}." if in_container else
                "Raise it: `ulimit -l unlimited` (hard limit permitting), `* - memlock unlimited` in "
                "`/etc/security/limits.conf`, or `LimitMEMLOCK=infinity` for a systemd service."),

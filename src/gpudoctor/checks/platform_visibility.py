@@ -68,7 +68,7 @@ def parse_limit(torch_version: Optional[str], entries: List[str]) -> Optional[di
     if not torch_version:
         return None
     public = v(split_local(torch_version)[0])
-    forms = {"GPU-uuid" for e in entries if e.startswith("GPU-")} | {"MIG-uuid" for e in entries if e.startswith("MIG-")}
+    forms = {f"{e[:3]}-uuid" for e in entries if e.startswith(("GPU-", "MIG-"))}
     for row in load_table("platform")["visible_devices"]:
         if row["form"] in forms and v(row["first"]) <= public < v(row["fixed"]):
             return row

@@ -9,6 +9,7 @@ timeout: ``docker info --format '{{json .}}'``, ``nvidia-ctk --version`` and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform as _platform
 import re
@@ -262,9 +263,7 @@ def collect_container_host(ctx: CollectContext) -> ContainerHostFacts:
     facts = container_host_facts(files, ctx.system.runner if files.is_live and not runtime else None)
     if files.is_live and runtime:
         reason = "not run inside a container: the NVIDIA Container Toolkit belongs to the host"
-        facts = ContainerHostFacts(engines=facts.engines, docker=Unavailable(reason), toolkit_version=Unavailable(reason),
-                                   toolkit_files=facts.toolkit_files, toolkit_packages=facts.toolkit_packages,
-                                   cdi_specs=facts.cdi_specs, containerd=facts.containerd)
+        facts = dataclasses.replace(facts, docker=Unavailable(reason), toolkit_version=Unavailable(reason))
     return facts
 
 
