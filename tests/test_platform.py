@@ -242,6 +242,19 @@ def test_where_am_i(tmp_path, files, env, kind, runtime, kube, scheduler, regist
     assert f.status in (Status.OK, Status.INFO)
 
 
+def test_a_host_that_runs_containers_is_not_one(tmp_path):
+    mounts = ("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
+              "812 22 0:71 / /var/lib/docker/overlay2/9c1e/merged rw - overlay overlay rw,lowerdir=/var/lib/docker/x\n"
+              "930 22 0:80 / /var/lib/kubelet/pods/1a2b/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs "
+              "tmpfs rw\n"
+              "944 22 0:81 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs rw - overlay overlay "
+              "rw\n")
+    root = write_tree(tmp_path, {"/proc/self/mountinfo": mounts, "/proc/self/cgroup": "0::/user.slice/session-3.scope\n",
+                                 "/proc/1/cgroup": "0::/init.scope\n", "/proc/cpuinfo": "flags\t\t: fpu sse\n"})
+    p = collect_platform(ctx(root))
+    assert (p.kind, p.container_runtime, p.kubernetes) == ("bare-metal", "", False), p.markers
+
+
 def test_an_image_root_is_not_a_place(tmp_path):
     p = collect_platform(ctx(write_tree(tmp_path, {"/etc/os-release": "ID=ubuntu\n"})))
     assert isinstance(p, Unavailable) and "running system" in p.reason

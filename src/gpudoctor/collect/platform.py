@@ -57,12 +57,28 @@ def _hypervisor(files: Files) -> str:
     flagged = any(line.startswith("flags") and " hypervisor" in line for line in cpuinfo.splitlines())
     vendor = (files.read_text_or_none("/sys/class/dmi/id/sys_vendor") or "").strip()
     product = (files.read_text_or_none("/sys/class/dmi/id/product_name") or "").strip()
-    known = ("QEMU", "KVM", "VMware", "VirtualBox", "Xen", "Microsoft Corporation", "Amazon EC2", "Google",
+    known = ("QEMU", "KVM", "VMware", "VirtualBox", "Xen", "Virtual Machine", "Amazon EC2", "Google Compute Engine",
              "OpenStack", "innotek")
     dmi_vm = any(k.lower() in f"{vendor} {product}".lower() for k in known)
     if flagged or dmi_vm:
         return " ".join(x for x in (vendor, product) if x) or "a hypervisor (CPU flag)"
     return ""
+
+
+#: mount points a container runtime sets up for the container itself; a host that RUNS containers
+#: also lists their overlay mounts (under /var/lib/docker, /var/lib/kubelet...), so only these count
+_OWN_MOUNT_POINTS = ("/", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
+                     "/var/run/secrets/kubernetes.io/serviceaccount", "/run/secrets/kubernetes.io/serviceaccount")
+
+
+def own_mounts(mountinfo: str) -> str:
+    """The lines of ``/proc/self/mountinfo`` (proc(5)) whose mount point is one of the container's own."""
+    keep = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] in _OWN_MOUNT_POINTS:
+            keep.append(line)
+    return "\n".join(keep)
 
 
 def detect_runtime(files: Files, env: Mapping[str, str]) -> Tuple[str, Tuple[str, ...], bool]:
@@ -85,7 +101,7 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> Tuple[str, Tuple[str
     if "kubepods" in cgroup:
         markers.append("a cgroup path names kubepods")
         kube = True
-    mountinfo = files.read_text_or_none("/proc/self/mountinfo") or ""
+    mountinfo = own_mounts(files.read_text_or_none("/proc/self/mountinfo") or "")
     for word, name in _MOUNT_RUNTIMES:
         if word in mountinfo:
             markers.append(f"/proc/self/mountinfo mounts from {word}")
