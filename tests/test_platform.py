@@ -249,8 +249,9 @@ def test_a_host_that_runs_containers_is_not_one(tmp_path):
               "tmpfs rw\n"
               "944 22 0:81 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs rw - overlay overlay "
               "rw\n")
-    root = write_tree(tmp_path, {"/proc/self/mountinfo": mounts, "/proc/self/cgroup": "0::/user.slice/session-3.scope\n",
-                                 "/proc/1/cgroup": "0::/init.scope\n", "/proc/cpuinfo": "flags\t\t: fpu sse\n"})
+    root = write_tree(tmp_path, {"/proc/self/mountinfo": mounts, "/proc/1/cgroup": "0::/init.scope\n",
+                                 "/proc/self/cgroup": "0::/user.slice/session-3.scope\n",
+                                 "/proc/cpuinfo": "flags\t\t: fpu sse\n"})
     p = collect_platform(ctx(root))
     assert (p.kind, p.container_runtime, p.kubernetes) == ("bare-metal", "", False), p.markers
 
