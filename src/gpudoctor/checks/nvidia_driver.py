@@ -63,8 +63,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             Status.SKIP, summary,
             "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
             f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
-            "GPU checks do not apply here. If this should be a GPU machine: in a container, start it with "
-            "`--gpus all` (NVIDIA Container Toolkit); in a VM, check that the GPU is passed through.",
+            "GPU checks do not apply here. If this should be a GPU machine, in a VM check that the GPU is passed "
+            "through; in a container: " + injection_remedy(facts, gpu_requested=False),
             evidence=evidence)]
 
     drivers = {d.driver for d in pci_devices}
