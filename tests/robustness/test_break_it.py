@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from hostile import ALL_SECRETS, Case, Ctx, Result, run_matrix
+# the shared helpers of tests/ (``_foundation``); no conftest.py here: a second module named
+# ``conftest`` would shadow tests/conftest.py for the modules that import from it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hostile import ALL_SECRETS, Case, Ctx, Result, run_matrix  # noqa: E402
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 SNAP = str(FACTS / "case01-driver-470-torch-cu121.json")

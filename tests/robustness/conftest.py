@@ -1,6 +1,0 @@
-"""The break-it matrix reuses the shared helpers of tests/ (``_foundation``)."""
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
