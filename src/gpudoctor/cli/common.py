@@ -228,7 +228,27 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug in gpudoctor: one line, traceback to a log
         _internal_error(exc)
+    _finish_quietly()
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _finish_quietly() -> None:
+    """The work is done and written: flush the output, then ignore SIGTERM/SIGHUP/SIGINT for the
+    last moments of interpreter shutdown (Python resets its own handlers to the default there, so
+    a late signal would otherwise kill a finished run with -15 instead of its exit code)."""
+    import signal
+
+    from gpudoctor import signals
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    for s in signals.HANDLED:
+        try:
+            signal.signal(s, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
 
 
 def _internal_error(exc: BaseException) -> None:
