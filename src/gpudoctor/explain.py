@@ -42,6 +42,7 @@ __all__ = [
     "parse_signatures",
     "explain_lines",
     "explain_text",
+    "merge",
     "resolve_checks",
     "rank",
     "match_finding",
@@ -52,6 +53,9 @@ __all__ = [
 #: Lines longer than this (characters) are cut before matching: a minified JSON blob or
 #: a progress bar without newlines must not make a regex search quadratic.
 MAX_LINE_CHARS = 4096
+#: At most this many distinct matches are kept (further occurrences of known ones are still
+#: counted): a log that repeats one error with a new value on every line stays bounded.
+MAX_MATCHES = 500
 #: The widest multi-line window a signature may ask for (``lines``).
 MAX_WINDOW_LINES = 12
 
@@ -369,6 +373,7 @@ class Match:
         line: 1-based number of the first line of the match.
         text: the matched text (the whole line(s) it sits on), not yet redacted.
         count: how many times the same signature with the same values was seen.
+        stream: where the text came from (``stdout``/``stderr`` of a command, else ``""``).
     """
 
     signature: Signature
@@ -376,6 +381,7 @@ class Match:
     line: int
     text: str
     count: int = 1
+    stream: str = ""
 
     def fill(self, template: str) -> str:
         """``template`` with ``{name}`` replaced by extracted values; unknown ones become ``<name>``."""
@@ -405,7 +411,8 @@ class Matcher:
     :data:`MAX_LINE_CHARS` characters before matching.
     """
 
-    def __init__(self, signatures: Optional[Sequence[Signature]] = None):
+    def __init__(self, signatures: Optional[Sequence[Signature]] = None, stream: str = ""):
+        self.stream = stream
         self.signatures = tuple(load_signatures() if signatures is None else signatures)
         self._single = [s for s in self.signatures if s.lines == 1]
         self._multi = [s for s in self.signatures if s.lines > 1]
@@ -426,9 +433,10 @@ class Matcher:
         key = (sig.id, tuple(sorted(values.items())))
         old = self._found.get(key)
         if old is None:
-            self._found[key] = Match(sig, values, first_line, text)
+            if len(self._found) < MAX_MATCHES:
+                self._found[key] = Match(sig, values, first_line, text, 1, self.stream)
         else:
-            self._found[key] = Match(sig, old.values, old.line, old.text, old.count + 1)
+            self._found[key] = Match(sig, old.values, old.line, old.text, old.count + 1, old.stream)
 
     def feed(self, line: str) -> None:
         """Match one line (and the window ending at it)."""
@@ -485,12 +493,12 @@ def rank(matches: Iterable[Match]) -> List[Match]:
         # occurrences of the poorer twins count towards the richer match
         twins = [o for o in matches if o.signature.id == m.signature.id and set(o.values.items()) < items]
         if twins:
-            m = Match(m.signature, m.values, m.line, m.text, m.count + sum(t.count for t in twins))
+            m = Match(m.signature, m.values, m.line, m.text, m.count + sum(t.count for t in twins), m.stream)
         folded.append(m)
     ordered = sorted(folded, key=lambda m: (tuple(-x for x in m.signature.specificity), m.line))
     kept: List[Match] = []
     for m in ordered:
-        if any(k.line == m.line for k in kept):
+        if any(k.line == m.line and k.stream == m.stream for k in kept):
             continue
         kept.append(m)
     return kept
@@ -525,10 +533,10 @@ def match_finding(m: Match) -> Finding:
     """The finding for one match: title as summary, meaning + remedy + source as explanation."""
     sig = m.signature
     parts = [m.fill(sig.meaning), "", "**What to do**", "", m.fill(sig.remedy)]
-    if sig.checks:
-        parts += ["", "Confirm on this machine: `gpudoctor check " + " ".join(sig.checks) + "`"]
     parts += ["", f"Source: {sig.source}"]
     evidence: Dict[str, Any] = {"line": m.line, "matched": m.text}
+    if m.stream:
+        evidence["stream"] = m.stream
     if m.count > 1:
         evidence["occurrences"] = m.count
     evidence.update({f"value.{k}": v for k, v in m.values.items()})
@@ -542,6 +550,12 @@ def explain_lines(lines: Iterable[str], signatures: Optional[Sequence[Signature]
     for line in lines:
         matcher.feed(line)
     return Explanation(tuple(matcher.matches()), matcher.lines_read)
+
+
+def merge(matchers: Sequence[Matcher]) -> Explanation:
+    """One explanation from several matchers (a command's stdout and stderr), ranked together."""
+    found = [m for mt in matchers for m in mt._found.values()]
+    return Explanation(tuple(rank(found)), sum(mt.lines_read for mt in matchers))
 
 
 def explain_text(text: str, signatures: Optional[Sequence[Signature]] = None) -> Explanation:
