@@ -112,6 +112,7 @@ class Signature:
     status: Status = Status.FAIL
     derive: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
     needles: Tuple[str, ...] = ()
+    any_needles: Tuple[str, ...] = ()
     literal_chars: int = 0
 
     @property
@@ -261,6 +262,57 @@ def _analyse(regex: str) -> Tuple[int, Tuple[str, ...]]:
     return literal, (() if top_alt else tuple(needles))
 
 
+def _top_level_branches(regex: str) -> List[str]:
+    """``regex`` split at its top-level ``|`` (not inside groups or classes, not escaped)."""
+    branches, depth, start, i = [], 0, 0, 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < len(regex) and regex[j] == "^":
+                j += 1
+            if j < len(regex) and regex[j] == "]":
+                j += 1
+            while j < len(regex) and regex[j] != "]":
+                j += 2 if regex[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+        i += 1
+    branches.append(regex[start:])
+    return branches
+
+
+def _prefilter(regex: str) -> Tuple[int, Tuple[str, ...], Tuple[str, ...]]:
+    """(literal characters, needles that must all occur, needles of which one must occur).
+
+    Without a top-level ``|`` the first set comes from :func:`_analyse`. With one, every
+    branch must have a needle of its own; the second set then holds each branch's first
+    needle (a line with none of them cannot match). Otherwise both are empty: the pattern
+    is searched on every line.
+    """
+    literal, needles = _analyse(regex)
+    branches = _top_level_branches(regex)
+    if len(branches) == 1:
+        return literal, needles, ()
+    firsts = []
+    for branch in branches:
+        _, branch_needles = _analyse(branch)
+        if not branch_needles:
+            return literal, (), ()
+        firsts.append(branch_needles[0])
+    return literal, (), tuple(dict.fromkeys(firsts))
+
+
 # --------------------------------------------------------------------------- loading
 
 def _fail(sig_id: str, message: str) -> SignatureError:
@@ -324,14 +376,16 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         for ph in _PLACEHOLDER.findall(raw[key]):
             if ph not in usable:
                 raise _fail(sig_id, f"{key} uses {{{ph}}}, which is neither a named group nor a derived value")
-    literal, needles = _analyse(raw["regex"])
+    literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
+        any_needles = tuple(x.lower() for x in any_needles)
     return Signature(
         id=raw["id"], title=raw["title"].strip(), pattern=pattern, regex=raw["regex"], groups=dict(groups),
         meaning=raw["meaning"].strip(), remedy=raw["remedy"].strip(), checks=tuple(checks),
         source=raw["source"].strip(), example=raw["example"].strip("\n"), expect=dict(expect), priority=priority,
-        lines=lines, status=status, derive=derive, needles=needles, literal_chars=literal)
+        lines=lines, status=status, derive=derive, needles=needles, any_needles=any_needles,
+        literal_chars=literal)
 
 
 def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
@@ -393,6 +447,10 @@ class Match:
         return self.fill(self.signature.title)
 
 
+def _icase(sig: Signature) -> bool:
+    return bool(sig.pattern.flags & re.IGNORECASE)
+
+
 def _values(sig: Signature, m: "re.Match[str]") -> Dict[str, str]:
     values = {k: v.strip() for k, v in m.groupdict().items() if v is not None and v.strip()}
     for name, (kind, src) in sig.derive.items():
@@ -403,30 +461,65 @@ def _values(sig: Signature, m: "re.Match[str]") -> Dict[str, str]:
     return values
 
 
+_WORD = re.compile(r"\w+")
+
+
+def _key_word(needle: str) -> Optional[str]:
+    """The longest word (run of ``\\w``) lying wholly inside ``needle``, bounded by non-word
+    characters of the needle itself, so that it is a whole word of any line that holds the
+    needle. None when the needle has no such word of 3+ characters."""
+    best = None
+    for m in _WORD.finditer(needle):
+        if m.start() == 0 or m.end() == len(needle) or len(m.group()) < 3:
+            continue  # may be part of a longer word in the line
+        if best is None or len(m.group()) > len(best):
+            best = m.group()
+    return best
+
+
 class Matcher:
     """Feeds lines, collects :class:`Match` values; memory bounded by the widest window.
 
     ``feed(line)`` takes one line (without its newline); ``matches()`` returns what was
     found so far, ranked and de-duplicated (see :func:`rank`). Lines are cut to
     :data:`MAX_LINE_CHARS` characters before matching.
+
+    Speed: a signature's regex runs only on lines that hold its needles (literal text the
+    pattern cannot match without). Each needle is indexed by a whole word inside it, and a
+    line's words are intersected with that index in one set operation, so a line that
+    holds no key word (most lines of a healthy log) costs one ``findall`` and no regex.
     """
 
     def __init__(self, signatures: Optional[Sequence[Signature]] = None, stream: str = ""):
         self.stream = stream
         self.signatures = tuple(load_signatures() if signatures is None else signatures)
-        self._single = [s for s in self.signatures if s.lines == 1]
-        self._multi = [s for s in self.signatures if s.lines > 1]
-        width = max((s.lines for s in self._multi), default=1)
+        self._by_word: Dict[str, List[Tuple[Signature, Tuple[str, ...]]]] = {}
+        # signatures with no whole word in their needles: (first needle, signature, other needles)
+        self._plain_needles: List[Tuple[str, Signature, Tuple[str, ...]]] = []
+        self._icase_needles: List[Tuple[str, Signature, Tuple[str, ...]]] = []
+        self._bare: List[Signature] = []  # no needle at all: searched on every line
+        for sig in self.signatures:
+            if sig.lines > 1:
+                continue
+            # (needles that must all be in the line) for each way the signature can match
+            options = [sig.needles] if sig.needles else [(n,) for n in sig.any_needles]
+            if not options:
+                self._bare.append(sig)
+                continue
+            keyed = [(next((k for k in map(_key_word, needles) if k), None), needles) for needles in options]
+            if _icase(sig) or any(k is None for k, _ in keyed):
+                target = self._icase_needles if _icase(sig) else self._plain_needles
+                target.extend((opt[0], sig, opt[1:]) for opt in options)
+                continue
+            for key, needles in keyed:
+                self._by_word.setdefault(key, []).append((sig, needles))  # type: ignore[arg-type]
+        self._keys = frozenset(self._by_word)
+        self._multi = [(s, s.needles[0] if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1]
+        self._armed: Dict[str, int] = {}  # multi-line signature -> last line that held its first needle
+        width = max((s.lines for s, _, _ in self._multi), default=1)
         self._window: Deque[str] = deque(maxlen=width)
         self._found: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Match] = {}
         self.lines_read = 0
-
-    @staticmethod
-    def _may_match(sig: Signature, line: str, lower: str) -> bool:
-        if not sig.needles:
-            return True
-        hay = lower if sig.pattern.flags & re.IGNORECASE else line
-        return all(n in hay for n in sig.needles)
 
     def _record(self, sig: Signature, m: "re.Match[str]", first_line: int, text: str) -> None:
         values = _values(sig, m)
@@ -443,13 +536,35 @@ class Matcher:
         line = line.rstrip("\r\n")[:MAX_LINE_CHARS]
         self.lines_read += 1
         self._window.append(line)
-        lower = line.lower()
-        for sig in self._single:
-            if self._may_match(sig, line, lower):
+        searched = set()
+        lower = line.lower() if self._icase_needles else line
+        for needles, hay in ((self._plain_needles, line), (self._icase_needles, lower)):
+            for needle, sig, option in needles:
+                if needle not in hay or sig.id in searched or not all(n in hay for n in option):
+                    continue
+                searched.add(sig.id)
                 m = sig.pattern.search(line)
                 if m:
                     self._record(sig, m, self.lines_read, line)
-        for sig in self._multi:
+        for sig in self._bare:
+            m = sig.pattern.search(line)
+            if m:
+                self._record(sig, m, self.lines_read, line)
+        words = self._keys.intersection(_WORD.findall(line))
+        for word in words:
+            for sig, needles in self._by_word[word]:
+                if sig.id in searched or not all(n in line for n in needles):
+                    continue
+                searched.add(sig.id)
+                m = sig.pattern.search(line)
+                if m:
+                    self._record(sig, m, self.lines_read, line)
+        for sig, first, icase in self._multi:
+            if first is not None:
+                if first in (line.lower() if icase else line):
+                    self._armed[sig.id] = self.lines_read
+                if self.lines_read - self._armed.get(sig.id, -MAX_WINDOW_LINES) >= sig.lines:
+                    continue  # its first needle is not in the window: it cannot match
             lines = list(self._window)[-sig.lines:]
             text = "\n".join(lines)
             start_of_last = len(text) - len(line)
