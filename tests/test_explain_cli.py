@@ -35,7 +35,7 @@ CASE_EXPECTATIONS = {
         "lib.libcuda-missing", {"library": "libcuda.so"}, ["driver library libcuda.so"],
         ["/usr/lib/wsl/lib", "sudo ldconfig", "Do not install a Linux driver inside WSL"], Status.FAIL),
     "09-device-order-fastest-first/user-report.txt": (
-        "devices.order-mismatch", {"smi_index": "1"}, ["number the GPUs differently"],
+        "cuda.device-order-mismatch", {"smi_index": "1"}, ["number the GPUs differently"],
         ["export CUDA_DEVICE_ORDER=PCI_BUS_ID", "UUID"], Status.WARN),
     "17-debian12-sources-list-absent/build-output.txt": (
         "apt.sources-list-absent", {"path": "/etc/apt/sources.list"}, ["deb822"],
@@ -101,10 +101,13 @@ def test_nccl_case_also_names_the_top_level_error_below_the_cause():
     assert ids == ["nccl.shm-no-space", "nccl.unhandled-system-error"]
 
 
-def test_compile_case_ranks_the_cause_above_the_wrapper():
-    ids = [m.signature.id for m in explain_file(
-        str(CASES / "35-torch-compile-no-unversioned-libcuda/compile-output.txt")).matches]
-    assert ids[0] == "compile.lcuda-only-32bit" and ids[-1] == "compile.backend-failed"
+def test_compile_cases_name_the_cause_not_the_wrapper():
+    # BackendCompilerFailed and the plain "cannot find -lcuda" yield to the specific cause
+    for case, cause in (("35-torch-compile-no-unversioned-libcuda/compile-output.txt", "compile.lcuda-only-32bit"),
+                        ("26-torch-compile-missing-python-h/traceback.txt", "compile.python-h-missing")):
+        assert [m.signature.id for m in explain_file(str(CASES / case)).matches] == [cause]
+    alone = explain_text("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nKeyError: 'x'")
+    assert [m.signature.id for m in alone.matches] == ["compile.backend-failed"]
 
 
 # ----------------------------------------------------------------- files, stdin, formats

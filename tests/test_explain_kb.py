@@ -130,6 +130,8 @@ def _doc(**override):
     ({"expect": {"other": "1"}}, "expect"),
     ({"derive": {"v": {"kind": "nonsense", "from": "thing"}}}, "derive"),
     ({"colour": "red"}, "unknown key"),
+    ({"yields_to": ["x.other"]}, "yields_to names no other signature"),
+    ({"yields_to": "x.other"}, "yields_to"),
 ])
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
     with pytest.raises(SignatureError) as err:
@@ -228,20 +230,49 @@ def test_neighbour_versions_and_libraries(text, sig_id, values):
     assert {k: top.values[k] for k in values} == values
 
 
+@pytest.mark.parametrize("text, sig_id, values", [
+    ("gpu-a:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
+     "nccl.shm-no-space", {"shm_size": "9637892"}),
+    ("main.c:5:10: fatal error: 'Python.h' file not found", "compile.python-h-missing", {}),
+    ("cp: cannot stat '/etc/apt/sources.list': No such file or directory", "apt.sources-list-absent",
+     {"path": "/etc/apt/sources.list"}),
+    ("ERROR: Configuration file could not be loaded.\nFile contains no section headers.\n"
+     "file: '/etc/xdg/pip/pip.conf', line: 2\n'x = 1\\n'", "pip.conf-no-section-header",
+     {"path": "/etc/xdg/pip/pip.conf", "lineno": "2"}),
+    ("  Caused by: error sending request for url (https://pypi.org/simple/numpy/)", "uv.default-index",
+     {"package": "numpy"}),
+    ("nvidia-smi shows the process running on GPU 3 although the script uses cuda:0", "cuda.device-order-mismatch",
+     {"smi_index": "3"}),
+    ("DEBUG Sending fresh GET request for https://pypi.org/simple/ruff/", "uv.default-index", {"host": "pypi.org"}),
+])
+def test_other_wordings_of_the_same_faults(text, sig_id, values):
+    result = explain_text(text)
+    assert [m.signature.id for m in result.matches] == [sig_id]
+    assert {k: result.matches[0].values[k] for k in values} == values
+
+
+def test_generic_signatures_yield_to_specific_ones():
+    text = ("ERROR: Could not find a version that satisfies the requirement torch==9.0 (from versions: none)\n"
+            "ERROR: No matching distribution found for torch==9.0\n")
+    assert [m.signature.id for m in explain_text(text).matches] == ["pip.no-versions-at-all"]
+    alone = explain_text("ERROR: No matching distribution found for torch==9.0")
+    assert [m.signature.id for m in alone.matches] == ["pip.no-matching-distribution"]
+
+
 def test_multi_line_signature_sees_a_window_and_reports_its_first_line():
     text = "\n".join(["$ pip list", "noise"] * 3 + [
         "Configuration file could not be loaded.", "File contains no section headers.",
         "file: '/srv/venv/pip.conf', line: 3", "'url = x\\n'"])
     (m,) = explain_text(text).matches
     assert m.signature.id == "pip.conf-no-section-header"
-    assert m.line == 7 and m.values == {"path": "/srv/venv/pip.conf", "lineno": "3"}
+    assert m.line == 8 and m.values == {"path": "/srv/venv/pip.conf", "lineno": "3"}
 
 
 def test_multi_line_signature_does_not_match_lines_too_far_apart():
-    text = "Configuration file could not be loaded.\n" + "x\n" * 10 + "File contains no section headers.\n" \
+    text = "Configuration file could not be loaded.\nFile contains no section headers.\n" + "x\n" * 10 + \
            "file: '/srv/venv/pip.conf', line: 3\n"
     ids = [m.signature.id for m in explain_text(text).matches]
-    assert "pip.conf-no-section-header" not in ids and ids == ["pip.conf-unparsable"]
+    assert ids == ["pip.conf-unparsable"]
 
 
 def test_long_lines_are_cut_and_stay_fast():

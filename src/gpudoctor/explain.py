@@ -62,7 +62,7 @@ MAX_WINDOW_LINES = 12
 _SIG_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 _FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
 _REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
-_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags")
+_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to")
 _FLAGS = {"i": re.IGNORECASE}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -94,6 +94,9 @@ class Signature:
         lines: window height in lines (1 = the pattern sees one line at a time).
         status: the verdict its finding carries (``fail`` by default).
         derive: derived value name -> (kind, source group); see :data:`DERIVATIONS`.
+        yields_to: ids of more specific signatures: when one of them matched the same
+            text, this (generic) match is left out (``BackendCompilerFailed`` yields to
+            the compiler error it wraps).
     """
 
     id: str
@@ -113,6 +116,7 @@ class Signature:
     derive: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
     needles: Tuple[str, ...] = ()
     any_needles: Tuple[str, ...] = ()
+    yields_to: Tuple[str, ...] = ()
     literal_chars: int = 0
 
     @property
@@ -376,6 +380,9 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         for ph in _PLACEHOLDER.findall(raw[key]):
             if ph not in usable:
                 raise _fail(sig_id, f"{key} uses {{{ph}}}, which is neither a named group nor a derived value")
+    yields_to = raw.get("yields_to", [])
+    if not isinstance(yields_to, list) or not all(isinstance(y, str) and _SIG_ID_RE.match(y) for y in yields_to):
+        raise _fail(sig_id, "'yields_to' must be a list of signature ids")
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -385,7 +392,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         meaning=raw["meaning"].strip(), remedy=raw["remedy"].strip(), checks=tuple(checks),
         source=raw["source"].strip(), example=raw["example"].strip("\n"), expect=dict(expect), priority=priority,
         lines=lines, status=status, derive=derive, needles=needles, any_needles=any_needles,
-        literal_chars=literal)
+        yields_to=tuple(yields_to), literal_chars=literal)
 
 
 def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
@@ -405,6 +412,10 @@ def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
             raise _fail(sig.id, f"duplicate id (also signature #{seen[sig.id] + 1})")
         seen[sig.id] = i
         out.append(sig)
+    for sig in out:
+        unknown = [y for y in sig.yields_to if y not in seen or y == sig.id]
+        if unknown:
+            raise _fail(sig.id, f"yields_to names no other signature: {', '.join(unknown)}")
     return tuple(out)
 
 
@@ -593,6 +604,7 @@ def rank(matches: Iterable[Match]) -> List[Match]:
     - Best first: higher :attr:`Signature.specificity`, then earlier in the text.
     - A match whose values are a subset of another match of the same signature is
       folded into it (the same error told twice, once with fewer details).
+    - A generic signature is left out when one it ``yields_to`` matched too.
     - On the same line, only the best signature is kept: a generic signature
       (``unhandled system error``) that matches the very line a specific one
       explains adds nothing.
@@ -610,6 +622,8 @@ def rank(matches: Iterable[Match]) -> List[Match]:
         if twins:
             m = Match(m.signature, m.values, m.line, m.text, m.count + sum(t.count for t in twins), m.stream)
         folded.append(m)
+    present = {m.signature.id for m in folded}
+    folded = [m for m in folded if not present.intersection(m.signature.yields_to)]
     ordered = sorted(folded, key=lambda m: (tuple(-x for x in m.signature.specificity), m.line))
     kept: List[Match] = []
     for m in ordered:
