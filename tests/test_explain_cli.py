@@ -332,3 +332,14 @@ def test_explain_text_is_reentrant_between_calls():
     b = explain_text("E: Unable to locate package foo")
     assert [m.signature.id for m in a.matches] == ["cuda.no-gpus-available"]
     assert [m.signature.id for m in b.matches] == ["apt.unable-to-locate"]
+
+
+def test_json_with_confirming_checks_embeds_a_valid_report():
+    from _foundation import validator
+    proc = run_gpudoctor("explain", "--offline", "--format", "json",
+                         str(CASES / "20-pip-conf-no-section-header/pip-output.txt"))
+    doc = json.loads(proc.stdout)
+    assert doc["checks_run"] == ["pip.config"] and doc["unresolved_checks"] == []
+    validator("report.schema.json").validate(doc["checks"])
+    assert [f["check"] for f in doc["checks"]["findings"]] == ["pip.config"]
+    assert proc.returncode == 1  # the diagnosis itself is a failure
