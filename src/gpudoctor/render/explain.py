@@ -69,6 +69,8 @@ def render_explain_console(result: ExplainResult, console: Console, verbose: boo
         return
     console.print(Text(f"Confirming on this machine: gpudoctor check {' '.join(conf.check_ids)}", style="bold"))
     render_console(conf.report, console, verbose)  # type: ignore[arg-type]
+    if verbose and conf.unresolved:
+        console.print(Text(f"(also named, not installed here: {', '.join(conf.unresolved)})", style="dim"))
 
 
 def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str:
