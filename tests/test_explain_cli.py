@@ -343,3 +343,21 @@ def test_json_with_confirming_checks_embeds_a_valid_report():
     validator("report.schema.json").validate(doc["checks"])
     assert [f["check"] for f in doc["checks"]["findings"]] == ["pip.config"]
     assert proc.returncode == 1  # the diagnosis itself is a failure
+
+
+def test_no_input_on_a_terminal_is_a_usage_error():
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*GPUDOCTOR, "explain"], stdout=slave, stderr=slave, stdin=slave, env=env_with())
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        out += data
+    assert proc.wait(timeout=60) == 2
+    assert b"give a FILE to explain" in out and b"Traceback" not in out

@@ -375,4 +375,6 @@ from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
 from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
 from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)
 from gpudoctor import cli_mirrors  # noqa: E402,F401  (registers `gpudoctor mirrors`)
-from gpudoctor import cli_explain  # noqa: E402,F401  (registers `gpudoctor explain`)
+from gpudoctor.cli_explain import explain as _explain  # noqa: E402  (`gpudoctor explain`, issue 16)
+
+cli.add_command(_explain)

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, _build_system, _check_pythons, _load_registry, _options, _usage, cli
+from gpudoctor.cli import CONTEXT_SETTINGS, _build_system, _check_pythons, _load_registry, _options, _usage
 
 _COMMAND_KEY = "gpudoctor.explain.command"
 
@@ -29,7 +29,7 @@ class _ExplainCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-@cli.command("explain", cls=_ExplainCommand, context_settings=CONTEXT_SETTINGS)
+@click.command("explain", cls=_ExplainCommand, context_settings=CONTEXT_SETTINGS)
 @click.argument("file", required=False, metavar="[FILE | - | -- COMMAND [ARGS]...]")
 @click.option("--list", "list_", is_flag=True, help="List every known error signature and exit.")
 @click.option("--no-check", is_flag=True, help="Only explain; do not run the confirming checks on this machine.")
