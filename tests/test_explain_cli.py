@@ -361,3 +361,16 @@ def test_no_input_on_a_terminal_is_a_usage_error():
         out += data
     assert proc.wait(timeout=60) == 2
     assert b"give a FILE to explain" in out and b"Traceback" not in out
+
+
+_HEALTHY_INPUT_PATTERNS = ("ls-*.txt", "ldconfig-p.txt", "nvidia-smi*.txt", "nvidia-smi-q.xml", "pip-list.txt",
+                           "env.txt", "*.json", "*.sources", "pip.conf", "os-release.txt", "ldd-*.txt",
+                           "pip-config-debug.txt", "df-dev-shm.txt", "proc-driver-nvidia-version.txt")
+
+
+def test_machine_state_files_of_the_cases_are_not_mistaken_for_errors():
+    # listings, tables and configuration files show a machine's state; none is an error message
+    files = sorted({p for pattern in _HEALTHY_INPUT_PATTERNS for p in CASES.glob(f"*/{pattern}")})
+    assert len(files) > 20
+    for path in files:
+        assert explain_file(str(path)).matches == (), path
