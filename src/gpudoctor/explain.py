@@ -8,10 +8,12 @@ error message of the GPU, PyTorch, NCCL, container, pip, uv, conda and apt world
   table raises :class:`SignatureError` naming the signature and the key);
 - matches a text stream line by line (:class:`Matcher`): single-line signatures
   see one line, multi-line ones (``lines = N``) a sliding window of the last N
-  lines, so memory stays bounded however long the log is;
+  lines, so memory stays bounded however long the log is; a regex runs only on
+  lines that hold the literal text it needs (its *needles*, derived from the
+  pattern);
 - ranks the matches by specificity (explicit ``priority``, then the length of the
-  pattern's literal text, then its number of named groups) and removes
-  duplicates (:func:`explain_lines`);
+  pattern's literal text, then its number of named groups), folds repeats and
+  lets generic signatures step aside for specific ones (:func:`rank`);
 - turns matches into :class:`~gpudoctor.model.Finding` values (cause + remedy)
   and names the checks that confirm them on this machine
   (:func:`resolve_checks`).
@@ -27,7 +29,7 @@ import functools
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text, redact_value
@@ -46,7 +48,6 @@ __all__ = [
     "resolve_checks",
     "rank",
     "match_finding",
-    "signature_by_id",
     "MAX_LINE_CHARS",
 ]
 
@@ -709,18 +710,3 @@ def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> Tuple[List[str]
             unresolved.append(ref)
         ids.extend(hit)
     return list(dict.fromkeys(ids)), unresolved
-
-
-def iter_lines(stream: Iterable[str]) -> Iterator[str]:
-    """Lines of a text stream without their line ends."""
-    for line in stream:
-        yield line.rstrip("\r\n")
-
-
-def signature_by_id(sig_id: str) -> Signature:
-    """The shipped signature with this id; ``KeyError`` if there is none."""
-    for s in load_signatures():
-        if s.id == sig_id:
-            return s
-    raise KeyError(sig_id)
-

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO, Iterator, List, Optional, Sequence, Tuple
+from typing import IO, BinaryIO, List, Optional, Sequence, Tuple
 
 from gpudoctor.explain import MAX_LINE_CHARS, Explanation, Matcher, merge, resolve_checks
 
