@@ -374,3 +374,19 @@ def test_machine_state_files_of_the_cases_are_not_mistaken_for_errors():
     assert len(files) > 20
     for path in files:
         assert explain_file(str(path)).matches == (), path
+
+
+def test_stream_reader_handles_chunk_boundaries_progress_bars_and_bad_bytes():
+    import io
+
+    from gpudoctor.explain_run import CHUNK, explain_stream
+    pad = b"x" * (CHUNK - 1)
+    data = (pad + "é\n".encode()  # a two-byte character split across the chunk boundary
+            + b"\xff\xfe garbage\n"
+            + b"epoch 1  10%\repoch 1  50%\rRuntimeError: No CUDA GPUs are available\n"
+            + b"step " * 5000 + b"\n"  # a long line without the error
+            + b"E: Unable to locate package cuda-toolkit-12-4")  # no final newline
+    result = explain_stream(io.BytesIO(data))
+    assert [(m.signature.id, m.line) for m in result.matches] == [("cuda.no-gpus-available", 3),
+                                                                  ("apt.unable-to-locate", 5)]
+    assert result.lines_read == 5
