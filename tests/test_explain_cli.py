@@ -51,7 +51,8 @@ CASE_EXPECTATIONS = {
         "dataloader.bus-error", {"pid": "572"}, ["/dev/shm is too small"],
         ["--shm-size=16g", "--ipc=host", "medium: Memory"], Status.FAIL),
     "26-torch-compile-missing-python-h/traceback.txt": (
-        "compile.python-h-missing", {}, ["Python.h is missing"], ["-dev", "apt-get install"], Status.FAIL),
+        "compile.python-h-missing", {"python_version": "3.10", "include_dir": "/usr/include/python3.10"},
+        ["Python.h (Python 3.10 headers) is missing"], ["sudo apt-get install python3.10-dev"], Status.FAIL),
     "26-torch-compile-missing-python-h/probe-output.txt": (
         "python.headers-absent", {"python_version": "3.10"}, ["Python 3.10"], ["python3.10-dev"], Status.FAIL),
     "28-nccl-shm-docker-64m/nccl-output.txt": (
@@ -68,7 +69,8 @@ CASE_EXPECTATIONS = {
         "compile.lcuda-only-32bit", {"path": "/usr/lib/i386-linux-gnu/libcuda.so"}, ["32-bit", "-lcuda"],
         ["sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so", "LIBRARY_PATH"], Status.FAIL),
     "39-k8s-pod-no-nvidia-runtimeclass/pod-events.txt": (
-        "container.nvidia-smi-missing", {}, ["NVIDIA runtime"], ["runtimeClassName: nvidia"], Status.FAIL),
+        "k8s.pod-without-nvidia-runtime", {}, ["without the NVIDIA runtime"],
+        ["runtimeClassName: nvidia", "--set-as-default", "does not apply to Kubernetes"], Status.FAIL),
     "39-k8s-pod-no-nvidia-runtimeclass/in-pod.txt": (
         "container.no-device-nodes", {"path": "/dev/nvidia*"}, ["/dev/nvidia*"], ["runtimeClassName: nvidia"],
         Status.FAIL),

@@ -247,6 +247,9 @@ def test_neighbour_versions_and_libraries(text, sig_id, values):
     ("gpu-a:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
      "nccl.shm-no-space", {"shm_size": "9637892"}),
     ("main.c:5:10: fatal error: 'Python.h' file not found", "compile.python-h-missing", {}),
+    ("x.c:1:10: fatal error: Python.h: No such file or directory\ncompilation terminated.\n"
+     "subprocess.CalledProcessError: Command '['gcc', 'x.c', '-I/opt/py/include/python3.13t', '-lcuda']'",
+     "compile.python-h-missing", {"python_version": "3.13", "include_dir": "/opt/py/include/python3.13t"}),
     ("cp: cannot stat '/etc/apt/sources.list': No such file or directory", "apt.sources-list-absent",
      {"path": "/etc/apt/sources.list"}),
     ("ERROR: Configuration file could not be loaded.\nFile contains no section headers.\n"
@@ -279,6 +282,14 @@ def test_multi_line_signature_sees_a_window_and_reports_its_first_line():
     (m,) = explain_text(text).matches
     assert m.signature.id == "pip.conf-no-section-header"
     assert m.line == 8 and m.values == {"path": "/srv/venv/pip.conf", "lineno": "3"}
+
+
+def test_absent_optional_values_read_naturally():
+    (m,) = explain_text("x.c:1:10: fatal error: Python.h: No such file or directory").matches
+    finding = match_finding(m)
+    assert m.summary.endswith("Python.h (Python 3.X headers) is missing")
+    assert "<" not in finding.explanation.replace("<Python.h>", "")
+    assert "sudo apt-get install python3.X-dev" in finding.explanation
 
 
 def test_multi_line_signature_does_not_match_lines_too_far_apart():

@@ -65,7 +65,8 @@ _FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
 _REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
 _OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to")
 _FLAGS = {"i": re.IGNORECASE}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+#: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([^{}]*))?\}")
 
 
 class SignatureError(ValueError):
@@ -378,7 +379,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         raise _fail(sig_id, "'expect' may only name the regex's named groups or derived values")
     usable = named | set(derive)
     for key in ("title", "meaning", "remedy"):
-        for ph in _PLACEHOLDER.findall(raw[key]):
+        for ph, _default in _PLACEHOLDER.findall(raw[key]):
             if ph not in usable:
                 raise _fail(sig_id, f"{key} uses {{{ph}}}, which is neither a named group nor a derived value")
     yields_to = raw.get("yields_to", [])
@@ -450,8 +451,14 @@ class Match:
     stream: str = ""
 
     def fill(self, template: str) -> str:
-        """``template`` with ``{name}`` replaced by extracted values; unknown ones become ``<name>``."""
-        return _PLACEHOLDER.sub(lambda m: self.values.get(m.group(1)) or f"<{m.group(1)}>", template)
+        """``template`` with ``{name}`` replaced by extracted values; an absent value becomes the
+        default of ``{name|default}``, else ``<name>``."""
+        def one(m: "re.Match[str]") -> str:
+            value = self.values.get(m.group(1))
+            if value:
+                return value
+            return m.group(2) if m.group(2) is not None else f"<{m.group(1)}>"
+        return _PLACEHOLDER.sub(one, template)
 
     @property
     def summary(self) -> str:
