@@ -326,3 +326,41 @@ def test_secrets_in_matched_lines_are_redacted_in_findings():
 
 def test_signature_ids_are_not_check_ids():
     assert not set(BY_ID) & set(load_registry().checks)
+
+
+# ----------------------------------------------------------------- the pre-filter never loses a match
+
+def _bare():
+    import dataclasses
+    return [dataclasses.replace(s, needles=(), any_needles=()) for s in SIGNATURES]
+
+
+def _found(text, signatures=None):
+    m = Matcher(signatures)
+    m.feed_text(text)
+    return sorted((x.signature.id, x.line, tuple(sorted(x.values.items()))) for x in m._found.values())
+
+
+def test_prefilter_agrees_with_searching_every_regex_on_examples_and_logs():
+    bare = _bare()
+    texts = [s.example for s in SIGNATURES] + [p.read_text() for p in NOISY]
+    texts += [p.read_text() for p in (FIXTURES / "cases").glob("*/*.txt")]
+    for text in texts:
+        assert _found(text) == _found(text, bare)
+
+
+def test_prefilter_agrees_on_mangled_examples():
+    from hypothesis import given, settings, strategies as st
+
+    bare = _bare()
+    lines = [ln for s in SIGNATURES for ln in s.example.splitlines() if ln.strip()]
+
+    @settings(max_examples=150, deadline=None)
+    @given(st.lists(st.tuples(st.sampled_from(lines), st.integers(0, 400), st.integers(0, 400),
+                              st.text(alphabet="ab :'\"()[]/._-0123456789é\t", max_size=12)), min_size=1, max_size=6))
+    def check(parts):
+        # cut, splice and glue example lines: matches may appear or vanish, but both matchers agree
+        text = "\n".join(line[a:] + junk + line[:b] for line, a, b, junk in parts)
+        assert _found(text) == _found(text, bare)
+
+    check()
