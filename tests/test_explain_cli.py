@@ -139,7 +139,7 @@ def test_json_format_parses_and_carries_values_and_confirming_ids():
     (d,) = doc["diagnosis"]
     assert d["signature"] == "lib.nvjitlink-too-old" and d["status"] == "fail"
     assert d["values"]["needed_version"] == "12.4" and d["line"] == 7
-    assert "cuda.toolkit" in doc["confirm_with"] and doc["checks_run"] == []
+    assert "cuda.toolkit" in doc["confirm_with"] and doc["checks_run"] == [] and doc["confirmed_here"] is None
     assert proc.returncode == 1
 
 
@@ -344,6 +344,7 @@ def test_json_with_confirming_checks_embeds_a_valid_report():
     assert doc["checks_run"] == ["pip.config"] and doc["unresolved_checks"] == []
     validator("report.schema.json").validate(doc["checks"])
     assert [f["check"] for f in doc["checks"]["findings"]] == ["pip.config"]
+    assert doc["confirmed_here"] is (doc["checks"]["findings"][0]["status"] in ("warn", "fail"))
     assert proc.returncode == 1  # the diagnosis itself is a failure
 
 

@@ -308,6 +308,9 @@ class ExplainResult:
             "diagnosis": diagnosis,
             "checks": report.to_json() if report is not None else None,  # type: ignore[attr-defined]
             "checks_run": list(conf.check_ids) if conf and report is not None else [],
+            # whether a confirming check warns or fails here (null: none ran)
+            "confirmed_here": (any(f.status.value in ("warn", "fail") for f in report.findings)  # type: ignore[attr-defined]
+                               if report is not None else None),
             "confirm_with": list(conf.check_ids) if conf else [],
             "unresolved_checks": list(conf.unresolved) if conf else [],
             "suggestion": None if self.explanation.matches else "gpudoctor check",

@@ -18,6 +18,13 @@ from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS
 __all__ = ["render_explain_console", "render_explain_markdown", "render_explain_json", "NO_MATCH_HINT"]
 
 NO_MATCH_HINT = "Run `gpudoctor check` to examine this machine anyway."
+NOT_HERE_HINT = ("The confirming checks find nothing wrong on this machine: if the log comes from another machine, "
+                 "container or environment, run `gpudoctor explain` there (or `--python PATH` for another interpreter).")
+
+
+def _nothing_found_here(report) -> bool:
+    from gpudoctor.model import Status
+    return not any(f.status >= Status.WARN for f in report.findings)
 
 
 def _where(m: Match) -> str:
@@ -69,6 +76,8 @@ def render_explain_console(result: ExplainResult, console: Console, verbose: boo
         return
     console.print(Text(f"Confirming on this machine: gpudoctor check {' '.join(conf.check_ids)}", style="bold"))
     render_console(conf.report, console, verbose)  # type: ignore[arg-type]
+    if _nothing_found_here(conf.report):
+        console.print(NOT_HERE_HINT)
     if verbose and conf.unresolved:
         console.print(Text(f"(also named, not installed here: {', '.join(conf.unresolved)})", style="dim"))
 
@@ -94,7 +103,9 @@ def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str
                          else "No installed check can confirm this on this machine.")
         else:
             lines += [f"`gpudoctor check {' '.join(conf.check_ids)}`", "",
-                      render_markdown(conf.report, verbose).replace("## gpudoctor", "### gpudoctor", 1)]  # type: ignore[arg-type]
+                      render_markdown(conf.report, verbose).replace("## gpudoctor", "### gpudoctor", 1).rstrip("\n")]  # type: ignore[arg-type]
+            if _nothing_found_here(conf.report):
+                lines += ["", NOT_HERE_HINT]
     return "\n".join(lines).rstrip() + "\n"
 
 
