@@ -232,6 +232,8 @@ def test_command_output_diagnosis_confirming_checks_and_its_exit_code():
     assert "Confirming on this machine: gpudoctor check nvidia.driver cuda.driver torch.install" in err
     assert "nvidia.driver  " in err.split("Confirming on this machine")[1]
     assert f"[{PY}]" in err or PY in err
+    # no GPU here, so nothing confirms the driver fault on this machine: it says so
+    assert "The confirming checks find nothing wrong on this machine" in err
 
 
 def test_command_raising_a_known_python_error_keeps_its_exit_code():
