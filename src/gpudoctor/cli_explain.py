@@ -123,15 +123,23 @@ def _list(signatures, fmt: str) -> None:
 def _run(command: List[str], output: Optional[str], fmt: str):
     from gpudoctor import explain_run
 
+    for stream in (sys.stdout, sys.stderr):  # what we printed so far comes before the command's output
+        stream.flush()
     try:
-        outcome = explain_run.run_command(command, click.get_binary_stream("stdout"),
-                                          click.get_binary_stream("stderr"))
+        outcome = explain_run.run_command(command, _fd(sys.stdout, 1), _fd(sys.stderr, 2))
     except OSError as exc:
         click.echo(f"gpudoctor explain: cannot start {command[0]}: {exc.strerror or exc}", err=True)
         sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
     if outcome.returncode == 0:
         return None
     return explain_run.ExplainResult(shlex.join(command), outcome.explanation, None, tuple(command), outcome.returncode)
+
+
+def _fd(stream, default: int) -> int:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced stream without a descriptor
+        return default
 
 
 def _confirm(result, root, pythons, offline, probe_timeout):

@@ -110,7 +110,18 @@ def exit_status(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def _pump(src: IO[bytes], dst: Optional[BinaryIO], matcher: Matcher) -> None:
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _pump(src: IO[bytes], dst: Optional[int], matcher: Matcher) -> None:
+    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher.
+
+    Written to the descriptor itself, below any Python stream wrapper: the command's
+    output is its own and passes unchanged (gpudoctor's redaction applies to gpudoctor's
+    output, the explanation)."""
     splitter = _LineSplitter()
     fd = src.fileno()
     broken = False
@@ -121,9 +132,8 @@ def _pump(src: IO[bytes], dst: Optional[BinaryIO], matcher: Matcher) -> None:
             data = b""
         if data and dst is not None and not broken:
             try:
-                dst.write(data)
-                dst.flush()
-            except (BrokenPipeError, ValueError, OSError):
+                _write_all(dst, data)
+            except OSError:
                 broken = True  # our reader went away: keep draining so the command is not blocked
         for line in splitter.feed(data, final=not data):
             matcher.feed(line)
@@ -131,10 +141,11 @@ def _pump(src: IO[bytes], dst: Optional[BinaryIO], matcher: Matcher) -> None:
             break
 
 
-def run_command(argv: Sequence[str], stdout: Optional[BinaryIO], stderr: Optional[BinaryIO],
+def run_command(argv: Sequence[str], stdout: Optional[int] = 1, stderr: Optional[int] = 2,
                 env: Optional[dict] = None) -> CommandOutcome:
-    """Run ``argv`` (no shell), copying its output to ``stdout``/``stderr`` unchanged as it
-    arrives and matching it. Blocks until the command exits and both pipes are drained.
+    """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
+    ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
+    command exits and both pipes are drained.
 
     The command inherits stdin, the environment and the process group (so Ctrl-C in a
     terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
