@@ -13,7 +13,8 @@ from typing import List, Optional
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, _build_system, _check_pythons, _load_registry, _options, _usage
+from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, load_registry,
+                                  make_collect_options, usage)
 
 _COMMAND_KEY = "gpudoctor.explain.command"
 
@@ -70,21 +71,21 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
         raise click.ClickException(str(exc)) from None
     if list_:
         if file or command is not None:
-            raise _usage("--list takes no FILE or COMMAND")
+            raise usage("--list takes no FILE or COMMAND")
         _list(signatures, fmt)
         return
-    _check_pythons(pythons)
+    check_pythons(pythons)
     if command is not None:
         if file:
-            raise _usage("give either FILE or `-- COMMAND`, not both")
+            raise usage("give either FILE or `-- COMMAND`, not both")
         if not command:
-            raise _usage("nothing to run after `--`")
+            raise usage("nothing to run after `--`")
         result = _run(command, output, fmt)
         if result is None:  # the command succeeded: nothing to explain
             sys.exit(0)
     else:
         if file is None and sys.stdin.isatty():
-            raise _usage("give a FILE to explain, `-` for stdin, or `-- COMMAND` to run")
+            raise usage("give a FILE to explain, `-` for stdin, or `-- COMMAND` to run")
         try:
             if file in (None, "-"):
                 explanation = explain_run.explain_stream(sys.stdin.buffer)
@@ -93,16 +94,16 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
                 explanation = explain_run.explain_file(file)
                 source = file
         except IsADirectoryError:
-            raise _usage(f"{file}: is a directory") from None
+            raise usage(f"{file}: is a directory") from None
         except OSError as exc:
-            raise _usage(f"{file}: {exc.strerror or exc}") from None
+            raise usage(f"{file}: {exc.strerror or exc}") from None
         except EOFError:
-            raise _usage(f"{file}: truncated compressed file") from None
+            raise usage(f"{file}: truncated compressed file") from None
         result = explain_run.ExplainResult(source, explanation)
     if result.explanation.matches:
         if no_check:
             from dataclasses import replace
-            result = replace(result, confirmation=explain_run.plan_confirmation(result.explanation, _load_registry()))
+            result = replace(result, confirmation=explain_run.plan_confirmation(result.explanation, load_registry()))
         else:
             result = _confirm(result, root, pythons, offline, probe_timeout)
     _render(result, fmt, output, verbose, to_stderr=command is not None)
@@ -152,11 +153,11 @@ def _confirm(result, root, pythons, offline, probe_timeout):
     if not pythons and result.command:
         found = explain_run.target_python(result.command)
         pythons = (found,) if found else ()
-    system = _build_system(root)
-    options = _options(pythons, offline, probe_timeout)
+    system = build_system(root)
+    options = make_collect_options(pythons, offline, probe_timeout)
     try:
         with SpinnerProgress(make_console(sys.stderr)) as progress:
-            confirmation = explain_run.confirm(result.explanation, _load_registry(), system, options, progress)
+            confirmation = explain_run.confirm(result.explanation, load_registry(), system, options, progress)
     finally:
         kill_running_commands()
     return replace(result, confirmation=confirmation)
@@ -171,7 +172,7 @@ def _render(result, fmt: str, output: Optional[str], verbose: bool, to_stderr: b
             try:
                 fh = open(output, "w", encoding="utf-8")
             except OSError as exc:
-                raise _usage(f"-o {output}: {exc.strerror or exc}") from None
+                raise usage(f"-o {output}: {exc.strerror or exc}") from None
             with fh:
                 render_explain_console(result, make_console(fh), verbose)
             return
@@ -184,6 +185,6 @@ def _render(result, fmt: str, output: Optional[str], verbose: bool, to_stderr: b
             with open(output, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
-            raise _usage(f"-o {output}: {exc.strerror or exc}") from None
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
     else:
         click.echo(text, nl=False, err=to_stderr)
