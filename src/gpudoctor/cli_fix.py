@@ -33,7 +33,8 @@ import click
 from gpudoctor.cli import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, _build_system, _check_pythons,
                            _load_registry, _options, _usage, cli, common_collect_options)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
-from gpudoctor.mirrors.cli_options import fix_mirror_extra, mirror_check_options, resolve_pip_mirror
+from gpudoctor.mirrors.cli_options import (fix_mirror_extra, mirror_check_options, resolve_apt_security,
+                                           resolve_pip_mirror)
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
@@ -301,6 +302,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     manual = [] if named else _no_automatic_fix(before.findings, registry)
 
     resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
+    security_note = resolve_apt_security(options, before.facts, collect_options.extra, offline,
+                                         [f.id for f in selected])
+    if security_note:
+        out.line(f"apt.mirror: {security_note}")
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
     doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,

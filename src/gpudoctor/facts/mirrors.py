@@ -94,6 +94,43 @@ class AptRewrite:
     matches: bool
 
 
+@dataclass(frozen=True)
+class SourceEdit:
+    """A build-file command that edits a file apt, pip, uv or conda may read (``--dockerfile``).
+
+    Found by replaying the build's commands on the inspected root's files
+    (:mod:`gpudoctor.mirrors.buildwrites`).
+
+    Attributes:
+        origin: ``<file>:<line>`` of the instruction.
+        command: the simple command, re-quoted on one line.
+        tool: ``apt``, ``pip``, ``uv`` or ``conda``.
+        path: the file it edits (inside the image).
+        action: ``sed``, ``write``, ``append``, ``copy``, ``cp``, ``mv`` or ``remove``.
+        target_exists: whether the file existed when the command ran.
+        changed: whether the command changes the file (``sed``: its pattern matched).
+        content: the file's text after the command, when known (None: unknown
+            or removed, e.g. ``COPY`` from the build context).
+        pattern: ``sed``: the text it replaces (escapes removed).
+        replacement: ``sed``: the new text.
+        read: whether ``tool`` reads this path in the image (None: not judged).
+        reads_instead: where ``tool`` reads that scope's configuration, when ``read`` is False.
+    """
+
+    origin: str
+    command: str
+    tool: str
+    path: str
+    action: str
+    target_exists: bool
+    changed: bool
+    content: Optional[str] = None
+    pattern: str = ""
+    replacement: str = ""
+    read: Optional[bool] = None
+    reads_instead: str = ""
+
+
 @domain("apt")
 @dataclass(frozen=True)
 class AptFacts:
@@ -109,6 +146,10 @@ class AptFacts:
         ca_certificates: whether a system CA bundle exists
             (``/etc/ssl/certs/ca-certificates.crt``); without it apt cannot use https.
         rewrites: mirror rewrites found in a build file given with ``--dockerfile``.
+        build_file: name of that build file ("" when none was given).
+        build_edits: every edit of an apt source file the build makes, in order.
+        built_sources: the sources apt reads after the build (the build's edits
+            replayed on the root's files); empty without ``--dockerfile``.
     """
 
     distro_id: str
@@ -119,6 +160,9 @@ class AptFacts:
     sources: Tuple[AptSource, ...]
     ca_certificates: bool
     rewrites: Tuple[AptRewrite, ...] = ()
+    build_file: str = ""
+    build_edits: Tuple[SourceEdit, ...] = ()
+    built_sources: Tuple[AptSource, ...] = ()
 
 
 # --------------------------------------------------------------------------- uv
