@@ -61,7 +61,7 @@ def test_plan_edits_exact_file_text_and_keeps_comments(tmp_path):
     [edit] = p.edits
     assert edit.path == "/etc/pip.conf" and edit.old_text == text
     assert edit.new_text == text.replace("https://old.example.org/simple", MIRROR)
-    assert p.addresses == ("pip.config",) and "set index-url" in p.description
+    assert p.addresses == ("pip.config", "index.consistency") and "set index-url" in p.description
 
 
 def test_plan_refusals(tmp_path):

@@ -100,8 +100,11 @@ def _rewrite_findings(apt: AptFacts) -> List[Finding]:
     not_in_effect = _not_in_effect(apt, official_domains())
     out += not_in_effect
     no_match = [r for r in apt.rewrites if r.target_exists and not r.matches]
-    if not_in_effect:
-        no_match = []
+    official = official_domains()
+    if not_in_effect or (apt.build_file and apt.built_sources and not any(
+            s.enabled and is_distro_source(s) and any(is_official(_host(u), official) for u in s.uris)
+            for s in apt.built_sources)):
+        no_match = []  # reported above, or harmless: after the build apt reads only the mirror
     if no_match:
         lines = "\n".join(f"- `{r.origin}`: `{r.pattern}` does not occur in `{r.target}`" for r in no_match)
         out.append(Finding(check="apt.sources", status=Status.WARN,

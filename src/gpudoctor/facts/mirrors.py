@@ -197,6 +197,10 @@ class UvFacts:
         files: config files found (path -> text), for the fix planner.
         user_config: the user-level ``uv.toml`` path (created by the fix when absent).
         no_config: ``UV_NO_CONFIG`` is set (files are ignored).
+        system_config: the system ``uv.toml`` uv reads (the first existing of
+            ``$XDG_CONFIG_DIRS/uv/uv.toml`` and ``/etc/uv/uv.toml``; the latter when none exists).
+        binary: the ``uv`` executable found (``$PATH``, the active venv's ``bin``,
+            ``~/.local/bin``, ``~/.cargo/bin``, inside the root); "" when uv is not installed.
     """
 
     indexes: Tuple[UvIndex, ...]
@@ -205,6 +209,8 @@ class UvFacts:
     files: Dict[str, str] = field(default_factory=dict)
     user_config: str = ""
     no_config: bool = False
+    system_config: str = ""
+    binary: str = ""
 
 
 # --------------------------------------------------------------------------- conda
