@@ -292,7 +292,8 @@ class MirrorProbe:
         official: True for the upstream archive.
         status: ``ok``, ``local`` (file:// index, not probed), ``offline``,
             ``http-error``, ``timeout``, ``tls-error``, ``dns-error``,
-            ``no-network``, ``connect-error``, ``invalid`` (served, but not
+            ``no-network``, ``connect-error``, ``slow`` (answered, but the body
+            came too slowly to be checked: usable, not failing), ``invalid`` (served, but not
             what is needed), ``stale`` (apt: older than the official archive).
         reason: why it is not ``ok``, in operator terms ("" when ok).
         http_status: last HTTP status, or None.
