@@ -81,3 +81,17 @@ def test_slow_body_is_slow_not_an_index_that_lists_no_files(tmp_path):
         f = check(pip_root(tmp_path, f"{trickle.url}/simple"), "--mirror-budget", "1.5")
         assert f["status"] == "warn" and "usable but slow: its body came too slowly to check" in f["summary"]
         assert "lists no files" not in json.dumps(f)
+
+
+@pytest.mark.slow
+def test_check_probes_only_the_indexes_of_selected_checks(tmp_path):
+    with FakeMirror() as pip_index, FakeMirror(prefix="/debian") as apt_archive:
+        root = pip_root(tmp_path, f"{pip_index.url}/simple")
+        write_tree(root, {"/etc/os-release": 'ID=debian\nVERSION_CODENAME=bookworm\n',
+                          "/etc/apt/sources.list": f"deb {apt_archive.url} bookworm main\n"})
+        result = CliRunner().invoke(cli, ["check", "apt.mirror", "--root", str(root)])
+        assert "[ok] apt.mirror" in result.output, result.output
+        assert pip_index.requests == [] and apt_archive.requests
+        result = CliRunner().invoke(cli, ["check", "pip.mirror", "--root", str(root)])
+        assert "[ok] pip.mirror" in result.output, result.output
+        assert pip_index.requests and len(apt_archive.requests) == 3

@@ -315,3 +315,14 @@ def test_mirrors_offline_claims_no_probe_time():
     code, out = run("mirrors", "pip", "--offline")
     assert code == 0, out
     assert "not probed: --offline" in out and "probed concurrently" not in out
+
+
+def test_a_uri_listed_twice_in_one_stanza_is_rewritten_once():
+    from gpudoctor.mirrors.aptsources import replace_base, rewrite_deb822
+    text = ("Types: deb\nURIs: http://ftp.debian.org/debian http://ftp.debian.org/debian/\nSuites: bookworm\n"
+            "Components: main\n\nTypes: deb\nURIs: http://ftp.debian.org/debian\nSuites: bookworm-updates\n"
+            "Components: main\n")
+    new = rewrite_deb822(text, lambda u, s, c, e: replace_base(u, "http://m.example.org/debian"))
+    assert new == text.replace("http://ftp.debian.org/debian http://ftp.debian.org/debian/",
+                               "http://m.example.org/debian").replace("URIs: http://ftp.debian.org/debian\n",
+                                                                      "URIs: http://m.example.org/debian\n")

@@ -203,6 +203,10 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
             selected = engine.select_checks(registry.checks, ids, skip)
         except engine.SelectionError as exc:
             raise _usage(str(exc)) from None
+        from dataclasses import replace as _replace
+        from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
+        options = _replace(options, extra={**options.extra,
+                                           "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})
         with SpinnerProgress(make_console(sys.stderr)) as progress:
             report = engine.run(selected, system, options, progress=progress, facts=facts,
                                 extra_findings=registry.problems)

@@ -222,9 +222,18 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         comps = _words(st.get("Components"))
         enabled = _enabled(st)
 
+        seen: set = set()
+
         def sub(m: re.Match) -> str:
-            new = mapper(m.group(0), suites, comps, enabled)
-            return m.group(0) if new is None else new
+            space, token = m.group(1), m.group(2)
+            new = mapper(token, suites, comps, enabled)
+            if new is None:
+                seen.add(token.rstrip("/"))
+                return m.group(0)
+            if new.rstrip("/") in seen:
+                return ""  # the same URI twice in one stanza: written once
+            seen.add(new.rstrip("/"))
+            return space + new
 
         for i in range(f.first, f.last + 1):
             raw = lines[i]
@@ -232,9 +241,9 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
             ending = raw[len(body):]
             if i == f.first:
                 head, _, value = body.partition(":")
-                lines[i] = head + ":" + re.sub(r"\S+", sub, value) + ending
+                lines[i] = head + ":" + re.sub(r"(\s*)(\S+)", sub, value) + ending
             elif body.strip() != ".":
-                lines[i] = re.sub(r"\S+", sub, body) + ending
+                lines[i] = re.sub(r"(\s*)(\S+)", sub, body) + ending
     return "".join(lines)
 
 

@@ -162,3 +162,10 @@ def resolve_apt_security(options: Dict[str, str], facts: Any, extra: Dict[str, A
         options["security-mirror"] = sibling
         return None
     return f"{sibling} does not serve {suite} ({res.status}: {res.reason}); the security archive stays official"
+
+
+def selected_mirror_ecosystems(check_ids) -> tuple:
+    """Ecosystems whose ``<eco>.mirror`` check is among ``check_ids``: the only configured indexes
+    ``gpudoctor check`` probes (``CollectOptions.extra["mirror_ecosystems"]``)."""
+    ids = set(check_ids)
+    return tuple(e for e in ("pip", "uv", "conda", "apt") if f"{e}.mirror" in ids)
