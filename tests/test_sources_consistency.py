@@ -326,3 +326,29 @@ def test_a_uri_listed_twice_in_one_stanza_is_rewritten_once():
     assert new == text.replace("http://ftp.debian.org/debian http://ftp.debian.org/debian/",
                                "http://m.example.org/debian").replace("URIs: http://ftp.debian.org/debian\n",
                                                                       "URIs: http://m.example.org/debian\n")
+
+
+def test_under_root_the_image_is_the_world(tmp_path, monkeypatch, isolated_home):
+    """User-scope files resolve to the image's home (/root, or the Dockerfile USER's from /etc/passwd);
+    the caller's PIP_*/UV_* variables and home are not the image's; the image's ENV comes from --dockerfile."""
+    monkeypatch.setenv("PIP_INDEX_URL", "https://caller.example.org/simple")
+    monkeypatch.setenv("UV_DEFAULT_INDEX", "https://caller.example.org/simple")
+    root = tmp_path / "img"
+    write_tree(root, {"/etc/os-release": "ID=debian\n",
+                      "/root/.config/pip/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+                      str(isolated_home) + "/.config/uv/uv.toml": 'index-url = "https://caller-home.example.org/s"\n',
+                      "/etc/passwd": "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/srv/app:/bin/sh\n",
+                      "/srv/app/.config/uv/uv.toml": f'index-url = "{MIRROR}"\n'})
+    (finding,) = [f for f in check_json(root, "index.consistency") if f["check"] == "index.consistency"]
+    assert finding["evidence"]["pip_source"] == "/root/.config/pip/pip.conf"
+    assert finding["evidence"]["uv_origin"] == "built-in"  # neither the caller's variable nor the caller's home
+    df = tmp_path / "Dockerfile"
+    df.write_text(f"FROM debian:12\nENV UV_DEFAULT_INDEX={MIRROR}\n")
+    (finding,) = [f for f in check_json(root, "index.consistency", "--dockerfile", str(df))
+                  if f["check"] == "index.consistency"]
+    assert finding["status"] == "ok" and "uv -> pypi.mirror.example.org" in finding["summary"]
+    df.write_text("FROM debian:12\nUSER app\n")  # app's home is /srv/app: its pip.conf is not there, uv.toml is
+    (finding,) = [f for f in check_json(root, "index.consistency", "--dockerfile", str(df))
+                  if f["check"] == "index.consistency"]
+    assert finding["status"] == "warn" and "pip never reads uv.toml" in finding["summary"]
+    assert finding["evidence"]["uv_origin"] == "/srv/app/.config/uv/uv.toml"

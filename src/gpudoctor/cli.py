@@ -70,15 +70,21 @@ def _load_registry():
     return load_registry()
 
 
-def _build_system(root: str):
-    from gpudoctor.system import System
+def _build_system(root: str, dockerfile=None):
+    """The System for ``--root``: the live machine for ``/``; for an image root, the image's own home
+    and environment (``gpudoctor.imageenv``: its Dockerfile ENV/USER, /etc/passwd, /root), never the caller's."""
+    from gpudoctor.system import Files, System
     root_path = Path(root)
     if not root_path.is_dir():
         raise _usage(f"--root {root}: not a directory")
-    if root_path.resolve() != Path("/") and not any(
-            (root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
+    if root_path.resolve() == Path("/"):
+        return System.live(str(root_path))
+    if not any((root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
         click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
-    return System.live(str(root_path))
+    from gpudoctor.imageenv import image_environment
+    files = Files(root_path)
+    env, home = image_environment(files, dockerfile)
+    return System(files=files, env=env, home=home)
 
 
 def _check_pythons(pythons: Sequence[str]) -> None:
@@ -188,8 +194,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         raise _usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")
     facts = _read_facts(facts_file) if facts_file else None
-    system = _build_system(root)
-    options = _options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    extra = mirror_extra(**mirror_opts)
+    system = _build_system(root, extra.get("dockerfile"))
+    options = _options(pythons, offline, probe_timeout, **extra)
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)

@@ -283,8 +283,8 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     from gpudoctor import engine
     from gpudoctor.render.console import SpinnerProgress, make_console
 
-    system = _build_system(root)
     collect_options = _options(pythons, offline, probe_timeout, **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
+    system = _build_system(root, collect_options.extra.get("dockerfile"))
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         before = engine.run(checks, system, collect_options, progress=progress)
 
@@ -381,7 +381,8 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
-    after = engine.run([registry.checks[c] for c in rechecks], _build_system(root), collect_options)
+    after = engine.run([registry.checks[c] for c in rechecks], _build_system(root, collect_options.extra.get("dockerfile")),
+                       collect_options)
     before_s = _status_by_check(before.findings, rechecks)
     after_s = _status_by_check(after.findings, rechecks)
     doc["after"] = {c: s.value for c, s in after_s.items()}

@@ -26,7 +26,10 @@ def default_catalogue_file() -> Optional[str]:
         return env
     from platformdirs import user_config_dir
     path = Path(user_config_dir("gpudoctor"), "mirrors.toml")
-    return str(path) if path.is_file() else None
+    try:
+        return str(path) if path.is_file() else None
+    except OSError:  # an unreadable home (another user's, 0700): no user catalogue
+        return None
 
 
 def load_catalogue_option(path: Optional[str]):
