@@ -168,14 +168,13 @@ def test_sed_scripts_several_commands_bre_and_ere():
 def case30_root(tmp_path: Path) -> Path:
     root = tmp_path / "host"
     write_tree(root, {"/etc/pip.conf": (CASE30 / "pip.conf").read_text(), "/etc/os-release": "ID=debian\n",
-                      "/home/user/venv/bin/uv": "#!/bin/sh\nexit 0\n"})
-    (root / "home/user/venv/bin/uv").chmod(0o755)
+                      "/usr/local/bin/uv": "#!/bin/sh\nexit 0\n"})  # uv is installed
+    (root / "usr/local/bin/uv").chmod(0o755)
     return root
 
 
-def test_case30_uv_ignores_pip_conf_then_fixed_at_the_same_scope(tmp_path, monkeypatch):
+def test_case30_uv_ignores_pip_conf_then_fixed_at_the_same_scope(tmp_path):
     root = case30_root(tmp_path)
-    monkeypatch.setenv("VIRTUAL_ENV", "/home/user/venv")  # the case's activated venv, where uv is installed
     code, out = run("check", "index.consistency", "--root", str(root), "--offline")
     assert code == 0, out
     assert "[warn] index.consistency" in out
@@ -352,3 +351,32 @@ def test_under_root_the_image_is_the_world(tmp_path, monkeypatch, isolated_home)
                   if f["check"] == "index.consistency"]
     assert finding["status"] == "warn" and "pip never reads uv.toml" in finding["summary"]
     assert finding["evidence"]["uv_origin"] == "/srv/app/.config/uv/uv.toml"
+
+
+def test_build_writes_judged_against_the_files_each_tool_reads(tmp_path):
+    root = tmp_path / "img"
+    write_tree(root, {"/etc/os-release": "ID=debian\n"})
+    df = tmp_path / "Dockerfile"
+    df.write_text(
+        "FROM python:3.12\nRUN python -m venv /opt/venv\n"
+        "RUN mkdir -p /etc/pip && printf '[global]\\nindex-url = https://m.example.org/simple\\n' > /etc/pip/pip.conf\n"
+        "RUN echo '[global]' > /opt/venv/pip.conf && echo 'index-url = https://m.example.org/simple' >> "
+        "/opt/venv/pip.conf\n"
+        "RUN echo 'index-url = \"https://m.example.org/simple\"' > /etc/uv.toml\n"
+        "RUN printf 'channels:\\n  - defaults\\n' > /root/condarc && cp /root/condarc /root/.condarc\n"
+        "RUN sed -i 's|pypi.org|m.example.org|' /root/.config/pip/pip.conf\n"
+        "COPY <<EOF /etc/uv/uv.toml\n[[index]]\nurl = \"https://m.example.org/simple\"\ndefault = true\nEOF\n")
+    findings = [f for f in check_json(root, "build.sources", "--dockerfile", str(df))]
+    summaries = [(f["status"], f["summary"]) for f in findings]
+    assert summaries == [
+        ("fail", "Dockerfile:7: sed edits /root/.config/pip/pip.conf, which does not exist at that point of the build"),
+        ("warn", "Dockerfile:3: /etc/pip/pip.conf is never read by pip; it reads /etc/pip.conf"),
+        ("warn", "Dockerfile:5: /etc/uv.toml is never read by uv; it reads /etc/uv/uv.toml"),
+        ("warn", "Dockerfile:6: /root/condarc is never read by conda; it reads /root/.condarc")]
+    # the healthy twin: the same settings where the tools look
+    df.write_text("FROM python:3.12\nRUN python -m venv /opt/venv && echo '[global]' > /opt/venv/pip.conf\n"
+                  "RUN printf '[global]\\nindex-url = https://m.example.org/simple\\n' | tee /etc/pip.conf\n"
+                  "RUN echo 'index-url = \"https://m.example.org/simple\"' > /etc/uv/uv.toml\n"
+                  "RUN printf 'channels:\\n  - defaults\\n' > /opt/conda/.condarc\n")
+    (finding,) = check_json(root, "build.sources", "--dockerfile", str(df))
+    assert finding["status"] == "ok" and "4 edits" in finding["summary"], finding

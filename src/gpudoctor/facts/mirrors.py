@@ -165,6 +165,27 @@ class AptFacts:
     built_sources: Tuple[AptSource, ...] = ()
 
 
+@domain("build")
+@dataclass(frozen=True)
+class BuildFacts:
+    """What a build file (``--dockerfile FILE``) does to package-source files, replayed on the root.
+
+    Attributes:
+        file: the build file's name.
+        edits: every edit of an apt/pip/uv/conda configuration file, in build
+            order, pip/uv/conda ones judged (``read``, ``reads_instead``).
+        env: the image's ``ENV`` values set in the file.
+        home: the image user's home used to judge user-scope paths.
+        notes: what could not be read (a non-POSIX ``SHELL``, unbalanced quotes).
+    """
+
+    file: str
+    edits: Tuple[SourceEdit, ...] = ()
+    env: Dict[str, str] = field(default_factory=dict)
+    home: str = "/root"
+    notes: Tuple[str, ...] = ()
+
+
 # --------------------------------------------------------------------------- uv
 
 

@@ -321,3 +321,87 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> Tuple[List[SourceEd
             fs.write(path, new)
             edits.append(_edit(cmd, path, "append" if append else "write", old is not None, True, new))
     return edits, fs
+
+
+# --------------------------------------------------------------------------- does the tool read it?
+
+#: Where conda is usually installed (its root prefix's ``.condarc`` is read).
+CONDA_ROOTS = ("/opt/conda", "/opt/miniconda3", "/opt/miniconda", "/opt/miniforge3", "/opt/mambaforge",
+               "/opt/anaconda3", "/usr/local")
+
+
+def _prefixes_created(parsed: Parsed) -> List[str]:
+    """Environments the build creates (``python -m venv X``, ``virtualenv X``, ``uv venv X``, ``conda create -p X``)."""
+    out: List[str] = []
+    for c in parsed.commands:
+        a = list(c.argv)
+        if "venv" in a:
+            rest = [x for x in a[a.index("venv") + 1:] if not x.startswith("-")]
+            if rest:
+                out.append(rest[0].rstrip("/"))
+        elif c.name == "virtualenv":
+            rest = [x for x in a[1:] if not x.startswith("-")]
+            if rest:
+                out.append(rest[0].rstrip("/"))
+        elif c.name in ("conda", "mamba", "micromamba") and ("-p" in a or "--prefix" in a):
+            flag = "-p" if "-p" in a else "--prefix"
+            if a.index(flag) + 1 < len(a):
+                out.append(a[a.index(flag) + 1].rstrip("/"))
+    return out
+
+
+def judge(edit: SourceEdit, env: Dict[str, str], home: str, exists: Callable[[str], bool],
+          created: Sequence[str] = ()) -> Tuple[Optional[bool], str]:
+    """(read, reads_instead) for a pip/uv/conda edit: does the tool read ``edit.path`` in the image?
+
+    Sources: pip-apt-config.md (pip ``configuration.py``, uv "Configuration
+    files", conda ``SEARCH_PATH``). ``read`` is None when the path may be a
+    project file (uv) or the tool is apt (judged by apt.sources).
+    """
+    path, tool = edit.path, edit.tool
+    xdg_home = env.get("XDG_CONFIG_HOME") or f"{home}/.config"
+    xdg_dirs = [d for d in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if d]
+    prefixes = [env[v].rstrip("/") for v in ("VIRTUAL_ENV", "CONDA_PREFIX") if env.get(v)] + list(created)
+    directory = path.rsplit("/", 1)[0]
+    if tool == "pip":
+        reads = {f"{d}/pip/pip.conf" for d in xdg_dirs} | {"/etc/pip.conf", f"{home}/.pip/pip.conf",
+                                                           f"{xdg_home}/pip/pip.conf"}
+        if env.get("PIP_CONFIG_FILE"):
+            reads.add(env["PIP_CONFIG_FILE"])
+        if path in reads:
+            return True, ""
+        site = path.endswith("/pip.conf") and (directory in prefixes or exists(f"{directory}/pyvenv.cfg")
+                                              or exists(f"{directory}/bin/python3") or exists(f"{directory}/bin/python"))
+        if site:
+            return True, ""
+        instead = "/etc/pip.conf" if path.startswith("/etc/") else f"{xdg_home}/pip/pip.conf" \
+            if path.startswith(home + "/") else "/etc/pip.conf (all users) or <venv>/pip.conf (one environment)"
+        return False, instead
+    if tool == "uv":
+        reads = {f"{xdg_home}/uv/uv.toml", "/etc/uv/uv.toml"} | {f"{d}/uv/uv.toml" for d in xdg_dirs}
+        if env.get("UV_CONFIG_FILE"):
+            reads.add(env["UV_CONFIG_FILE"])
+        if path in reads:
+            return True, ""
+        if path.startswith("/etc/"):
+            return False, "/etc/uv/uv.toml"
+        if path.startswith(home + "/.") or path == f"{home}/uv.toml":
+            return False, f"{xdg_home}/uv/uv.toml"
+        return None, ""  # a project uv.toml: read when uv runs in that directory
+    if tool == "conda":
+        name = path.rsplit("/", 1)[-1]
+        reads = {"/etc/conda/.condarc", "/etc/conda/condarc", "/var/lib/conda/.condarc", "/var/lib/conda/condarc",
+                 f"{xdg_home}/conda/.condarc", f"{xdg_home}/conda/condarc", f"{home}/.config/conda/.condarc",
+                 f"{home}/.conda/.condarc", f"{home}/.conda/condarc", f"{home}/.condarc"}
+        if env.get("CONDARC"):
+            reads.add(env["CONDARC"])
+        if path in reads or path.startswith("/etc/conda/condarc.d/"):
+            return True, ""
+        roots = list(CONDA_ROOTS) + prefixes + ([env["CONDA_ROOT"]] if env.get("CONDA_ROOT") else [])
+        if directory in roots or exists(f"{directory}/bin/conda") or exists(f"{directory}/condabin/conda"):
+            return True, ""
+        instead = "/etc/conda/.condarc" if path.startswith("/etc/") else f"{home}/.condarc" \
+            if path.startswith(home + "/") else f"{home}/.condarc or <conda root>/.condarc"
+        del name
+        return False, instead
+    return None, ""
