@@ -522,3 +522,23 @@ def test_kernel_argv_refuses_an_unknown_kernel_name_and_a_relative_python():
     # the named kernel and an absolute interpreter still plan
     plan = jupyter_kernel_argv.plan(facts, f, {"kernel": "train-venv", "python": "/opt/venv/bin/python"})
     assert '"/opt/venv/bin/python"' in plan.edits[0].new_text
+
+
+@pytest.mark.slow
+def test_gpu_hiding_variable_in_an_env_wrapper_is_flagged_like_kernel_env(tmp_path, python):
+    jp = tmp_path / "jp" / "kernels"
+    write_spec(jp, "wrapped", spec_json(["/usr/bin/env", "CUDA_VISIBLE_DEVICES=-1"] + ipk_argv(python), "Wrapped"))
+    write_spec(jp, "mixed", spec_json(["env", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES="] + ipk_argv(python),
+                                      "Mixed"))
+    write_spec(jp, "fine", spec_json(["env", "CUDA_VISIBLE_DEVICES=0"] + ipk_argv(python), "Fine"))
+    system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
+    facts = collect_domains(system, CollectOptions(extra={"jupyter_python": python}), CHECK)
+    by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
+    assert by["wrapped"].status is Status.FAIL and "hides-gpus" in by["wrapped"].evidence["problems"]
+    assert "argv runs `env CUDA_VISIBLE_DEVICES=\"-1\" ...`" in by["wrapped"].summary
+    assert by["wrapped"].fixes == ("jupyter.kernel-env",)
+    assert by["mixed"].status is Status.FAIL and by["fine"].status is Status.OK
+    (edit,) = jupyter_kernel_env.plan(facts, by["wrapped"], {}).edits
+    assert json.loads(edit.new_text)["argv"] == ipk_argv(python)  # nothing left for env: dropped
+    (edit,) = jupyter_kernel_env.plan(facts, by["mixed"], {}).edits
+    assert json.loads(edit.new_text)["argv"] == ["env", "OMP_NUM_THREADS=4"] + ipk_argv(python)
