@@ -542,3 +542,23 @@ def test_gpu_hiding_variable_in_an_env_wrapper_is_flagged_like_kernel_env(tmp_pa
     assert json.loads(edit.new_text)["argv"] == ipk_argv(python)  # nothing left for env: dropped
     (edit,) = jupyter_kernel_env.plan(facts, by["mixed"], {}).edits
     assert json.loads(edit.new_text)["argv"] == ["env", "OMP_NUM_THREADS=4"] + ipk_argv(python)
+
+
+def test_register_writes_where_jupyter_finds_it_first_and_names_the_environment():
+    shadowing = replace(kspec(name="train", argv0="/usr/bin/python3"),
+                        kernel_json="/opt/jp/kernels/train/kernel.json", resource_dir="/opt/jp/kernels/train")
+    stale = kspec(name="py38-old", argv0="/opt/old/bin/python", exists=False)
+    jf = JupyterFacts("/usr/bin/python3", "test", "3.11", "8.10.0", "/home/user/.local/share/jupyter",
+                      ("/opt/jp/kernels", "/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+                      (shadowing, stale))
+    facts = make_facts(jupyter=jf, targets=targets(target(CUDA_TERMINAL)))
+    by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
+    # the stale kernel's finding: the new kernel is named after the environment (train), not py38-old,
+    # and written over the JUPYTER_PATH copy Jupyter finds first, not into the shadowed user directory
+    plan = jupyter_register.plan(facts, by["py38-old"], {})
+    (edit,) = plan.edits
+    assert edit.path == "/opt/jp/kernels/train/kernel.json" and edit.old_text == shadowing.kernel_json_text
+    assert json.loads(edit.new_text)["argv"][0] == CUDA_TERMINAL.executable
+    assert any("earlier JUPYTER_PATH entry" in n for n in plan.notes)
+    (edit,) = jupyter_register.plan(facts, by["py38-old"], {"name": "fresh"}).edits
+    assert edit.path == "/home/user/.local/share/jupyter/kernels/fresh/kernel.json" and edit.old_text is None
