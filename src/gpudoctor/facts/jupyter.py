@@ -149,3 +149,49 @@ class JupyterFacts:
             if k.name == name.lower():
                 return k
         return None
+
+
+@dataclass(frozen=True)
+class JupyterServer:
+    """A running Jupyter server (or JupyterHub single-user server), found in Jupyter's runtime directory.
+
+    Source: the ``jpserver-<pid>.json`` / ``nbserver-<pid>.json`` files a
+    server writes into its runtime directory (what ``jupyter server list
+    --json`` reads), and ``/proc/<pid>/environ`` / ``/proc/<pid>/cgroup``.
+
+    Attributes:
+        pid: the server's process id.
+        url: the server's URL (token removed).
+        info_file: the runtime-dir JSON file.
+        alive: the process exists.
+        env: the server's environment (only the variables that matter for
+            kernels: loader paths, PATH, CUDA/NVIDIA, Python environment, JupyterHub).
+        env_error: why the environment could not be read ("" when it was).
+        service: the systemd unit running it (``jupyter.service``), "" when none.
+        hub: started by JupyterHub (``JUPYTERHUB_*`` in its environment).
+    """
+
+    pid: int
+    url: str
+    info_file: str
+    alive: bool
+    env: Dict[str, str] = field(default_factory=dict)
+    env_error: str = ""
+    service: str = ""
+    hub: bool = False
+
+
+@domain("jupyter_servers")
+@dataclass(frozen=True)
+class JupyterServersFacts:
+    """Running Jupyter servers and the terminal's environment to compare their kernels with.
+
+    Attributes:
+        runtime_dir: the runtime directory searched.
+        servers: every server found there.
+        terminal_env: the same variables from the environment gpudoctor runs in.
+    """
+
+    runtime_dir: str
+    servers: Tuple[JupyterServer, ...] = ()
+    terminal_env: Dict[str, str] = field(default_factory=dict)
