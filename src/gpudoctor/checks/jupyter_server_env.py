@@ -77,7 +77,7 @@ def evaluate(facts: Facts) -> List[Finding]:
     jupyter = facts.of(JupyterFacts)
     alive = [s for s in servers.servers if s.alive]
     if not alive:
-        raise SkipCheck(f"no running Jupyter server (none in {servers.runtime_dir})")
+        raise SkipCheck("no running Jupyter server (no live jpserver-<pid>.json in Jupyter's runtime directory)")
     kernels = [] if isinstance(jupyter, Unavailable) else [k for k in jupyter.kernels if k.is_python and not k.error]
     out: List[Finding] = []
     for server in alive:
