@@ -97,3 +97,66 @@ def test_no_server_is_skip_and_a_stale_runtime_file_is_not_a_server(tmp_path, py
     assert facts.get("jupyter_servers").servers[0].alive is False
     with pytest.raises(SkipCheck, match="no running Jupyter server"):
         CHECK.evaluate(facts)
+
+
+# --------------------------------------------------------------------------- running kernels (--deep)
+
+
+def _ask(km, expr: str) -> str:
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=30)
+        msg_id = client.execute("", silent=True, store_history=False, user_expressions={"x": expr})
+        while True:
+            reply = client.get_shell_msg(timeout=30)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"]["user_expressions"]["x"]["data"]["text/plain"]
+    finally:
+        client.stop_channels()
+
+
+def _run(km, code: str) -> None:
+    client = km.client()
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=30)
+        client.execute_interactive(code, timeout=30)
+    finally:
+        client.stop_channels()
+
+
+@pytest.mark.slow
+def test_deep_asks_running_kernels_and_warns_on_a_late_cuda_visible_devices(tmp_path, python, monkeypatch):
+    from jupyter_client import KernelManager
+
+    from gpudoctor.checks.jupyter_running_kernels import CHECK as RUNNING
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    kms = []
+    try:
+        for name in ("late", "clean"):
+            km = KernelManager(connection_file=str(runtime / f"kernel-{name}.json"))
+            km.kernel_cmd = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+            km.start_kernel(env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
+            kms.append(km)
+        # in "late": CUDA is up (a stand-in torch module reports it), then a cell changes the variable
+        _run(kms[0], "import os, sys, types\ntorch = types.ModuleType('torch')\n"
+                     "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\nsys.modules['torch'] = torch\n"
+                     "os.environ['CUDA_VISIBLE_DEVICES'] = '1'")
+        history = _ask(kms[0], "len(In)")
+        system = live_system(tmp_path, JUPYTER_RUNTIME_DIR=runtime)
+        facts = collect_domains(system, CollectOptions(deep=True), RUNNING)
+        findings = RUNNING.evaluate(facts)
+        assert [f.status for f in findings] == [Status.WARN, Status.OK]
+        assert "kernel late" in findings[0].summary and f"pid {kms[0].provisioner.pid}" in findings[0].summary
+        assert "CUDA_VISIBLE_DEVICES is '1' now, but CUDA was initialised with '0'" in findings[0].summary
+        assert "kernel clean" in findings[1].summary and "no torch imported" in findings[1].summary
+        assert _ask(kms[0], "len(In)") == history  # asking left no trace in the kernel's history
+        # without --deep nothing is asked
+        facts = collect_domains(system, CollectOptions(), RUNNING)
+        with pytest.raises(SkipCheck, match="--deep"):
+            RUNNING.evaluate(facts)
+    finally:
+        for km in kms:
+            km.shutdown_kernel(now=True)

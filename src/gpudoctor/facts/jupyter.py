@@ -195,3 +195,46 @@ class JupyterServersFacts:
     runtime_dir: str
     servers: Tuple[JupyterServer, ...] = ()
     terminal_env: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunningKernel:
+    """A running kernel, asked through jupyter_client (``--deep``) without touching its namespace.
+
+    Attributes:
+        connection_file: the ``kernel-<id>.json`` in Jupyter's runtime directory.
+        kernel_name: the kernelspec name recorded in the connection file ("" if absent).
+        pid: the kernel process id (None when it did not answer).
+        torch_imported: ``torch`` is in the kernel's ``sys.modules``.
+        cuda_initialized: ``torch.cuda.is_initialized()``.
+        cvd_now: ``os.environ['CUDA_VISIBLE_DEVICES']`` now (None: unset).
+        cvd_at_start: the value in the process's start environment
+            (``/proc/self/environ``), which CUDA read unless it was changed in the
+            kernel before the first CUDA call (None: unset).
+        notebook: the notebook using it (server sessions API), "" when unknown.
+        error: why it could not be asked ("" when it answered).
+    """
+
+    connection_file: str
+    kernel_name: str = ""
+    pid: Optional[int] = None
+    torch_imported: bool = False
+    cuda_initialized: bool = False
+    cvd_now: Optional[str] = None
+    cvd_at_start: Optional[str] = None
+    notebook: str = ""
+    error: str = ""
+
+
+@domain("jupyter_running")
+@dataclass(frozen=True)
+class RunningKernelsFacts:
+    """Running kernels found in Jupyter's runtime directory and what they answered (``--deep`` only).
+
+    Attributes:
+        runtime_dir: the directory searched.
+        kernels: one entry per connection file.
+    """
+
+    runtime_dir: str
+    kernels: Tuple[RunningKernel, ...] = ()
