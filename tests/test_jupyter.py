@@ -562,3 +562,33 @@ def test_register_writes_where_jupyter_finds_it_first_and_names_the_environment(
     assert any("earlier JUPYTER_PATH entry" in n for n in plan.notes)
     (edit,) = jupyter_register.plan(facts, by["py38-old"], {"name": "fresh"}).edits
     assert edit.path == "/home/user/.local/share/jupyter/kernels/fresh/kernel.json" and edit.old_text is None
+
+
+@pytest.mark.slow
+def test_interrupt_during_deep_kills_a_hung_kernel_at_once(tmp_path, python):
+    """Ctrl-C runs kill_running_commands(): a kernel launched for --deep dies then, not at its timeout."""
+    import threading
+    import time
+
+    from gpudoctor.system import kill_running_commands
+    token = f"gpudoctor-intr-{os.getpid()}-{tmp_path.name}"
+    jp = tmp_path / "jp" / "kernels"
+    write_spec(jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}",
+                                      "{connection_file}"], "Hang"))
+    system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
+    done = threading.Event()
+
+    def work():
+        collect_jupyter(CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60,
+                                                              extra={"jupyter_python": python})))
+        done.set()
+
+    threading.Thread(target=work, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not _running_with(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running_with(token), "the kernel never started"
+    start = time.monotonic()
+    assert kill_running_commands() >= 1
+    assert _running_with(token) == []
+    assert done.wait(15) and time.monotonic() - start < 15  # well before the 60 s probe timeout
