@@ -145,11 +145,33 @@ def test_deep_asks_running_kernels_and_warns_on_a_late_cuda_visible_devices(tmp_
                      "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\nsys.modules['torch'] = torch\n"
                      "os.environ['CUDA_VISIBLE_DEVICES'] = '1'")
         history = _ask(kms[0], "len(In)")
+        # the server's sessions API (a real HTTP server on 127.0.0.1) names the notebook of kernel "late"
+        import threading
+        from http.server import BaseHTTPRequestHandler, HTTPServer
+
+        class Sessions(BaseHTTPRequestHandler):
+            def do_GET(self):
+                ok = self.path == "/api/sessions" and self.headers.get("Authorization") == "token s3cret"
+                body = json.dumps([{"path": "work/train.ipynb", "kernel": {"id": "late"}}] if ok else []).encode()
+                self.send_response(200 if ok else 403)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        httpd = HTTPServer(("127.0.0.1", 0), Sessions)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        (runtime / f"jpserver-{os.getpid()}.json").write_text(json.dumps(
+            {"pid": os.getpid(), "url": f"http://127.0.0.1:{httpd.server_address[1]}/", "token": "s3cret"}))
         system = live_system(tmp_path, JUPYTER_RUNTIME_DIR=runtime)
         facts = collect_domains(system, CollectOptions(deep=True), RUNNING)
+        httpd.shutdown()
         findings = RUNNING.evaluate(facts)
         assert [f.status for f in findings] == [Status.WARN, Status.OK]
         assert "kernel late" in findings[0].summary and f"pid {kms[0].provisioner.pid}" in findings[0].summary
+        assert "of work/train.ipynb" in findings[0].summary
         assert "CUDA_VISIBLE_DEVICES is '1' now, but CUDA was initialised with '0'" in findings[0].summary
         assert "kernel clean" in findings[1].summary and "no torch imported" in findings[1].summary
         assert _ask(kms[0], "len(In)") == history  # asking left no trace in the kernel's history

@@ -8,7 +8,8 @@ is added to its namespace, history or execution count — for its pid,
 whether torch is imported and CUDA initialised, and ``CUDA_VISIBLE_DEVICES``
 now and in its start environment (``/proc/self/environ``). A kernel that does
 not answer within the timeout is reported, never waited on longer. Kernels
-are asked concurrently (one thread each).
+are asked concurrently (one thread each). The notebook using each kernel is
+named from the sessions API of the server(s) in the same runtime directory.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import ast
 import json
 import re
 import threading
+from dataclasses import replace
 from typing import Dict, List, Union
 
 from gpudoctor.collect import CollectContext, Collector
@@ -75,6 +77,40 @@ def ask(path: str, timeout_s: float = ASK_TIMEOUT_S) -> RunningKernel:
             pass
 
 
+def notebooks(files, rdir: str, names: List[str], timeout_s: float = 2.0) -> Dict[str, str]:
+    """kernel id -> notebook path, from each live server's sessions API (``GET <url>api/sessions``).
+
+    Servers come from the ``jpserver-<pid>.json`` files (url and token);
+    only loopback servers are asked (the server on this machine). Best effort:
+    a server that does not answer in ``timeout_s`` names nothing.
+    """
+    from urllib.parse import urlsplit
+
+    from gpudoctor.mirrors.probe import _is_loopback
+    out: Dict[str, str] = {}
+    for n in names:
+        if not re.match(r"^(jpserver|nbserver)-\d+\.json$", n):
+            continue
+        try:
+            info = json.loads(files.read_text(f"{rdir}/{n}"))
+        except (OSError, ValueError):
+            continue
+        url = str(info.get("url") or "")
+        if not url or not _is_loopback(urlsplit(url).hostname or ""):
+            continue
+        try:
+            import httpx
+            headers = {"Authorization": f"token {info['token']}"} if info.get("token") else {}
+            resp = httpx.get(url.rstrip("/") + "/api/sessions", headers=headers, timeout=timeout_s, trust_env=False)
+            for sess in resp.json() if resp.status_code == 200 else []:
+                kid = (sess.get("kernel") or {}).get("id")
+                if kid:
+                    out[kid] = str(sess.get("path") or (sess.get("notebook") or {}).get("path") or "")
+        except Exception:  # noqa: BLE001 - naming the notebook is a courtesy
+            continue
+    return out
+
+
 def collect_running(ctx: CollectContext) -> Union[RunningKernelsFacts, Unavailable]:
     if not ctx.options.deep:
         return Unavailable("running kernels are asked only with --deep")
@@ -102,6 +138,14 @@ def collect_running(ctx: CollectContext) -> Union[RunningKernelsFacts, Unavailab
         th.join(ASK_TIMEOUT_S + 2.0)
     kernels = tuple(results.get(str(files.host_path(f"{rdir}/{n}")),
                                 RunningKernel(f"{rdir}/{n}", error="no answer in time")) for n in names)
+    if kernels:
+        try:
+            every = files.listdir(rdir)
+        except OSError:
+            every = []
+        paths = notebooks(files, rdir, every)
+        kernels = tuple(replace(k, notebook=paths.get(k.connection_file.rsplit("/", 1)[-1][len("kernel-"):-5], ""))
+                        for k in kernels)
     return RunningKernelsFacts(runtime_dir=rdir, kernels=kernels)
 
 
