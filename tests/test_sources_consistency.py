@@ -185,8 +185,10 @@ def test_case30_uv_ignores_pip_conf_then_fixed_at_the_same_scope(tmp_path):
     assert code == 0, out
     assert (root / "etc/uv/uv.toml").read_text() == f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n'
     assert (root / "etc/pip.conf").read_text() == (CASE30 / "pip.conf").read_text()
-    code, out = run("check", "index.consistency", "--root", str(root), "--offline")
-    assert "[ok] index.consistency" in out and "pip -> pypi.mirror.example.org, uv -> pypi.mirror.example.org" in out
+    (finding,) = check_json(root, "index.consistency")
+    assert finding["status"] == "ok"
+    assert finding["summary"] == "the tools pointed at a mirror agree: pip -> pypi.mirror.example.org, " \
+                                 "uv -> pypi.mirror.example.org"
 
 
 def collect(root, env=None, home="/home/user"):
