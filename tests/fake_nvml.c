@@ -15,6 +15,7 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -117,12 +118,28 @@
 typedef struct { unsigned int index; } fake_device;
 static fake_device devices[8];
 
+/* Appends this process's pid to $FAKE_NVML_PIDFILE, so a test can prove it is gone. */
+static void note_pid(void) {
+    const char *path = getenv("FAKE_NVML_PIDFILE");
+    if (path == NULL) return;
+    FILE *f = fopen(path, "a");
+    if (f == NULL) return;
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+}
+
 #ifdef HANG_IN_CTOR
-__attribute__((constructor)) static void hang(void) { for (;;) pause(); }
+/* The constructor forks a helper (same process group) and both sleep forever. */
+__attribute__((constructor)) static void hang(void) {
+    fork();
+    note_pid();
+    for (;;) pause();
+}
 #endif
 
 static int init_common(void) {
 #ifdef SEGV_IN_INIT
+    note_pid();
     raise(SIGSEGV);
 #endif
 #ifdef GARBAGE_IN_INIT

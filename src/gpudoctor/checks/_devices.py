@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, List, Tuple
 
 from gpudoctor.checks import SkipCheck, require
@@ -48,3 +49,11 @@ def shown(value: Any, unit: str = "") -> str:
 
 def bullets(lines: List[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
+
+
+def head(line: str) -> str:
+    """The GPU named at the start of a finding line: ``GPU 1 (NVIDIA H100 80GB HBM3)``."""
+    m = re.match(r"GPU \d+(?: \(([^,)]*))?", line)
+    if not m:
+        return line.split(":")[0]
+    return f"{m.group(0)})" if m.group(1) else m.group(0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import bullets, gpus_with_health, label, num, shown
+from gpudoctor.checks._devices import head, bullets, gpus_with_health, label, num, shown
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
@@ -72,13 +72,13 @@ def evaluate(facts: Facts) -> list[Finding]:
             notes.append(f"{name}: ECC is not supported ({shown(h.ecc_enabled)})")
     tail = ("\n\nAlso:\n" + bullets(notes)) if notes else ""
     if failed:
-        return [CHECK.finding(Status.FAIL, f"uncorrectable GPU memory errors: {failed[0].split(':')[0]}"
+        return [CHECK.finding(Status.FAIL, f"uncorrectable GPU memory errors: {head(failed[0])}"
                               + (f" and {len(failed) - 1} more" if len(failed) > 1 else ""),
                               "A GPU whose memory returned uncorrectable errors can silently corrupt results and "
                               "crash jobs. Keep jobs off this node until it is fixed:\n\n" + bullets(failed + pending)
                               + tail, evidence=evidence, doc_url=DOC)]
     if pending:
-        return [CHECK.finding(Status.WARN, f"GPU memory repair pending a reset: {pending[0].split(':')[0]}",
+        return [CHECK.finding(Status.WARN, f"GPU memory repair pending a reset: {head(pending[0])}",
                               "Errors were corrected, and the bad memory is marked to be taken out of use, which "
                               "happens only at a GPU reset or reboot:\n\n" + bullets(pending) + tail,
                               evidence=evidence, doc_url=DOC)]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import NVML_DOC, bullets, gpus_with_health, label, num
+from gpudoctor.checks._devices import head, NVML_DOC, bullets, gpus_with_health, label, num
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
@@ -42,7 +42,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             idle.append(f"{name}: {link} at idle")
     if bad:
         return [CHECK.finding(
-            Status.WARN, f"PCIe link below its maximum: {bad[0].split(': ')[0]}"
+            Status.WARN, f"PCIe link below its maximum: {head(bad[0])}"
             + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
             "Host-to-GPU copies (data loading, checkpoints) are slower than the hardware allows:\n\n"
             + bullets(bad) + "\n\nWhat to check: the GPU sits fully in its slot; the riser cable or card is "

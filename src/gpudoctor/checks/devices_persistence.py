@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from gpudoctor.checks._devices import bullets, gpus_with_health, label, shown
+from gpudoctor.checks._devices import head, bullets, gpus_with_health, label, shown
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
@@ -42,7 +42,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             off.append(label(dev))
     if prohibited:
         return [CHECK.finding(Status.WARN, "compute mode prohibited: no CUDA program can use "
-                              + prohibited[0].split(":")[0],
+                              + head(prohibited[0]),
                               "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n"
                               + bullets(prohibited), evidence=evidence)]
     if off:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import NVML_DOC, bullets, gpus_with_health, label, num, shown
+from gpudoctor.checks._devices import head, NVML_DOC, bullets, gpus_with_health, label, num, shown
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import CLOCK_EVENT_REASONS
 from gpudoctor.model import Check, Finding, Status
@@ -65,7 +65,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             soft.append(f"{name}: {', '.join(n for n in names if n in EXPECTED)} — {power}, {heat}")
     if bad:
         return [CHECK.finding(
-            Status.WARN, f"GPU clocks held down by heat or power: {bad[0].split(':')[0]}"
+            Status.WARN, f"GPU clocks held down by heat or power: {head(bad[0])}"
             + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
             "These GPUs run slower than they can, to protect themselves:\n\n" + bullets(bad) +
             "\n\nWhat to check: airflow and fans (`nvidia-smi -q -d TEMPERATURE,PERFORMANCE`), blocked inlets, "
