@@ -18,7 +18,7 @@ from gpudoctor.registry import load_registry
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "facts" / "devices"
 DEVICE_CHECKS = ("devices.ecc", "devices.throttle", "devices.pcie", "devices.processes", "devices.persistence",
-                 "devices.xid")
+                 "devices.xid", "devices.smoke")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +77,15 @@ CASES = {
     "xid-13-app": {"devices.xid": (Status.INFO, ["XID 13", "XID 43"], ["compute-sanitizer", "2×"])},
     "xid-63-row-remap": {"devices.xid": (Status.WARN, ["XID 63"], ["Reset the GPU when it is idle"])},
     "xid-unknown": {"devices.xid": (Status.WARN, ["XID 999"], ["not in gpudoctor's XID table", "xid-errors"])},
+    "smoke-matmul-wrong": {"devices.smoke": (Status.FAIL, ["smoke test failed on cuda:1"],
+                                             ["differs from the CPU result", "0.734", "Drain the node"])},
+    "smoke-copy-error": {"devices.smoke": (Status.FAIL, ["cuda:0"], ["illegal memory access", "nvidia-smi -r"])},
+    "smoke-peer-corrupt": {"devices.smoke": (Status.FAIL, ["cuda:0 → cuda:1"], ["arrived corrupted"])},
+    "smoke-slow-pinned": {"devices.smoke": (Status.WARN, ["slower than the PCIe link", "cuda:0"],
+                                            ["6.1 GB/s, 10% of what its Gen5 x16 link can carry (63.0 GB/s)",
+                                             "nvidia-smi topo -m"])},
+    "smoke-budget-spent": {"devices.smoke": (Status.WARN, ["cuda:0"], ["time budget: d2d"])},
+    "smoke-not-run": {"devices.smoke": (Status.SKIP, ["did not run"], [])},
     "kernel-log-unreadable": {"devices.xid": (Status.SKIP, ["could not be read"],
                                               ["Operation not permitted", "sudo dmesg"])},
 }
@@ -110,6 +119,7 @@ def test_gate_tags_the_fail_deciding_checks(registry):
 def test_no_nvml_skips_with_the_reason(registry):
     facts = Facts.from_json(json.loads((Path(__file__).parent / "fixtures" / "facts" / "gpu-no-module.json").read_text()))
     found = {f.check: f for f in evaluate([registry.checks[c] for c in DEVICE_CHECKS[:5]], facts)}
+    assert len(found) == 5
     assert all(f.status is Status.SKIP for f in found.values())
     assert all("NVML" in f.summary for f in found.values())
 
@@ -123,6 +133,13 @@ def test_xid_table_rows_have_meaning_action_and_source():
         assert r["meaning"] and r["action"] and r["source"].startswith("https://docs.nvidia.com/deploy/xid-errors")
     fatal = {r["xid"] for r in rows if r["fatal"]}
     assert {48, 79, 95} <= fatal and not {13, 31, 43} & fatal
+
+
+def test_smoke_ok_shows_the_bandwidth_table_in_evidence(registry):
+    f = run("healthy", registry)["devices.smoke"]
+    assert f.summary == "2 GPUs passed the smoke test (product, copies, peer access)"
+    assert f.evidence["devices"]["cuda:1"]["h2d_pinned_gbps"] == "53.1"
+    assert f.evidence["devices"]["cuda:0"]["link"] == "Gen5 x16: 63.0 GB/s per direction"
 
 
 def test_clock_reason_bits_decode():
