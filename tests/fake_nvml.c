@@ -10,7 +10,7 @@
  * Failure modes: -DSEGV_IN_INIT (nvmlInitWithFlags / nvmlInit_v2 raise
  * SIGSEGV), -DHANG_IN_CTOR (the library constructor sleeps forever),
  * -DGARBAGE_IN_INIT (prints noise and exits 0 without a result),
- * -DEXIT_IN_INIT=n (exits with status n).  -DNO_ECC makes every ECC, retired
+ * -DEXIT_IN_INIT=n (exits with status n), -DINIT_RETURN=n (nvmlInit returns NVML error n).  -DNO_ECC makes every ECC, retired
  * page and remapped row query answer NOT_SUPPORTED (a GeForce board).
  */
 #include <signal.h>
@@ -150,6 +150,9 @@ static int init_common(void) {
 #ifdef EXIT_IN_INIT
     _exit(EXIT_IN_INIT);
 #endif
+#ifdef INIT_RETURN
+    return INIT_RETURN; /* e.g. 9 = NVML_ERROR_DRIVER_NOT_LOADED */
+#endif
     return NVML_SUCCESS;
 }
 
@@ -161,6 +164,7 @@ const char *nvmlErrorString(int result) {
     case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
     case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
     case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case 9: return "Driver Not Loaded";
     default: return "Unknown Error";
     }
 }

@@ -147,6 +147,17 @@ def test_garbage_or_exit_status_is_an_unavailable(tmp_path, define, outcome, wor
     assert words in facts.nvml.reason
 
 
+def test_an_nvml_error_at_init_keeps_the_usual_driver_diagnosis(tmp_path):
+    lib = build_fake_nvml(tmp_path / "lib", INIT_RETURN=9)  # NVML_ERROR_DRIVER_NOT_LOADED
+    facts = collect_nvidia(live_ctx(lib))
+    assert facts.nvml_outcome == "init-failed"
+    assert "Driver Not Loaded" in facts.nvml.reason
+    registry = load_registry()
+    (f,) = evaluate([registry.checks["nvidia.driver"]], make_facts(nvidia=facts, gpu=pci_gpus(1), os=os_facts()))
+    assert f.status is Status.FAIL and "no usable NVIDIA driver" in f.summary  # not "the library is broken"
+    assert "Driver Not Loaded" in f.explanation
+
+
 def test_hanging_library_is_killed_with_its_process_group(tmp_path):
     lib = build_fake_nvml(tmp_path / "lib", HANG_IN_CTOR=True)
     pidfile = tmp_path / "pids"

@@ -20,10 +20,10 @@ from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-#: NVML worker outcomes that mean the library itself is broken -> what to say.
+#: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
+#: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
 BROKEN_NVML = {"crashed": "it crashes when loaded", "timeout": "it hangs when loaded",
-               "garbage": "it gives no valid answer", "failed": "its worker exited abnormally",
-               "init-failed": "nvmlInit fails"}
+               "garbage": "it gives no valid answer", "failed": "its worker exited abnormally"}
 
 
 def evaluate(facts: Facts) -> list[Finding]:
