@@ -117,7 +117,8 @@ def test_gate_tags_the_fail_deciding_checks(registry):
 
 
 def test_no_nvml_skips_with_the_reason(registry):
-    facts = Facts.from_json(json.loads((Path(__file__).parent / "fixtures" / "facts" / "gpu-no-module.json").read_text()))
+    path = Path(__file__).parent / "fixtures" / "facts" / "gpu-no-module.json"
+    facts = Facts.from_json(json.loads(path.read_text()))
     found = {f.check: f for f in evaluate([registry.checks[c] for c in DEVICE_CHECKS[:5]], facts)}
     assert len(found) == 5
     assert all(f.status is Status.SKIP for f in found.values())

@@ -112,7 +112,8 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("defines, expected", FAULTS, ids=lambda v: ",".join(map(str, v)) if isinstance(v, dict) else "")
+@pytest.mark.parametrize("defines, expected", FAULTS,
+                         ids=lambda v: ",".join(map(str, v)) if isinstance(v, dict) else "")
 def test_fake_library_values_reach_the_checks(tmp_path, defines, expected):
     defines = dict(defines)
     if defines.get("PROC_PID") == "FOREIGN":

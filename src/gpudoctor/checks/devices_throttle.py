@@ -51,7 +51,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             "power_draw": shown(h.power_draw_w, " W"), "power_limit": shown(h.power_limit_w, " W"),
         }
         name = label(dev)
-        heat = f"{temp} °C (slowdown at {slow} °C, shutdown at {shut} °C)" if temp is not None else "temperature unknown"
+        heat = (f"{temp} °C (slowdown at {slow} °C, shutdown at {shut} °C)" if temp is not None
+                else "temperature unknown")
         power = (f"{num(h.power_draw_w):.0f} W of its {num(h.power_limit_w):.0f} W limit"
                  if num(h.power_draw_w) is not None and num(h.power_limit_w) is not None else "power unknown")
         active = [n for n in names if n in BAD]

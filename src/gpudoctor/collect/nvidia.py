@@ -234,8 +234,8 @@ def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
                                                                         "version: " + nvml_reason),
                                  Unavailable(nvml_reason), (), tuple(attempts), outcome)
     reason = "no NVIDIA driver found: " + "; ".join(a.detail for a in attempts)
-    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (), tuple(attempts),
-                             outcome)
+    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (),
+                             tuple(attempts), outcome)
 
 
 COLLECTORS = (
