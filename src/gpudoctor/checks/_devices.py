@@ -41,10 +41,15 @@ def num(value: Any) -> Any:
 
 
 def shown(value: Any, unit: str = "") -> str:
-    """Evidence text: ``3``, ``41 °C`` or ``unavailable: <reason>``."""
+    """Text: ``3``, ``41 °C`` or ``unavailable: <reason>``."""
     if isinstance(value, Unavailable):
         return f"unavailable: {value.reason}"
     return f"{value}{unit}"
+
+
+def ev(value: Any) -> Any:
+    """Evidence value: the value itself (int, bool, float, str), or ``unavailable: <reason>``."""
+    return f"unavailable: {value.reason}" if isinstance(value, Unavailable) else value
 
 
 def bullets(lines: List[str]) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import head, bullets, gpus_with_health, label, num, shown
+from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label, num, shown
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
@@ -32,17 +32,10 @@ def evaluate(facts: Facts) -> list[Finding]:
     notes: List[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
-        evidence[f"gpu{dev.index}"] = {
-            "ecc_enabled": shown(h.ecc_enabled), "volatile_uncorrected": shown(h.ecc_volatile_uncorrected),
-            "volatile_corrected": shown(h.ecc_volatile_corrected),
-            "aggregate_uncorrected": shown(h.ecc_aggregate_uncorrected),
-            "aggregate_corrected": shown(h.ecc_aggregate_corrected),
-            "retired_pages_sbe": shown(h.retired_pages_sbe), "retired_pages_dbe": shown(h.retired_pages_dbe),
-            "retired_pages_pending": shown(h.retired_pages_pending),
-            "remapped_rows_correctable": shown(h.remapped_rows_correctable),
-            "remapped_rows_uncorrectable": shown(h.remapped_rows_uncorrectable),
-            "remap_pending": shown(h.remap_pending), "remap_failure": shown(h.remap_failure),
-        }
+        evidence[f"gpu{dev.index}"] = {key: ev(getattr(h, key)) for key in (
+            "ecc_enabled", "ecc_volatile_uncorrected", "ecc_volatile_corrected", "ecc_aggregate_uncorrected",
+            "ecc_aggregate_corrected", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
+            "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending", "remap_failure")}
         name = label(dev)
         reset = RESET.format(i=dev.index)
         vol_unc = num(h.ecc_volatile_uncorrected) or 0

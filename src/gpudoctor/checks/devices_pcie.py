@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import head, NVML_DOC, bullets, gpus_with_health, label, num
+from gpudoctor.checks._devices import NVML_DOC, bullets, gpus_with_health, head, label, num
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 

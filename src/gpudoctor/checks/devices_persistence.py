@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import List
 
-from gpudoctor.checks._devices import head, bullets, gpus_with_health, label, shown
+from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
@@ -33,8 +33,8 @@ def evaluate(facts: Facts) -> list[Finding]:
     prohibited: List[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
-        evidence[f"gpu{dev.index}"] = {"name": dev.name, "persistence_mode": shown(h.persistence_mode),
-                                       "compute_mode": shown(h.compute_mode)}
+        evidence[f"gpu{dev.index}"] = {"name": dev.name, "persistence_mode": ev(h.persistence_mode),
+                                       "compute_mode": ev(h.compute_mode)}
         if h.compute_mode == "prohibited":
             prohibited.append(f"{label(dev)}: compute mode **prohibited** — "
                               f"`sudo nvidia-smi -c DEFAULT -i {dev.index}`")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import List
 
-from gpudoctor.checks._devices import head, NVML_DOC, bullets, gpus_with_health, label, num, shown
+from gpudoctor.checks._devices import NVML_DOC, bullets, ev, gpus_with_health, head, label, num, shown
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import CLOCK_EVENT_REASONS
 from gpudoctor.model import Check, Finding, Status
@@ -46,9 +46,9 @@ def evaluate(facts: Facts) -> list[Finding]:
         temp, slow, shut = num(h.temperature_c), num(h.temperature_slowdown_c), num(h.temperature_shutdown_c)
         evidence[f"gpu{dev.index}"] = {
             "clock_event_reasons": names if isinstance(mask, int) else shown(h.clock_event_reasons),
-            "temperature": shown(h.temperature_c, " °C"), "slowdown_at": shown(h.temperature_slowdown_c, " °C"),
-            "shutdown_at": shown(h.temperature_shutdown_c, " °C"),
-            "power_draw": shown(h.power_draw_w, " W"), "power_limit": shown(h.power_limit_w, " W"),
+            "temperature_c": ev(h.temperature_c), "slowdown_c": ev(h.temperature_slowdown_c),
+            "shutdown_c": ev(h.temperature_shutdown_c),
+            "power_draw_w": ev(h.power_draw_w), "power_limit_w": ev(h.power_limit_w),
         }
         name = label(dev)
         heat = (f"{temp} °C (slowdown at {slow} °C, shutdown at {shut} °C)" if temp is not None
