@@ -162,8 +162,7 @@ def _options(pythons, offline, probe_timeout, **extra):
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
-              "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
 @mirror_check_options
 def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
           **mirror_opts):
