@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor import __version__
+from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
 from gpudoctor.facts import Facts, Unavailable
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: Version of the ``--format json`` report document.
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 
 class SelectionError(ValueError):
@@ -305,7 +306,8 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
                 evidence={"traceback": traceback.format_exc()})]
         elapsed = (time.monotonic() - start) * 1000.0
         share = elapsed / len(produced)
-        findings.extend(replace(f, duration_ms=share) for f in produced)
+        area = area_for(check.id, check.area)
+        findings.extend(replace(f, duration_ms=share, area=f.area or area) for f in produced)
         progress.finished(check.id)
     return findings
 

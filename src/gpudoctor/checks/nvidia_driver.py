@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import in_container
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status
@@ -49,8 +50,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
                 f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
                 f"version. Typical causes:\n\n"
-                f"- in a container: it was started without the NVIDIA runtime — use `docker run --gpus all ...` "
-                f"(NVIDIA Container Toolkit) or `runtime: nvidia`;\n"
+                f"- in a container: it was started without the NVIDIA runtime. "
+                f"{injection_remedy(facts)}\n"
                 f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
                 f"— reboot, or reload the module;\n"
                 f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
@@ -81,8 +82,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             Status.SKIP, summary,
             "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
             f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
-            "GPU checks do not apply here. If this should be a GPU machine: in a container, start it with "
-            "`--gpus all` (NVIDIA Container Toolkit); in a VM, check that the GPU is passed through.",
+            "GPU checks do not apply here. If this should be a GPU machine, in a VM check that the GPU is passed "
+            "through; in a container: " + injection_remedy(facts, gpu_requested=False),
             evidence=evidence)]
 
     drivers = {d.driver for d in pci_devices}
@@ -96,8 +97,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                  "the workload in the VM it is passed to.")
     elif in_container(facts):
         cause = ("this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
-                 "inside. Start the container with the NVIDIA runtime: `docker run --gpus all ...` "
-                 "(NVIDIA Container Toolkit), or in Kubernetes request `nvidia.com/gpu`.")
+                 "inside. " + injection_remedy(facts))
     else:
         cause = ("no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
                  "`sudo apt install nvidia-driver` or `sudo ubuntu-drivers install`), then reboot; if it is "
@@ -110,7 +110,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="nvidia.driver",
     title="NVIDIA GPU present and its driver usable",
-    needs=("gpu", "nvidia", "os"),
+    needs=("gpu", "nvidia", "os", "platform"),
     evaluate=evaluate,
     tags=("gate",),
 )

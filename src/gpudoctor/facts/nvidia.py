@@ -65,6 +65,23 @@ class SourceAttempt:
 
 
 @dataclass(frozen=True)
+class MigInstance:
+    """One MIG device (GPU instance + compute instance) of a GPU in MIG mode.
+
+    Attributes:
+        uuid: ``MIG-<uuid>`` (R470+ drivers; ``nvidia-smi -L``).
+        profile: e.g. ``1g.10gb`` ("" when unknown).
+        gpu_instance: GPU instance id, or None.
+        compute_instance: compute instance id, or None.
+    """
+
+    uuid: str
+    profile: str = ""
+    gpu_instance: Optional[int] = None
+    compute_instance: Optional[int] = None
+
+
+@dataclass(frozen=True)
 class NvmlDevice:
     """One GPU as NVML reports it (NVML index order = PCI bus order).
 
@@ -76,6 +93,8 @@ class NvmlDevice:
         compute_capability: ``major.minor``, e.g. ``9.0``, or Unavailable.
         memory_total_mib: total memory in MiB, or Unavailable.
         mig_mode: True/False when known, Unavailable where MIG is not supported.
+        mig_instances: the MIG devices of this GPU (NVML
+            ``nvmlDeviceGetMigDeviceHandleByIndex``), empty when none or not queried.
         health: ECC, retired pages, remapped rows, throttling, PCIe link,
             temperature, power, modes, processes (see :class:`GpuHealth`).
     """
@@ -87,6 +106,7 @@ class NvmlDevice:
     compute_capability: Union[str, Unavailable]
     memory_total_mib: Union[int, Unavailable]
     mig_mode: Union[bool, Unavailable] = Unavailable("not queried")
+    mig_instances: Tuple[MigInstance, ...] = ()
     health: Union[GpuHealth, Unavailable] = Unavailable("not queried")
 
 

@@ -447,6 +447,19 @@ def probe_devices(torch):
     return devices
 
 
+def probe_limits():
+    """RLIMIT_NOFILE and RLIMIT_MEMLOCK of this (the target) process; -1 (RLIM_INFINITY) -> None."""
+    import resource
+
+    def one(which):
+        soft, hard = resource.getrlimit(which)
+        return {"soft": None if soft == resource.RLIM_INFINITY else soft,
+                "hard": None if hard == resource.RLIM_INFINITY else hard}
+
+    return {"source": "probe of %s (getrlimit)" % sys.executable,
+            "nofile": one(resource.RLIMIT_NOFILE), "memlock": one(resource.RLIMIT_MEMLOCK)}
+
+
 def _section(fn, *args):
     """Run one probe section; a crash becomes {"unavailable": reason} instead of losing the document."""
     try:
@@ -502,6 +515,7 @@ def main():
     doc["libcuda"] = _section(probe_libcuda)
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
+    doc["limits"] = _section(probe_limits)
     doc["frameworks"] = _section(framework_load_test)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:

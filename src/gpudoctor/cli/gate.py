@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _build_system, _load_registry, _usage, cli
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, load_registry, usage
 
 
-@cli.command(context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": False})
+@click.command(context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out a gate check (id or prefix; repeatable).")
 @click.option("--strict", is_flag=True, help="Warnings block the job too.")
@@ -37,12 +37,12 @@ def gate(command, skip, strict, require_gpu, probe_timeout, root, quiet):
     from gpudoctor.engine import SelectionError
     from gpudoctor.gate import run_gate, gate_checks
 
-    registry = _load_registry()
+    registry = load_registry()
     try:
         checks = gate_checks(registry.checks, skip)
     except SelectionError as exc:
-        raise _usage(str(exc)) from None
-    result = run_gate(checks, _build_system(root), probe_timeout, strict, require_gpu)
+        raise usage(str(exc)) from None
+    result = run_gate(checks, build_system(root), probe_timeout, strict, require_gpu)
     if not result.healthy:
         for f in result.blocking:
             target = f" [{f.target}]" if f.target and f.target != "current" else ""
