@@ -115,8 +115,13 @@
 #define UTIL_MEM 0
 #endif
 
-typedef struct { unsigned int index; } fake_device;
+#ifndef MIG_DEVICES
+#define MIG_DEVICES 0 /* MIG devices on GPU 0 (MIG mode on when > 0) */
+#endif
+
+typedef struct { unsigned int index; int mig; /* -1: a GPU; >= 0: MIG device number */ } fake_device;
 static fake_device devices[8];
+static fake_device mig_devices[7];
 
 /* Appends this process's pid to $FAKE_NVML_PIDFILE, so a test can prove it is gone. */
 static void note_pid(void) {
@@ -178,15 +183,33 @@ int nvmlDeviceGetCount_v2(unsigned int *count) { *count = DEVICE_COUNT; return N
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, fake_device **device) {
     if (index >= DEVICE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     devices[index].index = index;
+    devices[index].mig = -1;
     *device = &devices[index];
     return NVML_SUCCESS;
 }
 int nvmlDeviceGetName(fake_device *d, char *name, unsigned int length) {
-    (void)d; snprintf(name, length, "NVIDIA H100 80GB HBM3"); return NVML_SUCCESS;
+    if (d->mig >= 0) snprintf(name, length, "NVIDIA H100 80GB HBM3 MIG 1g.10gb");
+    else snprintf(name, length, "NVIDIA H100 80GB HBM3");
+    return NVML_SUCCESS;
 }
 int nvmlDeviceGetUUID(fake_device *d, char *uuid, unsigned int length) {
-    snprintf(uuid, length, "GPU-%08u-1111-2222-3333-444444444444", d->index); return NVML_SUCCESS;
+    if (d->mig >= 0) snprintf(uuid, length, "MIG-%08d-aaaa-bbbb-cccc-dddddddddddd", d->mig);
+    else snprintf(uuid, length, "GPU-%08u-1111-2222-3333-444444444444", d->index);
+    return NVML_SUCCESS;
 }
+int nvmlDeviceGetMaxMigDeviceCount(fake_device *d, unsigned int *count) {
+    (void)d; *count = 7; return NVML_SUCCESS;
+}
+/* NVML_ERROR_NOT_FOUND (6) for an empty slot, as NVML does */
+int nvmlDeviceGetMigDeviceHandleByIndex(fake_device *d, unsigned int index, fake_device **mig) {
+    if (d->index != 0 || index >= MIG_DEVICES) return 6;
+    mig_devices[index].index = d->index;
+    mig_devices[index].mig = (int)index;
+    *mig = &mig_devices[index];
+    return NVML_SUCCESS;
+}
+int nvmlDeviceGetGpuInstanceId(fake_device *d, unsigned int *id) { *id = 7 + d->mig; return NVML_SUCCESS; }
+int nvmlDeviceGetComputeInstanceId(fake_device *d, unsigned int *id) { (void)d; *id = 0; return NVML_SUCCESS; }
 typedef struct {
     char busIdLegacy[16];
     unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
@@ -207,7 +230,7 @@ int nvmlDeviceGetMemoryInfo(fake_device *d, nvml_memory *m) {
     (void)d; m->total = 81559ULL * 1024 * 1024; m->used = 0; m->free = m->total; return NVML_SUCCESS;
 }
 int nvmlDeviceGetMigMode(fake_device *d, unsigned int *cur, unsigned int *pending) {
-    (void)d; *cur = 0; *pending = 0; return NVML_SUCCESS;
+    *cur = *pending = (MIG_DEVICES > 0 && d->index == 0); return NVML_SUCCESS;
 }
 
 /* ---- health ---- */

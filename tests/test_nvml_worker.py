@@ -76,6 +76,16 @@ def test_healthy_fake_library_gives_every_fact(tmp_path):
     assert facts.devices[1].health.processes == ()
 
 
+def test_mig_devices_are_listed(tmp_path):
+    lib = build_fake_nvml(tmp_path / "lib", DEVICE_COUNT=2, MIG_DEVICES=2)
+    d0, d1 = collect_nvidia(live_ctx(lib)).devices
+    assert d0.mig_mode is True and d1.mig_mode is False
+    assert [(m.uuid, m.profile, m.gpu_instance, m.compute_instance) for m in d0.mig_instances] == [
+        ("MIG-00000000-aaaa-bbbb-cccc-dddddddddddd", "1g.10gb", 7, 0),
+        ("MIG-00000001-aaaa-bbbb-cccc-dddddddddddd", "1g.10gb", 8, 0)]
+    assert d1.mig_instances == ()
+
+
 def test_not_supported_queries_become_unavailable(tmp_path):
     lib = build_fake_nvml(tmp_path / "lib", NO_ECC=True)
     h = collect_nvidia(live_ctx(lib)).devices[0].health

@@ -133,6 +133,28 @@ def _health(nv, h):
     return health
 
 
+def _mig_instances(nv, h, mig):
+    """MigInstance JSON for each MIG device of a GPU in MIG mode (empty otherwise)."""
+    if _is_na(mig) or not mig[0]:
+        return []
+    count = _query(nv.nvmlDeviceGetMaxMigDeviceCount, h)
+    out = []
+    for j in range(count if isinstance(count, int) else 0):
+        m = _query(nv.nvmlDeviceGetMigDeviceHandleByIndex, h, j)
+        if _is_na(m):
+            continue  # a slot without a MIG device
+        uuid = _query(nv.nvmlDeviceGetUUID, m)
+        if _is_na(uuid):
+            continue
+        name = _query(nv.nvmlDeviceGetName, m)
+        profile = name.rsplit(" MIG ", 1)[1] if isinstance(name, str) and " MIG " in name else ""
+        gi = _query(nv.nvmlDeviceGetGpuInstanceId, m)
+        ci = _query(nv.nvmlDeviceGetComputeInstanceId, m)
+        out.append({"uuid": str(uuid), "profile": profile, "gpu_instance": None if _is_na(gi) else int(gi),
+                    "compute_instance": None if _is_na(ci) else int(ci)})
+    return out
+
+
 def _device(nv, i):
     h = _query(nv.nvmlDeviceGetHandleByIndex, i)
     if _is_na(h):
@@ -152,6 +174,7 @@ def _device(nv, i):
         "compute_capability": _map(cc, lambda v: f"{v[0]}.{v[1]}"),
         "memory_total_mib": _map(mem, lambda m: int(m.total) // MIB),
         "mig_mode": _map(mig, lambda v: bool(v[0])),
+        "mig_instances": _mig_instances(nv, h, mig),
         "health": _health(nv, h),
     }
 
