@@ -13,6 +13,7 @@ from typing import Dict, Optional, Tuple, Union
 
 from gpudoctor.facts.platform import ProcessLimits
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.smoke import SmokeDevice, SmokeFacts, SmokePeer  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,8 @@ class ProbeFacts:
             (``resource.getrlimit`` inside it), or Unavailable.
         frameworks: the dlopen test of every installed GPU framework's provider
             libraries, or Unavailable (older probe, or the test could not run).
+        smoke: the ``--deep`` smoke test (:class:`SmokeFacts`), or Unavailable
+            (not run without ``--deep``, no CUDA device, or it failed).
     """
 
     probe_version: int
@@ -267,6 +270,7 @@ class ProbeFacts:
     distributions: Optional[Dict[str, str]] = None
     limits: Union[ProcessLimits, Unavailable] = _NOT_PROBED
     frameworks: Union[Tuple[FrameworkLoad, ...], Unavailable] = _NOT_PROBED
+    smoke: Union[SmokeFacts, Unavailable] = Unavailable("not run (gpudoctor check --deep runs it)")
 
 
 @dataclass(frozen=True)

@@ -502,6 +502,12 @@ def main():
         else:
             torch_facts["cuda_error"] = ((torch_facts.get("cuda_error") or "") + "\n" + devices["unavailable"]).strip()
     doc["torch"] = torch_facts
+    if "--deep" in sys.argv[1:]:  # gpudoctor check --deep: the functional smoke test (probe/_smoke.py)
+        if _torch is not None and torch_facts.get("cuda_available"):
+            import _smoke
+            doc["smoke"] = _section(_smoke.run, _torch)
+        else:
+            doc["smoke"] = {"unavailable": "no CUDA device visible to torch in this interpreter"}
     doc["site_packages"] = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
     mapped = _section(mapped_libraries)
     doc["mapped_libraries"] = mapped
