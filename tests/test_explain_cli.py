@@ -232,8 +232,9 @@ def test_command_output_diagnosis_confirming_checks_and_its_exit_code():
     assert "Confirming on this machine: gpudoctor check nvidia.driver cuda.driver torch.install" in err
     after = err.split("Confirming on this machine")[1]
     # the checks' own report follows: every confirming check is accounted for, with its verdict
-    assert "nvidia.driver" in after and "cuda.driver" in after and "torch.install" in after
-    assert "3 findings" in after
+    for check in ("nvidia.driver", "cuda.driver", "torch.install", "platform.driver-branch"):
+        assert check in after, check
+    assert "4 findings" in after
     assert f"[{PY}]" in err or PY in err
     # no GPU here, so nothing confirms the driver fault on this machine: it says so
     assert "The confirming checks find nothing wrong on this machine" in err
