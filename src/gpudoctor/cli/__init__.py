@@ -11,7 +11,7 @@ Layout (docs/architecture.md):
   :mod:`~gpudoctor.cli.facts`, :mod:`~gpudoctor.cli.listing` (``list``),
   :mod:`~gpudoctor.cli.fix`, :mod:`~gpudoctor.cli.gate`,
   :mod:`~gpudoctor.cli.probe` (``probe dataloader``),
-  :mod:`~gpudoctor.cli.mirrors`. Each defines a plain click command and
+  :mod:`~gpudoctor.cli.mirrors`, :mod:`~gpudoctor.cli.explain`. Each defines a plain click command and
   imports only from :mod:`gpudoctor.cli.common` (never from here).
 - this module registers them on the group, in :data:`COMMANDS` order (the
   order ``gpudoctor --help`` lists them).
@@ -19,13 +19,14 @@ Layout (docs/architecture.md):
 
 from __future__ import annotations
 
-from gpudoctor.cli import check, facts, fix, gate, listing, mirrors, probe
+from gpudoctor.cli import check, explain, facts, fix, gate, listing, mirrors, probe
 from gpudoctor.cli.common import cli, main
 
 __all__ = ["cli", "main", "COMMANDS"]
 
 #: Every command, in the order ``gpudoctor --help`` lists them.
-COMMANDS = (check.check, facts.facts, listing.list_, fix.fix, gate.gate, probe.probe, mirrors.mirrors)
+COMMANDS = (check.check, facts.facts, listing.list_, fix.fix, gate.gate, probe.probe, mirrors.mirrors,
+            explain.explain)
 
 for _command in COMMANDS:
     cli.add_command(_command)
