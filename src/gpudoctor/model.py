@@ -158,6 +158,11 @@ class Check:
             An exception becomes an ``error`` finding.
         tags: free labels, e.g. ``gate`` for checks the entrypoint gate runs.
         doc_url: documentation for the check as a whole.
+        probe_level: the cheapest target probe whose facts the check reads
+            correctly: ``light`` (metadata, version files, CUDA driver API; no
+            ``import torch``) or ``full`` (the default, safe for plug-ins). Only
+            matters for checks that need ``targets``; the engine runs the
+            cheapest level that serves every selected check.
     """
 
     id: str
@@ -166,6 +171,7 @@ class Check:
     evaluate: Callable[["Facts"], Sequence[Finding]]
     tags: Tuple[str, ...] = ()
     doc_url: Optional[str] = None
+    probe_level: str = "full"
 
     def finding(self, status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:
         """Shorthand for ``Finding(check=self.id, ...)``."""

@@ -48,7 +48,7 @@ def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Optional[Find
     if fault is not None:
         return fault
     tf = probe.torch
-    if tf.import_ok and not tf.cuda and not tf.hip:
+    if tf.is_cpu_build:
         return Finding(check="torch.install", status=Status.FAIL,
                        summary=f"torch {tf.version} is a CPU-only build",
                        explanation="A CPU-only build never uses the GPU; see `torch.install` for the exact "
@@ -74,7 +74,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                              "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
                              "In a container on a GPU host, start it with `--gpus all` (NVIDIA Container Toolkit).",
                              evidence=evidence, target=t.label)
-    if not tf.installed or not tf.import_ok:
+    if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         return CHECK.finding(Status.FAIL, f"CUDA is unavailable in {python}: {what}",
                              "See `torch.install` for the cause and the exact command.", evidence=evidence,
@@ -111,4 +111,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels"),
     evaluate=per_target("cuda.available", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -144,4 +144,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu", "os", "loader"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

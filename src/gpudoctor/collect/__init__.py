@@ -33,6 +33,11 @@ class CollectOptions:
         probe_timeout_s: per-target probe timeout, seconds.
         kernels: also find and probe Jupyter kernels (the entrypoint gate
             turns this off: a training container's health does not depend on them).
+        probe_level: how target interpreters are probed: ``full`` (imports torch) or
+            ``light`` (metadata, version files, CUDA driver API; see
+            :mod:`gpudoctor.probe`). :func:`gpudoctor.engine.run` lowers it to the
+            cheapest level the selected checks accept unless ``probe_level_fixed``.
+        probe_level_fixed: keep ``probe_level`` as given (``gate --deep``).
         extra: plug-in/feature options by name (e.g. ``catalogue``,
             ``rank_mirrors``), so new features need no new fields here.
     """
@@ -42,6 +47,8 @@ class CollectOptions:
     deep: bool = False
     probe_timeout_s: float = 60.0
     kernels: bool = True
+    probe_level: str = "full"
+    probe_level_fixed: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
