@@ -19,6 +19,7 @@ from typing import List, Optional, Sequence
 import click
 
 from gpudoctor import __version__
+from gpudoctor.config import ConfiguredCommand as _ConfiguredCommand
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -151,15 +152,16 @@ def _options(pythons, offline, probe_timeout, **extra):
 
 # --------------------------------------------------------------------------- check
 
-@cli.command(context_settings=CONTEXT_SETTINGS)
+@cli.command(cls=_ConfiguredCommand, context_settings=CONTEXT_SETTINGS)  # issue 14: GPUDOCTOR_* and gpudoctor.toml
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
 @common_collect_options
 @click.option("--facts", "facts_file", metavar="FILE",
               help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
-              show_default=True, help="Output format.")
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown", "prometheus"]), default="console",
+              show_default=True, help="Output format (prometheus: node_exporter textfile metrics).")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
 @click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
@@ -219,6 +221,12 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
                 render_console(report, make_console(fh), verbose)
         else:
             render_console(report, console, verbose)
+    elif fmt == "prometheus" and output and output != "-":
+        from gpudoctor.render.prometheus import write_prometheus
+        try:
+            write_prometheus(output, report)
+        except OSError as exc:
+            raise _usage(f"-o {output}: {exc.strerror or exc}") from None
     else:
         from gpudoctor.render import render
         _output(render(report, fmt, verbose), output)
@@ -375,3 +383,4 @@ from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
 from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
 from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)
 from gpudoctor import cli_mirrors  # noqa: E402,F401  (registers `gpudoctor mirrors`)
+from gpudoctor import cli_report  # noqa: E402,F401  (issue 14: registers `gpudoctor report merge`)
