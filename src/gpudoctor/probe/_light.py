@@ -51,22 +51,54 @@ def _err(exc):
     return ("%s: %s" % (type(exc).__name__, exc)).strip()
 
 
-def _metadata():
-    try:
-        from importlib import metadata
-        return metadata
-    except ImportError:  # pragma: no cover - 3.6/3.7
-        return None
+class _Dist(object):
+    """A distribution found on sys.path: its metadata headers, read as text (``importlib.metadata``
+    would import the email package: a third of this probe's time)."""
+
+    def __init__(self, path, location):
+        self.path = path
+        self.location = location
+        self.version = None
+        self.requires = []
+        for name in ("METADATA", "PKG-INFO"):
+            meta = os.path.join(path, name)
+            if os.path.isfile(meta):
+                with open(meta, encoding="utf-8", errors="replace") as fh:
+                    for line in fh:
+                        if not line.strip():
+                            break  # the body (description) follows the headers
+                        key, _sep, value = line.partition(":")
+                        if key == "Version" and self.version is None:
+                            self.version = value.strip()
+                        elif key == "Requires-Dist":
+                            self.requires.append(value.strip())
+                break
+
+
+_LISTINGS = {}
+
+
+def _normalise(name):
+    import re
+    return re.sub(r"[-_.]+", "_", name).lower()
 
 
 def _dist(name):
-    md = _metadata()
-    if md is None:
-        return None
-    try:
-        return md.distribution(name)
-    except Exception:
-        return None
+    """The first distribution called ``name`` on sys.path (the one importlib.metadata would find), or None."""
+    want = _normalise(name)
+    for entry in sys.path:
+        d = entry or "."
+        if d not in _LISTINGS:
+            try:
+                _LISTINGS[d] = sorted(os.listdir(d)) if os.path.isdir(d) else []
+            except OSError:
+                _LISTINGS[d] = []
+        for item in _LISTINGS[d]:
+            if item.endswith((".dist-info", ".egg-info")):
+                stem = item.rsplit(".", 1)[0]
+                if _normalise(stem.split("-", 1)[0]) == want:
+                    return _Dist(os.path.join(d, item), d)
+    return None
 
 
 def _dist_info(name):
@@ -74,11 +106,7 @@ def _dist_info(name):
     d = _dist(name)
     if d is None:
         return False, None, None
-    try:
-        location = str(d.locate_file(""))
-    except Exception:
-        location = None
-    return True, d.version, location
+    return True, d.version, d.location
 
 
 def _package_dir(name):
@@ -97,24 +125,20 @@ def _package_dir(name):
 
 
 def version_file(path):
-    """Top-level ``NAME = <literal>`` assignments of a version.py (torch/version.py), read as text."""
-    import ast
-    with open(path) as fh:
-        tree = ast.parse(fh.read(), path)
+    """Top-level ``NAME = 'text'`` / ``NAME: Optional[str] = None`` assignments of a version.py
+    (torch/version.py), read as text: strings, None, True/False; other values are left out."""
+    import re
     out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            targets, value = node.targets, node.value
-        elif isinstance(node, getattr(ast, "AnnAssign", ())) and node.value is not None:
-            targets, value = [node.target], node.value
-        else:
-            continue
-        for t in targets:
-            if isinstance(t, ast.Name):
-                try:
-                    out[t.id] = ast.literal_eval(value)
-                except ValueError:
-                    pass
+    with open(path) as fh:
+        for line in fh:
+            m = re.match(r"""^([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(?:'([^'\\]*)'|"([^"\\]*)"|(None|True|False))\s*(?:#.*)?$""",
+                         line.rstrip("\n"))
+            if not m:
+                continue
+            if m.group(4) is not None:
+                out[m.group(1)] = {"None": None, "True": True, "False": False}[m.group(4)]
+            else:
+                out[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3)
     return out
 
 
@@ -125,9 +149,6 @@ def cudnn_major_from_metadata(dist):
         m = re.match(r"\s*nvidia-cudnn-cu\d+\s*\(?\s*==\s*(\d+)", req, re.I)
         if m:
             return int(m.group(1))
-    md = _metadata()
-    if md is None:
-        return None
     for name in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11"):
         d = _dist(name)
         if d is not None:
