@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -46,6 +45,16 @@ def test_builtin_gate_runs_light_checks_and_leaves_full_ones_to_deep():
     assert all("targets" not in c.needs or c.probe_level == "light" for c in chosen)
     deep, none_left = gate_checks(registry, deep=True)
     assert none_left == [] and {c.id for c in deep} == ids | set(left_out)
+
+
+def test_builtin_gate_ids_are_exactly_the_gate_tagged_builtins():
+    from gpudoctor.gate import BUILTIN_GATE_IDS, load_gate_registry
+    reg = load_registry()
+    own = {cid for cid in reg.checks if reg.provider(cid).split(" ")[0] == "gpudoctor"}
+    assert BUILTIN_GATE_IDS == {cid for cid in own if "gate" in reg.checks[cid].tags}
+    light = load_gate_registry()
+    assert set(light.checks) == BUILTIN_GATE_IDS | (set(reg.checks) - own) and not light.fixes
+    assert set(light.check_ids) == set(reg.checks)  # unknown --skip ids are still recognised
 
 
 def test_fail_blocks_and_warn_blocks_only_when_strict(tmp_path):
@@ -175,18 +184,17 @@ def test_wait_retries_until_the_gpus_come_up(fake, tmp_path):
     count = tmp_path / "count"
     count.write_text("0")
     status = tmp_path / "status.json"
-
-    def bring_up():
-        time.sleep(2.0)
-        count.write_text("1")
-
-    threading.Thread(target=bring_up, daemon=True).start()
-    proc = _gate("--require-gpus", "1", "--wait", "60", "--interval", "0.5", "--status-file", str(status),
-                 "--", sys.executable, "-c", "print('job ran')",
-                 env=_env(fake, FAKE_CUDA_COUNT_FILE=str(count)))
-    assert proc.returncode == 0, proc.stderr
-    assert "job ran" in proc.stdout
-    assert "not healthy yet" in proc.stderr and "retrying" in proc.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "gate", "--require-gpus", "1", "--wait", "120",
+                             "--interval", "0.5", "--status-file", str(status),
+                             "--", sys.executable, "-c", "print('job ran')"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(fake, FAKE_CUDA_COUNT_FILE=str(count)))
+    first = proc.stderr.readline()  # the first attempt found no GPU ...
+    assert "not healthy yet" in first and "gate.gpus" in first and "retrying" in first
+    count.write_text("1")  # ... then the node's GPU comes up
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "job ran" in out
     doc = json.loads(status.read_text())
     assert doc["healthy"] is True and doc["attempts"] >= 2 and doc["checks"]["gate.gpus"] == "ok"
 
@@ -226,3 +234,12 @@ def test_the_gate_does_not_look_for_jupyter_kernels():
     targets = result.report.facts.get("targets").targets
     assert "kernel" not in [t.kind for t in targets]
     assert targets[0].probe.level == "light"
+
+
+def test_collectors_for_imports_only_what_the_selection_needs():
+    from gpudoctor.collect import all_collectors, collectors_for
+    every = all_collectors()
+    some = collectors_for(["targets", "shm"])
+    assert set(some) == {"targets", "jupyter", "shm", "os", "cpu"}  # targets requires jupyter; host.py holds 3
+    assert all(some[d] is every[d] for d in some)
+    assert set(collectors_for(["no-such-domain"])) == set(every)  # unknown: everything, as before

@@ -31,11 +31,27 @@ _OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBI
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+#: commands defined in their own modules, imported on first use (issue 14: `gpudoctor gate`
+#: must not pay for importing `fix`, `probe` and `mirrors`), in `--help` order
+_LAZY_COMMANDS = {"fix": "gpudoctor.cli_fix", "gate": "gpudoctor.cli_gate", "probe": "gpudoctor.cli_probe",
+                  "mirrors": "gpudoctor.cli_mirrors", "report": "gpudoctor.cli_report"}
+
+
 class GpudoctorGroup(click.Group):
-    """Lists commands in the order they were added (check first), not alphabetically."""
+    """Lists commands in the order they were added (check first), not alphabetically;
+    the commands in :data:`_LAZY_COMMANDS` register themselves when first asked for."""
 
     def list_commands(self, ctx: click.Context) -> List[str]:
+        import importlib
+        for module in _LAZY_COMMANDS.values():
+            importlib.import_module(module)
         return list(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        if cmd_name not in self.commands and cmd_name in _LAZY_COMMANDS:
+            import importlib
+            importlib.import_module(_LAZY_COMMANDS[cmd_name])
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context):
         # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it
@@ -378,9 +394,4 @@ def _internal_error(exc: BaseException) -> None:
     sys.exit(EXIT_INTERNAL)
 
 
-# Commands defined in their own modules register themselves on ``cli``.
-from gpudoctor import cli_fix  # noqa: E402,F401  (registers `gpudoctor fix`)
-from gpudoctor import cli_gate  # noqa: E402,F401  (registers `gpudoctor gate`)
-from gpudoctor import cli_probe  # noqa: E402,F401  (registers `gpudoctor probe dataloader`)
-from gpudoctor import cli_mirrors  # noqa: E402,F401  (registers `gpudoctor mirrors`)
-from gpudoctor import cli_report  # noqa: E402,F401  (issue 14: registers `gpudoctor report merge`)
+# Commands defined in their own modules register themselves on ``cli`` when first used (_LAZY_COMMANDS).

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _build_system, _load_registry, _usage, cli
+from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _build_system, _usage, cli
 from gpudoctor.config import ConfiguredCommand
 
 
@@ -75,15 +75,18 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     from gpudoctor import gate as g
     from gpudoctor.engine import SelectionError
 
-    registry = _load_registry()
+    system = _build_system(root)
+    # start the probe in the job's interpreter now: it runs while the checks load
+    from gpudoctor.collect.targets import start_early
+    start_early(system, g.collect_options(g.GateOptions(timeout_s=probe_timeout or timeout, deep=deep)))
+    registry = g.load_gate_registry(_ids(checks_))
     try:
-        checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep)
+        checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep, registry.check_ids)
     except SelectionError as exc:
         raise _usage(str(exc)) from None
     opts = g.GateOptions(require_gpus=max(require_gpus, 1 if require_gpu else 0),
                          min_gpu_memory_gib=min_gpu_memory_gib, strict=strict,
                          timeout_s=probe_timeout or timeout, deep=deep)
-    system = _build_system(root)
 
     def attempt():
         return g.run_gate(checks, system, opts, left_out)

@@ -325,14 +325,18 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
 
 def run(checks: Sequence[Check], system: System, options: CollectOptions,
         progress: Optional[Progress] = None, facts: Optional[Facts] = None,
-        extra_findings: Sequence[Finding] = ()) -> Report:
-    """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report."""
+        extra_findings: Sequence[Finding] = (), collectors: Optional[Mapping[str, Collector]] = None) -> Report:
+    """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
+
+    ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
+    the gate passes :func:`~gpudoctor.collect.collectors_for` its selection, so it imports
+    only the collector modules it needs."""
     start = time.monotonic()
     collector_errors: List[Finding] = []
     if facts is None:
         if not options.probe_level_fixed:
             options = replace(options, probe_level=probe_level(checks))
-        collectors = all_collectors()
+        collectors = all_collectors() if collectors is None else collectors
         domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)

@@ -29,10 +29,24 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
 
-__all__ = ["GATE_TAG", "GateOptions", "GateResult", "gate_checks", "run_gate", "requirement_findings",
+__all__ = ["GATE_TAG", "BUILTIN_GATE_IDS", "load_gate_registry", "GateOptions", "GateResult", "gate_checks", "run_gate", "requirement_findings",
            "gate_until_healthy", "write_status_file", "status_document", "blocking_line"]
 
 GATE_TAG = "gate"
+
+#: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
+#: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
+BUILTIN_GATE_IDS = frozenset({"nvidia.driver", "cuda.available", "cuda.driver", "cuda.libcuda", "cuda.arch",
+                              "cuda.context", "cudnn.load", "torch.install", "dataloader.shm"})
+
+
+def load_gate_registry(ids: Sequence[str] = ()):
+    """The registry the gate needs: without fixes, and (when no ``ids`` are named) only the built-in
+    checks in :data:`BUILTIN_GATE_IDS` imported. ``Registry.check_ids`` still lists every id."""
+    from gpudoctor.registry import load_registry
+    if ids:
+        return load_registry(load_fixes=False)
+    return load_registry(load_fixes=False, check_filter=lambda cid, own: not own or cid in BUILTIN_GATE_IDS)
 
 
 @dataclass(frozen=True)
@@ -76,18 +90,21 @@ class GateResult:
 
 
 def gate_checks(checks: Dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
-                deep: bool = False) -> Tuple[List[Check], List[str]]:
+                deep: bool = False, known_ids: Optional[Sequence[str]] = None) -> Tuple[List[Check], List[str]]:
     """The checks the gate runs and the gate checks it leaves out.
 
     With ``ids``: exactly those (any check, by id or prefix; the engine then probes
     at the level they need). Without: the checks tagged ``gate``; unless ``deep``,
     only those served by the light probe (the rest are returned as left out).
     Raises :class:`~gpudoctor.engine.SelectionError` for an id in ``ids`` or
-    ``skip`` that matches no check.
+    ``skip`` that matches no check (of ``known_ids`` when given: every registered id,
+    loaded or not).
     """
     if ids:
         return select_checks(checks, ids, skip), []
-    select_checks(checks, (), skip)  # unknown --skip ids are a usage error, as in `check`
+    # unknown --skip ids are a usage error, as in `check`
+    select_checks({cid: Check(cid, cid, (), lambda facts: []) for cid in (known_ids if known_ids is not None
+                                                                          else checks)}, (), skip)
     tagged = {cid: c for cid, c in checks.items() if GATE_TAG in c.tags}
     chosen = select_checks(tagged, (), [s for s in skip if any(cid == s.rstrip(".") or cid.startswith(
         s.rstrip(".") + ".") for cid in tagged)])
@@ -185,17 +202,23 @@ def _reason(f: Finding, strict: bool) -> Optional[str]:
     return None
 
 
+def collect_options(opts: GateOptions) -> CollectOptions:
+    """How the gate collects: offline, no Jupyter kernels, the light probe unless ``deep``."""
+    return CollectOptions(offline=True, probe_timeout_s=opts.timeout_s, kernels=False,
+                          probe_level="full" if opts.deep else "light", probe_level_fixed=opts.deep)
+
+
 def run_gate(checks: Sequence[Check], system: System, opts: Optional[GateOptions] = None,
              left_out: Sequence[str] = ()) -> GateResult:
     """Evaluate the gate once: offline, no Jupyter kernels, light probe unless ``opts.deep``."""
     opts = opts or GateOptions()
-    options = CollectOptions(offline=True, probe_timeout_s=opts.timeout_s, kernels=False,
-                             probe_level="full" if opts.deep else "light", probe_level_fixed=opts.deep)
+    options = collect_options(opts)
     needs_gpu_facts = opts.require_gpus or opts.min_gpu_memory_gib
     if needs_gpu_facts:  # the requirements read the target's driver API and NVML
         checks = list(checks) + [Check(id="gate.requirements", title="", needs=("targets", "nvidia"),
                                        evaluate=lambda facts: [], probe_level="light")]
-    report = run(checks, system, options)
+    from gpudoctor.collect import collectors_for
+    report = run(checks, system, options, collectors=collectors_for([d for c in checks for d in c.needs]))
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
     report = replace(report, findings=tuple(findings))
