@@ -136,7 +136,7 @@ def test_markdown_render():
     assert "#### ok:" not in md
     for s in SECRETS:
         assert s not in md
-    assert set(FORMATS) == {"json", "markdown"}
+    assert set(FORMATS) == {"json", "markdown", "prometheus"}
 
 
 def test_text_helpers():
