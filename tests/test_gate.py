@@ -243,3 +243,34 @@ def test_collectors_for_imports_only_what_the_selection_needs():
     assert set(some) == {"targets", "jupyter", "shm", "os", "cpu"}  # targets requires jupyter; host.py holds 3
     assert all(some[d] is every[d] for d in some)
     assert set(collectors_for(["no-such-domain"])) == set(every)  # unknown: everything, as before
+
+
+def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
+    import dataclasses
+    from gpudoctor.system import System
+    system = dataclasses.replace(System.live(), env=_env(fake, FAKE_CUDA_COUNT="1"))
+    checks = [load_registry().checks["torch.install"]]
+    light = run_gate(checks, system, GateOptions())
+    deep = run_gate(checks, system, GateOptions(deep=True))
+    probe = lambda r: r.report.facts.get("targets").targets[0].probe  # noqa: E731
+    assert probe(light).level == "light" and probe(deep).level == "full"
+    [lf] = [f for f in light.report.findings if f.check == "torch.install"]
+    [df] = [f for f in deep.report.findings if f.check == "torch.install"]
+    assert "is installed (import not tried: light probe)" in lf.summary
+    assert "(CUDA 12.4 build) imports in" in df.summary
+    assert light.healthy and deep.healthy
+
+
+def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
+    import dataclasses
+    import shutil
+    from gpudoctor.system import System
+    site, libdir = fake
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken, symlinks=True)
+    (broken / "torch" / "__init__.py").write_text("raise OSError('libtorch_cuda.so: cannot open shared object file')\n")
+    system = dataclasses.replace(System.live(), env=_env((broken, libdir), FAKE_CUDA_COUNT="1"))
+    checks = [load_registry().checks["torch.install"]]
+    assert run_gate(checks, system, GateOptions()).healthy  # the light gate reads files only
+    deep = run_gate(checks, system, GateOptions(deep=True))
+    assert not deep.healthy and "libtorch_cuda.so" in deep.blocking[0][1].summary

@@ -139,3 +139,14 @@ def test_merge_bad_input_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "x.json: not JSON" in proc.stderr and "Traceback" not in proc.stderr
     proc = _run("report", "merge", str(tmp_path / "missing"))
     assert proc.returncode == 2 and "no such file" in proc.stderr
+
+
+def test_check_writes_the_textfile_with_output(tmp_path):
+    out = tmp_path / "gpudoctor.prom"
+    out.write_text("# stale\n")
+    proc = _run("check", "dataloader.shm", "--format", "prometheus", "-o", str(out), env=_env())
+    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.stdout == ""
+    s = _samples(out.read_text())
+    assert "dataloader.shm" in {l["check"] for l, _v in s["gpudoctor_check_severity"]}
+    assert [p.name for p in tmp_path.iterdir()] == ["gpudoctor.prom"]
