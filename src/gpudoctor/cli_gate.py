@@ -83,6 +83,8 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     try:
         checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep, registry.check_ids)
     except SelectionError as exc:
+        from gpudoctor.system import kill_running_commands
+        kill_running_commands()  # the early probe nobody will read
         raise _usage(str(exc)) from None
     opts = g.GateOptions(require_gpus=max(require_gpus, 1 if require_gpu else 0),
                          min_gpu_memory_gib=min_gpu_memory_gib, strict=strict,

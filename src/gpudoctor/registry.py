@@ -69,11 +69,20 @@ class Registry:
         return [f for f in self.fixes.values() if check_id in f.addresses]
 
 
+_PROVIDERS: Dict[str, str] = {}
+
+
 def _provider_name(ep: metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
-    return f"{dist.metadata['Name']} {dist.version}"
+    key = str(getattr(dist, "_path", "")) or None
+    if key is None or key not in _PROVIDERS:  # reading METADATA parses the whole file (README included)
+        name = f"{dist.metadata['Name']} {dist.version}"
+        if key is None:
+            return name
+        _PROVIDERS[key] = name
+    return _PROVIDERS[key]
 
 
 def _entry_points(group: str) -> List[metadata.EntryPoint]:
