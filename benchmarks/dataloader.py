@@ -39,7 +39,7 @@ def group_rate(results, cfg):
     """Mean samples/s of the measurements of this config's group (workers, prefetch, pinning):
     the same estimator the search's ``choose()`` decides on."""
     rates = impl.group_rates(results)
-    g = impl._group(cfg)
+    g = impl.config_group(cfg)
     return rates[g][0] if g in rates else None
 
 
@@ -83,7 +83,7 @@ def once(args):
     rec_cfg = adaptive["results"][adaptive["recommended"]]["config"]
     best_cfg, best = best_config(grid["results"])
     rec_in_grid = group_rate(grid["results"], rec_cfg)
-    if impl._group(best_cfg) == impl._group(rec_cfg):
+    if impl.config_group(best_cfg) == impl.config_group(rec_cfg):
         paired_fraction = 1.0  # the same configuration (persistent_workers does not change throughput)
     else:
         rec_rate, best_rate = paired(dataset, args.batch_size, step, rec_cfg, best_cfg, args.pairs, args.config_s)

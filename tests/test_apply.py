@@ -343,7 +343,8 @@ def test_atomic_write_failure_leaves_file_and_no_temp(tmp_path, monkeypatch):
     def failing_replace(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ap.os, "replace", failing_replace)
+    from gpudoctor.apply import fileops
+    monkeypatch.setattr(fileops.os, "replace", failing_replace)
     with pytest.raises(OSError, match="No space left"):
         ap.atomic_write(target, b"new\n", 0o644)
     assert target.read_text() == "orig\n"

@@ -113,9 +113,9 @@ def test_exit_code_follows_findings(fixture, code):
 
 
 def _fake_registry(monkeypatch, *checks):
-    import gpudoctor.cli as cli
+    from gpudoctor.cli import check as check_command
     reg = Registry(checks={c.id: c for c in checks}, providers={f"check:{c.id}": "test 0" for c in checks})
-    monkeypatch.setattr(cli, "_load_registry", lambda: reg)
+    monkeypatch.setattr(check_command, "load_registry", lambda: reg)
 
 
 def _status_check(id_, status, summary="x", **kw):

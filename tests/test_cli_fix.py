@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpudoctor import apply as ap
-from gpudoctor import cli_fix
+from gpudoctor.cli import fix as cli_fix
 from gpudoctor.cli import main
 from gpudoctor.model import Check, FileEdit, Fix, FixPlan, FixRefused, Status
 from gpudoctor.registry import Registry
@@ -57,7 +57,7 @@ def root(tmp_path, monkeypatch):
     STATE["root"] = str(r)
     reg = Registry(checks={"demo.check": CHECK}, fixes={"demo.fast": FIX},
                    providers={"check:demo.check": "test", "fix:demo.fast": "test"})
-    monkeypatch.setattr(cli_fix, "_load_registry", lambda: reg)
+    monkeypatch.setattr(cli_fix, "load_registry", lambda: reg)
     return r
 
 

@@ -151,7 +151,7 @@ def test_synthetic_budget_is_respected_and_result_saved(synthetic_run):
 @pytest.mark.slow
 def test_console_output_has_table_call_and_limits(synthetic_run):
     from rich.console import Console
-    from gpudoctor.cli_probe import render_console
+    from gpudoctor.cli.probe import render_console
     doc = json.loads(synthetic_run[0].stdout)
     console = Console(record=True, width=140, no_color=True)
     render_console(doc, console)
@@ -300,7 +300,7 @@ def test_worker_ladder_and_grid():
 
 
 def _r(w, rate, pf=2, persistent=False, stall=0.5, busy=0.9, host=0.9):
-    return {"config": impl._config(w, pf, persistent), "samples_per_s": rate, "stall_fraction": stall,
+    return {"config": impl.loader_config(w, pf, persistent), "samples_per_s": rate, "stall_fraction": stall,
             "workers_cpu_busy": busy, "host_cpu_busy": host}
 
 
@@ -348,7 +348,8 @@ class FakeMeasure:
 
 def _fake_search(monkeypatch, rates, usable, config_s=1.0):
     fake = FakeMeasure(rates)
-    monkeypatch.setattr(impl, "measure", fake)
+    from gpudoctor.probe import _dataloader_search
+    monkeypatch.setattr(_dataloader_search, "measure", fake)
     doc = impl.search(None, 8, None, budget_s=600, config_s=config_s,
                       cpus={"logical": usable, "affinity": usable, "quota_cpus": None, "usable": usable})
     return doc, fake
@@ -466,6 +467,6 @@ def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
 
 
 def test_cli_module_never_imports_torch():
-    code = ("import sys, gpudoctor.cli, gpudoctor.cli_probe; "
+    code = ("import sys, gpudoctor.cli, gpudoctor.cli.probe; "
             "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

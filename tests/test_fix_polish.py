@@ -147,7 +147,7 @@ def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, mon
 
 def _hand_registry(monkeypatch, offers=()):
     """The demo registry plus a check that fails in a way no fix repairs (a hand edit)."""
-    from gpudoctor import cli_fix
+    from gpudoctor.cli import fix as cli_fix
     from gpudoctor.model import Check, Fix, Status
     from gpudoctor.registry import Registry
     import test_cli_fix as demo
@@ -159,7 +159,7 @@ def _hand_registry(monkeypatch, offers=()):
                    fixes={"demo.fast": demo.FIX, "demo.other": other},
                    providers={"check:demo.check": "t", "check:demo.hand": "t", "fix:demo.fast": "t",
                               "fix:demo.other": "t"})
-    monkeypatch.setattr(cli_fix, "_load_registry", lambda: reg)
+    monkeypatch.setattr(cli_fix, "load_registry", lambda: reg)
 
 
 def test_all_names_failures_without_automatic_fix_and_exits_1(root, capsys, monkeypatch):

@@ -403,7 +403,7 @@ def test_case13_on_real_files_jupyter_client_sees_the_new_argv(tmp_path, bare_py
     facts = case13_facts(spec.kernel_json_text, spec.kernel_json, bare_python)
     f = CHECK.evaluate(facts)[0]
     plan = jupyter_kernel_argv.plan(facts, f, {})
-    kfile.write_text(plan.edits[0].new_text)  # what `gpudoctor fix` writes (apply.py is the writer)
+    kfile.write_text(plan.edits[0].new_text)  # what `gpudoctor fix` writes (gpudoctor.apply is the writer)
     listed = jupyter_client_listing(dict(system.env))
     assert listed["train-venv"]["argv"][0] == "/home/user/venvs/train/bin/python"
     assert listed["train-venv"]["argv"][1:] == json.loads(original)["argv"][1:]

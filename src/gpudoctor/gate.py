@@ -37,7 +37,8 @@ GATE_TAG = "gate"
 #: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
 #: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
 BUILTIN_GATE_IDS = frozenset({"nvidia.driver", "cuda.available", "cuda.driver", "cuda.libcuda", "cuda.arch",
-                              "cuda.context", "cudnn.load", "torch.install", "dataloader.shm"})
+                              "cuda.context", "cudnn.load", "torch.install", "dataloader.shm", "cuda.libraries",
+                              "cuda.wsl"})
 
 
 def load_gate_registry(ids: Sequence[str] = ()):

@@ -188,7 +188,7 @@ class Files:
     (``/etc/pip.conf``); ``host_path`` maps them to the real path. ``..`` cannot
     climb above the root. Symlinks are followed on the host, so an absolute
     link inside an image root points at the host: acceptable for reading
-    facts, and the writer (``apply.py``) resolves links inside the root itself.
+    facts, and the writer (:mod:`gpudoctor.apply`) resolves links inside the root itself.
     """
 
     root: Path = Path("/")

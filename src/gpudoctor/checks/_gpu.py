@@ -276,11 +276,25 @@ def gpu_devices(facts: Facts, probe: Optional[ProbeFacts] = None) -> List[GpuDev
     return []
 
 
+def wsl_driver(facts: Facts) -> bool:
+    """WSL 2 with the Windows driver's ``libcuda.so.1`` in ``/usr/lib/wsl/lib``: a GPU is there even
+    though WSL shows no NVIDIA PCI function and no ``/proc/driver/nvidia`` (CUDA on WSL User Guide)."""
+    from gpudoctor.facts.host import OsFacts
+    from gpudoctor.facts.libraries import CudaLibrariesFacts
+    os_facts, cl = facts.of(OsFacts), facts.of(CudaLibrariesFacts)
+    if isinstance(os_facts, Unavailable) or not os_facts.wsl or isinstance(cl, Unavailable):
+        return False
+    return not isinstance(cl.wsl_lib, Unavailable) and "libcuda.so.1" in cl.wsl_lib
+
+
 def has_nvidia_gpu(facts: Facts) -> Optional[bool]:
-    """True: a GPU or driver is seen; False: PCI bus readable, no NVIDIA GPU, no driver;
+    """True: a GPU or driver is seen (WSL 2: the Windows driver's libcuda); False: PCI bus readable,
+    no NVIDIA GPU, no driver;
     None: no driver and the PCI bus could not be listed."""
     nv = facts.of(NvidiaDriverFacts)
     if driver_version(facts) is not None or (not isinstance(nv, Unavailable) and nv.devices):
+        return True
+    if wsl_driver(facts):
         return True
     pci = facts.of(PciGpuFacts)
     if isinstance(pci, Unavailable) or not pci.sysfs_readable:

@@ -74,6 +74,15 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                              "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
                              "In a container on a GPU host, start it with `--gpus all` (NVIDIA Container Toolkit).",
                              evidence=evidence, target=t.label)
+    if not tf.installed:
+        # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
+        from gpudoctor.checks.cuda_frameworks import frameworks_of
+        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        if others:
+            return CHECK.finding(Status.SKIP, f"torch is not installed in {python}; its GPU framework"
+                                              f"{'s are' if len(others) > 1 else ' is'} "
+                                              f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
+                                              f"(see cuda.frameworks and cuda.libraries)", target=t.label)
     if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         return CHECK.finding(Status.FAIL, f"CUDA is unavailable in {python}: {what}",
@@ -108,7 +117,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.available",
     title="headline: is CUDA usable in each target, and the single most likely root cause",
-    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels"),
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels", "cuda_libraries"),
     evaluate=per_target("cuda.available", assess),
     tags=("gate",),
     probe_level="light",  # issue 14: reads only what the light probe reports too

@@ -120,7 +120,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         found = _forward_compat(facts, probe, t, lc.path, m.group(1), kernel, evidence)
         if found is not None:
             return found
-    elif kernel and m and m.group(1) != kernel:
+    elif kernel and m and m.group(1) != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):
+        # (WSL 2's libcuda.so.1.1 carries no driver version in its name)
         return CHECK.finding(
             Status.FAIL,
             f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
@@ -141,7 +142,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.libcuda",
     title="the driver's libcuda.so.1 loads in each target",
-    needs=("targets", "nvidia", "gpu", "os", "loader"),
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
     probe_level="light",  # issue 14: reads only what the light probe reports too

@@ -109,7 +109,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if isinstance(cd, CudnnProbe) and not cd.applicable:
         return CHECK.finding(Status.SKIP, f"not applicable: {cd.reason}", target=t.label)
     reason = cuda_build_skip(probe)
-    if reason:
+    # issue 11: without (an importable) torch, the nvidia-cudnn wheel's cuDNN is still tested
+    torch_free = isinstance(cd, CudnnProbe) and cd.applicable and not (probe.torch.installed and
+                                                                        probe.torch.import_ok)
+    if reason and not torch_free:
         return CHECK.finding(Status.SKIP, f"not applicable: {reason}", target=t.label)
     if isinstance(cd, Unavailable):
         return CHECK.finding(Status.SKIP, f"cuDNN was not probed: {cd.reason}", target=t.label)
@@ -126,6 +129,17 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 
     # 1. sub-libraries
     broken = [s for s in cd.sublibraries if not s.ok]
+    driver = [s for s in broken if "libcuda.so" in (s.error or "")]
+    if driver:
+        # issue 11: the missing piece is the driver's library, not cuDNN's
+        from gpudoctor.checks.cuda_libcuda import _remedy
+        return CHECK.finding(
+            Status.FAIL,
+            f"cuDNN's {driver[0].name} cannot load because the CUDA driver library libcuda is not resolvable "
+            f"(a driver/loader problem, not cuDNN)",
+            f"The loader says:\n\n```\n{driver[0].error}\n```\n\n`{driver[0].name}` itself is present; what is "
+            f"missing is its dependency `libcuda.so`, the user-space half of the NVIDIA driver. Reinstalling cuDNN "
+            f"does not help.\n\n{_remedy(facts, probe)}", evidence=evidence, target=t.label)
     if broken:
         lines = "\n".join(f"{s.name}: {s.error}" for s in broken)
         reinstall = (f"`{probe.executable} -m pip install --force-reinstall {dist[0]}=={dist[1]}`" if dist else
@@ -194,6 +208,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             evidence=evidence, target=t.label)
 
     # 4. nothing mapped
+    if torch_free and not loaded:
+        return CHECK.finding(Status.SKIP, f"not applicable: {reason}", target=t.label)
     if not loaded:
         on_path = [e for e in _path_entries(probe, "PATH") if e and "nvidia" in e and e.rstrip("/").endswith("lib")]
         wheel_dirs = {_norm(os.path.dirname(p)) for p in own}
@@ -216,6 +232,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 
     version = fmt_cudnn(cd.runtime_version) if cd.runtime_version else "?"
     n = len(cd.sublibraries)
+
     return CHECK.finding(Status.OK, f"cuDNN {version} loaded from {loaded}" + (f"; all {n} sub-libraries load" if n
                                                                                  else ""),
                          evidence=evidence, target=t.label)

@@ -11,13 +11,21 @@ such file or directory", pytorch/pytorch issue #129351).
   package for this distro (``python3.10-dev`` ...);
 - the compiler missing -> ``fail`` with the package;
 - a CUDA build on a GPU machine without an importable Triton -> ``fail``;
+- Triton links its launcher with ``gcc ... -lcuda``: no 64-bit unversioned
+  ``libcuda.so`` in any directory it passes (``TRITON_LIBCUDA_PATH``, the
+  directories of the ld.so cache's ``libcuda`` entries), ``LIBRARY_PATH`` or the
+  linker's defaults -> ``fail`` ("cannot find -lcuda"; pytorch/pytorch #123159,
+  triton-lang/triton PR #1981);
+- torch older than 2.0 -> ``skip`` (no ``torch.compile``);
 - otherwise ``info``: inductor's prerequisites are met.
 """
 
 from __future__ import annotations
 
 
-from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
+from gpudoctor.checks._common import split_local
+from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
+from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
@@ -70,12 +78,52 @@ def compiler_remedy(facts: Facts, which: str) -> str:
     return f"Install a {which} compiler (gcc/g++) with your package manager, or set `CC`/`CXX` to one."
 
 
+def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts):
+    """(summary, explanation, evidence) when ``gcc -lcuda`` cannot find a 64-bit ``libcuda.so``, else None."""
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return None
+    model = next((m for m in cl.targets if m.label == t.label), None)
+    if model is None or not model.link_dirs:
+        return None
+    usable = [d for d in model.link_dirs if d.unversioned and d.elf_class != 32 and
+              not (d.arch_tag is not None and d.elf_class is None and "64" not in d.arch_tag)]
+    if usable:
+        return None
+    wrong = [d for d in model.link_dirs if d.unversioned]
+    cached = [d.path for d in model.link_dirs if d.origin == "ld.so cache" and "i386" not in d.path
+              and "lib32" not in d.path]
+    dir64 = cached[0] if cached else "/usr/lib/x86_64-linux-gnu"
+    skipped = (f" The only `libcuda.so` is the 32-bit one in `{wrong[0].path}`"
+               f"{' (ld.so cache tag `' + wrong[0].arch_tag + '`)' if wrong[0].arch_tag else ''}, which `ld` skips "
+               f"as incompatible." if wrong else "")
+    evidence = {"link_dirs": [f"{d.path} ({d.origin}): libcuda.so "
+                              f"{'present, ' + str(d.elf_class or '?') + '-bit' if d.unversioned else 'absent'}"
+                              for d in model.link_dirs]}
+    summary = ("torch.compile on the GPU cannot link its launcher: no 64-bit libcuda.so on the linker path "
+               "(`cannot find -lcuda`)")
+    explanation = (
+        f"Triton builds a small C launcher with `gcc ... -lcuda` at the first compiled call. The linker needs the "
+        f"*unversioned* `libcuda.so` (only `libcuda.so.1` is needed at run time, which is why eager mode works).{skipped}"
+        f" Searched: {', '.join(f'`{d.path}` ({d.origin})' for d in model.link_dirs)}.\n\nWith root, add the "
+        f"development link once:\n\n```\nsudo ln -s libcuda.so.1 {dir64}/libcuda.so && sudo ldconfig\n```\n\n"
+        f"(or install the distribution package of the same driver branch that ships that link). Without root, give "
+        f"the linker a directory that has one, for link time only:\n\n```\nmkdir -p ~/.local/lib/cuda-link\n"
+        f"ln -s {dir64}/libcuda.so.1 ~/.local/lib/cuda-link/libcuda.so\nexport LIBRARY_PATH=~/.local/lib/cuda-link\n"
+        f"```\n\n(newer Triton also reads `TRITON_LIBCUDA_PATH`). Never put the toolkit's `stubs` directory on "
+        f"`LD_LIBRARY_PATH`. Clear `~/.triton/cache` afterwards.")
+    return summary, explanation, evidence
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``torch.compile`` finding for one target (pure)."""
     tf = probe.torch
     if not tf.installed or not tf.import_ok:
         what = "is not installed" if not tf.installed else "does not import"
         return CHECK.finding(Status.SKIP, f"torch {what} in {probe.executable} (see torch.install)", target=t.label)
+    if tf.version and v(split_local(tf.version)[0]) < v("2.0"):
+        return CHECK.finding(Status.SKIP, f"torch {tf.version} has no torch.compile (it arrived in torch 2.0)",
+                             target=t.label)
     tc = probe.toolchain
     if isinstance(tc, Unavailable):
         return CHECK.finding(Status.SKIP, f"the toolchain was not probed: {tc.reason}", target=t.label)
@@ -118,6 +166,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
             f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}\n```",
             evidence=evidence, target=t.label)
+    if gpu_path:
+        link = libcuda_link(facts, t, probe)
+        if link is not None:
+            return CHECK.finding(Status.FAIL, link[0], link[1], evidence={**evidence, **link[2]}, target=t.label)
     tools = tc.cc if gpu_path else tc.cxx
     extra = f", triton {triton.version}" if gpu_path and not isinstance(triton, Unavailable) else ""
     return CHECK.finding(Status.INFO, f"torch.compile prerequisites met: {tools}, Python.h for {mm}{extra}",
@@ -129,6 +181,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="torch.compile",
     title="torch.compile toolchain: C/C++ compiler, Python.h of the target's Python, Triton",
-    needs=("targets", "os", "gpu", "nvidia"),
+    needs=("targets", "os", "gpu", "nvidia", "cuda_libraries"),
     evaluate=per_target("torch.compile", assess),
 )

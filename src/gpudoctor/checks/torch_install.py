@@ -62,6 +62,23 @@ def _import_error_cause(error: str) -> str:
     return "Reinstall torch in this environment (`pip install --force-reinstall torch`) and retry."
 
 
+def _shadowed(facts: Facts, label: str):
+    """(cause, explanation) when the loader model shows a CUDA library shadowed for this target (issue 11)."""
+    from gpudoctor.checks.cuda_libraries import path_remedy, shadowing, target_model, version_of
+    model = target_model(facts, label)
+    bad = shadowing(model) if model is not None else []
+    if not bad:
+        return None
+    res, good, _why = bad[0]
+    mine, theirs = version_of(model, res.path) or "?", version_of(model, good) if good else None
+    cause = (f"{res.directory} ({res.via}) supplies {res.needed} {mine}"
+             + (f" instead of the wheel's {theirs}" if theirs else "")
+             + (f", which lacks {res.missing[0].split(',')[0]}" if res.missing else ""))
+    return cause, (f"The files of torch are fine; the dynamic loader binds `{res.needed}` for "
+                   f"`{res.consumer}` from `{res.directory}` ({res.via}). Reinstalling torch does not help "
+                   f"(see `cuda.libraries`).\n\n{path_remedy(model, res, good)}")
+
+
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
     if isinstance(probe, Unavailable):
@@ -72,12 +89,25 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     tf = probe.torch
     evidence = {"python": probe.executable, "python_version": probe.python_version}
     if not tf.installed:
+        # issue 11: an environment built on another GPU framework does not need torch
+        from gpudoctor.checks.cuda_frameworks import frameworks_of
+        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        if others:
+            return CHECK.finding(Status.INFO, f"PyTorch is not installed in {probe.executable}; it uses "
+                                              f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
+                                 evidence=evidence, target=t.label)
         return CHECK.finding(Status.FAIL, f"PyTorch is not installed in {probe.executable}",
                              f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts)}",
                              evidence=evidence, target=t.label)
     evidence["torch"] = tf.version or tf.dist_version or "?"
     if tf.import_failed:
         evidence["import_error"] = tf.import_error or ""
+        shadow = _shadowed(facts, t.label)
+        if shadow is not None:
+            return CHECK.finding(
+                Status.FAIL, f"`import torch` fails in {probe.executable}: {shadow[0]}",
+                f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
+                f"{shadow[1]}", evidence=evidence, target=t.label)
         return CHECK.finding(
             Status.FAIL, f"`import torch` fails in {probe.executable}: {tf.import_error}",
             f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
@@ -116,7 +146,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="torch.install",
     title="PyTorch installed, importable, and the right build for this machine",
-    needs=("targets", "gpu", "nvidia"),
+    needs=("targets", "gpu", "nvidia", "cuda_libraries"),
     evaluate=evaluate,
     tags=("gate",),
     probe_level="light",  # issue 14: reads only what the light probe reports too

@@ -60,8 +60,9 @@ def collect_os(ctx: CollectContext) -> OsFacts:
                                         os_release_file=str(files.host_path(os_release)),
                                         distro_release_file=os.devnull, root_dir=root)
     kernel = platform.release() if files.is_live else ""
-    osrel = (files.read_text_or_none("/proc/version") or "") if files.is_live else ""
-    wsl = "microsoft" in kernel.lower() or "microsoft" in osrel.lower()
+    # issue 11: WSL 2 from the kernel release, /proc/version (also in an image root) or /dev/dxg
+    osrel = files.read_text_or_none("/proc/version") or ""
+    wsl = "microsoft" in kernel.lower() or "microsoft" in osrel.lower() or files.exists("/dev/dxg")
     container = detect_container(files, ctx.system.env)
     return OsFacts(
         id=info.id() or "unknown",

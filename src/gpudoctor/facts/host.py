@@ -36,7 +36,8 @@ class OsFacts:
         kernel: ``uname -r`` of the running kernel (the host's in a container).
         machine: ``uname -m``, e.g. ``x86_64``.
         container: container detection.
-        wsl: True under Windows Subsystem for Linux.
+        wsl: True under Windows Subsystem for Linux (kernel release or ``/proc/version``
+            naming ``microsoft``, or ``/dev/dxg`` present: the WSL 2 GPU paravirtualisation device).
     """
 
     id: str

@@ -255,6 +255,28 @@ _NOT_PROBED = Unavailable("not reported by this probe version")
 
 
 @dataclass(frozen=True)
+class FrameworkLoad:
+    """The real ``dlopen`` test of one GPU framework's provider libraries (issue 11).
+
+    Run by the probe in a child of the target interpreter (one per framework,
+    so a crash or a library loaded first cannot leak into another's result).
+
+    Attributes:
+        name: framework key of ``data/frameworks.toml`` (``onnxruntime-gpu``...).
+        dist: the installed distribution (from metadata, not imported).
+        version: its version.
+        loads: one record per GPU provider library found, loader error verbatim.
+        error: why the test could not run (child crashed, timed out), else None.
+    """
+
+    name: str
+    dist: str
+    version: str
+    loads: Tuple[LibraryLoad, ...] = ()
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class ProbeFacts:
     """What the probe printed, for one target.
 
@@ -282,6 +304,8 @@ class ProbeFacts:
         distributions: name -> version of the few other distributions checks
             need to know about (``ipykernel`` for Jupyter kernels); a name is
             absent when not installed; None when the probe did not report them.
+        frameworks: the dlopen test of every installed GPU framework's provider
+            libraries, or Unavailable (older probe, or the test could not run).
         level: ``full`` (``_script.py``: imports torch) or ``light`` (``_light.py``:
             metadata, version files and the CUDA driver API, no framework import).
         cuda_driver: the CUDA driver API in the target (cuInit, devices, a context
@@ -307,6 +331,7 @@ class ProbeFacts:
     toolchain: Union[ToolchainFacts, Unavailable] = _NOT_PROBED
     triton: Union[TritonFacts, Unavailable] = _NOT_PROBED
     distributions: Optional[Dict[str, str]] = None
+    frameworks: Union[Tuple[FrameworkLoad, ...], Unavailable] = _NOT_PROBED
     level: str = "full"
     cuda_driver: Union[CudaDriverProbe, Unavailable] = _NOT_PROBED
 

@@ -1,6 +1,6 @@
 """Command-line options for mirror probing, shared by ``gpudoctor check`` and ``gpudoctor mirrors``.
 
-Kept free of :mod:`gpudoctor.cli` imports so ``cli.py`` can apply the
+Kept free of :mod:`gpudoctor.cli` imports so :mod:`gpudoctor.cli.check` can apply the
 decorator to ``check`` at definition time. The values travel to collectors
 in ``CollectOptions.extra``: ``catalogue`` (a loaded Catalogue),
 ``rank_mirrors``, ``mirror_budget_s``, ``dockerfile`` (``(name, text)``).

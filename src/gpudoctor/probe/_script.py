@@ -23,7 +23,7 @@ ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TR
 DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
 ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
              "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
-             "LOADEDMODULES", "CC", "CXX")
+             "LOADEDMODULES", "CC", "CXX", "LIBRARY_PATH")
 
 
 def _err(exc):
@@ -205,7 +205,32 @@ def cudnn_runtime_version(path):
     return int(fn())
 
 
+def cudnn_without_torch():
+    """The nvidia-cudnn wheel's cuDNN when torch is absent or does not import (onnxruntime-gpu,
+    ctranslate2, tensorflow... use it too): version of its shim and the sub-library load test."""
+    import re
+    for d in _wheel_lib_dirs("cudnn"):
+        majors = sorted(int(m.group(1)) for m in (re.match(r"libcudnn\.so\.(\d+)$", n) for n in os.listdir(d)) if m)
+        if not majors:
+            continue
+        major = majors[-1]
+        shim = os.path.join(d, "libcudnn.so.%d" % major)
+        out = {"applicable": True, "reason": "torch-free: the cuDNN of the nvidia-cudnn wheel",
+               "expected_major": major, "library_path": shim, "loaded_paths": [shim], "search_dirs": [d]}
+        try:
+            out["runtime_version"] = cudnn_runtime_version(shim)
+        except Exception as exc:
+            out["runtime_error"] = _err(exc)
+        out["sublibraries"] = cudnn_load_test(major, [d])
+        return out
+    return None
+
+
 def probe_cudnn(torch_facts, torch_mod, mapped):
+    if torch_mod is None:
+        wheel = cudnn_without_torch()
+        if wheel is not None:
+            return wheel
     if not torch_facts.get("installed"):
         return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
     if torch_mod is None:
@@ -268,6 +293,90 @@ def probe_libcuda():
             out["driver_api_version"] = int(v.value)
     except Exception:
         pass
+    return out
+
+
+#: GPU frameworks: (key, distribution names, provider library globs relative to site-packages).
+#: Mirrors gpudoctor/data/frameworks.toml (a test keeps the two equal); the probe is stdlib-only.
+GPU_FRAMEWORKS = (
+    ("torch", ("torch",), ("torch/lib/libtorch_global_deps.so", "torch/lib/libtorch_cuda.so",
+                           "torch/lib/libtorch_cuda_linalg.so", "torch/lib/libc10_cuda.so")),
+    ("onnxruntime-gpu", ("onnxruntime-gpu",), ("onnxruntime/capi/libonnxruntime_providers_cuda.so",)),
+    ("tensorflow", ("tensorflow", "tensorflow-gpu", "tf-nightly"),
+     ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2")),
+    ("jax", ("jax-cuda12-plugin", "jax-cuda13-plugin", "jaxlib"),
+     ("jax_plugins/xla_cuda12/xla_cuda_plugin.so", "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+      "jax_cuda12_plugin/*.so", "jax_cuda13_plugin/*.so")),
+    ("cupy", ("cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x"),
+     ("cupy_backends/cuda/api/*.so", "cupy/cuda/*.so", "cupy_backends/cuda/libs/*.so")),
+    ("ctranslate2", ("ctranslate2",), ("ctranslate2.libs/libctranslate2*.so*", "ctranslate2/*.so")),
+    ("paddlepaddle-gpu", ("paddlepaddle-gpu",), ("paddle/base/libpaddle.so", "paddle/fluid/libpaddle.so",
+                                                 "paddle/libs/*.so*")),
+    ("tensorrt", ("tensorrt-cu12-libs", "tensorrt-cu11-libs", "tensorrt-cu13-libs", "tensorrt-libs"),
+     ("tensorrt_libs/libnvinfer.so.*", "tensorrt_libs/libnvinfer_plugin.so.*")),
+)
+
+_LOAD_CHILD = (
+    "import ctypes, json, os, sys\n"
+    "for p in sys.argv[1:]:\n"
+    "    sys.stdout.write(json.dumps({'start': p}) + '\\n'); sys.stdout.flush()\n"
+    "    try:\n"
+    "        ctypes.CDLL(p, mode=getattr(os, 'RTLD_NOW', 2))\n"
+    "        r = {'name': os.path.basename(p), 'ok': True, 'path': p}\n"
+    "    except OSError as e:\n"
+    "        r = {'name': os.path.basename(p), 'ok': False, 'path': p, 'error': str(e)}\n"
+    "    sys.stdout.write(json.dumps(r) + '\\n'); sys.stdout.flush()\n"
+)
+
+
+def framework_load_test(timeout_s=60.0):
+    """dlopen (RTLD_NOW) every GPU provider library of every installed framework, one child
+    interpreter per framework; a crash names the library being loaded."""
+    import glob
+    import subprocess
+    out = []
+    for key, dists, patterns in GPU_FRAMEWORKS:
+        found = None
+        for dist in dists:
+            ok, version, location = _dist_info(dist)
+            if ok:
+                found = (dist, version, location)
+                break
+        if not found:
+            continue
+        dist, version, location = found
+        paths = []
+        for pattern in patterns:
+            for p in sorted(glob.glob(os.path.join(location or "", pattern))):
+                if p not in paths:
+                    paths.append(p)
+        rec = {"name": key, "dist": dist, "version": version or "?", "loads": []}
+        if paths:
+            try:
+                proc = subprocess.Popen([sys.executable, "-c", _LOAD_CHILD] + paths, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+                try:
+                    stdout, _err_text = proc.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    stdout, _err_text = proc.communicate()
+                    rec["error"] = "the load test did not finish within %g s" % timeout_s
+                started = None
+                for line in stdout.decode("utf-8", "replace").splitlines():
+                    try:
+                        item = json.loads(line)
+                    except ValueError:
+                        continue
+                    if "start" in item:
+                        started = item["start"]
+                    else:
+                        rec["loads"].append(item)
+                        started = None
+                if started and "error" not in rec:
+                    rec["error"] = "the load test died (exit status %s) while loading %s" % (proc.returncode, started)
+            except OSError as exc:
+                rec["error"] = _err(exc)
+        out.append(rec)
     return out
 
 
@@ -401,6 +510,7 @@ def main():
     doc["libcuda"] = _section(probe_libcuda)
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
+    doc["frameworks"] = _section(framework_load_test)
     doc["cuda_driver"] = _section(probe_cuda_driver)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:

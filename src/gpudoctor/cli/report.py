@@ -7,10 +7,10 @@ import sys
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _usage, cli
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, usage
 
 
-@cli.group(context_settings=CONTEXT_SETTINGS)
+@click.group(context_settings=CONTEXT_SETTINGS)
 def report():
     """Work with saved reports (the fleet view)."""
 
@@ -35,7 +35,7 @@ def merge(paths, fmt):
     try:
         nodes = load_reports(paths)
     except ReportError as exc:
-        raise _usage(str(exc)) from None
+        raise usage(str(exc)) from None
     if fmt == "json":
         click.echo(json.dumps(merge_summary(nodes), indent=2))
     else:

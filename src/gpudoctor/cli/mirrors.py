@@ -16,14 +16,14 @@ import threading
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, _build_system, _output, cli
+from gpudoctor.cli.common import CONTEXT_SETTINGS, build_system, write_output
 from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
 from gpudoctor.mirrors.cli_options import load_catalogue_option
 
 ECOSYSTEMS = ("pip", "uv", "conda", "apt")
 
 
-@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("ecosystems", nargs=-1, type=click.Choice(ECOSYSTEMS), metavar="[pip|uv|conda|apt]...")
 @click.option("--root", default="/", show_default=True, metavar="DIR",
               help="Read apt/uv/conda configuration under DIR (distro codename, configured indexes).")
@@ -51,7 +51,7 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
 
     chosen = tuple(ecosystems) or ECOSYSTEMS
     cat = load_catalogue_option(catalogue)
-    system = _build_system(root)
+    system = build_system(root)
     options = CollectOptions(offline=True)
     collectors = all_collectors()
     domains = [d for d in ("os", "apt", "uv", "conda", "pip") if d in collectors]
@@ -83,7 +83,7 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         from gpudoctor.facts.base import to_jsonable
         from gpudoctor.redact import redact_value
         doc = redact_value({"mirrors": to_jsonable(result), "skipped": skipped})
-        _output(json.dumps(doc, indent=2) + "\n", output)
+        write_output(json.dumps(doc, indent=2) + "\n", output)
         return
     from gpudoctor.checks._mirrors import ranking_table
     lines = [f"# Mirror ranking ({total} indexes probed concurrently in {result.wall_ms / 1000:.1f} s, "
@@ -102,7 +102,7 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         lines += ["", ranking_table(rows, limit=100) if rows else "no catalogue mirror offers it", ""]
     text = "\n".join(lines) + "\n"
     if output:
-        _output(text, output)
+        write_output(text, output)
     else:
         from rich.markdown import Markdown
         console = make_console()

@@ -30,8 +30,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import click
 
-from gpudoctor.cli import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, _build_system, _check_pythons,
-                           _load_registry, _options, _usage, cli, common_collect_options)
+from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, build_system, check_pythons,
+                                  common_collect_options, load_registry, make_collect_options, usage)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.mirrors.cli_options import fix_mirror_extra, mirror_check_options, resolve_pip_mirror
 from gpudoctor.redact import redact_text, redact_value
@@ -142,7 +142,7 @@ def _parse_sets(sets: Sequence[str]) -> Dict[str, str]:
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise _usage(f"--set {item!r}: expected KEY=VALUE")
+            raise usage(f"--set {item!r}: expected KEY=VALUE")
         out[key.strip()] = value
     return out
 
@@ -201,12 +201,12 @@ def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
         matches = [f for fid, f in registry.fixes.items() if fid == p or fid.startswith(p + ".")]
         if not matches:
             known = ", ".join(registry.fixes) or "none installed"
-            raise _usage(f"no fix matches {pattern!r}; known fixes: {known}")
+            raise usage(f"no fix matches {pattern!r}; known fixes: {known}")
         chosen.extend(m for m in matches if m not in chosen)
     return chosen
 
 
-@cli.command("fix", context_settings=CONTEXT_SETTINGS)
+@click.command("fix", context_settings=CONTEXT_SETTINGS)
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--all", "all_", is_flag=True, help="Apply every fix offered by a failing or warning finding.")
 @click.option("--dry-run", is_flag=True, help="Only show the diffs; write nothing.")
@@ -262,10 +262,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         _undo(journal, undo or None, force, out, fmt)
         return
     if force:
-        raise _usage("--force only applies to --undo")
+        raise usage("--force only applies to --undo")
 
-    registry = _load_registry()
-    _check_pythons(pythons)
+    registry = load_registry()
+    check_pythons(pythons)
     options: Dict[str, str] = _parse_sets(sets)
     for key, value in (("scope", scope), ("index-url", index_url), ("mirror", mirror)):
         if value:
@@ -282,8 +282,9 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     from gpudoctor import engine
     from gpudoctor.render.console import SpinnerProgress, make_console
 
-    system = _build_system(root)
-    collect_options = _options(pythons, offline, probe_timeout, **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
+    system = build_system(root)
+    collect_options = make_collect_options(pythons, offline, probe_timeout,
+                                           **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         before = engine.run(checks, system, collect_options, progress=progress)
 
@@ -376,7 +377,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
-    after = engine.run([registry.checks[c] for c in rechecks], _build_system(root), collect_options)
+    after = engine.run([registry.checks[c] for c in rechecks], build_system(root), collect_options)
     before_s = _status_by_check(before.findings, rechecks)
     after_s = _status_by_check(after.findings, rechecks)
     doc["after"] = {c: s.value for c, s in after_s.items()}

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, _build_system, _usage, cli
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, usage
 from gpudoctor.config import ConfiguredCommand
 
 
@@ -20,7 +20,7 @@ def _ids(text):
     return tuple(i for i in text.replace(",", " ").split() if i)
 
 
-@cli.command(cls=ConfiguredCommand, context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": False})
+@click.command(cls=ConfiguredCommand, context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
 @click.option("--require-gpus", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
               help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter).")
@@ -75,7 +75,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     from gpudoctor import gate as g
     from gpudoctor.engine import SelectionError
 
-    system = _build_system(root)
+    system = build_system(root)
     # start the probe in the job's interpreter now: it runs while the checks load
     from gpudoctor.collect.targets import start_early
     start_early(system, g.collect_options(g.GateOptions(timeout_s=probe_timeout or timeout, deep=deep)))
@@ -85,7 +85,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     except SelectionError as exc:
         from gpudoctor.system import kill_running_commands
         kill_running_commands()  # the early probe nobody will read
-        raise _usage(str(exc)) from None
+        raise usage(str(exc)) from None
     opts = g.GateOptions(require_gpus=max(require_gpus, 1 if require_gpu else 0),
                          min_gpu_memory_gib=min_gpu_memory_gib, strict=strict,
                          timeout_s=probe_timeout or timeout, deep=deep)
@@ -105,7 +105,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
         try:
             g.write_status_file(status_file, doc)
         except OSError as exc:
-            raise _usage(f"--status-file {status_file}: {exc.strerror or exc}") from None
+            raise usage(f"--status-file {status_file}: {exc.strerror or exc}") from None
     if fmt != "text":
         if fmt == "json":
             import json
@@ -115,7 +115,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
             try:
                 write_prometheus(output, result.report, gate=doc)
             except OSError as exc:
-                raise _usage(f"-o {output}: {exc.strerror or exc}") from None
+                raise usage(f"-o {output}: {exc.strerror or exc}") from None
             text = None
         else:
             from gpudoctor.render.prometheus import render_prometheus
@@ -151,6 +151,6 @@ def _emit(text: str, output, to_stderr: bool) -> None:
         try:
             write_atomic(output, text)
         except OSError as exc:
-            raise _usage(f"-o {output}: {exc.strerror or exc}") from None
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
         return
     click.echo(text, nl=False, err=to_stderr)

@@ -27,10 +27,10 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from gpudoctor.cli import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, cli
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, check_pythons, usage
 
 #: The script the target interpreter runs (imports torch; never imported here).
-DATALOADER_SCRIPT = Path(__file__).with_name("probe") / "_dataloader.py"
+DATALOADER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_dataloader.py"
 MARKER = "@@gpudoctor-dataloader@@"
 PROGRESS = "@@gpudoctor-progress@@"
 #: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is killed.
@@ -204,7 +204,7 @@ def render_console(doc: Dict[str, Any], console) -> None:
 
 # --------------------------------------------------------------------------- command
 
-@cli.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
+@click.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
 def probe() -> None:
     """Measure things in a target interpreter (runs torch there, never in gpudoctor)."""
 
@@ -252,18 +252,17 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
       gpudoctor probe dataloader --dataset mytrain.data:make_loader --model mytrain.net:build
       gpudoctor probe dataloader --python ~/venvs/train/bin/python --synthetic image --format json
     """
-    from gpudoctor.cli import _check_pythons, _usage
     from gpudoctor.render.console import make_console
 
     if bool(dataset) == bool(synthetic):
-        raise _usage("give exactly one of --dataset MODULE:CALLABLE or --synthetic image")
+        raise usage("give exactly one of --dataset MODULE:CALLABLE or --synthetic image")
     for name, spec in (("--dataset", dataset), ("--model", model)):
         if spec and not _SPEC.match(spec):
-            raise _usage(f"{name} {spec}: expected MODULE:CALLABLE, e.g. mytrain.data:make_dataset")
+            raise usage(f"{name} {spec}: expected MODULE:CALLABLE, e.g. mytrain.data:make_dataset")
     if model and step_ms is not None:
-        raise _usage("give --step-ms or --model, not both")
+        raise usage("give --step-ms or --model, not both")
     python = python or sys.executable
-    _check_pythons([python])
+    check_pythons([python])
     config = {"dataset": dataset, "synthetic": synthetic, "cost_ms": cost_ms, "image_size": image_size,
               "batch_size": batch_size, "step_ms": 20.0 if step_ms is None else step_ms, "model": model,
               "device": device, "budget_s": budget_s, "exhaustive": exhaustive, "config_s": config_s,

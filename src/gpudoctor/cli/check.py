@@ -1,0 +1,94 @@
+"""``gpudoctor check``: run the checks (on this machine or a facts snapshot) and render the report."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options,
+                                  load_registry, make_collect_options, may_need_targets, read_facts, usage,
+                                  write_output)
+from gpudoctor.config import ConfiguredCommand
+from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
+
+
+@click.command(cls=ConfiguredCommand, context_settings=CONTEXT_SETTINGS)  # issue 14: GPUDOCTOR_*, gpudoctor.toml
+@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
+@common_collect_options
+@click.option("--facts", "facts_file", metavar="FILE",
+              help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown", "prometheus"]), default="console",
+              show_default=True, help="Output format (prometheus: node_exporter textfile metrics).")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).")
+@click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
+@click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
+@mirror_check_options
+def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
+          **mirror_opts):
+    """Run checks and explain what is wrong.
+
+    IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
+    `cuda.arch`, ...); none selects all.
+
+    \b
+    Examples:
+      gpudoctor check
+      gpudoctor check torch.install dataloader --format json
+      gpudoctor check --python ~/venvs/train/bin/python
+      gpudoctor check --root /mnt/image-rootfs --skip torch
+      gpudoctor check --facts snapshot.json -v
+    """
+    from gpudoctor import engine
+    from gpudoctor.render.console import SpinnerProgress, make_console, render_console
+    from gpudoctor.system import kill_running_commands
+
+    check_pythons(pythons)
+    if facts_file and (pythons or root != "/"):
+        raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
+                     "(use them with `gpudoctor facts`)")
+    facts = read_facts(facts_file) if facts_file else None
+    system = build_system(root)
+    options = make_collect_options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    if deep:
+        from dataclasses import replace
+        options = replace(options, deep=True)
+    try:
+        if facts is None and may_need_targets(ids):
+            # the torch probe is the slowest part of a check: start it before loading the plug-ins
+            from gpudoctor.collect.targets import start_early
+            start_early(system, options)
+        registry = load_registry()
+        try:
+            selected = engine.select_checks(registry.checks, ids, skip)
+        except engine.SelectionError as exc:
+            raise usage(str(exc)) from None
+        with SpinnerProgress(make_console(sys.stderr)) as progress:
+            report = engine.run(selected, system, options, progress=progress, facts=facts,
+                                extra_findings=registry.problems)
+    finally:
+        kill_running_commands()  # an early probe nothing asked for (the selection did not need it)
+    console = make_console(sys.stderr if fmt != "console" else sys.stdout)
+    if fmt == "console":
+        if output:
+            try:
+                fh = open(output, "w", encoding="utf-8")
+            except OSError as exc:
+                raise usage(f"-o {output}: {exc.strerror or exc}") from None
+            with fh:
+                render_console(report, make_console(fh), verbose)
+        else:
+            render_console(report, console, verbose)
+    elif fmt == "prometheus" and output and output != "-":
+        from gpudoctor.render.prometheus import write_prometheus
+        try:
+            write_prometheus(output, report)
+        except OSError as exc:
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
+    else:
+        from gpudoctor.render import render
+        write_output(render(report, fmt, verbose), output)
+    sys.exit(report.exit_code(strict))

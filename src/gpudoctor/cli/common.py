@@ -1,0 +1,251 @@
+"""The ``gpudoctor`` click group, the helpers every command shares, and the console-script entry point.
+
+Commands live one per module in this package (:mod:`gpudoctor.cli.check`,
+:mod:`gpudoctor.cli.fix`, ...) and import what they share from here; they
+are added to :data:`cli` in one place, :mod:`gpudoctor.cli` (the package
+``__init__``). This module imports no command module.
+
+Exit codes (DESIGN.md): 0 nothing failed (warnings allowed), 1 something
+failed (or warned, with ``--strict``), 2 usage error, 3 internal error (a bug
+in gpudoctor; the traceback goes to a crash log), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import List, Optional, Sequence
+
+import click
+
+from gpudoctor import __version__
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
+EXIT_BROKEN_PIPE = 141
+#: errors writing our own output that are the environment's, not a bug
+_OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG}
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class GpudoctorGroup(click.Group):
+    """Lists commands in the order they were registered (check first), not alphabetically.
+
+    Commands registered with :meth:`add_lazy` (name -> ``module:attribute``) are
+    imported on first use, so ``gpudoctor gate`` does not pay for importing every
+    other command (issue 14)."""
+
+    lazy_commands: "dict" = {}
+
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register command ``name``, defined at ``target`` (``package.module:attribute``)."""
+        self.lazy_commands = {**self.lazy_commands, name: target}
+
+    def _load(self, name: str) -> None:
+        if name not in self.commands and name in self.lazy_commands:
+            import importlib
+            module, _sep, attr = self.lazy_commands[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> List[str]:
+        for name in self.lazy_commands:
+            self._load(name)
+        order = list(self.lazy_commands)
+        return order + [c for c in self.commands if c not in order]
+
+    def invoke(self, ctx: click.Context):
+        # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _broken_pipe()
+
+
+@click.group(cls=GpudoctorGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(__version__, "-V", "--version", prog_name="gpudoctor")
+def cli() -> None:
+    """Diagnose GPU deep-learning machines, containers and notebooks.
+
+    \b
+    Examples:
+      gpudoctor check                    # everything, offline-safe defaults
+      gpudoctor check cuda dataloader    # only checks whose id starts with these
+      gpudoctor check --format json      # for machines
+      gpudoctor facts -o f.json          # snapshot; replay: gpudoctor check --facts f.json
+      gpudoctor list                     # every check and fix, with its provider
+    """
+
+
+# --------------------------------------------------------------------------- helpers
+
+def usage(message: str) -> click.UsageError:
+    """The error for bad input: one line, exit 2 (raise it)."""
+    return click.UsageError(message)
+
+
+def load_registry():
+    """Every installed check and fix (:func:`gpudoctor.registry.load_registry`)."""
+    from gpudoctor.registry import load_registry
+    return load_registry()
+
+
+def build_system(root: str):
+    """The live :class:`~gpudoctor.system.System` rooted at ``--root``; usage error when it is not a directory."""
+    from gpudoctor.system import System
+    root_path = Path(root)
+    if not root_path.is_dir():
+        raise usage(f"--root {root}: not a directory")
+    if root_path.resolve() != Path("/") and not any(
+            (root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
+        click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
+    return System.live(str(root_path))
+
+
+def check_pythons(pythons: Sequence[str]) -> None:
+    """Usage error unless every ``--python`` names an executable file (or a command on PATH)."""
+    import shutil
+    for p in pythons:
+        if os.sep in p:
+            if not os.path.exists(p):
+                raise usage(f"--python {p}: no such file")
+            if os.path.isdir(p):
+                raise usage(f"--python {p}: is a directory; give the interpreter, e.g. {p.rstrip('/')}/bin/python")
+            if not os.access(p, os.X_OK):
+                raise usage(f"--python {p}: not executable")
+        elif shutil.which(p) is None:
+            raise usage(f"--python {p}: not found on PATH")
+
+
+def read_facts(path: str):
+    """The :class:`~gpudoctor.facts.Facts` snapshot in ``path`` (``-``: stdin); usage error when unreadable."""
+    from gpudoctor.facts import Facts, FactsDecodeError
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise usage(f"--facts {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise usage(f"--facts {path}: not UTF-8 text (a compressed or binary file?)") from None
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise usage(f"--facts {path}: not JSON ({exc})") from None
+    try:
+        return Facts.from_json(doc)
+    except FactsDecodeError as exc:
+        raise usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
+
+
+def write_output(text: str, out: Optional[str]) -> None:
+    """Write ``text`` to the file ``out`` (``-o``), or to stdout when ``out`` is empty or ``-``."""
+    if out and out != "-":
+        try:
+            Path(out).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise usage(f"-o {out}: {exc.strerror or exc}") from None
+    else:
+        click.echo(text, nl=False)
+
+
+#: check families whose checks read the probed targets (the early probe is worth starting for them)
+TARGET_FAMILIES = ("cuda", "cudnn", "torch", "jupyter")
+
+
+def may_need_targets(ids: Sequence[str]) -> bool:
+    """Whether the selection probably probes target interpreters (all checks, or a torch-side family)."""
+    return not ids or any(i.split(".", 1)[0] in TARGET_FAMILIES for i in ids)
+
+
+def common_collect_options(fn):
+    """Options shared by ``check``, ``facts`` and other commands that collect."""
+    fn = click.option("--root", default="/", show_default=True, metavar="DIR",
+                      help="Inspect the filesystem under DIR (a container image root or chroot).")(fn)
+    fn = click.option("--python", "pythons", multiple=True, metavar="PATH",
+                      help="Probe this interpreter instead of the current one (repeatable).")(fn)
+    fn = click.option("--offline", is_flag=True, help="Never use the network.")(fn)
+    fn = click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS",
+                      type=click.FloatRange(min=1), help="Timeout for each target interpreter's probe.")(fn)
+    return fn
+
+
+def make_collect_options(pythons, offline, probe_timeout, **extra):
+    """:class:`~gpudoctor.collect.CollectOptions` from the :func:`common_collect_options` values."""
+    from gpudoctor.collect import CollectOptions
+    return CollectOptions(pythons=tuple(dict.fromkeys(pythons)), offline=offline, probe_timeout_s=probe_timeout, extra=extra)
+
+
+# --------------------------------------------------------------------------- entry point
+
+def _interrupted() -> None:
+    """Ctrl-C: kill the commands we started (they run in their own sessions, so the
+    terminal's SIGINT does not reach them), so the threads waiting on them end too."""
+    import signal
+
+    from gpudoctor.system import kill_running_commands
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+    try:
+        kill_running_commands()
+        click.echo("\ngpudoctor: interrupted", err=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _broken_pipe() -> None:
+    """The reader of stdout went away: stop quietly with 141 (128 + SIGPIPE)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush cannot fail again
+    except OSError:
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> None:
+    """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
+                      standalone_mode=False)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        _interrupted()
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(EXIT_OK)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        click.echo(f"gpudoctor: error: {exc.format_message().rstrip('.')}{hint}", err=True)
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        click.echo(f"gpudoctor: error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code if exc.exit_code not in (0, 1) else EXIT_USAGE)
+    except SystemExit:
+        raise
+    except BrokenPipeError:
+        _broken_pipe()
+    except OSError as exc:
+        if exc.errno not in _OUTPUT_ERRNOS:
+            _internal_error(exc)
+        where = f" {exc.filename}" if exc.filename else " the output"
+        click.echo(f"gpudoctor: error: cannot write{where}: {exc.strerror}", err=True)
+        sys.exit(EXIT_USAGE)
+    except Exception as exc:  # a bug in gpudoctor: one line, traceback to a log
+        _internal_error(exc)
+    sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+def _internal_error(exc: BaseException) -> None:
+    fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(traceback.format_exc())
+    click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
+               err=True)
+    sys.exit(EXIT_INTERNAL)

@@ -1,0 +1,507 @@
+"""Collector for the ``cuda_libraries`` domain: the loader model of every target.
+
+Reads files only (through ``ctx.system.files``); the ld.so cache comes from
+the ``loader`` domain. See :mod:`gpudoctor.facts.libraries` for the search
+order modelled and its sources.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from packaging.version import InvalidVersion, Version
+
+from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf
+from gpudoctor.collect.loader import split_path_list
+from gpudoctor.data import load_table
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.libraries import (CudaLibrariesFacts, FrameworkInstall, LibraryCopy, LinkDir, Resolution,
+                                       TargetLibraries)
+from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+from gpudoctor.system import Files
+
+__all__ = ["family_of", "LoaderModel", "collect_cuda_libraries", "WSL_LIB", "DEFAULT_DIRS"]
+
+WSL_LIB = "/usr/lib/wsl/lib"
+
+#: (file-name prefix, family), most specific first
+FAMILIES = (
+    ("libcublasLt.so", "cublasLt"), ("libcublas.so", "cublas"), ("libcudart.so", "cudart"),
+    ("libcufft.so", "cufft"), ("libcufftw.so", "cufft"), ("libcurand.so", "curand"),
+    ("libcusolverMg.so", "cusolver"), ("libcusolver.so", "cusolver"), ("libcusparse.so", "cusparse"),
+    ("libnvJitLink.so", "nvJitLink"), ("libnvrtc-builtins.so", "nvrtc"), ("libnvrtc.so", "nvrtc"),
+    ("libcupti.so", "cupti"), ("libcudnn", "cudnn"), ("libnccl.so", "nccl"), ("libnvshmem", "nvshmem"),
+    ("libcuda.so", "libcuda"), ("libnvidia-ml.so", "nvml"),
+)
+
+#: ld.so's built-in directories (glibc SYSTEM_DIRS; Debian adds the multiarch ones)
+DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+
+#: names a CUDA process dlopens by bare name (the runtime and cuDNN 8 open libcuda.so; NVML users libnvidia-ml.so.1)
+BARE_LOOKUPS = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")
+
+_MACHINE_TAG = {"EM_X86_64": "x86-64", "EM_AARCH64": "AArch64", "EM_PPC64": "64bit", "EM_RISCV": "64bit"}
+_DIST_INFO = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[^-]*)\.dist-info$")
+_SYMBOL_VERSION = re.compile(r"_(\d+)_(\d+)@")
+
+
+def family_of(name: str) -> Optional[str]:
+    """``libnvJitLink.so.12`` -> ``nvJitLink``; None for a non-CUDA file name."""
+    if ".so" not in name:
+        return None
+    for prefix, fam in FAMILIES:
+        if name.startswith(prefix):
+            return fam
+    return None
+
+
+def _v(text: Optional[str]) -> Optional[Version]:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
+def _exists(files: Files, path: str) -> bool:
+    """``path`` exists inside the root (absolute symlinks resolved inside it, not on the host)."""
+    try:
+        return files.exists(files.realpath(path))
+    except OSError:
+        return False
+
+
+def _norm(path: str) -> str:
+    return os.path.normpath(path) if path else path
+
+
+def _arch_matches(flags: str, elf_class: Optional[int], machine: Optional[str]) -> bool:
+    """Does an ld.so cache entry's tag (``libc6,x86-64``) fit a consumer of this class/machine?"""
+    tags = {t.strip() for t in flags.split(",")}
+    tag = _MACHINE_TAG.get(machine or "")
+    if tag:
+        return tag in tags
+    if elf_class == 32:
+        return not ({"x86-64", "AArch64", "64bit"} & tags)
+    return True
+
+
+def _host_arch() -> Tuple[int, str]:
+    m = platform.machine()
+    return (64, {"aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}.get(m, "EM_X86_64"))
+
+
+def ld_so_conf_dirs(files: Files, path: str = "/etc/ld.so.conf", depth: int = 0) -> List[str]:
+    """Directories named by ``/etc/ld.so.conf`` and its ``include`` globs (ld.so.conf(5))."""
+    text = files.read_text_or_none(path)
+    if text is None or depth > 4:
+        return []
+    out: List[str] = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("include "):
+            pattern = line.split(None, 1)[1].strip()
+            if not pattern.startswith("/"):
+                pattern = os.path.join(os.path.dirname(path), pattern)
+            base, pat = os.path.dirname(pattern), os.path.basename(pattern)
+            if files.is_dir(base):
+                for inc in files.glob(base, pat):
+                    out.extend(ld_so_conf_dirs(files, inc, depth + 1))
+        elif line.startswith("/"):
+            out.append(line.split("=")[0])
+    return list(dict.fromkeys(out))
+
+
+@dataclass
+class LoaderModel:
+    """glibc ld.so's search, replayed over rooted files for one process environment.
+
+    Args:
+        files: the rooted files.
+        ld_library_path: entries of ``LD_LIBRARY_PATH`` (empty entries are ignored).
+        ld_preload: ``LD_PRELOAD`` entries (paths or names).
+        executable: the program whose DT_RPATH ends every RPATH walk (the target's
+            interpreter); None when unknown.
+        cache: ld.so cache entries (name, arch tag, path), in cache order.
+        default_dirs: ld.so's built-in directories.
+    """
+
+    files: Files
+    ld_library_path: Sequence[str] = ()
+    ld_preload: Sequence[str] = ()
+    cache: Sequence[LdconfigEntry] = ()
+    default_dirs: Sequence[str] = DEFAULT_DIRS
+    executable: Optional[str] = None
+    loaded: Dict[str, str] = field(default_factory=dict)
+    preloaded: Dict[str, str] = field(default_factory=dict)
+
+    def elf(self, path: str, symbols: bool = False) -> ElfInfo:
+        return read_elf(self.files, path, symbols)
+
+    def search(self, name: str, consumer: Optional[str], chain: Sequence[str] = (), use_env: bool = True,
+               arch: Optional[Tuple[Optional[int], Optional[str]]] = None) -> List[Tuple[str, str]]:
+        """Every (path, step) that would satisfy ``name`` for ``consumer``, in ld.so's order.
+
+        ``chain``: the objects that loaded ``consumer`` (executable first) for the
+        DT_RPATH walk. Files of another ELF class/machine are skipped.
+        """
+        info = self.elf(consumer) if consumer else ElfInfo()
+        cls, machine = arch if arch else (info.elf_class, info.machine)
+        steps: List[Tuple[str, str]] = []
+        if "/" in name:
+            return [(name, "path")] if self.files.exists(name) else []
+        if consumer and not info.runpath:
+            # DT_RPATH of the consumer, then of each object that loaded it, up to the executable
+            # (an object with DT_RUNPATH contributes no RPATH; glibc elf/dl-load.c _dl_map_object)
+            for obj in dict.fromkeys([consumer, *reversed(list(chain))]):
+                oi = self.elf(obj)
+                if oi.runpath:
+                    continue
+                steps += [(expand_origin(d, os.path.dirname(obj)), "RPATH") for d in oi.rpath]
+        if use_env:
+            steps += [(d, f"LD_LIBRARY_PATH entry {i + 1}") for i, d in enumerate(self.ld_library_path) if d]
+        if consumer:
+            steps += [(expand_origin(d, os.path.dirname(consumer)), "RUNPATH") for d in info.runpath]
+        found: List[Tuple[str, str]] = []
+        seen = set()
+
+        def consider(path: str, step: str) -> None:
+            if not _exists(self.files, path):
+                return
+            real = self.files.realpath(path)
+            if real in seen:
+                return
+            ci = self.elf(path)
+            if ci.error is None and cls is not None and (ci.elf_class != cls or (machine and ci.machine != machine)):
+                return
+            seen.add(real)
+            found.append((_norm(path), step))
+
+        for d, step in steps:
+            consider(f"{d.rstrip('/')}/{name}", step)
+        for e in self.cache:
+            if e.name == name and _arch_matches(e.flags, cls, machine):
+                consider(e.path, "ld.so cache")
+        for d in self.default_dirs:
+            consider(f"{d}/{name}", "default directory")
+        return found
+
+    def resolve(self, name: str, consumer: Optional[str], chain: Sequence[str] = (),
+                arch: Optional[Tuple[Optional[int], Optional[str]]] = None) -> Resolution:
+        """The copy ld.so picks for ``name`` needed by ``consumer`` (None = a bare ``dlopen``)."""
+        fam = family_of(name) or ""
+        hits = self.search(name, consumer, chain, arch=arch)
+        quiet = self.search(name, consumer, chain, use_env=False, arch=arch)
+        without = quiet[0][0] if quiet else None
+        info = self.elf(consumer) if consumer else ElfInfo()
+        plain = self.search(name, None, arch=arch or (info.elf_class, info.machine))
+        bare = plain[0][0] if plain else None
+        if name in self.loaded:
+            path = self.loaded[name]
+            via = "LD_PRELOAD" if name in self.preloaded else "already loaded"
+        elif hits:
+            path, via = hits[0]
+        else:
+            return Resolution(consumer or "dlopen", name, fam, None, "not found", None, without, (), (), bare)
+        others = tuple(p for p, _s in hits if self.files.realpath(p) != self.files.realpath(path))
+        missing: Tuple[str, ...] = ()
+        if consumer:
+            missing = self.missing(consumer, name, path)
+        return Resolution(consumer or "dlopen", name, fam, path, via, os.path.dirname(path), without, others, missing,
+                          bare)
+
+    def missing(self, consumer: str, name: str, provider: str) -> Tuple[str, ...]:
+        """Symbol versions and versioned symbols ``consumer`` needs from ``name`` that ``provider`` lacks."""
+        ci, pi = self.elf(consumer, True), self.elf(provider, True)
+        if pi.error or not pi.defined_versions:
+            return ()
+        out: List[str] = []
+        for ver in ci.needed_versions.get(name, ()):
+            if ver not in pi.defined_versions:
+                out.append(f"version {ver}")
+        for lib, ver, sym in ci.needs:
+            if lib == name and f"{sym}@{ver}" not in pi.defined:
+                out.append(f"{sym}, version {ver}")
+        return tuple(dict.fromkeys(out))
+
+    def load(self, roots: Sequence[str]) -> List[Resolution]:
+        """Resolve the CUDA ``DT_NEEDED`` entries of ``roots`` and of everything they pull in (BFS)."""
+        for p in self.ld_preload:
+            if "/" in p and self.files.exists(p):
+                info = self.elf(p)
+                for key in filter(None, (os.path.basename(p), info.soname)):
+                    self.loaded.setdefault(key, p)
+                    self.preloaded.setdefault(key, p)
+        out: List[Resolution] = []
+        start = (self.executable,) if self.executable else ()
+        queue: List[Tuple[str, Tuple[str, ...]]] = [(r, start) for r in roots]
+        visited = set(self.files.realpath(r) for r in roots)
+        for r in roots:
+            info = self.elf(r)
+            self.loaded.setdefault(info.soname or os.path.basename(r), r)
+        while queue:
+            obj, chain = queue.pop(0)
+            for name in self.elf(obj).needed:
+                if family_of(name) is None:
+                    continue
+                res = self.resolve(name, obj, chain)
+                out.append(res)
+                if res.path:
+                    self.loaded.setdefault(name, res.path)
+                    real = self.files.realpath(res.path)
+                    if real not in visited:
+                        visited.add(real)
+                        queue.append((res.path, chain + (obj,)))
+        return out
+
+
+# --------------------------------------------------------------------------- copies and versions
+
+
+def _wheel_records(files: Files, sites: Iterable[str]) -> Dict[str, Tuple[str, str]]:
+    """Real path of every CUDA library listed in an ``nvidia-*`` dist's RECORD -> (dist, version)
+    (those wheels carry the library's own version)."""
+    out: Dict[str, Tuple[str, str]] = {}
+    for site in sites:
+        if not files.is_dir(site):
+            continue
+        for entry in files.listdir(site):
+            m = _DIST_INFO.match(entry)
+            if not m:
+                continue
+            dist = m.group(1).replace("_", "-").lower()
+            if not dist.startswith("nvidia-"):
+                continue          # torch's RECORD lists the cuDNN it bundles, but torch's version is not cuDNN's
+            record = files.read_text_or_none(f"{site}/{entry}/RECORD") or ""
+            for line in record.splitlines():
+                rel = line.split(",", 1)[0]
+                if ".so" in os.path.basename(rel) and family_of(os.path.basename(rel)):
+                    out[files.realpath(_norm(f"{site}/{rel}"))] = (dist, m.group(2))
+    return out
+
+
+def _version_from_name(files: Files, path: str) -> Optional[str]:
+    for candidate in (os.path.basename(path), os.path.basename(files.realpath(path))):
+        m = re.search(r"\.so\.(\d+(?:\.\d+){1,3})$", candidate)
+        if m and m.group(1).count(".") >= 1:
+            return m.group(1)
+    return None
+
+
+def _version_from_symbols(info: ElfInfo, name: str) -> Optional[str]:
+    major = re.search(r"\.so\.(\d+)", name)
+    best: Optional[Tuple[int, int]] = None
+    for sym in info.defined:
+        m = _SYMBOL_VERSION.search(sym)
+        if m and (not major or m.group(1) == major.group(1)):
+            t = (int(m.group(1)), int(m.group(2)))
+            best = max(best, t) if best else t
+    return f"{best[0]}.{best[1]}" if best else None
+
+
+def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, Tuple[str, str]],
+                  symbols: bool = False) -> LibraryCopy:
+    """A :class:`LibraryCopy` for ``path``: SONAME, class, version and its source."""
+    name = os.path.basename(path)
+    real = files.realpath(path)
+    info = read_elf(files, path, symbols)
+    version, source = _version_from_name(files, path), "file name"
+    if version is None and real in records:
+        dist, dv = records[real]
+        version, source = dv, f"wheel metadata {dist}"
+    if version is None and symbols and info.error is None:
+        version, source = _version_from_symbols(info, name), "symbol versions"
+    return LibraryCopy(path=_norm(path), real_path=real, name=name, family=family_of(name) or "",
+                       directory=_norm(os.path.dirname(path)), origin=origin, soname=info.soname,
+                       version=version, version_source=source if version else None,
+                       elf_class=info.elf_class, machine=info.machine, error=info.error)
+
+
+# --------------------------------------------------------------------------- frameworks
+
+
+def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[FrameworkInstall]:
+    table = load_table("frameworks")
+    dists: Dict[str, Tuple[str, str]] = {}
+    for site in sites:
+        if not files.is_dir(site):
+            continue
+        for entry in files.listdir(site):
+            m = _DIST_INFO.match(entry)
+            if m:
+                dists.setdefault(m.group(1).replace("_", "-").lower(), (m.group(2), site))
+    out: List[FrameworkInstall] = []
+    for fw in table["framework"]:
+        hit = next(((d, dists[d]) for d in fw["dists"] if d in dists), None)
+        if hit is None:
+            continue
+        dist, (version, _site) = hit
+        public, _, local = version.partition("+")
+        cuda, source = None, ""
+        post = re.search(r"\.(post\d+)$", public)
+        if post and not local:
+            local = post.group(1)
+        if fw.get("cuda_from_local"):
+            m = re.match(fw["cuda_from_local"], local or "")
+            if m:
+                cuda, source = int(m.group(1)), "local version tag"
+            elif local and re.match(r"^(cpu|rocm|xpu)", local):
+                continue          # a CPU / ROCm / XPU build is not a CUDA framework
+        if fw.get("cuda_from_dist"):
+            m = re.match(fw["cuda_from_dist"], dist)
+            if m:
+                cuda, source = int(m.group(1)), "distribution name"
+        cudnn = None
+        pv = _v(public.split(".post")[0])
+        for row in table["requirement"]:
+            if row["framework"] != fw["name"] or pv is None:
+                continue
+            from packaging.specifiers import SpecifierSet
+            if pv in SpecifierSet(row["versions"]):
+                cudnn = row.get("cudnn_major")
+                if cuda is None and row.get("cuda_major"):
+                    cuda = row["cuda_major"]
+                source = "; ".join(s for s in (source, row["source"]) if s)
+        libs: List[str] = []
+        for site in sites:
+            for pattern in fw["gpu_libs"]:
+                base, pat = os.path.dirname(f"{site}/{pattern}"), os.path.basename(pattern)
+                if files.is_dir(base):
+                    libs.extend(files.glob(base, pat))
+        out.append(FrameworkInstall(label=label, name=fw["name"], dist=dist, version=version, cuda_major=cuda,
+                                    cudnn_major=cudnn, source=source, gpu_libs=tuple(dict.fromkeys(libs))))
+    return out
+
+
+# --------------------------------------------------------------------------- collector
+
+
+def _probes(facts: Mapping[str, object]) -> List[Tuple[str, ProbeFacts]]:
+    targets = facts.get("targets")
+    if not isinstance(targets, TargetsFacts):
+        return []
+    return [(t.label, t.probe) for t in targets.targets if isinstance(t.probe, ProbeFacts)]
+
+
+def _scan(files: Files, directory: str) -> List[str]:
+    if not directory or not files.is_dir(directory):
+        return []
+    try:
+        return [f"{directory.rstrip('/')}/{n}" for n in files.listdir(directory) if family_of(n)]
+    except OSError:
+        return []
+
+
+def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEntry]) -> List[LinkDir]:
+    """Directories ``gcc -lcuda`` searches, as Triton calls it (``-L`` from TRITON_LIBCUDA_PATH or
+    from the ld.so cache's libcuda entries, then LIBRARY_PATH, then the linker's defaults)."""
+    wanted: List[Tuple[str, str]] = []
+    if env.get("TRITON_LIBCUDA_PATH"):
+        wanted.append((env["TRITON_LIBCUDA_PATH"], "TRITON_LIBCUDA_PATH"))
+    for e in cache:
+        if e.name.startswith("libcuda.so"):
+            wanted.append((os.path.dirname(e.path), "ld.so cache"))
+    wanted += [(d, "LIBRARY_PATH") for d in split_path_list(env.get("LIBRARY_PATH", "")) if d]
+    wanted += [(d, "default") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib") if files.is_dir(d)]
+    out, seen = [], set()
+    for d, origin in wanted:
+        d = _norm(d)
+        if d in seen:
+            continue
+        seen.add(d)
+        path = f"{d}/libcuda.so"
+        exists = _exists(files, path)
+        info = read_elf(files, path, False) if exists else ElfInfo()
+        tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None)
+        out.append(LinkDir(d, origin, exists, info.elf_class, tag))
+    return out
+
+
+def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[LdconfigEntry],
+                 frameworks: Sequence[FrameworkInstall], cache_source: str = "ldconfig -p") -> TargetLibraries:
+    """The :class:`TargetLibraries` of one target (pure over ``files``)."""
+    env = probe.env
+    llp = split_path_list(env.get("LD_LIBRARY_PATH", ""))
+    preload = tuple(p for p in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")) if p)
+    roots = [lib for fw in frameworks for lib in fw.gpu_libs]
+    model = LoaderModel(files, llp, preload, cache, executable=probe.executable)
+    resolutions = model.load(roots)
+    arch = next(((i.elf_class, i.machine) for i in map(model.elf, roots) if i.error is None), _host_arch())
+    bare = LoaderModel(files, llp, preload, cache)
+    lookups = [bare.resolve(n, None, arch=arch) for n in BARE_LOOKUPS]
+    records = _wheel_records(files, probe.site_packages)
+    # every directory the loader could search, in its order, each with why
+    dirs: List[Tuple[str, str]] = [(os.path.dirname(p), "LD_PRELOAD") for p in preload if "/" in p]
+    dirs += [(d, "LD_LIBRARY_PATH") for d in llp if d]
+    for obj in roots + [r.path for r in resolutions if r.path]:
+        info = model.elf(obj)
+        dirs += [(expand_origin(d, os.path.dirname(obj)), "RUNPATH" if info.runpath else "RPATH")
+                 for d in (info.runpath or info.rpath)]
+    dirs += [(os.path.dirname(e.path), "ld.so cache") for e in cache]
+    dirs += [(d, "ld.so.conf.d") for d in ld_so_conf_dirs(files)]
+    for site in probe.site_packages:
+        if files.is_dir(f"{site}/nvidia"):
+            dirs += [(f"{site}/nvidia/{c}/lib", "wheel") for c in files.listdir(f"{site}/nvidia")]
+    conda = env.get("CONDA_PREFIX") or (probe.prefix if probe.is_conda else "")
+    if conda:
+        dirs.append((f"{conda}/lib", "conda"))
+    dirs.append((WSL_LIB, "wsl"))
+    dirs += [(d, "default") for d in DEFAULT_DIRS]
+    resolved = {r.path for r in list(resolutions) + lookups if r.path}
+    copies: List[LibraryCopy] = []
+    seen = set()
+    for d, origin in dirs:
+        d = _norm(d)
+        for path in _scan(files, d):
+            if path in seen:
+                continue
+            seen.add(path)
+            copies.append(describe_copy(files, path, origin, records, symbols=path in resolved))
+    for p in preload:
+        if "/" in p and family_of(os.path.basename(p)) and _norm(p) not in seen and files.exists(p):
+            copies.insert(0, describe_copy(files, p, "LD_PRELOAD", records, symbols=True))
+    return TargetLibraries(label=label, roots=tuple(f"{fw.name}:{lib}" for fw in frameworks for lib in fw.gpu_libs),
+                           ld_library_path=llp, ld_preload=preload, copies=tuple(copies),
+                           resolutions=tuple(resolutions), lookups=tuple(lookups),
+                           link_dirs=tuple(_link_dirs(files, env, cache)), cache_source=cache_source)
+
+
+def _cache(ctx: CollectContext) -> Tuple[List[LdconfigEntry], str]:
+    loader = ctx.facts.get("loader")
+    if isinstance(loader, LoaderFacts) and not isinstance(loader.ldconfig, Unavailable):
+        return list(loader.ldconfig), "ldconfig -p"
+    # no cache could be read: ldconfig would have cached the configured directories
+    files = ctx.system.files
+    tag = "libc6,x86-64" if _host_arch()[1] == "EM_X86_64" else "libc6"
+    out = []
+    for d in ld_so_conf_dirs(files):
+        for path in _scan(files, d):
+            out.append(LdconfigEntry(os.path.basename(path), tag, path))
+    return out, "ld.so.conf.d"
+
+
+def collect_cuda_libraries(ctx: CollectContext) -> CudaLibrariesFacts:
+    files = ctx.system.files
+    cache, source = _cache(ctx)
+    targets: List[TargetLibraries] = []
+    frameworks: List[FrameworkInstall] = []
+    for label, probe in _probes(ctx.facts):
+        fws = _frameworks(files, label, probe.site_packages)
+        frameworks += fws
+        targets.append(model_target(files, label, probe, cache, fws, source))
+    wsl = tuple(files.listdir(WSL_LIB)) if files.is_dir(WSL_LIB) else Unavailable(f"{WSL_LIB} does not exist")
+    return CudaLibrariesFacts(targets=tuple(targets), frameworks=tuple(frameworks), wsl_lib=wsl)
+
+
+COLLECTORS = (
+    Collector(domain="cuda_libraries", collect=collect_cuda_libraries, requires=("targets", "loader"),
+              timeout_s=60.0),
+)

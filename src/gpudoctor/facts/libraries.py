@@ -1,0 +1,202 @@
+"""Facts of the ``cuda_libraries`` domain: the dynamic loader's choices, modelled.
+
+For each probed target, gpudoctor reads (never loads) the GPU libraries of the
+frameworks installed there and follows their ``DT_NEEDED`` entries the way
+glibc's ld.so(8) does, in its real order:
+
+1. an object with the same SONAME that is already loaded (``LD_PRELOAD`` first,
+   then everything loaded earlier in breadth-first order);
+2. ``DT_RPATH`` of the consumer and of its loaders (only when the consumer has
+   no ``DT_RUNPATH``);
+3. ``LD_LIBRARY_PATH`` of the target;
+4. ``DT_RUNPATH`` of the consumer (``$ORIGIN`` expanded);
+5. the ld.so cache (``ldconfig -p``), only entries whose architecture tag
+   matches the consumer (``libc6,x86-64`` ...);
+6. the default directories (``/lib``, ``/usr/lib`` and their multiarch and
+   ``lib64`` forms).
+
+Files of another ELF class or machine are skipped as ld.so skips them. The
+ELF dynamic section, symbol versions (``.gnu.version_d``/``_r``) and dynamic
+symbols are read with pyelftools in the doctor, through the rooted files.
+Sources: glibc ld.so(8), ``elf/dl-load.c``; System V ABI gABI "Dynamic
+Section"; LSB "Symbol Versioning".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple, Union
+
+from gpudoctor.facts.base import Unavailable, domain
+
+
+@dataclass(frozen=True)
+class LibraryCopy:
+    """One file of a CUDA library family that the loader could find.
+
+    Attributes:
+        path: the path as found (directory + file name), inside the root.
+        real_path: ``path`` with symlinks resolved inside the root.
+        name: the file name (``libnvJitLink.so.12``).
+        family: ``cudart``, ``cublas``, ``cublasLt``, ``cufft``, ``curand``,
+            ``cusolver``, ``cusparse``, ``nvJitLink``, ``nvrtc``, ``cupti``,
+            ``cudnn``, ``nccl``, ``nvshmem``, ``libcuda``, ``nvml``.
+        directory: the directory holding it.
+        origin: why that directory is searched: ``LD_PRELOAD``,
+            ``LD_LIBRARY_PATH``, ``RUNPATH``, ``RPATH``, ``ld.so cache``,
+            ``ld.so.conf.d``, ``wheel``, ``conda``, ``wsl`` or ``default``.
+        soname: ``DT_SONAME`` from the ELF dynamic section; None when the file
+            has none or could not be read (see ``error``).
+        version: the library's own version, or None when unknown.
+        version_source: where ``version`` came from: ``file name`` (the
+            versioned file the link points to), ``wheel metadata <dist>``
+            (``*.dist-info/RECORD`` lists the file), or ``symbol versions``
+            (highest ``_X_Y`` suffix of its exported symbols, e.g.
+            ``__nvJitLinkComplete_12_4``).
+        elf_class: 32 or 64; None when not an ELF file.
+        machine: ``EM_X86_64`` ...; None when not an ELF file.
+        error: why the file could not be read as ELF, else None.
+    """
+
+    path: str
+    real_path: str
+    name: str
+    family: str
+    directory: str
+    origin: str
+    soname: Optional[str] = None
+    version: Optional[str] = None
+    version_source: Optional[str] = None
+    elf_class: Optional[int] = None
+    machine: Optional[str] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How the loader resolves one ``DT_NEEDED`` (or bare ``dlopen``) name.
+
+    Attributes:
+        consumer: the library (or ``dlopen``) that needs it.
+        needed: the name asked for (``libnvJitLink.so.12``).
+        family: its CUDA library family.
+        path: the copy the loader picks, or None when none is found.
+        via: the search step that found it: ``already loaded``, ``LD_PRELOAD``,
+            ``RPATH``, ``LD_LIBRARY_PATH entry N``, ``RUNPATH``, ``ld.so cache``,
+            ``default directory``, or ``not found``.
+        directory: the directory of ``path`` (None when not found).
+        without_env: the copy picked when ``LD_LIBRARY_PATH`` and
+            ``LD_PRELOAD`` are unset (None when none).
+        candidates: every other copy of that name the consumer can reach, in
+            search order.
+        bare: the copy a consumer without RPATH/RUNPATH (a ``dlopen`` by name
+            from another framework) gets; None when none.
+        missing: symbol versions / symbols the consumer needs from it that the
+            picked copy lacks (``libnvJitLink.so.12:__nvJitLinkComplete_12_4``).
+    """
+
+    consumer: str
+    needed: str
+    family: str
+    path: Optional[str]
+    via: str
+    directory: Optional[str] = None
+    without_env: Optional[str] = None
+    candidates: Tuple[str, ...] = ()
+    missing: Tuple[str, ...] = ()
+    bare: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class LinkDir:
+    """A directory the linker (``gcc ... -lcuda``, as Triton runs it) searches for ``libcuda.so``.
+
+    Attributes:
+        path: the directory.
+        origin: ``TRITON_LIBCUDA_PATH``, ``ld.so cache``, ``LIBRARY_PATH`` or ``default``.
+        unversioned: ``libcuda.so`` exists there.
+        elf_class: ELF class of that ``libcuda.so`` (32/64); None when unknown.
+        arch_tag: the ld.so cache tag of that entry (``libc6,x86-64``; ``libc6`` = 32-bit x86).
+    """
+
+    path: str
+    origin: str
+    unversioned: bool
+    elf_class: Optional[int] = None
+    arch_tag: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class TargetLibraries:
+    """The loader model of one target.
+
+    Attributes:
+        label: the target's label (as in ``targets``).
+        roots: the framework GPU libraries the model starts from, as
+            ``framework:path`` strings.
+        ld_library_path: the target's ``LD_LIBRARY_PATH`` entries.
+        ld_preload: the target's ``LD_PRELOAD`` entries.
+        copies: every copy of every CUDA library family found on any search
+            directory of this target, in search order.
+        resolutions: the ``DT_NEEDED`` resolutions of the roots and of
+            everything they pull in, in breadth-first load order.
+        lookups: bare-name lookups a process makes by ``dlopen`` without a
+            RUNPATH (``libcuda.so.1``, ``libcuda.so``, ``libnvidia-ml.so.1``).
+        link_dirs: where ``gcc -lcuda`` would look for ``libcuda.so``.
+        cache_source: ``ldconfig -p`` when the ld.so cache was read;
+            ``ld.so.conf.d`` when it could not be and the configured
+            directories stand in for it.
+    """
+
+    label: str
+    roots: Tuple[str, ...] = ()
+    ld_library_path: Tuple[str, ...] = ()
+    ld_preload: Tuple[str, ...] = ()
+    copies: Tuple[LibraryCopy, ...] = ()
+    resolutions: Tuple[Resolution, ...] = ()
+    lookups: Tuple[Resolution, ...] = ()
+    link_dirs: Tuple[LinkDir, ...] = ()
+    cache_source: str = "ldconfig -p"
+
+
+@dataclass(frozen=True)
+class FrameworkInstall:
+    """A GPU framework installed in a target, from its ``*.dist-info`` (not imported).
+
+    Attributes:
+        label: the target.
+        name: the framework key of ``data/frameworks.toml`` (``torch``, ``onnxruntime-gpu`` ...).
+        dist: the distribution name as installed.
+        version: its version.
+        cuda_major: the CUDA major its build needs (table row or local
+            version tag ``+cu124``); None when unknown.
+        cudnn_major: the cuDNN major it needs; None when unknown or none.
+        source: the table row's source, or ``local version tag``.
+        gpu_libs: its GPU provider libraries found in site-packages.
+    """
+
+    label: str
+    name: str
+    dist: str
+    version: str
+    cuda_major: Optional[int] = None
+    cudnn_major: Optional[int] = None
+    source: str = ""
+    gpu_libs: Tuple[str, ...] = ()
+
+
+@domain("cuda_libraries")
+@dataclass(frozen=True)
+class CudaLibrariesFacts:
+    """Loader model and GPU frameworks for every probed target.
+
+    Attributes:
+        targets: one model per target.
+        frameworks: GPU frameworks found in the targets' site-packages.
+        wsl_lib: the files in ``/usr/lib/wsl/lib`` (WSL 2's driver libraries);
+            Unavailable when the directory does not exist.
+    """
+
+    targets: Tuple[TargetLibraries, ...] = ()
+    frameworks: Tuple[FrameworkInstall, ...] = ()
+    wsl_lib: Union[Tuple[str, ...], Unavailable] = Unavailable("/usr/lib/wsl/lib does not exist")
