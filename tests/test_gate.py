@@ -41,6 +41,7 @@ def test_builtin_gate_runs_light_checks_and_leaves_full_ones_to_deep():
     registry = load_registry().checks
     chosen, left_out = gate_checks(registry)
     ids = {c.id for c in chosen}
+    assert set(left_out) == {"cuda.libraries", "cuda.wsl"}
     assert {"nvidia.driver", "torch.install", "dataloader.shm", "cuda.context", "cudnn.load"} <= ids
     assert all("targets" not in c.needs or c.probe_level == "light" for c in chosen)
     deep, none_left = gate_checks(registry, deep=True)
@@ -52,9 +53,14 @@ def test_builtin_gate_ids_are_exactly_the_gate_tagged_builtins():
     reg = load_registry()
     own = {cid for cid in reg.checks if reg.provider(cid).split(" ")[0] == "gpudoctor"}
     assert BUILTIN_GATE_IDS == {cid for cid in own if "gate" in reg.checks[cid].tags}
+    from gpudoctor.gate import BUILTIN_DEEP_ONLY
     light = load_gate_registry()
-    assert set(light.checks) == BUILTIN_GATE_IDS | (set(reg.checks) - own) and not light.fixes
+    assert set(light.checks) == (BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY) | (set(reg.checks) - own) and not light.fixes
     assert set(light.check_ids) == set(reg.checks)  # unknown --skip ids are still recognised
+    assert set(load_gate_registry(deep=True).checks) >= BUILTIN_GATE_IDS
+    # deep-only: the gate-tagged built-ins the light probe does not serve (or whose collector is costly)
+    assert BUILTIN_DEEP_ONLY == {cid for cid in BUILTIN_GATE_IDS
+                                 if "targets" in reg.checks[cid].needs and reg.checks[cid].probe_level != "light"}
 
 
 def test_fail_blocks_and_warn_blocks_only_when_strict(tmp_path):

@@ -29,7 +29,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
 
-__all__ = ["GATE_TAG", "BUILTIN_GATE_IDS", "load_gate_registry", "GateOptions", "GateResult", "gate_checks", "run_gate", "requirement_findings",
+__all__ = ["GATE_TAG", "BUILTIN_GATE_IDS", "BUILTIN_DEEP_ONLY", "load_gate_registry", "GateOptions", "GateResult", "gate_checks", "run_gate", "requirement_findings",
            "gate_until_healthy", "write_status_file", "status_document", "blocking_line"]
 
 GATE_TAG = "gate"
@@ -41,13 +41,19 @@ BUILTIN_GATE_IDS = frozenset({"nvidia.driver", "cuda.available", "cuda.driver", 
                               "cuda.wsl"})
 
 
-def load_gate_registry(ids: Sequence[str] = ()):
+#: the built-in gate checks that need the full probe or a costly collector: only ``--deep`` runs them
+BUILTIN_DEEP_ONLY = frozenset({"cuda.libraries", "cuda.wsl"})
+
+
+def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):
     """The registry the gate needs: without fixes, and (when no ``ids`` are named) only the built-in
-    checks in :data:`BUILTIN_GATE_IDS` imported. ``Registry.check_ids`` still lists every id."""
+    checks in :data:`BUILTIN_GATE_IDS` imported (less :data:`BUILTIN_DEEP_ONLY` unless ``deep``).
+    ``Registry.check_ids`` still lists every id."""
     from gpudoctor.registry import load_registry
     if ids:
         return load_registry(load_fixes=False)
-    return load_registry(load_fixes=False, check_filter=lambda cid, own: not own or cid in BUILTIN_GATE_IDS)
+    wanted = BUILTIN_GATE_IDS if deep else BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY
+    return load_registry(load_fixes=False, check_filter=lambda cid, own: not own or cid in wanted)
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,8 @@ class GateOptions:
         strict: warnings block too.
         timeout_s: timeout of the target probe, seconds.
         deep: use the full probe (imports torch: arch list, mapped libraries, import errors).
+        light_model: without ``deep``, replace the collectors in :data:`COSTLY_DOMAINS` by an
+            Unavailable naming ``--deep`` (the CLI turns it off when ``--checks`` names checks).
     """
 
     require_gpus: int = 0
@@ -68,6 +76,7 @@ class GateOptions:
     strict: bool = False
     timeout_s: float = 20.0
     deep: bool = False
+    light_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -88,6 +97,11 @@ class GateResult:
     blocking: Tuple[Tuple[str, Finding], ...]
     report: Report
     left_out: Tuple[str, ...] = ()
+
+
+def skip_ids(skip: Sequence[str]):
+    """The deep-only built-in ids that the ``--skip`` patterns leave out."""
+    return {cid for cid in BUILTIN_DEEP_ONLY for s in skip if cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".")}
 
 
 def gate_checks(checks: Dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
@@ -111,8 +125,10 @@ def gate_checks(checks: Dict[str, Check], skip: Sequence[str] = (), ids: Sequenc
         s.rstrip(".") + ".") for cid in tagged)])
     if deep:
         return chosen, []
-    light = [c for c in chosen if "targets" not in c.needs or c.probe_level == "light"]
-    return light, [c.id for c in chosen if c not in light]
+    light = [c for c in chosen if ("targets" not in c.needs or c.probe_level == "light")
+             and c.id not in BUILTIN_DEEP_ONLY]
+    unloaded = [cid for cid in BUILTIN_DEEP_ONLY if cid not in checks and cid not in skip_ids(skip)]
+    return light, [c.id for c in chosen if c not in light] + sorted(unloaded)
 
 
 def _reference_probe(facts: Facts):
@@ -203,6 +219,24 @@ def _reason(f: Finding, strict: bool) -> Optional[str]:
     return None
 
 
+#: domains whose collectors cost more than an entrypoint should pay, and why (the light gate
+#: leaves them Unavailable; ``--deep`` and ``gpudoctor check`` collect them)
+COSTLY_DOMAINS = {
+    "cuda_libraries": "the light gate does not build the CUDA library model (ELF reads of every framework "
+                      "library); `gpudoctor gate --deep` and `gpudoctor check` do",
+}
+
+
+def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
+    from gpudoctor.collect import Collector, collectors_for
+    found = dict(collectors_for([d for c in checks for d in c.needs]))
+    if opts.light_model and not opts.deep:
+        for dom, why in COSTLY_DOMAINS.items():
+            if dom in found:
+                found[dom] = Collector(domain=dom, collect=lambda ctx, why=why: Unavailable(why))
+    return found
+
+
 def collect_options(opts: GateOptions) -> CollectOptions:
     """How the gate collects: offline, no Jupyter kernels, the light probe unless ``deep``."""
     return CollectOptions(offline=True, probe_timeout_s=opts.timeout_s, kernels=False,
@@ -218,8 +252,7 @@ def run_gate(checks: Sequence[Check], system: System, opts: Optional[GateOptions
     if needs_gpu_facts:  # the requirements read the target's driver API and NVML
         checks = list(checks) + [Check(id="gate.requirements", title="", needs=("targets", "nvidia"),
                                        evaluate=lambda facts: [], probe_level="light")]
-    from gpudoctor.collect import collectors_for
-    report = run(checks, system, options, collectors=collectors_for([d for c in checks for d in c.needs]))
+    report = run(checks, system, options, collectors=_gate_collectors(checks, opts))
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
     report = replace(report, findings=tuple(findings))

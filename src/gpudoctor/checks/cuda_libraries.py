@@ -232,5 +232,4 @@ CHECK = Check(
     needs=("targets", "cuda_libraries"),
     evaluate=per_target("cuda.libraries", assess),
     tags=("gate",),
-    probe_level="light",  # issue 14: reads only the target's env and site-packages (light probe has both)
 )

@@ -102,5 +102,4 @@ CHECK = Check(
     needs=("targets", "os", "cuda_libraries"),
     evaluate=per_target("cuda.wsl", assess),
     tags=("gate",),
-    probe_level="light",  # issue 14: reads only the target's env and site-packages (light probe has both)
 )

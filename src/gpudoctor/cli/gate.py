@@ -79,7 +79,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     # start the probe in the job's interpreter now: it runs while the checks load
     from gpudoctor.collect.targets import start_early
     start_early(system, g.collect_options(g.GateOptions(timeout_s=probe_timeout or timeout, deep=deep)))
-    registry = g.load_gate_registry(_ids(checks_))
+    registry = g.load_gate_registry(_ids(checks_), deep)
     try:
         checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep, registry.check_ids)
     except SelectionError as exc:
@@ -88,7 +88,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
         raise usage(str(exc)) from None
     opts = g.GateOptions(require_gpus=max(require_gpus, 1 if require_gpu else 0),
                          min_gpu_memory_gib=min_gpu_memory_gib, strict=strict,
-                         timeout_s=probe_timeout or timeout, deep=deep)
+                         timeout_s=probe_timeout or timeout, deep=deep, light_model=not _ids(checks_))
 
     def attempt():
         return g.run_gate(checks, system, opts, left_out)
