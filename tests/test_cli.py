@@ -143,7 +143,7 @@ def test_crashing_check_is_an_error_finding_with_traceback_under_verbose(monkeyp
     assert _main("check", "--facts", str(SNAP / "empty.json")) == 3  # the verdict is incomplete
     out = capsys.readouterr().out
     assert "[ERROR] a.crash  the check itself failed: RuntimeError: kaboom in check" in out
-    assert "[ok] b.fine  fine" in out
+    assert "[ok] b.fine  fine" not in out and "1 error, 1 ok" in out   # ok is folded into its area
     assert "Traceback" not in out
     assert _main("check", "-v", "--facts", str(SNAP / "empty.json")) == 3
     out = capsys.readouterr().out
@@ -198,7 +198,7 @@ def test_snapshot_that_is_binary(tmp_path):
 
 
 @pytest.mark.parametrize("doc, message", [
-    ({"schema_version": 99, "domains": {}}, "reads facts schema 1, the file has 99"),
+    ({"schema_version": 99, "domains": {}}, "reads facts schemas 1, 2, the file has 99"),
     ({"domains": {}}, "the file has None"),
     ([1, 2], "a facts snapshot is a JSON object"),
     ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),
@@ -268,11 +268,19 @@ def test_console_plain_when_piped():
     assert proc.returncode == 1
     out = proc.stdout
     assert "\x1b[" not in out
-    assert "[ok] nvidia.driver  NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU" in out
-    assert "[FAIL] torch.install  torch 2.5.1+cpu in /home/user/venv/bin/python is a CPU-only build" in out
-    assert "    /home/user/venv/bin/python -m pip install --force-reinstall torch --index-url " \
-           "https://download.pytorch.org/whl/cu126" in out  # the explanation, indented
-    assert out.rstrip().splitlines()[-1].startswith("2 findings: 1 ok, 1 fail")
+    assert "[ok] nvidia.driver" not in out                   # ok findings are folded into their area ...
+    assert "[FAIL] GPU stack (2 checks): 1 failed, 1 ok" in out
+    assert "  [FAIL] torch.install  torch 2.5.1+cpu in [current] is a CPU-only build" in out
+    assert "  target: [current] /home/user/venv/bin/python" in out   # the long path is named once
+    assert "      /home/user/venv/bin/python -m pip install --force-reinstall torch --index-url " \
+           "https://download.pytorch.org/whl/cu126" in out  # the explanation, indented, full paths kept
+    assert "2 findings in 1 area: 1 failed, 1 ok" in out
+    lines = out.rstrip().splitlines()
+    assert lines[-2] == "Next steps:"
+    assert lines[-1].startswith("  1. /home/user/venv/bin/python -m pip install --force-reinstall torch")
+    verbose = run_gpudoctor("check", "nvidia", "torch.install", "-v", "--facts",
+                            str(SNAP / "gpu-driver-550-cpu-torch.json")).stdout
+    assert "  [ok] nvidia.driver  NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU" in verbose  # ... not with -v
     assert proc.stderr == ""
 
 
@@ -307,7 +315,9 @@ def test_console_colour_on_a_terminal_and_plain_with_no_color():
     env.pop("NO_COLOR", None)
     code, out = _run_in_pty(args, env)
     assert code == 1
-    assert "\x1b[" in out and "✗" in out and "✓" in out
+    assert "\x1b[" in out and "✗" in out
+    # a command to copy is never broken by the renderer (the terminal soft-wraps it)
+    assert "install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126" in out
     code, out = _run_in_pty(args, env_with(TERM="xterm-256color", NO_COLOR="1"))
     assert code == 1
     assert "\x1b[" not in out
@@ -319,11 +329,13 @@ def test_markdown_format():
     assert proc.returncode == 1
     md = proc.stdout
     assert md.startswith(f"## gpudoctor {__version__} report\n")
-    assert "Overall: **fail**" in md
-    assert "| status | check | summary |" in md
-    assert "| i info | `torch.install` |" in md
-    assert "[/opt/envs/old/bin/python] `import torch` fails" in md
-    assert "#### fail: `torch.install`" in md and "### Details" in md
+    assert md.splitlines()[2].startswith("✗ **fail** — 2 failed, 1 info")
+    assert "Targets: `[current]` `/home/user/venv/bin/python`; `[python-1]` `/opt/envs/old/bin/python`" in md
+    assert "<details open><summary>✗ <b>GPU stack</b>" in md                # one collapsible block per area
+    assert md.count("<details") == md.count("</details>")
+    assert "- i **info** `torch.install` — torch 2.13.0+cpu is a CPU-only build" in md
+    assert "- ✗ **fail** `torch.install` — `import torch` fails in [python-1]" in md
+    assert "### Next steps" in md and "1. read torch.install [python-1] above" in md
 
 
 def test_json_format_to_file(tmp_path):

@@ -41,7 +41,7 @@ def test_builtin_gate_runs_light_checks_and_leaves_full_ones_to_deep():
     registry = load_registry().checks
     chosen, left_out = gate_checks(registry)
     ids = {c.id for c in chosen}
-    assert set(left_out) == {"cuda.libraries", "cuda.wsl"}
+    assert set(left_out) == {"cuda.libraries", "cuda.wsl", "platform.driver-branch", "platform.visibility"}
     assert {"nvidia.driver", "torch.install", "dataloader.shm", "cuda.context", "cudnn.load"} <= ids
     assert all("targets" not in c.needs or c.probe_level == "light" for c in chosen)
     deep, none_left = gate_checks(registry, deep=True)

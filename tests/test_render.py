@@ -48,16 +48,31 @@ def console_text(verbose=False, plain=True):
 def test_console_plain_layout():
     out = console_text()
     lines = out.splitlines()
-    assert lines[0] == "[ok] nvidia.driver  NVIDIA driver 550.54.15"
-    assert lines[1] == "[FAIL] torch.install  [/venv/bin/python] torch | pipes in summary"
-    assert "    pip install torch" in lines                     # the explanation, indented
-    assert "    fix: gpudoctor fix pip.index-url" in lines
-    assert "[skip] dataloader.cpu  not applicable" in lines
-    assert "skip explanation" not in out                       # skip explanations only with -v
-    assert "[ERROR] collect.gpu  the gpu collector crashed: KeyError" in lines
-    assert "[info] torch.install  cpu build" in lines           # the "current" target is not shown
+    # the headline first: overall verdict and counts (no cuda.available finding here)
+    assert lines[0] == "[ERROR] gpudoctor: ERROR — 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (5 checks)"
+    # one header per area, gpudoctor's own errors first, then the causal order
+    headers = [ln for ln in lines if ln.startswith("[")][1:]
+    assert headers == [
+        "[ERROR] gpudoctor itself (collectors, plug-ins) (1 check): 1 error",
+        "[FAIL] GPU stack (2 checks): 1 failed, 1 info, 1 ok",
+        "[n/a] Data pipeline (1 check): 1 not applicable",
+        "[warn] Package sources (1 check): 1 warning",
+    ]
+    assert "  [FAIL] torch.install  [/venv/bin/python] torch | pipes in summary" in lines
+    assert "      pip install torch" in lines                     # the explanation, indented
+    assert "      fix: gpudoctor fix pip.index-url" in lines
+    assert "  1 not applicable: not applicable (dataloader.cpu)" in lines  # folded into the area
+    assert not any(ln.startswith("  [skip]") for ln in lines)   # skips are folded into their area
+    assert not any(ln.startswith("  [ok]") for ln in lines)     # ok findings too
+    assert "skip explanation" not in out                         # skip explanations only with -v
+    assert "  [ERROR] collect.gpu  the gpu collector crashed: KeyError" in lines
+    assert "  [info] torch.install  cpu build" in lines           # the "current" target is not shown
     assert "Traceback" not in out
-    assert lines[-1] == "6 findings: 1 ok, 1 info, 1 skip, 1 warn, 1 fail, 1 error (1.2 s)"
+    assert "6 findings in 4 areas: 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (1.2 s)" in lines
+    # the next steps come last, numbered, failures first
+    i = lines.index("Next steps:")
+    assert lines[i + 1] == "  1. gpudoctor fix pip.index-url   # torch.install"
+    assert lines[-1].startswith("  3. ") or lines[-1].startswith("  2. ")
     assert "\x1b[" not in out
     for s in SECRETS:
         assert s not in out
@@ -77,8 +92,9 @@ def test_console_verbose_shows_evidence_and_tracebacks_redacted():
 def test_console_rich_uses_glyphs_and_colour():
     out = console_text(plain=False)
     assert "\x1b[" in out
-    for glyph in ("✓", "✗", "!", "‼"):
+    for glyph in ("✗", "!", "‼"):
         assert glyph in out
+    assert "✓" in console_text(verbose=True, plain=False)   # ok findings are shown with -v
     for s in SECRETS:
         assert s not in out
 
@@ -123,20 +139,29 @@ def test_json_with_facts_validates_against_both_schemas():
     from gpudoctor.render.json import render_json
     doc = json.loads(render_json(report(), include_facts=True))
     validator("report.schema.json").validate(doc)
-    assert doc["facts"]["schema_version"] == 1
+    assert doc["facts"]["schema_version"] == 2
+    assert [f["area"] for f in doc["findings"]] == ["gpu", "gpu", "sources", "data", "gpudoctor", "gpu"]
 
 
 def test_markdown_render():
     md = render(report(), "markdown", verbose=True)
-    assert "Overall: **error** (1 ok, 1 info, 1 skip, 1 warn, 1 fail, 1 error)" in md
-    assert "| ✗ fail | `torch.install` | [/venv/bin/python] torch \\| pipes in summary |" in md
-    assert "#### fail: `torch.install`" in md
-    assert "Fix: `gpudoctor fix pip.index-url`" in md
+    assert "‼ **error** — 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (5 checks)" in md
+    assert "<details open><summary>✗ <b>GPU stack</b> (2 checks): 1 failed, 1 info, 1 ok</summary>" in md
+    assert "- ✗ **fail** `torch.install` — [/venv/bin/python] torch | pipes in summary" in md
+    assert "  Fix: `gpudoctor fix pip.index-url`" in md
     assert "<details><summary>evidence</summary>" in md
-    assert "#### ok:" not in md
+    assert "### Next steps" in md and "1. `gpudoctor fix pip.index-url` (torch.install)" in md
     for s in SECRETS:
         assert s not in md
     assert set(FORMATS) == {"json", "markdown", "prometheus"}
+
+
+def test_markdown_folds_ok_and_skip_without_verbose():
+    md = render(report(), "markdown")
+    assert "- 1 check ok: `nvidia.driver`" in md
+    assert "- not applicable: not applicable (`dataloader.cpu`)" in md
+    assert "skip explanation" not in md
+    assert md.count("<details") == md.count("</details>") == 4   # one block per area
 
 
 def test_text_helpers():

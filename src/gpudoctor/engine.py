@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from gpudoctor import __version__
+from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
 from gpudoctor.facts import Facts, Unavailable
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Version of the ``--format json`` report document.
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
 
 
 class SelectionError(ValueError):
@@ -318,7 +319,8 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
                 evidence={"traceback": traceback.format_exc()})]
         elapsed = (time.monotonic() - start) * 1000.0
         share = elapsed / len(produced)
-        findings.extend(replace(f, duration_ms=share) for f in produced)
+        area = area_for(check.id, check.area)
+        findings.extend(replace(f, duration_ms=share, area=f.area or area) for f in produced)
         progress.finished(check.id)
     return findings
 
@@ -334,7 +336,7 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
     start = time.monotonic()
     collector_errors: List[Finding] = []
     if facts is None:
-        if not options.probe_level_fixed:
+        if not options.probe_level_fixed and not options.deep:  # --deep's smoke test runs in the full probe
             options = replace(options, probe_level=probe_level(checks))
         collectors = all_collectors() if collectors is None else collectors
         domains = needed_domains(checks, collectors)

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple
 
+from gpudoctor.areas import area_for
+
 if TYPE_CHECKING:  # pragma: no cover
     from gpudoctor.facts import Facts
 
@@ -102,6 +104,8 @@ class Finding:
         target: the target interpreter the finding concerns (its label), if any.
         duration_ms: wall time of the check that produced it, in ms (set by
             the engine; 0.0 when replayed from JSON without timings).
+        area: the report area (:mod:`gpudoctor.areas`) it is shown under; set
+            by the engine from the check's declared area or its id prefix.
     """
 
     check: str
@@ -113,6 +117,7 @@ class Finding:
     doc_url: Optional[str] = None
     target: Optional[str] = None
     duration_ms: float = 0.0
+    area: str = ""
 
     def to_json(self) -> dict:
         """The report-schema form of this finding (see ``report.schema.json``)."""
@@ -126,6 +131,7 @@ class Finding:
             "doc_url": self.doc_url,
             "target": self.target,
             "duration_ms": round(self.duration_ms, 3),
+            "area": self.area or area_for(self.check),
         }
 
     @classmethod
@@ -141,6 +147,7 @@ class Finding:
             doc_url=data.get("doc_url"),
             target=data.get("target"),
             duration_ms=float(data.get("duration_ms") or 0.0),
+            area=str(data.get("area") or ""),
         )
 
 
@@ -158,6 +165,9 @@ class Check:
             An exception becomes an ``error`` finding.
         tags: free labels, e.g. ``gate`` for checks the entrypoint gate runs.
         doc_url: documentation for the check as a whole.
+        area: the report area it belongs to (a key of
+            :data:`gpudoctor.areas.AREAS`, or a plug-in's own name); empty
+            means "from the id prefix" (:func:`gpudoctor.areas.area_for`).
         probe_level: the cheapest target probe whose facts the check reads
             correctly: ``light`` (metadata, version files, CUDA driver API; no
             ``import torch``) or ``full`` (the default, safe for plug-ins). Only
@@ -171,6 +181,7 @@ class Check:
     evaluate: Callable[["Facts"], Sequence[Finding]]
     tags: Tuple[str, ...] = ()
     doc_url: Optional[str] = None
+    area: str = ""
     probe_level: str = "full"
 
     def finding(self, status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:

@@ -78,7 +78,8 @@ def start_early(system: System, options: CollectOptions) -> None:
             key = _key(python, system.env, options.probe_level)
             if key not in _EARLY:
                 _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
-                                          timeout_s=options.probe_timeout_s, level=options.probe_level)
+                                          timeout_s=options.probe_timeout_s, level=options.probe_level,
+                                          deep=options.deep)
     pool.shutdown(wait=False)
 
 
@@ -109,7 +110,8 @@ class ProbeCache:
                         fut = _EARLY.pop(_key(python, env, "full"), None)
             if fut is None:
                 fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
-                                        timeout_s=self._ctx.options.probe_timeout_s, level=level)
+                                        timeout_s=self._ctx.options.probe_timeout_s, level=level,
+                                        deep=self._ctx.options.deep)
             self._futures[key] = fut
             return fut
 

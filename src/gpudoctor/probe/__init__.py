@@ -51,23 +51,26 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor: {exc}") from None
 
 
-def probe_argv(python: str, level: str = "full") -> list:
-    """The argv that probes ``python`` at ``level`` (``light`` or ``full``). Raises ValueError for another level."""
+def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
+    """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
+    probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
     if level not in LEVELS:
         raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
-    # -s -E would change what the target sees (user site, PYTHON* variables): run it as the job would
-    return [python, str(LIGHT_SCRIPT if level == "light" else PROBE_SCRIPT)]
+    if level == "light":
+        return [python, str(LIGHT_SCRIPT)]
+    return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
 def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0, level: str = "full") -> Union[ProbeFacts, Unavailable]:
-    """Probe one interpreter at ``level``. ``env`` defaults to the system's environment.
+                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> Union[ProbeFacts, Unavailable]:
+    """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
+    runs the GPU smoke test too (full level only).
 
     Returns ProbeFacts, or Unavailable naming the interpreter and the cause.
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python, level), timeout_s=timeout_s,
+    result = system.runner.run(probe_argv(python, level, deep), timeout_s=timeout_s,
                                env=dict(system.env if env is None else env))
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")

@@ -1,8 +1,9 @@
 """Console output: rich on a terminal, plain text when piped or NO_COLOR is set.
 
-Layout (flutter-doctor style): one line per finding with a status glyph and
-the summary; under anything not ``ok`` the explanation; evidence with ``-v``;
-a closing count. :class:`SpinnerProgress` shows the running collectors and
+Layout (flutter-doctor style, shape from :mod:`gpudoctor.render.layout`): the
+headline, one line per area with its mark and counts, details only where
+something needs attention, ``ok``/``skip`` folded into their area (all of
+it with ``-v``), a closing count and the numbered next steps. :class:`SpinnerProgress` shows the running collectors and
 checks on a terminal only.
 """
 
@@ -12,15 +13,16 @@ import errno
 import os
 import sys
 import threading
-from typing import IO, Optional, Set
+from typing import IO, Optional, Sequence, Set
 
 from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
 from gpudoctor.engine import Progress, Report
-from gpudoctor.model import Status
+from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
+from gpudoctor.render.layout import Layout, layout, plural, root_cause_shown
 from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines, finding_title
 
 
@@ -44,35 +46,95 @@ def is_plain(console: Console) -> bool:
     return not console.is_terminal or console.no_color
 
 
+def _print_block(console: Console, body: str, plain: bool, indent: int = 4) -> None:
+    """An explanation (Markdown) under a finding: as text when plain, rendered on a terminal."""
+    body = redact_text(body)
+    if plain:
+        console.print(Text("\n".join(" " * indent + ln if ln else "" for ln in body.splitlines())))
+    else:
+        from rich.markdown import Markdown  # only a terminal renders Markdown; piped output skips the import
+        console.print(Padding(Markdown(body), (0, 0, 0, indent)))
+
+
+def _finding_line(console: Console, f: Finding, title: str, plain: bool, indent: int) -> None:
+    glyph = PLAIN_GLYPHS[f.status] if plain else GLYPHS[f.status]
+    line = Text(" " * indent)
+    line.append(f"{glyph} ", style=COLOURS[f.status] + " bold")
+    line.append(f"{f.check}", style="bold")
+    line.append(f"  {redact_text(title)}")
+    console.print(line)
+
+
+def _finding(console: Console, lay: Layout, f: Finding, plain: bool, verbose: bool, explain: bool,
+             findings: Sequence[Finding] = ()) -> None:
+    _finding_line(console, f, lay.title_of(f), plain, 2)
+    cause = None if verbose else root_cause_shown(f, findings)
+    if cause:
+        console.print(Text(f"      root cause and remedy: see {cause} below", style="dim"))
+    elif f.explanation and explain:
+        _print_block(console, f.explanation, plain, 6)
+    if f.fixes and f.status > Status.SKIP:
+        console.print(Text(f"      fix: gpudoctor fix {' '.join(f.fixes)}", style="cyan"))
+    if verbose and f.evidence:
+        console.print(Text("\n".join("      " + ln for ln in evidence_lines(f)), style="dim"))
+
+
 def render_console(report: Report, console: Console, verbose: bool = False) -> None:
-    """Write the report to ``console``."""
+    """Write the report to ``console``, grouped by area (see :mod:`gpudoctor.render.layout`).
+
+    Line 1 is the headline (overall verdict and the ``cuda.available``
+    summary); then one header line per area with its worst status and
+    counts, the findings that need attention with their explanation, the
+    info findings' summaries; ``ok`` and ``skip`` findings are folded into
+    their area (every finding, its explanation and evidence with
+    ``verbose``); the last lines are the numbered next steps.
+    """
     plain = is_plain(console)
-    for f in report.findings:
-        glyph = PLAIN_GLYPHS[f.status] if plain else GLYPHS[f.status]
+    lay = layout(report)
+    glyph = PLAIN_GLYPHS[lay.verdict] if plain else GLYPHS[lay.verdict]
+    head = Text()
+    head.append(f"{glyph} ", style=COLOURS[lay.verdict] + " bold")
+    head.append(f"gpudoctor: {lay.verdict.value.upper()}", style=COLOURS[lay.verdict] + " bold")
+    head.append(f" — {redact_text(lay.headline)}")
+    console.print(head)
+    if lay.targets:
+        shown = "; ".join(f"[{label}] {path}" for label, path in lay.targets)
+        console.print(Text(f"  {'target' if len(lay.targets) == 1 else 'targets'}: {redact_text(shown)}",
+                           style="dim"))
+    for area in lay.areas:
+        console.print()
+        # an area where nothing applied reads "n/a", not like a skipped finding
+        glyph = ("[n/a]" if plain else GLYPHS[area.worst]) if area.worst is Status.SKIP else \
+            (PLAIN_GLYPHS[area.worst] if plain else GLYPHS[area.worst])
         line = Text()
-        line.append(f"{glyph} ", style=COLOURS[f.status] + " bold")
-        line.append(f"{f.check}", style="bold")
-        line.append(f"  {redact_text(finding_title(f))}")
+        line.append(f"{glyph} ", style=COLOURS[area.worst] + " bold")
+        line.append(area.title, style="bold")
+        line.append(f" ({plural(area.checks, 'check')}): {area.counts_text}")
         console.print(line)
-        show_expl = f.explanation and (f.status not in (Status.OK, Status.SKIP) or verbose)
-        if show_expl:
-            body = redact_text(f.explanation)
-            if plain:
-                console.print(Text("\n".join("    " + ln if ln else "" for ln in body.splitlines())))
-            else:
-                from rich.markdown import Markdown  # only a terminal renders Markdown; piped output skips the import
-                console.print(Padding(Markdown(body), (0, 0, 0, 4)))
-        if f.fixes and f.status > Status.SKIP:
-            console.print(Text(f"    fix: gpudoctor fix {' '.join(f.fixes)}", style="cyan"))
-        if verbose and f.evidence:
-            console.print(Text("\n".join("    " + ln for ln in evidence_lines(f)), style="dim"))
-    counts = report.counts()
-    parts = [f"{n} {s}" for s, n in counts.items() if n]
-    style = COLOURS[report.verdict]
-    n = len(report.findings)
+        if verbose:
+            for f in area.findings:
+                _finding(console, lay, f, plain, verbose, explain=bool(f.explanation))
+            continue
+        for f in area.attention:
+            _finding(console, lay, f, plain, verbose, explain=True, findings=report.findings)
+        for f in area.info:
+            _finding(console, lay, f, plain, verbose, explain=False)
+        if area.skipped:
+            reasons = "; ".join(f"{redact_text(g.reason)} ({', '.join(g.checks)})" for g in area.skipped)
+            console.print(Text(f"  {area.skip_count} not applicable: {reasons}", style="dim"))
+    style = COLOURS[lay.verdict]
     console.print()
-    console.print(Text(f"{n} finding{'' if n == 1 else 's'}: {', '.join(parts) or 'none'} "
+    console.print(Text(f"{plural(lay.total, 'finding')} in {plural(len(lay.areas), 'area')}: {lay.counts_text} "
                        f"({report.duration_ms / 1000:.1f} s)", style=style + " bold"))
+    if lay.next_steps:
+        console.print(Text("Next steps:", style="bold"))
+        for i, step in enumerate(lay.next_steps, 1):
+            lines = redact_text(step.command).splitlines()
+            # soft_wrap: a command to copy is never broken by rich (the terminal wraps it)
+            console.print(Text(f"  {i}. {lines[0]}" + ("" if len(lines) > 1 or not step.is_command else f"   # {step.check}")),
+                          soft_wrap=True)
+            for cont in lines[1:]:
+                console.print(Text(f"     {cont}"), soft_wrap=True)
 
 
 class SpinnerProgress(Progress):

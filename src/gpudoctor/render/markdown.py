@@ -1,32 +1,71 @@
-"""``--format markdown``: a report to paste into a bug tracker (secrets redacted)."""
+"""``--format markdown``: a report to paste into a bug tracker (secrets redacted).
+
+Same grouping as the console (:mod:`gpudoctor.render.layout`): the headline,
+then a collapsible ``<details>`` block per area (open when something in it
+needs attention) with its findings, and the numbered next steps.
+"""
 
 from __future__ import annotations
 
 from gpudoctor import __version__
 from gpudoctor.engine import Report
+from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.text import GLYPHS, evidence_lines, finding_title
+from gpudoctor.render.layout import ATTENTION, Layout, layout, plural, root_cause_shown
+from gpudoctor.render.text import GLYPHS, evidence_lines
+
+
+def _md(text: str) -> str:
+    return redact_text(text)
+
+
+def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bool) -> list[str]:
+    lines = [f"- {GLYPHS[f.status]} **{f.status.value}** `{f.check}` — {_md(lay.title_of(f))}"]
+    body: list[str] = []
+    cause = None if verbose else root_cause_shown(f, report.findings)
+    if cause:
+        body.append(f"Root cause and remedy: see `{cause}`.")
+    elif explain and f.explanation:
+        body.append(redact_text(f.explanation))
+    if f.fixes and f.status > Status.SKIP:
+        body.append(f"Fix: `gpudoctor fix {' '.join(f.fixes)}`")
+    if verbose and f.evidence:
+        body.append("\n".join(["<details><summary>evidence</summary>", "", "```", *evidence_lines(f), "```", "",
+                               "</details>"]))
+    for chunk in body:
+        lines += [""] + ["  " + ln if ln else "" for ln in chunk.splitlines()]
+    return lines
 
 
 def render_markdown(report: Report, verbose: bool = False) -> str:
-    """The report as Markdown: a summary table, then details for anything not ok."""
-    lines = [f"## gpudoctor {__version__} report", ""]
-    counts = ", ".join(f"{n} {s}" for s, n in report.counts().items() if n)
-    lines += [f"Overall: **{report.verdict.value}** ({counts})", "", "| status | check | summary |", "|---|---|---|"]
-    for f in report.findings:
-        summary = redact_text(finding_title(f)).replace("|", "\\|")
-        lines.append(f"| {GLYPHS[f.status]} {f.status.value} | `{f.check}` | {summary} |")
-    details = [f for f in report.findings if f.status.value not in ("ok",) and (f.explanation or verbose)]
-    if details:
-        lines += ["", "### Details"]
-    for f in details:
-        lines += ["", f"#### {f.status.value}: `{f.check}` — {redact_text(finding_title(f))}", ""]
-        if f.explanation:
-            lines += [redact_text(f.explanation), ""]
-        if f.fixes:
-            lines += [f"Fix: `gpudoctor fix {' '.join(f.fixes)}`", ""]
-        if verbose and f.evidence:
-            lines += ["<details><summary>evidence</summary>", "", "```"]
-            lines += evidence_lines(f)
-            lines += ["```", "", "</details>"]
+    """The report as Markdown: headline, a ``<details>`` per area, next steps."""
+    lay = layout(report)
+    lines = [f"## gpudoctor {__version__} report", "",
+             f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}", ""]
+    if lay.targets:
+        lines += [f"Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
+    for area in lay.areas:
+        opened = " open" if area.worst in ATTENTION else ""
+        lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "
+                  f"({plural(area.checks, 'check')}): {area.counts_text}</summary>", ""]
+        shown = area.findings if verbose else area.attention + area.info
+        for f in shown:
+            lines += _finding(lay, f, report, verbose, explain=verbose or f.status in ATTENTION)
+        if not verbose:
+            if area.ok:
+                lines.append(f"- {plural(len(area.ok), 'check')} ok: " + ", ".join(f"`{f.check}`" for f in area.ok))
+            for g in area.skipped:
+                lines.append(f"- not applicable: {_md(g.reason)} (" + ", ".join(f"`{c}`" for c in g.checks) + ")")
+        lines += ["", "</details>", ""]
+    lines.append(f"{plural(lay.total, 'finding')}: {lay.counts_text}")
+    if lay.next_steps:
+        lines += ["", "### Next steps", ""]
+        for i, step in enumerate(lay.next_steps, 1):
+            cmd = redact_text(step.command)
+            if not step.is_command:
+                lines.append(f"{i}. {cmd}")
+            elif "\n" in cmd:
+                lines += [f"{i}. ({step.check})", "", "   ```", *("   " + ln for ln in cmd.splitlines()), "   ```"]
+            else:
+                lines.append(f"{i}. `{cmd}` ({step.check})")
     return "\n".join(lines).rstrip() + "\n"

@@ -26,7 +26,7 @@ def report_schema() -> dict:
     statuses = [s.value for s in Status]
     finding = {
         "type": "object",
-        "required": ["check", "status", "summary", "explanation", "evidence", "fixes", "duration_ms"],
+        "required": ["check", "status", "summary", "explanation", "evidence", "fixes", "duration_ms", "area"],
         "properties": {
             "check": {"type": "string", "description": "check id, e.g. cuda.driver"},
             "status": {"enum": statuses},
@@ -37,6 +37,8 @@ def report_schema() -> dict:
             "doc_url": {"type": ["string", "null"]},
             "target": {"type": ["string", "null"], "description": "target interpreter label, if any"},
             "duration_ms": {"type": "number", "minimum": 0},
+            "area": {"type": "string", "description": "report area the finding is grouped under, e.g. gpu, "
+                                                      "libraries, platform, devices, notebooks, data, sources"},
         },
         "additionalProperties": False,
     }

@@ -1,0 +1,318 @@
+"""The shape of a report a person reads, shared by the console and markdown formats.
+
+:func:`layout` turns a :class:`~gpudoctor.engine.Report` into plain data:
+
+- ``headline``: the first line: the overall verdict and the ``cuda.available``
+  summary (the question most people come with), or the counts when that
+  check was not selected;
+- ``targets``: each probed interpreter named once with a short label; the
+  summaries below use the label instead of the long path (explanations keep
+  full paths, because their commands must stay copy-pasteable);
+- ``areas``: one :class:`AreaView` per area (:mod:`gpudoctor.areas`) in a
+  stable order, with its worst status, its counts, the findings that need
+  attention (warn, fail, error), the info findings (each distinct summary
+  once), and the folded ``ok``/``skip`` findings (a skip reason shared by
+  several checks is said once);
+- ``next_steps``: the commands to type next, in order (failures first):
+  ``gpudoctor fix ID`` for a fixable finding, else the first command in its
+  explanation, else a pointer to the finding to read.
+
+Everything here is pure: no I/O, no styling.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpudoctor.areas import area_for, area_rank, area_title
+from gpudoctor.model import Finding, Status
+
+__all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "layout", "plural", "status_counts_text"]
+
+#: Statuses shown one finding a line (with their explanation).
+ATTENTION = (Status.WARN, Status.FAIL, Status.ERROR)
+
+#: Words that start a command line a person would type (for next steps).
+_COMMAND_WORDS = frozenset({
+    "sudo", "pip", "pip3", "python", "python3", "uv", "conda", "mamba", "micromamba", "apt", "apt-get", "dnf",
+    "yum", "zypper", "export", "unset", "docker", "podman", "kubectl", "helm", "nvidia-smi", "nvidia-ctk",
+    "module", "ln", "ldconfig", "mkdir", "rm", "mv", "cp", "echo", "systemctl", "modprobe", "ulimit", "gpudoctor",
+    "jupyter", "ipython", "sed", "reboot", "srun", "sbatch", "ray", "git", "chmod", "chown", "tee", "cat",
+    "env", "ubuntu-drivers", "dkms", "mokutil", "update-alternatives", "nvcc", "make", "cmake",
+})
+_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_INLINE_RE = re.compile(r"`([^`\n]+)`")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``plural(1, "check") == "1 check"``, ``plural(2, "check") == "2 checks"``."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+#: status -> (singular, plural) words for counts in headers.
+_COUNT_WORDS = {
+    Status.FAIL: ("failed", "failed"),
+    Status.ERROR: ("error", "errors"),
+    Status.WARN: ("warning", "warnings"),
+    Status.INFO: ("info", "info"),
+    Status.OK: ("ok", "ok"),
+    Status.SKIP: ("not applicable", "not applicable"),
+}
+
+
+def status_counts_text(findings: Sequence[Finding]) -> str:
+    """``"1 failed, 2 warnings, 3 ok, 4 not applicable"``, most severe first, zeros left out."""
+    parts = []
+    for status in (Status.FAIL, Status.ERROR, Status.WARN, Status.INFO, Status.OK, Status.SKIP):
+        n = sum(1 for f in findings if f.status is status)
+        if n:
+            one, many = _COUNT_WORDS[status]
+            parts.append(f"{n} {one if n == 1 else many}")
+    return ", ".join(parts) or "nothing to report"
+
+
+@dataclass(frozen=True)
+class SkipGroup:
+    """One skip reason and the checks that gave it."""
+
+    reason: str
+    checks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AreaView:
+    """One area of the report.
+
+    Attributes:
+        key, title: the area (:mod:`gpudoctor.areas`).
+        worst: the area's mark: the most severe status of its findings, with
+            ``info`` read as ``ok`` and ``skip`` only when nothing applied.
+        checks: number of distinct checks that reported in it.
+        counts_text: status counts in words.
+        attention: warn/fail/error findings, most severe first, then report order.
+        info: info findings, each distinct (target-shortened) summary once.
+        ok: ok findings (folded unless verbose).
+        skipped: skip findings grouped by reason (folded unless verbose).
+        findings: all findings of the area in report order (for ``-v``).
+    """
+
+    key: str
+    title: str
+    worst: Status
+    checks: int
+    counts_text: str
+    attention: tuple[Finding, ...]
+    info: tuple[Finding, ...]
+    ok: tuple[Finding, ...]
+    skipped: tuple[SkipGroup, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def skip_count(self) -> int:
+        """Number of skip findings folded into this area."""
+        return sum(len(g.checks) for g in self.skipped)
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """A command to type next, and the finding it answers."""
+
+    command: str
+    check: str
+    status: Status
+    is_command: bool = True
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The whole report's shape; see the module docstring."""
+
+    verdict: Status
+    headline: str
+    targets: tuple[tuple[str, str], ...]
+    areas: tuple[AreaView, ...]
+    next_steps: tuple[NextStep, ...]
+    counts_text: str
+    total: int
+    path_labels: dict[str, str] = field(default_factory=dict)
+
+    def short(self, text: str) -> str:
+        """``text`` with every target interpreter path replaced by its label in brackets."""
+        for path in sorted(self.path_labels, key=len, reverse=True):
+            text = text.replace(path, f"[{self.path_labels[path]}]")
+        return text
+
+    def title_of(self, f: Finding) -> str:
+        """A finding's one-line summary, shortened, prefixed by its target unless it already names it."""
+        summary = self.short(f.summary)
+        if f.target and f.target != "current":
+            label = self.path_labels.get(f.target, f.target)
+            if f"[{label}]" not in summary:
+                return f"[{label}] {summary}"
+        return summary
+
+
+def _target_paths(report_facts: object) -> list[tuple[str, str]]:
+    """(label, interpreter path) of every probed target, from the ``targets`` facts."""
+    out: list[tuple[str, str]] = []
+    get = getattr(report_facts, "get", None)
+    if get is None:
+        return out
+    targets = get("targets")
+    for t in getattr(targets, "targets", ()) or ():
+        label = getattr(t, "label", "")
+        python = getattr(t, "python", "")
+        if label and python:
+            out.append((label, python))
+    return out
+
+
+def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+    """Short display labels: a label that is itself a path becomes ``python-N``."""
+    shown: list[tuple[str, str]] = []
+    mapping: dict[str, str] = {}
+    n = 0
+    for label, python in pairs:
+        display = label
+        if "/" in label:
+            n += 1
+            display = f"python-{n}"
+            mapping[label] = display
+        if python not in mapping and len(python) > 12:
+            mapping[python] = display
+        shown.append((display, python))
+    return tuple(shown), mapping
+
+
+def _looks_like_command(line: str) -> bool:
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return False
+    first = line.split()[0]
+    if first.startswith(("/", "~/", "./")) or first.endswith(("/python", "/python3", "/pip")):
+        return True
+    if "=" in first and first.split("=", 1)[0].isupper():  # VAR=value cmd
+        return True
+    return first in _COMMAND_WORDS
+
+
+def first_command(explanation: str) -> str | None:
+    """The first command a person would type from a Markdown explanation: the
+    earliest command-looking line of a fenced block or inline code span (an
+    explanation lists its preferred remedy first); ``None`` when there is none."""
+    candidates: list[tuple[int, str]] = []
+    for m in _FENCE_RE.finditer(explanation):
+        lines = [ln.rstrip() for ln in m.group(1).splitlines() if ln.strip()]
+        for i, ln in enumerate(lines):
+            if _looks_like_command(ln):
+                cmd = [ln]  # keep shell continuations together
+                j = i
+                while cmd[-1].endswith("\\") and j + 1 < len(lines):
+                    j += 1
+                    cmd.append(lines[j])
+                candidates.append((m.start(), "\n".join(cmd)))
+                break
+    fenced = [(m.start(), m.end()) for m in _FENCE_RE.finditer(explanation)]
+    for m in _INLINE_RE.finditer(explanation):
+        if any(a <= m.start() < b for a, b in fenced):
+            continue
+        span = m.group(1).strip()
+        if _looks_like_command(span) and " " in span:
+            candidates.append((m.start(), span))
+            break
+    return min(candidates)[1] if candidates else None
+
+
+def root_cause_shown(f: Finding, findings: Sequence[Finding]) -> str | None:
+    """The id of the check a headline finding borrowed its explanation from
+    (``evidence["root_cause_check"]``), when that check's own finding for the
+    same target is in the report too; ``None`` otherwise."""
+    cause = f.evidence.get("root_cause_check") if isinstance(f.evidence, dict) or f.evidence else None
+    if not cause:
+        return None
+    for other in findings:
+        if other.check == cause and other.target == f.target and other.status in ATTENTION:
+            return str(cause)
+    return None
+
+
+def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[NextStep, ...]:
+    rank = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
+    order = sorted((f for f in findings if f.status in ATTENTION), key=lambda f: rank[f.status])
+    steps: list[NextStep] = []
+    seen: set[str] = set()
+    for f in order:
+        is_command = True
+        if f.fixes:
+            cmd: str | None = f"gpudoctor fix {' '.join(f.fixes)}"
+        else:
+            cmd = first_command(f.explanation)
+        if cmd is None:
+            is_command = False
+            where = f" [{labels.get(f.target, f.target)}]" if f.target and f.target != "current" else ""
+            cmd = f"read {f.check}{where} above"
+        if cmd in seen:
+            continue
+        seen.add(cmd)
+        steps.append(NextStep(cmd, str(f.evidence.get("root_cause_check") or f.check), f.status, is_command))
+    return tuple(steps)
+
+
+def _area_mark(fs: Sequence[Finding]) -> Status:
+    """An area's mark: its worst status, where ``info`` reads as ``ok`` and
+    ``skip`` only shows when nothing in the area applied."""
+    applied = [f.status for f in fs if f.status is not Status.SKIP]
+    if not applied:
+        return Status.SKIP
+    worst = Status.worst(applied)
+    return Status.OK if worst is Status.INFO else worst
+
+
+def _skip_reason(text: str) -> str:
+    return re.sub(r"^(not applicable|skipped)\s*:\s*", "", text, flags=re.I)
+
+
+def layout(report: object) -> Layout:
+    """The report's shape (see the module docstring). ``report`` is an
+    :class:`~gpudoctor.engine.Report` (typed loosely to keep this module free
+    of an import of the engine)."""
+    findings: tuple[Finding, ...] = tuple(getattr(report, "findings", ()))
+    verdict: Status = getattr(report, "verdict", Status.worst([f.status for f in findings]))
+    targets, mapping = _labels(_target_paths(getattr(report, "facts", None)))
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.area or area_for(f.check), []).append(f)
+    proto = Layout(verdict, "", targets, (), (), "", len(findings), mapping)
+    areas: list[AreaView] = []
+    for key in sorted(groups, key=area_rank):
+        fs = groups[key]
+        attention = tuple(sorted((f for f in fs if f.status in ATTENTION), key=lambda f: -f.status.severity))
+        info: list[Finding] = []
+        seen_info: set[str] = set()
+        for f in fs:
+            if f.status is Status.INFO and f.check != "cuda.available":  # the headline already says it
+                t = proto.title_of(f)
+                if t not in seen_info:
+                    seen_info.add(t)
+                    info.append(f)
+        reasons: dict[str, list[str]] = {}
+        for f in fs:
+            if f.status is Status.SKIP:
+                ids = reasons.setdefault(_skip_reason(proto.title_of(f)), [])
+                if f.check not in ids:
+                    ids.append(f.check)
+        areas.append(AreaView(
+            key=key, title=area_title(key), worst=_area_mark(fs),
+            checks=len({f.check for f in fs}), counts_text=status_counts_text(fs), attention=attention,
+            info=tuple(info), ok=tuple(f for f in fs if f.status is Status.OK),
+            skipped=tuple(SkipGroup(r, tuple(ids)) for r, ids in reasons.items()), findings=tuple(fs)))
+    headline_findings = [f for f in findings if f.check == "cuda.available"]
+    counts = status_counts_text(findings)
+    if headline_findings:
+        top = max(headline_findings, key=lambda f: f.status.severity)
+        headline = proto.title_of(top)
+    else:
+        headline = f"{counts} ({plural(len({f.check for f in findings}), 'check')})"
+    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping)

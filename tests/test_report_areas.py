@@ -1,0 +1,158 @@
+"""The report a person reads: areas, folded noise, headline first, next steps last.
+
+Rendered through the real CLI from facts fixtures of a healthy GPU machine, a
+broken one and a CPU-only one, plus the live machine (``check --offline``);
+the assertions are about structure (headers, folded counts, next steps), not
+exact prose.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from rich.console import Console
+
+from gpudoctor.areas import AREAS, area_for, area_rank
+from gpudoctor.engine import Report, evaluate
+from gpudoctor.model import Check, Finding, Status
+from gpudoctor.render.console import render_console
+from gpudoctor.render.layout import first_command, layout
+from gpudoctor.testing import make_facts
+
+from conftest import FIXTURES
+from _foundation import env_with, run_gpudoctor
+
+GPU = FIXTURES / "facts" / "gpu"
+HEALTHY = GPU / "devices-ok.json"
+BROKEN = GPU / "driver-too-old-a100.json"
+CPU_ONLY = FIXTURES / "facts" / "no-gpu-cpu-torch.json"
+
+HEADER_RE = re.compile(r"^\[(ok|n/a|warn|FAIL|ERROR)\] (.+) \((\d+) checks?\): (.+)$")
+
+
+def headers(out: str) -> dict[str, tuple[str, int, str]]:
+    """Area title -> (mark, number of checks, counts text), from the piped console output."""
+    found = {}
+    for line in out.splitlines()[1:]:
+        m = HEADER_RE.match(line)
+        if m:
+            found[m.group(2)] = (m.group(1), int(m.group(3)), m.group(4))
+    return found
+
+
+def check(*args: str):
+    return run_gpudoctor("check", *args)
+
+
+def test_healthy_gpu_machine_reads_as_one_line_per_area():
+    proc = check("--facts", str(HEALTHY))
+    assert proc.returncode == 0
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("[ok] gpudoctor: OK — CUDA works in [current]")
+    hs = headers(proc.stdout)
+    assert list(hs)[:2] == ["GPU stack", "CUDA libraries and frameworks"]
+    assert hs["GPU stack"][0] == "ok" and hs["GPU stack"][1] == 8
+    # nothing needs attention: no finding on a line of its own except info, no next steps
+    assert not [ln for ln in lines if re.match(r"^  \[(ok|skip|warn|FAIL|ERROR)\]", ln)]
+    assert "Next steps:" not in proc.stdout
+
+
+def test_broken_machine_headline_details_and_next_steps():
+    proc = check("--facts", str(BROKEN))
+    assert proc.returncode == 1
+    lines = proc.stdout.rstrip().splitlines()
+    assert lines[0].startswith("[FAIL] gpudoctor: FAIL — CUDA is unavailable in [current]: the NVIDIA driver 470.82.01")
+    assert headers(proc.stdout)["GPU stack"][0] == "FAIL"
+    # the failing findings are shown with their explanation; the headline's copy of the
+    # root cause is not repeated in full
+    assert any(ln.startswith("  [FAIL] cuda.driver  the NVIDIA driver 470.82.01") for ln in lines)
+    assert proc.stdout.count("Fix it one of these ways") == 1
+    assert "      root cause and remedy: see cuda.driver below" in lines
+    # the next steps come last, numbered, the preferred remedy first
+    i = lines.index("Next steps:")
+    steps = lines[i + 1:]
+    assert steps and all(re.match(rf"^  {n}\. ", s) for n, s in enumerate(steps, 1))
+    assert steps[0] == "  1. sudo ubuntu-drivers install   # cuda.driver"
+
+
+def test_cpu_only_machine_folds_every_skip_into_its_area():
+    proc = check("--facts", str(CPU_ONLY))
+    out = proc.stdout
+    assert proc.returncode == 0
+    assert out.splitlines()[0].startswith("[ok] gpudoctor: OK — CUDA is unavailable in [current]: no NVIDIA GPU")
+    assert not [ln for ln in out.splitlines() if ln.lstrip().startswith("[skip]")]
+    gpu = headers(out)["GPU stack"]
+    folded = re.search(r"^  (\d+) not applicable: (.*)$", out, re.M)
+    assert folded and int(folded.group(1)) == int(re.search(r"(\d+) not applicable", gpu[2]).group(1))
+    # the same reason shared by two checks is said once, naming both
+    assert out.count("is a CPU-only build: no CUDA runtime, cuDNN or kernels (cuda.driver, cuda.arch)") == 1
+    verbose = check("--facts", str(CPU_ONLY), "-v").stdout
+    skips = [ln for ln in verbose.splitlines() if ln.startswith("  [skip] ")]
+    n_skip = json.loads(check("--facts", str(CPU_ONLY), "--format", "json").stdout)["counts"]["skip"]
+    assert len(skips) == n_skip > 5
+
+
+@pytest.mark.slow
+def test_live_offline_report_lists_no_skip_on_its_own_line_and_verbose_lists_them(tmp_path):
+    env = env_with(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
+                   XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    plain = run_gpudoctor("check", "--offline", env=env)
+    assert plain.returncode in (0, 1), plain.stderr
+    assert not [ln for ln in plain.stdout.splitlines() if "[skip]" in ln]
+    assert "GPU stack" in headers(plain.stdout) and "Package sources" in headers(plain.stdout)
+    doc = json.loads(run_gpudoctor("check", "--offline", "--format", "json", env=env).stdout)
+    verbose = run_gpudoctor("check", "--offline", "-v", env=env).stdout
+    assert len([ln for ln in verbose.splitlines() if ln.startswith("  [skip] ")]) == doc["counts"]["skip"]
+    assert {f["area"] for f in doc["findings"]} <= set(AREAS)
+
+
+def test_area_for_uses_the_declared_area_then_the_longest_id_prefix():
+    assert area_for("cudnn.load") == "libraries"
+    assert area_for("cuda.driver") == "gpu"
+    assert area_for("cuda.libraries") == "libraries"        # the longer prefix wins over "cuda"
+    assert area_for("pip.mirror") == "sources"
+    assert area_for("jupyter.kernels") == "notebooks"
+    assert area_for("acme.thing") == "other"
+    assert area_for("cuda.driver", "platform") == "platform"
+    assert area_rank("gpudoctor") < area_rank("gpu") < area_rank("sources") < area_rank("acme") < area_rank("other")
+
+
+def test_a_plugin_declares_its_own_area_and_it_gets_a_header():
+    plugin = Check("acme.fabric", "fabric", (), lambda facts: [Finding("acme.fabric", Status.WARN, "fabric degraded",
+                                                                       "Run:\n\n```\nacme-ctl repair --all\n```")],
+                   area="Acme fabric")
+    builtin = Check("cuda.toolkit", "toolkit", (), lambda facts: [Finding("cuda.toolkit", Status.OK, "fine")])
+    findings = evaluate([builtin, plugin], make_facts())
+    assert [f.area for f in findings] == ["gpu", "Acme fabric"]
+    buf = io.StringIO()
+    render_console(Report(tuple(findings), make_facts()), Console(file=buf, no_color=True, soft_wrap=True), False)
+    out = buf.getvalue()
+    assert "[warn] Acme fabric (1 check): 1 warning" in out
+    assert out.index("GPU stack") < out.index("Acme fabric")
+    # a command in a plug-in's explanation that gpudoctor does not know is not offered as a step
+    assert "Next steps:\n  1. read acme.fabric above" in out
+
+
+def test_first_command_takes_the_earliest_command_in_the_explanation():
+    text = ("Upgrade: `sudo apt-get install nvidia-driver-550`, or\n\n```\n# comment\n"
+            "/opt/venv/bin/python -m pip install torch\n```")
+    assert first_command(text) == "sudo apt-get install nvidia-driver-550"
+    assert first_command("```yaml\nspec:\n  runtimeClassName: nvidia\n```") is None
+    assert first_command("```\nexport A=1 \\\n  B=2\n```") == "export A=1 \\\n  B=2"
+    assert first_command("see `cuda.driver` and `pip.conf`") is None
+
+
+def test_info_summaries_are_said_once_and_the_headline_is_not_repeated():
+    fs = (Finding("cuda.available", Status.INFO, "CUDA is unavailable: no GPU", area="gpu"),
+          Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
+          Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
+          Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"),
+          Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"))
+    lay = layout(Report(fs, make_facts()))
+    gpu, notebooks = lay.areas
+    assert gpu.info == () and lay.headline == "CUDA is unavailable: no GPU"
+    assert len(notebooks.info) == 1
+    assert [(g.reason, g.checks) for g in notebooks.skipped] == [("[kernel:b] no kernel", ("jupyter.kernels",))]
