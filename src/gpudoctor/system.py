@@ -107,17 +107,24 @@ _RUNNING: "set[subprocess.Popen]" = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def track(proc: subprocess.Popen) -> None:
-    """Register a child started outside the runner (its own session) so that
-    :func:`kill_running_commands` kills its group too; :func:`untrack` when done."""
+def track_process(proc: "subprocess.Popen", running: bool = True) -> None:
+    """Add (or, with ``running=False``, remove) a child that :func:`kill_running_commands` must kill on
+    Ctrl-C — e.g. a Jupyter kernel started for ``--deep`` (its own session, so SIGINT never reaches it)."""
     with _RUNNING_LOCK:
-        _RUNNING.add(proc)
+        if running:
+            _RUNNING.add(proc)
+        else:
+            _RUNNING.discard(proc)
 
 
-def untrack(proc: subprocess.Popen) -> None:
+def track(proc: "subprocess.Popen") -> None:
+    """Register a child started outside the runner (see :func:`track_process`)."""
+    track_process(proc, True)
+
+
+def untrack(proc: "subprocess.Popen") -> None:
     """Forget a child registered with :func:`track`."""
-    with _RUNNING_LOCK:
-        _RUNNING.discard(proc)
+    track_process(proc, False)
 
 
 def kill_running_commands() -> int:

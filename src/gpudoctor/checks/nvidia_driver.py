@@ -6,6 +6,8 @@
   vfio-pci passthrough, module not loaded, container without the NVIDIA runtime);
 - the kernel module answers but NVML cannot be loaded on the live system
   -> ``fail`` (user-space driver libraries missing or mismatched);
+- NVML's worker crashed, hung, printed garbage or failed, and no other source
+  found a driver -> ``fail`` naming the signal/timeout (a broken libnvidia-ml.so.1);
 - otherwise ``ok`` with the version and the newest CUDA it supports.
 """
 
@@ -17,6 +19,12 @@ from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status
+
+
+#: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
+#: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
+BROKEN_NVML = {"crashed": "it crashes when loaded", "timeout": "it hangs when loaded",
+               "garbage": "it gives no valid answer", "failed": "its worker exited abnormally"}
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -53,6 +61,17 @@ def evaluate(facts: Facts) -> list[Finding]:
         max_cuda = f" (supports CUDA up to {cuda})" if isinstance(cuda, str) else ""
         return [CHECK.finding(Status.OK, f"NVIDIA driver {nv.driver_version}{max_cuda}{where}",
                               evidence=evidence)]
+
+    if nv.nvml_outcome in BROKEN_NVML and isinstance(nv.nvml, Unavailable):
+        return [CHECK.finding(
+            Status.FAIL, f"the NVIDIA driver library libnvidia-ml.so.1 is broken: {BROKEN_NVML[nv.nvml_outcome]}",
+            f"gpudoctor loads NVML only in a separate worker process, and that worker did not come back: "
+            f"{nv.nvml.reason}.\n\nEvery NVIDIA tool (`nvidia-smi`, the CUDA runtime, PyTorch's device queries) "
+            f"loads this library, so they will crash or hang the same way. Find which copy is loaded: "
+            f"`ldconfig -p | grep libnvidia-ml` and `echo $LD_LIBRARY_PATH` (a stray copy on LD_LIBRARY_PATH "
+            f"shadows the driver's); reinstall the driver's user-space package of the same version as the "
+            f"kernel module (`cat /proc/driver/nvidia/version`); if a GPU fell off the bus (`sudo dmesg | grep -i "
+            f"xid`), reboot.\n\n{looked}.", evidence=evidence)]
 
     if not pci_devices:
         if isinstance(pci, Unavailable) or not pci.sysfs_readable:

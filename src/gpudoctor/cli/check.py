@@ -9,21 +9,24 @@ import click
 from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options,
                                   load_registry, make_collect_options, may_need_targets, read_facts, usage,
                                   write_output)
+from gpudoctor.config import ConfiguredCommand
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(cls=ConfiguredCommand, context_settings=CONTEXT_SETTINGS)  # issue 14: GPUDOCTOR_*, gpudoctor.toml
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
 @common_collect_options
 @click.option("--facts", "facts_file", metavar="FILE",
               help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
-              show_default=True, help="Output format.")
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown", "prometheus"]), default="console",
+              show_default=True, help="Output format (prometheus: node_exporter textfile metrics).")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
+              "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.")
 @mirror_check_options
 def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
           **mirror_opts):
@@ -49,8 +52,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")
     facts = read_facts(facts_file) if facts_file else None
-    system = build_system(root)
-    options = make_collect_options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    extra = mirror_extra(**mirror_opts)
+    system = build_system(root, extra.get("dockerfile"))
+    options = make_collect_options(pythons, offline, probe_timeout, **extra)
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)
@@ -64,6 +68,10 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
             selected = engine.select_checks(registry.checks, ids, skip)
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
+        from dataclasses import replace as _replace
+        from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
+        options = _replace(options, extra={**options.extra,
+                                           "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})
         with SpinnerProgress(make_console(sys.stderr)) as progress:
             report = engine.run(selected, system, options, progress=progress, facts=facts,
                                 extra_findings=registry.problems)
@@ -80,6 +88,12 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
                 render_console(report, make_console(fh), verbose)
         else:
             render_console(report, console, verbose)
+    elif fmt == "prometheus" and output and output != "-":
+        from gpudoctor.render.prometheus import write_prometheus
+        try:
+            write_prometheus(output, report)
+        except OSError as exc:
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
     else:
         from gpudoctor.render import render
         write_output(render(report, fmt, verbose), output)

@@ -35,10 +35,33 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class GpudoctorGroup(click.Group):
-    """Lists commands in the order they were added (check first), not alphabetically."""
+    """Lists commands in the order they were registered (check first), not alphabetically.
+
+    Commands registered with :meth:`add_lazy` (name -> ``module:attribute``) are
+    imported on first use, so ``gpudoctor gate`` does not pay for importing every
+    other command (issue 14)."""
+
+    lazy_commands: "dict" = {}
+
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register command ``name``, defined at ``target`` (``package.module:attribute``)."""
+        self.lazy_commands = {**self.lazy_commands, name: target}
+
+    def _load(self, name: str) -> None:
+        if name not in self.commands and name in self.lazy_commands:
+            import importlib
+            module, _sep, attr = self.lazy_commands[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> List[str]:
-        return list(self.commands)
+        for name in self.lazy_commands:
+            self._load(name)
+        order = list(self.lazy_commands)
+        return order + [c for c in self.commands if c not in order]
 
     def invoke(self, ctx: click.Context):
         # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it
@@ -76,16 +99,26 @@ def load_registry():
     return load_registry()
 
 
-def build_system(root: str):
-    """The live :class:`~gpudoctor.system.System` rooted at ``--root``; usage error when it is not a directory."""
-    from gpudoctor.system import System
+def build_system(root: str, dockerfile=None):
+    """The :class:`~gpudoctor.system.System` rooted at ``--root``; usage error when it is not a directory.
+
+    ``/`` is the live machine. An image root is the world of its own: its home
+    and environment come from the image (``gpudoctor.imageenv``: the
+    Dockerfile's ENV/USER given with ``--dockerfile``, its /etc/passwd, /root),
+    never from the caller.
+    """
+    from gpudoctor.system import Files, System
     root_path = Path(root)
     if not root_path.is_dir():
         raise usage(f"--root {root}: not a directory")
-    if root_path.resolve() != Path("/") and not any(
-            (root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
+    if root_path.resolve() == Path("/"):
+        return System.live(str(root_path))
+    if not any((root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
         click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
-    return System.live(str(root_path))
+    from gpudoctor.imageenv import image_environment
+    files = Files(root_path)
+    env, home = image_environment(files, dockerfile)
+    return System(files=files, env=env, home=home)
 
 
 def check_pythons(pythons: Sequence[str]) -> None:

@@ -4,6 +4,12 @@ Sources: PCI ids from sysfs (vendor 0x10de, class 0x03xxxx = display
 controller: VGA 0x0300, 3D 0x0302), the driver through NVML (nvidia-ml-py),
 and ``/proc/driver/nvidia/version`` / ``/sys/module/nvidia/version`` when NVML
 cannot be loaded.
+
+NVML runs in a child process (:mod:`gpudoctor.nvml_worker`, the doctor's own
+interpreter under a timeout in its own process group), never in the doctor:
+a crashing or hanging ``libnvidia-ml.so.1`` becomes an Unavailable reason.
+Health values come from the NVML API reference (docs.nvidia.com/deploy/nvml-api):
+the function that fills each field is named in its docstring.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.gpu_health import CLOCK_EVENT_REASONS, COMPUTE_MODES, GpuHealth, GpuProcess  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,8 @@ class NvmlDevice:
         mig_mode: True/False when known, Unavailable where MIG is not supported.
         mig_instances: the MIG devices of this GPU (NVML
             ``nvmlDeviceGetMigDeviceHandleByIndex``), empty when none or not queried.
+        health: ECC, retired pages, remapped rows, throttling, PCIe link,
+            temperature, power, modes, processes (see :class:`GpuHealth`).
     """
 
     index: int
@@ -98,6 +107,7 @@ class NvmlDevice:
     memory_total_mib: Union[int, Unavailable]
     mig_mode: Union[bool, Unavailable] = Unavailable("not queried")
     mig_instances: Tuple[MigInstance, ...] = ()
+    health: Union[GpuHealth, Unavailable] = Unavailable("not queried")
 
 
 @domain("nvidia")
@@ -114,6 +124,12 @@ class NvidiaDriverFacts:
         nvml: "ok", or Unavailable with why NVML could not be used.
         devices: GPUs enumerated by NVML (empty when NVML is unavailable).
         attempts: every source tried, in order, with its outcome.
+        nvml_outcome: how the NVML worker ended: ``ok``; ``not-loaded``
+            (libnvidia-ml.so.1 or nvidia-ml-py missing: no driver here);
+            ``init-failed`` (NVML answered with an error); ``crashed`` (killed
+            by a signal inside the library), ``timeout`` (hung, killed with its
+            process group), ``garbage`` (no valid result document), ``failed``
+            (another nonzero exit); ``not-run`` (image root); "" in old snapshots.
     """
 
     driver_version: Union[str, Unavailable]
@@ -122,3 +138,4 @@ class NvidiaDriverFacts:
     nvml: Union[str, Unavailable]
     devices: Tuple[NvmlDevice, ...] = ()
     attempts: Tuple[SourceAttempt, ...] = ()
+    nvml_outcome: str = ""

@@ -75,6 +75,11 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 
     left_alone: List[str] = []
+    named = (options.get("security-mirror") or "").strip().rstrip("/")
+
+    def security_ok(url: str, suites: Tuple[str, ...]) -> bool:
+        # named by the user (--set security-mirror=URL), or verified by a probe for these suites
+        return (bool(named) and url.rstrip("/") == named) or verified_suite(facts, url, suites)
 
     def mapper(uri: str, suites: Tuple[str, ...], components: Tuple[str, ...], enabled: bool) -> Optional[str]:
         if not enabled:
@@ -82,7 +87,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         arch = distro_archive(uri, components)
         if arch is None or arch not in urls:
             return None
-        if arch in SECURITY and not verified_suite(facts, urls[arch], suites):
+        if arch in SECURITY and not security_ok(urls[arch], suites):
             note = f"{uri} ({' '.join(suites)})"
             if note not in left_alone:
                 left_alone.append(note)
@@ -102,13 +107,17 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
                   + "; ".join(f"{u} -> {urls[distro_archive(u, s.components)]}" for s in distro if s.file == f.path
                               for u in s.uris if distro_archive(u, s.components) in urls and
                               (distro_archive(u, s.components) not in SECURITY or
-                               verified_suite(facts, urls[distro_archive(u, s.components)], s.suites)))
+                               security_ok(urls[distro_archive(u, s.components)], s.suites)))
                   + " (and nothing else)")
         edits.append(verified_edit(f.path, f.text, new, manual, kind=kind,
                                    meaning=lambda a, b, kind=kind: sources_meaning(a, b, mapper)))
     kept = sorted({u for s in distro for u in s.uris if classify_uri(u) not in urls})
     desc = f"point apt at {label}: rewrite the archive URIs in {', '.join(e.path for e in edits if e.changes_anything) or 'no file (already there)'}"
-    notes = NOTES + ((f"Kept on the official host (the mirror has no copy): {', '.join(kept)}",) if kept else ())
+    given = "://" in (options.get("mirror") or "")
+    why = ("--mirror URL is used as given for the main archive; the security archive moves only with "
+           "`--set security-mirror=URL` (check first that the mirror carries it: "
+           "`curl -fsI URL/dists/<codename>-security/InRelease`)") if given else "the mirror has no copy"
+    notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept)}",) if kept else ())
     if left_alone:
         notes += (f"The security archive was left alone: no probe verified that {label} serves "
                   f"{', '.join(left_alone)} (security updates must not stop); rank mirrors with "

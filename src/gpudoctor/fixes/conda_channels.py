@@ -79,15 +79,24 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
                              f"mapping of settings, e.g.\nchannels:\n  - defaults\ndefault_channels:\n"
                              f"  - https://MIRROR/pkgs/main")
         return None
-    label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
-                         exclude=tuple(c.url for c in conda.channels))
+    evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
+    extra_named: List[str] = []
+    if evidence.get("cloud") and not options.get("mirror"):
+        # index.consistency: defaults already use the mirror; add its cloud tree for the named channels
+        label, urls = "the mirror's cloud tree", {"conda_cloud": str(evidence["cloud"])}
+        extra_named = [str(n) for n in evidence.get("named", [])]
+    else:
+        label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
+                             exclude=tuple(c.url for c in conda.channels))
     blocks: Dict[str, List[str]] = {}
     if "conda_pkgs" in urls:
         blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
-    named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")]
+    named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")] + extra_named
     if "conda_cloud" in urls and named:
-        blocks["custom_channels"] = ["custom_channels:"] + [f"  {n}: {urls['conda_cloud']}"
-                                                            for n in dict.fromkeys(named)]
+        mapping = dict(conda.custom_channels)  # entries already there stay
+        for n in dict.fromkeys(named):
+            mapping[n] = urls["conda_cloud"]
+        blocks["custom_channels"] = ["custom_channels:"] + [f"  {n}: {u}" for n, u in mapping.items()]
     if not blocks:
         return None
     path = conda.user_condarc
@@ -96,9 +105,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     manual = f"in {path}, set these top-level keys:\n" + "\n".join(line for b in blocks.values() for line in b)
     edit = verified_edit(path, old, new, manual, meaning=lambda a, b: blocks_meaning(a, b, blocks), kind="condarc")
     return FixPlan(fix="conda.channels", description=f"redirect conda channels to {label} in {path}",
-                   edits=(edit,), addresses=("conda.mirror",),
+                   edits=(edit,),
+                   addresses=("conda.mirror", "index.consistency"),
                    notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",))
 
 
 FIX = Fix(id="conda.channels", title="Redirect conda's defaults and named channels to a faster mirror",
-          addresses=("conda.mirror",), plan=plan)
+          addresses=("conda.mirror", "index.consistency"), plan=plan)

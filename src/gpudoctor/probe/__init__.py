@@ -20,10 +20,14 @@ from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.system import System, signal_name
 
-__all__ = ["PROBE_SCRIPT", "MARKER", "ProbeError", "parse_probe_output", "probe_target", "probe_argv"]
+__all__ = ["PROBE_SCRIPT", "LIGHT_SCRIPT", "LEVELS", "MARKER", "ProbeError", "parse_probe_output", "probe_target", "probe_argv"]
 
-#: Path of the stdlib-only script the target interpreter runs.
+#: Path of the stdlib-only script the target interpreter runs (the full probe: imports torch).
 PROBE_SCRIPT = Path(__file__).with_name("_script.py")
+#: The light probe: metadata, version files and the CUDA driver API; imports no framework.
+LIGHT_SCRIPT = Path(__file__).with_name("_light.py")
+#: probe levels, cheapest first
+LEVELS = ("light", "full")
 MARKER = "@@gpudoctor-probe@@"
 
 
@@ -50,20 +54,26 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor ({type(exc).__name__}: {exc})") from None
 
 
-def probe_argv(python: str) -> list:
-    """The argv that probes ``python``."""
-    return [python, str(PROBE_SCRIPT)]
+def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
+    """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
+    probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
+    if level == "light":
+        return [python, str(LIGHT_SCRIPT)]
+    return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
 def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0) -> Union[ProbeFacts, Unavailable]:
-    """Probe one interpreter. ``env`` defaults to the system's environment.
+                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> Union[ProbeFacts, Unavailable]:
+    """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
+    runs the GPU smoke test too (full level only).
 
     Returns ProbeFacts, or Unavailable naming the interpreter and the cause.
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python), timeout_s=timeout_s,
+    result = system.runner.run(probe_argv(python, level, deep), timeout_s=timeout_s,
                                env=dict(system.env if env is None else env))
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")

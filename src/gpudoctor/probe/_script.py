@@ -468,6 +468,20 @@ def _section(fn, *args):
         return {"unavailable": "probe section %s failed: %s" % (fn.__name__, _err(exc))}
 
 
+def probe_cuda_driver():
+    """The light probe's CUDA driver API section (``_light.py`` beside this file), so both levels
+    report the same driver facts. Unavailable when this source runs without its file (in a kernel)."""
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+    except NameError:
+        return {"unavailable": "the driver API section is not run inside a kernel"}
+    path = os.path.join(here, "_light.py")
+    ns = {"__name__": "gpudoctor_light"}
+    with open(path) as fh:
+        exec(compile(fh.read(), path, "exec"), ns)
+    return ns["cuda_driver"]()
+
+
 def main():
     start = time.time()
     import sysconfig
@@ -502,6 +516,12 @@ def main():
         else:
             torch_facts["cuda_error"] = ((torch_facts.get("cuda_error") or "") + "\n" + devices["unavailable"]).strip()
     doc["torch"] = torch_facts
+    if "--deep" in sys.argv[1:]:  # gpudoctor check --deep: the functional smoke test (probe/_smoke.py)
+        if _torch is not None and torch_facts.get("cuda_available"):
+            import _smoke
+            doc["smoke"] = _section(_smoke.run, _torch)
+        else:
+            doc["smoke"] = {"unavailable": "no CUDA device visible to torch in this interpreter"}
     doc["site_packages"] = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
     mapped = _section(mapped_libraries)
     doc["mapped_libraries"] = mapped
@@ -511,6 +531,7 @@ def main():
     doc["triton"] = _section(probe_triton, _torch)
     doc["limits"] = _section(probe_limits)
     doc["frameworks"] = _section(framework_load_test)
+    doc["cuda_driver"] = _section(probe_cuda_driver)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:
         found, version, _loc = _dist_info(name)
