@@ -314,6 +314,12 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     started = time.monotonic()
     try:
         doc = run_probe(python, config, budget_s + GRACE_S, on_progress)
+    except ProbeHung as exc:  # a verdict on the dataset (exit 1), not a usage error
+        if status is not None:
+            status.stop()
+        from gpudoctor.redact import redact_text
+        click.echo(f"gpudoctor: error: {redact_text(exc.format_message())}", err=True)
+        sys.exit(EXIT_FAIL)
     finally:
         if status is not None:
             status.stop()
