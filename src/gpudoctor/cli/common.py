@@ -250,6 +250,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         click.echo(f"gpudoctor: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code if exc.exit_code not in (0, 1) else EXIT_USAGE)
     except SystemExit:
+        _finish_quietly()  # commands end with sys.exit(code): the same quiet end as a return
         raise
     except BrokenPipeError:
         _broken_pipe()
