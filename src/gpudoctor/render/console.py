@@ -22,7 +22,7 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import Layout, layout, plural, root_cause_shown
+from gpudoctor.render.layout import Layout, area_size, layout, plural, root_cause_shown
 from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines, finding_title
 
 
@@ -109,7 +109,7 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
         line = Text()
         line.append(f"{glyph} ", style=COLOURS[area.worst] + " bold")
         line.append(area.title, style="bold")
-        line.append(f" ({plural(area.checks, 'check')}): {area.counts_text}")
+        line.append(f" ({area_size(area)}): {area.counts_text}")
         console.print(line)
         if verbose:
             for f in area.findings:

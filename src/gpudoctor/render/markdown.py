@@ -11,7 +11,7 @@ from gpudoctor import __version__
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import ATTENTION, Layout, layout, plural, root_cause_shown
+from gpudoctor.render.layout import ATTENTION, Layout, area_size, layout, plural, root_cause_shown
 from gpudoctor.render.text import GLYPHS, evidence_lines
 
 
@@ -47,7 +47,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     for area in lay.areas:
         opened = " open" if area.worst in ATTENTION else ""
         lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "
-                  f"({plural(area.checks, 'check')}): {area.counts_text}</summary>", ""]
+                  f"({area_size(area)}): {area.counts_text}</summary>", ""]
         shown = area.findings if verbose else area.attention + area.info
         for f in shown:
             lines += _finding(lay, f, report, verbose, explain=verbose or f.status in ATTENTION)
