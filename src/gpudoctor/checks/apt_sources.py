@@ -26,6 +26,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
 from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import noun, verb
 
 APT_UPDATE = "apt-get update"
 #: Debian and Ubuntu release codenames (Debian wiki "DebianReleases", Ubuntu wiki "Releases").
@@ -130,7 +131,8 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
                 check="apt.sources", status=Status.FAIL,
                 summary=f"sources.list was switched to {mirror}, but {', '.join(files)} still points at {still}",
                 explanation=(f"The mirror rewrite edited the one-line `sources.list`, while apt also reads the "
-                             f"deb822 file(s) {', '.join(f'`{f}`' for f in files)}, which still use `{still}`: apt "
+                             f"deb822 {noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)}, which still "
+                             f"{verb(len(files), 'uses', 'use')} `{still}`: apt "
                              f"fetches every index from both hosts and the slow one still dominates.\n\n"
                              f"Rewrite the deb822 file too: `gpudoctor fix apt.mirror --mirror "
                              f"{urlsplit(next(u for s in enabled for u in s.uris if _host(u) == mirror)).scheme}://"

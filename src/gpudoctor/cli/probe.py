@@ -27,14 +27,26 @@ from typing import Any, Dict, List, Optional
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, check_pythons, usage
+from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, check_pythons,
+                                  command_started, usage)
 
 #: The script the target interpreter runs (imports torch; never imported here).
 DATALOADER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_dataloader.py"
 MARKER = "@@gpudoctor-dataloader@@"
 PROGRESS = "@@gpudoctor-progress@@"
-#: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is killed.
+#: Seconds allowed beyond --budget-s for a probe that overruns (a hung worker) before it is killed.
 GRACE_S = 20.0
+#: Seconds of --budget-s kept back from the target for reading and printing its result and for
+#: the target's own exit (its DataLoader workers shut down after the last measurement).
+REPORT_RESERVE_S = 1.0
+#: Seconds the target may take to exit after printing its result before its process group is killed.
+EXIT_WAIT_S = 0.3
+#: The least the target is given to measure in, seconds (when start-up ate the budget).
+MIN_PROBE_BUDGET_S = 0.5
+#: What --budget-s bounds, said once for --help, the docs and the tests.
+BUDGET_HELP = ("Wall-clock budget of the whole command, seconds: from gpudoctor's start to the printed "
+               "result (starting the target, importing torch and the final report included). The target "
+               "gets what is left minus 1 s for reporting; a probe still running 20 s past the budget is killed.")
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -52,7 +64,9 @@ class ProbeRunError(click.ClickException):
 def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress=None) -> Dict[str, Any]:
     """Run the dataloader script in ``python`` and return its result document.
 
-    ``on_progress(dict)`` receives each progress line. Raises
+    ``on_progress(dict)`` receives each progress line. Once the result
+    document is printed the target gets :data:`EXIT_WAIT_S` to exit, then its
+    process group is killed (its teardown is not part of the measurement). Raises
     :class:`ProbeRunError` when the interpreter cannot start, overruns
     ``timeout_s`` (its process group is killed) or prints no result.
     """
@@ -78,19 +92,34 @@ def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress
                 tail.append(line.rstrip())
                 del tail[:-20]
 
+    have_result = threading.Event()
+
     def read_out() -> None:
         assert proc.stdout is not None
-        out_chunks.append(proc.stdout.read())
+        for line in proc.stdout:
+            out_chunks.append(line)
+            if line.count(MARKER) >= 2:
+                have_result.set()
 
     threads = [threading.Thread(target=read_err, daemon=True), threading.Thread(target=read_out, daemon=True)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + timeout_s
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-                            f"(a hung worker or dataset?)") from None
+        while proc.poll() is None:
+            if have_result.is_set():
+                # the result is in: the target's own exit (DataLoader workers, torch teardown) is
+                # not worth waiting for beyond EXIT_WAIT_S
+                try:
+                    proc.wait(timeout=EXIT_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc)
+                break
+            if time.monotonic() >= deadline:
+                _kill_group(proc)
+                raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
+                                    f"(a hung worker or dataset?)")
+            have_result.wait(0.05)
     except KeyboardInterrupt:
         _kill_group(proc)
         raise
@@ -227,8 +256,7 @@ def probe() -> None:
 @click.option("--model", metavar="MODULE:CALLABLE", help="A factory returning a torch.nn.Module; each step runs "
               "forward+backward on the batch's first tensor (on the GPU when there is one).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2),
-              help="Total time for the search, seconds (torch import included).")
+@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2), help=BUDGET_HELP)
 @click.option("--exhaustive", is_flag=True, help="Measure the full grid instead of the adaptive search.")
 @click.option("--config-s", type=click.FloatRange(min=0.1), default=None,
               help="Seconds per configuration (default: the budget split over the planned ones).")
@@ -263,9 +291,11 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
         raise usage("give --step-ms or --model, not both")
     python = python or sys.executable
     check_pythons([python])
+    deadline = command_started() + budget_s
+    probe_budget = max(MIN_PROBE_BUDGET_S, deadline - time.monotonic() - REPORT_RESERVE_S)
     config = {"dataset": dataset, "synthetic": synthetic, "cost_ms": cost_ms, "image_size": image_size,
               "batch_size": batch_size, "step_ms": 20.0 if step_ms is None else step_ms, "model": model,
-              "device": device, "budget_s": budget_s, "exhaustive": exhaustive, "config_s": config_s,
+              "device": device, "budget_s": round(probe_budget, 3), "exhaustive": exhaustive, "config_s": config_s,
               "max_workers": max_workers, "progress": True}
     err_console = make_console(sys.stderr)
     status = None
@@ -281,11 +311,14 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
 
     started = time.monotonic()
     try:
-        doc = run_probe(python, config, budget_s + GRACE_S, on_progress)
+        doc = run_probe(python, config, max(0.0, deadline - started) + GRACE_S, on_progress)
     finally:
         if status is not None:
             status.stop()
-    doc["wall_s"] = round(time.monotonic() - started, 3)
+    doc["wall_s"] = round(time.monotonic() - started, 3)  # the target process alone
+    doc["probe_budget_s"] = config["budget_s"]  # what the target was given
+    doc["budget_s"] = budget_s  # what --budget-s bounds: the whole command
+    doc["command_elapsed_s"] = round(time.monotonic() - (deadline - budget_s), 3)  # start-up to now
     err = doc.get("error")
     if err and err["kind"] in ("factory", "usage"):
         raise ProbeRunError(err["message"])

@@ -253,7 +253,7 @@ def main(argv):
         doc.update(search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
                      config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
                      gpu_index=0 if device == "cuda" else None, max_workers=cfg.get("max_workers"),
-                     progress=_emit_progress if cfg.get("progress", True) else None))
+                     progress=_emit_progress if cfg.get("progress", True) else None, gpu_usable=cuda_ok))
         doc["budget_s"] = float(cfg.get("budget_s", 30.0))
         doc["elapsed_s"] = round(time.monotonic() - started, 3)
         doc["step"] = getattr(step, "description", "")

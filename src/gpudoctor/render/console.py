@@ -22,7 +22,8 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import Layout, layout, plural, root_cause_shown
+from gpudoctor.render.layout import Layout, layout, root_cause_shown
+from gpudoctor.words import plural
 from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines, finding_title
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from gpudoctor.areas import area_for, area_rank, area_title
 from gpudoctor.model import Finding, Status
+from gpudoctor.words import plural
 
 __all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "layout", "plural", "status_counts_text"]
 
@@ -44,11 +45,6 @@ _COMMAND_WORDS = frozenset({
 })
 _FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _INLINE_RE = re.compile(r"`([^`\n]+)`")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``plural(1, "check") == "1 check"``, ``plural(2, "check") == "2 checks"``."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 #: status -> (singular, plural) words for counts in headers.

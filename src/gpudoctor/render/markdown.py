@@ -11,7 +11,8 @@ from gpudoctor import __version__
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import ATTENTION, Layout, layout, plural, root_cause_shown
+from gpudoctor.render.layout import ATTENTION, Layout, layout, root_cause_shown
+from gpudoctor.words import plural
 from gpudoctor.render.text import GLYPHS, evidence_lines
 
 
