@@ -69,11 +69,13 @@ class Report:
         findings: in check order; plug-in and collector errors first.
         facts: the facts snapshot used.
         duration_ms: wall time of collection plus evaluation, in ms.
+        replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
     """
 
     findings: Tuple[Finding, ...]
     facts: Facts
     duration_ms: float = 0.0
+    replayed: bool = False
 
     @property
     def worst(self) -> Status:
@@ -318,9 +320,10 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report."""
     start = time.monotonic()
     collector_errors: List[Finding] = []
+    replayed = facts is not None
     if facts is None:
         collectors = all_collectors()
         domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
-    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0)
+    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0, replayed)

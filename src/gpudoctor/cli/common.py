@@ -82,7 +82,8 @@ def cli() -> None:
 
     \b
     Examples:
-      gpudoctor check                    # everything, offline-safe defaults
+      gpudoctor check                    # everything; also probes the package indexes already
+                                         # configured (pip, uv, conda, apt): --offline for none
       gpudoctor check cuda dataloader    # only checks whose id starts with these
       gpudoctor check --format json      # for machines
       gpudoctor facts -o f.json          # snapshot; replay: gpudoctor check --facts f.json
@@ -194,9 +195,11 @@ def common_collect_options(fn):
     """Options shared by ``check``, ``facts`` and other commands that collect."""
     fn = click.option("--root", default="/", show_default=True, metavar="DIR",
                       help="Inspect the filesystem under DIR (a container image root or chroot).")(fn)
+    from gpudoctor.probe import MIN_PYTHON
     fn = click.option("--python", "pythons", multiple=True, metavar="PATH",
-                      help="Probe this interpreter instead of the current one (repeatable).")(fn)
-    fn = click.option("--offline", is_flag=True, help="Never use the network.")(fn)
+                      help=f"Probe this interpreter (Python {'.'.join(map(str, MIN_PYTHON))} or newer) instead of "
+                           "the current one (repeatable).")(fn)
+    fn = click.option("--offline", is_flag=True, help="Never use the network (without it, the package indexes already configured are probed).")(fn)
     fn = click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS",
                       type=click.FloatRange(min=1), help="Timeout for each target interpreter's probe.")(fn)
     return fn

@@ -240,7 +240,7 @@ def probe() -> None:
 
 @probe.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--python", "python", default=None, metavar="PATH",
-              help="Target interpreter (with torch) to measure in; default: the current one.")
+              help="Target interpreter (Python 3.7 or newer, with torch) to measure in; default: the current one.")
 @click.option("--dataset", metavar="MODULE:CALLABLE",
               help="A factory returning your Dataset, or a DataLoader whose dataset and collate_fn are reused. "
                    "MODULE is imported from the current directory or PYTHONPATH.")
@@ -312,6 +312,9 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     started = time.monotonic()
     try:
         doc = run_probe(python, config, max(0.0, deadline - started) + GRACE_S, on_progress)
+    except ProbeRunError:
+        _refuse_unsupported_python(python)
+        raise
     finally:
         if status is not None:
             status.stop()
@@ -329,6 +332,31 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     else:
         render_console(doc, make_console(sys.stdout))
     sys.exit(EXIT_FAIL if err else EXIT_OK)
+
+
+#: The oldest Python the DataLoader probe runs on: the synthetic dataset burns CPU with
+#: ``time.thread_time`` (3.7); the rest needs 3.3 like the check probe (gpudoctor.probe.MIN_PYTHON).
+DATALOADER_MIN_PYTHON = (3, 7)
+
+
+def _refuse_unsupported_python(python: str) -> None:
+    """After a probe that gave no result: raise a clear :class:`ProbeRunError` when ``python`` is
+    older than :data:`DATALOADER_MIN_PYTHON` (asked with a one-liner that runs on Python 2 and 3)."""
+    from gpudoctor.checks._common import newest_torch_for_python
+    from gpudoctor.probe import VERSION_CODE
+    try:
+        out = subprocess.run([python, "-c", VERSION_CODE], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    m = re.fullmatch(r"(\d+)\.(\d+)", out.strip())
+    if not m or (int(m.group(1)), int(m.group(2))) >= DATALOADER_MIN_PYTHON:
+        return
+    version = out.strip()
+    last = newest_torch_for_python(version)
+    floor = ".".join(map(str, DATALOADER_MIN_PYTHON))
+    raise ProbeRunError(f"--python {python} is Python {version}; the DataLoader probe runs on Python {floor} or "
+                        f"newer" + (f" (and the newest torch Python {version} can install is {last})" if last else "")
+                        + "; point --python at an environment with Python 3.10 or newer") from None
 
 
 def _save(doc: Dict[str, Any], python: str) -> None:

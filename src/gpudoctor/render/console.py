@@ -127,6 +127,8 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
     console.print()
     console.print(Text(f"{plural(lay.total, 'finding')} in {plural(len(lay.areas), 'area')}: {lay.counts_text} "
                        f"({report.duration_ms / 1000:.1f} s)", style=style + " bold"))
+    if lay.network is not None:
+        console.print(Text(f"network: {redact_text(lay.network)}", style="dim"))
     if lay.next_steps:
         console.print(Text("Next steps:", style="bold"))
         for i, step in enumerate(lay.next_steps, 1):
