@@ -36,6 +36,11 @@ MARKER = "@@gpudoctor-dataloader@@"
 PROGRESS = "@@gpudoctor-progress@@"
 #: Seconds allowed beyond --budget-s for a probe that overruns (a hung worker) before it is killed.
 GRACE_S = 20.0
+#: The oldest Python the DataLoader probe runs on: the synthetic dataset burns CPU with
+#: ``time.thread_time`` (3.7); the rest needs 3.3 like the check probe (gpudoctor.probe.MIN_PYTHON).
+DATALOADER_MIN_PYTHON = (3, 7)
+
+
 #: Seconds of --budget-s kept back from the target for reading and printing its result and for
 #: the target's own exit (its DataLoader workers shut down after the last measurement).
 REPORT_RESERVE_S = 1.0
@@ -46,7 +51,8 @@ MIN_PROBE_BUDGET_S = 0.5
 #: What --budget-s bounds, said once for --help, the docs and the tests.
 BUDGET_HELP = ("Wall-clock budget of the whole command, seconds: from gpudoctor's start to the printed "
                "result (starting the target, importing torch and the final report included). The target "
-               "gets what is left minus 1 s for reporting; a probe still running 20 s past the budget is killed.")
+               "gets what is left minus 1 s for reporting and stops measuring in time, unless its start-up "
+               "(importing torch) alone takes longer; a probe still running 20 s past the budget is killed.")
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -212,7 +218,10 @@ def render_console(doc: Dict[str, Any], console) -> None:
             console.print(f"\n{text}", markup=False)
         return
     if rec is None:
-        console.print("No configuration could be measured within the budget; raise --budget-s.", markup=False)
+        startup = doc.get("startup_s")
+        console.print("No configuration could be measured within the budget"
+                      + (f" (starting the target and importing torch took {startup:.1f} s)" if startup else "")
+                      + "; raise --budget-s.", markup=False)
         return
     r = results[rec]
     base = results[0] if results and results[0]["config"]["num_workers"] == 0 else None
@@ -240,7 +249,8 @@ def probe() -> None:
 
 @probe.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--python", "python", default=None, metavar="PATH",
-              help="Target interpreter (Python 3.7 or newer, with torch) to measure in; default: the current one.")
+              help=f"Target interpreter (Python {'.'.join(map(str, DATALOADER_MIN_PYTHON))} or newer, with torch) to "
+                   "measure in; default: the current one.")
 @click.option("--dataset", metavar="MODULE:CALLABLE",
               help="A factory returning your Dataset, or a DataLoader whose dataset and collate_fn are reused. "
                    "MODULE is imported from the current directory or PYTHONPATH.")
@@ -332,11 +342,6 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     else:
         render_console(doc, make_console(sys.stdout))
     sys.exit(EXIT_FAIL if err else EXIT_OK)
-
-
-#: The oldest Python the DataLoader probe runs on: the synthetic dataset burns CPU with
-#: ``time.thread_time`` (3.7); the rest needs 3.3 like the check probe (gpudoctor.probe.MIN_PYTHON).
-DATALOADER_MIN_PYTHON = (3, 7)
 
 
 def _refuse_unsupported_python(python: str) -> None:

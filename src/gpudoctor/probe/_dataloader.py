@@ -249,6 +249,7 @@ def main(argv):
             step = sleep_step(float(cfg.get("step_ms", 20.0)))
         doc["step"] = getattr(step, "description", "")
         # the budget counts from the start of the script (torch import included)
+        doc["startup_s"] = round(time.monotonic() - started, 3)
         budget = float(cfg.get("budget_s", 30.0)) - (time.monotonic() - started)
         doc.update(search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
                      config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
