@@ -40,8 +40,9 @@ def _install_hint(python: str, facts: Facts, python_version: Optional[str] = Non
     if nvidia_gpu_count(facts):
         variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
-            return ("The NVIDIA driver is too old for any PyTorch CUDA build this Python can install; upgrade "
-                    "the driver first (see `nvidia.driver`)." + note)
+            which = "any current PyTorch CUDA build" if not last else f"any PyTorch CUDA build up to torch {last}"
+            return (f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)."
+                    + note)
         return (f"Install a CUDA build the driver can run:\n\n```\n"
                 f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note)
     cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}

@@ -56,7 +56,10 @@ def target_python_version(system: System, python: str, env: Optional[Mapping[str
     with _VERSIONS_LOCK:
         if key in _VERSIONS:
             return _VERSIONS[key]
-    result = system.runner.run([python, "-c", VERSION_CODE], timeout_s=timeout_s, env=env_d)
+    try:
+        result = system.runner.run([python, "-c", VERSION_CODE], timeout_s=timeout_s, env=env_d)
+    except Exception:  # best effort: the probe's own failure reason stands without it
+        return ""
     out = (result.stdout or "").strip()
     version = out if not result.error and re.fullmatch(r"\d+\.\d+", out) else ""
     with _VERSIONS_LOCK:
