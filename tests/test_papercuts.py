@@ -166,11 +166,11 @@ def test_probe_budget_bounds_the_whole_command(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["budget_s"] == BUDGET_S
     # the target got what start-up left, minus the reserve for reporting
-    assert doc["probe_budget_s"] < BUDGET_S - 0.9
+    assert doc["probe_budget_s"] < BUDGET_S - 0.6
     # the bound holds unless start-up alone ate the budget (a loaded machine can take seconds to
     # import torch): what gpudoctor used before starting the target (with the reporting reserve),
-    # the target's own start-up, and the search's minimum slice
-    floor = (BUDGET_S - doc["probe_budget_s"]) + doc["startup_s"] + 0.5
+    # the target's own start-up, and the search's minimum (MIN_SEARCH_S)
+    floor = (BUDGET_S - doc["probe_budget_s"]) + doc["startup_s"] + 1.0
     bound = max(BUDGET_S, floor) + SLACK_S
     assert doc["command_elapsed_s"] <= bound, (doc["command_elapsed_s"], doc["startup_s"])
     assert wall <= bound + 0.5, (wall, doc["command_elapsed_s"], doc["wall_s"], doc["startup_s"])

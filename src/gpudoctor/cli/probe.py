@@ -43,16 +43,20 @@ DATALOADER_MIN_PYTHON = (3, 7)
 
 #: Seconds of --budget-s kept back from the target for reading and printing its result and for
 #: the target's own exit (its DataLoader workers shut down after the last measurement).
-REPORT_RESERVE_S = 1.0
+REPORT_RESERVE_S = 0.7
 #: Seconds the target may take to exit after printing its result before its process group is killed.
 EXIT_WAIT_S = 0.3
-#: The least the target is given to measure in, seconds (when start-up ate the budget).
+#: The least the target is given (its budget counts its own start-up), seconds.
 MIN_PROBE_BUDGET_S = 0.5
+#: The least the target measures for after its start-up, seconds: one configuration (the
+#: probe's own floor, ``_dataloader.MIN_SEARCH_S``), so an overloaded machine still gets a result.
+MIN_SEARCH_S = 1.0
 #: What --budget-s bounds, said once for --help, the docs and the tests.
-BUDGET_HELP = ("Wall-clock budget of the whole command, seconds: from gpudoctor's start to the printed "
-               "result (starting the target, importing torch and the final report included). The target "
-               "gets what is left minus 1 s for reporting and stops measuring in time, unless its start-up "
-               "(importing torch) alone takes longer; a probe still running 20 s past the budget is killed.")
+BUDGET_HELP = (f"Wall-clock budget of the whole command, seconds: from gpudoctor's start to the printed "
+               f"result (starting the target, importing torch and the final report included). The target "
+               f"gets what is left minus {REPORT_RESERVE_S:g} s for reporting and stops measuring in time, "
+               f"unless its start-up (importing torch) alone leaves less than {MIN_SEARCH_S:g} s, the least "
+               f"it measures for; a probe still running {GRACE_S:g} s past the budget is killed.")
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
