@@ -23,7 +23,8 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
+              "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.")
 @mirror_check_options
 def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
           **mirror_opts):
@@ -58,8 +59,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")
     facts = read_facts(facts_file) if facts_file else None
-    system = build_system(root)
-    options = make_collect_options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    extra = mirror_extra(**mirror_opts)
+    system = build_system(root, extra.get("dockerfile"))
+    options = make_collect_options(pythons, offline, probe_timeout, **extra)
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)
@@ -73,6 +75,10 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
             selected = engine.select_checks(registry.checks, ids, skip)
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
+        from dataclasses import replace as _replace
+        from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
+        options = _replace(options, extra={**options.extra,
+                                           "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})
         with SpinnerProgress(make_console(sys.stderr)) as progress:
             report = engine.run(selected, system, options, progress=progress, facts=facts,
                                 extra_findings=registry.problems)

@@ -89,8 +89,12 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         write_output(json.dumps(doc, indent=2) + "\n", output)
         return
     from gpudoctor.checks._mirrors import ranking_table
-    lines = [f"# Mirror ranking ({plural(total, 'index', 'indexes')} probed concurrently in {result.wall_ms / 1000:.1f} s, "
-             f"budget {budget:g} s, catalogue {cat.origin})", ""]
+    if offline:
+        lines = [f"# Mirror candidates ({plural(total, 'index', 'indexes')}, not probed: --offline; "
+                 f"catalogue {cat.origin})", ""]
+    else:
+        lines = [f"# Mirror ranking ({plural(total, 'index', 'indexes')} probed concurrently in "
+                 f"{result.wall_ms / 1000:.1f} s, budget {budget:g} s, catalogue {cat.origin})", ""]
     for eco in chosen:
         lines.append(f"## {eco}")
         if eco in skipped:

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple, Union
 
+from gpudoctor.facts.platform import ProcessLimits
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.smoke import SmokeDevice, SmokeFacts, SmokePeer  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,12 @@ class ProbeFacts:
         distributions: name -> version of the few other distributions checks
             need to know about (``ipykernel`` for Jupyter kernels); a name is
             absent when not installed; None when the probe did not report them.
+        limits: RLIMIT_NOFILE and RLIMIT_MEMLOCK of the target process
+            (``resource.getrlimit`` inside it), or Unavailable.
         frameworks: the dlopen test of every installed GPU framework's provider
             libraries, or Unavailable (older probe, or the test could not run).
+        smoke: the ``--deep`` smoke test (:class:`SmokeFacts`), or Unavailable
+            (not run without ``--deep``, no CUDA device, or it failed).
     """
 
     probe_version: int
@@ -262,7 +268,9 @@ class ProbeFacts:
     toolchain: Union[ToolchainFacts, Unavailable] = _NOT_PROBED
     triton: Union[TritonFacts, Unavailable] = _NOT_PROBED
     distributions: Optional[Dict[str, str]] = None
+    limits: Union[ProcessLimits, Unavailable] = _NOT_PROBED
     frameworks: Union[Tuple[FrameworkLoad, ...], Unavailable] = _NOT_PROBED
+    smoke: Union[SmokeFacts, Unavailable] = Unavailable("not run (gpudoctor check --deep runs it)")
 
 
 @dataclass(frozen=True)

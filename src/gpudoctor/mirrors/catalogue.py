@@ -116,7 +116,10 @@ def parse(doc: Mapping[str, Any], where: str) -> Tuple[List[CatalogueMirror], Di
     probe = doc.get("probe", {})
     if not isinstance(probe, dict):
         raise CatalogueError(f"{where}: [probe] must be a table")
-    return mirrors, dict(probe), bool(doc.get("replace", False))
+    replace = doc.get("replace", False)
+    if not isinstance(replace, bool):
+        raise CatalogueError(f"{where}: replace must be true or false (TOML booleans, unquoted), not {replace!r}")
+    return mirrors, dict(probe), replace
 
 
 def _settings(probe: Mapping[str, Any], base: Optional[Catalogue] = None) -> Dict[str, Any]:
