@@ -220,7 +220,7 @@ def test_python27_target_is_a_clear_finding(tmp_path):
         result = CliRunner().invoke(cli, ["check", "torch.install", "--offline", "--python", py])
         out = " ".join(result.output.split())
         assert result.exit_code == 1, result.output
-        assert "is Python 2.7: gpudoctor's probe needs Python 3.3 or newer" in out, py
+        assert "is Python 2.7: gpudoctor's probe needs Python 3.6 or newer" in out, py
         assert "the newest torch for Python 2.7 is 1.4.0" in out
         assert "AttributeError" not in out and "run the interpreter by hand" not in out
         assert "| 3.6 | 1.10.2 |" in result.output  # the table says what each Python can install

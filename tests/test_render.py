@@ -153,7 +153,7 @@ def test_markdown_render():
     assert "### Next steps" in md and "1. `gpudoctor fix pip.index-url` (torch.install)" in md
     for s in SECRETS:
         assert s not in md
-    assert set(FORMATS) == {"json", "markdown"}
+    assert set(FORMATS) == {"json", "markdown", "prometheus"}
 
 
 def test_markdown_folds_ok_and_skip_without_verbose():

@@ -168,6 +168,11 @@ class Check:
         area: the report area it belongs to (a key of
             :data:`gpudoctor.areas.AREAS`, or a plug-in's own name); empty
             means "from the id prefix" (:func:`gpudoctor.areas.area_for`).
+        probe_level: the cheapest target probe whose facts the check reads
+            correctly: ``light`` (metadata, version files, CUDA driver API; no
+            ``import torch``) or ``full`` (the default, safe for plug-ins). Only
+            matters for checks that need ``targets``; the engine runs the
+            cheapest level that serves every selected check.
     """
 
     id: str
@@ -177,6 +182,7 @@ class Check:
     tags: Tuple[str, ...] = ()
     doc_url: Optional[str] = None
     area: str = ""
+    probe_level: str = "full"
 
     def finding(self, status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:
         """Shorthand for ``Finding(check=self.id, ...)``."""

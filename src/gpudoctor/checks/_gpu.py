@@ -339,7 +339,7 @@ def cuda_build_skip(probe: ProbeFacts) -> Optional[str]:
     tf = probe.torch
     if not tf.installed:
         return f"torch is not installed in {probe.executable} (see torch.install)"
-    if not tf.import_ok:
+    if tf.import_failed:
         return f"torch does not import in {probe.executable} (see torch.install)"
     if tf.hip:
         return f"torch {tf.version} is a ROCm build; CUDA checks do not apply"

@@ -63,7 +63,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     source = "torch.cuda.get_arch_list()"
     if arch_list is None:
         arch_list = table_arch_list(tf.version or "", tf.cuda)
-        source = "the official wheel's arch list (gpudoctor data table; CUDA is unavailable so torch reports none)"
+        source = ("the official wheel's arch list (gpudoctor data table; "
+                  + ("the light probe does not import torch)" if not tf.import_tried else
+                     "CUDA is unavailable so torch reports none)"))
     if not arch_list:
         return CHECK.finding(Status.SKIP, f"torch {tf.version} reports no arch list and is not an official build "
                                           f"gpudoctor knows", target=t.label)
@@ -119,4 +121,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.arch", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

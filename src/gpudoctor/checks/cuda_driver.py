@@ -137,4 +137,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.driver", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

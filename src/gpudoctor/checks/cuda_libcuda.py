@@ -143,4 +143,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries", "platform"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

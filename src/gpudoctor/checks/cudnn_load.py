@@ -246,4 +246,5 @@ CHECK = Check(
     needs=("targets", "cuda_wheels", "loader"),
     evaluate=per_target("cudnn.load", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

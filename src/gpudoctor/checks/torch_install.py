@@ -143,7 +143,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                              f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
                              evidence=evidence, target=t.label)
     evidence["torch"] = tf.version or tf.dist_version or "?"
-    if not tf.import_ok:
+    if tf.import_failed:
         evidence["import_error"] = tf.import_error or ""
         shadow = _shadowed(facts, t.label)
         if shadow is not None:
@@ -163,7 +163,8 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                              evidence=evidence, target=t.label)
     if tf.cuda:
         evidence["cuda"] = tf.cuda
-        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) imports in {probe.executable}",
+        verb = "imports" if tf.import_tried else "is installed (import not tried: light probe)"
+        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) {verb} in {probe.executable}",
                              evidence=evidence, target=t.label)
     gpus = nvidia_gpu_count(facts)
     if gpus:
@@ -191,4 +192,5 @@ CHECK = Check(
     needs=("targets", "gpu", "nvidia", "cuda_libraries"),
     evaluate=evaluate,
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -62,10 +62,33 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class GpudoctorGroup(click.Group):
-    """Lists commands in the order they were added (check first), not alphabetically."""
+    """Lists commands in the order they were registered (check first), not alphabetically.
+
+    Commands registered with :meth:`add_lazy` (name -> ``module:attribute``) are
+    imported on first use, so ``gpudoctor gate`` does not pay for importing every
+    other command (issue 14)."""
+
+    lazy_commands: "dict" = {}
+
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register command ``name``, defined at ``target`` (``package.module:attribute``)."""
+        self.lazy_commands = {**self.lazy_commands, name: target}
+
+    def _load(self, name: str) -> None:
+        if name not in self.commands and name in self.lazy_commands:
+            import importlib
+            module, _sep, attr = self.lazy_commands[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> List[str]:
-        return list(self.commands)
+        for name in self.lazy_commands:
+            self._load(name)
+        order = list(self.lazy_commands)
+        return order + [c for c in self.commands if c not in order]
 
     def invoke(self, ctx: click.Context):
         # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it

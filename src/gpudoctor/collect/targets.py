@@ -45,12 +45,12 @@ def active_env_pythons(env: Mapping[str, str]) -> List[str]:
     return found
 
 
-_EARLY: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+_EARLY: Dict[tuple, Future] = {}
 _EARLY_LOCK = threading.Lock()
 
 
-def _key(python: str, env: Mapping[str, str]) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
-    return python, tuple(sorted(env.items()))
+def _key(python: str, env: Mapping[str, str], level: str = "full") -> Tuple[str, str, Tuple[Tuple[str, str], ...]]:
+    return python, level, tuple(sorted(env.items()))
 
 
 def default_specs(ctx: CollectContext) -> List[Tuple[str, str, str]]:
@@ -75,10 +75,11 @@ def start_early(system: System, options: CollectOptions) -> None:
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="early-probe")
     with _EARLY_LOCK:
         for _label, python, _kind in default_specs(ctx):
-            key = _key(python, system.env)
+            key = _key(python, system.env, options.probe_level)
             if key not in _EARLY:
                 _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
-                                          timeout_s=options.probe_timeout_s, deep=options.deep)
+                                          timeout_s=options.probe_timeout_s, level=options.probe_level,
+                                          deep=options.deep)
     pool.shutdown(wait=False)
 
 
@@ -93,20 +94,24 @@ class ProbeCache:
     def __init__(self, ctx: CollectContext, workers: int = 4):
         self._ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=workers)
-        self._futures: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+        self._futures: Dict[tuple, Future] = {}
         self._lock = threading.Lock()
 
     def submit(self, python: str, env: Optional[Mapping[str, str]] = None) -> Future:
         env = dict(self._ctx.system.env if env is None else env)
-        key = _key(python, env)
+        level = self._ctx.options.probe_level
+        key = _key(python, env, level)
         with self._lock:
             fut = self._futures.get(key)
             if fut is None:
                 with _EARLY_LOCK:
                     fut = _EARLY.pop(key, None)
+                    if fut is None and level == "light":  # a full probe already under way serves light checks too
+                        fut = _EARLY.pop(_key(python, env, "full"), None)
             if fut is None:
                 fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
-                                        timeout_s=self._ctx.options.probe_timeout_s, deep=self._ctx.options.deep)
+                                        timeout_s=self._ctx.options.probe_timeout_s, level=level,
+                                        deep=self._ctx.options.deep)
             self._futures[key] = fut
             return fut
 

@@ -22,17 +22,24 @@ from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.system import System, signal_name
 
-__all__ = ["PROBE_SCRIPT", "MARKER", "MIN_PYTHON", "VERSION_CODE", "ProbeError", "parse_probe_output", "probe_target",
-           "probe_argv", "python_supported", "target_python_version", "unsupported_reason"]
+__all__ = ["PROBE_SCRIPT", "LIGHT_SCRIPT", "LEVELS", "MARKER", "MIN_PYTHON", "VERSION_CODE", "ProbeError",
+           "parse_probe_output", "probe_target", "probe_argv", "python_supported", "target_python_version",
+           "unsupported_reason"]
 
-#: Path of the stdlib-only script the target interpreter runs.
+#: Path of the stdlib-only script the target interpreter runs (the full probe: imports torch).
 PROBE_SCRIPT = Path(__file__).with_name("_script.py")
+#: The light probe: metadata, version files and the CUDA driver API; imports no framework.
+LIGHT_SCRIPT = Path(__file__).with_name("_light.py")
+#: probe levels, cheapest first
+LEVELS = ("light", "full")
 MARKER = "@@gpudoctor-probe@@"
-#: The oldest Python the probe script (:mod:`gpudoctor.probe._script`) runs on: it uses
-#: ``sys.implementation`` and ``subprocess`` timeouts (3.3) unguarded; ``importlib.metadata``
-#: (3.8) and ``importlib.util.find_spec`` (3.4) have fallbacks. Tested on 3.6 to 3.13.
-#: Python 2 fails at ``sys.implementation``.
-MIN_PYTHON = (3, 3)
+#: The oldest Python the probes run on. The full probe (:mod:`gpudoctor.probe._script`) alone
+#: needs 3.3 (``sys.implementation`` and ``subprocess`` timeouts unguarded; ``importlib.metadata``
+#: (3.8) and ``importlib.util.find_spec`` (3.4) have fallbacks), but the light probe
+#: (:mod:`gpudoctor.probe._light`: the gate's probe, and the full probe's CUDA driver section)
+#: is written for 3.6+, and 3.6 is the oldest Python they are run on here (3.6 to 3.13).
+#: Python 2 fails at ``sys.implementation`` (or earlier, on a non-ASCII source line).
+MIN_PYTHON = (3, 6)
 #: Prints ``major.minor`` on every Python from 2.6 on (no print function, no f-string).
 VERSION_CODE = 'import sys; sys.stdout.write("%d.%d" % sys.version_info[:2])'
 _VERSIONS: dict = {}
@@ -94,21 +101,26 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor: {exc}") from None
 
 
-def probe_argv(python: str, deep: bool = False) -> list:
-    """The argv that probes ``python`` (``--deep`` adds the GPU smoke test, ``probe/_smoke.py``)."""
+def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
+    """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
+    probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
+    if level == "light":
+        return [python, str(LIGHT_SCRIPT)]
     return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
 def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0, deep: bool = False) -> Union[ProbeFacts, Unavailable]:
-    """Probe one interpreter. ``env`` defaults to the system's environment; ``deep``
-    runs the GPU smoke test too.
+                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> Union[ProbeFacts, Unavailable]:
+    """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
+    runs the GPU smoke test too (full level only).
 
     Returns ProbeFacts, or Unavailable naming the interpreter and the cause.
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python, deep), timeout_s=timeout_s,
+    result = system.runner.run(probe_argv(python, level, deep), timeout_s=timeout_s,
                                env=dict(system.env if env is None else env))
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")

@@ -2,9 +2,10 @@
 
 Standard library only, and written for every Python 3 still in the field:
 this file is executed by interpreters gpudoctor does not control. The oldest
-Python it runs on is ``gpudoctor.probe.MIN_PYTHON`` (3.3: ``sys.implementation``
-and ``subprocess`` timeouts; newer modules are imported with fallbacks); keep
-it that way, and update that constant if this file starts to need more.
+Python it runs on is ``gpudoctor.probe.MIN_PYTHON`` (this file alone needs 3.3:
+``sys.implementation`` and ``subprocess`` timeouts; newer modules are imported
+with fallbacks; ``_light.py`` is written for 3.6); update that constant if
+this file starts to need more.
 It is the only place torch is imported. Every step is guarded: a torch that
 fails to import (an OSError about a missing .so, say) comes back as data.
 
@@ -471,6 +472,20 @@ def _section(fn, *args):
         return {"unavailable": "probe section %s failed: %s" % (fn.__name__, _err(exc))}
 
 
+def probe_cuda_driver():
+    """The light probe's CUDA driver API section (``_light.py`` beside this file), so both levels
+    report the same driver facts. Unavailable when this source runs without its file (in a kernel)."""
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+    except NameError:
+        return {"unavailable": "the driver API section is not run inside a kernel"}
+    path = os.path.join(here, "_light.py")
+    ns = {"__name__": "gpudoctor_light"}
+    with open(path) as fh:
+        exec(compile(fh.read(), path, "exec"), ns)
+    return ns["cuda_driver"]()
+
+
 def main():
     start = time.time()
     import sysconfig
@@ -520,6 +535,7 @@ def main():
     doc["triton"] = _section(probe_triton, _torch)
     doc["limits"] = _section(probe_limits)
     doc["frameworks"] = _section(framework_load_test)
+    doc["cuda_driver"] = _section(probe_cuda_driver)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:
         found, version, _loc = _dist_info(name)

@@ -51,6 +51,7 @@ def report_schema() -> dict:
         "properties": {
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "gpudoctor_version": {"type": "string"},
+            "hostname": {"type": "string", "description": "the node that ran the checks (for fleet views)"},
             "status": {"enum": ["ok", "warn", "fail", "error"],
                        "description": "overall verdict: the most severe of warn/fail/error among the findings, "
                                       "else ok (info and skip need no action)"},
