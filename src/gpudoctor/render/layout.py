@@ -13,6 +13,10 @@
   attention (warn, fail, error), the info findings (each distinct summary
   once), and the folded ``ok``/``skip`` findings (a skip reason shared by
   several checks is said once);
+- ``network``: one line saying which hosts the run contacted, from the
+  ``mirrors`` facts (the configured package indexes and, with
+  ``--rank-mirrors``, the catalogue's mirrors): ``None`` when that domain was
+  not collected;
 - ``next_steps``: the commands to type next, in order (failures first):
   ``gpudoctor fix ID`` for a fixable finding, else the first command in its
   explanation, else a pointer to the finding to read.
@@ -28,6 +32,7 @@ from dataclasses import dataclass, field
 
 from gpudoctor.areas import area_for, area_rank, area_title
 from gpudoctor.model import Finding, Status
+from gpudoctor.words import plural
 
 __all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "area_size", "layout", "plural", "status_counts_text"]
 
@@ -44,11 +49,6 @@ _COMMAND_WORDS = frozenset({
 })
 _FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 _INLINE_RE = re.compile(r"`([^`\n]+)`")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``plural(1, "check") == "1 check"``, ``plural(2, "check") == "2 checks"``."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 #: status -> (singular, plural) words for counts in headers.
@@ -145,6 +145,7 @@ class Layout:
     counts_text: str
     total: int
     path_labels: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
 
     def short(self, text: str) -> str:
         """``text`` with every target interpreter path replaced by its label in brackets."""
@@ -175,6 +176,46 @@ def _target_paths(report_facts: object) -> list[tuple[str, str]]:
         if label and python:
             out.append((label, python))
     return out
+
+
+#: Probe statuses that mean no request left this machine (``local``: a file:// index; ``offline``).
+_NOT_SENT = ("local", "offline")
+
+
+def network_line(report_facts: object, replayed: bool = False) -> str | None:
+    """Which hosts the run contacted, from the ``mirrors`` facts
+    (:class:`~gpudoctor.facts.mirrors.MirrorsFacts`): the host names of the
+    ``probe_url`` (else ``base_url``) of every configured probe and ranked
+    candidate whose status is not ``local``/``offline``, in first-contact order.
+
+    Returns ``None`` when the mirrors domain was not collected (nothing in this
+    run used the network), ``"none (--offline)"`` for an offline run,
+    ``"none"`` when there was nothing to probe (file:// indexes only), else
+    ``"contacted 2 hosts: a.example.org, b.example.org"``; a replayed
+    snapshot says the hosts were contacted when it was collected.
+    """
+    get = getattr(report_facts, "get", None)
+    mirrors = get("mirrors") if get is not None else None
+    if mirrors is None or not hasattr(mirrors, "configured"):
+        return None
+    if getattr(mirrors, "offline", False):
+        return "none (--offline)"
+    from urllib.parse import urlsplit
+    hosts: list[str] = []
+    probes = list(mirrors.configured) + [p for rows in (mirrors.rankings or {}).values() for p in rows]
+    for p in probes:
+        if p.status in _NOT_SENT:
+            continue
+        try:
+            host = urlsplit(p.probe_url or p.base_url).hostname
+        except ValueError:
+            host = None
+        if host and host not in hosts:
+            hosts.append(host)
+    if not hosts:
+        return "none"
+    text = f"contacted {plural(len(hosts), 'host')}: {', '.join(hosts)}"
+    return text + " (when the snapshot was collected)" if replayed else text
 
 
 def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
@@ -355,4 +396,5 @@ def layout(report: object) -> Layout:
             skipped=tuple(SkipGroup(r, tuple(ids)) for r, ids in reasons.items()), findings=tuple(fs)))
     headline = _headline(findings, proto)
     counts = status_counts_text(findings)
-    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping)
+    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping,
+                  network_line(getattr(report, "facts", None), bool(getattr(report, "replayed", False))))
