@@ -8,9 +8,12 @@ rounds, stdout/stderr discarded, after one untimed warm-up of each. Prints each
 round, the medians and the ratios (issue 14: gate <= 0.15x collect_env, check
 <= 0.9x collect_env), and the gate's peak resident memory:
 
-- tree sum: the doctor plus its live children (the probe), sampled from
-  ``/proc/<pid>/status`` VmRSS every 2 ms and summed per sample, the maximum
-  over the run (what the node pays at one moment);
+- tree sum of PSS: the doctor plus its live children (the probe, short
+  commands), sampled from ``/proc/<pid>/smaps_rollup`` every 2 ms and summed
+  per sample, the maximum over the run (what the node pays at one moment:
+  pages shared between processes counted once);
+- tree sum of VmRSS, the same way (an overestimate: a child forked by the
+  doctor counts the doctor's pages again until it execs);
 - ``wait4`` ru_maxrss: the largest single process of the tree (a floor);
 - the issue's target: <= 60 MiB for doctor plus children.
 
@@ -42,6 +45,21 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def _pss_kib(pid: int) -> int:
+    """Proportional set size: each shared page divided among the processes mapping it.
+
+    A child forked by the doctor shares every page with it until it execs
+    (copy on write); VmRSS counts those pages in both, PSS once."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def _children(pid: int) -> List[int]:
     out: List[int] = []
     try:
@@ -53,28 +71,33 @@ def _children(pid: int) -> List[int]:
     return out
 
 
-def _tree_rss(pid: int) -> int:
-    total, stack, seen = 0, [pid], set()
+def _tree(pid: int) -> Tuple[int, int]:
+    """(VmRSS sum, PSS sum) of ``pid`` and its live descendants, KiB."""
+    rss = pss = 0
+    stack, seen = [pid], set()
     while stack:
         p = stack.pop()
         if p in seen:
             continue
         seen.add(p)
-        total += _rss_kib(p)
+        rss += _rss_kib(p)
+        pss += _pss_kib(p)
         stack.extend(_children(p))
-    return total
+    return rss, pss
 
 
-def timed(argv: Sequence[str], env: dict, sample: bool = False) -> Tuple[float, int, int, int]:
-    """Run ``argv``: (wall s, exit status, max single-process RSS KiB from wait4, max tree-sum RSS KiB)."""
-    peak = [0]
+def timed(argv: Sequence[str], env: dict, sample: bool = False) -> Tuple[float, int, int, int, int]:
+    """Run ``argv``: (wall s, exit status, max single-process RSS KiB from wait4, max tree-sum RSS KiB,
+    max tree-sum PSS KiB)."""
+    peak = [0, 0]
     start = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     done = threading.Event()
 
     def sampler() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss(proc.pid))
+            rss, pss = _tree(proc.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             time.sleep(0.002)
 
     thread = threading.Thread(target=sampler, daemon=True) if sample else None
@@ -85,7 +108,7 @@ def timed(argv: Sequence[str], env: dict, sample: bool = False) -> Tuple[float, 
     done.set()
     if thread:
         thread.join()
-    return elapsed, os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0]
+    return elapsed, os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0], peak[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,14 +137,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     times: Dict[str, List[float]] = {k: [] for k in commands}
     floor: List[int] = []
     tree: List[int] = []
+    tree_pss: List[int] = []
     codes = set()
     for i in range(args.runs):
         for name, cmd in commands.items():
-            elapsed, code, maxrss, peak = timed(cmd, env, sample=name == "gpudoctor gate")
+            elapsed, code, maxrss, peak, peak_pss = timed(cmd, env, sample=name == "gpudoctor gate")
             times[name].append(elapsed)
             if name == "gpudoctor gate":
                 floor.append(maxrss)
                 tree.append(peak)
+                tree_pss.append(peak_pss)
                 codes.add(code)
         print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
 
@@ -135,7 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"gate / import torch:            {med['gpudoctor gate'] / med['import torch']:.3f}")
     if "gpudoctor check" in med:
         print(f"check / collect_env:            {med['gpudoctor check'] / med['collect_env']:.3f}  (target <= 0.9)")
-    print(f"gate peak RSS, doctor+children: {max(tree) / 1024:.1f} MiB (sampled tree sum; target <= 60 MiB)")
+    print(f"gate peak PSS, doctor+children: {max(tree_pss) / 1024:.1f} MiB (sampled tree sum of PSS: shared pages "
+          f"counted once; target <= 60 MiB)")
+    print(f"gate peak RSS, doctor+children: {max(tree) / 1024:.1f} MiB (sampled tree sum of VmRSS: counts a "
+          f"forked child's copy-on-write pages twice)")
     print(f"gate peak RSS, largest process: {max(floor) / 1024:.1f} MiB (wait4 ru_maxrss)")
     return 0
 

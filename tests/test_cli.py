@@ -329,11 +329,12 @@ def test_markdown_format():
     assert proc.returncode == 1
     md = proc.stdout
     assert md.startswith(f"## gpudoctor {__version__} report\n")
-    assert md.splitlines()[2].startswith("✗ **fail** — 2 failed, 1 info")
+    assert md.splitlines()[2].startswith("✗ **fail** — torch.install: `import torch` fails in [python-1]")
+    assert md.splitlines()[2].endswith("(+1 more)")
     assert "Targets: `[current]` `/home/user/venv/bin/python`; `[python-1]` `/opt/envs/old/bin/python`" in md
     assert "<details open><summary>✗ <b>GPU stack</b>" in md                # one collapsible block per area
     assert md.count("<details") == md.count("</details>")
-    assert "- i **info** `torch.install` — torch 2.13.0+cpu is a CPU-only build" in md
+    assert "- i **info** `torch.install` — [current] torch 2.13.0+cpu is a CPU-only build" in md
     assert "- ✗ **fail** `torch.install` — `import torch` fails in [python-1]" in md
     assert "### Next steps" in md and "1. read torch.install [python-1] above" in md
 

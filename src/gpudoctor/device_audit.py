@@ -30,6 +30,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from gpudoctor.words import plural
+
 __all__ = ["audit", "AuditReport", "Mismatch", "TensorInfo"]
 
 #: Names listed per device group when rendering; the rest are counted.
@@ -176,7 +178,7 @@ class AuditReport:
             lines.append(f"forward raised: {self.error}")
         lines.append("where parameters and buffers live:")
         for device, items in self.by_device().items():
-            lines.append(f"  {device}: {len(items)} tensor(s), {_mib(items):.1f} MiB: {_names(items)}")
+            lines.append(f"  {device}: {plural(len(items), 'tensor')}, {_mib(items):.1f} MiB: {_names(items)}")
         return "\n".join(lines)
 
 

@@ -73,12 +73,14 @@ class Report:
         duration_ms: wall time of collection plus evaluation, in ms.
         hostname: the node that ran the checks (``socket.gethostname()``; "" when unknown),
             so reports from a fleet can be merged (``gpudoctor report merge``).
+        replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
     """
 
     findings: Tuple[Finding, ...]
     facts: Facts
     duration_ms: float = 0.0
     hostname: str = ""
+    replayed: bool = False
 
     @property
     def worst(self) -> Status:
@@ -491,6 +493,7 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
     only the collector modules it needs."""
     start = time.monotonic()
     collector_errors: List[Finding] = []
+    replayed = facts is not None
     if facts is None:
         if not options.probe_level_fixed and not options.deep:  # --deep's smoke test runs in the full probe
             options = replace(options, probe_level=probe_level(checks))
@@ -499,4 +502,5 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
     import socket
-    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname())
+    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(),
+                  replayed=replayed)

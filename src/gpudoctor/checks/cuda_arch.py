@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
+from gpudoctor.checks._common import driver_version, pip_install_command, variant_fits_python, wheel_variants
 from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices, per_target,
                                    parse_arch_list, table_arch_list, toolkit_driver, v)
 from gpudoctor.facts import Facts
@@ -35,7 +35,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: Tuple[int, int]) -> str:
     variants: Dict[str, dict] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
-    runnable = [b for b in builds if b[1] in variants
+    runnable = [b for b in builds if b[1] in variants and variant_fits_python(variants[b[1]], probe.python_version)
                 and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))]
     text = f"The first official build that covers it is **torch {first_torch} with {first_variant}**"
     if runnable:
@@ -43,7 +43,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: Tuple[int, int]) -> str:
         row = variants[best_variant]
         newest_minor = ".".join(row["newest_torch"].split(".")[:2])
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
-        cmd = pip_install_command(probe.executable, row, spec)
+        cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
         return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
     need = variants.get(first_variant, {}).get("min_driver", "?")
     return text + (f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "

@@ -97,7 +97,8 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
     variant = variant_for(tf.version, verdict.driver)
     if variant is not None:
         keep = v_published(variant, public)
-        cmd = pip_install_command(probe.executable, variant, public if keep else None)
+        cmd = pip_install_command(probe.executable, variant, public if keep else None,
+                                  python_version=probe.python_version)
         extra = " (reinstall torchvision/torchaudio from the same index if you use them)"
         remedies.append(
             f"2. **Or keep the driver** and install a torch build for CUDA {variant['cuda']}, which this driver "

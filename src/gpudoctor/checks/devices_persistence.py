@@ -16,6 +16,7 @@ from typing import List
 from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 #: Marketing names of data-centre GPUs (NVIDIA product names; GeForce/RTX/Quadro excluded).
@@ -47,7 +48,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                               + bullets(prohibited), evidence=evidence)]
     if off:
         return [CHECK.finding(
-            Status.INFO, f"persistence mode is off on {len(off)} data-centre GPU(s)",
+            Status.INFO, f"persistence mode is off on {plural(len(off), 'data-centre GPU')}",
             "With persistence off the driver deinitialises the GPU when the last client exits, so each job "
             "start waits for the GPU to be brought up again, and settings (application clocks, ECC "
             "counters' volatile state) reset:\n\n" + bullets(off) + "\n\nEnable it at boot with the "

@@ -39,6 +39,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, FixRefused, Status
+from gpudoctor.words import plural, verb
 
 __all__ = ["CHECK", "gpu_hiding_vars", "missing_loader_dirs", "reference_python", "kernel_for_finding",
            "NOTEBOOK_PITFALL"]
@@ -439,8 +440,9 @@ def evaluate(facts: Facts) -> List[Finding]:
     bad = [k.spec.name for k in python_kernels if k.problems]
     worst = Status.worst([f.status for f in findings])
     if bad:
-        summary = (f"{len(bad)} of {len(python_kernels)} Python kernel{'s' if len(python_kernels) != 1 else ''} "
-                   f"are broken or do not see what the terminal ({ref_py}) sees: {', '.join(bad)}")
+        summary = (f"{len(bad)} of {plural(len(python_kernels), 'Python kernel')} "
+                   f"{verb(len(bad), 'is', 'are')} broken or {verb(len(bad), 'does', 'do')} not see what the "
+                   f"terminal ({ref_py}) sees: {', '.join(bad)}")
     else:
         summary = (f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})" if len(python_kernels) > 1
                    else f"the Python kernel matches the terminal ({ref_py})")

@@ -16,28 +16,38 @@ Per target interpreter:
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import (best_variant_for_driver, distinct_targets, driver_version, nvidia_gpu_count,
-                                      pip_install_command)
+from gpudoctor.checks._common import (best_variant_for_driver, distinct_targets, driver_version,
+                                      newest_torch_for_python, nvidia_gpu_count, pip_install_command)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.probe import MIN_PYTHON, python_supported
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 
 
-def _install_hint(python: str, facts: Facts) -> str:
+def _install_hint(python: str, facts: Facts, python_version: Optional[str] = None) -> str:
+    """The pip command that installs a torch this machine can use, for ``python`` (whose version,
+    when known, caps the torch named: :func:`~gpudoctor.checks._common.pip_install_command`)."""
+    last = newest_torch_for_python(python_version)
+    note = (f"\n\nPython {'.'.join(python_version.split('.')[:2])} cannot install torch releases after "
+            f"{last}; for a current torch create an environment with Python 3.10 or newer."
+            if python_version and last else "")
     if nvidia_gpu_count(facts):
-        variant = best_variant_for_driver(driver_version(facts))
+        variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
-            return ("The NVIDIA driver is too old for any current PyTorch CUDA build; upgrade the driver "
-                    "first (see `nvidia.driver`).")
-        return f"Install a CUDA build the driver can run:\n\n```\n{pip_install_command(python, variant)}\n```"
+            which = "any current PyTorch CUDA build" if not last else f"any PyTorch CUDA build up to torch {last}"
+            return (f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)."
+                    + note)
+        return (f"Install a CUDA build the driver can run:\n\n```\n"
+                f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note)
     cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}
     return ("This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
-            f"```\n{pip_install_command(python, cpu)}\n```")
+            f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note)
 
 
 def _import_error_cause(error: str) -> str:
@@ -80,8 +90,40 @@ def _shadowed(facts: Facts, label: str):
                    f"(see `cuda.libraries`).\n\n{path_remedy(model, res, good)}")
 
 
+def python_torch_table() -> str:
+    """The Markdown table of which torch releases each older Python can install (``data/python_torch.toml``)."""
+    from gpudoctor.data import load_table
+    rows = ["| Python | newest torch it can install |", "|---|---|"]
+    rows += [f"| {r['python']} | {r['last_torch']} |" for r in load_table("python_torch")["python"]]
+    rows.append("| 3.10 and newer | current releases |")
+    return "\n".join(rows)
+
+
+def _unsupported_python(t: TargetFacts) -> Finding:
+    """A target whose Python is older than the probe supports (Python 2.7, say): what runs there and what does not."""
+    floor = ".".join(map(str, MIN_PYTHON))
+    last = newest_torch_for_python(t.python_version)
+    torch_note = (f"the newest torch for Python {t.python_version} is {last}" if last
+                  else "no torch release supports it")
+    return CHECK.finding(
+        Status.FAIL,
+        f"{t.python} is Python {t.python_version}: gpudoctor's probe needs Python {floor} or newer, and "
+        f"{torch_note}",
+        f"gpudoctor inspects an interpreter by running a small standard-library script in it; that script "
+        f"runs on Python {floor} and newer, so `{t.python}` (Python {t.python_version}) was not inspected.\n\n"
+        f"Which torch releases each Python can install (PyTorch RELEASE.md compatibility matrix and the "
+        f"wheels' Requires-Python):\n\n{python_torch_table()}\n\n"
+        f"Create an environment with a current Python and point gpudoctor at it:\n\n"
+        f"```\npython3 -m venv ~/venvs/torch && ~/venvs/torch/bin/python -m pip install torch\n"
+        f"gpudoctor check --python ~/venvs/torch/bin/python\n```",
+        evidence={"python": t.python, "python_version": t.python_version, "probe_minimum": floor,
+                  "last_torch": last or "none"}, target=t.label)
+
+
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
+    if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
+        return _unsupported_python(t)
     if isinstance(probe, Unavailable):
         return CHECK.finding(Status.FAIL, f"could not inspect {t.python}: {probe.reason}",
                              "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
@@ -98,7 +140,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                                               f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
                                  evidence=evidence, target=t.label)
         return CHECK.finding(Status.FAIL, f"PyTorch is not installed in {probe.executable}",
-                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts)}",
+                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
                              evidence=evidence, target=t.label)
     evidence["torch"] = tf.version or tf.dist_version or "?"
     if tf.import_failed:
@@ -131,7 +173,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"torch {tf.version} in {probe.executable} is a CPU-only build, but this machine has "
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
-            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts)}",
+            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence, target=t.label)
     return CHECK.finding(
         Status.INFO, f"torch {tf.version} is a CPU-only build; this machine has no NVIDIA GPU, so that is expected",

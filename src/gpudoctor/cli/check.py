@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options,
-                                  load_registry, make_collect_options, may_need_targets, read_facts, usage,
-                                  write_output)
+from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options, given,
+                                  load_registry, make_collect_options, may_need_targets, read_facts, refuse_conflicts,
+                                  usage, write_output)
 from gpudoctor.config import ConfiguredCommand
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
@@ -48,6 +48,15 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     from gpudoctor.system import kill_running_commands
 
     check_pythons(pythons)
+    rank = bool(mirror_opts.get("rank_mirrors"))
+    refuse_conflicts(
+        ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),
+        ("--offline", "--mirror-budget", offline and given("mirror_budget"), "nothing is probed with --offline"),
+        ("--facts", "--rank-mirrors", bool(facts_file) and rank,
+         "a snapshot is replayed without probing anything; rank from this machine with `gpudoctor mirrors`"),
+        ("--facts", "--deep", bool(facts_file) and deep, "kernels are started only when collecting on this machine"),
+        ("--facts", "--dockerfile", bool(facts_file) and bool(mirror_opts.get("dockerfile")),
+         "the Dockerfile is read only when collecting"))
     if facts_file and (pythons or root != "/"):
         raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")

@@ -31,11 +31,13 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import click
 
 from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, build_system, check_pythons,
-                                  common_collect_options, load_registry, make_collect_options, usage)
+                                  common_collect_options, load_registry, make_collect_options, refuse_conflicts,
+                                  usage)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.mirrors.cli_options import (fix_mirror_extra, mirror_check_options, resolve_apt_security,
                                            resolve_pip_mirror)
 from gpudoctor.redact import redact_text, redact_value
+from gpudoctor.words import plural
 
 __all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
 
@@ -343,6 +345,11 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     if force:
         raise usage("--force only applies to --undo")
 
+    refuse_conflicts(
+        ("--offline", "--rank-mirrors", offline and bool(mirror_opts.get("rank_mirrors")),
+         "ranking probes the catalogue's mirrors over the network"),
+        ("--offline", "--mirror fastest", offline and (mirror or "").strip() == "fastest",
+         "the fastest mirror is found by probing the mirrors; drop --offline or name a mirror"))
     registry = load_registry()
     check_pythons(pythons)
     options: Dict[str, str] = _parse_sets(sets)
@@ -440,7 +447,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
                        "these changes (or --dry-run to only show them)", err=True)
             doc["status"] = "needs-confirmation"
             return _emit(doc, outcomes, fmt, EXIT_USAGE, quiet=True)
-        if not click.confirm(f"Apply these changes to {len(writes)} file(s)?", default=False, err=fmt == "json"):
+        if not click.confirm(f"Apply these changes to {plural(len(writes), 'file')}?", default=False, err=fmt == "json"):
             out.line("nothing was written")
             doc["status"] = "declined"
             return _emit(doc, outcomes, fmt, EXIT_FAIL)

@@ -64,9 +64,15 @@ def kernel_targets(ctx: CollectContext,
             else:
                 probe = submit(k.interpreter.path, target_environment(ctx.system.env, k))
             pending.append((k, overrides, probe))
-        return [TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND,
-                            probe=probe.result() if isinstance(probe, Future) else probe, env_overrides=overrides)
-                for k, overrides, probe in pending]
+        from gpudoctor.collect.targets import failed_version
+        out = []
+        for k, overrides, probe in pending:
+            result = probe.result() if isinstance(probe, Future) else probe
+            out.append(TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND,
+                                   probe=result, env_overrides=overrides,
+                                   python_version=failed_version(ctx.system, k.interpreter.path, result,
+                                                                 target_environment(ctx.system.env, k))))
+        return out
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)

@@ -23,7 +23,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
-from gpudoctor.probe import probe_target
+from gpudoctor.probe import probe_target, target_python_version
 from gpudoctor.system import System
 
 
@@ -119,6 +119,13 @@ class ProbeCache:
         self._pool.shutdown(wait=True)
 
 
+def failed_version(system: System, python: str, probe, env: Optional[Mapping[str, str]] = None) -> str:
+    """The target's ``major.minor`` when its probe failed (for ``TargetFacts.python_version``), else ""."""
+    if not isinstance(probe, Unavailable) or (os.sep in python and not os.path.exists(python)):
+        return ""
+    return target_python_version(system, python, env)
+
+
 def collect(ctx: CollectContext):
     if not ctx.system.files.is_live:
         return Unavailable(f"interpreters inside --root {ctx.system.files.root} cannot be run from here")
@@ -129,7 +136,8 @@ def collect(ctx: CollectContext):
         futures = [cache.submit(python) for _label, python, _kind in specs]
         from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
         kernels = kernel_targets(ctx, cache.submit)
-        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result())
+        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result(),
+                             python_version=failed_version(ctx.system, python, fut.result()))
                  for (label, python, kind), fut in zip(specs, futures)]
     finally:
         cache.close()

@@ -357,6 +357,10 @@ class TargetFacts:
         env_overrides: variables set for the target on top of ours (kernels).
         probe: the probe's facts, or Unavailable with why it failed (missing
             interpreter, timeout, crash: with its stderr).
+        python_version: ``major.minor`` of the interpreter when the probe
+            failed, from a one-line query that runs on Python 2 and 3
+            (:data:`gpudoctor.probe.VERSION_CODE`); "" when the probe worked
+            (see ``probe.python_version``) or the query failed too.
     """
 
     label: str
@@ -364,6 +368,7 @@ class TargetFacts:
     kind: str
     probe: Union[ProbeFacts, Unavailable]
     env_overrides: Dict[str, str] = field(default_factory=dict)
+    python_version: str = ""
 
 
 @domain("targets")

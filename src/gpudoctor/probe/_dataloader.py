@@ -65,6 +65,9 @@ __all__ = ["MARKER", "PROGRESS", "RESULT_VERSION", "WITHIN", "STALL_OK", "GRID_P
            "group_rates", "pick_group", "choose", "recommended_config", "call_text", "limits", "search", "main"]
 
 MARKER = "@@gpudoctor-dataloader@@"
+#: The least the search measures for when start-up (importing torch) ate the budget, seconds:
+#: enough for the first configuration, so the result is never empty for lack of time alone.
+MIN_SEARCH_S = 1.0
 PROGRESS = "@@gpudoctor-progress@@"
 
 
@@ -249,11 +252,12 @@ def main(argv):
             step = sleep_step(float(cfg.get("step_ms", 20.0)))
         doc["step"] = getattr(step, "description", "")
         # the budget counts from the start of the script (torch import included)
+        doc["startup_s"] = round(time.monotonic() - started, 3)
         budget = float(cfg.get("budget_s", 30.0)) - (time.monotonic() - started)
-        doc.update(search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
+        doc.update(search(dataset, int(batch_size), step, budget_s=max(MIN_SEARCH_S, budget), exhaustive=bool(cfg.get("exhaustive")),
                      config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
                      gpu_index=0 if device == "cuda" else None, max_workers=cfg.get("max_workers"),
-                     progress=_emit_progress if cfg.get("progress", True) else None))
+                     progress=_emit_progress if cfg.get("progress", True) else None, gpu_usable=cuda_ok))
         doc["budget_s"] = float(cfg.get("budget_s", 30.0))
         doc["elapsed_s"] = round(time.monotonic() - started, 3)
         doc["step"] = getattr(step, "description", "")

@@ -1,7 +1,11 @@
 """gpudoctor probe: run by the TARGET interpreter, prints one JSON document.
 
-Standard library only, and written for every Python 3 still in the field
-(3.6+): this file is executed by interpreters gpudoctor does not control.
+Standard library only, and written for every Python 3 still in the field:
+this file is executed by interpreters gpudoctor does not control. The oldest
+Python it runs on is ``gpudoctor.probe.MIN_PYTHON`` (this file alone needs 3.3:
+``sys.implementation`` and ``subprocess`` timeouts; newer modules are imported
+with fallbacks; ``_light.py`` is written for 3.6); update that constant if
+this file starts to need more.
 It is the only place torch is imported. Every step is guarded: a torch that
 fails to import (an OSError about a missing .so, say) comes back as data.
 
