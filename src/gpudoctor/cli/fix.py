@@ -131,7 +131,10 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
                 if finding.status >= Status.WARN and fx.id in finding.fixes and named is False:
                     continue  # fix --all: the other kernels/files still get their plans
                 break
-            except Exception as exc:  # noqa: BLE001 - a broken planner is reported, the others go on
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a broken planner is reported
+                from gpudoctor import signals
+                if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
+                    raise  # a real Ctrl-C/SIGTERM, not the planner's own doing
                 mine.append(FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
                                        f" (a bug in gpudoctor or the plug-in)", finding=finding))
                 break

@@ -20,6 +20,9 @@ class CudaToolkitFacts:
             ``major.minor[.patch]``, or Unavailable when no toolkit was found.
         nvcc: path of the ``nvcc`` used (inside the root), or None.
         nvcc_version: ``release X.Y`` parsed from ``nvcc --version``, or Unavailable.
+        cuda_home_missing: ``CUDA_HOME``/``CUDA_PATH`` is set to a directory that does not
+            exist (stale); the toolkit is then looked for in the standard place instead and
+            both facts are reported.
     """
 
     cuda_home: Optional[str]
@@ -27,3 +30,4 @@ class CudaToolkitFacts:
     version: Union[str, Unavailable]
     nvcc: Optional[str]
     nvcc_version: Union[str, Unavailable]
+    cuda_home_missing: bool = False

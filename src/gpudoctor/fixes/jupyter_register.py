@@ -30,6 +30,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.fixes._verify import verified_edit
 
 _NAME = re.compile(r"^[a-z0-9._-]+$")
 
@@ -94,7 +95,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
                                                 f"`jupyter kernelspec remove {name}`."))
     notes.append(f"Select kernel {display!r} in the notebook (restart it if it was running).")
     return FixPlan(fix=FIX.id, description=f"register kernel {name.lower()!r} ({display}) running {python}",
-                   edits=(FileEdit(path, old, text),), addresses=FIX.addresses, notes=tuple(notes))
+                   edits=(verified_edit(path, old, text, f"write {path} with:\n{text}",
+                                        meaning=lambda a, b: None if b == json.loads(text) else "content differs",
+                                        kind="json"),),
+                   addresses=FIX.addresses, notes=tuple(notes))
 
 
 def _before(jupyter: JupyterFacts, new_path: str, other_dir: str) -> bool:

@@ -164,8 +164,9 @@ def load(path: Optional[str]) -> Catalogue:
     """
     if not path:
         return builtin()
+    from gpudoctor.inputs import InputError, read_user_file
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogueError(f"{path}: {exc.strerror or exc}") from None
+        text = read_user_file(path)
+    except InputError as exc:
+        raise CatalogueError(str(exc)) from None
     return from_text(text, path)
