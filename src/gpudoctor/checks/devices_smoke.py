@@ -72,7 +72,10 @@ def evaluate(facts: Facts) -> list[Finding]:
         if isinstance(t.probe, ProbeFacts) and isinstance(t.probe.smoke, Unavailable):
             reasons.append(f"{t.label}: {t.probe.smoke.reason}")
     if chosen is None:
-        raise SkipCheck("the GPU smoke test did not run: " + ("; ".join(reasons) or "no probed interpreter"))
+        distinct = sorted({r.split(": ", 1)[1] for r in reasons})
+        # one reason shared by every target is said once, without the labels
+        said = distinct[0] if len(distinct) == 1 else "; ".join(reasons)
+        raise SkipCheck("the GPU smoke test did not run: " + (said or "no probed interpreter"))
     probe: ProbeFacts = chosen.probe
     smoke: SmokeFacts = probe.smoke
     if not smoke.devices:

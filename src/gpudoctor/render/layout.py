@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpudoctor.areas import area_for, area_rank, area_title
 from gpudoctor.model import Finding, Status
@@ -386,7 +386,7 @@ def layout(report: object) -> Layout:
         reasons: dict[str, list[str]] = {}
         for f in fs:
             if f.status is Status.SKIP:
-                ids = reasons.setdefault(_skip_reason(proto.title_of(f)), [])
+                ids = reasons.setdefault(proto.title_of(replace(f, summary=_skip_reason(f.summary))), [])
                 if f.check not in ids:
                     ids.append(f.check)
         areas.append(AreaView(
