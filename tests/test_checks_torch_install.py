@@ -6,14 +6,22 @@ import json
 
 import pytest
 
+from conftest import FIXTURES
 from gpudoctor.checks.torch_install import CHECK
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Status
-from gpudoctor.testing import (make_facts, no_nvidia, nvidia_facts, nvml_device, pci_gpus, probe_facts, target,
-                               targets, torch_facts)
-
-from conftest import FIXTURES
+from gpudoctor.testing import (
+    make_facts,
+    no_nvidia,
+    nvidia_facts,
+    nvml_device,
+    pci_gpus,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+)
 
 
 def run_check(facts: Facts):

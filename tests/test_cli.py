@@ -10,14 +10,12 @@ import sys
 
 import pytest
 
+from _foundation import GPUDOCTOR, bare_python, cudnn_broken_torch, env_with, run_gpudoctor, validator  # noqa: F401
+from conftest import FIXTURES
 from gpudoctor import __version__
 from gpudoctor.cli import main
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import Registry
-
-from conftest import FIXTURES
-from _foundation import (GPUDOCTOR, bare_python, cudnn_broken_torch, env_with, run_gpudoctor,  # noqa: F401
-                         validator)
 
 SNAP = FIXTURES / "facts"
 
@@ -152,6 +150,7 @@ def test_crashing_check_is_an_error_finding_with_traceback_under_verbose(monkeyp
 
 def test_internal_error_is_one_line_exit_3_with_a_crash_log(monkeypatch, capsys, tmp_path):
     import tempfile
+
     from gpudoctor import engine
 
     def broken_run(*a, **kw):

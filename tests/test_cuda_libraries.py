@@ -29,8 +29,20 @@ from gpudoctor.facts.targets import CudnnProbe, LibcudaProbe, LibraryLoad, Toolc
 from gpudoctor.model import Status
 from gpudoctor.registry import load_registry
 from gpudoctor.system import Files
-from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts,
-                               probe_facts, target, targets, torch_facts, write_tree)
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    ok,
+    os_facts,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
 needs_gcc = pytest.mark.skipif(cl.gcc() is None, reason="no C compiler to build test libraries")

@@ -21,8 +21,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpudoctor.checks._gpu import (coverage, has_nvidia_gpu, judge_driver, parse_arch_list, table_arch_list, v,
-                                   variant_for)
+from gpudoctor.checks._gpu import (
+    coverage,
+    has_nvidia_gpu,
+    judge_driver,
+    parse_arch_list,
+    table_arch_list,
+    v,
+    variant_for,
+)
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.loader import collect_cuda_wheels, collect_loader, parse_ldconfig
 from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
@@ -35,8 +42,21 @@ from gpudoctor.model import Status
 from gpudoctor.probe import PROBE_SCRIPT
 from gpudoctor.registry import load_registry, sort_key
 from gpudoctor.schemas import published_schema
-from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts, pci_gpus,
-                               probe_facts, target, targets, torch_facts, write_tree)
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    ok,
+    os_facts,
+    pci_gpus,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GPU_FIXTURES = FIXTURES / "facts" / "gpu"

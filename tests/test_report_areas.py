@@ -15,15 +15,14 @@ import re
 import pytest
 from rich.console import Console
 
+from _foundation import env_with, run_gpudoctor
+from conftest import FIXTURES
 from gpudoctor.areas import AREAS, area_for, area_rank
 from gpudoctor.engine import Report, evaluate
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.render.console import render_console
 from gpudoctor.render.layout import first_command, layout
 from gpudoctor.testing import make_facts
-
-from conftest import FIXTURES
-from _foundation import env_with, run_gpudoctor
 
 GPU = FIXTURES / "facts" / "gpu"
 HEALTHY = GPU / "devices-ok.json"

@@ -16,8 +16,9 @@ import datetime as _dt
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.areas import area_for
@@ -71,7 +72,7 @@ class Report:
         duration_ms: wall time of collection plus evaluation, in ms.
     """
 
-    findings: Tuple[Finding, ...]
+    findings: tuple[Finding, ...]
     facts: Facts
     duration_ms: float = 0.0
 
@@ -87,7 +88,7 @@ class Report:
         worst = self.worst
         return worst if worst >= Status.WARN else Status.OK
 
-    def counts(self) -> Dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """Status value -> number of findings (every status present, zeros included)."""
         out = {s.value: 0 for s in Status}
         for f in self.findings:
@@ -109,7 +110,7 @@ class Report:
 
     def to_json(self, include_facts: bool = False) -> dict:
         """The report document (``report.schema.json``), secrets redacted."""
-        doc: Dict[str, Any] = {
+        doc: dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
             "status": self.verdict.value,
@@ -122,7 +123,7 @@ class Report:
         return redact_value(doc)
 
 
-def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> List[Check]:
+def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
     """Checks chosen by id or id prefix (``cuda`` selects ``cuda.driver``, ``cuda.arch``).
 
     Empty ``ids`` selects all. Raises :class:`SelectionError` for an id or
@@ -140,13 +141,13 @@ def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Se
     return [c for c in chosen if not any(matches(p, c.id) for p in skip)]
 
 
-def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> List[str]:
+def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> list[str]:
     """Domains the ``checks`` need, transitively through collector ``requires``, in
     dependency order (what :func:`collect_facts` takes). Raises ``RuntimeError`` on a cycle."""
-    order: List[str] = []
+    order: list[str] = []
     seen = set()
 
-    def visit(name: str, stack: Tuple[str, ...]) -> None:
+    def visit(name: str, stack: tuple[str, ...]) -> None:
         if name in seen:
             return
         if name in stack:
@@ -163,14 +164,14 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
     return order
 
 
-def _run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> Tuple[str, Any]:
+def _run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> tuple[str, Any]:
     """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", tb text) or ("timeout", None)."""
-    box: Dict[str, Any] = {}
+    box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException:  # noqa: BLE001 - reported as data
+        except BaseException:
             box["error"] = traceback.format_exc()
 
     thread = threading.Thread(target=target, daemon=True)
@@ -187,7 +188,7 @@ class _ReadyFacts(Mapping[str, Any]):
     """``CollectContext.facts`` for one collector: its declared ``requires``, each
     handed over as soon as that domain is collected (reading one waits for it)."""
 
-    def __init__(self, names: Sequence[str], results: Dict[str, Any], ready: Dict[str, threading.Event]):
+    def __init__(self, names: Sequence[str], results: dict[str, Any], ready: dict[str, threading.Event]):
         self._names = tuple(names)
         self._results = results
         self._ready = ready
@@ -206,8 +207,8 @@ class _ReadyFacts(Mapping[str, Any]):
 
 
 def collect_facts(domains: Sequence[str], system: System, options: CollectOptions,
-                  collectors: Optional[Mapping[str, Collector]] = None,
-                  progress: Optional[Progress] = None) -> Tuple[Facts, List[Finding]]:
+                  collectors: Mapping[str, Collector] | None = None,
+                  progress: Progress | None = None) -> tuple[Facts, list[Finding]]:
     """Collect ``domains`` (in dependency order, see :func:`needed_domains`) concurrently.
 
     Every collector starts at once, in its own thread, under its own timeout;
@@ -218,10 +219,10 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     """
     collectors = all_collectors() if collectors is None else collectors
     progress = progress or Progress()
-    results: Dict[str, Any] = {}
-    ready: Dict[str, threading.Event] = {d: threading.Event() for d in domains}
-    durations: Dict[str, float] = {}
-    errors: List[Finding] = []
+    results: dict[str, Any] = {}
+    ready: dict[str, threading.Event] = {d: threading.Event() for d in domains}
+    durations: dict[str, float] = {}
+    errors: list[Finding] = []
     lock = threading.Lock()
     for name in domains:
         coll = collectors.get(name)
@@ -262,7 +263,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
                     evidence={"domain": name, "traceback": value}))
         progress.finished(name)
 
-    threads: List[threading.Thread] = []
+    threads: list[threading.Thread] = []
     for name in domains:
         if name not in collectors:
             finish(name, Unavailable(f"no collector is installed for the {name} facts"))
@@ -285,10 +286,10 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     return facts, errors
 
 
-def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress] = None) -> List[Finding]:
+def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = None) -> list[Finding]:
     """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault."""
     progress = progress or Progress()
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     for check in checks:
         progress.started(check.id)
         start = time.monotonic()
@@ -298,7 +299,7 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
                 produced = [check.finding(Status.OK, f"{check.title}: nothing to report")]
         except SkipCheck as exc:
             produced = [check.finding(Status.SKIP, str(exc) or "not applicable here")]
-        except Exception as exc:  # noqa: BLE001 - a broken check is a finding
+        except Exception as exc:
             produced = [check.finding(
                 Status.ERROR, f"the check itself failed: {type(exc).__name__}: {exc}",
                 "This is a bug in the check, not a verdict on your machine. Please report it with the "
@@ -313,11 +314,11 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
 
 
 def run(checks: Sequence[Check], system: System, options: CollectOptions,
-        progress: Optional[Progress] = None, facts: Optional[Facts] = None,
+        progress: Progress | None = None, facts: Facts | None = None,
         extra_findings: Sequence[Finding] = ()) -> Report:
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report."""
     start = time.monotonic()
-    collector_errors: List[Finding] = []
+    collector_errors: list[Finding] = []
     if facts is None:
         collectors = all_collectors()
         domains = needed_domains(checks, collectors)

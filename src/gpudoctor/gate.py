@@ -9,8 +9,8 @@ command it is a probe for Docker HEALTHCHECK / Kubernetes: exit 0 healthy, 1 not
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Sequence, Tuple
 
 from gpudoctor.collect import CollectOptions
 from gpudoctor.engine import Report, run, select_checks
@@ -35,11 +35,11 @@ class GateResult:
     """
 
     healthy: bool
-    blocking: Tuple[Finding, ...]
+    blocking: tuple[Finding, ...]
     report: Report
 
 
-def gate_checks(checks: dict, skip: Sequence[str] = ()) -> List[Check]:
+def gate_checks(checks: dict, skip: Sequence[str] = ()) -> list[Check]:
     """The checks tagged ``gate``, minus ``skip`` (ids or prefixes)."""
     tagged = {cid: c for cid, c in checks.items() if GATE_TAG in c.tags}
     return select_checks(tagged, (), [s for s in skip if any(cid == s or cid.startswith(s.rstrip(".") + ".")

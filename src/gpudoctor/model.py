@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.areas import area_for
 
@@ -80,7 +81,7 @@ class Status(enum.Enum):
         return self.severity >= other.severity
 
     @classmethod
-    def worst(cls, statuses: Sequence["Status"]) -> "Status":
+    def worst(cls, statuses: Sequence[Status]) -> Status:
         """The most severe of ``statuses``; ``ok`` for an empty sequence."""
         return max(statuses, default=cls.OK)
 
@@ -113,9 +114,9 @@ class Finding:
     summary: str
     explanation: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
-    fixes: Tuple[str, ...] = ()
-    doc_url: Optional[str] = None
-    target: Optional[str] = None
+    fixes: tuple[str, ...] = ()
+    doc_url: str | None = None
+    target: str | None = None
     duration_ms: float = 0.0
     area: str = ""
 
@@ -135,7 +136,7 @@ class Finding:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
         """Inverse of :meth:`to_json`. Raises ``KeyError``/``ValueError`` on bad input."""
         return cls(
             check=data["check"],
@@ -172,10 +173,10 @@ class Check:
 
     id: str
     title: str
-    needs: Tuple[str, ...]
-    evaluate: Callable[["Facts"], Sequence[Finding]]
-    tags: Tuple[str, ...] = ()
-    doc_url: Optional[str] = None
+    needs: tuple[str, ...]
+    evaluate: Callable[[Facts], Sequence[Finding]]
+    tags: tuple[str, ...] = ()
+    doc_url: str | None = None
     area: str = ""
 
     def finding(self, status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:
@@ -199,7 +200,7 @@ class FileEdit:
     """
 
     path: str
-    old_text: Optional[str]
+    old_text: str | None
     new_text: str
     mode: int = 0o644
 
@@ -224,9 +225,9 @@ class FixPlan:
 
     fix: str
     description: str
-    edits: Tuple[FileEdit, ...] = ()
-    addresses: Tuple[str, ...] = ()
-    notes: Tuple[str, ...] = ()
+    edits: tuple[FileEdit, ...] = ()
+    addresses: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -251,8 +252,8 @@ class Fix:
 
     id: str
     title: str
-    addresses: Tuple[str, ...]
-    plan: Callable[["Facts", Finding, Mapping[str, str]], Optional[FixPlan]]
+    addresses: tuple[str, ...]
+    plan: Callable[[Facts, Finding, Mapping[str, str]], FixPlan | None]
 
 
 class FixRefused(Exception):

@@ -23,7 +23,8 @@ Every function is idempotent: redacting an already redacted text changes nothing
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["REDACTED", "redact_text", "is_secret_name", "is_secret_query_name", "redact_value", "redact_env"]
 

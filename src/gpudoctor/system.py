@@ -18,9 +18,10 @@ import os
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator, List, Mapping, Optional, Protocol, Sequence
+from typing import Protocol
 
 __all__ = [
     "CommandResult",
@@ -51,11 +52,11 @@ class CommandResult:
     """
 
     argv: tuple
-    returncode: Optional[int]
+    returncode: int | None
     stdout: str = ""
     stderr: str = ""
     duration_ms: float = 0.0
-    error: Optional[str] = None
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,11 +92,11 @@ class Runner(Protocol):
     """Runs argv lists. Implementations must never raise for a failed command."""
 
     def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Optional[Mapping[str, str]] = None, input_text: Optional[str] = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
         ...
 
 
-_RUNNING: "set[subprocess.Popen]" = set()
+_RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -113,7 +114,7 @@ def kill_running_commands() -> int:
     for proc in procs:  # reap them, so no zombie is left to an init that may not reap
         try:
             proc.wait(timeout=1.0)
-        except Exception:  # noqa: BLE001 - best effort on the way out
+        except Exception:
             pass
     return len(procs)
 
@@ -127,7 +128,7 @@ class SubprocessRunner:
     """
 
     def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Optional[Mapping[str, str]] = None, input_text: Optional[str] = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
         argv = tuple(str(a) for a in argv)
         start = time.monotonic()
         try:
@@ -176,7 +177,7 @@ def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
 
-def _decode(data: Optional[bytes]) -> str:
+def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
 
 
@@ -195,7 +196,7 @@ class Files:
 
     def host_path(self, path: str) -> Path:
         """The host path of ``path`` (an absolute path inside the root)."""
-        parts: List[str] = []
+        parts: list[str] = []
         for part in PurePosixPath("/", path).parts[1:]:
             if part == "..":
                 if parts:
@@ -217,14 +218,14 @@ class Files:
         """The file's text (UTF-8, errors replaced). Raises ``OSError`` as open() does."""
         return self.host_path(path).read_bytes().decode("utf-8", errors="replace")
 
-    def read_text_or_none(self, path: str) -> Optional[str]:
+    def read_text_or_none(self, path: str) -> str | None:
         """The file's text, or None when it does not exist or cannot be read."""
         try:
             return self.read_text(path)
         except OSError:
             return None
 
-    def listdir(self, path: str) -> List[str]:
+    def listdir(self, path: str) -> list[str]:
         """Sorted entry names. Raises ``OSError`` as ``os.listdir`` does."""
         return sorted(os.listdir(self.host_path(path)))
 
@@ -234,7 +235,7 @@ class Files:
         for p in sorted(base.glob(pattern)):
             yield str(PurePosixPath(path, p.relative_to(base)))
 
-    def readlink(self, path: str) -> Optional[str]:
+    def readlink(self, path: str) -> str | None:
         """Target of a symlink (as stored), or None if not a link."""
         try:
             return os.readlink(self.host_path(path))
@@ -300,6 +301,6 @@ class System:
     home: str = field(default_factory=lambda: os.path.expanduser("~"))
 
     @classmethod
-    def live(cls, root: str = "/") -> "System":
+    def live(cls, root: str = "/") -> System:
         """The real machine (or an image root at ``root``)."""
         return cls(files=Files(Path(root)))

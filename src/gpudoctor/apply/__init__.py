@@ -57,8 +57,17 @@ Each module imports only those listed before it.
 
 from __future__ import annotations
 
-from gpudoctor.apply.errors import (ApplyError, CannotWrite, ConflictingEdits, JournalUnavailable, NeedsPrivilege,
-                                    NoSuchUndo, StaleEdit, UndoRefused, WriteFailed)
+from gpudoctor.apply.errors import (
+                                    ApplyError,
+                                    CannotWrite,
+                                    ConflictingEdits,
+                                    JournalUnavailable,
+                                    NeedsPrivilege,
+                                    NoSuchUndo,
+                                    StaleEdit,
+                                    UndoRefused,
+                                    WriteFailed,
+)
 from gpudoctor.apply.fileops import FileOps, atomic_write
 from gpudoctor.apply.flow import apply, changed_since, sudo_command
 from gpudoctor.apply.journal import MANIFEST_SCHEMA_VERSION, Journal, JournalFile, Transaction, default_journal_dir

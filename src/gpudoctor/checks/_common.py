@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -24,7 +23,7 @@ def fmt_bytes(n: int) -> str:
     return f"{n / MIB:.0f} MiB"
 
 
-def driver_version(facts: Facts) -> Optional[str]:
+def driver_version(facts: Facts) -> str | None:
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable) or isinstance(nv.driver_version, Unavailable):
         return None
@@ -49,13 +48,13 @@ def _v(text: str) -> Version:
         return Version("0")
 
 
-def wheel_variants() -> List[dict]:
+def wheel_variants() -> list[dict]:
     """Rows of ``data/torch_wheels.toml`` (CUDA variants first, by CUDA version)."""
     rows = [r for r in load_table("torch_wheels")["variant"] if r["cuda"]]
     return sorted(rows, key=lambda r: _v(r["cuda"]))
 
 
-def best_variant_for_driver(driver: Optional[str]) -> Optional[dict]:
+def best_variant_for_driver(driver: str | None) -> dict | None:
     """The wheel variant to recommend for ``driver``, or None when it runs none.
 
     Among variants the driver can run (``min_driver``, the minor-version
@@ -77,13 +76,13 @@ def best_variant_for_driver(driver: Optional[str]) -> Optional[dict]:
     return (native or current)[-1]
 
 
-def pip_install_command(python: str, variant: dict, torch_version: Optional[str] = None) -> str:
+def pip_install_command(python: str, variant: dict, torch_version: str | None = None) -> str:
     """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``."""
     spec = f"torch=={torch_version}" if torch_version else "torch"
     return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"
 
 
-def split_local(version: str) -> Tuple[str, str]:
+def split_local(version: str) -> tuple[str, str]:
     """``2.1.0+cu121`` -> (``2.1.0``, ``cu121``)."""
     public, _, local = version.partition("+")
     return public, local
@@ -95,7 +94,7 @@ def in_container(facts: Facts) -> bool:
     return not isinstance(os_facts, Unavailable) and os_facts.container.in_container
 
 
-def distinct_targets(targets: TargetsFacts) -> List[TargetFacts]:
+def distinct_targets(targets: TargetsFacts) -> list[TargetFacts]:
     """Targets in order, minus any whose probe saw exactly what an earlier one saw.
 
     A Jupyter kernel that runs the terminal's interpreter with the terminal's
@@ -103,7 +102,7 @@ def distinct_targets(targets: TargetsFacts) -> List[TargetFacts]:
     (``jupyter.kernels`` still reports every kernel).
     """
     seen = set()
-    out: List[TargetFacts] = []
+    out: list[TargetFacts] = []
     for t in targets.targets:
         probe = t.probe
         if isinstance(probe, ProbeFacts):

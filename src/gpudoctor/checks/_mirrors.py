@@ -9,7 +9,7 @@ or ``--offline`` -> ``skip`` with the reason.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -28,7 +28,7 @@ WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "
 WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
 
 
-def _ms(v: Optional[float]) -> str:
+def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}"
 
 
@@ -62,7 +62,7 @@ def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
     return "\n".join(lines)
 
 
-def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> MirrorProbe | None:
     """The best healthy candidate that beats ``current`` by 2x and 200 ms in median, or None."""
     if current.median_ms is None:
         return None
@@ -77,11 +77,11 @@ def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Op
     return None
 
 
-def best_healthy(ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+def best_healthy(ranking: Sequence[MirrorProbe]) -> MirrorProbe | None:
     return next((r for r in ranking if r.status == "ok"), None)
 
 
-def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> List[Finding]:
+def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> list[Finding]:
     """Findings of the ``<eco>.mirror`` check (see module docstring)."""
     mirrors = require(facts, MirrorsFacts)
     conf = [p for p in mirrors.configured if p.ecosystem == eco]

@@ -17,7 +17,6 @@ sources to deb822 ``.sources`` files):
 
 from __future__ import annotations
 
-from typing import Dict, List, Set, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -35,7 +34,7 @@ KNOWN_CODENAMES = {
 }
 
 
-def official_domains() -> Set[str]:
+def official_domains() -> set[str]:
     """Domains of the official archives in the built-in catalogue (``debian.org``,
     ``ubuntu.com``): every host under them is the project's own archive or CDN."""
     domains = set()
@@ -48,7 +47,7 @@ def official_domains() -> Set[str]:
     return domains
 
 
-def is_official(host: str, official: Set[str]) -> bool:
+def is_official(host: str, official: set[str]) -> bool:
     """``host`` is one of ``official`` domains or a host under one of them."""
     return any(host == d or host.endswith("." + d) for d in official)
 
@@ -61,8 +60,8 @@ def _describe(src: AptSource) -> str:
     return f"{src.file}:{src.line}"
 
 
-def _rewrite_findings(apt: AptFacts) -> List[Finding]:
-    out: List[Finding] = []
+def _rewrite_findings(apt: AptFacts) -> list[Finding]:
+    out: list[Finding] = []
     absent = [r for r in apt.rewrites if not r.target_exists]
     active = [f for f in apt.files if not f.ignored and f.path.endswith(".sources")]
     active_distro = [s for s in apt.sources if s.enabled and s.format == "deb822" and is_distro_source(s)]
@@ -108,9 +107,9 @@ def _rewrite_findings(apt: AptFacts) -> List[Finding]:
     return out
 
 
-def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
+def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
     enabled = [s for s in apt.sources if s.enabled]
-    by_archive: Dict[str, Dict[str, Set[str]]] = {}
+    by_archive: dict[str, dict[str, set[str]]] = {}
     for s in enabled:
         if not is_distro_source(s):
             continue
@@ -118,7 +117,7 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
             arch = classify_uri(u)
             if arch:
                 by_archive.setdefault(arch, {}).setdefault(s.format, set()).add(_host(u))
-    for arch, formats in by_archive.items():
+    for formats in by_archive.values():
         one, d822 = formats.get("one-line", set()), formats.get("deb822", set())
         switched = sorted(h for h in one if not is_official(h, official))
         untouched = sorted(h for h in d822 if is_official(h, official))
@@ -142,7 +141,7 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
 
 def evaluate(facts: Facts) -> list[Finding]:
     apt = require(facts, AptFacts)
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     findings += _rewrite_findings(apt)
     findings += _untouched_findings(apt, official_domains())
     enabled = [s for s in apt.sources if s.enabled]
@@ -179,8 +178,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                              + f"\n\nReplace `{suite.split('-')[0]}` with `{apt.codename}` in those entries, then "
                                f"`{APT_UPDATE}`."),
                 evidence={"codename": apt.codename, "suites": [y for _, y in wrong]}))
-    seen: Dict[Tuple[str, str, str, str], AptSource] = {}
-    dups: List[Tuple[AptSource, AptSource, str]] = []
+    seen: dict[tuple[str, str, str, str], AptSource] = {}
+    dups: list[tuple[AptSource, AptSource, str]] = []
     for s in enabled:
         for t in s.types:
             for u in s.uris:

@@ -16,23 +16,32 @@ toolkit driver of the CUDA that produced the PTX.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
-
 from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
-from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices, per_target,
-                                   parse_arch_list, table_arch_list, toolkit_driver, v)
+from gpudoctor.checks._gpu import (
+    arch_name,
+    cc_tuple,
+    coverage,
+    cuda_build_skip,
+    first_covering,
+    gpu_devices,
+    parse_arch_list,
+    per_target,
+    table_arch_list,
+    toolkit_driver,
+    v,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-def _remedy(facts: Facts, probe: ProbeFacts, cc: Tuple[int, int]) -> str:
+def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
     builds = first_covering(cc)
     if not builds:
         return ("No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
                 f"`TORCH_CUDA_ARCH_LIST=\"{cc[0]}.{cc[1]}\"`.")
     first_torch, first_variant = builds[0]
-    variants: Dict[str, dict] = {r["name"]: r for r in wheel_variants()}
+    variants: dict[str, dict] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
     runnable = [b for b in builds if b[1] in variants
@@ -59,7 +68,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     gpus = [g for g in gpu_devices(facts, probe) if g.cc]
     if not gpus:
         return CHECK.finding(Status.SKIP, "no GPU with a known compute capability", target=t.label)
-    arch_list: Optional[List[str]] = list(tf.arch_list) or None
+    arch_list: list[str] | None = list(tf.arch_list) or None
     source = "torch.cuda.get_arch_list()"
     if arch_list is None:
         arch_list = table_arch_list(tf.version or "", tf.cuda)
@@ -70,8 +79,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     entries = parse_arch_list(arch_list)
     evidence = {"arch_list": " ".join(arch_list), "arch_list_source": source,
                 "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus]}
-    failures: List[Tuple[str, str]] = []
-    notes: List[str] = []
+    failures: list[tuple[str, str]] = []
+    notes: list[str] = []
     driver = driver_version(facts)
     for g in gpus:
         cc = cc_tuple(g.cc)

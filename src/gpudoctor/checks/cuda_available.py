@@ -16,7 +16,7 @@ cannot run). Shown first in ``gpudoctor check``.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
@@ -26,7 +26,7 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 #: the causal order of the per-target checks consulted after the driver
-ORDER: Tuple[Tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
+ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
     ("cuda.driver", cuda_driver.assess),
     ("cuda.libcuda", cuda_libcuda.assess),
     ("cuda.arch", cuda_arch.assess),
@@ -35,14 +35,14 @@ ORDER: Tuple[Tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ..
 )
 
 
-def _driver_fault(facts: Facts) -> Optional[Finding]:
+def _driver_fault(facts: Facts) -> Finding | None:
     if isinstance(facts.of(NvidiaDriverFacts), NvidiaDriverFacts):
         found = [f for f in nvidia_driver.evaluate(facts) if f.status == Status.FAIL]
         return found[0] if found else None
     return None
 
 
-def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Optional[Finding]:
+def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | None:
     """The first failing finding in causal order for this target, or None."""
     fault = _driver_fault(facts)
     if fault is not None:

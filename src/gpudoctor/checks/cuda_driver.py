@@ -18,11 +18,18 @@ offered only when every GPU is a data-center/Jetson part that supports it.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
 
 from gpudoctor.checks._common import driver_version, pip_install_command, split_local
-from gpudoctor.checks._gpu import (cuda_build_skip, driver_max_cuda, forward_compat_supported, gpu_devices, per_target,
-                                   judge_driver, v, variant_for)
+from gpudoctor.checks._gpu import (
+    cuda_build_skip,
+    driver_max_cuda,
+    forward_compat_supported,
+    gpu_devices,
+    judge_driver,
+    per_target,
+    v,
+    variant_for,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
@@ -77,7 +84,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     return _too_old(facts, t, probe, verdict, max_txt, evidence)
 
 
-def _compat_version(probe: ProbeFacts) -> Optional[str]:
+def _compat_version(probe: ProbeFacts) -> str | None:
     """Version of a cuda-compat ``libcuda.so.<version>`` the target loaded, or None."""
     lc = probe.libcuda
     if isinstance(lc, Unavailable) or not lc.loaded or not lc.path or "/compat/" not in lc.path:
@@ -90,7 +97,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
     tf = probe.torch
     branch = verdict.floor.split(".")[0] if verdict.floor else "550"
     public = split_local(tf.version or "")[0]
-    remedies: List[str] = [
+    remedies: list[str] = [
         f"1. **Upgrade the NVIDIA driver** to {verdict.floor} or newer (for every CUDA {tf.cuda} feature: "
         f"≥ {verdict.toolkit_driver}; any newer production branch also works). "
         + UPGRADE_HOWTO.format(branch=max(int(branch), 535))]

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
 
 from gpudoctor.checks._common import driver_version, in_container
-from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, v, per_target
+from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, per_target, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
@@ -63,7 +62,7 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
 
 
 def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, compat_version: str,
-                    kernel: Optional[str], evidence: dict) -> Optional[Finding]:
+                    kernel: str | None, evidence: dict) -> Finding | None:
     """Judge a cuda-compat ``libcuda`` (NVIDIA CUDA Compatibility guide, Forward Compatibility;
     runtime errors 803 ``cudaErrorSystemDriverMismatch`` and 804 ``cudaErrorCompatNotSupportedOnDevice``)."""
     compat_dir = os.path.dirname(path)

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts, Unavailable
@@ -68,7 +68,7 @@ def cvd_hides_all(value: str) -> bool:
     return not _CVD_ENTRY.match(first)
 
 
-def gpu_hiding_vars(env: Dict[str, str]) -> Dict[str, str]:
+def gpu_hiding_vars(env: dict[str, str]) -> dict[str, str]:
     """The variables of a kernel.json ``env`` (after substitution) that hide every GPU."""
     out = {}
     if "CUDA_VISIBLE_DEVICES" in env and cvd_hides_all(env["CUDA_VISIBLE_DEVICES"]):
@@ -79,11 +79,11 @@ def gpu_hiding_vars(env: Dict[str, str]) -> Dict[str, str]:
     return out
 
 
-def _ld_dirs(env: Dict[str, str]) -> List[str]:
+def _ld_dirs(env: dict[str, str]) -> list[str]:
     return [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
 
 
-def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeFacts]) -> List[str]:
+def missing_loader_dirs(reference: ProbeFacts | None, kernel: ProbeFacts | None) -> list[str]:
     """``LD_LIBRARY_PATH`` directories of the reference (terminal) missing from the kernel's, in order."""
     if reference is None or kernel is None:
         return []
@@ -91,7 +91,7 @@ def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeF
     return [d for d in _ld_dirs(reference.env) if d not in have]
 
 
-def reference_target(facts: Facts) -> Optional[TargetFacts]:
+def reference_target(facts: Facts) -> TargetFacts | None:
     """The terminal's target, or None: the first ``--python``; else the activated
     environment's interpreter (``active-env``: what ``python`` means in the user's
     shell when gpudoctor runs from its own venv); else the current interpreter."""
@@ -106,7 +106,7 @@ def reference_target(facts: Facts) -> Optional[TargetFacts]:
     return terminal[0] if terminal else None
 
 
-def reference_python(facts: Facts) -> Optional[str]:
+def reference_python(facts: Facts) -> str | None:
     """The terminal's interpreter (probe's ``sys.executable`` when known)."""
     ref = reference_target(facts)
     if ref is None:
@@ -115,7 +115,7 @@ def reference_python(facts: Facts) -> Optional[str]:
 
 
 def kernel_for_finding(facts: Facts, finding: Finding,
-                       options: Optional[Dict[str, str]] = None) -> Optional[KernelSpecFacts]:
+                       options: dict[str, str] | None = None) -> KernelSpecFacts | None:
     """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
 
     With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
@@ -141,14 +141,14 @@ class _Problem:
     code: str
     summary: str
     explanation: str
-    fixes: Tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
 
 
 @dataclass
 class _Kernel:
     spec: KernelSpecFacts
-    target: Optional[TargetFacts]
-    problems: List[_Problem] = field(default_factory=list)
+    target: TargetFacts | None
+    problems: list[_Problem] = field(default_factory=list)
 
 
 def _q(text: str) -> str:
@@ -160,9 +160,9 @@ def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> 
     return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
 
 
-def _without_connection_file(argv: Sequence[str]) -> List[str]:
+def _without_connection_file(argv: Sequence[str]) -> list[str]:
     """argv without ``-f {connection_file}`` (ipykernel then writes its own connection file)."""
-    out: List[str] = []
+    out: list[str] = []
     skip = False
     for i, a in enumerate(argv):
         if skip:
@@ -177,7 +177,7 @@ def _without_connection_file(argv: Sequence[str]) -> List[str]:
     return out
 
 
-def _gpu_vars(env: Dict[str, str]) -> Dict[str, str]:
+def _gpu_vars(env: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in env.items() if n.startswith(("CUDA_", "NVIDIA_"))}
 
 
@@ -194,11 +194,11 @@ def _torch_words(probe: ProbeFacts) -> str:
     return f"torch {t.version} (CPU-only build)"
 
 
-def _has_ipykernel(probe: Optional[ProbeFacts]) -> bool:
+def _has_ipykernel(probe: ProbeFacts | None) -> bool:
     return probe is None or probe.distributions is None or "ipykernel" in probe.distributions
 
 
-def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
+def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     spec = k.spec
     interp = spec.interpreter
     ref_probe = ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None
@@ -338,7 +338,7 @@ def _kernel_probe(k: _Kernel):
     return Unavailable("the kernel's interpreter was not probed")
 
 
-def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
+def _ok_summary(k: _Kernel) -> tuple[Status, str]:
     probe = _kernel_probe(k)
     interp = k.spec.interpreter
     if not isinstance(probe, ProbeFacts):
@@ -350,16 +350,16 @@ def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
     return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, as in the terminal"
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     jupyter = require(facts, JupyterFacts)
     targets = facts.of(TargetsFacts)
-    by_label: Dict[str, TargetFacts] = {}
+    by_label: dict[str, TargetFacts] = {}
     if not isinstance(targets, Unavailable):
         by_label = {t.label: t for t in targets.targets}
     ref = reference_target(facts)
     ref_py = reference_python(facts)
-    findings: List[Finding] = []
-    analysed: List[_Kernel] = []
+    findings: list[Finding] = []
+    analysed: list[_Kernel] = []
     for spec in jupyter.kernels:
         if not spec.is_python and spec.error is None:
             findings.append(CHECK.finding(
@@ -396,7 +396,7 @@ def evaluate(facts: Facts) -> List[Finding]:
             status, summary = _ok_summary(k)
             findings.append(CHECK.finding(status, summary, f"argv: `{' '.join(spec.argv)}`." + extra,
                                           evidence=evidence, target=f"kernel:{spec.name}"))
-    by_display: Dict[str, List[str]] = {}
+    by_display: dict[str, list[str]] = {}
     for spec in jupyter.kernels:
         if spec.error is None:
             by_display.setdefault(spec.display_name, []).append(spec.name)
@@ -410,7 +410,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                     f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
                     f"`{' '.join(jupyter.kernel(n).argv[:1])}`" for n in names),  # type: ignore[union-attr]
                 evidence={"display_name": display, "kernels": names}))
-    python_kernels = [k for k in analysed]
+    python_kernels = list(analysed)
     if not python_kernels:
         cmd = _register_cmd(ref_py, _suggest_name(facts), _suggest_name(facts),
                             _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None)

@@ -22,12 +22,11 @@ such file or directory", pytorch/pytorch issue #129351).
 
 from __future__ import annotations
 
-
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
-from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 

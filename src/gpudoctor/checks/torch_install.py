@@ -18,8 +18,13 @@ from __future__ import annotations
 import re
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import (best_variant_for_driver, distinct_targets, driver_version, nvidia_gpu_count,
-                                      pip_install_command)
+from gpudoctor.checks._common import (
+    best_variant_for_driver,
+    distinct_targets,
+    driver_version,
+    nvidia_gpu_count,
+    pip_install_command,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status

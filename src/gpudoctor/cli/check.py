@@ -6,9 +6,18 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options,
-                                  load_registry, make_collect_options, may_need_targets, read_facts, usage,
-                                  write_output)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    check_pythons,
+    common_collect_options,
+    load_registry,
+    make_collect_options,
+    may_need_targets,
+    read_facts,
+    usage,
+    write_output,
+)
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 

@@ -18,8 +18,8 @@ import os
 import sys
 import tempfile
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import click
 
@@ -37,7 +37,7 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 class GpudoctorGroup(click.Group):
     """Lists commands in the order they were added (check first), not alphabetically."""
 
-    def list_commands(self, ctx: click.Context) -> List[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
 
     def invoke(self, ctx: click.Context):
@@ -122,7 +122,7 @@ def read_facts(path: str):
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
 
 
-def write_output(text: str, out: Optional[str]) -> None:
+def write_output(text: str, out: str | None) -> None:
     """Write ``text`` to the file ``out`` (``-o``), or to stdout when ``out`` is empty or ``-``."""
     if out and out != "-":
         try:
@@ -187,7 +187,7 @@ def _broken_pipe() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",

@@ -25,15 +25,26 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, build_system, check_pythons,
-                                  common_collect_options, load_registry, make_collect_options, usage)
-from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    build_system,
+    check_pythons,
+    common_collect_options,
+    load_registry,
+    make_collect_options,
+    usage,
+)
 from gpudoctor.mirrors.cli_options import fix_mirror_extra, mirror_check_options, resolve_pip_mirror
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
@@ -66,9 +77,9 @@ class FixOutcome:
 
     id: str
     status: str
-    plan: Optional[FixPlan] = None
+    plan: FixPlan | None = None
     message: str = ""
-    finding: Optional[Finding] = None
+    finding: Finding | None = None
 
     def to_json(self) -> dict:
         return redact_value({
@@ -83,7 +94,7 @@ class FixOutcome:
         })
 
 
-def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> List[Finding]:
+def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> list[Finding]:
     """Findings to plan ``fix`` for: those offering it (worst first); when the user named the fix,
     then any other finding of the checks it addresses, or a neutral one."""
     offering = sorted((f for f in findings if fix.id in f.fixes and f.status in (Status.WARN, Status.FAIL)),
@@ -100,9 +111,9 @@ def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> List[Find
 
 
 def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str],
-               named: bool) -> List[FixOutcome]:
+               named: bool) -> list[FixOutcome]:
     """Ask each fix's planner for a plan; never raises for a planner's fault."""
-    outcomes: List[FixOutcome] = []
+    outcomes: list[FixOutcome] = []
     for fx in fixes:
         candidates = _candidates(fx, findings, named)
         offering = next((f for f in candidates if fx.id in f.fixes and f.status >= Status.WARN), None)
@@ -114,7 +125,7 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
             except FixRefused as exc:
                 outcome = FixOutcome(fx.id, "refused", message=str(exc), finding=finding)
                 break
-            except Exception as exc:  # noqa: BLE001 - a broken planner is reported, the others go on
+            except Exception as exc:
                 outcome = FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
                                      f" (a bug in gpudoctor or the plug-in)", finding=finding)
                 break
@@ -128,8 +139,8 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
     return outcomes
 
 
-def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> Dict[str, Status]:
-    out: Dict[str, Status] = {}
+def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> dict[str, Status]:
+    out: dict[str, Status] = {}
     for c in checks:
         statuses = [f.status for f in findings if f.check == c]
         if statuses:
@@ -137,8 +148,8 @@ def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> Dict
     return out
 
 
-def _parse_sets(sets: Sequence[str]) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _parse_sets(sets: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -147,7 +158,7 @@ def _parse_sets(sets: Sequence[str]) -> Dict[str, str]:
     return out
 
 
-def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> List[str]:
+def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> list[str]:
     argv = ["gpudoctor", "fix", *ids]
     if all_:
         argv.append("--all")
@@ -194,8 +205,8 @@ def _echo_diff(diff: str, err: bool) -> None:
         click.echo(click.style(line, fg=colour) if colour else line, err=err)
 
 
-def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
-    chosen: List[Fix] = []
+def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
+    chosen: list[Fix] = []
     for pattern in ids:
         p = pattern.rstrip(".")
         matches = [f for fid, f in registry.fixes.items() if fid == p or fid.startswith(p + ".")]
@@ -266,7 +277,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     registry = load_registry()
     check_pythons(pythons)
-    options: Dict[str, str] = _parse_sets(sets)
+    options: dict[str, str] = _parse_sets(sets)
     for key, value in (("scope", scope), ("index-url", index_url), ("mirror", mirror)):
         if value:
             options[key] = value
@@ -289,7 +300,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         before = engine.run(checks, system, collect_options, progress=progress)
 
     if not named:
-        offered_ids: List[str] = []
+        offered_ids: list[str] = []
         for f in before.findings:
             if f.status in (Status.WARN, Status.FAIL):
                 offered_ids.extend(i for i in f.fixes if i in registry.fixes and i not in offered_ids)
@@ -304,7 +315,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
-    doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
+    doc: dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
                            "before": {c: s.value for c, s in _status_by_check(before.findings, addressed).items()}}
 
     for o in outcomes:
@@ -399,19 +410,19 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing else EXIT_OK)
 
 
-def _no_automatic_fix(findings: Sequence[Finding], registry) -> List[Finding]:
+def _no_automatic_fix(findings: Sequence[Finding], registry) -> list[Finding]:
     """Failing findings that offer no installed fix: ``--all`` cannot repair them, a person must."""
     return [f for f in findings if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes)]
 
 
-def _finish_error(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
+def _finish_error(doc: dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
     click.echo(f"gpudoctor: error: {redact_text(message)}", err=True)
     doc["status"] = "error"
     doc["error"] = message
     return _emit(doc, outcomes, fmt, EXIT_FAIL, quiet=True)
 
 
-def _emit(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: int, quiet: bool = False):
+def _emit(doc: dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: int, quiet: bool = False):
     if fmt == "json":
         doc["fixes"] = [o.to_json() for o in outcomes]
         click.echo(json.dumps(redact_value(doc), indent=2))
@@ -460,7 +471,7 @@ def _history(journal, out: _Out, fmt: str) -> None:
         out.line(f"{t.id}  {t.created_at}  {t.status:<11}  {', '.join(t.fixes)}  {files}{root}{extra}")
 
 
-def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> None:
+def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None:
     from gpudoctor import apply as ap
 
     try:

@@ -35,7 +35,7 @@ def gate(command, skip, strict, require_gpu, probe_timeout, root, quiet):
       gpudoctor gate --skip dataloader.shm -- torchrun --nproc-per-node 8 train.py
     """
     from gpudoctor.engine import SelectionError
-    from gpudoctor.gate import run_gate, gate_checks
+    from gpudoctor.gate import gate_checks, run_gate
 
     registry = load_registry()
     try:

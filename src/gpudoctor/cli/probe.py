@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import click
 
@@ -38,7 +38,7 @@ GRACE_S = 20.0
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-def saved_result_path(home: Optional[str] = None) -> Path:
+def saved_result_path(home: str | None = None) -> Path:
     """Where the last probe result is saved for ``dataloader.shm`` (``~/.cache/gpudoctor/dataloader-probe.json``)."""
     return Path(home or os.path.expanduser("~")) / ".cache" / "gpudoctor" / "dataloader-probe.json"
 
@@ -49,7 +49,7 @@ class ProbeRunError(click.ClickException):
     exit_code = 2
 
 
-def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress=None) -> Dict[str, Any]:
+def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress=None) -> dict[str, Any]:
     """Run the dataloader script in ``python`` and return its result document.
 
     ``on_progress(dict)`` receives each progress line. Raises
@@ -62,8 +62,8 @@ def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress
                                 errors="replace", start_new_session=True)
     except OSError as exc:
         raise ProbeRunError(f"--python {python}: cannot start it: {exc.strerror or exc}") from None
-    tail: List[str] = []
-    out_chunks: List[str] = []
+    tail: list[str] = []
+    out_chunks: list[str] = []
 
     def read_err() -> None:
         assert proc.stderr is not None
@@ -124,7 +124,7 @@ def _fmt(v: Any, spec: str = "", none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
 
-def _cfg_text(cfg: Dict[str, Any]) -> List[str]:
+def _cfg_text(cfg: dict[str, Any]) -> list[str]:
     w = cfg["num_workers"]
     return [str(w), _fmt(cfg.get("prefetch_factor")), "yes" if cfg.get("persistent_workers") else "no",
             "yes" if cfg.get("pin_memory") else "no"]
@@ -147,7 +147,7 @@ ERROR_TEXT = {
 }
 
 
-def render_console(doc: Dict[str, Any], console) -> None:
+def render_console(doc: dict[str, Any], console) -> None:
     """The rich table of configurations, the recommendation, the call and the limits."""
     from rich.table import Table
 
@@ -273,7 +273,7 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
         status = err_console.status(f"measuring DataLoader configurations (budget {budget_s:g} s)...")
         status.start()
 
-    def on_progress(p: Dict[str, Any]) -> None:
+    def on_progress(p: dict[str, Any]) -> None:
         if status is not None:
             cfg = p["config"]
             status.update(f"[{p['done']}/~{p['planned']}] num_workers={cfg['num_workers']}: "
@@ -298,7 +298,7 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     sys.exit(EXIT_FAIL if err else EXIT_OK)
 
 
-def _save(doc: Dict[str, Any], python: str) -> None:
+def _save(doc: dict[str, Any], python: str) -> None:
     """Keep the measured batch size and recommendation for ``dataloader.shm`` (best effort)."""
     r = doc["results"][doc["recommended"]]
     record = {"python": python, "batch_bytes": r.get("batch_bytes"), "batch_size": doc.get("batch_size"),

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Tuple
+from typing import Any
 
 from gpudoctor.system import System
 
@@ -37,7 +38,7 @@ class CollectOptions:
             ``rank_mirrors``), so new features need no new fields here.
     """
 
-    pythons: Tuple[str, ...] = ()
+    pythons: tuple[str, ...] = ()
     offline: bool = False
     deep: bool = False
     probe_timeout_s: float = 60.0
@@ -78,16 +79,16 @@ class Collector:
 
     domain: str
     collect: Callable[[CollectContext], Any]
-    requires: Tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     timeout_s: float = 20.0
 
 
-def all_collectors() -> Dict[str, Collector]:
+def all_collectors() -> dict[str, Collector]:
     """Domain -> collector for every module in this package defining ``COLLECTOR(S)``.
 
     Raises ``RuntimeError`` if two modules collect the same domain.
     """
-    found: Dict[str, Collector] = {}
+    found: dict[str, Collector] = {}
     for mod in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
         module = importlib.import_module(f"{__name__}.{mod.name}")
         collectors = tuple(getattr(module, "COLLECTORS", ()))

@@ -11,8 +11,6 @@ passed in ``CollectOptions.extra["dockerfile"]`` as ``(name, text)``), the
 
 from __future__ import annotations
 
-from typing import List, Optional, Union
-
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
@@ -24,7 +22,7 @@ SOURCES_PARTS = "/etc/apt/sources.list.d"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
-def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
+def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
     files = ctx.system.files
     if not files.is_dir("/etc/apt"):
         return Unavailable("there is no /etc/apt: not a Debian/Ubuntu system (apt checks do not apply)")
@@ -32,7 +30,7 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
     distro_id = codename = machine = ""
     if isinstance(os_facts, OsFacts):
         distro_id, codename, machine = os_facts.id, os_facts.codename, os_facts.machine
-    found: List[AptSourceFile] = []
+    found: list[AptSourceFile] = []
     sources = []
     present = files.is_file(SOURCES_LIST)
     if present:
@@ -40,7 +38,7 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
         entries, problems = parse_one_line(SOURCES_LIST, text)
         sources.extend(entries)
         found.append(AptSourceFile(SOURCES_LIST, "one-line", text, note="; ".join(problems)))
-    names: List[str] = []
+    names: list[str] = []
     if files.is_dir(SOURCES_PARTS):
         try:
             names = files.listdir(SOURCES_PARTS)
@@ -64,7 +62,7 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
         sources.extend(entries)
         found.append(AptSourceFile(path, fmt, text, note="; ".join(problems)))
     rewrites = ()
-    dockerfile: Optional[tuple] = ctx.options.extra.get("dockerfile")
+    dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if dockerfile:
         name, text = dockerfile
         rewrites = tuple(find_rewrites(name, text, files.read_text_or_none,

@@ -8,7 +8,6 @@ falls back to its stated default estimate.
 from __future__ import annotations
 
 import json
-from typing import Union
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -18,7 +17,7 @@ from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 SAVED_RESULT = ".cache/gpudoctor/dataloader-probe.json"
 
 
-def collect_dataloader_probe(ctx: CollectContext) -> Union[DataLoaderProbeFacts, Unavailable]:
+def collect_dataloader_probe(ctx: CollectContext) -> DataLoaderProbeFacts | Unavailable:
     path = f"{ctx.system.home.rstrip('/')}/{SAVED_RESULT}"
     text = ctx.system.files.read_text_or_none(path)
     if text is None:

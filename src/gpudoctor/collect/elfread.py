@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Optional, Tuple
 
 from gpudoctor.system import Files
 
@@ -39,17 +38,17 @@ class ElfInfo:
         error: why the file could not be read (then the rest is empty).
     """
 
-    elf_class: Optional[int] = None
-    machine: Optional[str] = None
-    soname: Optional[str] = None
-    needed: Tuple[str, ...] = ()
-    rpath: Tuple[str, ...] = ()
-    runpath: Tuple[str, ...] = ()
-    defined_versions: FrozenSet[str] = frozenset()
-    defined: FrozenSet[str] = frozenset()
-    needs: Tuple[Tuple[str, str, str], ...] = ()
-    needed_versions: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
-    error: Optional[str] = None
+    elf_class: int | None = None
+    machine: str | None = None
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    defined_versions: frozenset[str] = frozenset()
+    defined: frozenset[str] = frozenset()
+    needs: tuple[tuple[str, str, str], ...] = ()
+    needed_versions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    error: str | None = None
 
 
 def expand_origin(entry: str, origin: str) -> str:
@@ -88,12 +87,12 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                 return ElfInfo(error="not an ELF file")
             fh.seek(0)
             elf = ELFFile(fh)
-            info: Dict[str, object] = {"elf_class": elf.elfclass, "machine": elf["e_machine"]}
+            info: dict[str, object] = {"elf_class": elf.elfclass, "machine": elf["e_machine"]}
             needed, rpath, runpath = [], [], []
             soname = None
-            verdefs: Dict[int, str] = {}
-            verneeds: Dict[int, Tuple[str, str]] = {}
-            needed_versions: Dict[str, list] = {}
+            verdefs: dict[int, str] = {}
+            verneeds: dict[int, tuple[str, str]] = {}
+            needed_versions: dict[str, list] = {}
             dynsym = versym = None
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):

@@ -12,8 +12,9 @@ the launch succeeded.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any
 
 from gpudoctor.collect import CollectContext
 from gpudoctor.facts import Unavailable
@@ -32,7 +33,7 @@ def kernel_label(name: str) -> str:
 
 
 def kernel_targets(ctx: CollectContext,
-                   submit: Optional[Callable[[str, Mapping[str, str]], "Future"]] = None) -> List[TargetFacts]:
+                   submit: Callable[[str, Mapping[str, str]], Future] | None = None) -> list[TargetFacts]:
     """Probe every Python kernel of ``ctx.facts["jupyter"]``; [] when those facts are Unavailable.
 
     ``submit(python, env)`` starts a probe and returns a future (the targets

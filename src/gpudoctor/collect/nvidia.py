@@ -15,7 +15,8 @@ unsupported query degrades to Unavailable instead of an exception.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, List, Tuple, Union
+from collections.abc import Callable
+from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -37,7 +38,7 @@ def collect_gpu(ctx: CollectContext) -> PciGpuFacts:
         entries = files.listdir(base)
     except OSError:
         return PciGpuFacts(devices=(), sysfs_readable=False)
-    devices: List[PciDevice] = []
+    devices: list[PciDevice] = []
     for name in entries:
         vendor = (files.read_text_or_none(f"{base}/{name}/vendor") or "").strip().lower()
         cls = (files.read_text_or_none(f"{base}/{name}/class") or "").strip().lower()
@@ -53,7 +54,7 @@ def collect_gpu(ctx: CollectContext) -> PciGpuFacts:
 # --------------------------------------------------------------------------- driver
 
 
-def parse_nvrm_version(text: str) -> Union[str, None]:
+def parse_nvrm_version(text: str) -> str | None:
     """Driver version from /proc/driver/nvidia/version text, e.g. ``470.86``."""
     m = _NVRM_RE.search(text)
     return m.group(1) if m else None
@@ -70,7 +71,7 @@ def _nvml_query(fn: Callable[..., Any], *args: Any) -> Any:
     return value
 
 
-def _nvml(ctx: CollectContext) -> Tuple[SourceAttempt, Any]:
+def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, Any]:
     """(attempt, (driver, cuda_driver, devices)) from NVML, or (attempt, None)."""
     try:
         import pynvml  # nvidia-ml-py
@@ -89,7 +90,7 @@ def _nvml(ctx: CollectContext) -> Tuple[SourceAttempt, Any]:
         cuda_raw = _nvml_query(pynvml.nvmlSystemGetCudaDriverVersion)
         cuda = f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}" if isinstance(cuda_raw, int) else cuda_raw
         count = _nvml_query(pynvml.nvmlDeviceGetCount)
-        devices: List[NvmlDevice] = []
+        devices: list[NvmlDevice] = []
         for i in range(count if isinstance(count, int) else 0):
             h = _nvml_query(pynvml.nvmlDeviceGetHandleByIndex, i)
             if isinstance(h, Unavailable):
@@ -120,7 +121,7 @@ def _nvml(ctx: CollectContext) -> Tuple[SourceAttempt, Any]:
 
 def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
     files: Files = ctx.system.files
-    attempts: List[SourceAttempt] = []
+    attempts: list[SourceAttempt] = []
     if files.is_live:
         attempt, result = _nvml(ctx)
         attempts.append(attempt)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
@@ -27,11 +27,11 @@ from gpudoctor.probe import probe_target
 from gpudoctor.system import System
 
 
-def active_env_pythons(env: Mapping[str, str]) -> List[str]:
+def active_env_pythons(env: Mapping[str, str]) -> list[str]:
     """Interpreters of the activated venv / conda env that are not the one running gpudoctor."""
     # venv interpreters are symlinks to one base interpreter: compare prefixes, not resolved paths
     own_prefix = os.path.realpath(sys.prefix)
-    found: List[str] = []
+    found: list[str] = []
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = env.get(var)
         if not prefix or os.path.realpath(prefix) == own_prefix:
@@ -45,15 +45,15 @@ def active_env_pythons(env: Mapping[str, str]) -> List[str]:
     return found
 
 
-_EARLY: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+_EARLY: dict[tuple[str, tuple[tuple[str, str], ...]], Future] = {}
 _EARLY_LOCK = threading.Lock()
 
 
-def _key(python: str, env: Mapping[str, str]) -> Tuple[str, Tuple[Tuple[str, str], ...]]:
+def _key(python: str, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
     return python, tuple(sorted(env.items()))
 
 
-def default_specs(ctx: CollectContext) -> List[Tuple[str, str, str]]:
+def default_specs(ctx: CollectContext) -> list[tuple[str, str, str]]:
     """(label, python, kind) of the terminal-side targets: every --python, else the
     current interpreter plus the activated environment's when it is another one."""
     if ctx.options.pythons:
@@ -93,10 +93,10 @@ class ProbeCache:
     def __init__(self, ctx: CollectContext, workers: int = 4):
         self._ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=workers)
-        self._futures: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Future] = {}
+        self._futures: dict[tuple[str, tuple[tuple[str, str], ...]], Future] = {}
         self._lock = threading.Lock()
 
-    def submit(self, python: str, env: Optional[Mapping[str, str]] = None) -> Future:
+    def submit(self, python: str, env: Mapping[str, str] | None = None) -> Future:
         env = dict(self._ctx.system.env if env is None else env)
         key = _key(python, env)
         with self._lock:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Type, TypeVar, Union
+from typing import Any, TypeVar
 
 from gpudoctor.facts.base import (
     FactsDecodeError,
@@ -73,11 +74,11 @@ class Facts:
             return Unavailable(f"the {name} facts were not collected")
         return value
 
-    def of(self, cls: Type[D]) -> Union[D, Unavailable]:
+    def of(self, cls: type[D]) -> D | Unavailable:
         """Typed access by domain class: ``facts.of(NvidiaFacts)``."""
         return self.get(cls.DOMAIN)  # type: ignore[attr-defined]
 
-    def with_domains(self, **domains: Any) -> "Facts":
+    def with_domains(self, **domains: Any) -> Facts:
         """Copy with some domains replaced (used by tests and fixtures)."""
         merged = dict(self.domains)
         merged.update(domains)
@@ -96,7 +97,7 @@ class Facts:
         return redact_value(doc) if redact else doc
 
     @classmethod
-    def from_json(cls, doc: Any) -> "Facts":
+    def from_json(cls, doc: Any) -> Facts:
         """Build facts from a snapshot document.
 
         Domains absent from the document stay absent (checks see them as
@@ -118,7 +119,7 @@ class Facts:
             tp = known.get(name)
             if tp is None:
                 continue
-            domains[name] = from_jsonable(Union[tp, Unavailable], value, f"$.domains.{name}")
+            domains[name] = from_jsonable(tp | Unavailable, value, f"$.domains.{name}")
         durations = doc.get("durations_ms") or {}
         if not isinstance(durations, dict):
             raise FactsDecodeError("$.durations_ms: expected an object")

@@ -15,8 +15,9 @@ import dataclasses
 import enum
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Type, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 __all__ = [
     "Unavailable",
@@ -53,7 +54,7 @@ class FactsDecodeError(ValueError):
     """A facts document does not match the schema; the message names the path."""
 
 
-_DOMAINS: Dict[str, type] = {}
+_DOMAINS: dict[str, type] = {}
 
 
 def domain(name: str):
@@ -62,7 +63,7 @@ def domain(name: str):
     Raises ``ValueError`` if two classes claim the same name.
     """
 
-    def register(cls: Type[T]) -> Type[T]:
+    def register(cls: type[T]) -> type[T]:
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f"{cls.__name__} must be a dataclass")
         existing = _DOMAINS.get(name)
@@ -103,10 +104,10 @@ def to_jsonable(value: Any) -> Any:
 
 # --------------------------------------------------------------------------- decode
 
-_hints_cache: Dict[type, Dict[str, Any]] = {}
+_hints_cache: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> Dict[str, Any]:
+def _hints(cls: type) -> dict[str, Any]:
     hints = _hints_cache.get(cls)
     if hints is None:
         hints = typing.get_type_hints(cls)
@@ -212,7 +213,7 @@ UNAVAILABLE_SCHEMA = {
 }
 
 
-def schema_for(tp: Any, defs: Dict[str, Any]) -> Dict[str, Any]:
+def schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) for type ``tp``; dataclasses go into ``defs``."""
     if tp is Any:
         return {}

@@ -16,7 +16,6 @@ Domains:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
 
 from gpudoctor.facts.base import domain
 
@@ -44,11 +43,11 @@ class AptSource:
     format: str
     line: int
     stanza: int
-    types: Tuple[str, ...]
-    uris: Tuple[str, ...]
-    suites: Tuple[str, ...]
-    components: Tuple[str, ...] = ()
-    options: Dict[str, str] = field(default_factory=dict)
+    types: tuple[str, ...]
+    uris: tuple[str, ...]
+    suites: tuple[str, ...]
+    components: tuple[str, ...] = ()
+    options: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
 
 
@@ -115,10 +114,10 @@ class AptFacts:
     codename: str
     machine: str
     sources_list_present: bool
-    files: Tuple[AptSourceFile, ...]
-    sources: Tuple[AptSource, ...]
+    files: tuple[AptSourceFile, ...]
+    sources: tuple[AptSource, ...]
     ca_certificates: bool
-    rewrites: Tuple[AptRewrite, ...] = ()
+    rewrites: tuple[AptRewrite, ...] = ()
 
 
 # --------------------------------------------------------------------------- uv
@@ -155,10 +154,10 @@ class UvFacts:
         no_config: ``UV_NO_CONFIG`` is set (files are ignored).
     """
 
-    indexes: Tuple[UvIndex, ...]
+    indexes: tuple[UvIndex, ...]
     default_index: str
     default_origin: str
-    files: Dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
     user_config: str = ""
     no_config: bool = False
 
@@ -195,10 +194,10 @@ class CondaFacts:
         user_condarc: ``~/.condarc`` (the file the fix edits).
     """
 
-    files: Dict[str, str]
-    channels: Tuple[CondaChannel, ...]
-    default_channels: Tuple[str, ...]
-    custom_channels: Dict[str, str]
+    files: dict[str, str]
+    channels: tuple[CondaChannel, ...]
+    default_channels: tuple[str, ...]
+    custom_channels: dict[str, str]
     channel_alias: str
     user_condarc: str
 
@@ -224,7 +223,7 @@ class CatalogueMirror:
     operator: str
     region: str
     official: bool
-    urls: Dict[str, str]
+    urls: dict[str, str]
     source: str = ""
 
 
@@ -263,13 +262,13 @@ class MirrorProbe:
     official: bool
     status: str
     reason: str = ""
-    http_status: Optional[int] = None
-    connect_ms: Optional[float] = None
-    samples_ms: Tuple[float, ...] = ()
-    median_ms: Optional[float] = None
-    throughput_kib_s: Optional[float] = None
+    http_status: int | None = None
+    connect_ms: float | None = None
+    samples_ms: tuple[float, ...] = ()
+    median_ms: float | None = None
+    throughput_kib_s: float | None = None
     release_date: str = ""
-    lag_hours: Optional[float] = None
+    lag_hours: float | None = None
 
     @property
     def healthy(self) -> bool:
@@ -297,7 +296,7 @@ class MirrorsFacts:
     ranked: bool
     budget_s: float
     catalogue_origin: str
-    catalogue: Tuple[CatalogueMirror, ...]
-    configured: Tuple[MirrorProbe, ...]
-    rankings: Dict[str, Tuple[MirrorProbe, ...]]
+    catalogue: tuple[CatalogueMirror, ...]
+    configured: tuple[MirrorProbe, ...]
+    rankings: dict[str, tuple[MirrorProbe, ...]]
     wall_ms: float = 0.0

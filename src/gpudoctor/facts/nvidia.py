@@ -9,7 +9,6 @@ cannot be loaded.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -30,7 +29,7 @@ class PciDevice:
     vendor_id: str
     device_id: str
     class_code: str
-    driver: Optional[str] = None
+    driver: str | None = None
 
 
 @domain("gpu")
@@ -44,7 +43,7 @@ class PciGpuFacts:
             containers); then ``devices`` is empty and proves nothing.
     """
 
-    devices: Tuple[PciDevice, ...]
+    devices: tuple[PciDevice, ...]
     sysfs_readable: bool = True
 
 
@@ -75,9 +74,9 @@ class NvmlDevice:
     name: str
     uuid: str
     pci_bus_id: str
-    compute_capability: Union[str, Unavailable]
-    memory_total_mib: Union[int, Unavailable]
-    mig_mode: Union[bool, Unavailable] = Unavailable("not queried")
+    compute_capability: str | Unavailable
+    memory_total_mib: int | Unavailable
+    mig_mode: bool | Unavailable = Unavailable("not queried")
 
 
 @domain("nvidia")
@@ -96,9 +95,9 @@ class NvidiaDriverFacts:
         attempts: every source tried, in order, with its outcome.
     """
 
-    driver_version: Union[str, Unavailable]
+    driver_version: str | Unavailable
     source: str
-    cuda_driver_version: Union[str, Unavailable]
-    nvml: Union[str, Unavailable]
-    devices: Tuple[NvmlDevice, ...] = ()
-    attempts: Tuple[SourceAttempt, ...] = ()
+    cuda_driver_version: str | Unavailable
+    nvml: str | Unavailable
+    devices: tuple[NvmlDevice, ...] = ()
+    attempts: tuple[SourceAttempt, ...] = ()

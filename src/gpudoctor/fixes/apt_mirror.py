@@ -12,13 +12,20 @@ refused. Afterwards ``apt-get update`` is printed, never run.
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts
 from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose
-from gpudoctor.mirrors.aptsources import (SourcesError, classify_uri, distro_archive, is_distro_source, replace_base,
-                                          rewrite_deb822, rewrite_one_line)
+from gpudoctor.mirrors.aptsources import (
+    SourcesError,
+    classify_uri,
+    distro_archive,
+    is_distro_source,
+    replace_base,
+    rewrite_deb822,
+    rewrite_one_line,
+)
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 
 NOTES = (
@@ -28,7 +35,7 @@ NOTES = (
 )
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     apt = facts.get("apt")
     if not isinstance(apt, AptFacts):
         return None
@@ -45,7 +52,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 
-    def mapper(uri: str, suites: Tuple[str, ...], components: Tuple[str, ...], enabled: bool) -> Optional[str]:
+    def mapper(uri: str, suites: tuple[str, ...], components: tuple[str, ...], enabled: bool) -> str | None:
         if not enabled:
             return None
         arch = distro_archive(uri, components)
@@ -53,7 +60,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
             return None
         return replace_base(uri, urls[arch])
 
-    edits: List[FileEdit] = []
+    edits: list[FileEdit] = []
     for f in apt.files:
         if f.ignored or not any(s.file == f.path for s in distro):
             continue

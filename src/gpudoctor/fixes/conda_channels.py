@@ -10,7 +10,7 @@ only those two top-level blocks are replaced (or added at the end).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional
+from collections.abc import Mapping
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts
@@ -20,10 +20,10 @@ from gpudoctor.model import FileEdit, Finding, Fix, FixPlan
 _TOP = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
 
 
-def replace_blocks(text: str, blocks: Dict[str, List[str]]) -> str:
+def replace_blocks(text: str, blocks: dict[str, list[str]]) -> str:
     """``text`` with the top-level YAML keys in ``blocks`` replaced by the given lines (appended if absent)."""
     lines = text.splitlines(keepends=True)
-    out: List[str] = []
+    out: list[str] = []
     skipping = False
     done = set()
     for line in lines:
@@ -54,13 +54,13 @@ def replace_blocks(text: str, blocks: Dict[str, List[str]]) -> str:
     return result
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
         return None
     label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
                          exclude=tuple(c.url for c in conda.channels))
-    blocks: Dict[str, List[str]] = {}
+    blocks: dict[str, list[str]] = {}
     if "conda_pkgs" in urls:
         blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
     named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")]

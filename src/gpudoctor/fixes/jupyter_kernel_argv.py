@@ -10,7 +10,7 @@ longer use); an ``env VAR=...`` wrapper is kept. Addresses ``jupyter.kernels``;
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python
 from gpudoctor.facts import Facts
@@ -18,7 +18,7 @@ from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kerne
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     """A FixPlan rewriting argv, or None when the finding names no editable kernel or nothing would change.
 
     Raises FixRefused when kernel.json is malformed or changed since the facts were collected.

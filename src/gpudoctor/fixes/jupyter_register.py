@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_target, suggest_kernel_name
 from gpudoctor.facts import Facts, Unavailable
@@ -30,11 +31,11 @@ from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 _NAME = re.compile(r"^[a-z0-9._-]+$")
 
 
-def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_major: int = 7) -> Dict[str, Any]:
+def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_major: int = 7) -> dict[str, Any]:
     """The kernel.json dict ``ipykernel install`` writes (7.x shape; 6.x has a smaller ``metadata``)."""
     argv = [python] + (["-Xfrozen_modules=off"] if cpython else []) + ["-m", "ipykernel_launcher", "-f",
                                                                        "{connection_file}"]
-    d: Dict[str, Any] = {"argv": argv, "display_name": display_name, "language": "python"}
+    d: dict[str, Any] = {"argv": argv, "display_name": display_name, "language": "python"}
     if ipykernel_major >= 7:
         d["metadata"] = {"debugger": True, "supported_encryption": ["curve"]}
         d["kernel_protocol_version"] = "5.5"
@@ -43,7 +44,7 @@ def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_
     return d
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     """A FixPlan creating (or replacing) one kernelspec. Raises FixRefused for a bad name."""
     options = options or {}
     jupyter = facts.of(JupyterFacts)

@@ -25,8 +25,8 @@ notes with the command to run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
@@ -40,11 +40,11 @@ FIX_ID = "pip.index-url"
 _TRUE = ("1", "true", "yes", "on")
 
 
-def _truthy(value: Optional[str]) -> bool:
+def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
 
 
-def _url_option(options: Mapping[str, str]) -> Optional[str]:
+def _url_option(options: Mapping[str, str]) -> str | None:
     url = options.get("index-url")
     if not url and options.get("mirror", "").startswith(("http://", "https://")):
         url = options["mirror"]
@@ -63,12 +63,12 @@ def host_entry(url: str) -> str:
     return f"{host}:{port}" if port else host
 
 
-def target_file(pip: PipFacts, scope: Optional[str]) -> Tuple[PipConfigFile, List[str]]:
+def target_file(pip: PipFacts, scope: str | None) -> tuple[PipConfigFile, list[str]]:
     """The file to edit for ``scope`` (None: the file setting index-url now, else user) and notes.
 
     Raises :class:`FixRefused` when pip reads no file at all (``PIP_CONFIG_FILE=/dev/null``).
     """
-    notes: List[str] = []
+    notes: list[str] = []
     if pip.env.get("PIP_CONFIG_FILE") == "/dev/null":
         raise FixRefused("PIP_CONFIG_FILE=/dev/null makes pip ignore every pip.conf; `unset PIP_CONFIG_FILE` "
                          "first, or pass the index on the command line (pip install --index-url URL)")
@@ -96,9 +96,9 @@ def target_file(pip: PipFacts, scope: Optional[str]) -> Tuple[PipConfigFile, Lis
     return chosen, notes
 
 
-def _repairs(pip: PipFacts) -> Tuple[Dict[str, Tuple[Optional[str], str]], List[str]]:
-    texts: Dict[str, Tuple[Optional[str], str]] = {}
-    descriptions: List[str] = []
+def _repairs(pip: PipFacts) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+    texts: dict[str, tuple[str | None, str]] = {}
+    descriptions: list[str] = []
     for f in pip.files:
         if not (f.loaded and f.error is not None):
             continue
@@ -115,7 +115,7 @@ def _repairs(pip: PipFacts) -> Tuple[Dict[str, Tuple[Optional[str], str]], List[
     return texts, descriptions
 
 
-def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipConfigFile) -> Optional[str]:
+def _current(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfigFile) -> str | None:
     if f.path in texts:
         return texts[f.path][1]
     if f.exists and f.text is None:
@@ -130,7 +130,7 @@ def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipC
     return f.text
 
 
-def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: List[str]) -> None:
+def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: list[str]) -> None:
     text = _current(pip, texts, f)
     values, _ = pipconf.parse(text or "")
     existing = values.get("global.trusted-host", "").split()
@@ -140,7 +140,7 @@ def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: List[str]) -> None:
         texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
 
 
-def _simulate(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]]):
+def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]):
     files = []
     for f in pip.files:
         if f.path in texts:
@@ -153,12 +153,12 @@ def _simulate(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]]):
     return effective_settings(tuple(files), env)
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
     texts, descriptions = _repairs(pip)
-    notes: List[str] = []
+    notes: list[str] = []
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
     if url:
@@ -192,12 +192,12 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         eff = pip.effective.get("trusted-host")
         current = eff.value.split() if eff else []
         scope = options.get("scope") or None
-        scoped: Optional[PipConfigFile] = None
+        scoped: PipConfigFile | None = None
         if scope is not None:  # every edit goes to the chosen scope's file
             scoped, scope_notes = target_file(pip, scope)
             notes += scope_notes
-        trusted_now: List[str] = []
-        for kind, idx_url, setting in indexes(pip):
+        trusted_now: list[str] = []
+        for _kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
                 continue

@@ -12,7 +12,7 @@ every file, so the plan is refused with the exact ``export`` to type.
 from __future__ import annotations
 
 import re
-from typing import List, Mapping, Optional
+from collections.abc import Mapping
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import UvFacts
@@ -34,8 +34,8 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     """``text`` (uv.toml or pyproject.toml) with the default index set to ``url``; other lines kept."""
     lines = text.splitlines(keepends=True)
     index_header = "[[tool.uv.index]]" if pyproject else "[[index]]"
-    blocks: List[List[int]] = []  # line indexes per block; block 0 = before any header
-    cur: List[int] = []
+    blocks: list[list[int]] = []  # line indexes per block; block 0 = before any header
+    cur: list[int] = []
     for i, line in enumerate(lines):
         if _HEADER.match(line):
             blocks.append(cur)
@@ -69,7 +69,7 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     return f"{out}{sep}{index_header}\nurl = \"{url}\"\ndefault = true\n"
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     uv = facts.get("uv")
     if not isinstance(uv, UvFacts):
         return None

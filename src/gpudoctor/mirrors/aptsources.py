@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor.facts.mirrors import AptRewrite, AptSource
@@ -47,7 +47,7 @@ _ONE_LINE = re.compile(r"^(?P<lead>\s*)(?P<type>deb|deb-src)(?P<sp1>\s+)(?:(?P<o
 _FIELD = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<value>.*)$")
 
 #: uri -> new uri or None (keep); gets (uri, suites, components, enabled).
-UriMapper = Callable[[str, Tuple[str, ...], Tuple[str, ...], bool], Optional[str]]
+UriMapper = Callable[[str, tuple[str, ...], tuple[str, ...], bool], str | None]
 
 #: Components of the Debian and Ubuntu archives; a repo with others (``stable``, ``main/debug``...) is third-party.
 DISTRO_COMPONENTS = frozenset({"main", "contrib", "non-free", "non-free-firmware", "restricted", "universe",
@@ -65,18 +65,18 @@ def _strip_comment(line: str) -> str:
     return line.split("#", 1)[0]
 
 
-def _parse_opts(opts: str) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _parse_opts(opts: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     for token in opts.strip("[] \t").split():
         key, _, value = token.partition("=")
         out[key.lower().rstrip("+-")] = value
     return out
 
 
-def parse_one_line(path: str, text: str) -> Tuple[List[AptSource], List[str]]:
+def parse_one_line(path: str, text: str) -> tuple[list[AptSource], list[str]]:
     """Entries of a one-line sources file and problems (``path:line: ...``)."""
-    entries: List[AptSource] = []
-    problems: List[str] = []
+    entries: list[AptSource] = []
+    problems: list[str] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = _strip_comment(raw).strip()
         if not line:
@@ -127,19 +127,19 @@ class _Field:
 @dataclass
 class _Stanza:
     start: int
-    fields: List[_Field] = field(default_factory=list)
+    fields: list[_Field] = field(default_factory=list)
 
-    def get(self, name: str) -> Optional[_Field]:
+    def get(self, name: str) -> _Field | None:
         for f in self.fields:
             if f.name.lower() == name.lower():
                 return f
         return None
 
 
-def _stanzas(lines: Sequence[str], path: str) -> Tuple[List[_Stanza], List[str]]:
-    stanzas: List[_Stanza] = []
-    problems: List[str] = []
-    cur: Optional[_Stanza] = None
+def _stanzas(lines: Sequence[str], path: str) -> tuple[list[_Stanza], list[str]]:
+    stanzas: list[_Stanza] = []
+    problems: list[str] = []
+    cur: _Stanza | None = None
     for i, raw in enumerate(lines):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -167,7 +167,7 @@ def _stanzas(lines: Sequence[str], path: str) -> Tuple[List[_Stanza], List[str]]
     return stanzas, problems
 
 
-def _words(f: Optional[_Field]) -> Tuple[str, ...]:
+def _words(f: _Field | None) -> tuple[str, ...]:
     return tuple(f.value.split()) if f else ()
 
 
@@ -179,18 +179,18 @@ def _enabled(stanza: _Stanza) -> bool:
 _CORE = {"types", "uris", "suites", "components", "enabled"}
 
 
-def parse_deb822(path: str, text: str) -> Tuple[List[AptSource], List[str]]:
+def parse_deb822(path: str, text: str) -> tuple[list[AptSource], list[str]]:
     """Stanzas of a deb822 ``.sources`` file and problems (``path:line: ...``)."""
     lines = text.splitlines(keepends=True)
     stanzas, problems = _stanzas(lines, path)
-    entries: List[AptSource] = []
+    entries: list[AptSource] = []
     for idx, st in enumerate(stanzas):
         types, uris, suites = _words(st.get("Types")), _words(st.get("URIs")), _words(st.get("Suites"))
         missing = [n for n, v in (("Types", types), ("URIs", uris), ("Suites", suites)) if not v]
         if missing:
             problems.append(f"{path}:{st.start + 1}: stanza {idx + 1} has no {', '.join(missing)}")
             continue
-        opts: Dict[str, str] = {}
+        opts: dict[str, str] = {}
         for f in st.fields:
             if f.name.lower() in _CORE:
                 continue
@@ -223,7 +223,8 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         comps = _words(st.get("Components"))
         enabled = _enabled(st)
 
-        def sub(m: re.Match) -> str:
+        def sub(m: re.Match[str], suites: tuple[str, ...] = suites, comps: tuple[str, ...] = comps,
+                enabled: bool = enabled) -> str:  # this stanza's values, bound now (B023)
             new = mapper(m.group(0), suites, comps, enabled)
             return m.group(0) if new is None else new
 
@@ -242,7 +243,7 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
 # --------------------------------------------------------------------------- archives
 
 
-def classify_uri(uri: str) -> Optional[str]:
+def classify_uri(uri: str) -> str | None:
     """Catalogue archive key of a distro archive URI, or None for third-party repos.
 
     ``.../debian-security`` and ``security.debian.org`` -> ``debian_security``;
@@ -262,7 +263,7 @@ def classify_uri(uri: str) -> Optional[str]:
     return None
 
 
-def distro_archive(uri: str, components: Sequence[str]) -> Optional[str]:
+def distro_archive(uri: str, components: Sequence[str]) -> str | None:
     """Archive key of ``uri`` when the entry is a Debian/Ubuntu archive, else None.
 
     Path alone is not enough (Docker's repo is ``.../linux/debian`` with
@@ -295,8 +296,8 @@ def _unescape(s: str, delim: str) -> str:
     return re.sub(r"\\(.)", lambda m: m.group(1), s)
 
 
-def _logical_lines(text: str) -> List[Tuple[int, str]]:
-    out: List[Tuple[int, str]] = []
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
     buf, start = "", 0
     for n, line in enumerate(text.splitlines(), 1):
         if not buf:
@@ -315,15 +316,15 @@ def _logical_lines(text: str) -> List[Tuple[int, str]]:
     return out
 
 
-def find_rewrites(name: str, text: str, read: Callable[[str], Optional[str]],
-                  glob: Callable[[str], List[str]]) -> List[AptRewrite]:
+def find_rewrites(name: str, text: str, read: Callable[[str], str | None],
+                  glob: Callable[[str], list[str]]) -> list[AptRewrite]:
     """``sed -i`` edits of apt source files in a Dockerfile or shell script.
 
     ``read(path)`` returns a file's text inside the inspected root (None when
     absent); ``glob(pattern)`` lists matching paths inside it. Each found edit
     says whether its target exists and whether its pattern matches there.
     """
-    found: List[AptRewrite] = []
+    found: list[AptRewrite] = []
     for lineno, line in _logical_lines(text):
         body = re.sub(r"^\s*RUN\s+", "", line, flags=re.I)
         for segment in re.split(r"&&|\|\||;", body):
@@ -336,8 +337,8 @@ def find_rewrites(name: str, text: str, read: Callable[[str], Optional[str]],
             if not any(a == "-i" or (a.startswith("-i") and not a.startswith("--")) or a.startswith("--in-place")
                        for a in argv[1:]):
                 continue
-            exprs: List[str] = []
-            targets: List[str] = []
+            exprs: list[str] = []
+            targets: list[str] = []
             it = iter(argv[1:])
             for a in it:
                 if a in ("-e", "--expression"):

@@ -21,7 +21,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import List, Optional
 
 __all__ = ["FakeMirror", "self_signed_cert"]
 
@@ -56,7 +55,7 @@ class FakeMirror:
             requests outside it get 404.
     """
 
-    def __init__(self, delay_ms: float = 0.0, fault: Optional[str] = None, release_age_hours: float = 1.0,
+    def __init__(self, delay_ms: float = 0.0, fault: str | None = None, release_age_hours: float = 1.0,
                  tls: bool = False, prefix: str = "", json_pages: bool = False):
         self.delay_ms = delay_ms
         self.fault = fault
@@ -64,9 +63,9 @@ class FakeMirror:
         self.tls = tls
         self.prefix = prefix.rstrip("/")
         self.json_pages = json_pages
-        self.requests: List[str] = []
+        self.requests: list[str] = []
         self._closing = threading.Event()
-        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
         mirror = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -144,7 +143,7 @@ class FakeMirror:
             return 200, "text/html", f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
         return 404, "text/plain", b"not found\n"
 
-    def __enter__(self) -> "FakeMirror":
+    def __enter__(self) -> FakeMirror:
         self._thread.start()
         return self
 

@@ -44,19 +44,71 @@ import time
 import traceback
 
 if __package__:  # imported as part of gpudoctor (gpudoctor.dataloader, the tests)
-    from gpudoctor.probe._dataloader_measure import (ProbeFailure, batch_stats, cgroup_quota_cpus, cpu_info,
-                                                     loader_kwargs, measure, user_frame)
-    from gpudoctor.probe._dataloader_report import (STALL_OK, WITHIN, call_text, choose, config_group, cost_key,
-                                                    group_rates, limits, pick_group, recommended_config)
-    from gpudoctor.probe._dataloader_search import (GRID_PREFETCH, MAX_WORKERS, NOISE, PATIENCE, RESULT_VERSION,
-                                                    grid, loader_config, search, worker_ladder)
+    from gpudoctor.probe._dataloader_measure import (
+        ProbeFailure,
+        batch_stats,
+        cgroup_quota_cpus,
+        cpu_info,
+        loader_kwargs,
+        measure,
+        user_frame,
+    )
+    from gpudoctor.probe._dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        config_group,
+        cost_key,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
+    from gpudoctor.probe._dataloader_search import (
+        GRID_PREFETCH,
+        MAX_WORKERS,
+        NOISE,
+        PATIENCE,
+        RESULT_VERSION,
+        grid,
+        loader_config,
+        search,
+        worker_ladder,
+    )
 else:  # run in the target interpreter as a script: this directory is sys.path[0]
-    from _dataloader_measure import (ProbeFailure, batch_stats, cgroup_quota_cpus, cpu_info, loader_kwargs,
-                                     measure, user_frame)
-    from _dataloader_report import (STALL_OK, WITHIN, call_text, choose, config_group, cost_key, group_rates,
-                                    limits, pick_group, recommended_config)
-    from _dataloader_search import (GRID_PREFETCH, MAX_WORKERS, NOISE, PATIENCE, RESULT_VERSION, grid,
-                                    loader_config, search, worker_ladder)
+    from _dataloader_measure import (
+        ProbeFailure,
+        batch_stats,
+        cgroup_quota_cpus,
+        cpu_info,
+        loader_kwargs,
+        measure,
+        user_frame,
+    )
+    from _dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        config_group,
+        cost_key,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
+    from _dataloader_search import (
+        GRID_PREFETCH,
+        MAX_WORKERS,
+        NOISE,
+        PATIENCE,
+        RESULT_VERSION,
+        grid,
+        loader_config,
+        search,
+        worker_ladder,
+    )
 
 __all__ = ["MARKER", "PROGRESS", "RESULT_VERSION", "WITHIN", "STALL_OK", "GRID_PREFETCH", "MAX_WORKERS", "NOISE",
            "PATIENCE", "ProbeFailure", "cgroup_quota_cpus", "cpu_info", "burn_cpu", "SyntheticImages",
@@ -114,11 +166,11 @@ def load_factory(spec, what):
     try:
         module = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise ProbeFailure("factory", "%s %s: cannot import %s (%s)" % (what, spec, mod_name, exc))
+        raise ProbeFailure("factory", "%s %s: cannot import %s (%s)" % (what, spec, mod_name, exc)) from exc
     except Exception as exc:
         raise ProbeFailure("factory", "%s %s: importing %s raised %s: %s" % (what, spec, mod_name,
                                                                               type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]))
+                           where=user_frame(sys.exc_info()[2])) from exc
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -130,7 +182,7 @@ def load_factory(spec, what):
         return obj()
     except Exception as exc:
         raise ProbeFailure("factory", "%s %s: calling it raised %s: %s" % (what, spec, type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]))
+                           where=user_frame(sys.exc_info()[2])) from exc
 
 
 def unwrap_loader(obj):
@@ -202,8 +254,9 @@ def _emit_progress(done, planned, config, result):
 
 
 def _environment(device):
-    import torch
     import multiprocessing
+
+    import torch
     return {"python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
             "torch": str(torch.__version__), "device": device,
             "start_method": multiprocessing.get_start_method(allow_none=True) or "default"}
@@ -219,7 +272,7 @@ def main(argv):
             import torch
         except Exception as exc:
             raise ProbeFailure("usage", "torch cannot be imported in %s: %s: %s"
-                               % (sys.executable, type(exc).__name__, exc))
+                               % (sys.executable, type(exc).__name__, exc)) from exc
         want = cfg.get("device", "auto")
         cuda_ok = False
         try:

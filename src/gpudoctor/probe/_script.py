@@ -70,7 +70,7 @@ def probe_torch():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import torch  # noqa: F401  (the point of the probe)
+            import torch
     except BaseException as exc:  # OSError for a missing .so, ImportError, even SystemExit
         out["import_ok"] = False
         out["import_error"] = _err(exc)

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from collections.abc import Callable
 
 from gpudoctor.engine import Report
 
@@ -25,7 +25,7 @@ def _markdown(report: Report, verbose: bool) -> str:
 
 
 #: format name -> renderer returning text (the console format writes itself)
-FORMATS: Dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown}
+FORMATS: dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown}
 
 
 def render(report: Report, fmt: str, verbose: bool = False) -> str:

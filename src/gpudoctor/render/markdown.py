@@ -43,7 +43,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     lines = [f"## gpudoctor {__version__} report", "",
              f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}", ""]
     if lay.targets:
-        lines += [f"Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
+        lines += ["Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
     for area in lay.areas:
         opened = " open" if area.worst in ATTENTION else ""
         lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "

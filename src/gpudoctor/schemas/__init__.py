@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Dict
 
 from gpudoctor.engine import REPORT_SCHEMA_VERSION
 from gpudoctor.facts import facts_schema
@@ -64,7 +63,7 @@ def report_schema() -> dict:
     }
 
 
-def generated_schemas() -> Dict[str, dict]:
+def generated_schemas() -> dict[str, dict]:
     """File name -> schema as the code generates it now."""
     return {"facts.schema.json": facts_schema(), "report.schema.json": report_schema()}
 
