@@ -16,7 +16,7 @@ import datetime as _dt
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -108,7 +108,7 @@ class Report:
             return 3
         return 0
 
-    def to_json(self, include_facts: bool = False) -> dict:
+    def to_json(self, include_facts: bool = False) -> dict[str, Any]:
         """The report document (``report.schema.json``), secrets redacted."""
         doc: dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
@@ -120,7 +120,8 @@ class Report:
         }
         if include_facts:
             doc["facts"] = self.facts.to_json(redact=False)
-        return redact_value(doc)
+        redacted: dict[str, Any] = redact_value(doc)
+        return redacted
 
 
 def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
@@ -199,7 +200,7 @@ class _ReadyFacts(Mapping[str, Any]):
         self._ready[name].wait()
         return self._results[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
     def __len__(self) -> int:
@@ -275,7 +276,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     for t in threads:
         t.join()
     order = {d: i for i, d in enumerate(domains)}
-    errors.sort(key=lambda f: order.get(f.evidence.get("domain"), 0))
+    errors.sort(key=lambda f: order.get(str(f.evidence.get("domain")), 0))
     facts = Facts(
         domains={d: results[d] for d in domains},
         gpudoctor_version=__version__,

@@ -120,7 +120,7 @@ class Finding:
     duration_ms: float = 0.0
     area: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report-schema form of this finding (see ``report.schema.json``)."""
         return {
             "check": self.check,

@@ -20,6 +20,7 @@ import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gpudoctor.apply.errors import ApplyError, JournalUnavailable, NoSuchUndo, StaleEdit, UndoRefused, WriteFailed
 from gpudoctor.apply.fileops import FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir, sha256_hex
@@ -68,13 +69,13 @@ class JournalFile:
     backup: str | None
     created_dirs: tuple[str, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "target": self.target, "existed": self.existed, "mode": oct(self.mode),
                 "uid": self.uid, "gid": self.gid, "sha256_before": self.sha256_before,
                 "sha256_after": self.sha256_after, "backup": self.backup, "created_dirs": list(self.created_dirs)}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> JournalFile:
+    def from_json(cls, d: Mapping[str, Any]) -> JournalFile:
         return cls(d["path"], d["target"], bool(d["existed"]), int(str(d["mode"]), 0), int(d["uid"]),
                    int(d["gid"]), d.get("sha256_before"), d["sha256_after"], d.get("backup"),
                    tuple(d.get("created_dirs") or ()))
@@ -108,7 +109,7 @@ class Transaction:
     undone_at: str | None = None
     saved_by: str | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "created_at": self.created_at,
                 "root": self.root, "fixes": list(self.fixes), "status": self.status,
                 "undone_at": self.undone_at, "saved_by": self.saved_by,
@@ -362,8 +363,8 @@ class Journal:
                     current = ops.read(w.host_path)
                     if sha256_hex(current) != jf.sha256_before:
                         raise StaleEdit(w.path)
-                    owner = (jf.uid, jf.gid) if jf.existed or os.geteuid() == 0 else None
-                    ops.write(w.host_path, encode_text(w.new_text), jf.mode, owner)
+                    keep: tuple[int, int] | None = (jf.uid, jf.gid) if jf.existed or os.geteuid() == 0 else None
+                    ops.write(w.host_path, encode_text(w.new_text), jf.mode, keep)
                     done.append(i)
                 except (OSError, ApplyError) as exc:
                     restored = self._roll_back(writes, entries, originals, done, files, ops, skip_dirs_of=i)

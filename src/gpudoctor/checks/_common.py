@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -48,13 +49,13 @@ def _v(text: str) -> Version:
         return Version("0")
 
 
-def wheel_variants() -> list[dict]:
+def wheel_variants() -> list[dict[str, Any]]:
     """Rows of ``data/torch_wheels.toml`` (CUDA variants first, by CUDA version)."""
     rows = [r for r in load_table("torch_wheels")["variant"] if r["cuda"]]
     return sorted(rows, key=lambda r: _v(r["cuda"]))
 
 
-def best_variant_for_driver(driver: str | None) -> dict | None:
+def best_variant_for_driver(driver: str | None) -> dict[str, Any] | None:
     """The wheel variant to recommend for ``driver``, or None when it runs none.
 
     Among variants the driver can run (``min_driver``, the minor-version
@@ -76,7 +77,7 @@ def best_variant_for_driver(driver: str | None) -> dict | None:
     return (native or current)[-1]
 
 
-def pip_install_command(python: str, variant: dict, torch_version: str | None = None) -> str:
+def pip_install_command(python: str, variant: dict[str, Any], torch_version: str | None = None) -> str:
     """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``."""
     spec = f"torch=={torch_version}" if torch_version else "torch"
     return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"

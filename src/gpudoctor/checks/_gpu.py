@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -133,7 +134,7 @@ def forward_compat_supported(gpu_name: str) -> bool | None:
     return None
 
 
-def variant_for(torch_version: str | None, driver: str | None) -> dict | None:
+def variant_for(torch_version: str | None, driver: str | None) -> dict[str, Any] | None:
     """The wheel variant to reinstall with: the newest-CUDA variant the driver
     runs (by minor-compat floor) that published ``torch_version`` (public part);
     failing that, the newest-CUDA variant the driver runs, for its newest torch.
@@ -190,7 +191,10 @@ def coverage(cc: tuple[int, int], entries: Sequence[ArchEntry]) -> tuple[ArchEnt
     """(best cubin, best PTX) that run on ``cc`` — the highest applicable of each, or None."""
     cubins = [e for e in entries if not e.ptx and e.runs_on(cc)]
     ptxs = [e for e in entries if e.ptx and e.runs_on(cc)]
-    best = lambda es: max(es, key=lambda e: (e.major, e.minor)) if es else None  # noqa: E731
+
+    def best(es: list[ArchEntry]) -> ArchEntry | None:
+        return max(es, key=lambda e: (e.major, e.minor)) if es else None
+
     return best(cubins), best(ptxs)
 
 
@@ -244,7 +248,7 @@ def arch_name(cc: str) -> str:
     """``"12.0"`` -> ``"Blackwell (GB20x)"``; "" when unknown."""
     for row in load_table("gpu_arch")["arch"]:
         if row["cc"] == cc:
-            return row["name"]
+            return str(row["name"])
     return ""
 
 

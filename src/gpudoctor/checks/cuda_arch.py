@@ -16,6 +16,8 @@ toolkit driver of the CUDA that produced the PTX.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
 from gpudoctor.checks._gpu import (
     arch_name,
@@ -41,7 +43,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
         return ("No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
                 f"`TORCH_CUDA_ARCH_LIST=\"{cc[0]}.{cc[1]}\"`.")
     first_torch, first_variant = builds[0]
-    variants: dict[str, dict] = {r["name"]: r for r in wheel_variants()}
+    variants: dict[str, dict[str, Any]] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
     runnable = [b for b in builds if b[1] in variants
@@ -83,15 +85,16 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     notes: list[str] = []
     driver = driver_version(facts)
     for g in gpus:
-        cc = cc_tuple(g.cc)
+        cc_text = g.cc or ""  # every GPU in `gpus` has one (filtered above)
+        cc = cc_tuple(cc_text)
         sm = f"sm_{cc[0]}{cc[1]}"
-        label = f"{g.name} (compute capability {g.cc}, {sm}{', ' + arch_name(g.cc) if arch_name(g.cc) else ''})"
+        label = f"{g.name} (compute capability {g.cc}, {sm}{', ' + arch_name(cc_text) if arch_name(cc_text) else ''})"
         cubin, ptx = coverage(cc, entries)
         if cubin:
             notes.append(f"{g.name}: {sm} runs the {cubin.text} kernels" if cubin.text != sm else f"{g.name}: {sm}")
             continue
         if ptx:
-            need = toolkit_driver(tf.cuda)
+            need = toolkit_driver(tf.cuda or "")
             if driver and need and v(driver) < v(need):
                 failures.append((
                     f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",

@@ -20,6 +20,7 @@ NVIDIA Container Toolkit: ``NVIDIA_VISIBLE_DEVICES=void|none`` injects no GPU.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
@@ -118,7 +119,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not has_nvidia_gpu(facts):
         return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here", target=t.label)
     env = probe.env
-    evidence = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
+    evidence: dict[str, Any] = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
     nvml = _nvml(facts)
     evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
     fault = visibility(facts, probe)

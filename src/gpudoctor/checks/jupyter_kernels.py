@@ -33,6 +33,7 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts, Unavailable
@@ -328,7 +329,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
 
 
-def _kernel_probe(k: _Kernel):
+def _kernel_probe(k: _Kernel) -> ProbeFacts | Unavailable:
     """The kernel target's probe; else the in-kernel probe of a successful --deep launch."""
     if k.target is not None:
         return k.target.probe
@@ -370,7 +371,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         k = _Kernel(spec, by_label.get(f"kernel:{spec.name}"))
         _analyse(k, ref, facts)
         analysed.append(k)
-        evidence = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
+        evidence: dict[str, Any] = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
                     "argv": list(spec.argv), "reference_python": ref_py}
         if spec.interpreter is not None:
             evidence.update(interpreter=spec.interpreter.path, via=spec.interpreter.via)

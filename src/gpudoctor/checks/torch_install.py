@@ -67,11 +67,13 @@ def _import_error_cause(error: str) -> str:
     return "Reinstall torch in this environment (`pip install --force-reinstall torch`) and retry."
 
 
-def _shadowed(facts: Facts, label: str):
+def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
     """(cause, explanation) when the loader model shows a CUDA library shadowed for this target (issue 11)."""
     from gpudoctor.checks.cuda_libraries import path_remedy, shadowing, target_model, version_of
     model = target_model(facts, label)
-    bad = shadowing(model) if model is not None else []
+    if model is None:
+        return None
+    bad = shadowing(model)
     if not bad:
         return None
     res, good, _why = bad[0]

@@ -44,7 +44,7 @@ FACTS_SCHEMA_VERSION = 1
 
 D = TypeVar("D")
 
-for _mod in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
+for _mod in pkgutil.iter_modules(__path__):
     if _mod.name != "base":
         importlib.import_module(f"{__name__}.{_mod.name}")
 
@@ -76,7 +76,8 @@ class Facts:
 
     def of(self, cls: type[D]) -> D | Unavailable:
         """Typed access by domain class: ``facts.of(NvidiaFacts)``."""
-        return self.get(cls.DOMAIN)  # type: ignore[attr-defined]
+        value: D | Unavailable = self.get(cls.DOMAIN)  # type: ignore[attr-defined]
+        return value
 
     def with_domains(self, **domains: Any) -> Facts:
         """Copy with some domains replaced (used by tests and fixtures)."""
@@ -84,7 +85,7 @@ class Facts:
         merged.update(domains)
         return Facts(merged, self.gpudoctor_version, self.collected_at, self.root, self.durations_ms)
 
-    def to_json(self, redact: bool = True) -> dict:
+    def to_json(self, redact: bool = True) -> dict[str, Any]:
         """The snapshot document; secrets redacted unless ``redact=False``."""
         doc = {
             "schema_version": FACTS_SCHEMA_VERSION,
@@ -132,9 +133,9 @@ class Facts:
         )
 
 
-def facts_schema() -> dict:
+def facts_schema() -> dict[str, Any]:
     """The JSON Schema of the facts snapshot, generated from the domain dataclasses."""
-    defs: dict = {}
+    defs: dict[str, Any] = {}
     props = {name: {"anyOf": [schema_for(tp, defs), schema_for(Unavailable, defs)]}
              for name, tp in sorted(registered_domains().items())}
     return {

@@ -15,7 +15,7 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
@@ -57,7 +57,7 @@ class FactsDecodeError(ValueError):
 _DOMAINS: dict[str, type] = {}
 
 
-def domain(name: str):
+def domain(name: str) -> Callable[[type[T]], type[T]]:
     """Class decorator: register a frozen dataclass as the facts of domain ``name``.
 
     Raises ``ValueError`` if two classes claim the same name.
@@ -180,7 +180,7 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
                 continue
             if f.name in data:
                 kwargs[f.name] = from_jsonable(hints[f.name], data[f.name], f"{path}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise FactsDecodeError(f"{path}: missing required key {f.name!r}")
         return tp(**kwargs)
     if tp is float:
@@ -242,7 +242,7 @@ def schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
             required = []
             for f in dataclasses.fields(tp):
                 props[f.name] = schema_for(hints[f.name], defs)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     required.append(f.name)
             doc = (tp.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
             defs[name] = {"type": "object", "description": doc, "properties": props, "required": required}

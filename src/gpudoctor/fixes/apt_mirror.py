@@ -48,7 +48,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         raise FixRefused("this system has no CA certificates (/etc/ssl/certs/ca-certificates.crt is missing), so apt "
                          "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
                          "with --allow-insecure")
-    primary = [classify_uri(u) for u in current if classify_uri(u) in ("debian", "ubuntu", "ubuntu_ports")]
+    primary = [a for a in (classify_uri(u) for u in current) if a in ("debian", "ubuntu", "ubuntu_ports")]
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 

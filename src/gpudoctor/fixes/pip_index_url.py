@@ -33,7 +33,7 @@ from gpudoctor import pipconf
 from gpudoctor.checks.pip_config import host_port, indexes, is_secure_http_host, show_path, trusted
 from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.pip import PipConfigFile, PipFacts
+from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
 
 FIX_ID = "pip.index-url"
@@ -130,7 +130,7 @@ def _current(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConf
     return f.text
 
 
-def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: list[str]) -> None:
+def _trust(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfigFile, hosts: list[str]) -> None:
     text = _current(pip, texts, f)
     values, _ = pipconf.parse(text or "")
     existing = values.get("global.trusted-host", "").split()
@@ -140,7 +140,7 @@ def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: list[str]) -> None:
         texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
 
 
-def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]):
+def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]) -> dict[str, PipSetting]:
     files = []
     for f in pip.files:
         if f.path in texts:
@@ -204,10 +204,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             if setting.variant == "env_var" and scoped is None:
                 raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
                                  f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
-            f = scoped or pip.file(setting.source)
-            if f is None:  # pragma: no cover - effective settings name known files
+            cf = scoped or pip.file(setting.source)
+            if cf is None:  # pragma: no cover - effective settings name known files
                 continue
-            _trust(pip, texts, f, [host_entry(idx_url)])
+            _trust(pip, texts, cf, [host_entry(idx_url)])
             trusted_now.append(idx_url)
             descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
         if scoped is not None and trusted_now:
