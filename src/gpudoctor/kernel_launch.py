@@ -158,7 +158,7 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
                     km.shutdown_kernel(now=True)
             except Exception:  # pragma: no cover - best effort: make sure it is gone
                 try:
-                    km.kill_kernel()
+                    km._kill_kernel()  # jupyter_client >= 7: the synchronous SIGKILL (no public name)
                 except Exception:
                     pass
         if stderr_fh is not None:

@@ -314,7 +314,7 @@ def repair_header(text: str, path: str = "pip.conf", section: str = "global") ->
         lines[idx] = f"[{section}]{ending}"
         description = f"replace the damaged section header {stripped!r} on {where} by [{section}]"
         shift = 0
-    elif _OPT_RE.match(stripped) and _OPT_RE.match(stripped).group("option").strip():
+    elif (m := _OPT_RE.match(stripped)) and m.group("option").strip():
         lines.insert(idx, f"[{section}]{ending}")
         description = f"add the missing [{section}] header above {where}"
         shift = 1

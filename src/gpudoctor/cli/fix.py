@@ -81,6 +81,13 @@ class FixOutcome:
     message: str = ""
     finding: Finding | None = None
 
+    @property
+    def planned(self) -> FixPlan:
+        """The plan of a ``planned``/``applied`` outcome. Raises ValueError for an outcome without one."""
+        if self.plan is None:
+            raise ValueError(f"fix {self.id} ({self.status}) has no plan")
+        return self.plan
+
     def to_json(self) -> dict:
         return redact_value({
             "id": self.id,
@@ -285,7 +292,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         options["allow-insecure"] = "1"
     named = _fix_selection(registry, ids) if ids else []
     pool = named or list(registry.fixes.values())
-    addressed = []
+    addressed: list[str] = []
     for fx in pool:
         addressed.extend(c for c in fx.addresses if c in registry.checks and c not in addressed)
     checks = [registry.checks[c] for c in registry.checks if c in addressed]
@@ -320,7 +327,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     for o in outcomes:
         if o.status == "planned":
-            out.line(f"{o.id}: {o.plan.description}")
+            out.line(f"{o.id}: {o.planned.description}")
         elif o.status == "already-fixed":
             out.line(f"{o.id}: already fixed, nothing to change")
         elif o.status == "nothing-to-do" and o.finding is not None and o.finding.status >= Status.FAIL:
@@ -336,7 +343,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     doc["manual"] = [{"check": f.check, "summary": f.summary} for f in manual]
 
     try:
-        writes = ap.prepare([o.plan for o in planned], system.files)
+        writes = ap.prepare([o.planned for o in planned], system.files)
     except ap.ApplyError as exc:
         return _finish_error(doc, outcomes, out, fmt, str(exc))
     for w in writes:
@@ -386,7 +393,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
             out.line(f"note: {ap.in_root(w.path, w.root)} is a symlink; its target {w.target} was edited")
     out.line(f"backup: transaction {txn.id} (undo: gpudoctor fix --undo {txn.id})")
 
-    wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
+    wanted = {c for o in planned for c in (o.planned.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
     after = engine.run([registry.checks[c] for c in rechecks], build_system(root), collect_options)
     before_s = _status_by_check(before.findings, rechecks)
@@ -399,7 +406,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
             for f in after.findings:
                 if f.check == c and f.status >= Status.WARN:
                     out.line(f"    {f.summary}")
-    notes = [n for o in planned for n in o.plan.notes]
+    notes = [n for o in planned for n in o.planned.notes]
     if notes:
         out.line("")
         out.line("next, run by hand:")

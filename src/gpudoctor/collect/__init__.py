@@ -89,7 +89,7 @@ def all_collectors() -> dict[str, Collector]:
     Raises ``RuntimeError`` if two modules collect the same domain.
     """
     found: dict[str, Collector] = {}
-    for mod in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
+    for mod in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{mod.name}")
         collectors = tuple(getattr(module, "COLLECTORS", ()))
         if getattr(module, "COLLECTOR", None) is not None:

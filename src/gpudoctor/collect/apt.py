@@ -14,7 +14,7 @@ from __future__ import annotations
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.mirrors import AptFacts, AptSourceFile
+from gpudoctor.facts.mirrors import AptFacts, AptRewrite, AptSourceFile
 from gpudoctor.mirrors.aptsources import VALID_PART_NAME, find_rewrites, parse_deb822, parse_one_line
 
 SOURCES_LIST = "/etc/apt/sources.list"
@@ -49,19 +49,19 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         if not files.is_file(path):
             continue
         fmt = "deb822" if name.endswith(".sources") else "one-line"
-        text = files.read_text_or_none(path)
-        if text is None:
+        part = files.read_text_or_none(path)
+        if part is None:
             found.append(AptSourceFile(path, fmt, "", ignored=True, note="cannot be read"))
             continue
         if not VALID_PART_NAME.match(name):
-            found.append(AptSourceFile(path, fmt, text, ignored=True,
+            found.append(AptSourceFile(path, fmt, part, ignored=True,
                                        note="apt ignores it: names must end in .list or .sources and use only "
                                             "letters, digits, '_', '-' and '.'"))
             continue
-        entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, text)
+        entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, part)
         sources.extend(entries)
-        found.append(AptSourceFile(path, fmt, text, note="; ".join(problems)))
-    rewrites = ()
+        found.append(AptSourceFile(path, fmt, part, note="; ".join(problems)))
+    rewrites: tuple[AptRewrite, ...] = ()
     dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if dockerfile:
         name, text = dockerfile

@@ -88,7 +88,9 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
             fh.seek(0)
             elf = ELFFile(fh)
             info: dict[str, object] = {"elf_class": elf.elfclass, "machine": elf["e_machine"]}
-            needed, rpath, runpath = [], [], []
+            needed: list[str] = []
+            rpath: list[str] = []
+            runpath: list[str] = []
             soname = None
             verdefs: dict[int, str] = {}
             verneeds: dict[int, tuple[str, str]] = {}
@@ -99,13 +101,13 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                     for tag in sec.iter_tags():
                         kind = tag.entry.d_tag
                         if kind == "DT_NEEDED":
-                            needed.append(tag.needed)
+                            needed.append(tag.needed)  # type: ignore[attr-defined]  # set per tag by pyelftools
                         elif kind == "DT_SONAME":
-                            soname = tag.soname
+                            soname = tag.soname  # type: ignore[attr-defined]
                         elif kind == "DT_RPATH":
-                            rpath.extend(p for p in tag.rpath.split(":") if p)
+                            rpath.extend(p for p in tag.rpath.split(":") if p)  # type: ignore[attr-defined]
                         elif kind == "DT_RUNPATH":
-                            runpath.extend(p for p in tag.runpath.split(":") if p)
+                            runpath.extend(p for p in tag.runpath.split(":") if p)  # type: ignore[attr-defined]
                 elif isinstance(sec, GNUVerDefSection):
                     for verdef, auxiter in sec.iter_versions():
                         aux = next(iter(auxiter), None)
@@ -114,8 +116,9 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                 elif isinstance(sec, GNUVerNeedSection):
                     for verneed, auxiter in sec.iter_versions():
                         for aux in auxiter:
-                            verneeds[aux["vna_other"]] = (verneed.name, aux.name)
-                            needed_versions.setdefault(verneed.name, []).append(aux.name)
+                            lib = verneed.name or ""
+                            verneeds[aux["vna_other"]] = (lib, aux.name)
+                            needed_versions.setdefault(lib, []).append(aux.name)
                 elif isinstance(sec, GNUVerSymSection):
                     versym = sec
                 elif symbols and isinstance(sec, SymbolTableSection) and sec.name == ".dynsym":

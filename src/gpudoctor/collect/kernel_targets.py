@@ -58,16 +58,19 @@ def kernel_targets(ctx: CollectContext,
     try:
         pending = []
         for k in kernels:
+            interp = k.interpreter
+            if interp is None:  # pragma: no cover - filtered out above
+                continue
             overrides = dict(k.env_resolved)
-            overrides.update(k.interpreter.wrapper_env)
+            overrides.update(interp.wrapper_env)
             if isinstance(k.launch, KernelLaunch) and k.launch.ok and not isinstance(k.launch.probe, Unavailable):
                 probe: Any = k.launch.probe  # --deep: what the really launched kernel printed
             else:
-                probe = submit(k.interpreter.path, target_environment(ctx.system.env, k))
-            pending.append((k, overrides, probe))
-        return [TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND,
+                probe = submit(interp.path, target_environment(ctx.system.env, k))
+            pending.append((k, interp, overrides, probe))
+        return [TargetFacts(label=kernel_label(k.name), python=interp.path, kind=KERNEL_KIND,
                             probe=probe.result() if isinstance(probe, Future) else probe, env_overrides=overrides)
-                for k, overrides, probe in pending]
+                for k, interp, overrides, probe in pending]
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)

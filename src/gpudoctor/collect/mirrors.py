@@ -13,7 +13,7 @@ from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.mirrors import MirrorsFacts
 from gpudoctor.mirrors import catalogue as catalogue_mod
 from gpudoctor.mirrors.gather import ECOSYSTEMS, candidate_targets, configured_targets, measure
-from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
+from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget
 
 
 def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
@@ -23,7 +23,7 @@ def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
     configured = configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), facts.get("pip"), cat)
     ranked = bool(extra.get("rank_mirrors"))
     ecosystems = tuple(extra.get("rank_ecosystems") or ECOSYSTEMS) if ranked else ()
-    candidates = []
+    candidates: list[ProbeTarget] = []
     if ranked:
         candidates, _skipped = candidate_targets(cat, ecosystems, facts.get("apt"), facts.get("conda"))
     return measure(configured, candidates, cat, ecosystems, offline=ctx.options.offline, ranked=ranked,

@@ -97,7 +97,7 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        error = PipParseError(0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it")
+        error: PipParseError | None = PipParseError(0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it")
         return PipConfigFile(path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target,
                              None, {}, {}, error)
     values, problem = pipconf.parse(text)
@@ -145,7 +145,7 @@ def collect(ctx: CollectContext) -> PipFacts:
     prefix, prefix_from = site_prefix(ctx)
     config_file = env.get("PIP_CONFIG_FILE") or None
     devnull = config_file == DEVNULL
-    env_file_exists = bool(config_file) and not devnull and _exists(ctx, config_file)
+    env_file_exists = config_file is not None and not devnull and _exists(ctx, config_file)
     out: list[PipConfigFile] = []
     for variant, path in candidate_files(env, home, prefix):
         if variant == "env" and devnull:

@@ -114,13 +114,13 @@ def candidate_targets(catalogue: Catalogue, ecosystems: Iterable[str], apt: Any 
             out.append(ProbeTarget(m.name, "conda", archive, f"{m.urls[archive]}/{channel}", "conda",
                                    subdir=catalogue.conda_subdir, official=m.official))
     if "apt" in eco:
-        archive, suite = apt_archive(apt if isinstance(apt, AptFacts) else None)
-        if archive is None or not suite:
+        apt_arch, suite = apt_archive(apt if isinstance(apt, AptFacts) else None)
+        if apt_arch is None or not suite:
             skipped["apt"] = ("the distribution or its codename is unknown (no Debian/Ubuntu os-release and no "
                               "distro apt sources)")
         else:
-            for m in catalogue.for_archive(archive):
-                out.append(ProbeTarget(m.name, "apt", archive, m.urls[archive], "apt", suite=suite,
+            for m in catalogue.for_archive(apt_arch):
+                out.append(ProbeTarget(m.name, "apt", apt_arch, m.urls[apt_arch], "apt", suite=suite,
                                        official=m.official))
     return out, skipped
 

@@ -422,7 +422,7 @@ def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0)
 def rank(results: Iterable[MirrorProbe]) -> tuple[MirrorProbe, ...]:
     """Healthy first, fastest median first; then the unhealthy ones by name."""
     res = list(results)
-    good = sorted((r for r in res if r.status == "ok" and r.median_ms is not None), key=lambda r: r.median_ms)
+    good = sorted((r for r in res if r.status == "ok" and r.median_ms is not None), key=lambda r: r.median_ms or 0.0)
     rest = sorted((r for r in res if not (r.status == "ok" and r.median_ms is not None)),
                   key=lambda r: (r.status != "local", r.name))
     return tuple(good + rest)

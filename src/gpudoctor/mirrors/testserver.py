@@ -107,6 +107,7 @@ class FakeMirror:
     def url(self) -> str:
         """Base URL including the prefix, e.g. ``http://127.0.0.1:40123/debian``."""
         host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host  # AF_UNIX only; ours is AF_INET
         return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
 
     def _answer(self, path: str) -> tuple:
