@@ -209,7 +209,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                 continue
             _trust(pip, texts, cf, [host_entry(idx_url)])
             trusted_now.append(idx_url)
-            descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
+            descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(cf.path, pip.home)}")
         if scoped is not None and trusted_now:
             after = _simulate(pip, texts).get("trusted-host")
             hosts = after.value.split() if after else []
