@@ -197,7 +197,7 @@ def test_snapshot_that_is_binary(tmp_path):
 
 
 @pytest.mark.parametrize("doc, message", [
-    ({"schema_version": 99, "domains": {}}, "reads facts schema 1, the file has 99"),
+    ({"schema_version": 99, "domains": {}}, "reads facts schemas 1, 2, the file has 99"),
     ({"domains": {}}, "the file has None"),
     ([1, 2], "a facts snapshot is a JSON object"),
     ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),

@@ -101,3 +101,18 @@ def test_domain_names_are_unique():
     assert registered_domains()["shm"] is ShmFacts
     with pytest.raises(TypeError):
         domain("plain")(type("NotADataclass", (), {}))
+
+
+def test_version_1_snapshots_still_load_and_new_ones_say_version_2():
+    """Facts schema 2 only added domains and defaulted fields: a version-1
+    snapshot (every fixture written before 0.2.0) loads, the newer facts absent."""
+    from conftest import FIXTURES
+    old = json.loads((FIXTURES / "facts" / "gpu-driver-550-cpu-torch.json").read_text())
+    assert old["schema_version"] == 1
+    facts = Facts.from_json(old)
+    assert facts.get("nvidia") and not facts.get("cuda_libraries")   # new domain: Unavailable, not an error
+    assert facts.to_json()["schema_version"] == FACTS_SCHEMA_VERSION == 2
+    with pytest.raises(FactsDecodeError, match="reads facts schemas 1, 2"):
+        Facts.from_json({"schema_version": 3, "domains": {}})
+    with pytest.raises(FactsDecodeError):
+        Facts.from_json({"schema_version": True, "domains": {}})

@@ -138,7 +138,7 @@ def test_json_with_facts_validates_against_both_schemas():
     from gpudoctor.render.json import render_json
     doc = json.loads(render_json(report(), include_facts=True))
     validator("report.schema.json").validate(doc)
-    assert doc["facts"]["schema_version"] == 1
+    assert doc["facts"]["schema_version"] == 2
     assert [f["area"] for f in doc["findings"]] == ["gpu", "gpu", "sources", "data", "gpudoctor", "gpu"]
 
 

@@ -29,14 +29,15 @@ _SELF = "gpudoctor"
 
 #: Display order of check families: the causal chain of a GPU job, from the
 #: hardware up to the data pipeline and package sources. Others follow by id.
-FAMILY_ORDER = ("gpudoctor", "collect", "nvidia", "cuda", "cudnn", "torch", "gpu", "jupyter", "dataloader",
-                "nccl", "pip", "uv", "conda", "apt")
+FAMILY_ORDER = ("gpudoctor", "collect", "platform", "nvidia", "cuda", "cudnn", "torch", "gpu", "jupyter",
+                "dataloader", "nccl", "pip", "uv", "conda", "apt")
 
 
 #: Checks shown before every family: headlines that summarise the others.
 PINNED_FIRST = ("cuda.available",)
 #: Checks shown first within their family, in this (causal) order; the rest follow by id.
-FAMILY_LEADS = ("cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.devices")
+FAMILY_LEADS = ("cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.devices", "platform.container",
+                "platform.kernel-module", "platform.driver-branch")
 
 
 def sort_key(id_: str) -> tuple:

@@ -12,6 +12,7 @@ vendor libraries such as pynvml.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import ContainerFacts, CpuFacts, CpuQuota, OsFacts, ShmFacts
-from gpudoctor.facts.nvidia import NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, SourceAttempt
+from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, SourceAttempt
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts, TorchFacts
 from gpudoctor.system import Clock, CommandResult, Files, System
 
@@ -152,10 +153,27 @@ def pci_gpus(n: int = 1, driver: str | None = "nvidia", device_id: str = "0x2684
 
 
 def nvml_device(index: int = 0, name: str = "NVIDIA GeForce RTX 4090", cc: str = "8.9", memory_mib: int = 24564,
-                uuid: str | None = None, bus: str | None = None, mig: bool | Unavailable = False) -> NvmlDevice:
+                uuid: str | None = None, bus: str | None = None, mig: bool | Unavailable = False,
+                health: GpuHealth | Unavailable | None = None) -> NvmlDevice:
     return NvmlDevice(index=index, name=name, uuid=uuid or f"GPU-{index:08d}-0000-0000-0000-000000000000",
                       pci_bus_id=bus or f"00000000:{index + 1:02X}:00.0", compute_capability=cc,
-                      memory_total_mib=memory_mib, mig_mode=mig)
+                      memory_total_mib=memory_mib, mig_mode=mig,
+                      health=health if health is not None else Unavailable("not queried"))
+
+
+def gpu_health(**overrides: Any) -> GpuHealth:
+    """A healthy data-centre GPU at idle (H100 SXM values as NVML documents them: ECC on, no
+    errors, idle clock reason, PCIe Gen5 x16, 41 °C of slowdown 92 / shutdown 97, 68 W of 700 W,
+    persistence on, default compute mode, no processes); ``overrides`` replace fields."""
+    base = GpuHealth(ecc_enabled=True, ecc_pending=True, ecc_volatile_corrected=0, ecc_volatile_uncorrected=0,
+                     ecc_aggregate_corrected=0, ecc_aggregate_uncorrected=0, retired_pages_sbe=0,
+                     retired_pages_dbe=0, retired_pages_pending=False, remapped_rows_correctable=0,
+                     remapped_rows_uncorrectable=0, remap_pending=False, remap_failure=False,
+                     clock_event_reasons=0x1, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
+                     pcie_width_max=16, temperature_c=41, temperature_slowdown_c=92, temperature_shutdown_c=97,
+                     power_draw_w=68.1, power_limit_w=700.0, persistence_mode=True, compute_mode="default",
+                     processes=(), utilization_gpu_pct=0, utilization_memory_pct=0)
+    return dataclasses.replace(base, **overrides)
 
 
 def nvidia_facts(driver: str = "550.54.15", cuda: str | None = "12.4",

@@ -2,7 +2,8 @@
 if not, what is the single most likely root cause?
 
 It reuses the other GPU checks' pure ``assess`` functions and takes the first
-``fail`` in causal order: driver (``nvidia.driver``, ``cuda.driver``) →
+``fail`` in causal order: platform (``platform.container``,
+``platform.kernel-module``) → driver (``nvidia.driver``, ``cuda.driver``, ``platform.driver-branch``) →
 ``cuda.libcuda`` → ``cuda.arch`` → libraries (``cudnn.load``) → visibility
 (``cuda.devices``). The summary reads "CUDA is unavailable in <python>: <root
 cause>" (or "unusable" when ``torch.cuda.is_available()`` is True but kernels
@@ -28,6 +29,7 @@ from gpudoctor.model import Check, Finding, Status
 #: the causal order of the per-target checks consulted after the driver
 ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
     ("cuda.driver", cuda_driver.assess),
+    ("platform.driver-branch", lambda facts, t, probe: _branch(facts, t, probe)),
     ("cuda.libcuda", cuda_libcuda.assess),
     ("cuda.arch", cuda_arch.assess),
     ("cudnn.load", cudnn_load.assess),
@@ -35,7 +37,33 @@ ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ..
 )
 
 
+def _platform_fault(facts: Facts) -> Finding | None:
+    """The first ``fail`` of the platform checks below the driver: GPU not injected into the
+    container, wrong or missing kernel module."""
+    from gpudoctor.checks import SkipCheck, platform_container, platform_kernel_module
+    for evaluate in (platform_container.evaluate, platform_kernel_module.evaluate_module):
+        try:
+            found = [f for f in evaluate(facts) if f.status == Status.FAIL]
+        except SkipCheck:
+            continue
+        if found:
+            return found[0]
+    return None
+
+
+def _branch(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
+    """``platform.driver-branch`` as a per-target step (its verdict does not depend on the target)."""
+    from gpudoctor.checks import SkipCheck, platform_kernel_module
+    try:
+        return platform_kernel_module.evaluate_branch(facts)[0]
+    except SkipCheck as exc:
+        return Finding(check="platform.driver-branch", status=Status.SKIP, summary=str(exc))
+
+
 def _driver_fault(facts: Facts) -> Finding | None:
+    platform = _platform_fault(facts)
+    if platform is not None:
+        return platform
     if isinstance(facts.of(NvidiaDriverFacts), NvidiaDriverFacts):
         found = [f for f in nvidia_driver.evaluate(facts) if f.status == Status.FAIL]
         return found[0] if found else None
@@ -72,7 +100,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                  "no NVIDIA driver is visible (and the PCI bus could not be listed to look for a GPU)")
         return CHECK.finding(Status.INFO, f"CUDA is unavailable in {python}: {where}",
                              "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
-                             "In a container on a GPU host, start it with `--gpus all` (NVIDIA Container Toolkit).",
+                             "In a container on a GPU host, `platform.container` says how to give it the GPU on this "
+                             "platform.",
                              evidence=evidence, target=t.label)
     if not tf.installed:
         # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
@@ -117,7 +146,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.available",
     title="headline: is CUDA usable in each target, and the single most likely root cause",
-    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels", "cuda_libraries"),
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels", "cuda_libraries", "platform", "kmod"),
     evaluate=per_target("cuda.available", assess),
     tags=("gate",),
 )

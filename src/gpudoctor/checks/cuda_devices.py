@@ -24,6 +24,7 @@ from typing import Any
 
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
+from gpudoctor.checks._platform import REQUEST, injection_remedy, platform_of, scheduler_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
@@ -74,13 +75,17 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
     # only the NVIDIA container runtime reads it; on a host it changes nothing
     if in_container(facts) and nvd is not None and nvd.strip().lower() in ("void", "none", ""):
         return (Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
-                "The container was started with no GPU. Start it with `--gpus all` or "
-                "`-e NVIDIA_VISIBLE_DEVICES=all` (or a list of indices/UUIDs).")
+                "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False))
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
     entries = [e.strip() for e in cvd.split(",")]
     if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
+        sched = scheduler_of(platform_of(facts))
+        if sched in REQUEST:  # set for the job: unsetting it would take GPUs the job was not given
+            who, how = REQUEST[sched]
+            return (Status.FAIL, f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
+                    f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}")
         return (Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA",
                 f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
                 f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
@@ -163,6 +168,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.devices",
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
-    needs=("targets", "nvidia", "gpu", "os"),
+    needs=("targets", "nvidia", "gpu", "os", "platform"),
     evaluate=per_target("cuda.devices", assess),
 )

@@ -24,6 +24,7 @@ from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
 from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, per_target, v
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
@@ -49,10 +50,7 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
                     f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
                     f"(or `all`).")
         return ("This container was started without the NVIDIA runtime, so the host's driver libraries are not "
-                "mounted in. Start it with `docker run --gpus all ...` (NVIDIA Container Toolkit; "
-                "`sudo nvidia-ctk runtime configure --runtime=docker` on the host once), `runtime: nvidia` in "
-                "compose, or a `nvidia.com/gpu` resource request in Kubernetes. Do not install a driver inside "
-                "the image.")
+                "mounted in. " + injection_remedy(facts) + " Do not install a driver inside the image.")
     branch = (driver_version(facts) or "").split(".")[0]
     pkg_ubuntu = f"libnvidia-compute-{branch}" if branch else "libnvidia-compute-<driver branch>"
     return ("The kernel driver is present but its user-space compute library is not on the loader path. Install "
@@ -140,7 +138,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="cuda.libcuda",
     title="the driver's libcuda.so.1 loads in each target",
-    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries"),
+    needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries", "platform"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
 )

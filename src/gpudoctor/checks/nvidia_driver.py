@@ -6,6 +6,8 @@
   vfio-pci passthrough, module not loaded, container without the NVIDIA runtime);
 - the kernel module answers but NVML cannot be loaded on the live system
   -> ``fail`` (user-space driver libraries missing or mismatched);
+- NVML's worker crashed, hung, printed garbage or failed, and no other source
+  found a driver -> ``fail`` naming the signal/timeout (a broken libnvidia-ml.so.1);
 - otherwise ``ok`` with the version and the newest CUDA it supports.
 """
 
@@ -15,9 +17,15 @@ from typing import Any
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import in_container
+from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status
+
+#: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
+#: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
+BROKEN_NVML = {"crashed": "it crashes when loaded", "timeout": "it hangs when loaded",
+               "garbage": "it gives no valid answer", "failed": "its worker exited abnormally"}
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -43,8 +51,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
                 f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
                 f"version. Typical causes:\n\n"
-                f"- in a container: it was started without the NVIDIA runtime — use `docker run --gpus all ...` "
-                f"(NVIDIA Container Toolkit) or `runtime: nvidia`;\n"
+                f"- in a container: it was started without the NVIDIA runtime. "
+                f"{injection_remedy(facts)}\n"
                 f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
                 f"— reboot, or reload the module;\n"
                 f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
@@ -55,6 +63,17 @@ def evaluate(facts: Facts) -> list[Finding]:
         return [CHECK.finding(Status.OK, f"NVIDIA driver {nv.driver_version}{max_cuda}{where}",
                               evidence=evidence)]
 
+    if nv.nvml_outcome in BROKEN_NVML and isinstance(nv.nvml, Unavailable):
+        return [CHECK.finding(
+            Status.FAIL, f"the NVIDIA driver library libnvidia-ml.so.1 is broken: {BROKEN_NVML[nv.nvml_outcome]}",
+            f"gpudoctor loads NVML only in a separate worker process, and that worker did not come back: "
+            f"{nv.nvml.reason}.\n\nEvery NVIDIA tool (`nvidia-smi`, the CUDA runtime, PyTorch's device queries) "
+            f"loads this library, so they will crash or hang the same way. Find which copy is loaded: "
+            f"`ldconfig -p | grep libnvidia-ml` and `echo $LD_LIBRARY_PATH` (a stray copy on LD_LIBRARY_PATH "
+            f"shadows the driver's); reinstall the driver's user-space package of the same version as the "
+            f"kernel module (`cat /proc/driver/nvidia/version`); if a GPU fell off the bus (`sudo dmesg | grep -i "
+            f"xid`), reboot.\n\n{looked}.", evidence=evidence)]
+
     if not pci_devices:
         if isinstance(pci, Unavailable) or not pci.sysfs_readable:
             summary = "no NVIDIA driver found, and the PCI bus could not be listed to look for a GPU"
@@ -64,8 +83,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             Status.SKIP, summary,
             "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
             f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
-            "GPU checks do not apply here. If this should be a GPU machine: in a container, start it with "
-            "`--gpus all` (NVIDIA Container Toolkit); in a VM, check that the GPU is passed through.",
+            "GPU checks do not apply here. If this should be a GPU machine, in a VM check that the GPU is passed "
+            "through; in a container: " + injection_remedy(facts, gpu_requested=False),
             evidence=evidence)]
 
     drivers = {d.driver for d in pci_devices}
@@ -79,8 +98,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                  "the workload in the VM it is passed to.")
     elif in_container(facts):
         cause = ("this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
-                 "inside. Start the container with the NVIDIA runtime: `docker run --gpus all ...` "
-                 "(NVIDIA Container Toolkit), or in Kubernetes request `nvidia.com/gpu`.")
+                 "inside. " + injection_remedy(facts))
     else:
         cause = ("no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
                  "`sudo apt install nvidia-driver` or `sudo ubuntu-drivers install`), then reboot; if it is "
@@ -93,7 +111,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="nvidia.driver",
     title="NVIDIA GPU present and its driver usable",
-    needs=("gpu", "nvidia", "os"),
+    needs=("gpu", "nvidia", "os", "platform"),
     evaluate=evaluate,
     tags=("gate",),
 )

@@ -55,7 +55,8 @@ def _import_error_cause(error: str) -> str:
                     f"torch ...`), and check that `LD_LIBRARY_PATH` does not point at an incompatible copy.")
         if lib.startswith("libcuda.so"):
             return ("`libcuda.so.1` belongs to the NVIDIA driver, not to torch: the driver is missing, or this "
-                    "container was started without the NVIDIA runtime (`--gpus all`).")
+                    "container was started without the NVIDIA runtime (`platform.container` names the remedy for this "
+                    "platform).")
         return f"`{lib}` could not be found by the dynamic loader; install the package that provides it."
     m = _UNDEFINED.search(error)
     if m:

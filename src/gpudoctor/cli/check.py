@@ -32,7 +32,8 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside.")
+@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
+              "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.")
 @mirror_check_options
 def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
           **mirror_opts):

@@ -2,26 +2,44 @@
 
 Order of driver sources, each outcome kept in ``attempts``:
 
-1. NVML through nvidia-ml-py (``pynvml``), in-process: driver version,
+1. NVML through nvidia-ml-py (``pynvml``) in a child process
+   (:mod:`gpudoctor.nvml_worker`, the doctor's own interpreter, its own process
+   group, killed at :data:`NVML_WORKER_TIMEOUT_S`): driver version,
    ``nvmlSystemGetCudaDriverVersion`` (the newest CUDA the driver supports),
-   and each device. NVML never initialises CUDA. Only on the live system.
+   each device and its health counters. NVML never initialises CUDA. Only on
+   the live system. A crash (signal), hang, garbage or nonzero exit becomes
+   ``nvml = Unavailable(reason)`` and ``nvml_outcome``; the doctor lives on.
 2. ``/proc/driver/nvidia/version`` (``NVRM version: ... Kernel Module  470.86 ...``).
 3. ``/sys/module/nvidia/version``.
 
-Every NVML call goes through :func:`_nvml_query`, so a missing symbol or an
-unsupported query degrades to Unavailable instead of an exception.
+The doctor process never loads libnvidia-ml.so.1 itself. The collector
+runs alongside the target probes (collectors of a wave start together).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from collections.abc import Callable
+import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
-from gpudoctor.facts import Unavailable
-from gpudoctor.facts.nvidia import NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, SourceAttempt
-from gpudoctor.system import Files
+from gpudoctor.facts import FactsDecodeError, Unavailable
+from gpudoctor.facts.base import from_jsonable
+from gpudoctor.facts.nvidia import (
+    GpuHealth,
+    GpuProcess,
+    NvidiaDriverFacts,
+    NvmlDevice,
+    PciDevice,
+    PciGpuFacts,
+    SourceAttempt,
+)
+from gpudoctor.nvml_worker import MARKER
+from gpudoctor.system import Files, signal_name
 
 NVIDIA_VENDOR = "0x10de"
 _NVRM_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)")
@@ -60,76 +78,146 @@ def parse_nvrm_version(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _nvml_query(fn: Callable[..., Any], *args: Any) -> Any:
-    """Call one NVML function; any NVML error or missing symbol -> Unavailable."""
-    try:
-        value = fn(*args)
-    except Exception as exc:  # pynvml.NVMLError and friends, AttributeError for old bindings
-        return Unavailable(f"{getattr(fn, '__name__', 'NVML call')} failed: {exc}")
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    return value
+#: Seconds the NVML worker may take (NVML init on a healthy 8-GPU node takes ~1-2 s;
+#: a driver that waits on a GPU fallen off the bus can block for tens of seconds).
+NVML_WORKER_TIMEOUT_S = 20.0
+
+_CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT", "SIGFPE")
 
 
-def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, Any]:
-    """(attempt, (driver, cuda_driver, devices)) from NVML, or (attempt, None)."""
+def nvml_worker_argv() -> list[str]:
+    """The doctor's own interpreter running :mod:`gpudoctor.nvml_worker`."""
+    return [sys.executable, "-m", "gpudoctor.nvml_worker"]
+
+
+def _worker_env(ctx: CollectContext) -> dict:
+    env = dict(ctx.system.env)
+    # the child must import gpudoctor from where this process did (a source checkout included)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if pkg_parent not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + paths)
+    return env
+
+
+def parse_worker_output(stdout: str) -> dict:
+    """The marker-framed JSON document of the worker. Raises ``ValueError`` saying why."""
+    end = stdout.rfind(MARKER)
+    start = stdout.rfind(MARKER, 0, end) if end > 0 else -1
+    if start < 0:
+        raise ValueError("the NVML worker printed no result document")
     try:
-        import pynvml  # nvidia-ml-py
-    except ImportError as exc:
-        return SourceAttempt("nvml", False, f"nvidia-ml-py is not importable: {exc}"), None
+        doc = json.loads(stdout[start + len(MARKER):end])
+    except ValueError as exc:
+        raise ValueError(f"the NVML worker's result is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("worker") != 1 or not isinstance(doc.get("ok"), bool):
+        raise ValueError("the NVML worker's result is not a version-1 document")
+    return doc
+
+
+def _tail(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-3:])[:500]
+
+
+def nvml_timeout_s(ctx: CollectContext) -> float:
+    """The worker's timeout, s: :data:`NVML_WORKER_TIMEOUT_S`, or ``--probe-timeout`` when that is shorter."""
+    return max(0.5, min(NVML_WORKER_TIMEOUT_S, float(ctx.options.probe_timeout_s)))
+
+
+def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tuple[str, str, Any]:
+    """Run the NVML worker once (timeout: :func:`nvml_timeout_s`). Returns ``(outcome, detail, doc)``.
+
+    ``outcome`` is one of ``ok``, ``not-loaded``, ``init-failed``, ``crashed``,
+    ``timeout``, ``garbage``, ``failed`` (see ``NvidiaDriverFacts.nvml_outcome``);
+    ``doc`` is the worker's document when ``ok``. Never raises for a broken library.
+    """
+    timeout_s = nvml_timeout_s(ctx) if timeout_s is None else timeout_s
+    result = ctx.system.runner.run(nvml_worker_argv(), timeout_s=timeout_s, env=_worker_env(ctx))
+    stderr = _tail(result.stderr)
+    if result.error == "timeout":
+        return ("timeout", f"the NVML worker (libnvidia-ml.so.1) did not answer within {timeout_s:g} s and was "
+                           f"killed with its process group: the driver library hangs (a GPU that fell off the bus, "
+                           f"a stuck kernel module, or a broken libnvidia-ml.so.1)", None)
+    if result.error:
+        return "failed", f"the NVML worker could not be started: {result.error}", None
+    if result.returncode is not None and result.returncode < 0:
+        sig = signal_name(-result.returncode)
+        kind = " (a crash inside the native driver library)" if sig in _CRASH_SIGNALS else ""
+        return ("crashed", f"the NVML worker was killed by {sig} while loading or querying libnvidia-ml.so.1"
+                           f"{kind}" + (f"; stderr: {stderr}" if stderr else ""), None)
     try:
-        pynvml.nvmlInit()
-    except Exception as exc:
-        detail = str(exc) or type(exc).__name__
-        if "LibraryNotFound" in type(exc).__name__ or "not found" in detail.lower():
-            detail = "libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed, or a container " \
-                     "started without the NVIDIA runtime)"
-        return SourceAttempt("nvml", False, detail), None
-    try:
-        driver = _nvml_query(pynvml.nvmlSystemGetDriverVersion)
-        cuda_raw = _nvml_query(pynvml.nvmlSystemGetCudaDriverVersion)
-        cuda = f"{cuda_raw // 1000}.{(cuda_raw % 1000) // 10}" if isinstance(cuda_raw, int) else cuda_raw
-        count = _nvml_query(pynvml.nvmlDeviceGetCount)
-        devices: list[NvmlDevice] = []
-        for i in range(count if isinstance(count, int) else 0):
-            h = _nvml_query(pynvml.nvmlDeviceGetHandleByIndex, i)
-            if isinstance(h, Unavailable):
-                continue
-            cc = _nvml_query(pynvml.nvmlDeviceGetCudaComputeCapability, h)
-            mem = _nvml_query(pynvml.nvmlDeviceGetMemoryInfo, h)
-            pci = _nvml_query(pynvml.nvmlDeviceGetPciInfo, h)
-            mig = _nvml_query(pynvml.nvmlDeviceGetMigMode, h)
-            bus = getattr(pci, "busId", "") if not isinstance(pci, Unavailable) else ""
-            if isinstance(bus, bytes):
-                bus = bus.decode()
-            devices.append(NvmlDevice(
-                index=i,
-                name=str(_nvml_query(pynvml.nvmlDeviceGetName, h)),
-                uuid=str(_nvml_query(pynvml.nvmlDeviceGetUUID, h)),
-                pci_bus_id=bus,
-                compute_capability=f"{cc[0]}.{cc[1]}" if isinstance(cc, tuple) else cc,
-                memory_total_mib=int(mem.total // (1024 * 1024)) if not isinstance(mem, Unavailable) else mem,
-                mig_mode=bool(mig[0]) if isinstance(mig, (list, tuple)) else mig,
-            ))
-        return SourceAttempt("nvml", True, f"NVML reports driver {driver}"), (driver, cuda, tuple(devices))
-    finally:
+        doc = parse_worker_output(result.stdout)
+    except ValueError as exc:
+        status = f"exit status {result.returncode}"
+        outcome = "garbage" if result.returncode == 0 else "failed"
+        return outcome, f"{exc} ({status})" + (f"; stderr: {stderr}" if stderr else ""), None
+    if result.returncode != 0:
+        return "failed", f"the NVML worker exited with status {result.returncode}" + \
+            (f"; stderr: {stderr}" if stderr else ""), None
+    if not doc["ok"]:
+        detail = str(doc.get("error") or "NVML failed")
+        if doc.get("stage") in ("import", "load"):
+            if doc.get("stage") == "load":
+                detail = ("libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed, or a container "
+                          "started without the NVIDIA runtime)")
+            return "not-loaded", detail, None
+        return "init-failed", f"nvmlInit failed: {detail}", None
+    return "ok", f"NVML reports driver {doc.get('driver_version')}", doc
+
+
+def _visible(files: Files, proc: GpuProcess) -> GpuProcess:
+    """Mark whether the PID exists in this PID namespace, with its command name."""
+    comm = files.read_text_or_none(f"/proc/{proc.pid}/comm")
+    return replace(proc, visible=comm is not None, command=(comm or "").strip())
+
+
+def _decode_devices(doc: dict, files: Files) -> tuple[NvmlDevice, ...]:
+    devices = []
+    for raw in doc.get("devices") or ():
         try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
+            dev = from_jsonable(NvmlDevice, raw)
+        except FactsDecodeError as exc:
+            raise ValueError(f"the NVML worker's device entry does not decode: {exc}") from None
+        health = dev.health
+        if isinstance(health, GpuHealth) and isinstance(health.processes, tuple):
+            health = replace(health, processes=tuple(_visible(files, p) for p in health.processes))
+            dev = replace(dev, health=health)
+        devices.append(dev)
+    return tuple(devices)
+
+
+def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, str, Any]:
+    """(attempt, outcome, (driver, cuda_driver, devices) or None)."""
+    outcome, detail, doc = run_nvml_worker(ctx)
+    if doc is None:
+        return SourceAttempt("nvml", False, detail), outcome, None
+    try:
+        devices = _decode_devices(doc, ctx.system.files)
+    except ValueError as exc:
+        return SourceAttempt("nvml", False, str(exc)), "garbage", None
+    driver = doc.get("driver_version")
+    driver = Unavailable(str(driver["unavailable"])) if isinstance(driver, dict) else str(driver)
+    raw = doc.get("cuda_driver_version")
+    cuda: Any = f"{raw // 1000}.{(raw % 1000) // 10}" if isinstance(raw, int) else \
+        Unavailable(str(raw.get("unavailable") if isinstance(raw, dict) else "not reported"))
+    if isinstance(driver, Unavailable):
+        return SourceAttempt("nvml", False, f"NVML gave no driver version: {driver.reason}"), "init-failed", None
+    return SourceAttempt("nvml", True, detail), "ok", (driver, cuda, devices)
 
 
 def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
     files: Files = ctx.system.files
     attempts: list[SourceAttempt] = []
     if files.is_live:
-        attempt, result = _nvml(ctx)
+        attempt, outcome, result = _nvml(ctx)
         attempts.append(attempt)
         if result is not None:
             driver, cuda, devices = result
-            return NvidiaDriverFacts(driver, "nvml", cuda, "ok", devices, tuple(attempts))
+            return NvidiaDriverFacts(driver, "nvml", cuda, "ok", devices, tuple(attempts), "ok")
         nvml_reason = attempt.detail
     else:
+        outcome = "not-run"
         nvml_reason = "NVML is not used on an image root (--root)"
         attempts.append(SourceAttempt("nvml", False, nvml_reason))
     text = files.read_text_or_none("/proc/driver/nvidia/version")
@@ -143,7 +231,7 @@ def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
         if version:
             return NvidiaDriverFacts(version, "proc", Unavailable("NVML is needed for the driver's CUDA version: "
                                                                   + nvml_reason),
-                                     Unavailable(nvml_reason), (), tuple(attempts))
+                                     Unavailable(nvml_reason), (), tuple(attempts), outcome)
     text = files.read_text_or_none("/sys/module/nvidia/version")
     if text is None:
         attempts.append(SourceAttempt("sysmodule", False, "/sys/module/nvidia/version does not exist"))
@@ -151,12 +239,13 @@ def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
         attempts.append(SourceAttempt("sysmodule", True, f"read {text.strip()}"))
         return NvidiaDriverFacts(text.strip(), "sysmodule", Unavailable("NVML is needed for the driver's CUDA "
                                                                         "version: " + nvml_reason),
-                                 Unavailable(nvml_reason), (), tuple(attempts))
+                                 Unavailable(nvml_reason), (), tuple(attempts), outcome)
     reason = "no NVIDIA driver found: " + "; ".join(a.detail for a in attempts)
-    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (), tuple(attempts))
+    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (),
+                             tuple(attempts), outcome)
 
 
 COLLECTORS = (
     Collector(domain="gpu", collect=collect_gpu, timeout_s=10.0),
-    Collector(domain="nvidia", collect=collect_nvidia, timeout_s=15.0),
+    Collector(domain="nvidia", collect=collect_nvidia, timeout_s=NVML_WORKER_TIMEOUT_S + 10.0),
 )

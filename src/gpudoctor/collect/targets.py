@@ -78,7 +78,7 @@ def start_early(system: System, options: CollectOptions) -> None:
             key = _key(python, system.env)
             if key not in _EARLY:
                 _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
-                                          timeout_s=options.probe_timeout_s)
+                                          timeout_s=options.probe_timeout_s, deep=options.deep)
     pool.shutdown(wait=False)
 
 
@@ -106,7 +106,7 @@ class ProbeCache:
                     fut = _EARLY.pop(key, None)
             if fut is None:
                 fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
-                                        timeout_s=self._ctx.options.probe_timeout_s)
+                                        timeout_s=self._ctx.options.probe_timeout_s, deep=self._ctx.options.deep)
             self._futures[key] = fut
             return fut
 

@@ -36,11 +36,17 @@ __all__ = [
     "domain",
     "registered_domains",
     "FACTS_SCHEMA_VERSION",
+    "READABLE_FACTS_SCHEMA_VERSIONS",
     "facts_schema",
 ]
 
-#: Version of the snapshot format; bump on incompatible changes.
-FACTS_SCHEMA_VERSION = 1
+#: Version of the snapshot format written now; bump on incompatible changes.
+#: 2 (0.2.0): new domains and fields (CUDA libraries, platform, device health,
+#: ...); every field added since 1 has a default, so version-1 snapshots load.
+FACTS_SCHEMA_VERSION = 2
+#: Snapshot versions this gpudoctor reads (``check --facts``): older ones
+#: load with the newer facts absent (Unavailable) or at their defaults.
+READABLE_FACTS_SCHEMA_VERSIONS = (1, 2)
 
 D = TypeVar("D")
 
@@ -108,9 +114,10 @@ class Facts:
         if not isinstance(doc, dict):
             raise FactsDecodeError("$: a facts snapshot is a JSON object")
         version = doc.get("schema_version")
-        if version != FACTS_SCHEMA_VERSION:
+        if version not in READABLE_FACTS_SCHEMA_VERSIONS or isinstance(version, bool):
+            readable = ", ".join(str(v) for v in READABLE_FACTS_SCHEMA_VERSIONS)
             raise FactsDecodeError(
-                f"$.schema_version: this gpudoctor reads facts schema {FACTS_SCHEMA_VERSION}, the file has {version!r}")
+                f"$.schema_version: this gpudoctor reads facts schemas {readable}, the file has {version!r}")
         raw = doc.get("domains", {})
         if not isinstance(raw, dict):
             raise FactsDecodeError("$.domains: expected an object")
@@ -145,7 +152,7 @@ def facts_schema() -> dict[str, Any]:
         "type": "object",
         "required": ["schema_version", "domains"],
         "properties": {
-            "schema_version": {"const": FACTS_SCHEMA_VERSION},
+            "schema_version": {"enum": list(READABLE_FACTS_SCHEMA_VERSIONS)},
             "gpudoctor_version": {"type": "string"},
             "collected_at": {"type": "string"},
             "root": {"type": "string"},

@@ -4,6 +4,12 @@ Sources: PCI ids from sysfs (vendor 0x10de, class 0x03xxxx = display
 controller: VGA 0x0300, 3D 0x0302), the driver through NVML (nvidia-ml-py),
 and ``/proc/driver/nvidia/version`` / ``/sys/module/nvidia/version`` when NVML
 cannot be loaded.
+
+NVML runs in a child process (:mod:`gpudoctor.nvml_worker`, the doctor's own
+interpreter under a timeout in its own process group), never in the doctor:
+a crashing or hanging ``libnvidia-ml.so.1`` becomes an Unavailable reason.
+Health values come from the NVML API reference (docs.nvidia.com/deploy/nvml-api):
+the function that fills each field is named in its docstring.
 """
 
 from __future__ import annotations
@@ -11,6 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.gpu_health import CLOCK_EVENT_REASONS as CLOCK_EVENT_REASONS  # re-exported
+from gpudoctor.facts.gpu_health import COMPUTE_MODES as COMPUTE_MODES
+from gpudoctor.facts.gpu_health import GpuHealth as GpuHealth
+from gpudoctor.facts.gpu_health import GpuProcess as GpuProcess
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,23 @@ class SourceAttempt:
 
 
 @dataclass(frozen=True)
+class MigInstance:
+    """One MIG device (GPU instance + compute instance) of a GPU in MIG mode.
+
+    Attributes:
+        uuid: ``MIG-<uuid>`` (R470+ drivers; ``nvidia-smi -L``).
+        profile: e.g. ``1g.10gb`` ("" when unknown).
+        gpu_instance: GPU instance id, or None.
+        compute_instance: compute instance id, or None.
+    """
+
+    uuid: str
+    profile: str = ""
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
+
+
+@dataclass(frozen=True)
 class NvmlDevice:
     """One GPU as NVML reports it (NVML index order = PCI bus order).
 
@@ -68,6 +95,10 @@ class NvmlDevice:
         compute_capability: ``major.minor``, e.g. ``9.0``, or Unavailable.
         memory_total_mib: total memory in MiB, or Unavailable.
         mig_mode: True/False when known, Unavailable where MIG is not supported.
+        mig_instances: the MIG devices of this GPU (NVML
+            ``nvmlDeviceGetMigDeviceHandleByIndex``), empty when none or not queried.
+        health: ECC, retired pages, remapped rows, throttling, PCIe link,
+            temperature, power, modes, processes (see :class:`GpuHealth`).
     """
 
     index: int
@@ -77,6 +108,8 @@ class NvmlDevice:
     compute_capability: str | Unavailable
     memory_total_mib: int | Unavailable
     mig_mode: bool | Unavailable = Unavailable("not queried")
+    mig_instances: tuple[MigInstance, ...] = ()
+    health: GpuHealth | Unavailable = Unavailable("not queried")
 
 
 @domain("nvidia")
@@ -93,6 +126,12 @@ class NvidiaDriverFacts:
         nvml: "ok", or Unavailable with why NVML could not be used.
         devices: GPUs enumerated by NVML (empty when NVML is unavailable).
         attempts: every source tried, in order, with its outcome.
+        nvml_outcome: how the NVML worker ended: ``ok``; ``not-loaded``
+            (libnvidia-ml.so.1 or nvidia-ml-py missing: no driver here);
+            ``init-failed`` (NVML answered with an error); ``crashed`` (killed
+            by a signal inside the library), ``timeout`` (hung, killed with its
+            process group), ``garbage`` (no valid result document), ``failed``
+            (another nonzero exit); ``not-run`` (image root); "" in old snapshots.
     """
 
     driver_version: str | Unavailable
@@ -101,3 +140,4 @@ class NvidiaDriverFacts:
     nvml: str | Unavailable
     devices: tuple[NvmlDevice, ...] = ()
     attempts: tuple[SourceAttempt, ...] = ()
+    nvml_outcome: str = ""

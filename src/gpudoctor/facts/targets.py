@@ -11,6 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.facts.platform import ProcessLimits
+from gpudoctor.facts.smoke import SmokeDevice as SmokeDevice  # re-exported
+from gpudoctor.facts.smoke import SmokeFacts as SmokeFacts
+from gpudoctor.facts.smoke import SmokePeer as SmokePeer
 
 
 @dataclass(frozen=True)
@@ -238,8 +242,12 @@ class ProbeFacts:
         distributions: name -> version of the few other distributions checks
             need to know about (``ipykernel`` for Jupyter kernels); a name is
             absent when not installed; None when the probe did not report them.
+        limits: RLIMIT_NOFILE and RLIMIT_MEMLOCK of the target process
+            (``resource.getrlimit`` inside it), or Unavailable.
         frameworks: the dlopen test of every installed GPU framework's provider
             libraries, or Unavailable (older probe, or the test could not run).
+        smoke: the ``--deep`` smoke test (:class:`SmokeFacts`), or Unavailable
+            (not run without ``--deep``, no CUDA device, or it failed).
     """
 
     probe_version: int
@@ -261,7 +269,9 @@ class ProbeFacts:
     toolchain: ToolchainFacts | Unavailable = _NOT_PROBED
     triton: TritonFacts | Unavailable = _NOT_PROBED
     distributions: dict[str, str] | None = None
+    limits: ProcessLimits | Unavailable = _NOT_PROBED
     frameworks: tuple[FrameworkLoad, ...] | Unavailable = _NOT_PROBED
+    smoke: SmokeFacts | Unavailable = Unavailable("not run (gpudoctor check --deep runs it)")
 
 
 @dataclass(frozen=True)

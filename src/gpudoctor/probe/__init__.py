@@ -47,20 +47,21 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor: {exc}") from None
 
 
-def probe_argv(python: str) -> list:
-    """The argv that probes ``python``."""
-    return [python, str(PROBE_SCRIPT)]
+def probe_argv(python: str, deep: bool = False) -> list:
+    """The argv that probes ``python`` (``--deep`` adds the GPU smoke test, ``probe/_smoke.py``)."""
+    return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
 def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0) -> Union[ProbeFacts, Unavailable]:
-    """Probe one interpreter. ``env`` defaults to the system's environment.
+                 timeout_s: float = 60.0, deep: bool = False) -> Union[ProbeFacts, Unavailable]:
+    """Probe one interpreter. ``env`` defaults to the system's environment; ``deep``
+    runs the GPU smoke test too.
 
     Returns ProbeFacts, or Unavailable naming the interpreter and the cause.
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python), timeout_s=timeout_s,
+    result = system.runner.run(probe_argv(python, deep), timeout_s=timeout_s,
                                env=dict(system.env if env is None else env))
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")

@@ -447,6 +447,19 @@ def probe_devices(torch):
     return devices
 
 
+def probe_limits():
+    """RLIMIT_NOFILE and RLIMIT_MEMLOCK of this (the target) process; -1 (RLIM_INFINITY) -> None."""
+    import resource
+
+    def one(which):
+        soft, hard = resource.getrlimit(which)
+        return {"soft": None if soft == resource.RLIM_INFINITY else soft,
+                "hard": None if hard == resource.RLIM_INFINITY else hard}
+
+    return {"source": "probe of %s (getrlimit)" % sys.executable,
+            "nofile": one(resource.RLIMIT_NOFILE), "memlock": one(resource.RLIMIT_MEMLOCK)}
+
+
 def _section(fn, *args):
     """Run one probe section; a crash becomes {"unavailable": reason} instead of losing the document."""
     try:
@@ -489,6 +502,12 @@ def main():
         else:
             torch_facts["cuda_error"] = ((torch_facts.get("cuda_error") or "") + "\n" + devices["unavailable"]).strip()
     doc["torch"] = torch_facts
+    if "--deep" in sys.argv[1:]:  # gpudoctor check --deep: the functional smoke test (probe/_smoke.py)
+        if _torch is not None and torch_facts.get("cuda_available"):
+            import _smoke
+            doc["smoke"] = _section(_smoke.run, _torch)
+        else:
+            doc["smoke"] = {"unavailable": "no CUDA device visible to torch in this interpreter"}
     doc["site_packages"] = [p for p in sys.path if os.path.basename(p) in ("site-packages", "dist-packages")]
     mapped = _section(mapped_libraries)
     doc["mapped_libraries"] = mapped
@@ -496,6 +515,7 @@ def main():
     doc["libcuda"] = _section(probe_libcuda)
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
+    doc["limits"] = _section(probe_limits)
     doc["frameworks"] = _section(framework_load_test)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:

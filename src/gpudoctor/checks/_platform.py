@@ -1,0 +1,122 @@
+"""Pure helpers shared by the ``platform.*`` checks and by the GPU checks that
+must name the right remedy for the platform in use.
+
+Remedies and their sources:
+
+- Docker: ``docker run --gpus all`` and Compose
+  ``deploy.resources.reservations.devices`` (Docker docs, "GPU support" and
+  "Enable GPU access with Docker Compose");
+- Podman: CDI, ``podman run --device nvidia.com/gpu=all`` after
+  ``nvidia-ctk cdi generate`` (NVIDIA Container Toolkit docs, "Support for
+  Container Device Interface");
+- Kubernetes: ``runtimeClassName: nvidia`` or the nvidia runtime as
+  containerd's default, and the ``nvidia.com/gpu`` resource of the NVIDIA
+  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs).
+"""
+
+from __future__ import annotations
+
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.platform import PlatformFacts
+
+__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS", "scheduler_of", "REQUEST"]
+
+K8S_RUNTIME_CLASS = """```yaml
+spec:
+  runtimeClassName: nvidia      # pod level, next to `containers:`
+  containers:
+    - name: main
+      resources:
+        limits:
+          nvidia.com/gpu: 1
+```"""
+
+COMPOSE = """```yaml
+services:
+  train:
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              count: all
+              capabilities: [gpu]
+```"""
+
+
+def platform_of(facts: Facts) -> PlatformFacts | None:
+    """The platform facts, or None when they were not collected."""
+    p = facts.of(PlatformFacts)
+    return None if isinstance(p, Unavailable) else p
+
+
+def compose_snippet() -> str:
+    """The Compose GPU reservation block (Docker docs)."""
+    return COMPOSE
+
+
+def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
+    """Markdown: how to give THIS kind of container its GPU (devices and driver libraries).
+
+    Kubernetes gets the runtime-class / device-plugin remedy, never Docker's
+    run flag; Podman gets CDI; Docker gets ``--gpus all`` and Compose; an
+    unknown container gets each of them. ``gpu_requested`` says whether the
+    job already asked for a GPU (then only the runtime side is named).
+    """
+    p = platform_of(facts)
+    if p is not None and p.kubernetes:
+        request = ("The pod already requests a GPU (the device plugin assigned one), so the request is not the "
+                   "problem: the container was created by the plain runtime (runc), which ignores it. Run the pod "
+                   "with the NVIDIA runtime class:"
+                   if gpu_requested else
+                   "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`; an image's "
+                   "own `NVIDIA_VISIBLE_DEVICES` allocates nothing) and run the pod with the NVIDIA runtime class:")
+        return (f"{request}\n\n{K8S_RUNTIME_CLASS}\n\n"
+                "(`kubectl get runtimeclass` lists it; the GPU Operator creates `nvidia`), or make `nvidia` "
+                "containerd's default runtime on the GPU nodes: "
+                "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
+                "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
+                "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
+                "pod: the kubelet creates the container.")
+    runtime = p.container_runtime if p is not None else ""
+    if runtime == "podman":
+        return ("Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "
+                "(on the host, once: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`; "
+                "`nvidia-ctk cdi list` shows the device names).")
+    if runtime in ("containerd", "cri-o"):
+        return (f"Start the container through the NVIDIA runtime: with nerdctl `nerdctl run --gpus all ...`; "
+                f"for {runtime} generally, register it on the host with "
+                f"`sudo nvidia-ctk runtime configure --runtime={runtime.replace('-', '')}` and restart {runtime}, "
+                f"or use CDI (`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).")
+    if runtime == "docker":
+        return ("Start the container with the GPU: `docker run --gpus all ...` (NVIDIA Container Toolkit on the "
+                "host; `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` once), "
+                f"or in Docker Compose reserve it:\n\n{COMPOSE}")
+    return ("Start the container through the NVIDIA Container Toolkit: Docker `docker run --gpus all ...` (Compose: "
+            "`deploy.resources.reservations.devices` with `driver: nvidia`), Podman "
+            "`podman run --device nvidia.com/gpu=all ...` (CDI), Kubernetes `runtimeClassName: nvidia` with "
+            "`nvidia.com/gpu: 1`.")
+
+
+def scheduler_of(p: PlatformFacts | None) -> str:
+    """``slurm``, ``ray``, ``kubernetes`` or "" — who places this job (and sets its GPUs)."""
+    if p is None:
+        return ""
+    if p.scheduler:
+        return p.scheduler
+    return "kubernetes" if p.kubernetes else ""
+
+
+REQUEST = {
+    "ray": ("Ray", "Ray sets `CUDA_VISIBLE_DEVICES` for each task and actor to the GPUs it reserved, and to an empty "
+                   "value when it reserved none. Reserve GPUs where the work is declared: "
+                   "`@ray.remote(num_gpus=1)` (tasks/actors), `ScalingConfig(num_workers=N, use_gpu=True)` "
+                   "(Ray Train), `ray_actor_options={\"num_gpus\": 1}` (Ray Serve)."),
+    "slurm": ("Slurm", "Slurm exports the GPUs of the job's allocation; a job that asked for none gets no GPU "
+                       "(older releases export `NoDevFiles`). Request them: `#SBATCH --gres=gpu:1` (or "
+                       "`--gpus=1`), or `srun --gres=gpu:1 ...`."),
+    "kubernetes": ("Kubernetes", "In a pod the GPUs come from the NVIDIA device plugin: request them in the "
+                                 "container's `resources.limits: nvidia.com/gpu: 1` (and run it with "
+                                 "`runtimeClassName: nvidia`); setting the variable in the image or the pod spec "
+                                 "does not allocate a GPU."),
+}

@@ -1,0 +1,63 @@
+"""Check ``devices.persistence``: persistence mode and compute mode (NVML).
+
+- ``info``: persistence mode off on a data-centre GPU (A100, H100, L40S, Tesla
+  ...): the driver tears the GPU down whenever no client holds it, so every job
+  start pays the initialisation again and ECC/clock settings can reset
+  (NVIDIA "Driver Persistence" documentation) — with the command;
+- ``warn``: compute mode ``prohibited`` (no CUDA context can be created);
+- ``ok`` otherwise (GeForce/RTX boards usually run without it: ok).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
+from gpudoctor.facts import Facts
+from gpudoctor.model import Check, Finding, Status
+
+DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
+#: Marketing names of data-centre GPUs (NVIDIA product names; GeForce/RTX/Quadro excluded).
+_DATACENTRE = re.compile(r"\b(Tesla|[ABH]\d{2,3}\b|[ABH]\d{2,3}[A-Z]|GH200|GB200|L4\b|L40S?|T4\b|V100|P100|P40|"
+                         r"A10G?|A16|A2\b|A30|A40)", re.I)
+
+
+def is_datacentre(name: str) -> bool:
+    """True for data-centre GPU names (``NVIDIA H100 80GB HBM3``, ``Tesla V100-SXM2-16GB``)."""
+    return bool(_DATACENTRE.search(name)) and not re.search(r"GeForce|RTX|Quadro|TITAN", name, re.I)
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    off: list[str] = []
+    prohibited: list[str] = []
+    evidence = {}
+    for dev, h in gpus_with_health(facts):
+        evidence[f"gpu{dev.index}"] = {"name": dev.name, "persistence_mode": ev(h.persistence_mode),
+                                       "compute_mode": ev(h.compute_mode)}
+        if h.compute_mode == "prohibited":
+            prohibited.append(f"{label(dev)}: compute mode **prohibited** — "
+                              f"`sudo nvidia-smi -c DEFAULT -i {dev.index}`")
+        if h.persistence_mode is False and is_datacentre(dev.name):
+            off.append(label(dev))
+    if prohibited:
+        return [CHECK.finding(Status.WARN, "compute mode prohibited: no CUDA program can use "
+                              + head(prohibited[0]),
+                              "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n"
+                              + bullets(prohibited), evidence=evidence)]
+    if off:
+        return [CHECK.finding(
+            Status.INFO, f"persistence mode is off on {len(off)} data-centre GPU(s)",
+            "With persistence off the driver deinitialises the GPU when the last client exits, so each job "
+            "start waits for the GPU to be brought up again, and settings (application clocks, ECC "
+            "counters' volatile state) reset:\n\n" + bullets(off) + "\n\nEnable it at boot with the "
+            "persistence daemon: `sudo systemctl enable --now nvidia-persistenced`, or for now "
+            "`sudo nvidia-smi -pm 1`.", evidence=evidence, doc_url=DOC)]
+    return [CHECK.finding(Status.OK, "persistence and compute modes are fine", evidence=evidence)]
+
+
+CHECK = Check(
+    id="devices.persistence",
+    title="GPU persistence mode and compute mode",
+    needs=("nvidia",),
+    evaluate=evaluate,
+)

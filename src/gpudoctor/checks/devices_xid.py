@@ -1,0 +1,84 @@
+"""Check ``devices.xid``: NVIDIA XID errors in the kernel log since boot.
+
+Each ``NVRM: Xid`` line is looked up in ``data/xid.toml`` (meaning, operator
+action, fatal or not; rows from NVIDIA's XID documentation):
+
+- ``fail``: a fatal XID (e.g. 48 double-bit ECC, 79 fallen off the bus, 95
+  uncontained ECC) since boot -> drain the node, reset or reboot, RMA if it recurs;
+- ``warn``: XIDs that need attention, or numbers not in the table;
+- ``info``: only application-level XIDs (13, 31, 43, 45);
+- ``ok``: none; ``skip`` when the kernel log cannot be read (with the command to run).
+
+Tagged ``gate``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from gpudoctor.checks import require
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.kernel_log import KernelLogFacts, XidEvent
+from gpudoctor.model import Check, Finding, Status
+
+DOC = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+
+
+def xid_table() -> dict[int, dict[str, Any]]:
+    """XID number -> row of ``data/xid.toml``."""
+    return {int(r["xid"]): r for r in load_table("xid")["xid"]}
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    log = require(facts, KernelLogFacts)
+    if isinstance(log.readable, Unavailable):
+        return [CHECK.finding(Status.SKIP, "the kernel log could not be read to look for XID errors",
+                              f"{log.readable.reason}.\n\nRun as root to include it: `sudo gpudoctor check "
+                              f"devices.xid`, or look yourself: `sudo dmesg | grep -i xid`.")]
+    table = xid_table()
+    groups: OrderedDict[tuple[int, str], list[XidEvent]] = OrderedDict()
+    for ev in log.events:
+        groups.setdefault((ev.xid, ev.pci), []).append(ev)
+    if not groups:
+        return [CHECK.finding(Status.OK, f"no XID errors in the kernel log since boot ({log.source})",
+                              evidence={"source": log.source, "lines_read": log.lines_read})]
+    lines: list[str] = []
+    statuses: list[Status] = []
+    events: list[dict[str, Any]] = []
+    evidence: dict[str, Any] = {"source": log.source, "events": events}
+    first_fatal = None
+    for (xid, pci), evs in groups.items():
+        row = table.get(xid)
+        status = Status(row["status"]) if row else Status.WARN
+        statuses.append(status)
+        where = f"GPU at PCI {pci}" if pci else "a GPU"
+        meaning = row["meaning"] if row else "not in gpudoctor's XID table"
+        action = row["action"] if row else f"look it up in NVIDIA's XID documentation ({DOC})"
+        count = f"{len(evs)}×" if len(evs) > 1 else "once"
+        lines.append(f"**XID {xid}** on {where}, {count} (last: `{evs[-1].text[:160]}`): {meaning}. "
+                     f"{'**Fatal.** ' if row and row['fatal'] else ''}Action: {action}")
+        events.append({"xid": xid, "pci": pci, "count": len(evs), "fatal": bool(row and row["fatal"]),
+                                   "last": evs[-1].text[:160]})
+        if row and row["fatal"] and first_fatal is None:
+            first_fatal = (xid, where, row["meaning"])
+    worst = Status.worst(statuses)
+    body = "\n".join(f"- {line}" for line in lines)
+    if first_fatal:
+        xid, where, meaning = first_fatal
+        return [CHECK.finding(Status.FAIL, f"fatal XID {xid} on {where} since boot: {meaning.split(':')[0]}",
+                              "The NVIDIA driver logged errors that leave the GPU unusable until it is reset. "
+                              "Keep jobs off this node:\n\n" + body, evidence=evidence, doc_url=DOC)]
+    summary = ", ".join(f"XID {x}" for x, _ in groups)
+    return [CHECK.finding(worst, f"XID errors in the kernel log since boot: {summary}",
+                          body, evidence=evidence, doc_url=DOC)]
+
+
+CHECK = Check(
+    id="devices.xid",
+    title="NVIDIA XID errors in the kernel log",
+    needs=("kernel_log",),
+    evaluate=evaluate,
+    tags=("gate",),
+)

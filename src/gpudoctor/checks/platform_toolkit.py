@@ -1,0 +1,152 @@
+"""Check ``platform.toolkit``: on a host with Docker, Podman or containerd, can
+containers get the GPU (NVIDIA Container Toolkit installed and configured)?
+
+Sources: NVIDIA Container Toolkit install guide (packages, ``nvidia-ctk
+runtime configure --runtime=docker|containerd``, restart the engine); its CDI
+page (Podman needs ``/etc/cdi/nvidia.yaml`` from ``nvidia-ctk cdi generate``;
+a spec names the driver's library files, so it goes stale when the driver is
+upgraded and must be regenerated); Kubernetes RuntimeClass docs.
+
+- in a container, no engine, or no NVIDIA GPU/driver on the host -> ``skip``;
+- no toolkit at all -> ``fail`` with the install commands of this distro and
+  the configure command per engine;
+- a CDI spec for another driver version -> ``fail`` (regenerate);
+- Podman without a CDI spec, containerd without an ``nvidia`` runtime -> ``fail``;
+- Docker without the ``nvidia`` runtime registered -> ``warn``;
+- containerd with ``nvidia`` declared but ``runc`` as default -> ``info``
+  (pods need ``runtimeClassName: nvidia``);
+- otherwise ``ok``.
+"""
+
+from __future__ import annotations
+
+from gpudoctor.checks import SkipCheck, require
+from gpudoctor.checks._common import driver_version
+from gpudoctor.checks._platform import platform_of
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.nvidia import PciGpuFacts
+from gpudoctor.facts.platform import ContainerHostFacts, DockerInfo
+from gpudoctor.model import Check, Finding, Status
+
+CONFIGURE = {
+    "docker": "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+    "containerd": "sudo nvidia-ctk runtime configure --runtime=containerd && sudo systemctl restart containerd",
+    "podman": "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+}
+
+
+def distro_family(facts: Facts) -> str:
+    """``debian`` (Debian, Ubuntu...), ``rhel`` (RHEL, Rocky, Fedora, Amazon), ``suse``, or "" when unknown."""
+    os_facts = facts.of(OsFacts)
+    if isinstance(os_facts, Unavailable):
+        return ""
+    ident = os_facts.id.lower()
+    if ident in ("debian", "ubuntu", "linuxmint", "pop", "raspbian"):
+        return "debian"
+    if ident in ("rhel", "centos", "rocky", "almalinux", "fedora", "amzn", "ol"):
+        return "rhel"
+    if "suse" in ident or ident == "sles":
+        return "suse"
+    return ""
+
+
+def install_commands(facts: Facts) -> str:
+    """Markdown code block(s) installing the toolkit for this distro (every family when unknown)."""
+    family = distro_family(facts)
+    rows = [r for r in load_table("platform")["toolkit_install"] if not family or r["family"] == family]
+    blocks = []
+    for r in rows:
+        head = "" if family else f"{r['family']} family:\n\n"
+        blocks.append(head + "```\n" + "\n".join(r["commands"]) + "\n```")
+    return "\n\n".join(blocks)
+
+
+def _host_has_gpu(facts: Facts) -> bool:
+    pci = facts.of(PciGpuFacts)
+    return driver_version(facts) is not None or (not isinstance(pci, Unavailable) and bool(pci.devices))
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    host = require(facts, ContainerHostFacts)
+    p = platform_of(facts)
+    if p is not None and p.in_container:
+        raise SkipCheck("running inside a container: the toolkit is a host matter")
+    if not host.engines:
+        raise SkipCheck("no container engine (Docker, Podman, containerd) on this host")
+    if not _host_has_gpu(facts):
+        raise SkipCheck("no NVIDIA GPU or driver on this host")
+    docker = host.docker if isinstance(host.docker, DockerInfo) else None
+    evidence: dict[str, object] = {
+        "engines": list(host.engines), "toolkit_files": list(host.toolkit_files),
+        "toolkit_packages": list(host.toolkit_packages),
+        "nvidia-ctk": host.toolkit_version if isinstance(host.toolkit_version, str) else str(host.toolkit_version),
+        "docker_runtimes": list(docker.runtimes) if docker else str(host.docker),
+        "cdi_specs": [f"{s.path} ({s.kind}, driver {s.driver_version or '?'})" for s in host.cdi_specs],
+        "containerd": [f"{c.path}: default={c.default_runtime or 'runc'} runtimes={','.join(c.runtimes)}"
+                       for c in host.containerd]}
+    installed = bool(host.toolkit_files or host.toolkit_packages or isinstance(host.toolkit_version, str)
+                     or (docker and "nvidia" in docker.runtimes))
+    engines = ", ".join(host.engines)
+    if not installed:
+        configure = "\n".join(CONFIGURE[e] for e in host.engines if e in CONFIGURE)
+        return [CHECK.finding(
+            Status.FAIL, f"{engines} on this GPU host, but the NVIDIA Container Toolkit is not installed",
+            f"Containers started here cannot get the GPU: no `nvidia-ctk`, no `nvidia-container-runtime`, no "
+            f"`nvidia-container-toolkit` package, no `nvidia` runtime in `docker info` and no CDI spec in `/etc/cdi` "
+            f"or `/var/run/cdi`. Install it:\n\n{install_commands(facts)}\n\nthen configure each engine:\n\n"
+            f"```\n{configure}\n```", evidence=evidence)]
+    drv = driver_version(facts)
+    stale = [s for s in host.cdi_specs if s.driver_version and drv and s.driver_version != drv]
+    if stale:
+        s = stale[0]
+        return [CHECK.finding(
+            Status.FAIL, f"the CDI spec {s.path} was generated for driver {s.driver_version}, but driver {drv} "
+                         f"is installed",
+            f"A CDI spec lists the driver's library files by version; after the driver upgrade to {drv} they no "
+            f"longer exist, so `--device nvidia.com/gpu=...` fails to start containers (or mounts nothing). "
+            f"Regenerate it:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```\n\n"
+            f"(toolkit 1.18+ can do this at boot: `sudo systemctl enable --now nvidia-cdi-refresh.path`).",
+            evidence=evidence)]
+    gpu_specs = [s for s in host.cdi_specs if s.kind.startswith("nvidia.com/")]
+    if "podman" in host.engines and not gpu_specs:
+        return [CHECK.finding(
+            Status.FAIL, "Podman is installed but no NVIDIA CDI spec exists, so `--device nvidia.com/gpu=all` fails",
+            f"Podman gets GPUs through CDI. Generate the spec once (and after each driver upgrade):\n\n"
+            f"```\n{CONFIGURE['podman']}\nnvidia-ctk cdi list\n```\n\nthen "
+            f"`podman run --device nvidia.com/gpu=all ...`.", evidence=evidence)]
+    for cfg in host.containerd:
+        if "nvidia" not in cfg.runtimes:
+            return [CHECK.finding(
+                Status.FAIL, f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get "
+                             f"no GPU",
+                f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
+                f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes "
+                f"nodes).", evidence=evidence)]
+    if docker and "nvidia" not in docker.runtimes:
+        return [CHECK.finding(
+            Status.WARN, "the NVIDIA Container Toolkit is installed but Docker has no `nvidia` runtime registered",
+            f"`docker run --gpus all` can work through the toolkit's hook, but `--runtime=nvidia` and Compose files "
+            f"that name it fail. Configure Docker:\n\n```\n{CONFIGURE['docker']}\n```", evidence=evidence)]
+    for cfg in host.containerd:
+        if cfg.default_runtime in ("", "runc"):
+            return [CHECK.finding(
+                Status.INFO, f"containerd ({cfg.path}) declares the `nvidia` runtime but runs `runc` by default",
+                "Pods get the GPU only with `runtimeClassName: nvidia` at pod level (a RuntimeClass named `nvidia` "
+                "must exist: `kubectl get runtimeclass`); a pod that requests `nvidia.com/gpu` without it starts "
+                "with no driver inside. To make it the default instead: "
+                "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd.",
+                evidence=evidence)]
+    version = host.toolkit_version if isinstance(host.toolkit_version, str) else "installed"
+    return [CHECK.finding(Status.OK, f"NVIDIA Container Toolkit {version} is configured for {engines}",
+                          evidence=evidence)]
+
+
+CHECK = Check(
+    id="platform.toolkit",
+    title="NVIDIA Container Toolkit installed and configured for the host's container engines",
+    needs=("container_host", "platform", "nvidia", "gpu", "os"),
+    evaluate=evaluate,
+    tags=("gate",),
+)

@@ -1,0 +1,156 @@
+"""Check ``platform.visibility``: the GPUs a scheduler or MIG setup makes
+visible to each target, against what CUDA and the target's torch accept.
+
+Sources: NVIDIA MIG User Guide, "CUDA Device Enumeration" (a CUDA process
+enumerates a single MIG instance, whatever CUDA_VISIBLE_DEVICES lists); CUDA
+Programming Guide, "CUDA Environment Variables" (index, ``GPU-`` and ``MIG-``
+forms; an invalid entry hides itself and the rest); the torch parsing limits
+in ``data/platform.toml`` [[visible_devices]]; Ray docs "Accelerator support"
+(Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs a task or actor reserved, empty
+when it reserved none); Slurm gres.conf/sbatch docs (GPUs come from
+``--gres=gpu:N``/``--gpus=N``; older releases export ``NoDevFiles`` when a
+job has none); NVIDIA k8s-device-plugin (``nvidia.com/gpu`` requests).
+
+- empty / all-invalid value set by Ray, Slurm or Kubernetes -> ``fail`` naming
+  who set it and the request that gives the job GPUs;
+- a valid UUID form this torch release cannot parse -> ``fail`` naming the
+  release that fixes it;
+- several ``MIG-`` UUIDs -> ``warn`` (one MIG instance per process);
+- otherwise ``ok``; nothing set -> ``ok``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpudoctor.checks import SkipCheck
+from gpudoctor.checks._common import split_local
+from gpudoctor.checks._gpu import gpu_devices, target_probes, v
+from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.nvidia import NvidiaDriverFacts
+from gpudoctor.model import Check, Finding, Status
+
+HIDING = ("", "-1", "none", "nodevfiles", "void")
+
+
+def mig_instances(facts: Facts) -> dict[str, str]:
+    """MIG UUID -> ``<profile> on GPU <index>`` from NVML (empty when NVML listed none)."""
+    nv = facts.of(NvidiaDriverFacts)
+    if isinstance(nv, Unavailable):
+        return {}
+    return {m.uuid: f"{m.profile or 'MIG instance'} on GPU {d.index}" for d in nv.devices for m in d.mig_instances}
+
+
+def _entries(value: str) -> list[str]:
+    return [e.strip() for e in value.split(",")]
+
+
+def _valid(entry: str, uuids: list[str], count: int) -> bool | None:
+    """Whether an entry names a GPU here (None: cannot tell without NVML devices)."""
+    low = entry.lower()
+    if low in HIDING:
+        return False
+    if not count:
+        return None
+    if entry.isdigit():
+        return int(entry) < count
+    if entry.startswith("GPU-"):
+        return any(u.startswith(entry) for u in uuids)
+    if entry.startswith("MIG-"):
+        return True
+    return False
+
+
+def parse_limit(torch_version: str | None, entries: list[str]) -> dict[str, Any] | None:
+    """The [[visible_devices]] row this torch release trips on, given the entries' forms, or None."""
+    if not torch_version:
+        return None
+    public = v(split_local(torch_version)[0])
+    forms = {f"{e[:3]}-uuid" for e in entries if e.startswith(("GPU-", "MIG-"))}
+    row: dict[str, Any]
+    for row in load_table("platform")["visible_devices"]:
+        if row["form"] in forms and v(row["first"]) <= public < v(row["fixed"]):
+            return row
+    return None
+
+
+def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: str | None) -> Finding:
+    """The finding for one environment (a target's, or the platform's)."""
+    p = platform_of(facts)
+    sched = scheduler_of(p)
+    cvd = env.get("CUDA_VISIBLE_DEVICES")
+    nvd = env.get("NVIDIA_VISIBLE_DEVICES")
+    evidence = {k: val for k, val in (("CUDA_VISIBLE_DEVICES", cvd), ("NVIDIA_VISIBLE_DEVICES", nvd),
+                                      ("scheduler", sched), ("torch", torch_version)) if val is not None}
+    devices = gpu_devices(facts)
+    uuids = [d.uuid for d in devices]
+    if sched == "kubernetes" and nvd is not None and nvd.strip().lower() in HIDING and cvd is None:
+        who, how = REQUEST["kubernetes"]
+        return CHECK.finding(Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} in this pod: no GPU was allocated to it",
+                             f"The NVIDIA runtime injects no GPU for this value. {how}", evidence=evidence,
+                             target=label)
+    if cvd is None:
+        return CHECK.finding(Status.OK, "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", evidence=evidence,
+                             target=label)
+    entries = _entries(cvd)
+    verdicts = [_valid(e, uuids, len(devices)) for e in entries]
+    hidden_all = cvd.strip() == "" or verdicts[0] is False
+    if hidden_all and sched in REQUEST:
+        who, how = REQUEST[sched]
+        return CHECK.finding(
+            Status.FAIL, f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
+            f"`CUDA_VISIBLE_DEVICES={cvd}` hides every GPU, and it was set by {who} for this job, so unsetting it "
+            f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
+            evidence=evidence, target=label)
+    if hidden_all:
+        return CHECK.finding(Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU; no scheduler set it",
+                             "No Slurm, Ray or Kubernetes placement here, so it comes from the environment or the "
+                             "script: `unset CUDA_VISIBLE_DEVICES` or list the GPUs to use (`nvidia-smi -L`).",
+                             evidence=evidence, target=label)
+    row = parse_limit(torch_version, entries)
+    if row is not None:
+        return CHECK.finding(
+            Status.FAIL, f"torch {torch_version} cannot parse the {row['form'].split('-')[0]}- UUIDs in "
+                         f"CUDA_VISIBLE_DEVICES; fixed in torch {row['fixed']}",
+            f"The value is valid for CUDA, but in torch {torch_version}: {row['effect']} ({row['source']}). "
+            f"Upgrade torch to {row['fixed']} or newer (with matching torchvision/torchaudio), or — when the "
+            f"scheduler allows — pass indices instead of UUIDs.", evidence=evidence, target=label)
+    migs = [e for e in entries if e.startswith("MIG-")]
+    if len(migs) > 1:
+        known = mig_instances(facts)
+        listed = ", ".join(f"`{m}`" + (f" ({known[m]})" if m in known else "") for m in migs)
+        evidence["mig_instances"] = listed
+        return CHECK.finding(
+            Status.WARN, f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG instances; a CUDA process uses only the first",
+            f"CUDA enumerates a single MIG instance per process (NVIDIA MIG User Guide, \"CUDA Device "
+            f"Enumeration\"): of {listed}, `{migs[0]}` is `cuda:0` and the other {len(migs) - 1} are unused; "
+            f"`cuda:1` fails with "
+            f"\"invalid device ordinal\". Run one process per MIG instance, each with its own "
+            f"`CUDA_VISIBLE_DEVICES=MIG-...` (torchrun/DDP: one rank per instance).", evidence=evidence,
+            target=label)
+    return CHECK.finding(Status.OK, f"CUDA_VISIBLE_DEVICES={cvd!r} names GPUs this machine has"
+                         + (f" (set by {REQUEST[sched][0]})" if sched in REQUEST else ""), evidence=evidence,
+                         target=label)
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    probes: list[tuple[str, str | None, dict[str, Any]]] = [
+        (t.label, pr.torch.version if pr.torch.import_ok else None, dict(pr.env))
+        for t, pr in target_probes(facts) if pr is not None]
+    if probes:
+        return [assess(facts, env, tv, label) for label, tv, env in probes]
+    p = platform_of(facts)
+    if p is None:
+        raise SkipCheck("neither a target probe nor the platform facts were collected")
+    return [assess(facts, dict(p.env), None, None)]
+
+
+CHECK = Check(
+    id="platform.visibility",
+    title="GPU visibility set by schedulers and MIG: CUDA_VISIBLE_DEVICES vs CUDA and the torch release",
+    needs=("platform", "targets", "nvidia"),
+    evaluate=evaluate,
+    tags=("gate",),
+)
