@@ -160,7 +160,8 @@ def test_case17_fix_edits_the_deb822_file(tmp_path):
     root = copy_before("case17", tmp_path)
     facts = collect(root, dockerfile=("Dockerfile", (CASE17 / "Dockerfile").read_text()))
     finding = apt_sources.evaluate(facts)[0]
-    plan = apt_mirror.plan(facts, finding, {"mirror": "http://mirror.example.edu.cn/debian", "allow_insecure": "true"})
+    plan = apt_mirror.plan(facts, finding, {"mirror": "http://mirror.example.edu.cn/debian", "allow_insecure": "true",
+                                            "security-mirror": "http://mirror.example.edu.cn/debian-security"})
     assert [e.path for e in plan.edits] == ["/etc/apt/sources.list.d/debian.sources"]
     assert applied(root, plan) == tree(GOLDEN / "case17" / "after")
     assert any("apt-get update" in n for n in plan.notes)

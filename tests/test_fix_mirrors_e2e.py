@@ -48,7 +48,8 @@ def test_case17_diagnosed_then_fixed_through_the_deb822_file(copy):
     assert "mirror rewrite targets /etc/apt/sources.list, which does not exist" in out
     assert "fix: gpudoctor fix apt.mirror" in out
     code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror",
-                    "http://mirror.example.edu.cn/debian", "--allow-insecure", "--yes")
+                    "http://mirror.example.edu.cn/debian", "--allow-insecure", "--yes",
+                    "--set", "security-mirror=http://mirror.example.edu.cn/debian-security")
     assert code == 0, out
     assert tree(root) == tree(GOLDEN / "case17" / "after")
     assert "apt-get update" in out and "/var/lib/apt/lists" in out

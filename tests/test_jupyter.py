@@ -521,3 +521,73 @@ def test_kernel_argv_refuses_an_unknown_kernel_name_and_a_relative_python():
     # the named kernel and an absolute interpreter still plan
     plan = jupyter_kernel_argv.plan(facts, f, {"kernel": "train-venv", "python": "/opt/venv/bin/python"})
     assert '"/opt/venv/bin/python"' in plan.edits[0].new_text
+
+
+@pytest.mark.slow
+def test_gpu_hiding_variable_in_an_env_wrapper_is_flagged_like_kernel_env(tmp_path, python):
+    jp = tmp_path / "jp" / "kernels"
+    write_spec(jp, "wrapped", spec_json(["/usr/bin/env", "CUDA_VISIBLE_DEVICES=-1"] + ipk_argv(python), "Wrapped"))
+    write_spec(jp, "mixed", spec_json(["env", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES="] + ipk_argv(python),
+                                      "Mixed"))
+    write_spec(jp, "fine", spec_json(["env", "CUDA_VISIBLE_DEVICES=0"] + ipk_argv(python), "Fine"))
+    system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
+    facts = collect_domains(system, CollectOptions(extra={"jupyter_python": python}), CHECK)
+    by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
+    assert by["wrapped"].status is Status.FAIL and "hides-gpus" in by["wrapped"].evidence["problems"]
+    assert "argv runs `env CUDA_VISIBLE_DEVICES=\"-1\" ...`" in by["wrapped"].summary
+    assert by["wrapped"].fixes == ("jupyter.kernel-env",)
+    assert by["mixed"].status is Status.FAIL and by["fine"].status is Status.OK
+    (edit,) = jupyter_kernel_env.plan(facts, by["wrapped"], {}).edits
+    assert json.loads(edit.new_text)["argv"] == ipk_argv(python)  # nothing left for env: dropped
+    (edit,) = jupyter_kernel_env.plan(facts, by["mixed"], {}).edits
+    assert json.loads(edit.new_text)["argv"] == ["env", "OMP_NUM_THREADS=4"] + ipk_argv(python)
+
+
+def test_register_writes_where_jupyter_finds_it_first_and_names_the_environment():
+    shadowing = replace(kspec(name="train", argv0="/usr/bin/python3"),
+                        kernel_json="/opt/jp/kernels/train/kernel.json", resource_dir="/opt/jp/kernels/train")
+    stale = kspec(name="py38-old", argv0="/opt/old/bin/python", exists=False)
+    jf = JupyterFacts("/usr/bin/python3", "test", "3.11", "8.10.0", "/home/user/.local/share/jupyter",
+                      ("/opt/jp/kernels", "/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+                      (shadowing, stale))
+    facts = make_facts(jupyter=jf, targets=targets(target(CUDA_TERMINAL)))
+    by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
+    # the stale kernel's finding: the new kernel is named after the environment (train), not py38-old,
+    # and written over the JUPYTER_PATH copy Jupyter finds first, not into the shadowed user directory
+    plan = jupyter_register.plan(facts, by["py38-old"], {})
+    (edit,) = plan.edits
+    assert edit.path == "/opt/jp/kernels/train/kernel.json" and edit.old_text == shadowing.kernel_json_text
+    assert json.loads(edit.new_text)["argv"][0] == CUDA_TERMINAL.executable
+    assert any("earlier JUPYTER_PATH entry" in n for n in plan.notes)
+    (edit,) = jupyter_register.plan(facts, by["py38-old"], {"name": "fresh"}).edits
+    assert edit.path == "/home/user/.local/share/jupyter/kernels/fresh/kernel.json" and edit.old_text is None
+
+
+@pytest.mark.slow
+def test_interrupt_during_deep_kills_a_hung_kernel_at_once(tmp_path, python):
+    """Ctrl-C runs kill_running_commands(): a kernel launched for --deep dies then, not at its timeout."""
+    import threading
+    import time
+
+    from gpudoctor.system import kill_running_commands
+    token = f"gpudoctor-intr-{os.getpid()}-{tmp_path.name}"
+    jp = tmp_path / "jp" / "kernels"
+    write_spec(jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}",
+                                      "{connection_file}"], "Hang"))
+    system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
+    done = threading.Event()
+
+    def work():
+        collect_jupyter(CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60,
+                                                              extra={"jupyter_python": python})))
+        done.set()
+
+    threading.Thread(target=work, daemon=True).start()
+    deadline = time.monotonic() + 30
+    while not _running_with(token) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running_with(token), "the kernel never started"
+    start = time.monotonic()
+    assert kill_running_commands() >= 1
+    assert _running_with(token) == []
+    assert done.wait(15) and time.monotonic() - start < 15  # well before the 60 s probe timeout

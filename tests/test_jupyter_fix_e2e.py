@@ -72,3 +72,45 @@ def test_case13_fixed_through_gpudoctor_fix_and_undone_byte_for_byte(tmp_path, i
     assert code == 0, out + err
     assert kfile.read_bytes() == original
     assert listed_argv(env, "train-venv")[0] == bare_python
+
+
+def _kernel(home: Path, name: str, python: str, one_line: bool = False) -> Path:
+    kfile = home / ".local" / "share" / "jupyter" / "kernels" / name / "kernel.json"
+    kfile.parent.mkdir(parents=True)
+    argv = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    if one_line:
+        text = ('{\n "argv": ' + json.dumps(argv) + ',\n "display_name": "' + name +
+                '",\n "language": "python",\n "env": {"OMP_NUM_THREADS": "4"}\n}\n')
+    else:
+        text = json.dumps({"argv": argv, "display_name": name, "language": "python"}, indent=1)
+    kfile.write_text(text)
+    return kfile
+
+
+@pytest.mark.slow
+def test_fix_all_repairs_every_broken_kernel_and_keeps_one_line_arrays(tmp_path, isolated_home, monkeypatch, capsys):
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "JUPYTER_PATH", "JUPYTER_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    gone = str(tmp_path / "deleted-venv" / "bin" / "python")
+    a = _kernel(isolated_home, "alpha", gone)
+    b = _kernel(isolated_home, "beta", gone, one_line=True)
+    before_b = b.read_text()
+    code, out, err = run(capsys, "fix", "--all", "--yes")
+    assert code == 0, out + err
+    assert json.loads(a.read_text())["argv"][0] == sys.executable
+    assert b.read_text() == before_b.replace(gone, sys.executable)  # one plan per kernel.json, form kept
+    assert out.count("jupyter.kernel-argv: kernel") == 2
+
+
+def test_set_python_must_exist_have_ipykernel_and_keys_must_be_known(tmp_path, isolated_home, monkeypatch, capsys):
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "JUPYTER_PATH", "JUPYTER_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    _kernel(isolated_home, "alpha", str(tmp_path / "gone" / "bin" / "python"))
+    code, _, err = run(capsys, "fix", "jupyter.kernel-argv", "--set", "python=/nonexistent/bin/python", "--yes")
+    assert code == 2 and "--set python=/nonexistent/bin/python: no such interpreter" in err
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    code, _, err = run(capsys, "fix", "jupyter.kernel-argv", "--set", f"python={bare}/bin/python", "--yes")
+    assert code == 2 and f"First run `{bare}/bin/python -m pip install ipykernel`" in err
+    code, _, err = run(capsys, "fix", "jupyter.kernel-argv", "--set", "pyhton=/usr/bin/python3", "--yes")
+    assert code == 2 and "--set pyhton: no fix reads that option" in err

@@ -19,7 +19,7 @@ from gpudoctor.model import Finding, FixRefused, Status
 from gpudoctor.testing import fake_system, make_facts, write_tree
 from test_apply import patch
 
-HOME = "/home/user"
+HOME = "/root"  # under --root, user files are the image user's (root: /root), not the caller's
 USER_CONF = f"{HOME}/.config/pip/pip.conf"
 MIRROR = "https://mirror.example.org/simple"
 CASE20 = CASES / "20-pip-conf-no-section-header" / "pip.conf"
@@ -60,7 +60,7 @@ def test_plan_edits_exact_file_text_and_keeps_comments(tmp_path):
     [edit] = p.edits
     assert edit.path == "/etc/pip.conf" and edit.old_text == text
     assert edit.new_text == text.replace("https://old.example.org/simple", MIRROR)
-    assert p.addresses == ("pip.config",) and "set index-url" in p.description
+    assert p.addresses == ("pip.config", "index.consistency") and "set index-url" in p.description
 
 
 def test_plan_refusals(tmp_path):
@@ -154,8 +154,11 @@ def test_scope_choice_and_precedence_notes(tmp_path, env, capsys, monkeypatch):
     assert (root / "etc/pip.conf").read_text() == f"[global]\ntimeout = 30\nindex-url = {MIRROR}\n"
     assert f"index-url in ~/.config/pip/pip.conf ([global]) still wins: gpudoctor fix pip.index-url --index-url " \
            f"{MIRROR} --scope user" in out
-    monkeypatch.setenv("PIP_INDEX_URL", "https://env.example.org/simple")
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--yes", "--root", str(root))
+    monkeypatch.setenv("PIP_INDEX_URL", "https://caller.example.org/simple")  # the caller's: not the image's
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM debian:12\nENV PIP_INDEX_URL=https://env.example.org/simple\n")
+    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--yes", "--root", str(root),
+                       "--dockerfile", str(dockerfile))
     assert "PIP_INDEX_URL is set in the environment and still overrides pip.conf: unset PIP_INDEX_URL" in out
     # default scope: the file that set the effective index-url (the user file), not /etc
     assert (root / USER_CONF.lstrip("/")).read_text() == f"[global]\nindex-url = {MIRROR}\n"
@@ -163,9 +166,12 @@ def test_scope_choice_and_precedence_notes(tmp_path, env, capsys, monkeypatch):
 
 def test_site_scope_uses_virtual_env(tmp_path, env, capsys, monkeypatch):
     root = write_tree(tmp_path / "root", {"/venvs/app/bin/.keep": ""})
-    monkeypatch.setenv("VIRTUAL_ENV", "/venvs/app")
+    monkeypatch.setenv("VIRTUAL_ENV", "/elsewhere/caller-venv")  # the caller's: not the image's
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM python:3.12\nRUN python -m venv /venvs/app\nENV VIRTUAL_ENV=/venvs/app \\\n"
+                          "    PATH=/venvs/app/bin:$PATH\n")
     code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "site", "--yes",
-                       "--root", str(root))
+                       "--root", str(root), "--dockerfile", str(dockerfile))
     assert code == 0 and (root / "venvs/app/pip.conf").read_text() == f"[global]\nindex-url = {MIRROR}\n"
 
 
@@ -178,7 +184,7 @@ def test_symlinked_pip_conf_edits_the_target(tmp_path, env, capsys):
     assert code == 0
     assert link.is_symlink() and os.readlink(link) == "/home/user/dotfiles/pip.conf"
     assert (root / "home/user/dotfiles/pip.conf").read_text() == f"[global]\n# keep me\ntimeout = 9\nindex-url = {MIRROR}\n"
-    assert (f"edit /home/user/dotfiles/pip.conf (the target of the symlink /home/user/.config/pip/pip.conf; "
+    assert (f"edit /home/user/dotfiles/pip.conf (the target of the symlink {USER_CONF}; "
             f"in --root {root})") in out
     assert "is a symlink; its target /home/user/dotfiles/pip.conf was edited" in out
 
@@ -282,7 +288,7 @@ def test_really_unwritable_file_as_an_unprivileged_user(tmp_path):
         state.mkdir()
         os.chmod(state, 0o777)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "XDG_"))}
-        env.update(HOME=HOME, XDG_CONFIG_HOME=f"{HOME}/.config", XDG_STATE_HOME=str(state))
+        env.update(HOME="/home/user", XDG_CONFIG_HOME="/home/user/.config", XDG_STATE_HOME=str(state))
         prefix = []
         if os.geteuid() == 0:
             # drop to nobody with util-linux setpriv (subprocess's user= cannot exec an interpreter that lives

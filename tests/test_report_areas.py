@@ -155,3 +155,13 @@ def test_info_summaries_are_said_once_and_the_headline_is_not_repeated():
     assert gpu.info == () and lay.headline == "CUDA is unavailable: no GPU"
     assert len(notebooks.info) == 1
     assert [(g.reason, g.checks) for g in notebooks.skipped] == [("[kernel:b] no kernel", ("jupyter.kernels",))]
+
+
+def test_every_installed_check_has_a_known_area():
+    """A built-in check never lands in ``other``: its id prefix (or its declared area) names one."""
+    from gpudoctor.registry import load_registry
+    registry = load_registry()
+    assert registry.checks
+    unplaced = [c.id for c in registry.checks.values() if area_for(c.id, c.area) not in AREAS or
+                area_for(c.id, c.area) == "other"]
+    assert unplaced == []

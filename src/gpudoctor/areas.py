@@ -62,6 +62,8 @@ PREFIX_AREAS: Mapping[str, str] = {
     "apt": "sources",
     "sources": "sources",
     "dockerfile": "sources",
+    "build": "sources",
+    "index": "sources",
     "collect": "gpudoctor",
     "gpudoctor": "gpudoctor",
 }

@@ -28,6 +28,7 @@ from typing import Any
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import KernelLaunch, KernelSpecFacts
 from gpudoctor.probe import PROBE_SCRIPT, ProbeError, parse_probe_output
+from gpudoctor.system import track_process
 
 __all__ = ["launch_and_probe", "probe_code"]
 
@@ -107,6 +108,9 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
         except Exception as exc:  # missing executable, unavailable provisioner ...
             msg = f"the kernel could not be started: {type(exc).__name__}: {exc}"
             return KernelLaunch(False, _ms(start), msg, Unavailable(msg), _tail(stderr_path))
+        kernel_proc = getattr(getattr(km, "provisioner", None), "process", None)
+        if kernel_proc is not None:
+            track_process(kernel_proc)  # Ctrl-C (kill_running_commands) kills it at once, not at its timeout
         kc = km.client()
         kc.start_channels()
         try:
@@ -153,6 +157,9 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
             except Exception:  # pragma: no cover - best effort
                 pass
         if km is not None:
+            proc_ = getattr(getattr(km, "provisioner", None), "process", None)
+            if proc_ is not None:
+                track_process(proc_, running=False)
             try:
                 if km.has_kernel:
                     km.shutdown_kernel(now=True)

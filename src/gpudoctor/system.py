@@ -100,6 +100,16 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+def track_process(proc: subprocess.Popen, running: bool = True) -> None:
+    """Add (or, with ``running=False``, remove) a child that :func:`kill_running_commands` must kill on
+    Ctrl-C — e.g. a Jupyter kernel started for ``--deep`` (its own session, so SIGINT never reaches it)."""
+    with _RUNNING_LOCK:
+        if running:
+            _RUNNING.add(proc)
+        else:
+            _RUNNING.discard(proc)
+
+
 def kill_running_commands() -> int:
     """Kill the process group of every command still running (Ctrl-C, exit).
 

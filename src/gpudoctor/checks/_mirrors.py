@@ -1,9 +1,12 @@
 """Shared logic of the ``pip.mirror``, ``uv.mirror``, ``conda.mirror`` and ``apt.mirror`` checks.
 
-Verdicts (issue 5): the configured index unreachable or failing -> ``fail``;
-with a ranking, a healthy candidate at least 2x and 200 ms faster in median
-than the configured index -> ``warn`` with the ranked table; ``ok``
-otherwise. No network at all (every probe failed before reaching a server)
+Verdicts: the configured index does not answer at all (timeout, refused,
+DNS, TLS) or answers with an error or the wrong content -> ``fail``; it
+answers but slowly — median time to first byte above :data:`SLOW_TTFB_MS`, or
+a body too slow to be checked (status ``slow``) -> ``warn`` "usable but
+slow" with the measured figures and, with a ranking, the faster mirror; with a
+ranking, a healthy candidate at least 2x and 200 ms faster in median than the
+configured index -> ``warn`` with the ranked table; ``ok`` otherwise. No network at all (every probe failed before reaching a server)
 or ``--offline`` -> ``skip`` with the reason.
 """
 
@@ -18,6 +21,11 @@ from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
 from gpudoctor.mirrors.probe import network_absent
 from gpudoctor.model import Check, Finding, Status
 
+#: Median time to first byte above which an index that works is "usable but slow", ms. pip and uv fetch one
+#: simple page per project while resolving (a 100-package environment is 100+ requests, plus one per
+#: download), and apt one index file per suite and component, so 1 s per request adds minutes to every
+#: install; a nearby mirror or CDN answers in tens of ms. Below it, latency alone is not worth a warning.
+SLOW_TTFB_MS = 1000.0
 #: A candidate must be at least this many times faster (median) ...
 SPEEDUP_FACTOR = 2.0
 #: ... and at least this many ms faster, to be worth a warning.
@@ -110,7 +118,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
     if ranking:
         evidence["ranking"] = [{"name": r.name, "url": r.base_url, "status": r.status, "median_ms": r.median_ms}
                                for r in ranking]
-    bad = [p for p in conf if not p.healthy]
+    bad = [p for p in conf if not p.healthy and p.status != "slow"]
     if bad:
         third_party = "  (a third-party repository: the mirror switch does not touch it; check its URL and key, " \
                       "or disable it)"
@@ -135,6 +143,38 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             f"Installs will stall or fail: the {WHAT[eco]} this machine is configured to use does not serve what "
             f"is needed.\n\n{lines}\n\n{todo}{table}",
             evidence=evidence, fixes=(fix,) if best is not None or not ranking else ())]
+    slow = [p for p in conf if p.status == "slow" or (p.status == "ok" and (p.median_ms or 0.0) > SLOW_TTFB_MS)]
+    if slow:
+        worst = max(slow, key=lambda p: (p.status == "slow", p.median_ms or 0.0))
+        figures = "\n".join(
+            f"- `{p.probe_url}`: time to first byte {', '.join(f'{x:.0f}' for x in p.samples_ms) or '-'} ms "
+            f"(median {_ms(p.median_ms)} ms), connect {_ms(p.connect_ms)} ms"
+            + (f", {p.throughput_kib_s:.0f} KiB/s" if p.throughput_kib_s is not None else "")
+            + (f" — {p.reason}" if p.reason else "") for p in slow)
+        faster = next((r for r in ranking if r.status == "ok" and r.median_ms is not None
+                       and r.base_url.rstrip("/") != worst.base_url.rstrip("/")
+                       and r.median_ms < (worst.median_ms or float("inf"))), None)
+        if faster is not None:
+            todo = (f"Faster from here: {faster.name} (`{_host(faster.base_url)}`, median {_ms(faster.median_ms)} ms). "
+                    f"Switch: `gpudoctor fix {fix} --mirror {faster.name}`.")
+        elif ranking:
+            todo = "No catalogue mirror answered faster from here."
+        else:
+            todo = (f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
+                    f"`gpudoctor fix {fix} --mirror fastest`.")
+        if eco == "pip":
+            todo += (" To keep installs from aborting meanwhile, raise pip's socket timeout and retries: "
+                     "`gpudoctor fix pip.index-url --set timeout=60 --set retries=10`.")
+        what = "its body came too slowly to check" if worst.status == "slow" else \
+            f"median time to first byte {_ms(worst.median_ms)} ms"
+        return [check.finding(
+            Status.WARN,
+            f"the configured {WHAT[eco]} {_host(worst.base_url)} is usable but slow: {what}"
+            + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
+            f"It answers, so installs work, but every request waits (threshold: {SLOW_TTFB_MS:.0f} ms to the "
+            f"first byte; pip and uv make one request per package while resolving).\n\n{figures}\n\n{todo}{table}",
+            evidence={**evidence, "slow_threshold_ms": SLOW_TTFB_MS},
+            fixes=(fix,) if faster is not None or eco == "pip" else ())]
     timed = [p for p in conf if p.median_ms is not None]
     if timed:
         slowest = max(timed, key=lambda p: p.median_ms or 0.0)

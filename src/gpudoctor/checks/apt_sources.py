@@ -17,6 +17,7 @@ sources to deb822 ``.sources`` files):
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -95,7 +96,14 @@ def _rewrite_findings(apt: AptFacts) -> list[Finding]:
                            evidence={"rewrites": [r.command for r in absent], "absent": targets,
                                      "active_files": [f.path for f in active], "uris": pointing},
                            fixes=("apt.mirror",)))
+    not_in_effect = _not_in_effect(apt, official_domains())
+    out += not_in_effect
     no_match = [r for r in apt.rewrites if r.target_exists and not r.matches]
+    official = official_domains()
+    if not_in_effect or (apt.build_file and apt.built_sources and not any(
+            s.enabled and is_distro_source(s) and any(is_official(_host(u), official) for u in s.uris)
+            for s in apt.built_sources)):
+        no_match = []  # reported above, or harmless: after the build apt reads only the mirror
     if no_match:
         lines = "\n".join(f"- `{r.origin}`: `{r.pattern}` does not occur in `{r.target}`" for r in no_match)
         out.append(Finding(check="apt.sources", status=Status.WARN,
@@ -105,6 +113,70 @@ def _rewrite_findings(apt: AptFacts) -> list[Finding]:
                                        f"(`grep -r URIs /etc/apt/sources.list.d/`) and match those.",
                            evidence={"rewrites": [r.command for r in no_match]}, fixes=("apt.mirror",)))
     return out
+
+
+def _mirror_host(text: str) -> str:
+    """Host (with port) named in a sed replacement or URL: ``http://m:3142/ubuntu`` -> ``m:3142``."""
+    text = text.strip()
+    if "://" in text:
+        parts = urlsplit(text)
+        return parts.netloc.rsplit("@", 1)[-1]
+    return text.split("/", 1)[0]
+
+
+def _not_in_effect(apt: AptFacts, official: set[str]) -> list[Finding]:
+    """The build meant to switch apt to a mirror, but after its edits apt still reads official hosts."""
+    if not apt.build_file or any(not e.target_exists and e.action == "sed" for e in apt.build_edits):
+        return []  # no build file, or the build stops at a sed on a missing file (reported as fail)
+    intended: list[str] = []
+    for e in apt.build_edits:
+        if e.action == "sed" and e.replacement:
+            host = _mirror_host(e.replacement)
+            if host and not is_official(host.split(":")[0], official):
+                intended.append(e.replacement)
+        elif e.action in ("write", "append", "copy", "cp") and e.content:
+            for m in re.finditer(r"\b(?:https?|ftp)://[^\s\]]+", e.content):
+                if not is_official(urlsplit(m.group(0)).hostname or "", official):
+                    intended.append(m.group(0))
+    if not intended:
+        return []
+    still = [s for s in apt.built_sources if s.enabled and is_distro_source(s)
+             and any(is_official(_host(u), official) for u in s.uris)]
+    if not still:
+        return []
+    files = sorted({s.file for s in still})
+    hosts = sorted({_host(u) for s in still for u in s.uris if is_official(_host(u), official)})
+    mirror = intended[0]
+    noop = [e for e in apt.build_edits if e.action == "sed" and e.target_exists and not e.changed]
+    empty_targets = sorted({e.path for e in noop
+                            if not any(s.enabled for s in apt.built_sources if s.file == e.path)})
+    if empty_targets:
+        why = (f"the rewrite edits {', '.join(empty_targets)}, which has no active entries "
+               f"(only comments), so `sed` succeeds and changes nothing")
+    elif noop:
+        why = f"the rewrite's pattern `{noop[0].pattern}` matches nothing in {noop[0].path}"
+    else:
+        why = "the build edits other files than the ones apt reads for these archives"
+    summary = (f"configured apt mirror {mirror} is not in effect: {why.split(', so')[0]}; "
+               f"{', '.join(files)} still point{'s' if len(files) == 1 else ''} to {', '.join(hosts)}")
+    subs = [e for e in noop if e.pattern] or [e for e in apt.build_edits if e.action == "sed" and e.pattern]
+    script = "; ".join(dict.fromkeys(f"s|{e.pattern}|{e.replacement}|g" for e in subs))
+    targets = list(dict.fromkeys([e.path for e in noop] + files))
+    lines = "\n".join(dict.fromkeys(f"- `{e.origin}`: `{e.command}`" for e in (noop or apt.build_edits)))
+    expl = (f"The build means apt to use `{mirror}`, but {why}. apt reads the deb822 file(s) "
+            f"{', '.join(f'`{f}`' for f in files)} (Debian 12 and Ubuntu 24.04 moved the distribution's sources "
+            f"there), and they still name {', '.join(f'`{h}`' for h in hosts)}: every `apt-get update` goes to "
+            f"the public archive.\n\n{lines}\n\n")
+    if script:
+        expl += ("Apply the rewrite to whichever of the files exists:\n\n"
+                 f"    for f in {' '.join(targets)}; do [ -f \"$f\" ] && sed -i \"{script}\" \"$f\"; done\n\n"
+                 "(deb822 `URIs:` often end in `/`; a pattern without the trailing slash still matches.) ")
+    expl += (f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror {mirror}"
+             f"{' --allow-insecure' if mirror.startswith('http://') else ''}`, then `{APT_UPDATE}`.")
+    return [Finding(check="apt.sources", status=Status.WARN, summary=summary, explanation=expl,
+                    evidence={"mirror": mirror, "still_official": files, "hosts": hosts,
+                              "noop_rewrites": [e.command for e in noop]},
+                    fixes=("apt.mirror",))]
 
 
 def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:

@@ -274,6 +274,22 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
             f"Remove them (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the kernel. "
             "To pick one GPU, use an index or "
             "`GPU-<uuid>` instead, e.g. `\"CUDA_VISIBLE_DEVICES\": \"0\"`.", (FIX_ENV,)))
+    wrapped = gpu_hiding_vars(dict(spec.interpreter.wrapper_env)) if spec.interpreter is not None \
+        and spec.interpreter.via == "env" else {}
+    wrapped = {k_: v for k_, v in wrapped.items() if k_ not in hiding}
+    if wrapped:
+        interp_at = spec.interpreter.argv_index if spec.interpreter is not None else None
+        wrapper = spec.argv[:interp_at + 1] if interp_at is not None else spec.argv
+        shown = ", ".join(f"{k_}={v!r}".replace("'", '"') for k_, v in wrapped.items())
+        k.problems.append(_Problem(
+            Status.FAIL, "hides-gpus",
+            f"kernel {spec.name} hides every GPU: its argv runs `env {shown} ...` before the interpreter",
+            f"kernel.json (`{spec.kernel_json}`) starts the kernel through an `env` wrapper in `argv` "
+            f"(`{' '.join(wrapper)}`), which sets `{shown}` for the kernel "
+            "exactly as kernel.json `env` would: CUDA sees no device (`torch.cuda.is_available()` is False).\n\n"
+            f"Remove the assignment from argv (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the "
+            "kernel. To pick one GPU, use an index or `GPU-<uuid>`.", (FIX_ENV,)))
+        hiding = {**hiding, **wrapped}
     tk = probe.torch
     ref_cuda = ref_probe is not None and ref_probe.torch.import_ok and bool(ref_probe.torch.cuda)
     same_python = ref_probe is not None and (probe.executable == ref_probe.executable

@@ -59,8 +59,9 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")
     facts = read_facts(facts_file) if facts_file else None
-    system = build_system(root)
-    options = make_collect_options(pythons, offline, probe_timeout, **mirror_extra(**mirror_opts))
+    extra = mirror_extra(**mirror_opts)
+    system = build_system(root, extra.get("dockerfile"))
+    options = make_collect_options(pythons, offline, probe_timeout, **extra)
     if deep:
         from dataclasses import replace
         options = replace(options, deep=True)
@@ -74,6 +75,11 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
             selected = engine.select_checks(registry.checks, ids, skip)
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
+        from dataclasses import replace as _replace
+
+        from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
+        options = _replace(options, extra={**options.extra,
+                                           "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})
         with SpinnerProgress(make_console(sys.stderr)) as progress:
             report = engine.run(selected, system, options, progress=progress, facts=facts,
                                 extra_findings=registry.problems)

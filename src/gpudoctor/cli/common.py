@@ -76,16 +76,26 @@ def load_registry():
     return load_registry()
 
 
-def build_system(root: str):
-    """The live :class:`~gpudoctor.system.System` rooted at ``--root``; usage error when it is not a directory."""
-    from gpudoctor.system import System
+def build_system(root: str, dockerfile=None):
+    """The :class:`~gpudoctor.system.System` rooted at ``--root``; usage error when it is not a directory.
+
+    ``/`` is the live machine. An image root is the world of its own: its home
+    and environment come from the image (``gpudoctor.imageenv``: the
+    Dockerfile's ENV/USER given with ``--dockerfile``, its /etc/passwd, /root),
+    never from the caller.
+    """
+    from gpudoctor.system import Files, System
     root_path = Path(root)
     if not root_path.is_dir():
         raise usage(f"--root {root}: not a directory")
-    if root_path.resolve() != Path("/") and not any(
-            (root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
+    if root_path.resolve() == Path("/"):
+        return System.live(str(root_path))
+    if not any((root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
         click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
-    return System.live(str(root_path))
+    from gpudoctor.imageenv import image_environment
+    files = Files(root_path)
+    env, home = image_environment(files, dockerfile)
+    return System(files=files, env=env, home=home)
 
 
 def check_pythons(pythons: Sequence[str]) -> None:

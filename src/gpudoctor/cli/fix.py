@@ -43,7 +43,12 @@ from gpudoctor.cli.common import (
     make_collect_options,
     usage,
 )
-from gpudoctor.mirrors.cli_options import fix_mirror_extra, mirror_check_options, resolve_pip_mirror
+from gpudoctor.mirrors.cli_options import (
+    fix_mirror_extra,
+    mirror_check_options,
+    resolve_apt_security,
+    resolve_pip_mirror,
+)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.redact import redact_text, redact_value
 
@@ -119,30 +124,62 @@ def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> list[Find
 
 def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str],
                named: bool) -> list[FixOutcome]:
-    """Ask each fix's planner for a plan; never raises for a planner's fault."""
+    """Ask each fix's planner for plans; never raises for a planner's fault.
+
+    One plan per finding that offers the fix when the findings are about
+    different files (``fix --all`` repairs every broken kernel: one plan per
+    kernel.json); a file already changed by an earlier plan is left to that
+    plan (the first applicable fix per file wins, the later one says so)
+    instead of refusing the whole run.
+    """
     outcomes: list[FixOutcome] = []
+    claimed: dict[str, str] = {}  # path -> fix id that plans to change it
     for fx in fixes:
         candidates = _candidates(fx, findings, named)
         offering = next((f for f in candidates if fx.id in f.fixes and f.status >= Status.WARN), None)
-        outcome = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found",
-                             finding=offering)
+        mine: list[FixOutcome] = []
+        fallback = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found",
+                              finding=offering)
         for finding in candidates:
+            offers = finding.status >= Status.WARN and fx.id in finding.fixes
+            if not offers and any(o.status in ("planned", "already-fixed", "refused") for o in mine):
+                break  # the offering findings were handled: no planning on request on top
             try:
                 plan = fx.plan(facts, finding, options)
             except FixRefused as exc:
-                outcome = FixOutcome(fx.id, "refused", message=str(exc), finding=finding)
+                mine.append(FixOutcome(fx.id, "refused", message=str(exc), finding=finding))
+                if finding.status >= Status.WARN and fx.id in finding.fixes and named is False:
+                    continue  # fix --all: the other kernels/files still get their plans
                 break
             except Exception as exc:
-                outcome = FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
-                                     f" (a bug in gpudoctor or the plug-in)", finding=finding)
+                mine.append(FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
+                                       f" (a bug in gpudoctor or the plug-in)", finding=finding))
                 break
             if plan is None:
                 continue
-            status = "planned" if plan.changes_anything else "already-fixed"
-            outcome = FixOutcome(fx.id, status, plan=plan, finding=finding,
-                                 message="" if plan.changes_anything else "already fixed")
-            break
-        outcomes.append(outcome)
+            paths = [e.path for e in plan.edits if e.changes_anything]
+            if not plan.changes_anything:
+                if not any(o.status == "planned" for o in mine):
+                    mine = [FixOutcome(fx.id, "already-fixed", plan=plan, finding=finding, message="already fixed")]
+                if not (finding.status >= Status.WARN and fx.id in finding.fixes):
+                    break
+                continue
+            taken = [p for p in paths if p in claimed]
+            if taken:
+                mine.append(FixOutcome(fx.id, "deferred", finding=finding,
+                                       message=f"{taken[0]} is repaired by {claimed[taken[0]]} in this run "
+                                               f"(the first applicable fix per file)"))
+                continue
+            if any(o.plan is not None and [e.path for e in o.plan.edits if e.changes_anything] == paths
+                   for o in mine if o.status == "planned"):
+                continue
+            for p_ in paths:
+                claimed[p_] = fx.id
+            mine = [o for o in mine if o.status != "already-fixed"]
+            mine.append(FixOutcome(fx.id, "planned", plan=plan, finding=finding))
+            if not (finding.status >= Status.WARN and fx.id in finding.fixes):
+                break  # planning on request: one plan
+        outcomes.extend(mine or [fallback])
     return outcomes
 
 
@@ -163,6 +200,49 @@ def _parse_sets(sets: Sequence[str]) -> dict[str, str]:
             raise usage(f"--set {item!r}: expected KEY=VALUE")
         out[key.strip()] = value
     return out
+
+
+#: ``--set`` keys the built-in planners read; a plug-in fix adds its own with an ``options`` attribute
+#: (a tuple of key names) on its Fix object.
+BUILTIN_SET_KEYS = ("kernel", "python", "name", "display-name", "display_name", "timeout", "retries",
+                    "security-mirror", "scope", "index-url", "mirror", "allow-insecure")
+
+
+def _has_ipykernel(files, python: str) -> bool:
+    """Whether ``python`` (inside the root) has ipykernel in its own site-packages (or Debian's dist-packages)."""
+    prefix = python.rsplit("/", 2)[0] if "/bin/" in python else python.rsplit("/", 1)[0]
+    patterns = ["lib/python3*/site-packages/ipykernel/__init__.py", "lib/python3*/dist-packages/ipykernel/__init__.py",
+                "lib/python3/dist-packages/ipykernel/__init__.py",
+                "local/lib/python3*/dist-packages/ipykernel/__init__.py"]
+    for pattern in patterns:
+        try:
+            if any(True for _ in files.glob(prefix or "/", pattern)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _check_set_options(sets: Sequence[str], options: Mapping[str, str], registry: Any, pool: Sequence[Fix],
+                       system: Any) -> None:
+    """Refuse ``--set`` keys no fix reads, and a ``--set python=`` that does not exist or has no ipykernel."""
+    known = set(BUILTIN_SET_KEYS)
+    for fx in registry.fixes.values():
+        known.update(getattr(fx, "options", ()) or ())
+    undeclared = [fx for fx in pool if not getattr(fx.plan, "__module__", "").startswith("gpudoctor.fixes.")
+                  and getattr(fx, "options", None) is None]
+    for item in ([] if undeclared else sets):  # a plug-in that does not declare its keys may read any
+        key = item.partition("=")[0].strip()
+        if key not in known:
+            raise usage(f"--set {key}: no fix reads that option (known: {', '.join(sorted(known))})")
+    python = (options.get("python") or "").strip()
+    if python and python.startswith("/") and any(fx.id.startswith("jupyter.") for fx in pool):
+        if not system.files.exists(python):
+            raise usage(f"--set python={python}: no such interpreter"
+                         + ("" if system.files.is_live else f" (in --root {system.files.root})"))
+        if not _has_ipykernel(system.files, python):
+            raise usage(f"--set python={python}: ipykernel is not installed there, so a kernel using it would die "
+                         f"at start. First run `{python} -m pip install ipykernel`, then this fix again")
 
 
 def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> list[str]:
@@ -300,9 +380,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     from gpudoctor import engine
     from gpudoctor.render.console import SpinnerProgress, make_console
 
-    system = build_system(root)
     collect_options = make_collect_options(pythons, offline, probe_timeout,
                                            **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
+    system = build_system(root, collect_options.extra.get("dockerfile"))
+    _check_set_options(sets, options, registry, pool, system)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
         before = engine.run(checks, system, collect_options, progress=progress)
 
@@ -320,6 +401,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     manual = [] if named else _no_automatic_fix(before.findings, registry)
 
     resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
+    security_note = resolve_apt_security(options, before.facts, collect_options.extra, offline,
+                                         [f.id for f in selected])
+    if security_note:
+        out.line(f"apt.mirror: {security_note}")
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
     doc: dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
@@ -395,7 +480,8 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     wanted = {c for o in planned for c in (o.planned.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
-    after = engine.run([registry.checks[c] for c in rechecks], build_system(root), collect_options)
+    after = engine.run([registry.checks[c] for c in rechecks],
+                       build_system(root, collect_options.extra.get("dockerfile")), collect_options)
     before_s = _status_by_check(before.findings, rechecks)
     after_s = _status_by_check(after.findings, rechecks)
     doc["after"] = {c: s.value for c, s in after_s.items()}
@@ -419,7 +505,10 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
 def _no_automatic_fix(findings: Sequence[Finding], registry) -> list[Finding]:
     """Failing findings that offer no installed fix: ``--all`` cannot repair them, a person must."""
-    return [f for f in findings if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes)]
+    fixable_checks = {f.check for f in findings if f.status >= Status.FAIL and any(i in registry.fixes for i in f.fixes)}
+    # a check's headline finding (e.g. "2 of 3 kernels are broken") is repaired through its per-item findings
+    return [f for f in findings if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes)
+            and f.check not in fixable_checks]
 
 
 def _finish_error(doc: dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):

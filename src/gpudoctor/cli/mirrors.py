@@ -86,8 +86,11 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         write_output(json.dumps(doc, indent=2) + "\n", output)
         return
     from gpudoctor.checks._mirrors import ranking_table
-    lines = [f"# Mirror ranking ({total} indexes probed concurrently in {result.wall_ms / 1000:.1f} s, "
-             f"budget {budget:g} s, catalogue {cat.origin})", ""]
+    if offline:
+        lines = [f"# Mirror candidates ({total} indexes, not probed: --offline; catalogue {cat.origin})", ""]
+    else:
+        lines = [f"# Mirror ranking ({total} indexes probed concurrently in {result.wall_ms / 1000:.1f} s, "
+                 f"budget {budget:g} s, catalogue {cat.origin})", ""]
     for eco in chosen:
         lines.append(f"## {eco}")
         if eco in skipped:

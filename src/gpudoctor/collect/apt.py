@@ -14,8 +14,10 @@ from __future__ import annotations
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.mirrors import AptFacts, AptRewrite, AptSourceFile
-from gpudoctor.mirrors.aptsources import VALID_PART_NAME, find_rewrites, parse_deb822, parse_one_line
+from gpudoctor.facts.mirrors import AptFacts, AptRewrite, AptSource, AptSourceFile, SourceEdit
+from gpudoctor.mirrors.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
+from gpudoctor.mirrors.buildwrites import Overlay, replay
+from gpudoctor.mirrors.dockerfile import commands
 
 SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_PARTS = "/etc/apt/sources.list.d"
@@ -62,14 +64,44 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         sources.extend(entries)
         found.append(AptSourceFile(path, fmt, part, note="; ".join(problems)))
     rewrites: tuple[AptRewrite, ...] = ()
+    build_edits: tuple[SourceEdit, ...] = ()
+    built: tuple[AptSource, ...] = ()
+    build_file = ""
     dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if dockerfile:
-        name, text = dockerfile
-        rewrites = tuple(find_rewrites(name, text, files.read_text_or_none,
-                                       lambda pattern: list(files.glob("/", pattern.lstrip("/")))))
+        build_file, text = dockerfile
+        edits, overlay = replay(commands(build_file, text), files.read_text_or_none, lambda d: _listdir(files, d))
+        build_edits = tuple(e for e in edits if e.tool == "apt")
+        rewrites = tuple(AptRewrite(origin=e.origin, command=e.command, target=e.path, pattern=e.pattern,
+                                    replacement=e.replacement, target_exists=e.target_exists, matches=e.changed)
+                         for e in build_edits if e.action == "sed")
+        built = tuple(sources_after(overlay))
     return AptFacts(distro_id=distro_id, codename=codename, machine=machine, sources_list_present=present,
                     files=tuple(found), sources=tuple(sources), ca_certificates=files.exists(CA_BUNDLE),
-                    rewrites=rewrites)
+                    rewrites=rewrites, build_file=build_file, build_edits=build_edits, built_sources=built)
+
+
+def _listdir(files, directory: str) -> list[str]:
+    try:
+        return files.listdir(directory) if files.is_dir(directory) else []
+    except OSError:
+        return []
+
+
+def sources_after(overlay: Overlay) -> list[AptSource]:
+    """Entries apt reads from the overlay's files (sources.list, then valid sources.list.d parts by name)."""
+    out: list[AptSource] = []
+    text = overlay.read(SOURCES_LIST)
+    if text is not None:
+        out.extend(parse_one_line(SOURCES_LIST, text)[0])
+    names = set(overlay.glob(SOURCES_PARTS + "/*")) - {SOURCES_PARTS + "/*"}
+    for path in sorted(names):
+        name = path.rsplit("/", 1)[-1]
+        text = overlay.read(path)
+        if text is None or not VALID_PART_NAME.match(name):
+            continue
+        out.extend((parse_deb822 if name.endswith(".sources") else parse_one_line)(path, text)[0])
+    return out
 
 
 COLLECTOR = Collector(domain="apt", collect=collect_apt, requires=("os",), timeout_s=10.0)

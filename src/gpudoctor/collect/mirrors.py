@@ -4,7 +4,10 @@ Options (``CollectOptions``): ``offline`` probes nothing; ``extra``:
 ``catalogue`` (a :class:`~gpudoctor.mirrors.catalogue.Catalogue`, from
 ``--catalogue FILE``), ``rank_mirrors`` (bool, ``--rank-mirrors``),
 ``rank_ecosystems`` (subset of pip/uv/conda/apt), ``mirror_budget_s``
-(overall budget, default 5 s), ``mirror_timeout_s`` (per request, default 3 s).
+(overall budget, default 5 s), ``mirror_timeout_s`` (per request, default 3 s),
+``mirror_ecosystems`` (when set: probe only the configured indexes of these
+ecosystems — ``gpudoctor check`` passes those whose ``<eco>.mirror`` check
+was selected).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
     cat = extra.get("catalogue") or catalogue_mod.builtin()
     facts = ctx.facts
     configured = configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), facts.get("pip"), cat)
+    wanted = extra.get("mirror_ecosystems")
+    if wanted is not None:  # `check` probes only the indexes whose <eco>.mirror check was selected
+        configured = [t for t in configured if t.ecosystem in wanted]
     ranked = bool(extra.get("rank_mirrors"))
     ecosystems = tuple(extra.get("rank_ecosystems") or ECOSYSTEMS) if ranked else ()
     candidates: list[ProbeTarget] = []

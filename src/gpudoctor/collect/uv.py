@@ -52,6 +52,28 @@ def user_config_path(env, home: str) -> str:
     return f"{base}/uv/uv.toml"
 
 
+def system_candidates(env) -> list[str]:
+    """System ``uv.toml`` files in uv's order (the first that exists is read)."""
+    system_dirs = [p for p in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if p]
+    return [f"{p}/uv/uv.toml" for p in system_dirs] + ["/etc/uv/uv.toml"]
+
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def find_binary(files, env, home: str) -> str:
+    """Path of the ``uv`` executable inside the root, or ""."""
+    dirs = [d for d in (env.get("PATH") or DEFAULT_PATH).split(":") if d.startswith("/")]
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        if env.get(var):
+            dirs.append(f"{env[var]}/bin")
+    dirs += [f"{home}/.local/bin", f"{home}/.cargo/bin"]
+    for d in dict.fromkeys(dirs):
+        if files.is_file(f"{d}/uv"):
+            return f"{d}/uv"
+    return ""
+
+
 def collect_uv(ctx: CollectContext) -> UvFacts:
     files, env, home = ctx.system.files, ctx.system.env, ctx.system.home
     texts: dict[str, str] = {}
@@ -94,8 +116,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
         doc = load(user)
         if doc is not None:
             ordered.append((user, doc))
-        system_dirs = [p for p in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if p]
-        for path in [f"{p}/uv/uv.toml" for p in system_dirs] + ["/etc/uv/uv.toml"]:
+        for path in system_candidates(env):
             doc = load(path)
             if doc is not None:
                 ordered.append((path, doc))
@@ -113,7 +134,9 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
     default = next((i for i in indexes if i.default), None)
     return UvFacts(indexes=tuple(indexes), default_index=default.url if default else PYPI,
                    default_origin=default.origin if default else "built-in", files=texts, user_config=user,
-                   no_config=no_config)
+                   no_config=no_config,
+                   system_config=next((p for p in system_candidates(env) if files.is_file(p)), "/etc/uv/uv.toml"),
+                   binary=find_binary(files, env, home))
 
 
 COLLECTOR = Collector(domain="uv", collect=collect_uv, timeout_s=10.0)

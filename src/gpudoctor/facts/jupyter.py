@@ -148,3 +148,92 @@ class JupyterFacts:
             if k.name == name.lower():
                 return k
         return None
+
+
+@dataclass(frozen=True)
+class JupyterServer:
+    """A running Jupyter server (or JupyterHub single-user server), found in Jupyter's runtime directory.
+
+    Source: the ``jpserver-<pid>.json`` / ``nbserver-<pid>.json`` files a
+    server writes into its runtime directory (what ``jupyter server list
+    --json`` reads), and ``/proc/<pid>/environ`` / ``/proc/<pid>/cgroup``.
+
+    Attributes:
+        pid: the server's process id.
+        url: the server's URL (token removed).
+        info_file: the runtime-dir JSON file.
+        alive: the process exists.
+        env: the server's environment (only the variables that matter for
+            kernels: loader paths, PATH, CUDA/NVIDIA, Python environment, JupyterHub).
+        env_error: why the environment could not be read ("" when it was).
+        service: the systemd unit running it (``jupyter.service``), "" when none.
+        hub: started by JupyterHub (``JUPYTERHUB_*`` in its environment).
+    """
+
+    pid: int
+    url: str
+    info_file: str
+    alive: bool
+    env: dict[str, str] = field(default_factory=dict)
+    env_error: str = ""
+    service: str = ""
+    hub: bool = False
+
+
+@domain("jupyter_servers")
+@dataclass(frozen=True)
+class JupyterServersFacts:
+    """Running Jupyter servers and the terminal's environment to compare their kernels with.
+
+    Attributes:
+        runtime_dir: the runtime directory searched.
+        servers: every server found there.
+        terminal_env: the same variables from the environment gpudoctor runs in.
+    """
+
+    runtime_dir: str
+    servers: tuple[JupyterServer, ...] = ()
+    terminal_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunningKernel:
+    """A running kernel, asked through jupyter_client (``--deep``) without touching its namespace.
+
+    Attributes:
+        connection_file: the ``kernel-<id>.json`` in Jupyter's runtime directory.
+        kernel_name: the kernelspec name recorded in the connection file ("" if absent).
+        pid: the kernel process id (None when it did not answer).
+        torch_imported: ``torch`` is in the kernel's ``sys.modules``.
+        cuda_initialized: ``torch.cuda.is_initialized()``.
+        cvd_now: ``os.environ['CUDA_VISIBLE_DEVICES']`` now (None: unset).
+        cvd_at_start: the value in the process's start environment
+            (``/proc/self/environ``), which CUDA read unless it was changed in the
+            kernel before the first CUDA call (None: unset).
+        notebook: the notebook using it (server sessions API), "" when unknown.
+        error: why it could not be asked ("" when it answered).
+    """
+
+    connection_file: str
+    kernel_name: str = ""
+    pid: int | None = None
+    torch_imported: bool = False
+    cuda_initialized: bool = False
+    cvd_now: str | None = None
+    cvd_at_start: str | None = None
+    notebook: str = ""
+    error: str = ""
+
+
+@domain("jupyter_running")
+@dataclass(frozen=True)
+class RunningKernelsFacts:
+    """Running kernels found in Jupyter's runtime directory and what they answered (``--deep`` only).
+
+    Attributes:
+        runtime_dir: the directory searched.
+        kernels: one entry per connection file.
+    """
+
+    runtime_dir: str
+    kernels: tuple[RunningKernel, ...] = ()

@@ -93,6 +93,43 @@ class AptRewrite:
     matches: bool
 
 
+@dataclass(frozen=True)
+class SourceEdit:
+    """A build-file command that edits a file apt, pip, uv or conda may read (``--dockerfile``).
+
+    Found by replaying the build's commands on the inspected root's files
+    (:mod:`gpudoctor.mirrors.buildwrites`).
+
+    Attributes:
+        origin: ``<file>:<line>`` of the instruction.
+        command: the simple command, re-quoted on one line.
+        tool: ``apt``, ``pip``, ``uv`` or ``conda``.
+        path: the file it edits (inside the image).
+        action: ``sed``, ``write``, ``append``, ``copy``, ``cp``, ``mv`` or ``remove``.
+        target_exists: whether the file existed when the command ran.
+        changed: whether the command changes the file (``sed``: its pattern matched).
+        content: the file's text after the command, when known (None: unknown
+            or removed, e.g. ``COPY`` from the build context).
+        pattern: ``sed``: the text it replaces (escapes removed).
+        replacement: ``sed``: the new text.
+        read: whether ``tool`` reads this path in the image (None: not judged).
+        reads_instead: where ``tool`` reads that scope's configuration, when ``read`` is False.
+    """
+
+    origin: str
+    command: str
+    tool: str
+    path: str
+    action: str
+    target_exists: bool
+    changed: bool
+    content: str | None = None
+    pattern: str = ""
+    replacement: str = ""
+    read: bool | None = None
+    reads_instead: str = ""
+
+
 @domain("apt")
 @dataclass(frozen=True)
 class AptFacts:
@@ -108,6 +145,10 @@ class AptFacts:
         ca_certificates: whether a system CA bundle exists
             (``/etc/ssl/certs/ca-certificates.crt``); without it apt cannot use https.
         rewrites: mirror rewrites found in a build file given with ``--dockerfile``.
+        build_file: name of that build file ("" when none was given).
+        build_edits: every edit of an apt source file the build makes, in order.
+        built_sources: the sources apt reads after the build (the build's edits
+            replayed on the root's files); empty without ``--dockerfile``.
     """
 
     distro_id: str
@@ -118,6 +159,30 @@ class AptFacts:
     sources: tuple[AptSource, ...]
     ca_certificates: bool
     rewrites: tuple[AptRewrite, ...] = ()
+    build_file: str = ""
+    build_edits: tuple[SourceEdit, ...] = ()
+    built_sources: tuple[AptSource, ...] = ()
+
+
+@domain("build")
+@dataclass(frozen=True)
+class BuildFacts:
+    """What a build file (``--dockerfile FILE``) does to package-source files, replayed on the root.
+
+    Attributes:
+        file: the build file's name.
+        edits: every edit of an apt/pip/uv/conda configuration file, in build
+            order, pip/uv/conda ones judged (``read``, ``reads_instead``).
+        env: the image's ``ENV`` values set in the file.
+        home: the image user's home used to judge user-scope paths.
+        notes: what could not be read (a non-POSIX ``SHELL``, unbalanced quotes).
+    """
+
+    file: str
+    edits: tuple[SourceEdit, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    home: str = "/root"
+    notes: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- uv
@@ -152,6 +217,10 @@ class UvFacts:
         files: config files found (path -> text), for the fix planner.
         user_config: the user-level ``uv.toml`` path (created by the fix when absent).
         no_config: ``UV_NO_CONFIG`` is set (files are ignored).
+        system_config: the system ``uv.toml`` uv reads (the first existing of
+            ``$XDG_CONFIG_DIRS/uv/uv.toml`` and ``/etc/uv/uv.toml``; the latter when none exists).
+        binary: the ``uv`` executable found (``$PATH``, the active venv's ``bin``,
+            ``~/.local/bin``, ``~/.cargo/bin``, inside the root); "" when uv is not installed.
     """
 
     indexes: tuple[UvIndex, ...]
@@ -160,6 +229,8 @@ class UvFacts:
     files: dict[str, str] = field(default_factory=dict)
     user_config: str = ""
     no_config: bool = False
+    system_config: str = ""
+    binary: str = ""
 
 
 # --------------------------------------------------------------------------- conda
@@ -241,7 +312,8 @@ class MirrorProbe:
         official: True for the upstream archive.
         status: ``ok``, ``local`` (file:// index, not probed), ``offline``,
             ``http-error``, ``timeout``, ``tls-error``, ``dns-error``,
-            ``no-network``, ``connect-error``, ``invalid`` (served, but not
+            ``no-network``, ``connect-error``, ``slow`` (answered, but the body
+            came too slowly to be checked: usable, not failing), ``invalid`` (served, but not
             what is needed), ``stale`` (apt: older than the official archive).
         reason: why it is not ``ok``, in operator terms ("" when ok).
         http_status: last HTTP status, or None.

@@ -47,6 +47,30 @@ def apt_layout(url: str) -> dict[str, str]:
     return {k: f"{base}/{seg}" for k, seg in _SEGMENT.items()}
 
 
+def apt_as_given(url: str, options: Mapping[str, str]) -> dict[str, str]:
+    """Archive URLs for ``--mirror URL`` on apt: the URL exactly as given, for the primary archive.
+
+    A proxy path (``https://nexus.example.org/repository/apt-proxy``) is not a
+    mirror root and is never turned into ``.../debian``; the URL serves the
+    primary archive (``debian``, ``ubuntu`` or ``ubuntu-ports``: whichever the
+    system uses) and Ubuntu's security pocket (``<codename>-security`` lives in
+    the same archive). Debian's security archive is a separate archive: it
+    moves only to ``options["security-mirror"]`` (``--set security-mirror=URL``),
+    otherwise it stays on the official host (the fix's notes say so).
+    A bare host with no path (``https://mirror.example.org/``) is a mirror
+    root: the standard layout (``/debian``, ``/debian-security``, ``/ubuntu``,
+    ``/ubuntu-ports``) is used under it.
+    """
+    base = url.rstrip("/")
+    if not urlsplit(base).path:
+        return apt_layout(base)
+    urls = {"debian": base, "ubuntu": base, "ubuntu_ports": base}
+    security = (options.get("security-mirror") or "").strip()
+    if security:
+        urls["debian_security"] = security.rstrip("/")
+    return urls
+
+
 def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[str, ...],
            exclude: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
     """(mirror label, archive -> URL) for the user's ``--mirror`` choice.
@@ -75,7 +99,7 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[s
         label = best.name
     elif "://" in choice:
         label = choice
-        urls = apt_layout(choice) if eco == "apt" else {a: choice.rstrip("/") for a in archives}
+        urls = apt_as_given(choice, options) if eco == "apt" else {a: choice.rstrip("/") for a in archives}
         if eco == "conda":
             base = choice.rstrip("/")
             urls = {"conda_pkgs": f"{base}/pkgs", "conda_cloud": f"{base}/cloud"}

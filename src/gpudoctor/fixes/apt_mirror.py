@@ -71,7 +71,11 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         edits.append(FileEdit(path=f.path, old_text=f.text, new_text=new))
     kept = sorted({u for s in distro for u in s.uris if classify_uri(u) not in urls})
     desc = f"point apt at {label}: rewrite the archive URIs in {', '.join(e.path for e in edits if e.changes_anything) or 'no file (already there)'}"
-    notes = NOTES + ((f"Kept on the official host (the mirror has no copy): {', '.join(kept)}",) if kept else ())
+    given = "://" in (options.get("mirror") or "")
+    why = ("--mirror URL is used as given for the main archive; the security archive moves only with "
+           "`--set security-mirror=URL` (check first that the mirror carries it: "
+           "`curl -fsI URL/dists/<codename>-security/InRelease`)") if given else "the mirror has no copy"
+    notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept)}",) if kept else ())
     return FixPlan(fix="apt.mirror", description=desc, edits=tuple(edits), addresses=("apt.mirror", "apt.sources"),
                    notes=notes)
 

@@ -58,24 +58,34 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
         return None
-    label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
-                         exclude=tuple(c.url for c in conda.channels))
+    evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
+    extra_named: list[str] = []
+    if evidence.get("cloud") and not options.get("mirror"):
+        # index.consistency: defaults already use the mirror; add its cloud tree for the named channels
+        label, urls = "the mirror's cloud tree", {"conda_cloud": str(evidence["cloud"])}
+        extra_named = [str(n) for n in evidence.get("named", [])]
+    else:
+        label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
+                             exclude=tuple(c.url for c in conda.channels))
     blocks: dict[str, list[str]] = {}
     if "conda_pkgs" in urls:
         blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
-    named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")]
+    named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")] + extra_named
     if "conda_cloud" in urls and named:
-        blocks["custom_channels"] = ["custom_channels:"] + [f"  {n}: {urls['conda_cloud']}"
-                                                            for n in dict.fromkeys(named)]
+        mapping = dict(conda.custom_channels)  # entries already there stay
+        for n in dict.fromkeys(named):
+            mapping[n] = urls["conda_cloud"]
+        blocks["custom_channels"] = ["custom_channels:"] + [f"  {n}: {u}" for n, u in mapping.items()]
     if not blocks:
         return None
     path = conda.user_condarc
     old = conda.files.get(path)
     new = replace_blocks(old or "", blocks)
     return FixPlan(fix="conda.channels", description=f"redirect conda channels to {label} in {path}",
-                   edits=(FileEdit(path=path, old_text=old, new_text=new),), addresses=("conda.mirror",),
+                   edits=(FileEdit(path=path, old_text=old, new_text=new),),
+                   addresses=("conda.mirror", "index.consistency"),
                    notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",))
 
 
 FIX = Fix(id="conda.channels", title="Redirect conda's defaults and named channels to a faster mirror",
-          addresses=("conda.mirror",), plan=plan)
+          addresses=("conda.mirror", "index.consistency"), plan=plan)

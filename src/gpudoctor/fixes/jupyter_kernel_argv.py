@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python
+from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
 from gpudoctor.facts import Facts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
@@ -32,6 +32,13 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     new_python = (options or {}).get("python") or reference_python(facts)
     if not new_python:
         return None
+    if not (options or {}).get("python"):
+        ref = reference_target(facts)
+        dists = getattr(getattr(ref, "probe", None), "distributions", None)
+        if isinstance(dists, dict) and "ipykernel" not in dists:
+            # the kernel would die at start: the user must install it first (gpudoctor does not run pip)
+            raise FixRefused(f"{new_python} has no ipykernel, so kernel {spec.name} would die at start with it. "
+                             f"First run `{new_python} -m pip install ipykernel`, then this fix again")
     if not new_python.startswith("/"):
         # Jupyter resolves a bare name on the server's PATH at launch: the very ambiguity being repaired
         raise FixRefused(f"--set python={new_python!r}: give the interpreter's absolute path, "

@@ -49,6 +49,20 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         if name in new_env:
             del new_env[name]
             changes.append(f"remove {name}")
+    interp = spec.interpreter
+    if interp is not None and interp.via == "env" and interp.argv_index is not None:
+        argv = data.get("argv")
+        if not isinstance(argv, list) or tuple(str(a) for a in argv) != spec.argv:
+            raise FixRefused(f"{spec.kernel_json} changed since it was read (argv differs); run the check again")
+        hidden = gpu_hiding_vars(dict(interp.wrapper_env))
+        if hidden:
+            kept = [a for i, a in enumerate(argv) if not (i < interp.argv_index and "=" in str(a)
+                                                          and str(a).split("=", 1)[0] in hidden)]
+            wrapper = kept[:kept.index(argv[interp.argv_index])] if argv[interp.argv_index] in kept else []
+            if [w for w in wrapper if str(w).rsplit("/", 1)[-1] != "env"] == [] and wrapper:
+                kept = kept[len(wrapper):]  # nothing left for `env` to do: run the interpreter directly
+            data["argv"] = kept
+            changes += [f"remove {n} from the env wrapper in argv" for n in hidden]
     ref = reference_target(facts)
     kprobe = _kernel_probe(facts, spec.name)
     missing = missing_loader_dirs(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None,

@@ -9,8 +9,12 @@ given (or ``options["display_name"]``), ``language`` python, ipykernel's
 ``metadata``. Re-registering an existing name replaces its kernel.json, as
 ipykernel does. The logo files ipykernel copies are cosmetic and not written.
 
-Options: ``name`` (default: the kernel the finding names, else the
-environment's directory name), ``display_name``, ``python`` (default: the
+Where: the user data directory, unless a kernelspec of that name sits in a
+directory Jupyter searches earlier (a ``JUPYTER_PATH`` entry): that one is
+replaced, since a new user-dir copy would be shadowed by it.
+
+Options: ``name`` (default: the environment's directory name; the kernel the
+finding names only when that name is about this environment, not a stale one), ``display_name``, ``python`` (default: the
 terminal's interpreter). Addresses ``jupyter.kernels``.
 """
 
@@ -56,7 +60,11 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     if not python:
         return None
     existing = kernel_for_finding(facts, finding)
-    name = options.get("name") or (existing.name if existing is not None else suggest_kernel_name(facts))
+    suggested = suggest_kernel_name(facts)
+    # the finding's kernel name only when it names this environment (case 13: train-venv for .../train);
+    # a stale name of another environment would mislabel the new kernel
+    keep = existing is not None and (suggested in existing.name.lower() or existing.name.lower() in suggested)
+    name = options.get("name") or (existing.name if keep and existing is not None else suggested)
     if not _NAME.match(name.lower()):
         raise FixRefused(f"kernel name {name!r} is invalid: use letters, digits, '-', '.' and '_' only")
     display = options.get("display_name") or name
@@ -67,12 +75,19 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     path = posixpath.join(jupyter.data_dir, "kernels", name.lower(), "kernel.json")
     old = None
     same = jupyter.kernel(name)
+    if same is not None and not same.builtin and same.kernel_json and same.kernel_json != path \
+            and _before(jupyter, same.kernel_json, path):
+        # an earlier directory (JUPYTER_PATH) holds this name: Jupyter would keep finding that one, so replace it
+        path = same.kernel_json
     if same is not None and same.kernel_json == path:
         old = same.kernel_json_text
     notes = []
     if probe is not None and probe.distributions is not None and "ipykernel" not in probe.distributions:
         notes.append(f"ipykernel is not installed in {python}; install it before starting the kernel: "
                      f"{python} -m pip install ipykernel")
+    if same is not None and same.kernel_json == path and not path.startswith(jupyter.data_dir.rstrip("/") + "/"):
+        notes.append(f"{path} is where Jupyter finds kernel {name!r} first (an earlier JUPYTER_PATH entry), so it "
+                     "is replaced there; a copy in the user data directory would be shadowed.")
     if same is not None and same.kernel_json != path:
         notes.append(f"a kernel named {name!r} already exists at {same.resource_dir}; the new one in the user "
                      "data directory " + ("takes precedence over it." if _before(jupyter, path, same.resource_dir)

@@ -25,7 +25,7 @@ notes with the command to run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from urllib.parse import urlsplit
 
@@ -153,12 +153,49 @@ def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]) -> dict[s
     return effective_settings(tuple(files), env)
 
 
+#: pip options this fix also sets when asked (``--set timeout=60 --set retries=10``), with their checks.
+NETWORK_OPTIONS: dict[str, tuple[str, Callable[[str], bool]]] = {
+                   "timeout": ("seconds > 0", lambda v: float(v) > 0),
+                   "retries": ("a whole number >= 0", lambda v: int(v) >= 0)}
+
+
+def _network_options(pip: PipFacts, texts: dict[str, tuple[str | None, str]], descriptions: list[str],
+                     notes: list[str], options: Mapping[str, str]) -> None:
+    """Set pip's ``timeout`` (seconds, default 15) and ``retries`` (default 5) in the chosen scope's file.
+
+    For a usable but slow index (pip docs, "pip install --timeout/--retries"):
+    a longer socket timeout and more retries keep installs from aborting.
+    Raises :class:`FixRefused` for a value pip would reject.
+    """
+    for key, (what, ok) in NETWORK_OPTIONS.items():
+        value = (options.get(key) or "").strip()
+        if not value:
+            continue
+        try:
+            valid = ok(value)
+        except ValueError:
+            valid = False
+        if not valid:
+            raise FixRefused(f"--set {key}={value}: expected {what}")
+        f, scope_notes = target_file(pip, options.get("scope") or None)
+        notes += [n for n in scope_notes if n not in notes]
+        old_text = texts[f.path][0] if f.path in texts else f.text
+        texts[f.path] = (old_text, pipconf.set_option(_current(pip, texts, f), key, value))
+        descriptions.append(f"set {key} = {value} in {show_path(f.path, pip.home)}")
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
+    if finding is not None and finding.check == "index.consistency" and finding.evidence.get("index_url") \
+            and not options.get("index-url") and "://" not in (options.get("mirror") or ""):
+        # the same index uv uses, at the same scope
+        options = {**options, "index-url": str(finding.evidence["index_url"]),
+                   "scope": options.get("scope") or str(finding.evidence.get("scope") or "user")}
     texts, descriptions = _repairs(pip)
     notes: list[str] = []
+    _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
     if url:
@@ -227,8 +264,9 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         return None
     edits = tuple(FileEdit(path, old, new, 0o644) for path, (old, new) in texts.items())
     return FixPlan(fix=FIX_ID, description="; ".join(descriptions) or "nothing to change", edits=edits,
-                   addresses=("pip.config",), notes=tuple(notes))
+                   addresses=("pip.config", "index.consistency"), notes=tuple(notes))
 
 
-FIX = Fix(id=FIX_ID, title="set pip's index-url in pip.conf, keeping comments; repair a damaged global section header",
-          addresses=("pip.config",), plan=plan)
+FIX = Fix(id=FIX_ID, title="set pip's index-url (and timeout/retries when asked) in pip.conf, keeping comments; "
+                           "repair a damaged global section header",
+          addresses=("pip.config", "index.consistency"), plan=plan)

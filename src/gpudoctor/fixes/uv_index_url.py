@@ -73,17 +73,39 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     uv = facts.get("uv")
     if not isinstance(uv, UvFacts):
         return None
-    label, urls = choose(facts, "uv", options, ("pypi",), exclude=(uv.default_index,))
-    url = urls["pypi"]
-    if uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
-        raise FixRefused(f"{uv.default_origin} is set in the environment and overrides every uv.toml: change it where "
-                         f"it is set (e.g. `export UV_DEFAULT_INDEX={url}`)")
-    path = uv.default_origin if uv.default_origin in uv.files else uv.user_config
+    evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
+    scope = (options.get("scope") or evidence.get("scope") or "").strip()
+    if evidence.get("index_url") and not options.get("mirror"):
+        # the same index pip uses (index.consistency): no ranking, no catalogue
+        label, url = "pip's index", str(evidence["index_url"])
+        if url.startswith("http://") and not _insecure_ok(options):
+            raise FixRefused(f"pip's index {url} is plain http://; pass --allow-insecure to give uv the same index, "
+                             f"or use the mirror's https URL with --mirror URL")
+    else:
+        label, urls = choose(facts, "uv", options, ("pypi",), exclude=(uv.default_index,))
+        url = urls["pypi"]
+    if uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL") or scope == "env":
+        raise FixRefused(f"{uv.default_origin if uv.default_origin != 'built-in' else 'the pip index'} is set in the "
+                         f"environment; set uv's there too: `export UV_DEFAULT_INDEX={url}` (shell profile, "
+                         f"Dockerfile ENV, CI settings)")
+    if scope == "global" and uv.default_origin not in uv.files:
+        path = uv.system_config or "/etc/uv/uv.toml"
+    elif scope == "user" and uv.default_origin not in uv.files:
+        path = uv.user_config
+    else:
+        path = uv.default_origin if uv.default_origin in uv.files else uv.user_config
     old = uv.files.get(path)
     new = set_default_index(old or "", url, pyproject=path.endswith("pyproject.toml"))
     return FixPlan(fix="uv.index-url", description=f"make {label} ({url}) uv's default index in {path}",
-                   edits=(FileEdit(path=path, old_text=old, new_text=new),), addresses=("uv.mirror",),
+                   edits=(FileEdit(path=path, old_text=old, new_text=new),),
+                   addresses=("uv.mirror", "index.consistency"),
                    notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
 
 
-FIX = Fix(id="uv.index-url", title="Set uv's default index to a faster mirror", addresses=("uv.mirror",), plan=plan)
+def _insecure_ok(options: Mapping[str, str]) -> bool:
+    return any(str(options.get(k, "")).strip().lower() in ("1", "true", "yes", "on")
+               for k in ("allow-insecure", "allow_insecure"))
+
+
+FIX = Fix(id="uv.index-url", title="Set uv's default index (a faster mirror, or the index pip uses)",
+          addresses=("uv.mirror", "index.consistency"), plan=plan)

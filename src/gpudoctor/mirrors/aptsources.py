@@ -17,7 +17,6 @@ used, and its comment-preserving parser is a private module anyway.
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -223,10 +222,19 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         comps = _words(st.get("Components"))
         enabled = _enabled(st)
 
+        seen: set[str] = set()
+
         def sub(m: re.Match[str], suites: tuple[str, ...] = suites, comps: tuple[str, ...] = comps,
-                enabled: bool = enabled) -> str:  # this stanza's values, bound now (B023)
-            new = mapper(m.group(0), suites, comps, enabled)
-            return m.group(0) if new is None else new
+                enabled: bool = enabled, seen: set[str] = seen) -> str:  # this stanza's values, bound now (B023)
+            space, token = m.group(1), m.group(2)
+            new = mapper(token, suites, comps, enabled)
+            if new is None:
+                seen.add(token.rstrip("/"))
+                return m.group(0)
+            if new.rstrip("/") in seen:
+                return ""  # the same URI twice in one stanza: written once
+            seen.add(new.rstrip("/"))
+            return space + new
 
         for i in range(f.first, f.last + 1):
             raw = lines[i]
@@ -234,9 +242,9 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
             ending = raw[len(body):]
             if i == f.first:
                 head, _, value = body.partition(":")
-                lines[i] = head + ":" + re.sub(r"\S+", sub, value) + ending
+                lines[i] = head + ":" + re.sub(r"(\s*)(\S+)", sub, value) + ending
             elif body.strip() != ".":
-                lines[i] = re.sub(r"\S+", sub, body) + ending
+                lines[i] = re.sub(r"(\s*)(\S+)", sub, body) + ending
     return "".join(lines)
 
 
@@ -289,83 +297,23 @@ def replace_base(old_uri: str, new_base: str) -> str:
 # --------------------------------------------------------------------------- build files
 
 
-_SED_EXPR = re.compile(r"^s(?P<d>.)(?P<old>(?:\\.|(?!(?P=d)).)*)(?P=d)(?P<new>(?:\\.|(?!(?P=d)).)*)(?P=d)(?P<flags>[a-z0-9]*)$")
-
-
-def _unescape(s: str, delim: str) -> str:
-    return re.sub(r"\\(.)", lambda m: m.group(1), s)
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    out: list[tuple[int, str]] = []
-    buf, start = "", 0
-    for n, line in enumerate(text.splitlines(), 1):
-        if not buf:
-            start = n
-        stripped = line.rstrip()
-        if stripped.lstrip().startswith("#") and not buf:
-            continue
-        if stripped.endswith("\\"):
-            buf += stripped[:-1] + " "
-            continue
-        buf += stripped
-        out.append((start, buf))
-        buf = ""
-    if buf:
-        out.append((start, buf))
-    return out
-
-
 def find_rewrites(name: str, text: str, read: Callable[[str], str | None],
                   glob: Callable[[str], list[str]]) -> list[AptRewrite]:
     """``sed -i`` edits of apt source files in a Dockerfile or shell script.
 
+    The build is read like a shell would (:mod:`gpudoctor.mirrors.dockerfile`)
+    and replayed on the root's files (:mod:`gpudoctor.mirrors.buildwrites`):
     ``read(path)`` returns a file's text inside the inspected root (None when
     absent); ``glob(pattern)`` lists matching paths inside it. Each found edit
-    says whether its target exists and whether its pattern matches there.
+    says whether its target existed and whether its pattern matched there.
     """
-    found: list[AptRewrite] = []
-    for lineno, line in _logical_lines(text):
-        body = re.sub(r"^\s*RUN\s+", "", line, flags=re.I)
-        for segment in re.split(r"&&|\|\||;", body):
-            try:
-                argv = shlex.split(segment)
-            except ValueError:
-                continue
-            if not argv or argv[0] not in ("sed", "/bin/sed", "/usr/bin/sed"):
-                continue
-            if not any(a == "-i" or (a.startswith("-i") and not a.startswith("--")) or a.startswith("--in-place")
-                       for a in argv[1:]):
-                continue
-            exprs: list[str] = []
-            targets: list[str] = []
-            it = iter(argv[1:])
-            for a in it:
-                if a in ("-e", "--expression"):
-                    exprs.append(next(it, ""))
-                elif a.startswith("-"):
-                    continue
-                elif not exprs and _SED_EXPR.match(a):
-                    exprs.append(a)
-                else:
-                    targets.append(a)
-            for target in targets:
-                if not target.startswith("/etc/apt/"):
-                    continue
-                paths = glob(target) if any(c in target for c in "*?[") else [target]
-                texts = [t for t in (read(p) for p in paths) if t is not None]
-                for expr in exprs:
-                    m = _SED_EXPR.match(expr)
-                    if not m:
-                        continue
-                    d = m.group("d")
-                    old, new = _unescape(m.group("old"), d), _unescape(m.group("new"), d)
-                    try:
-                        rx = re.compile(m.group("old").replace("\\" + d, d) if d != "\\" else m.group("old"))
-                        hit = any(rx.search(t) for t in texts)
-                    except re.error:
-                        hit = any(old in t for t in texts)
-                    found.append(AptRewrite(origin=f"{name}:{lineno}", command=" ".join(shlex.quote(a) for a in argv),
-                                            target=target, pattern=old, replacement=new,
-                                            target_exists=bool(texts), matches=hit))
-    return found
+    from gpudoctor.mirrors.buildwrites import replay
+    from gpudoctor.mirrors.dockerfile import commands
+
+    def listdir(directory: str) -> list[str]:
+        return [p.rsplit("/", 1)[-1] for p in glob(directory.rstrip("/") + "/*")]
+
+    edits, _ = replay(commands(name, text), read, listdir)
+    return [AptRewrite(origin=e.origin, command=e.command, target=e.path, pattern=e.pattern,
+                       replacement=e.replacement, target_exists=e.target_exists, matches=e.changed)
+            for e in edits if e.tool == "apt" and e.action == "sed"]

@@ -117,7 +117,10 @@ def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], di
     probe = doc.get("probe", {})
     if not isinstance(probe, dict):
         raise CatalogueError(f"{where}: [probe] must be a table")
-    return mirrors, dict(probe), bool(doc.get("replace", False))
+    replace = doc.get("replace", False)
+    if not isinstance(replace, bool):
+        raise CatalogueError(f"{where}: replace must be true or false (TOML booleans, unquoted), not {replace!r}")
+    return mirrors, dict(probe), replace
 
 
 def _settings(probe: Mapping[str, Any], base: Catalogue | None = None) -> dict[str, Any]:

@@ -26,7 +26,10 @@ def default_catalogue_file() -> str | None:
         return env
     from platformdirs import user_config_dir
     path = Path(user_config_dir("gpudoctor"), "mirrors.toml")
-    return str(path) if path.is_file() else None
+    try:
+        return str(path) if path.is_file() else None
+    except OSError:  # an unreadable home (another user's, 0700): no user catalogue
+        return None
 
 
 def load_catalogue_option(path: str | None):
@@ -129,3 +132,43 @@ def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any
     if best is None:
         raise click.UsageError("--mirror fastest: no PyPI mirror of the catalogue answered correctly")
     options["index-url"] = best.base_url
+
+
+def resolve_apt_security(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool,
+                         fix_ids) -> str | None:
+    """Verify Debian's security archive next to ``--mirror URL`` before ``apt.mirror`` rewrites it, in place.
+
+    Only for ``apt.mirror`` with a ``--mirror`` URL whose path ends in
+    ``/debian`` and no ``--set security-mirror``: the sibling
+    ``<root>/debian-security`` is probed (``dists/<codename>-security/InRelease``);
+    when it answers with the right suite, ``options["security-mirror"]`` is set.
+    Returns a one-line note when it could not be verified (None otherwise).
+    """
+    mirror = (options.get("mirror") or "").strip().rstrip("/")
+    if "apt.mirror" not in fix_ids or "://" not in mirror or options.get("security-mirror"):
+        return None
+    if not mirror.endswith("/debian"):
+        return None
+    from gpudoctor.facts.mirrors import AptFacts
+    apt = facts.get("apt") if hasattr(facts, "get") else None
+    if not isinstance(apt, AptFacts) or not any("debian-security" in u or "security.debian.org" in u
+                                                for s in apt.sources for u in s.uris):
+        return None
+    sibling = mirror + "-security"
+    if offline:
+        return f"--offline: {sibling} was not verified, so the security archive stays official"
+    from gpudoctor.mirrors.probe import ProbeTarget, probe_all
+    suite = f"{apt.codename or 'stable'}-security"
+    (res,) = probe_all([ProbeTarget("security", "apt", "debian_security", sibling, "apt", suite=suite)],
+                       budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S))
+    if res.status == "ok":
+        options["security-mirror"] = sibling
+        return None
+    return f"{sibling} does not serve {suite} ({res.status}: {res.reason}); the security archive stays official"
+
+
+def selected_mirror_ecosystems(check_ids) -> tuple:
+    """Ecosystems whose ``<eco>.mirror`` check is among ``check_ids``: the only configured indexes
+    ``gpudoctor check`` probes (``CollectOptions.extra["mirror_ecosystems"]``)."""
+    ids = set(check_ids)
+    return tuple(e for e in ("pip", "uv", "conda", "apt") if f"{e}.mirror" in ids)

@@ -310,14 +310,28 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                             median_ms=statistics.median(ttfbs))
                     body = bytearray()
                     body_start = time.monotonic()
-                    for chunk in resp.iter_bytes():
-                        body += chunk
-                        if len(body) >= limit or time.monotonic() > deadline:
-                            break
+                    expected = resp.headers.get("content-length", "")
+                    cut = False
+                    try:
+                        for chunk in resp.iter_bytes():
+                            body += chunk
+                            if len(body) >= limit:
+                                break
+                            if time.monotonic() > deadline:
+                                cut = True
+                                break
+                    except (httpx.ReadTimeout, httpx.RemoteProtocolError):
+                        cut = True  # headers came, the body stalled
                     elapsed = max(time.monotonic() - body_start, 1e-6)
                     if len(body) >= 1024:
                         rate = len(body) / 1024.0 / elapsed
                         best_rate = rate if best_rate is None else max(best_rate, rate)
+                    if cut and len(body) < limit and (not expected.isdigit() or len(body) < int(expected)):
+                        rate = len(body) / 1024.0 / elapsed
+                        return target.result(
+                            "slow", f"answers, but the body came too slowly to check: {len(body) / 1024:.1f} KiB in "
+                            f"{elapsed:.1f} s ({rate:.1f} KiB/s)", http_status=status_code, connect_ms=connect_ms,
+                            samples_ms=tuple(ttfbs), median_ms=statistics.median(ttfbs), throughput_kib_s=rate)
                     if i == 0:
                         verdict = _validate(target, bytes(body[:limit]), resp.headers.get("content-type", ""))
                         if verdict[0] != "ok":

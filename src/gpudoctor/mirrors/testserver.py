@@ -53,16 +53,18 @@ class FakeMirror:
         tls: serve https with a self-signed certificate.
         prefix: path prefix of the archive (``/debian``, ``/pypi/simple``);
             requests outside it get 404.
+        body_delay_ms: send the body in 256-byte pieces, pausing this long before each.
     """
 
     def __init__(self, delay_ms: float = 0.0, fault: str | None = None, release_age_hours: float = 1.0,
-                 tls: bool = False, prefix: str = "", json_pages: bool = False):
+                 tls: bool = False, prefix: str = "", json_pages: bool = False, body_delay_ms: float = 0.0):
         self.delay_ms = delay_ms
         self.fault = fault
         self.release_age_hours = release_age_hours
         self.tls = tls
         self.prefix = prefix.rstrip("/")
         self.json_pages = json_pages
+        self.body_delay_ms = body_delay_ms
         self.requests: list[str] = []
         self._closing = threading.Event()
         self._tmp: tempfile.TemporaryDirectory | None = None
@@ -90,7 +92,17 @@ class FakeMirror:
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                if not head:
+                if not head and mirror.body_delay_ms:
+                    # a slow body: headers at once, then 256-byte pieces with a pause before each
+                    for k in range(0, len(body), 256):
+                        if mirror._closing.wait(mirror.body_delay_ms / 1000.0):
+                            return
+                        try:
+                            self.wfile.write(body[k:k + 256])
+                            self.wfile.flush()
+                        except OSError:
+                            return
+                elif not head:
                     self.wfile.write(body)
 
         self._server = _QuietServer(("127.0.0.1", 0), Handler)

@@ -1,0 +1,205 @@
+"""Check ``index.consistency``: are pip, uv and conda pointed at the same mirror?
+
+Each tool reads only its own configuration (pip-apt-config.md, mirrors.md §3):
+
+- uv never reads ``pip.conf`` (astral-sh/uv #1859); its index comes from
+  ``UV_DEFAULT_INDEX``/``UV_INDEX_URL``, a project ``uv.toml``/``[tool.uv]``,
+  ``~/.config/uv/uv.toml`` or ``/etc/uv/uv.toml``;
+- pip never reads ``uv.toml``;
+- conda's named channels (``conda-forge``, ``pytorch``, ``-c NAME`` on the
+  command line) resolve through ``channel_alias`` / ``custom_channels``, so a
+  mirror set only in ``channels`` URLs or ``default_channels`` does not cover
+  them.
+
+When one tool is pointed at a mirror and another tool on the same machine is
+not, the other one goes to the public host — often blocked or slow on a
+network that needed the mirror in the first place. Verdict: ``warn``, decided
+offline (no probe), with the other tool's fix offered (``info`` instead when
+uv is not installed: no ``uv`` executable and no uv configuration): ``uv.index-url`` (the
+same index, at the same scope as the pip setting), ``pip.index-url``, or
+``conda.channels`` (``custom_channels`` for the named channels, on the
+mirror's ``cloud`` base). ``ok`` when every configured tool agrees; ``skip``
+when no tool uses a mirror.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+from gpudoctor.facts import Facts
+from gpudoctor.facts.mirrors import CondaFacts, UvFacts
+from gpudoctor.facts.pip import PipFacts
+from gpudoctor.model import Check, Finding, Status
+
+CHECK_ID = "index.consistency"
+#: Hosts of the public package indexes: a tool using one of them is "not on a mirror".
+PUBLIC_PYPI = ("pypi.org", "pypi.python.org", "files.pythonhosted.org")
+PUBLIC_CONDA = ("anaconda.com", "anaconda.org")
+#: Named channels every anaconda mirror with a ``cloud`` tree carries (TUNA/BFSU/SJTU docs list them).
+COMMON_NAMED = ("conda-forge", "pytorch")
+#: pip scope -> the uv file of the same scope.
+SCOPE_FOR_UV = {"global": "global", "user": "user", "site": "user", "env": "user", "env_var": "env"}
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def _public(url: str, hosts: tuple[str, ...]) -> bool:
+    h = _host(url)
+    return any(h == p or h.endswith("." + p) for p in hosts)
+
+
+def pip_index(pip: Any) -> tuple[str, str, str, int] | None:
+    """(url, source, variant, line) of pip's index-url when it is a mirror, else None."""
+    if not isinstance(pip, PipFacts):
+        return None
+    s = pip.effective.get("index-url")
+    if s is None or not s.value.strip() or _public(s.value.strip(), PUBLIC_PYPI):
+        return None
+    return s.value.strip(), s.source, s.variant, s.line
+
+
+def uv_index(uv: Any) -> tuple[str, str] | None:
+    """(url, origin) of uv's default index when it is a mirror, else None."""
+    if not isinstance(uv, UvFacts) or uv.default_origin == "built-in" or _public(uv.default_index, PUBLIC_PYPI):
+        return None
+    return uv.default_index, uv.default_origin
+
+
+def conda_cloud_base(conda: CondaFacts) -> str | None:
+    """The mirror's ``cloud`` base (where named channels live), from a mirrored ``defaults``/channel URL.
+
+    Anaconda mirrors (TUNA, BFSU, SJTU, USTC ...) serve ``<root>/pkgs/main``
+    and ``<root>/cloud/<name>``: ``https://m/anaconda/pkgs/main`` ->
+    ``https://m/anaconda/cloud``. None when no mirrored URL has that layout.
+    """
+    urls = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
+    urls += [c.url for c in conda.channels if c.via == "url" and not _public(c.url, PUBLIC_CONDA)]
+    for u in urls:
+        parts = urlsplit(u.rstrip("/") + "/")
+        for marker in ("/pkgs/", "/cloud/"):
+            idx = parts.path.find(marker)
+            if idx >= 0:
+                return f"{parts.scheme}://{parts.netloc}{parts.path[:idx]}/cloud"
+    return None
+
+
+def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
+    url, source, variant, line = pip
+    scope = SCOPE_FOR_UV.get(variant, "user")
+    where = f"{source} line {line}" if line else source
+    target = {"global": "/etc/uv/uv.toml", "user": uv.user_config or "~/.config/uv/uv.toml"}.get(scope, "")
+    now = (f"uses the public default index ({uv.default_index})" if uv.default_origin == "built-in"
+           else f"uses {uv.default_index} (from {uv.default_origin})")
+    summary = (f"uv has no index configured and falls back to the public default index, while pip uses {url} "
+               f"({where}): uv never reads pip.conf") if uv.default_origin == "built-in" else \
+        f"uv {now}, while pip uses {url} ({where}): uv never reads pip.conf"
+    export = f"export UV_DEFAULT_INDEX={url}"
+    expl = (f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
+            f"any pip configuration file (its own sources are `UV_DEFAULT_INDEX`, a project `uv.toml` or "
+            f"`[tool.uv]`, `~/.config/uv/uv.toml`, `/etc/uv/uv.toml`). `uv pip install` therefore goes to the "
+            f"public index — blocked or slow where a mirror was needed.\n\n"
+            f"Give uv the same index at the same scope as the pip setting"
+            + (f" (`{target}`)" if target else "") + ":\n\n"
+            f"    [[index]]\n    url = \"{url}\"\n    default = true\n\n"
+            f"`gpudoctor fix uv.index-url` writes exactly that; or `{export}` in the shell profile. "
+            f"Do not edit pip.conf: it is already right.")
+    installed = bool(uv.binary) or bool(uv.files)
+    if not installed:
+        summary = f"uv is not installed here; if you install it, it will not use pip's index {url}: " \
+                  f"uv never reads pip.conf"
+        expl = "No `uv` executable was found on PATH, in the active environment, `~/.local/bin` or " \
+               "`~/.cargo/bin`, so nothing goes wrong yet.\n\n" + expl
+    return Finding(check=CHECK_ID, status=Status.WARN if installed else Status.INFO, summary=summary,
+                   explanation=expl,
+                   evidence={"tool": "uv", "uv_binary": uv.binary, "index_url": url, "scope": scope, "pip_source": source,
+                             "pip_line": line, "uv_default": uv.default_index, "uv_origin": uv.default_origin},
+                   fixes=("uv.index-url",))
+
+
+def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
+    url, origin = uv
+    scope = "global" if origin.startswith("/etc/") else "user"
+    s = pip.effective.get("index-url")
+    now = s.value if s is not None else "https://pypi.org/simple"
+    return Finding(
+        check=CHECK_ID, status=Status.WARN,
+        summary=f"pip uses the public index {now}, while uv uses {url} ({origin}): pip never reads uv.toml",
+        explanation=(f"uv is pointed at `{url}` ({origin}), but pip uses `{now}`: pip reads only pip.conf files "
+                     f"and `PIP_*` variables. Give pip the same index: `gpudoctor fix pip.index-url --index-url "
+                     f"{url} --scope {scope}` (or `pip config --{'global' if scope == 'global' else 'user'} set "
+                     f"global.index-url {url}`)."),
+        evidence={"tool": "pip", "index_url": url, "scope": scope, "uv_origin": origin},
+        fixes=("pip.index-url",))
+
+
+def _conda_findings(conda: CondaFacts) -> list[Finding]:
+    mirrored = [c for c in conda.channels if not _public(c.url, PUBLIC_CONDA)]
+    mirrored_defaults = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
+    if not mirrored and not mirrored_defaults:
+        return []
+    named_public = [c for c in conda.channels if c.via == "channel_alias" and _public(c.url, PUBLIC_CONDA)]
+    alias_public = _public(conda.channel_alias, PUBLIC_CONDA)
+    if not alias_public and not named_public:
+        return []
+    cloud = conda_cloud_base(conda)
+    names = list(dict.fromkeys([c.name for c in named_public] + list(COMMON_NAMED)))
+    names = [n for n in names if n not in conda.custom_channels]
+    if not names:
+        return []
+    mirror = (mirrored_defaults or [c.url for c in mirrored])[0]
+    in_list = [c.name for c in named_public]
+    summary = (f"conda's named channels ({', '.join(in_list)}) bypass the mirror {_host(mirror)}: they resolve "
+               f"through channel_alias {conda.channel_alias}") if in_list else \
+        (f"conda's defaults use the mirror {_host(mirror)}, but `-c conda-forge`/`-c pytorch` would go to "
+         f"{conda.channel_alias}: no custom_channels or channel_alias points at the mirror")
+    todo = ("Map the named channels to the mirror's `cloud` tree in `~/.condarc`:\n\n    custom_channels:\n"
+            + "".join(f"      {n}: {cloud}\n" for n in names)
+            + "\n`gpudoctor fix conda.channels` writes exactly that (or `--mirror NAME|URL`).") if cloud else \
+        ("The mirror's layout for named channels is not known from here: set `custom_channels` (name -> the "
+         "mirror's base for named channels) or `channel_alias` in `~/.condarc` by hand, or pick a catalogue "
+         "mirror: `gpudoctor fix conda.channels --mirror NAME`.")
+    return [Finding(
+        check=CHECK_ID, status=Status.WARN, summary=summary,
+        explanation=(f"A mirror set in `channels` URLs or `default_channels` covers `defaults` only: conda "
+                     f"resolves every named channel (`conda-forge`, `pytorch`, `-c NAME` on the command line) "
+                     f"through `channel_alias` (now `{conda.channel_alias}`) unless `custom_channels` names it. "
+                     f"Those downloads bypass the mirror.\n\n{todo}"),
+        evidence={"tool": "conda", "mirror": mirror, "channel_alias": conda.channel_alias, "named": names,
+                  "cloud": cloud or ""},
+        fixes=("conda.channels",) if cloud else ())]
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    from gpudoctor.checks import SkipCheck
+    pip, uv, conda = facts.get("pip"), facts.get("uv"), facts.get("conda")
+    p, u = pip_index(pip), uv_index(uv)
+    out: list[Finding] = []
+    if p and isinstance(uv, UvFacts) and u is None:
+        out.append(_uv_finding(p, uv))
+    if u and isinstance(pip, PipFacts) and p is None and "index-url" not in pip.env and not \
+            pip.effective.get("no-index"):
+        out.append(_pip_finding(u, pip))
+    if isinstance(conda, CondaFacts):
+        out += _conda_findings(conda)
+    if out:
+        return out
+    using = {k: v for k, v in (("pip", p and p[0]), ("uv", u and u[0])) if v}
+    if isinstance(conda, CondaFacts) and any(not _public(c.url, PUBLIC_CONDA) for c in conda.channels):
+        using["conda"] = next(c.url for c in conda.channels if not _public(c.url, PUBLIC_CONDA))
+    if not using:
+        raise SkipCheck("no tool is pointed at a mirror (pip, uv and conda use their public defaults)")
+    return [Finding(check=CHECK_ID, status=Status.OK,
+                    summary="the tools pointed at a mirror agree: " + ", ".join(f"{k} -> {_host(v)}"
+                                                                           for k, v in using.items()),
+                    evidence=dict(using))]
+
+
+CHECK = Check(
+    id=CHECK_ID,
+    title="pip, uv and conda use the same mirror (each reads only its own configuration)",
+    needs=("pip", "uv", "conda"),
+    evaluate=evaluate,
+)
