@@ -25,7 +25,8 @@ def test_finding_json_round_trip():
     doc = f.to_json()
     assert doc == {"check": "cuda.driver", "status": "fail", "summary": "driver too old", "explanation": "**upgrade**",
                    "evidence": {"driver": "470.86", "n": [1, 2]}, "fixes": ["a.b"],
-                   "doc_url": "https://docs.example.org/x", "target": "kernel:py311", "duration_ms": 12.346}
+                   "doc_url": "https://docs.example.org/x", "target": "kernel:py311", "duration_ms": 12.346,
+                   "area": "gpu"}  # area from the id prefix (report schema 2)
     back = Finding.from_json(doc)
     assert back.status is Status.FAIL and back.fixes == ("a.b",) and back.duration_ms == 12.346
     minimal = Finding.from_json({"check": "a.b", "status": "ok", "summary": "s"})
