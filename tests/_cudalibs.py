@@ -71,7 +71,7 @@ def wheel_tree(root: Path, *, site: str = SITE, toolkit: str = TOOLKIT, rpath_st
     ``rpath_style``: libcusparse gets DT_RPATH instead of DT_RUNPATH (then its
     directory list beats LD_LIBRARY_PATH).
     """
-    r = lambda p: root / p.lstrip("/")  # noqa: E731
+    r = lambda p: root / p.lstrip("/")
     wheel_jit = f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"
     nvjitlink(r(wheel_jit), ("12_0", "12_1", "12_2", "12_3", "12_4"))
     tk_real = f"{toolkit}/{toolkit_file}"

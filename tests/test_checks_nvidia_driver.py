@@ -12,7 +12,14 @@ from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import PciGpuFacts
 from gpudoctor.model import Status
-from gpudoctor.testing import make_facts, no_nvidia, nvidia_facts, nvml_device, os_facts, pci_gpus
+from gpudoctor.testing import (
+    make_facts,
+    no_nvidia,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    pci_gpus,
+)
 
 
 def run_check(facts: Facts):

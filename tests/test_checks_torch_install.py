@@ -206,7 +206,14 @@ def test_one_finding_per_target_in_order():
 
 def test_a_kernel_running_the_terminals_interpreter_is_reported_once():
     from gpudoctor.checks.torch_install import CHECK
-    from gpudoctor.testing import make_facts, no_nvidia, pci_gpus, probe_facts, target, targets
+    from gpudoctor.testing import (
+        make_facts,
+        no_nvidia,
+        pci_gpus,
+        probe_facts,
+        target,
+        targets,
+    )
     same = probe_facts("/srv/venv/bin/python")
     hidden = probe_facts("/srv/venv/bin/python", env={"CUDA_VISIBLE_DEVICES": ""})
     facts = make_facts(targets=targets(target(same), target(same, label="kernel:python3", kind="kernel"),

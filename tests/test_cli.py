@@ -10,7 +10,14 @@ import sys
 
 import pytest
 
-from _foundation import GPUDOCTOR, bare_python, cudnn_broken_torch, env_with, run_gpudoctor, validator  # noqa: F401
+from _foundation import (  # noqa: F401
+    GPUDOCTOR,
+    bare_python,
+    cudnn_broken_torch,
+    env_with,
+    run_gpudoctor,
+    validator,
+)
 from conftest import FIXTURES
 from gpudoctor import __version__
 from gpudoctor.cli import main
@@ -59,7 +66,7 @@ def test_snapshot_then_replay_gives_the_same_findings(tmp_path, live_json):
     replay = run_gpudoctor("check", "--facts", str(snap), "--format", "json")
     assert replay.returncode == live_json.returncode, replay.stderr
     live, again = json.loads(live_json.stdout), json.loads(replay.stdout)
-    key = lambda d: [(f["check"], f["status"], f["summary"], f["target"]) for f in d["findings"]]  # noqa: E731
+    key = lambda d: [(f["check"], f["status"], f["summary"], f["target"]) for f in d["findings"]]
     assert key(again) == key(live)
     assert again["counts"] == live["counts"] and again["status"] == live["status"]
     # replay works from stdin too, and needs nothing from this machine
@@ -328,11 +335,12 @@ def test_markdown_format():
     assert proc.returncode == 1
     md = proc.stdout
     assert md.startswith(f"## gpudoctor {__version__} report\n")
-    assert md.splitlines()[2].startswith("✗ **fail** — 2 failed, 1 info")
+    assert md.splitlines()[2].startswith("✗ **fail** — torch.install: `import torch` fails in [python-1]")
+    assert md.splitlines()[2].endswith("(+1 more)")
     assert "Targets: `[current]` `/home/user/venv/bin/python`; `[python-1]` `/opt/envs/old/bin/python`" in md
     assert "<details open><summary>✗ <b>GPU stack</b>" in md                # one collapsible block per area
     assert md.count("<details") == md.count("</details>")
-    assert "- i **info** `torch.install` — torch 2.13.0+cpu is a CPU-only build" in md
+    assert "- i **info** `torch.install` — [current] torch 2.13.0+cpu is a CPU-only build" in md
     assert "- ✗ **fail** `torch.install` — `import torch` fails in [python-1]" in md
     assert "### Next steps" in md and "1. read torch.install [python-1] above" in md
 

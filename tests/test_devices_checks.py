@@ -42,7 +42,7 @@ def test_healthy_twin_is_ok_everywhere(registry):
 # fixture -> check -> (status, words in the summary, words in the explanation)
 CASES = {
     "ecc-volatile-uncorrected": {"devices.ecc": (Status.FAIL, ["uncorrectable", "GPU 1"],
-                                                 ["2 uncorrectable ECC error(s) since the driver loaded",
+                                                 ["2 uncorrectable ECC errors since the driver loaded",
                                                   "drain the node", "nvidia-smi -r -i 1", "row remap is pending"])},
     "ecc-aggregate-unhandled": {"devices.ecc": (Status.FAIL, ["uncorrectable", "GPU 0"],
                                                 ["no retired page or remapped row", "RMA"])},

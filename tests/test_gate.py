@@ -1,12 +1,28 @@
-"""The entrypoint gate: blocks on failures, execs the job when healthy."""
+"""The entrypoint gate: blocks on failures and unmet requirements, execs the job when healthy.
+
+The CLI tests run the real `gpudoctor gate` in a child process. The unhealthy and
+healthy fixtures are a fake CUDA stack (gcc-built libcuda.so.1 on LD_LIBRARY_PATH,
+a fake CUDA torch on PYTHONPATH) that the light probe in the job's interpreter sees.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
-from pathlib import Path
+import time
 
-from gpudoctor.gate import gate_checks, run_gate
+import pytest
+
+from _fakecuda import GccMissing, build_fake_cuda
+from gpudoctor.gate import (
+    GateOptions,
+    gate_checks,
+    gate_until_healthy,
+    run_gate,
+    write_atomic,
+)
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import load_registry
 from gpudoctor.testing import fake_system
@@ -19,54 +35,197 @@ def _check(cid, status, tags=("gate",)):
 
 def test_gate_selects_only_tagged_checks():
     checks = {c.id: c for c in (_check("a.one", Status.OK), _check("b.two", Status.OK, tags=()))}
-    assert [c.id for c in gate_checks(checks)] == ["a.one"]
-    assert gate_checks(checks, skip=["a"]) == []
+    assert [c.id for c in gate_checks(checks)[0]] == ["a.one"]
+    assert gate_checks(checks, skip=["a"])[0] == []
+    assert [c.id for c in gate_checks(checks, ids=["b"])[0]] == ["b.two"]
 
 
-def test_builtin_gate_checks_are_the_fast_node_health_ones():
-    ids = {c.id for c in gate_checks(load_registry().checks)}
-    assert {"nvidia.driver", "torch.install", "dataloader.shm"} <= ids
+def test_builtin_gate_runs_light_checks_and_leaves_full_ones_to_deep():
+    registry = load_registry().checks
+    chosen, left_out = gate_checks(registry)
+    ids = {c.id for c in chosen}
+    assert set(left_out) == {"cuda.libraries", "cuda.wsl", "platform.driver-branch", "platform.visibility"}
+    assert {"nvidia.driver", "torch.install", "dataloader.shm", "cuda.context", "cudnn.load"} <= ids
+    assert all("targets" not in c.needs or c.probe_level == "light" for c in chosen)
+    deep, none_left = gate_checks(registry, deep=True)
+    assert none_left == [] and {c.id for c in deep} == ids | set(left_out)
+
+
+def test_builtin_gate_ids_are_exactly_the_gate_tagged_builtins():
+    from gpudoctor.gate import BUILTIN_GATE_IDS, load_gate_registry
+    reg = load_registry()
+    own = {cid for cid in reg.checks if reg.provider(cid).split(" ")[0] == "gpudoctor"}
+    assert BUILTIN_GATE_IDS == {cid for cid in own if "gate" in reg.checks[cid].tags}
+    from gpudoctor.gate import BUILTIN_DEEP_ONLY
+    light = load_gate_registry()
+    assert set(light.checks) == (BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY) | (set(reg.checks) - own) and not light.fixes
+    assert set(light.check_ids) == set(reg.checks)  # unknown --skip ids are still recognised
+    assert set(load_gate_registry(deep=True).checks) >= BUILTIN_GATE_IDS
+    # deep-only: the gate-tagged built-ins the light probe does not serve (or whose collector is costly)
+    assert BUILTIN_DEEP_ONLY == {cid for cid in BUILTIN_GATE_IDS
+                                 if "targets" in reg.checks[cid].needs and reg.checks[cid].probe_level != "light"}
 
 
 def test_fail_blocks_and_warn_blocks_only_when_strict(tmp_path):
     system = fake_system(tmp_path)
     warn = [_check("x.warn", Status.WARN)]
     assert run_gate(warn, system).healthy
-    strict = run_gate(warn, system, strict=True)
-    assert not strict.healthy and [f.check for f in strict.blocking] == ["x.warn"]
+    strict = run_gate(warn, system, GateOptions(strict=True))
+    assert not strict.healthy and [(r, f.check) for r, f in strict.blocking] == [("warning", "x.warn")]
     failed = run_gate([_check("x.ok", Status.OK), _check("x.fail", Status.FAIL)], system)
-    assert not failed.healthy and [f.check for f in failed.blocking] == ["x.fail"]
+    assert not failed.healthy and [(r, f.check) for r, f in failed.blocking] == [("failed", "x.fail")]
 
 
-def test_require_gpu_turns_a_missing_gpu_into_a_blocker(tmp_path):
-    system = fake_system(tmp_path)
-    no_gpu = [_check("nvidia.driver", Status.SKIP)]
-    assert run_gate(no_gpu, system).healthy
-    assert not run_gate(no_gpu, system, require_gpu=True).healthy
+def test_wait_loop_retries_until_healthy_and_gives_up_on_time():
+    now = [0.0]
+    sleeps = []
+
+    def sleep(s):
+        sleeps.append(s)
+        now[0] += s
+
+    results = iter([False, False, True])
+
+    class R:
+        def __init__(self, healthy):
+            self.healthy = healthy
+
+    result, tries = gate_until_healthy(lambda: R(next(results)), 60, 5, clock=lambda: now[0], sleep=sleep)
+    assert result.healthy and tries == 3 and sleeps == [5, 5]
+    now[0] = 0.0
+    sleeps.clear()
+    result, tries = gate_until_healthy(lambda: R(False), 12, 5, clock=lambda: now[0], sleep=sleep)
+    assert not result.healthy and tries == 4 and sleeps == [5, 5, 2]  # never sleeps past the deadline
+    result, tries = gate_until_healthy(lambda: R(False), 0, 5, clock=lambda: now[0], sleep=sleep)
+    assert tries == 1
 
 
-def _gate(*args):
+def test_write_atomic_replaces_whole_file_or_leaves_the_old_one(tmp_path, monkeypatch):
+    target = tmp_path / "status.json"
+    target.write_text("old\n")
+    inode = target.stat().st_ino
+    write_atomic(str(target), "new\n")
+    assert target.read_text() == "new\n" and target.stat().st_ino != inode  # renamed over, not rewritten
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with pytest.raises(OSError):
+        write_atomic(str(target), "partial")
+    assert target.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left behind
+
+
+# --------------------------------------------------------------------------- the real CLI
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    try:
+        return build_fake_cuda(tmp_path_factory.mktemp("fakecuda"))
+    except GccMissing:
+        pytest.skip("gcc is not installed: cannot build the fake libcuda.so.1")
+
+
+def _env(fake=None, **extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_CUDA", "GPUDOCTOR_"))}
+    env["GPUDOCTOR_CONFIG"] = ""  # no config file unless a test asks for one
+    if fake:
+        site, libdir = fake
+        env.update(PYTHONPATH=str(site), LD_LIBRARY_PATH=str(libdir))
+    env.update(extra)
+    return env
+
+
+def _gate(*args, env=None, cwd=None, timeout=120):
     return subprocess.run([sys.executable, "-m", "gpudoctor", "gate", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=timeout, env=env or _env(), cwd=cwd)
 
 
-def test_gate_execs_the_job_when_healthy(tmp_path):
+def test_healthy_gate_execs_the_job_in_the_same_process(fake, tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "gate", "--require-gpus", "2", "--",
+                             sys.executable, "-c", "import os, sys; print(os.getpid()); sys.exit(7)"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(fake, FAKE_CUDA_COUNT="2"))
+    out, err = proc.communicate(timeout=120)
+    # same PID (exec, not a child) and the job's own exit status
+    assert proc.returncode == 7, err
+    assert int(out.strip()) == proc.pid
+    assert "healthy" in err
+
+
+def test_unhealthy_node_exits_1_and_never_runs_the_job(fake, tmp_path):
     marker = tmp_path / "ran"
-    proc = _gate("--", sys.executable, "-c", f"import pathlib,sys; pathlib.Path({str(marker)!r}).write_text('x'); sys.exit(7)")
-    # the job's own exit status comes back: the gate exec'd it
-    assert proc.returncode == 7, proc.stderr
-    assert marker.read_text() == "x"
-    assert "healthy" in proc.stderr
-
-
-def test_gate_does_not_start_the_job_when_a_gpu_is_required_and_missing(tmp_path):
-    if Path("/proc/driver/nvidia/version").exists():  # a real GPU node: the opposite case is tested elsewhere
-        return
-    marker = tmp_path / "ran"
-    proc = _gate("--require-gpu", "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')")
-    assert proc.returncode == 1
+    job = ["--", sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    proc = _gate(*job, env=_env(fake, FAKE_CUDA_COUNT="2", FAKE_CUDA_CTX_FAIL="1"))
+    assert proc.returncode == 1, proc.stderr
     assert not marker.exists()
-    assert "nvidia.driver" in proc.stderr and "job not started" in proc.stderr
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("gpudoctor gate: failed:")]
+    assert len(lines) == 1 and "cuda.context" in lines[0] and "CUDA_ERROR_UNKNOWN" in lines[0]
+    assert "-> nvidia-smi" in lines[0]  # the remedy's command on the same line
+    assert "job not started" in proc.stderr
+
+
+def test_missing_required_gpus_are_labelled_required_not_skip(fake, tmp_path):
+    marker = tmp_path / "ran"
+    proc = _gate("--require-gpus", "4", "--min-gpu-memory-gib", "80", "--", sys.executable, "-c",
+                 f"open({str(marker)!r}, 'w')", env=_env(fake, FAKE_CUDA_COUNT="2", FAKE_CUDA_MEM_MIB="40960"))
+    assert proc.returncode == 1 and not marker.exists()
+    assert "gpudoctor gate: required: gate.gpus: 2 of the 4 required GPUs are visible" in proc.stderr
+    assert "gpudoctor gate: required: gate.gpu-memory: GPU memory below the required 80 GiB" in proc.stderr
+    assert "skip" not in "\n".join(l for l in proc.stderr.splitlines() if "gate.gpus" in l)
+
+
+def test_no_gpu_at_all_with_a_requirement_blocks(tmp_path):
+    empty = tmp_path / "nolib"
+    empty.mkdir()
+    proc = _gate("--require-gpus", "1", "--format", "json", env=_env(LD_LIBRARY_PATH=str(empty)))
+    assert proc.returncode == 1
+    doc = json.loads(proc.stdout)
+    assert doc["healthy"] is False and doc["checks"]["gate.gpus"] == "fail"
+    assert doc["failures"][0]["reason"] == "required"
+
+
+def test_unknown_ids_are_usage_errors():
+    for args in (["--skip", "no.such"], ["--checks", "cuda.driver,no.such"]):
+        proc = _gate(*args)
+        assert proc.returncode == 2, proc.stderr
+        assert "no check matches 'no.such'" in proc.stderr
+
+
+def test_wait_retries_until_the_gpus_come_up(fake, tmp_path):
+    count = tmp_path / "count"
+    count.write_text("0")
+    status = tmp_path / "status.json"
+    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "gate", "--require-gpus", "1", "--wait", "120",
+                             "--interval", "0.5", "--status-file", str(status),
+                             "--", sys.executable, "-c", "print('job ran')"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=_env(fake, FAKE_CUDA_COUNT_FILE=str(count)))
+    first = proc.stderr.readline()  # the first attempt found no GPU ...
+    assert "not healthy yet" in first and "gate.gpus" in first and "retrying" in first
+    count.write_text("1")  # ... then the node's GPU comes up
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "job ran" in out
+    doc = json.loads(status.read_text())
+    assert doc["healthy"] is True and doc["attempts"] >= 2 and doc["checks"]["gate.gpus"] == "ok"
+
+
+def test_wait_gives_up_when_the_time_is_up(fake, tmp_path):
+    status = tmp_path / "status.json"
+    marker = tmp_path / "ran"
+    start = time.monotonic()
+    proc = _gate("--require-gpus", "1", "--wait", "3", "--interval", "1", "--status-file", str(status),
+                 "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", env=_env(fake, FAKE_CUDA_COUNT="0"))
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 1 and not marker.exists()
+    assert elapsed >= 3
+    doc = json.loads(status.read_text())
+    assert doc["healthy"] is False and doc["attempts"] >= 2
+    assert {"healthy", "time", "hostname", "checks", "failures"} <= set(doc)
+    assert f"after {doc['attempts']} attempts over 3 s" in proc.stderr
+
+
+def test_status_file_unwritable_is_a_usage_error(tmp_path):
+    proc = _gate("--status-file", str(tmp_path / "missing-dir" / "s.json"))
+    assert proc.returncode == 2 and "--status-file" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_gate_reports_a_missing_command_with_127():
@@ -77,8 +236,52 @@ def test_gate_reports_a_missing_command_with_127():
 
 def test_the_gate_does_not_look_for_jupyter_kernels():
     from gpudoctor.system import System
-    checks = [c for c in gate_checks(load_registry().checks) if c.id == "torch.install"]
+    checks = [c for c in gate_checks(load_registry().checks)[0] if c.id == "torch.install"]
     result = run_gate(checks, System.live())
     jupyter = result.report.facts.get("jupyter")
     assert "gate leaves them out" in jupyter.reason
-    assert "kernel" not in [t.kind for t in result.report.facts.get("targets").targets]
+    targets = result.report.facts.get("targets").targets
+    assert "kernel" not in [t.kind for t in targets]
+    assert targets[0].probe.level == "light"
+
+
+def test_collectors_for_imports_only_what_the_selection_needs():
+    from gpudoctor.collect import all_collectors, collectors_for
+    every = all_collectors()
+    some = collectors_for(["targets", "shm"])
+    assert set(some) == {"targets", "jupyter", "shm", "os", "cpu"}  # targets requires jupyter; host.py holds 3
+    assert all(some[d] is every[d] for d in some)
+    assert set(collectors_for(["no-such-domain"])) == set(every)  # unknown: everything, as before
+
+
+def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
+    import dataclasses
+
+    from gpudoctor.system import System
+    system = dataclasses.replace(System.live(), env=_env(fake, FAKE_CUDA_COUNT="1"))
+    checks = [load_registry().checks["torch.install"]]
+    light = run_gate(checks, system, GateOptions())
+    deep = run_gate(checks, system, GateOptions(deep=True))
+    probe = lambda r: r.report.facts.get("targets").targets[0].probe
+    assert probe(light).level == "light" and probe(deep).level == "full"
+    [lf] = [f for f in light.report.findings if f.check == "torch.install"]
+    [df] = [f for f in deep.report.findings if f.check == "torch.install"]
+    assert "is installed (import not tried: light probe)" in lf.summary
+    assert "(CUDA 12.4 build) imports in" in df.summary
+    assert light.healthy and deep.healthy
+
+
+def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
+    import dataclasses
+    import shutil
+
+    from gpudoctor.system import System
+    site, libdir = fake
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken, symlinks=True)
+    (broken / "torch" / "__init__.py").write_text("raise OSError('libtorch_cuda.so: cannot open shared object file')\n")
+    system = dataclasses.replace(System.live(), env=_env((broken, libdir), FAKE_CUDA_COUNT="1"))
+    checks = [load_registry().checks["torch.install"]]
+    assert run_gate(checks, system, GateOptions()).healthy  # the light gate reads files only
+    deep = run_gate(checks, system, GateOptions(deep=True))
+    assert not deep.healthy and "libtorch_cuda.so" in deep.blocking[0][1].summary

@@ -37,7 +37,13 @@ from gpudoctor.data import load_table, table_names
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
 from gpudoctor.facts.loader import LoaderFacts
-from gpudoctor.facts.targets import CudaDevice, CudnnProbe, LibcudaProbe, ToolchainFacts, TritonFacts
+from gpudoctor.facts.targets import (
+    CudaDevice,
+    CudnnProbe,
+    LibcudaProbe,
+    ToolchainFacts,
+    TritonFacts,
+)
 from gpudoctor.model import Status
 from gpudoctor.probe import PROBE_SCRIPT
 from gpudoctor.registry import load_registry, sort_key
@@ -369,7 +375,7 @@ def test_case_26_torch_compile_missing_python_h(registry):
     case = CASES / "26-torch-compile-missing-python-h"
     doc = json.loads((case / "torch-facts.json").read_text())
     listing = (case / "probe-output.txt").read_text()
-    others = tuple(f"/usr/include/{d}" for d in re.findall(r"^(python3\.\d+)$", listing, re.M))
+    others = tuple(f"/usr/include/{d}" for d in re.findall(r"^(python3\.\d+)$", listing, re.MULTILINE))
     gcc = re.search(r"\$ which gcc\n(\S+)", listing).group(1)
     include = doc["sysconfig.get_paths()['include']"]
     cuda = re.search(r"\+cu(\d+)(\d)$", doc["torch.__version__"]).groups()

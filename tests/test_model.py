@@ -26,9 +26,10 @@ def test_finding_json_round_trip():
     assert doc == {"check": "cuda.driver", "status": "fail", "summary": "driver too old", "explanation": "**upgrade**",
                    "evidence": {"driver": "470.86", "n": [1, 2]}, "fixes": ["a.b"],
                    "doc_url": "https://docs.example.org/x", "target": "kernel:py311", "duration_ms": 12.346,
-                   "area": "gpu"}  # area from the id prefix (report schema 2)
+                   "area": "gpu"}   # not set on the finding: derived from the id prefix
     back = Finding.from_json(doc)
     assert back.status is Status.FAIL and back.fixes == ("a.b",) and back.duration_ms == 12.346
+    assert back.area == "gpu" and Finding.from_json({**doc, "area": "platform"}).to_json()["area"] == "platform"
     minimal = Finding.from_json({"check": "a.b", "status": "ok", "summary": "s"})
     assert (minimal.explanation, minimal.evidence, minimal.fixes, minimal.target) == ("", {}, (), None)
     with pytest.raises(ValueError):

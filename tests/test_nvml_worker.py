@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.collect.nvidia import collect_nvidia, parse_worker_output, run_nvml_worker
+from gpudoctor.collect.nvidia import (
+    collect_nvidia,
+    parse_worker_output,
+    run_nvml_worker,
+)
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.nvidia import GpuHealth
@@ -248,3 +252,30 @@ def test_the_doctor_process_never_maps_libnvidia_ml(tmp_path):
 def test_worker_output_parser_refuses_garbage(stdout, words):
     with pytest.raises(ValueError, match=words):
         parse_worker_output(stdout)
+
+
+def test_the_worker_is_not_started_where_no_driver_can_answer(tmp_path):
+    """No NVIDIA kernel driver and no libnvidia-ml anywhere: starting a second
+    interpreter could only say "not loaded", so the worker is skipped (a
+    scripted runner that knows no command proves nothing was run)."""
+    from gpudoctor.collect.nvidia import nvml_worth_trying, run_nvml_worker
+    from gpudoctor.testing import ScriptedRunner, fake_system, write_tree
+
+    root = write_tree(tmp_path / "root", {"usr/lib/x86_64-linux-gnu/libc.so.6": ""})
+    ctx = CollectContext(fake_system(root, runner=ScriptedRunner()), CollectOptions())
+    outcome, detail, doc = run_nvml_worker(ctx)
+    assert (outcome, doc) == ("not-loaded", None)
+    assert "no NVIDIA driver installed" in detail and "not started" in detail
+    # each sign of a driver makes it worth trying
+    for extra in ({"dev/nvidiactl": ""}, {"dev/dxg": ""}, {"proc/driver/nvidia/version": "NVRM"},
+                  {"usr/lib64/libnvidia-ml.so.1": ""}, {"usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15": ""}):
+        other = write_tree(tmp_path / str(len(list(tmp_path.iterdir()))), extra)
+        assert nvml_worth_trying(CollectContext(fake_system(other), CollectOptions())) is None, extra
+    lib = write_tree(tmp_path / "opt", {"fake/libnvidia-ml.so.1": ""})
+    env_ctx = CollectContext(fake_system(root, env={"LD_LIBRARY_PATH": f"/nonexistent:{lib / 'fake'}"}),
+                             CollectOptions())
+    # LD_LIBRARY_PATH entries are paths inside the root
+    assert nvml_worth_trying(env_ctx) is not None
+    inside = write_tree(root, {"opt/fake/libnvidia-ml.so.1": ""})
+    env_ctx = CollectContext(fake_system(inside, env={"LD_LIBRARY_PATH": "/opt/fake"}), CollectOptions())
+    assert nvml_worth_trying(env_ctx) is None

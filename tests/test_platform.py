@@ -36,7 +36,14 @@ from gpudoctor.collect.platform import (
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import MigInstance, NvidiaDriverFacts, SourceAttempt
-from gpudoctor.facts.platform import ContainerHostFacts, DockerInfo, LimitsFacts, PlatformFacts, ProcessLimits, RLimit
+from gpudoctor.facts.platform import (
+    ContainerHostFacts,
+    DockerInfo,
+    LimitsFacts,
+    PlatformFacts,
+    ProcessLimits,
+    RLimit,
+)
 from gpudoctor.facts.targets import LibcudaProbe
 from gpudoctor.model import Status
 from gpudoctor.probe import probe_target
@@ -170,7 +177,7 @@ def _case39_facts(tmp_path, runtime_class: bool) -> Facts:
     env = _case39_env()
     root = _case39_root(tmp_path, runtime_class)
     c = ctx(root, env)
-    version, available = re.search(r"^(\S+) (True|False)$", (CASE39 / "in-pod.txt").read_text(), re.M).groups()
+    version, available = re.search(r"^(\S+) (True|False)$", (CASE39 / "in-pod.txt").read_text(), re.MULTILINE).groups()
     libcuda = LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 12030) if runtime_class else \
         LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file: No such file or directory")
     probe = probe_facts("/usr/bin/python3", torch_facts(version, "12.1", cuda_available=available == "True"),

@@ -7,10 +7,23 @@ import sys
 
 import pytest
 
-from _foundation import CUDNN_ERROR, bare_python, cudnn_broken_torch, env_with, fake_torch, hanging_torch  # noqa: F401
+from _foundation import (  # noqa: F401
+    CUDNN_ERROR,
+    bare_python,
+    cudnn_broken_torch,
+    env_with,
+    fake_torch,
+    hanging_torch,
+)
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.probe import MARKER, ProbeError, parse_probe_output, probe_argv, probe_target
+from gpudoctor.probe import (
+    MARKER,
+    ProbeError,
+    parse_probe_output,
+    probe_argv,
+    probe_target,
+)
 from gpudoctor.system import System
 from gpudoctor.testing import ScriptedRunner, not_found, ok, timed_out
 

@@ -11,7 +11,12 @@ from _foundation import validator
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.render import FORMATS, render
-from gpudoctor.render.console import SpinnerProgress, is_plain, make_console, render_console
+from gpudoctor.render.console import (
+    SpinnerProgress,
+    is_plain,
+    make_console,
+    render_console,
+)
 from gpudoctor.render.text import evidence_lines, finding_title
 from gpudoctor.testing import make_facts
 
@@ -47,13 +52,13 @@ def console_text(verbose=False, plain=True):
 def test_console_plain_layout():
     out = console_text()
     lines = out.splitlines()
-    # the headline first: overall verdict and counts (no cuda.available finding here)
-    assert lines[0] == "[ERROR] gpudoctor: ERROR — 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (5 checks)"
+    # the headline first: overall verdict and the worst problem (no cuda.available finding here)
+    assert lines[0] == "[ERROR] gpudoctor: ERROR — torch.install: [/venv/bin/python] torch | pipes in summary"
     # one header per area, gpudoctor's own errors first, then the causal order
     headers = [ln for ln in lines if ln.startswith("[")][1:]
     assert headers == [
         "[ERROR] gpudoctor itself (collectors, plug-ins) (1 check): 1 error",
-        "[FAIL] GPU stack (2 checks): 1 failed, 1 info, 1 ok",
+        "[FAIL] GPU stack (2 checks, 3 findings): 1 failed, 1 info, 1 ok",
         "[n/a] Data pipeline (1 check): 1 not applicable",
         "[warn] Package sources (1 check): 1 warning",
     ]
@@ -144,15 +149,15 @@ def test_json_with_facts_validates_against_both_schemas():
 
 def test_markdown_render():
     md = render(report(), "markdown", verbose=True)
-    assert "‼ **error** — 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (5 checks)" in md
-    assert "<details open><summary>✗ <b>GPU stack</b> (2 checks): 1 failed, 1 info, 1 ok</summary>" in md
+    assert "‼ **error** — torch.install: [/venv/bin/python] torch | pipes in summary" in md
+    assert "<details open><summary>✗ <b>GPU stack</b> (2 checks, 3 findings): 1 failed, 1 info, 1 ok</summary>" in md
     assert "- ✗ **fail** `torch.install` — [/venv/bin/python] torch | pipes in summary" in md
     assert "  Fix: `gpudoctor fix pip.index-url`" in md
     assert "<details><summary>evidence</summary>" in md
     assert "### Next steps" in md and "1. `gpudoctor fix pip.index-url` (torch.install)" in md
     for s in SECRETS:
         assert s not in md
-    assert set(FORMATS) == {"json", "markdown"}
+    assert set(FORMATS) == {"json", "markdown", "prometheus"}
 
 
 def test_markdown_folds_ok_and_skip_without_verbose():

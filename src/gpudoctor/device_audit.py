@@ -31,7 +31,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["audit", "AuditReport", "Mismatch", "TensorInfo"]
+from gpudoctor.words import plural
+
+__all__ = ["AuditReport", "Mismatch", "TensorInfo", "audit"]
 
 #: Names listed per device group when rendering; the rest are counted.
 MAX_NAMES_PER_GROUP = 12
@@ -177,7 +179,7 @@ class AuditReport:
             lines.append(f"forward raised: {self.error}")
         lines.append("where parameters and buffers live:")
         for device, items in self.by_device().items():
-            lines.append(f"  {device}: {len(items)} tensor(s), {_mib(items):.1f} MiB: {_names(items)}")
+            lines.append(f"  {device}: {plural(len(items), 'tensor')}, {_mib(items):.1f} MiB: {_names(items)}")
         return "\n".join(lines)
 
 

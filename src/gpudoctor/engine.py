@@ -18,7 +18,9 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import (
+    Any,
+)
 
 from gpudoctor import __version__
 from gpudoctor.areas import area_for
@@ -30,15 +32,16 @@ from gpudoctor.redact import redact_value
 from gpudoctor.system import System
 
 __all__ = [
-    "Report",
-    "Progress",
-    "SelectionError",
-    "select_checks",
-    "collect_facts",
-    "needed_domains",
-    "evaluate",
-    "run",
     "REPORT_SCHEMA_VERSION",
+    "Progress",
+    "Report",
+    "SelectionError",
+    "collect_facts",
+    "evaluate",
+    "needed_domains",
+    "probe_level",
+    "run",
+    "select_checks",
 ]
 
 #: Version of the ``--format json`` report document.
@@ -70,11 +73,16 @@ class Report:
         findings: in check order; plug-in and collector errors first.
         facts: the facts snapshot used.
         duration_ms: wall time of collection plus evaluation, in ms.
+        hostname: the node that ran the checks (``socket.gethostname()``; "" when unknown),
+            so reports from a fleet can be merged (``gpudoctor report merge``).
+        replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
     """
 
     findings: tuple[Finding, ...]
     facts: Facts
     duration_ms: float = 0.0
+    hostname: str = ""
+    replayed: bool = False
 
     @property
     def worst(self) -> Status:
@@ -113,6 +121,7 @@ class Report:
         doc: dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
+            "hostname": self.hostname,
             "status": self.verdict.value,
             "counts": self.counts(),
             "duration_ms": round(self.duration_ms, 3),
@@ -140,6 +149,14 @@ def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Se
             raise SelectionError(f"no check matches {pattern!r}; known checks: {', '.join(checks)}")
     chosen = [c for cid, c in checks.items() if not ids or any(matches(p, cid) for p in ids)]
     return [c for c in chosen if not any(matches(p, c.id) for p in skip)]
+
+
+def probe_level(checks: Iterable[Check]) -> str:
+    """The cheapest probe level (``light`` < ``full``) that serves every check reading ``targets``;
+    ``light`` when none does (no probe runs then anyway)."""
+    levels = [c.probe_level if c.probe_level in ("light", "full") else "full"
+              for c in checks if "targets" in c.needs]
+    return "full" if "full" in levels else "light"
 
 
 def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> list[str]:
@@ -316,13 +333,22 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = 
 
 def run(checks: Sequence[Check], system: System, options: CollectOptions,
         progress: Progress | None = None, facts: Facts | None = None,
-        extra_findings: Sequence[Finding] = ()) -> Report:
-    """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report."""
+        extra_findings: Sequence[Finding] = (), collectors: Mapping[str, Collector] | None = None) -> Report:
+    """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
+
+    ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
+    the gate passes :func:`~gpudoctor.collect.collectors_for` its selection, so it imports
+    only the collector modules it needs."""
     start = time.monotonic()
     collector_errors: list[Finding] = []
+    replayed = facts is not None
     if facts is None:
-        collectors = all_collectors()
+        if not options.probe_level_fixed and not options.deep:  # --deep's smoke test runs in the full probe
+            options = replace(options, probe_level=probe_level(checks))
+        collectors = all_collectors() if collectors is None else collectors
         domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
-    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0)
+    import socket
+    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(),
+                  replayed=replayed)

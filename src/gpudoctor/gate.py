@@ -1,25 +1,99 @@
 """The container entrypoint health gate.
 
 ``gpudoctor gate -- python train.py``: run the checks tagged ``gate`` with
-short timeouts; if any fails, print one line per failure to stderr and exit 1
-without starting the job; if healthy, replace this process with the job
-(``os.execvp``), so signals and the exit status are the job's own. With no
-command it is a probe for Docker HEALTHCHECK / Kubernetes: exit 0 healthy, 1 not.
+short timeouts, on the *light* probe (no ``import torch`` in the target:
+metadata, version files and the CUDA driver API; ``--deep`` uses the full
+probe); add the operator's requirements (``--require-gpus N``,
+``--min-gpu-memory-gib X``); if anything blocks, print one line per blocking
+finding to stderr and exit 1 without starting the job; if healthy, replace
+this process with the job (``os.execvp``), so signals and the exit status are
+the job's own. With no command it is a probe for Docker HEALTHCHECK /
+Kubernetes: exit 0 healthy, 1 not. ``--wait`` retries until healthy or the
+time is up; ``--status-file`` leaves the verdict (JSON, written atomically)
+for other processes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from gpudoctor.collect import CollectOptions
+from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.engine import Report, run, select_checks
+from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
 
-__all__ = ["GATE_TAG", "GateResult", "gate_checks", "run_gate"]
+__all__ = [
+    "BUILTIN_DEEP_ONLY",
+    "BUILTIN_GATE_IDS",
+    "GATE_TAG",
+    "GateOptions",
+    "GateResult",
+    "blocking_line",
+    "gate_checks",
+    "gate_until_healthy",
+    "load_gate_registry",
+    "requirement_findings",
+    "run_gate",
+    "status_document",
+    "write_status_file",
+]
 
 GATE_TAG = "gate"
+
+#: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
+#: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
+BUILTIN_GATE_IDS = frozenset({
+    "nvidia.driver", "cuda.available", "cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.context", "cudnn.load",
+    "torch.install", "dataloader.shm", "cuda.libraries", "cuda.wsl",  # issues 11, 14
+    "platform.container", "platform.kernel-module", "platform.driver-branch", "platform.toolkit",
+    "platform.visibility",  # issue 12
+    "devices.ecc", "devices.xid",  # issue 15
+})
+
+
+#: the built-in gate checks that need the full probe or a costly collector: only ``--deep`` runs them
+BUILTIN_DEEP_ONLY = frozenset({"cuda.libraries", "cuda.wsl", "platform.driver-branch", "platform.visibility"})
+
+
+def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):
+    """The registry the gate needs: without fixes, and (when no ``ids`` are named) only the built-in
+    checks in :data:`BUILTIN_GATE_IDS` imported (less :data:`BUILTIN_DEEP_ONLY` unless ``deep``).
+    ``Registry.check_ids`` still lists every id."""
+    from gpudoctor.registry import load_registry
+    if ids:
+        return load_registry(load_fixes=False)
+    wanted = BUILTIN_GATE_IDS if deep else BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY
+    return load_registry(load_fixes=False, check_filter=lambda cid, own: not own or cid in wanted)
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """What the operator asks of the node.
+
+    Attributes:
+        require_gpus: at least this many CUDA devices visible to the job (0: no requirement;
+            then a GPU-less node passes the GPU checks as ``skip``/``info``).
+        min_gpu_memory_gib: every visible GPU has at least this much memory, GiB (0: none).
+        strict: warnings block too.
+        timeout_s: timeout of the target probe, seconds.
+        deep: use the full probe (imports torch: arch list, mapped libraries, import errors).
+        light_model: without ``deep``, replace the collectors in :data:`COSTLY_DOMAINS` by an
+            Unavailable naming ``--deep`` (the CLI turns it off when ``--checks`` names checks).
+    """
+
+    require_gpus: int = 0
+    min_gpu_memory_gib: float = 0.0
+    strict: bool = False
+    timeout_s: float = 20.0
+    deep: bool = False
+    light_model: bool = True
 
 
 @dataclass(frozen=True)
@@ -28,32 +102,270 @@ class GateResult:
 
     Attributes:
         healthy: no blocking finding.
-        blocking: findings with status ``fail`` or ``error`` (a broken check cannot
-            vouch for the node), ``warn`` when strict, and the
-            ``nvidia.driver`` skip when a GPU is required).
-        report: the full report.
+        blocking: (reason, finding) pairs; reason is ``failed``, ``error`` (a broken
+            check cannot vouch for the node), ``warning`` (with strict) or
+            ``required`` (an operator requirement not met: a required GPU that is
+            absent blocks as ``required``, it is not a ``skip``).
+        report: the full report (requirement findings included).
+        left_out: gate checks not run at this probe level (need ``--deep``).
     """
 
     healthy: bool
-    blocking: tuple[Finding, ...]
+    blocking: tuple[tuple[str, Finding], ...]
     report: Report
+    left_out: tuple[str, ...] = ()
 
 
-def gate_checks(checks: dict, skip: Sequence[str] = ()) -> list[Check]:
-    """The checks tagged ``gate``, minus ``skip`` (ids or prefixes)."""
+def _unavailable(why: str) -> Callable[[CollectContext], Unavailable]:
+    """A collector that reports ``why`` without touching the machine."""
+    return lambda ctx: Unavailable(why)
+
+
+def skip_ids(skip: Sequence[str]):
+    """The deep-only built-in ids that the ``--skip`` patterns leave out."""
+    return {cid for cid in BUILTIN_DEEP_ONLY for s in skip if cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".")}
+
+
+def gate_checks(checks: dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
+                deep: bool = False, known_ids: Sequence[str] | None = None) -> tuple[list[Check], list[str]]:
+    """The checks the gate runs and the gate checks it leaves out.
+
+    With ``ids``: exactly those (any check, by id or prefix; the engine then probes
+    at the level they need). Without: the checks tagged ``gate``; unless ``deep``,
+    only those served by the light probe (the rest are returned as left out).
+    Raises :class:`~gpudoctor.engine.SelectionError` for an id in ``ids`` or
+    ``skip`` that matches no check (of ``known_ids`` when given: every registered id,
+    loaded or not).
+    """
+    if ids:
+        return select_checks(checks, ids, skip), []
+    # unknown --skip ids are a usage error, as in `check`
+    select_checks({cid: Check(cid, cid, (), lambda facts: []) for cid in (known_ids if known_ids is not None
+                                                                          else checks)}, (), skip)
     tagged = {cid: c for cid, c in checks.items() if GATE_TAG in c.tags}
-    return select_checks(tagged, (), [s for s in skip if any(cid == s or cid.startswith(s.rstrip(".") + ".")
-                                                             for cid in tagged)])
+    chosen = select_checks(tagged, (), [s for s in skip if any(cid == s.rstrip(".") or cid.startswith(
+        s.rstrip(".") + ".") for cid in tagged)])
+    if deep:
+        return chosen, []
+    light = [c for c in chosen if ("targets" not in c.needs or c.probe_level == "light")
+             and c.id not in BUILTIN_DEEP_ONLY]
+    unloaded = [cid for cid in BUILTIN_DEEP_ONLY if cid not in checks and cid not in skip_ids(skip)]
+    return light, [c.id for c in chosen if c not in light] + sorted(unloaded)
 
 
-def run_gate(checks: Sequence[Check], system: System, probe_timeout_s: float = 20.0,
-             strict: bool = False, require_gpu: bool = False) -> GateResult:
-    """Evaluate the gate checks offline with a short probe timeout, without Jupyter kernels."""
-    report = run(checks, system, CollectOptions(offline=True, probe_timeout_s=probe_timeout_s, kernels=False))
-    blocking = []
-    for f in report.findings:
-        if f.status in (Status.FAIL, Status.ERROR) or (strict and f.status == Status.WARN):
-            blocking.append(f)
-        elif require_gpu and f.check == "nvidia.driver" and f.status == Status.SKIP:
-            blocking.append(f)
-    return GateResult(not blocking, tuple(blocking), report)
+def _reference_probe(facts: Facts):
+    from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+    targets = facts.of(TargetsFacts) if "targets" in facts.domains else None
+    if targets is None or isinstance(targets, Unavailable) or not targets.targets:
+        return None
+    probe = targets.targets[0].probe
+    return probe if isinstance(probe, ProbeFacts) else None
+
+
+def _visible_gpus(facts: Facts) -> tuple[list[tuple[str, int | None]] | None, str]:
+    """(name, memory MiB) of each GPU the job would see, and the source; None when unknown.
+
+    Source order: the CUDA driver API inside the target (after CUDA_VISIBLE_DEVICES),
+    else NVML (every GPU on the node)."""
+    from gpudoctor.facts.nvidia import NvidiaDriverFacts
+    from gpudoctor.facts.targets import CudaDriverProbe
+    probe = _reference_probe(facts)
+    if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe):
+        drv = probe.cuda_driver
+        if drv.loaded and drv.init_ok:
+            return [(d.name or f"cuda:{d.index}", d.total_memory_mib) for d in drv.devices], \
+                "the CUDA driver API in the job's interpreter"
+        if drv.loaded:
+            return [], f"the CUDA driver API (cuInit failed: {drv.init_error})"
+    nv = facts.of(NvidiaDriverFacts) if "nvidia" in facts.domains else None
+    if nv is not None and not isinstance(nv, Unavailable) and nv.devices:
+        return [(d.name, d.memory_total_mib if isinstance(d.memory_total_mib, int) else None)
+                for d in nv.devices], "NVML"
+    if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe) and not probe.cuda_driver.loaded:
+        return [], f"libcuda.so.1 cannot be loaded ({probe.cuda_driver.error})"
+    if nv is not None and not isinstance(nv, Unavailable):
+        return [], "the NVIDIA driver (no GPU enumerated)"
+    return None, "nothing (no driver, no libcuda)"
+
+
+def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
+    """Findings for the operator's requirements (pure): ``gate.gpus`` and ``gate.gpu-memory``."""
+    out: list[Finding] = []
+    if not opts.require_gpus and not opts.min_gpu_memory_gib:
+        return out
+    gpus, source = _visible_gpus(facts)
+    count = len(gpus) if gpus is not None else 0
+    evidence = {"source": source, "visible": [f"{n} ({m} MiB)" if m is not None else n for n, m in gpus or []]}
+    if opts.require_gpus:
+        if count < opts.require_gpus:
+            out.append(Finding(
+                check="gate.gpus", status=Status.FAIL,
+                summary=f"{count} of the {opts.require_gpus} required GPUs are visible (from {source})",
+                explanation=("The job asked for GPUs this node does not give it. Check `nvidia-smi -L`, the "
+                             "container's GPU request (`--gpus all`, `resources.limits: nvidia.com/gpu`) and "
+                             "`CUDA_VISIBLE_DEVICES`."),
+                evidence={**evidence, "required": opts.require_gpus}))
+        else:
+            out.append(Finding(check="gate.gpus", status=Status.OK,
+                               summary=f"{count} GPUs visible (≥ {opts.require_gpus} required)", evidence=evidence))
+    if opts.min_gpu_memory_gib:
+        need_mib = int(opts.min_gpu_memory_gib * 1024)
+        small = [(n, m) for n, m in gpus or [] if m is None or m < need_mib]
+        if gpus and not small:
+            out.append(Finding(check="gate.gpu-memory", status=Status.OK,
+                               summary=f"every GPU has ≥ {opts.min_gpu_memory_gib:g} GiB", evidence=evidence))
+        elif gpus:
+            shown = ", ".join(f"{n}: {m / 1024:.1f} GiB" if m is not None else f"{n}: unknown" for n, m in small)
+            out.append(Finding(
+                check="gate.gpu-memory", status=Status.FAIL,
+                summary=f"GPU memory below the required {opts.min_gpu_memory_gib:g} GiB: {shown}",
+                explanation="Schedule the job on a node with larger GPUs, or lower `--min-gpu-memory-gib`.",
+                evidence={**evidence, "required_mib": need_mib}))
+        elif not opts.require_gpus:
+            out.append(Finding(
+                check="gate.gpu-memory", status=Status.FAIL,
+                summary=f"no GPU is visible, so none has the required {opts.min_gpu_memory_gib:g} GiB (from {source})",
+                explanation="Check `nvidia-smi -L` and the container's GPU request.", evidence=evidence))
+    return out
+
+
+def _reason(f: Finding, strict: bool) -> str | None:
+    if f.check.startswith("gate.") and f.status == Status.FAIL:
+        return "required"
+    if f.status == Status.FAIL:
+        return "failed"
+    if f.status == Status.ERROR:
+        return "error"
+    if strict and f.status == Status.WARN:
+        return "warning"
+    return None
+
+
+#: domains whose collectors cost more than an entrypoint should pay, and why (the light gate
+#: leaves them Unavailable; ``--deep`` and ``gpudoctor check`` collect them)
+COSTLY_DOMAINS = {
+    "cuda_libraries": "the light gate does not build the CUDA library model (ELF reads of every framework "
+                      "library); `gpudoctor gate --deep` and `gpudoctor check` do",
+}
+
+
+def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
+    from gpudoctor.collect import Collector, collectors_for
+    found = dict(collectors_for([d for c in checks for d in c.needs]))
+    if opts.light_model and not opts.deep:
+        for dom, why in COSTLY_DOMAINS.items():
+            if dom in found:
+                found[dom] = Collector(domain=dom, collect=_unavailable(why))
+    return found
+
+
+def collect_options(opts: GateOptions) -> CollectOptions:
+    """How the gate collects: offline, no Jupyter kernels, the light probe unless ``deep``."""
+    return CollectOptions(offline=True, probe_timeout_s=opts.timeout_s, kernels=False,
+                          probe_level="full" if opts.deep else "light", probe_level_fixed=opts.deep)
+
+
+def run_gate(checks: Sequence[Check], system: System, opts: GateOptions | None = None,
+             left_out: Sequence[str] = ()) -> GateResult:
+    """Evaluate the gate once: offline, no Jupyter kernels, light probe unless ``opts.deep``."""
+    opts = opts or GateOptions()
+    options = collect_options(opts)
+    needs_gpu_facts = opts.require_gpus or opts.min_gpu_memory_gib
+    if needs_gpu_facts:  # the requirements read the target's driver API and NVML
+        checks = list(checks) + [Check(id="gate.requirements", title="", needs=("targets", "nvidia"),
+                                       evaluate=lambda facts: [], probe_level="light")]
+    report = run(checks, system, options, collectors=_gate_collectors(checks, opts))
+    findings = [f for f in report.findings if f.check != "gate.requirements"]
+    findings += requirement_findings(report.facts, opts)
+    report = replace(report, findings=tuple(findings))
+    blocking = tuple((r, f) for f in findings for r in [_reason(f, opts.strict)] if r)
+    return GateResult(not blocking, blocking, report, tuple(left_out))
+
+
+def gate_until_healthy(attempt: Callable[[], GateResult], wait_s: float, interval_s: float,
+                       clock: Callable[[], float] = time.monotonic,
+                       sleep: Callable[[float], None] = time.sleep,
+                       on_retry: Callable[[GateResult, float], None] | None = None) -> tuple[GateResult, int]:
+    """Run ``attempt`` until healthy or ``wait_s`` seconds have passed; returns (last result, attempts).
+
+    Never sleeps past the deadline; ``wait_s`` 0 means one attempt.
+    """
+    deadline = clock() + max(0.0, wait_s)
+    tries = 0
+    while True:
+        result = attempt()
+        tries += 1
+        left = deadline - clock()
+        if result.healthy or left <= 0:
+            return result, tries
+        if on_retry:
+            on_retry(result, left)
+        sleep(min(interval_s, left))
+
+
+def blocking_line(reason: str, f: Finding) -> str:
+    """One compact stderr line: reason, check, target, cause, and the remedy's first command."""
+    target = f" [{f.target}]" if f.target and f.target != "current" else ""
+    remedy = _first_command(f.explanation)
+    return f"gpudoctor gate: {reason}: {f.check}{target}: {f.summary}" + (f" -> {remedy}" if remedy else "")
+
+
+def _first_command(markdown: str) -> str:
+    """The first command in a finding's explanation (a fenced block line, else an inline `code` span
+    that looks like a command), or ""."""
+    import re
+    m = re.search(r"```[a-z]*\n(.+?)\n", markdown or "")
+    if m and m.group(1).strip():
+        return m.group(1).strip()
+    for span in re.findall(r"`([^`\n]{4,200})`", markdown or ""):
+        if " " in span and re.match(r"(sudo |pip|python|export |nvidia-smi|apt|dnf|conda|uv |docker|"
+                                    r"kubectl|gpudoctor|/)", span):
+            return span
+    return ""
+
+
+def status_document(result: GateResult, attempts: int = 1, now: float | None = None) -> dict:
+    """The status file's JSON: healthy, time (UTC ISO 8601), hostname, checks {id: status}, failures."""
+    import datetime as dt
+    when = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.timezone.utc)
+    checks: dict[str, str] = {}
+    for f in result.report.findings:
+        prev = checks.get(f.check)
+        if prev is None or Status(prev) < f.status:
+            checks[f.check] = f.status.value
+    return {
+        "healthy": result.healthy,
+        "time": when.isoformat(timespec="seconds"),
+        "hostname": socket.gethostname(),
+        "attempts": attempts,
+        "checks": checks,
+        "failures": [{"reason": r, "check": f.check, "status": f.status.value, "target": f.target,
+                      "summary": f.summary, "remedy": _first_command(f.explanation)} for r, f in result.blocking],
+        "left_out": list(result.left_out),
+    }
+
+
+def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    """Write ``text`` to ``path`` atomically: a temporary file in the same directory,
+    fsync, then ``os.replace``; readers see the old or the new file, never a part.
+    Raises OSError (the temporary file is removed)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".gpudoctor-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_status_file(path: str, doc: dict) -> None:
+    """Write the status document to ``path`` atomically (see :func:`write_atomic`)."""
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")

@@ -20,14 +20,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudoctor.facts import Facts
 
 __all__ = [
-    "Status",
-    "Finding",
+    "CHECK_ID_RE",
     "Check",
+    "FileEdit",
+    "Finding",
     "Fix",
     "FixPlan",
-    "FileEdit",
     "FixRefused",
-    "CHECK_ID_RE",
+    "Status",
 ]
 
 #: Check and fix ids are dotted, lowercase names such as ``cuda.driver`` or
@@ -169,6 +169,11 @@ class Check:
         area: the report area it belongs to (a key of
             :data:`gpudoctor.areas.AREAS`, or a plug-in's own name); empty
             means "from the id prefix" (:func:`gpudoctor.areas.area_for`).
+        probe_level: the cheapest target probe whose facts the check reads
+            correctly: ``light`` (metadata, version files, CUDA driver API; no
+            ``import torch``) or ``full`` (the default, safe for plug-ins). Only
+            matters for checks that need ``targets``; the engine runs the
+            cheapest level that serves every selected check.
     """
 
     id: str
@@ -178,6 +183,7 @@ class Check:
     tags: tuple[str, ...] = ()
     doc_url: str | None = None
     area: str = ""
+    probe_level: str = "full"
 
     def finding(self, status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:
         """Shorthand for ``Finding(check=self.id, ...)``."""

@@ -32,16 +32,16 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "ParseProblem",
     "Entry",
+    "ParseProblem",
     "Scan",
-    "split_lines",
+    "Unrepairable",
     "normalize_name",
     "parse",
+    "repair_header",
     "scan",
     "set_option",
-    "repair_header",
-    "Unrepairable",
+    "split_lines",
 ]
 
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -58,7 +58,7 @@ def split_lines(text: str) -> list[str]:
 def normalize_name(name: str) -> str:
     """pip's option-name normalisation: lower case, ``_`` -> ``-``, leading ``--`` dropped."""
     name = name.lower().replace("_", "-")
-    return name[2:] if name.startswith("--") else name
+    return name.removeprefix("--")
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "redact_text", "is_secret_name", "is_secret_query_name", "redact_value", "redact_env"]
+__all__ = ["REDACTED", "is_secret_name", "is_secret_query_name", "redact_env", "redact_text", "redact_value"]
 
 REDACTED = "****"
 

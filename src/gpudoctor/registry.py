@@ -13,13 +13,13 @@ finding (check id ``gpudoctor.plugins``) naming the distribution(s).
 from __future__ import annotations
 
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
 
-__all__ = ["Registry", "load_registry", "PLUGIN_CHECK_ID", "CHECK_GROUP", "FIX_GROUP"]
+__all__ = ["CHECK_GROUP", "FIX_GROUP", "PLUGIN_CHECK_ID", "Registry", "load_registry"]
 
 CHECK_GROUP = "gpudoctor.checks"
 FIX_GROUP = "gpudoctor.fixes"
@@ -60,6 +60,8 @@ class Registry:
     fixes: dict[str, Fix] = field(default_factory=dict)
     providers: dict[str, str] = field(default_factory=dict)
     problems: list[Finding] = field(default_factory=list)
+    #: every registered check id, including those a ``check_filter`` left unloaded
+    check_ids: list[str] = field(default_factory=list)
 
     def provider(self, id_: str, kind: str = "check") -> str:
         return self.providers.get(f"{kind}:{id_}", "?")
@@ -68,11 +70,20 @@ class Registry:
         return [f for f in self.fixes.values() if check_id in f.addresses]
 
 
+_PROVIDERS: dict[str, str] = {}
+
+
 def _provider_name(ep: metadata.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
-    return f"{dist.metadata['Name']} {dist.version}"
+    key = str(getattr(dist, "_path", "")) or None
+    if key is None or key not in _PROVIDERS:  # reading METADATA parses the whole file (README included)
+        name = f"{dist.metadata['Name']} {dist.version}"
+        if key is None:
+            return name
+        _PROVIDERS[key] = name
+    return _PROVIDERS[key]
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
@@ -87,11 +98,16 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
     return unique
 
 
-def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = None) -> Registry:
+def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = None,
+                  load_fixes: bool = True,
+                  check_filter: Callable[[str, bool], bool] | None = None) -> Registry:
     """Load every check and fix plug-in.
 
     ``check_eps``/``fix_eps`` default to the installed entry points; tests pass
     their own objects with ``name``, ``value``, ``load()`` and ``dist``.
+    ``load_fixes=False`` leaves the fixes out; ``check_filter(id, is_own)`` returning
+    False leaves that check unimported (its id still lands in ``check_ids``): the
+    entrypoint gate imports only the checks it may run.
     Never raises for a plug-in's fault; see :attr:`Registry.problems`.
     """
     reg = Registry()
@@ -99,10 +115,17 @@ def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = 
         ("check", CHECK_GROUP, check_eps, Check, reg.checks),
         ("fix", FIX_GROUP, fix_eps, Fix, reg.fixes),
     ):
+        if kind == "fix" and not load_fixes:
+            continue
         entries = list(eps) if eps is not None else _entry_points(group)
         own = [ep for ep in entries if _provider_name(ep).split(" ")[0] == _SELF]
         others = sorted((ep for ep in entries if ep not in own), key=lambda ep: ep.name)
         for ep in own + others:
+            if kind == "check":
+                if ep.name not in reg.check_ids:
+                    reg.check_ids.append(ep.name)
+                if check_filter is not None and not check_filter(ep.name, ep in own):
+                    continue
             provider = _provider_name(ep)
             key = f"{kind}:{ep.name}"
             if ep.name in target:

@@ -24,13 +24,13 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 __all__ = [
+    "DEFAULT_COMMAND_TIMEOUT_S",
+    "Clock",
     "CommandResult",
+    "Files",
     "Runner",
     "SubprocessRunner",
-    "Files",
-    "Clock",
     "System",
-    "DEFAULT_COMMAND_TIMEOUT_S",
     "kill_running_commands",
 ]
 

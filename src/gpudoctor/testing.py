@@ -21,30 +21,37 @@ from typing import Any
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import ContainerFacts, CpuFacts, CpuQuota, OsFacts, ShmFacts
-from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, SourceAttempt
+from gpudoctor.facts.nvidia import (
+    GpuHealth,
+    NvidiaDriverFacts,
+    NvmlDevice,
+    PciDevice,
+    PciGpuFacts,
+    SourceAttempt,
+)
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts, TorchFacts
 from gpudoctor.system import Clock, CommandResult, Files, System
 
 __all__ = [
     "ScriptedRunner",
     "UnexpectedCommand",
-    "ok",
+    "cpu_facts",
     "exits",
-    "not_found",
-    "timed_out",
     "fake_system",
     "make_facts",
-    "os_facts",
-    "cpu_facts",
-    "shm_facts",
-    "pci_gpus",
-    "nvidia_facts",
     "no_nvidia",
+    "not_found",
+    "nvidia_facts",
     "nvml_device",
-    "torch_facts",
+    "ok",
+    "os_facts",
+    "pci_gpus",
     "probe_facts",
+    "shm_facts",
     "target",
     "targets",
+    "timed_out",
+    "torch_facts",
     "write_tree",
 ]
 

@@ -5,8 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ApplyError", "StaleEdit", "ConflictingEdits", "NeedsPrivilege", "CannotWrite", "WriteFailed",
-           "UndoRefused", "NoSuchUndo", "JournalUnavailable"]
+__all__ = [
+    "ApplyError",
+    "CannotWrite",
+    "ConflictingEdits",
+    "JournalUnavailable",
+    "NeedsPrivilege",
+    "NoSuchUndo",
+    "StaleEdit",
+    "UndoRefused",
+    "WriteFailed",
+]
 
 
 # --------------------------------------------------------------------------- errors

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gpudoctor.apply.errors import ApplyError, CannotWrite, NeedsPrivilege
 
-__all__ = ["FileOps", "atomic_write", "fsync_dir", "sha256_hex", "decode_text", "encode_text", "denied_error"]
+__all__ = ["FileOps", "atomic_write", "decode_text", "denied_error", "encode_text", "fsync_dir", "sha256_hex"]
 
 
 # --------------------------------------------------------------------------- low-level file operations

@@ -22,12 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.apply.errors import ApplyError, JournalUnavailable, NoSuchUndo, StaleEdit, UndoRefused, WriteFailed
-from gpudoctor.apply.fileops import FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir, sha256_hex
+from gpudoctor.apply.errors import (
+    ApplyError,
+    JournalUnavailable,
+    NoSuchUndo,
+    StaleEdit,
+    UndoRefused,
+    WriteFailed,
+)
+from gpudoctor.apply.fileops import (
+    FileOps,
+    atomic_write,
+    decode_text,
+    denied_error,
+    encode_text,
+    fsync_dir,
+    sha256_hex,
+)
 from gpudoctor.apply.plan import PreparedWrite
 from gpudoctor.system import Files
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "JournalFile", "Transaction", "Journal", "default_journal_dir"]
+__all__ = ["MANIFEST_SCHEMA_VERSION", "Journal", "JournalFile", "Transaction", "default_journal_dir"]
 
 #: Version of ``manifest.json`` in each journal transaction.
 MANIFEST_SCHEMA_VERSION = 1

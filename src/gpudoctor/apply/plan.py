@@ -14,7 +14,7 @@ from gpudoctor.model import FixPlan
 from gpudoctor.redact import redact_text
 from gpudoctor.system import Files
 
-__all__ = ["PreparedWrite", "prepare", "unified_diff", "in_root"]
+__all__ = ["PreparedWrite", "in_root", "prepare", "unified_diff"]
 
 
 # --------------------------------------------------------------------------- prepare and diff

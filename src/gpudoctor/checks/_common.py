@@ -55,7 +55,48 @@ def wheel_variants() -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: _v(r["cuda"]))
 
 
-def best_variant_for_driver(driver: str | None) -> dict[str, Any] | None:
+def python_minor(python_version: str | None) -> tuple[int, int] | None:
+    """``"3.8.18"`` -> ``(3, 8)``; None when absent or unreadable."""
+    parts = (python_version or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def torch_limit(python_version: str | None) -> dict[str, Any] | None:
+    """The ``data/python_torch.toml`` row for the target's Python: ``last_torch`` is the newest
+    torch it can install. None when current torch releases support it (3.10+) or the version is
+    unknown. A Python between rows (3.0-3.5) gets the limit of the row below it: a release it can
+    install (torch 1.4.0 shipped wheels for 2.7 and 3.5-3.8), perhaps not its newest."""
+    minor = python_minor(python_version)
+    if minor is None:
+        return None
+    rows: list[dict[str, Any]] = load_table("python_torch")["python"]
+    for row in rows:
+        if python_minor(row["python"]) == minor:
+            return row
+    newest_limited = max(python_minor(r["python"]) or (0, 0) for r in rows)
+    if minor > newest_limited:
+        return None
+    older = [r for r in rows if (python_minor(r["python"]) or (0, 0)) < minor]
+    return older[-1] if older else rows[0]
+
+
+def newest_torch_for_python(python_version: str | None) -> str | None:
+    """The newest torch release ``python_version`` can install, or None when that is the current one."""
+    row = torch_limit(python_version)
+    return row["last_torch"] if row else None
+
+
+def variant_fits_python(variant: dict[str, Any], python_version: str | None) -> bool:
+    """Whether the wheel variant has a torch that ``python_version`` can install (its
+    ``first_torch`` is not newer than the Python's last torch)."""
+    last = newest_torch_for_python(python_version)
+    return last is None or not variant.get("first_torch") or _v(variant["first_torch"]) <= _v(last)
+
+
+def best_variant_for_driver(driver: str | None, python_version: str | None = None) -> dict[str, Any] | None:
     """The wheel variant to recommend for ``driver``, or None when it runs none.
 
     Among variants the driver can run (``min_driver``, the minor-version
@@ -63,22 +104,41 @@ def best_variant_for_driver(driver: str | None) -> dict[str, Any] | None:
     CUDA the driver supports natively (``toolkit_driver`` <= driver: no
     minor-version-compatibility limits such as PTX JIT, NVIDIA CUDA
     Compatibility guide); otherwise the newest CUDA it runs at all. With no
-    known driver, the newest variant.
+    known driver, the newest variant. With ``python_version``, only variants
+    that carry a torch that Python can install (:func:`variant_fits_python`),
+    their newest torch capped at that Python's last one.
     """
-    rows = wheel_variants()
+    last = newest_torch_for_python(python_version)
+    rows = [r for r in wheel_variants() if variant_fits_python(r, python_version)]
     if driver is None:
         return rows[-1] if rows else None
     fitting = [r for r in rows if _v(driver) >= _v(r["min_driver"])]
     if not fitting:
         return None
-    newest_torch = max(_v(r["newest_torch"]) for r in fitting)
-    current = [r for r in fitting if _v(r["newest_torch"]) == newest_torch]
+
+    def newest(r: dict[str, Any]) -> Version:
+        return min(_v(r["newest_torch"]), _v(last)) if last else _v(r["newest_torch"])
+    newest_torch = max(newest(r) for r in fitting)
+    current = [r for r in fitting if newest(r) == newest_torch]
     native = [r for r in current if _v(driver) >= _v(r.get("toolkit_driver") or r["min_driver"])]
     return (native or current)[-1]
 
 
-def pip_install_command(python: str, variant: dict[str, Any], torch_version: str | None = None) -> str:
-    """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``."""
+def pip_install_command(python: str, variant: dict[str, Any], torch_version: str | None = None,
+                        python_version: str | None = None) -> str:
+    """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``.
+
+    With ``python_version`` (the target's, e.g. ``3.8.18``) the command never
+    names a torch that Python cannot install (``data/python_torch.toml``): a
+    ``torch_version`` newer than its last torch, or an unpinned install from
+    a variant that carries newer releases, becomes ``torch==<last torch>``.
+    """
+    last = newest_torch_for_python(python_version)
+    if last is not None:
+        named = (torch_version or "").rstrip("*").rstrip(".")
+        newest = named or variant.get("newest_torch") or "9999"
+        if _v(newest) > _v(last):
+            torch_version = last
     spec = f"torch=={torch_version}" if torch_version else "torch"
     return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"
 

@@ -27,7 +27,12 @@ from typing import Any
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import distinct_targets, driver_version, split_local, wheel_variants
+from gpudoctor.checks._common import (
+    distinct_targets,
+    driver_version,
+    split_local,
+    wheel_variants,
+)
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
@@ -35,10 +40,28 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Finding, Status
 
 __all__ = [
-    "v", "cc_tuple", "DriverVerdict", "judge_driver", "toolkit_driver", "major_floor", "driver_max_cuda",
-    "forward_compat_supported", "variant_for", "ArchEntry", "parse_arch_list", "coverage", "table_arch_list",
-    "first_covering", "arch_name", "GpuDevice", "gpu_devices", "has_nvidia_gpu", "target_probes",
-    "decode_cudnn", "fmt_cudnn", "cuda_build_skip",
+    "ArchEntry",
+    "DriverVerdict",
+    "GpuDevice",
+    "arch_name",
+    "cc_tuple",
+    "coverage",
+    "cuda_build_skip",
+    "decode_cudnn",
+    "driver_max_cuda",
+    "first_covering",
+    "fmt_cudnn",
+    "forward_compat_supported",
+    "gpu_devices",
+    "has_nvidia_gpu",
+    "judge_driver",
+    "major_floor",
+    "parse_arch_list",
+    "table_arch_list",
+    "target_probes",
+    "toolkit_driver",
+    "v",
+    "variant_for",
 ]
 
 
@@ -343,7 +366,7 @@ def cuda_build_skip(probe: ProbeFacts) -> str | None:
     tf = probe.torch
     if not tf.installed:
         return f"torch is not installed in {probe.executable} (see torch.install)"
-    if not tf.import_ok:
+    if tf.import_failed:
         return f"torch does not import in {probe.executable} (see torch.install)"
     if tf.hip:
         return f"torch {tf.version} is a ROCm build; CUDA checks do not apply"

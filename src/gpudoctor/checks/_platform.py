@@ -19,7 +19,7 @@ from __future__ import annotations
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import PlatformFacts
 
-__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS", "scheduler_of", "REQUEST"]
+__all__ = ["K8S_RUNTIME_CLASS", "REQUEST", "compose_snippet", "injection_remedy", "platform_of", "scheduler_of"]
 
 K8S_RUNTIME_CLASS = """```yaml
 spec:

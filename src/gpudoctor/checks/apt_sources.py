@@ -26,6 +26,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
 from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import noun, verb
 
 APT_UPDATE = "apt-get update"
 #: Debian and Ubuntu release codenames (Debian wiki "DebianReleases", Ubuntu wiki "Releases").
@@ -163,9 +164,10 @@ def _not_in_effect(apt: AptFacts, official: set[str]) -> list[Finding]:
     script = "; ".join(dict.fromkeys(f"s|{e.pattern}|{e.replacement}|g" for e in subs))
     targets = list(dict.fromkeys([e.path for e in noop] + files))
     lines = "\n".join(dict.fromkeys(f"- `{e.origin}`: `{e.command}`" for e in (noop or apt.build_edits)))
-    expl = (f"The build means apt to use `{mirror}`, but {why}. apt reads the deb822 file(s) "
-            f"{', '.join(f'`{f}`' for f in files)} (Debian 12 and Ubuntu 24.04 moved the distribution's sources "
-            f"there), and they still name {', '.join(f'`{h}`' for h in hosts)}: every `apt-get update` goes to "
+    expl = (f"The build means apt to use `{mirror}`, but {why}. apt reads the deb822 "
+            f"{noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)} (Debian 12 and Ubuntu 24.04 "
+            f"moved the distribution's sources there), and {verb(len(files), 'it', 'they')} still "
+            f"{verb(len(files), 'names', 'name')} {', '.join(f'`{h}`' for h in hosts)}: every `apt-get update` goes to "
             f"the public archive.\n\n{lines}\n\n")
     if script:
         expl += ("Apply the rewrite to whichever of the files exists:\n\n"
@@ -201,7 +203,8 @@ def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
                 check="apt.sources", status=Status.FAIL,
                 summary=f"sources.list was switched to {mirror}, but {', '.join(files)} still points at {still}",
                 explanation=(f"The mirror rewrite edited the one-line `sources.list`, while apt also reads the "
-                             f"deb822 file(s) {', '.join(f'`{f}`' for f in files)}, which still use `{still}`: apt "
+                             f"deb822 {noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)}, which still "
+                             f"{verb(len(files), 'uses', 'use')} `{still}`: apt "
                              f"fetches every index from both hosts and the slow one still dominates.\n\n"
                              f"Rewrite the deb822 file too: `gpudoctor fix apt.mirror --mirror "
                              f"{urlsplit(next(u for s in enabled for u in s.uris if _host(u) == mirror)).scheme}://"

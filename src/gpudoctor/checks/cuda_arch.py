@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.checks._common import driver_version, pip_install_command, wheel_variants
+from gpudoctor.checks._common import (
+    driver_version,
+    pip_install_command,
+    variant_fits_python,
+    wheel_variants,
+)
 from gpudoctor.checks._gpu import (
     arch_name,
     cc_tuple,
@@ -46,7 +51,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
     variants: dict[str, dict[str, Any]] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
-    runnable = [b for b in builds if b[1] in variants
+    runnable = [b for b in builds if b[1] in variants and variant_fits_python(variants[b[1]], probe.python_version)
                 and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))]
     text = f"The first official build that covers it is **torch {first_torch} with {first_variant}**"
     if runnable:
@@ -54,7 +59,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
         row = variants[best_variant]
         newest_minor = ".".join(row["newest_torch"].split(".")[:2])
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
-        cmd = pip_install_command(probe.executable, row, spec)
+        cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
         return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
     need = variants.get(first_variant, {}).get("min_driver", "?")
     return text + (f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
@@ -74,7 +79,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     source = "torch.cuda.get_arch_list()"
     if arch_list is None:
         arch_list = table_arch_list(tf.version or "", tf.cuda)
-        source = "the official wheel's arch list (gpudoctor data table; CUDA is unavailable so torch reports none)"
+        source = ("the official wheel's arch list (gpudoctor data table; "
+                  + ("the light probe does not import torch)" if not tf.import_tried else
+                     "CUDA is unavailable so torch reports none)"))
     if not arch_list:
         return CHECK.finding(Status.SKIP, f"torch {tf.version} reports no arch list and is not an official build "
                                           f"gpudoctor knows", target=t.label)
@@ -131,4 +138,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.arch", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
+from gpudoctor.checks import (
+    cuda_arch,
+    cuda_devices,
+    cuda_driver,
+    cuda_libcuda,
+    cudnn_load,
+    nvidia_driver,
+)
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
@@ -76,7 +83,7 @@ def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | Non
     if fault is not None:
         return fault
     tf = probe.torch
-    if tf.import_ok and not tf.cuda and not tf.hip:
+    if tf.is_cpu_build:
         return Finding(check="torch.install", status=Status.FAIL,
                        summary=f"torch {tf.version} is a CPU-only build",
                        explanation="A CPU-only build never uses the GPU; see `torch.install` for the exact "
@@ -112,7 +119,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                                               f"{'s are' if len(others) > 1 else ' is'} "
                                               f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
                                               f"(see cuda.frameworks and cuda.libraries)", target=t.label)
-    if not tf.installed or not tf.import_ok:
+    if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         return CHECK.finding(Status.FAIL, f"CUDA is unavailable in {python}: {what}",
                              "See `torch.install` for the cause and the exact command.", evidence=evidence,
@@ -149,4 +156,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels", "cuda_libraries", "platform", "kmod"),
     evaluate=per_target("cuda.available", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -24,11 +24,17 @@ from typing import Any
 
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
-from gpudoctor.checks._platform import REQUEST, injection_remedy, platform_of, scheduler_of
+from gpudoctor.checks._platform import (
+    REQUEST,
+    injection_remedy,
+    platform_of,
+    scheduler_of,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
 FIX_ORDER = "export CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -159,7 +165,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"CUDA orders GPUs fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`; with mixed models `cuda:0` may be "
             f"a different card than nvidia-smi's GPU 0.\n\n```\n{FIX_ORDER}\n```",
             evidence=evidence, target=t.label)
-    return CHECK.finding(Status.OK, f"{len(nvml) or len(devices)} GPU(s) visible; no index or visibility problem found",
+    return CHECK.finding(Status.OK, f"{plural(len(nvml) or len(devices), 'GPU')} visible; no index or visibility problem found",
                          evidence=evidence, target=t.label)
 
 
@@ -170,4 +176,5 @@ CHECK = Check(
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
     needs=("targets", "nvidia", "gpu", "os", "platform"),
     evaluate=per_target("cuda.devices", assess),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -109,7 +109,8 @@ def _too_old(facts: Facts, t: TargetFacts, probe: ProbeFacts, verdict: DriverVer
     variant = variant_for(tf.version, verdict.driver)
     if variant is not None:
         keep = v_published(variant, public)
-        cmd = pip_install_command(probe.executable, variant, public if keep else None)
+        cmd = pip_install_command(probe.executable, variant, public if keep else None,
+                                  python_version=probe.python_version)
         extra = " (reinstall torchvision/torchaudio from the same index if you use them)"
         remedies.append(
             f"2. **Or keep the driver** and install a torch build for CUDA {variant['cuda']}, which this driver "
@@ -148,4 +149,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.driver", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

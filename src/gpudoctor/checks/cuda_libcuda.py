@@ -23,7 +23,13 @@ import re
 from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
-from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, per_target, v
+from gpudoctor.checks._gpu import (
+    forward_compat_supported,
+    gpu_devices,
+    has_nvidia_gpu,
+    per_target,
+    v,
+)
 from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
@@ -141,4 +147,5 @@ CHECK = Check(
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries", "platform"),
     evaluate=per_target("cuda.libcuda", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

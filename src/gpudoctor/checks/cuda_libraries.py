@@ -30,7 +30,12 @@ import os
 
 from gpudoctor.checks._gpu import per_target, v
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.libraries import CudaLibrariesFacts, LibraryCopy, Resolution, TargetLibraries
+from gpudoctor.facts.libraries import (
+    CudaLibrariesFacts,
+    LibraryCopy,
+    Resolution,
+    TargetLibraries,
+)
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 

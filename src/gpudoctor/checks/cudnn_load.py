@@ -28,7 +28,12 @@ import os
 
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, per_target
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LoaderFacts, TargetWheels
+from gpudoctor.facts.loader import (
+    CudaWheelsFacts,
+    LibraryDir,
+    LoaderFacts,
+    TargetWheels,
+)
 from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -245,4 +250,5 @@ CHECK = Check(
     needs=("targets", "cuda_wheels", "loader"),
     evaluate=per_target("cudnn.load", assess),
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

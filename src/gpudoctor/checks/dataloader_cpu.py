@@ -21,6 +21,7 @@ from gpudoctor.checks import require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.host import CpuFacts, CpuQuota
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural, verb
 
 
 def usable_count(cpu: CpuFacts) -> int:
@@ -50,23 +51,23 @@ def evaluate(facts: Facts) -> list[Finding]:
     else:
         evidence["affinity"] = f"unknown ({cpu.affinity_cpus.reason})"
     if isinstance(cpu.quota, CpuQuota):
-        evidence["cgroup_quota"] = f"{cpu.quota.quota_us} / {cpu.quota.period_us} us ({cpu.quota.cpus:g} CPUs) " \
+        evidence["cgroup_quota"] = f"{cpu.quota.quota_us} / {cpu.quota.period_us} us ({plural(cpu.quota.cpus, 'CPU')}) " \
                                    f"from {cpu.quota.source}"
     if usable < cpu.logical_cpus:
         limits = []
         if isinstance(cpu.quota, CpuQuota) and cpu.quota.cpus < cpu.logical_cpus:
-            limits.append(f"a cgroup v{cpu.quota.cgroup_version} CPU quota of {cpu.quota.cpus:g} CPUs "
+            limits.append(f"a cgroup v{cpu.quota.cgroup_version} CPU quota of {plural(cpu.quota.cpus, 'CPU')} "
                           f"({cpu.quota.source}: {cpu.quota.quota_us} us per {cpu.quota.period_us} us)")
         if isinstance(cpu.affinity_cpus, int) and cpu.affinity_cpus < cpu.logical_cpus:
-            limits.append(f"a CPU affinity of {cpu.affinity_cpus} CPUs")
+            limits.append(f"a CPU affinity of {plural(cpu.affinity_cpus, 'CPU')}")
         workers = suggested_workers(usable)
         evidence["suggested_num_workers"] = workers
         return [CHECK.finding(
             Status.WARN,
-            f"only {usable} of the {cpu.logical_cpus} CPUs that os.cpu_count() reports are usable",
+            f"only {usable} of the {cpu.logical_cpus} CPUs that os.cpu_count() reports {verb(usable, 'is', 'are')} usable",
             f"This process is limited by {' and '.join(limits)}. Code that sizes `num_workers`, "
             f"`torch.set_num_threads` or thread pools from `os.cpu_count()` starts {cpu.logical_cpus} busy "
-            f"workers on {usable} CPUs' worth of time, and the kernel throttles them (PyTorch's own "
+            f"workers on {plural(usable, 'CPU')}' worth of time, and the kernel throttles them (PyTorch's own "
             f"\"suggested max number of worker\" warning does not look at the cgroup quota either).\n\n"
             f"Size from the usable count instead: `DataLoader(..., num_workers={workers})` (one CPU left for "
             f"the training loop; divide by the number of training processes on this node), and "

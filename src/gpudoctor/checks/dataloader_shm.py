@@ -25,6 +25,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 from gpudoctor.facts.host import ShmFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 #: Default batch size in bytes when no probe measured one: 64 decoded 3×256×256 float32
 #: images are 48 MiB; rounded up to 64 MiB.
@@ -51,11 +52,11 @@ def estimate(facts: Facts) -> tuple[int, int, dict[str, object], list[str]]:
         prefetch = max(1, probe.prefetch_factor or DEFAULT_PREFETCH)
         batch = probe.batch_bytes
         basis = [f"the batch measured by `gpudoctor probe dataloader` ({fmt_bytes(batch)}, {probe.measured_at}) "
-                 f"× {workers} workers × prefetch_factor {prefetch}"]
+                 f"× {plural(workers, 'worker')} × prefetch_factor {prefetch}"]
         evidence["measured_batch_bytes"] = batch
     else:
         workers, prefetch, batch = DEFAULT_WORKERS, DEFAULT_PREFETCH, DEFAULT_BATCH_BYTES
-        basis = [f"a typical loader: {workers} workers × prefetch_factor {prefetch} × a {fmt_bytes(batch)} batch "
+        basis = [f"a typical loader: {plural(workers, 'worker')} × prefetch_factor {prefetch} × a {fmt_bytes(batch)} batch "
                  f"(no `gpudoctor probe dataloader` result saved, so this is the stated default)"]
     loader = workers * prefetch * batch
     gpus = nvidia_gpu_count(facts)

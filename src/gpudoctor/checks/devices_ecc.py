@@ -16,9 +16,18 @@ Tagged ``gate``: a GPU in the fail state must not receive a job.
 
 from __future__ import annotations
 
-from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label, num, shown
+from gpudoctor.checks._devices import (
+    bullets,
+    ev,
+    gpus_with_health,
+    head,
+    label,
+    num,
+    shown,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import noun, plural, verb
 
 DOC = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 RESET = "`sudo nvidia-smi -r -i {i}` (stop every process on it first; `nvidia-smi` lists them) or reboot the node"
@@ -43,14 +52,15 @@ def evaluate(facts: Facts) -> list[Finding]:
             failed.append(f"{name}: **row remapping failed** — the memory can no longer be repaired; drain the "
                           f"node and replace the GPU (RMA, attach `nvidia-bug-report.sh` output)")
         if vol_unc > 0:
-            failed.append(f"{name}: **{vol_unc} uncorrectable ECC error(s) since the driver loaded** — data on "
+            failed.append(f"{name}: **{plural(vol_unc, 'uncorrectable ECC error')} since the driver loaded** — data on "
                           f"this GPU may be corrupt; drain the node, then {reset}; RMA if it happens again")
         elif agg_unc > 0 and handled == 0:
-            failed.append(f"{name}: **{agg_unc} uncorrectable ECC error(s) in its lifetime** and no retired page "
-                          f"or remapped row accounts for them; drain the node, then {reset}; RMA if they recur")
+            failed.append(f"{name}: **{plural(agg_unc, 'uncorrectable ECC error')} in its lifetime** and no retired "
+                          f"page or remapped row accounts for {verb(agg_unc, 'it', 'them')}; drain the node, then "
+                          f"{reset}; RMA if {verb(agg_unc, 'it recurs', 'they recur')}")
         elif agg_unc > 0:
-            notes.append(f"{name}: {agg_unc} uncorrectable ECC error(s) in its lifetime, already handled "
-                         f"({handled} retired page(s)/remapped row(s))")
+            notes.append(f"{name}: {plural(agg_unc, 'uncorrectable ECC error')} in its lifetime, already handled "
+                         f"({handled} retired {noun(handled, 'page')}/remapped {noun(handled, 'row')})")
         if num(h.retired_pages_pending):
             pending.append(f"{name}: pages are **pending retirement**; they are taken out of use at the next GPU "
                            f"reset — when it is idle, {reset}")

@@ -13,7 +13,14 @@ slot support). An idle GPU lowers its link generation to save power
 
 from __future__ import annotations
 
-from gpudoctor.checks._devices import NVML_DOC, bullets, gpus_with_health, head, label, num
+from gpudoctor.checks._devices import (
+    NVML_DOC,
+    bullets,
+    gpus_with_health,
+    head,
+    label,
+    num,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 

@@ -15,16 +15,17 @@ import re
 from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 #: Marketing names of data-centre GPUs (NVIDIA product names; GeForce/RTX/Quadro excluded).
 _DATACENTRE = re.compile(r"\b(Tesla|[ABH]\d{2,3}\b|[ABH]\d{2,3}[A-Z]|GH200|GB200|L4\b|L40S?|T4\b|V100|P100|P40|"
-                         r"A10G?|A16|A2\b|A30|A40)", re.I)
+                         r"A10G?|A16|A2\b|A30|A40)", re.IGNORECASE)
 
 
 def is_datacentre(name: str) -> bool:
     """True for data-centre GPU names (``NVIDIA H100 80GB HBM3``, ``Tesla V100-SXM2-16GB``)."""
-    return bool(_DATACENTRE.search(name)) and not re.search(r"GeForce|RTX|Quadro|TITAN", name, re.I)
+    return bool(_DATACENTRE.search(name)) and not re.search(r"GeForce|RTX|Quadro|TITAN", name, re.IGNORECASE)
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -46,7 +47,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                               + bullets(prohibited), evidence=evidence)]
     if off:
         return [CHECK.finding(
-            Status.INFO, f"persistence mode is off on {len(off)} data-centre GPU(s)",
+            Status.INFO, f"persistence mode is off on {plural(len(off), 'data-centre GPU')}",
             "With persistence off the driver deinitialises the GPU when the last client exits, so each job "
             "start waits for the GPU to be brought up again, and settings (application clocks, ECC "
             "counters' volatile state) reset:\n\n" + bullets(off) + "\n\nEnable it at boot with the "

@@ -15,7 +15,16 @@ the power draw against the enforced limit:
 
 from __future__ import annotations
 
-from gpudoctor.checks._devices import NVML_DOC, bullets, ev, gpus_with_health, head, label, num, shown
+from gpudoctor.checks._devices import (
+    NVML_DOC,
+    bullets,
+    ev,
+    gpus_with_health,
+    head,
+    label,
+    num,
+    shown,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import CLOCK_EVENT_REASONS
 from gpudoctor.model import Check, Finding, Status

@@ -40,16 +40,23 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, FixRefused, Status
+from gpudoctor.words import plural, verb
 
-__all__ = ["CHECK", "gpu_hiding_vars", "missing_loader_dirs", "reference_python", "kernel_for_finding",
-           "NOTEBOOK_PITFALL"]
+__all__ = [
+    "CHECK",
+    "NOTEBOOK_PITFALL",
+    "gpu_hiding_vars",
+    "kernel_for_finding",
+    "missing_loader_dirs",
+    "reference_python",
+]
 
 FIX_ARGV = "jupyter.kernel-argv"
 FIX_ENV = "jupyter.kernel-env"
 FIX_REGISTER = "jupyter.register"
 
 _CVD_ENTRY = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
-_LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.I)
+_LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.IGNORECASE)
 
 NOTEBOOK_PITFALL = (
     "**Notebook pitfall:** `os.environ['CUDA_VISIBLE_DEVICES'] = '1'` in a cell only works if it runs before "
@@ -442,8 +449,9 @@ def evaluate(facts: Facts) -> list[Finding]:
     bad = [k.spec.name for k in python_kernels if k.problems]
     worst = Status.worst([f.status for f in findings])
     if bad:
-        summary = (f"{len(bad)} of {len(python_kernels)} Python kernel{'s' if len(python_kernels) != 1 else ''} "
-                   f"are broken or do not see what the terminal ({ref_py}) sees: {', '.join(bad)}")
+        summary = (f"{len(bad)} of {plural(len(python_kernels), 'Python kernel')} "
+                   f"{verb(len(bad), 'is', 'are')} broken or {verb(len(bad), 'does', 'do')} not see what the "
+                   f"terminal ({ref_py}) sees: {', '.join(bad)}")
     else:
         summary = (f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})" if len(python_kernels) > 1
                    else f"the Python kernel matches the terminal ({ref_py})")

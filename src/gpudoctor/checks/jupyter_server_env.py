@@ -27,7 +27,7 @@ from gpudoctor.facts.jupyter import JupyterFacts, JupyterServer, JupyterServersF
 from gpudoctor.model import Check, Finding, Status
 
 CHECK_ID = "jupyter.server-env"
-_PATH_WORTH = re.compile(r"cuda|nvidia|conda|mamba|venv|virtualenvs|\.local/bin", re.I)
+_PATH_WORTH = re.compile(r"cuda|nvidia|conda|mamba|venv|virtualenvs|\.local/bin", re.IGNORECASE)
 
 
 def lost(terminal: dict[str, str], kernel: dict[str, str]) -> dict[str, str]:

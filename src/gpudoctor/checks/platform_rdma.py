@@ -24,6 +24,7 @@ from gpudoctor.checks._platform import platform_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import LimitsFacts, ProcessLimits, RdmaFacts, RLimit
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 RUN_FLAGS = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1"
 K8S = ("in Kubernetes: the RDMA device plugin resource (e.g. `rdma/rdma_shared_device_a: 1`) or `hostNetwork` with "
@@ -93,12 +94,12 @@ def evaluate(facts: Facts) -> list[Finding]:
         return [CHECK.finding(Status.SKIP, "no InfiniBand/RoCE HCA on this machine: NCCL uses sockets between "
                                            "nodes", evidence=evidence)]
     if r.nccl_env.get("NCCL_IB_DISABLE", "") == "1":
-        return findings + [CHECK.finding(Status.INFO, f"{len(r.hcas)} HCA(s) present but NCCL_IB_DISABLE=1",
+        return findings + [CHECK.finding(Status.INFO, f"{plural(len(r.hcas), 'HCA')} present but NCCL_IB_DISABLE=1",
                                          evidence=evidence)]
     how = f"`docker run {RUN_FLAGS} ...` ({K8S})"
     if in_container and not r.dev_infiniband:
         findings.append(CHECK.finding(
-            Status.WARN, f"the host has {len(r.hcas)} RDMA HCA(s) ({', '.join(r.hcas)}) but this container has no "
+            Status.WARN, f"the host has {plural(len(r.hcas), 'RDMA HCA')} ({', '.join(r.hcas)}) but this container has no "
                          f"/dev/infiniband: NCCL will fall back to sockets",
             f"sysfs shows the host's HCAs, but without the uverbs devices NCCL cannot open them and silently uses "
             f"TCP (\"NET/Socket\" with `NCCL_DEBUG=INFO`), many times slower across nodes. Start the container "
@@ -115,7 +116,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             evidence=evidence))
     if findings:
         return findings
-    return [CHECK.finding(Status.OK, f"{len(r.hcas)} RDMA HCA(s) usable by NCCL ({', '.join(r.hcas)})",
+    return [CHECK.finding(Status.OK, f"{plural(len(r.hcas), 'RDMA HCA')} usable by NCCL ({', '.join(r.hcas)})",
                           evidence=evidence)]
 
 

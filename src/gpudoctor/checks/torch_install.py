@@ -22,27 +22,37 @@ from gpudoctor.checks._common import (
     best_variant_for_driver,
     distinct_targets,
     driver_version,
+    newest_torch_for_python,
     nvidia_gpu_count,
     pip_install_command,
 )
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.probe import MIN_PYTHON, python_supported
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 
 
-def _install_hint(python: str, facts: Facts) -> str:
+def _install_hint(python: str, facts: Facts, python_version: str | None = None) -> str:
+    """The pip command that installs a torch this machine can use, for ``python`` (whose version,
+    when known, caps the torch named: :func:`~gpudoctor.checks._common.pip_install_command`)."""
+    last = newest_torch_for_python(python_version)
+    note = (f"\n\nPython {'.'.join(python_version.split('.')[:2])} cannot install torch releases after "
+            f"{last}; for a current torch create an environment with Python 3.10 or newer."
+            if python_version and last else "")
     if nvidia_gpu_count(facts):
-        variant = best_variant_for_driver(driver_version(facts))
+        variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
-            return ("The NVIDIA driver is too old for any current PyTorch CUDA build; upgrade the driver "
-                    "first (see `nvidia.driver`).")
-        return f"Install a CUDA build the driver can run:\n\n```\n{pip_install_command(python, variant)}\n```"
+            which = "any current PyTorch CUDA build" if not last else f"any PyTorch CUDA build up to torch {last}"
+            return (f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)."
+                    + note)
+        return (f"Install a CUDA build the driver can run:\n\n```\n"
+                f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note)
     cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}
     return ("This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
-            f"```\n{pip_install_command(python, cpu)}\n```")
+            f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note)
 
 
 def _import_error_cause(error: str) -> str:
@@ -70,7 +80,12 @@ def _import_error_cause(error: str) -> str:
 
 def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
     """(cause, explanation) when the loader model shows a CUDA library shadowed for this target (issue 11)."""
-    from gpudoctor.checks.cuda_libraries import path_remedy, shadowing, target_model, version_of
+    from gpudoctor.checks.cuda_libraries import (
+        path_remedy,
+        shadowing,
+        target_model,
+        version_of,
+    )
     model = target_model(facts, label)
     if model is None:
         return None
@@ -87,8 +102,40 @@ def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
                    f"(see `cuda.libraries`).\n\n{path_remedy(model, res, good)}")
 
 
+def python_torch_table() -> str:
+    """The Markdown table of which torch releases each older Python can install (``data/python_torch.toml``)."""
+    from gpudoctor.data import load_table
+    rows = ["| Python | newest torch it can install |", "|---|---|"]
+    rows += [f"| {r['python']} | {r['last_torch']} |" for r in load_table("python_torch")["python"]]
+    rows.append("| 3.10 and newer | current releases |")
+    return "\n".join(rows)
+
+
+def _unsupported_python(t: TargetFacts) -> Finding:
+    """A target whose Python is older than the probe supports (Python 2.7, say): what runs there and what does not."""
+    floor = ".".join(map(str, MIN_PYTHON))
+    last = newest_torch_for_python(t.python_version)
+    torch_note = (f"the newest torch for Python {t.python_version} is {last}" if last
+                  else "no torch release supports it")
+    return CHECK.finding(
+        Status.FAIL,
+        f"{t.python} is Python {t.python_version}: gpudoctor's probe needs Python {floor} or newer, and "
+        f"{torch_note}",
+        f"gpudoctor inspects an interpreter by running a small standard-library script in it; that script "
+        f"runs on Python {floor} and newer, so `{t.python}` (Python {t.python_version}) was not inspected.\n\n"
+        f"Which torch releases each Python can install (PyTorch RELEASE.md compatibility matrix and the "
+        f"wheels' Requires-Python):\n\n{python_torch_table()}\n\n"
+        f"Create an environment with a current Python and point gpudoctor at it:\n\n"
+        f"```\npython3 -m venv ~/venvs/torch && ~/venvs/torch/bin/python -m pip install torch\n"
+        f"gpudoctor check --python ~/venvs/torch/bin/python\n```",
+        evidence={"python": t.python, "python_version": t.python_version, "probe_minimum": floor,
+                  "last_torch": last or "none"}, target=t.label)
+
+
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
+    if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
+        return _unsupported_python(t)
     if isinstance(probe, Unavailable):
         return CHECK.finding(Status.FAIL, f"could not inspect {t.python}: {probe.reason}",
                              "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
@@ -105,10 +152,10 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                                               f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
                                  evidence=evidence, target=t.label)
         return CHECK.finding(Status.FAIL, f"PyTorch is not installed in {probe.executable}",
-                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts)}",
+                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
                              evidence=evidence, target=t.label)
     evidence["torch"] = tf.version or tf.dist_version or "?"
-    if not tf.import_ok:
+    if tf.import_failed:
         evidence["import_error"] = tf.import_error or ""
         shadow = _shadowed(facts, t.label)
         if shadow is not None:
@@ -128,7 +175,8 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                              evidence=evidence, target=t.label)
     if tf.cuda:
         evidence["cuda"] = tf.cuda
-        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) imports in {probe.executable}",
+        verb = "imports" if tf.import_tried else "is installed (import not tried: light probe)"
+        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) {verb} in {probe.executable}",
                              evidence=evidence, target=t.label)
     gpus = nvidia_gpu_count(facts)
     if gpus:
@@ -137,7 +185,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"torch {tf.version} in {probe.executable} is a CPU-only build, but this machine has "
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
-            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts)}",
+            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence, target=t.label)
     return CHECK.finding(
         Status.INFO, f"torch {tf.version} is a CPU-only build; this machine has no NVIDIA GPU, so that is expected",
@@ -156,4 +204,5 @@ CHECK = Check(
     needs=("targets", "gpu", "nvidia", "cuda_libraries"),
     evaluate=evaluate,
     tags=("gate",),
+    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -11,7 +11,7 @@ Layout (docs/architecture.md):
   :mod:`~gpudoctor.cli.facts`, :mod:`~gpudoctor.cli.listing` (``list``),
   :mod:`~gpudoctor.cli.fix`, :mod:`~gpudoctor.cli.gate`,
   :mod:`~gpudoctor.cli.probe` (``probe dataloader``),
-  :mod:`~gpudoctor.cli.mirrors`. Each defines a plain click command and
+  :mod:`~gpudoctor.cli.mirrors`, :mod:`~gpudoctor.cli.explain`. Each defines a plain click command and
   imports only from :mod:`gpudoctor.cli.common` (never from here).
 - this module registers them on the group, in :data:`COMMANDS` order (the
   order ``gpudoctor --help`` lists them).
@@ -19,13 +19,30 @@ Layout (docs/architecture.md):
 
 from __future__ import annotations
 
-from gpudoctor.cli import check, facts, fix, gate, listing, mirrors, probe
 from gpudoctor.cli.common import cli, main
 
-__all__ = ["cli", "main", "COMMANDS"]
+__all__ = ["COMMANDS", "LAZY_COMMANDS", "cli", "main"]
 
-#: Every command, in the order ``gpudoctor --help`` lists them.
-COMMANDS = (check.check, facts.facts, listing.list_, fix.fix, gate.gate, probe.probe, mirrors.mirrors)
+#: Every command: name -> where it is defined, in the order ``gpudoctor --help`` lists them.
+#: Each module is imported only when its command runs (or ``--help`` lists them all).
+LAZY_COMMANDS = {
+    "check": "gpudoctor.cli.check:check",
+    "facts": "gpudoctor.cli.facts:facts",
+    "list": "gpudoctor.cli.listing:list_",
+    "fix": "gpudoctor.cli.fix:fix",
+    "gate": "gpudoctor.cli.gate:gate",
+    "probe": "gpudoctor.cli.probe:probe",
+    "mirrors": "gpudoctor.cli.mirrors:mirrors",
+    "explain": "gpudoctor.cli.explain:explain",
+    "report": "gpudoctor.cli.report:report",  # issue 14: report merge
+}
 
-for _command in COMMANDS:
-    cli.add_command(_command)
+for _name, _target in LAZY_COMMANDS.items():
+    cli.add_lazy(_name, _target)
+
+
+def __getattr__(name: str):
+    """``COMMANDS``: every command object, in ``--help`` order (imports them all)."""
+    if name == "COMMANDS":
+        return tuple(cli.get_command(None, n) for n in LAZY_COMMANDS)  # type: ignore[arg-type]
+    raise AttributeError(name)

@@ -11,25 +11,29 @@ from gpudoctor.cli.common import (
     build_system,
     check_pythons,
     common_collect_options,
+    given,
     load_registry,
     make_collect_options,
     may_need_targets,
     read_facts,
+    refuse_conflicts,
     usage,
     write_output,
 )
+from gpudoctor.config import ConfiguredCommand
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command(cls=ConfiguredCommand, context_settings=CONTEXT_SETTINGS)  # issue 14: GPUDOCTOR_*, gpudoctor.toml
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
 @common_collect_options
 @click.option("--facts", "facts_file", metavar="FILE",
               help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
-              show_default=True, help="Output format.")
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout (json/markdown).")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown", "prometheus"]), default="console",
+              show_default=True, help="Output format (prometheus: node_exporter textfile metrics).")
+@click.option("-o", "--output", metavar="FILE",
+              help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).")
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
 @click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
@@ -55,6 +59,15 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     from gpudoctor.system import kill_running_commands
 
     check_pythons(pythons)
+    rank = bool(mirror_opts.get("rank_mirrors"))
+    refuse_conflicts(
+        ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),
+        ("--offline", "--mirror-budget", offline and given("mirror_budget"), "nothing is probed with --offline"),
+        ("--facts", "--rank-mirrors", bool(facts_file) and rank,
+         "a snapshot is replayed without probing anything; rank from this machine with `gpudoctor mirrors`"),
+        ("--facts", "--deep", bool(facts_file) and deep, "kernels are started only when collecting on this machine"),
+        ("--facts", "--dockerfile", bool(facts_file) and bool(mirror_opts.get("dockerfile")),
+         "the Dockerfile is read only when collecting"))
     if facts_file and (pythons or root != "/"):
         raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
                      "(use them with `gpudoctor facts`)")
@@ -96,6 +109,12 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
                 render_console(report, make_console(fh), verbose)
         else:
             render_console(report, console, verbose)
+    elif fmt == "prometheus" and output and output != "-":
+        from gpudoctor.render.prometheus import write_prometheus
+        try:
+            write_prometheus(output, report)
+        except OSError as exc:
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
     else:
         from gpudoctor.render import render
         write_output(render(report, fmt, verbose), output)

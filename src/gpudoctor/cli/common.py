@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,33 @@ from pathlib import Path
 import click
 
 from gpudoctor import __version__
+
+
+def _process_started() -> float:
+    """``time.monotonic()`` of this process's start (Linux: ``/proc/self/stat`` start time vs
+    ``/proc/uptime``, so interpreter start-up counts too); the import time of this module elsewhere."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat", encoding="ascii") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        start_ticks = int(fields[19])  # field 22 of proc(5): starttime, in clock ticks after boot
+        with open("/proc/uptime", encoding="ascii") as fh:
+            uptime = float(fh.read().split()[0])
+        age = uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return now
+    return now - age if 0.0 <= age < 60.0 else now
+
+
+#: ``time.monotonic()`` when this process started, set by :func:`main` (None when the commands are
+#: invoked in-process, e.g. by click's test runner).
+_PROCESS_STARTED: float | None = None
+
+
+def command_started() -> float:
+    """When this gpudoctor command started (``time.monotonic()``): the process start when run as
+    ``gpudoctor`` (interpreter start-up included), else now. Time budgets count from here."""
+    return _PROCESS_STARTED if _PROCESS_STARTED is not None else time.monotonic()
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
@@ -35,10 +63,33 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 
 class GpudoctorGroup(click.Group):
-    """Lists commands in the order they were added (check first), not alphabetically."""
+    """Lists commands in the order they were registered (check first), not alphabetically.
+
+    Commands registered with :meth:`add_lazy` (name -> ``module:attribute``) are
+    imported on first use, so ``gpudoctor gate`` does not pay for importing every
+    other command (issue 14)."""
+
+    lazy_commands: dict = {}
+
+    def add_lazy(self, name: str, target: str) -> None:
+        """Register command ``name``, defined at ``target`` (``package.module:attribute``)."""
+        self.lazy_commands = {**self.lazy_commands, name: target}
+
+    def _load(self, name: str) -> None:
+        if name not in self.commands and name in self.lazy_commands:
+            import importlib
+            module, _sep, attr = self.lazy_commands[name].partition(":")
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+
+    def get_command(self, ctx: click.Context, cmd_name: str):
+        self._load(cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return list(self.commands)
+        for name in self.lazy_commands:
+            self._load(name)
+        order = list(self.lazy_commands)
+        return order + [c for c in self.commands if c not in order]
 
     def invoke(self, ctx: click.Context):
         # click turns EPIPE into exit 1 ("a check failed" for us); handle it before click sees it
@@ -55,7 +106,8 @@ def cli() -> None:
 
     \b
     Examples:
-      gpudoctor check                    # everything, offline-safe defaults
+      gpudoctor check                    # everything; also probes the package indexes already
+                                         # configured (pip, uv, conda, apt): --offline for none
       gpudoctor check cuda dataloader    # only checks whose id starts with these
       gpudoctor check --format json      # for machines
       gpudoctor facts -o f.json          # snapshot; replay: gpudoctor check --facts f.json
@@ -68,6 +120,27 @@ def cli() -> None:
 def usage(message: str) -> click.UsageError:
     """The error for bad input: one line, exit 2 (raise it)."""
     return click.UsageError(message)
+
+
+def given(name: str) -> bool:
+    """Whether the current command's parameter ``name`` was set by the user (command line or
+    environment), not left at its default."""
+    from click.core import ParameterSource
+    ctx = click.get_current_context(silent=True)
+    source = ctx.get_parameter_source(name) if ctx is not None else None
+    return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+
+
+def refuse_conflicts(*conflicts) -> None:
+    """Usage error (exit 2) for the first pair of options given together that contradict each other.
+
+    Each conflict is ``(option_a, option_b, both_given, why)``; the message names
+    both options and why, e.g. ``--offline and --rank-mirrors contradict each
+    other: ranking probes the catalogue's mirrors over the network``.
+    """
+    for a, b, both, why in conflicts:
+        if both:
+            raise usage(f"{a} and {b} contradict each other: {why}")
 
 
 def load_registry():
@@ -156,9 +229,11 @@ def common_collect_options(fn):
     """Options shared by ``check``, ``facts`` and other commands that collect."""
     fn = click.option("--root", default="/", show_default=True, metavar="DIR",
                       help="Inspect the filesystem under DIR (a container image root or chroot).")(fn)
+    from gpudoctor.probe import MIN_PYTHON
     fn = click.option("--python", "pythons", multiple=True, metavar="PATH",
-                      help="Probe this interpreter instead of the current one (repeatable).")(fn)
-    fn = click.option("--offline", is_flag=True, help="Never use the network.")(fn)
+                      help=f"Probe this interpreter (Python {'.'.join(map(str, MIN_PYTHON))} or newer) instead of "
+                           "the current one (repeatable).")(fn)
+    fn = click.option("--offline", is_flag=True, help="Never use the network (without it, the package indexes already configured are probed).")(fn)
     fn = click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS",
                       type=click.FloatRange(min=1), help="Timeout for each target interpreter's probe.")(fn)
     return fn
@@ -199,6 +274,8 @@ def _broken_pipe() -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
+    global _PROCESS_STARTED
+    _PROCESS_STARTED = _process_started()
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
                       standalone_mode=False)

@@ -41,6 +41,7 @@ from gpudoctor.cli.common import (
     common_collect_options,
     load_registry,
     make_collect_options,
+    refuse_conflicts,
     usage,
 )
 from gpudoctor.mirrors.cli_options import (
@@ -51,8 +52,9 @@ from gpudoctor.mirrors.cli_options import (
 )
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.redact import redact_text, redact_value
+from gpudoctor.words import plural
 
-__all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
+__all__ = ["FixOutcome", "fix", "plan_fixes", "stdin_is_tty"]
 
 OUTCOME_SCHEMA_VERSION = 1
 
@@ -362,6 +364,11 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     if force:
         raise usage("--force only applies to --undo")
 
+    refuse_conflicts(
+        ("--offline", "--rank-mirrors", offline and bool(mirror_opts.get("rank_mirrors")),
+         "ranking probes the catalogue's mirrors over the network"),
+        ("--offline", "--mirror fastest", offline and (mirror or "").strip() == "fastest",
+         "the fastest mirror is found by probing the mirrors; drop --offline or name a mirror"))
     registry = load_registry()
     check_pythons(pythons)
     options: dict[str, str] = _parse_sets(sets)
@@ -459,7 +466,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
                        "these changes (or --dry-run to only show them)", err=True)
             doc["status"] = "needs-confirmation"
             return _emit(doc, outcomes, fmt, EXIT_USAGE, quiet=True)
-        if not click.confirm(f"Apply these changes to {len(writes)} file(s)?", default=False, err=fmt == "json"):
+        if not click.confirm(f"Apply these changes to {plural(len(writes), 'file')}?", default=False, err=fmt == "json"):
             out.line("nothing was written")
             doc["status"] = "declined"
             return _emit(doc, outcomes, fmt, EXIT_FAIL)

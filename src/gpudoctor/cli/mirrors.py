@@ -16,9 +16,16 @@ import threading
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, build_system, write_output
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    given,
+    refuse_conflicts,
+    write_output,
+)
 from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
 from gpudoctor.mirrors.cli_options import load_catalogue_option
+from gpudoctor.words import plural
 
 ECOSYSTEMS = ("pip", "uv", "conda", "apt")
 
@@ -49,6 +56,8 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     from gpudoctor.mirrors.gather import candidate_targets, configured_targets, measure
     from gpudoctor.render.console import make_console
 
+    refuse_conflicts(*((("--offline", opt, offline and given(name), "--offline lists the candidates without probing")
+                        for opt, name in (("--budget", "budget"), ("--timeout", "timeout")))))
     chosen = tuple(ecosystems) or ECOSYSTEMS
     cat = load_catalogue_option(catalogue)
     system = build_system(root)
@@ -63,13 +72,13 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     total = len(conf) + len(cands)
     done = [0]
     lock = threading.Lock()
-    status = err.status(f"probing {total} indexes", spinner="dots") if err.is_terminal and not offline else None
+    status = err.status(f"probing {plural(total, 'index', 'indexes')}", spinner="dots") if err.is_terminal and not offline else None
 
     def on_result(res) -> None:
         with lock:
             done[0] += 1
             if status is not None:
-                status.update(f"probing {total} indexes: {done[0]} answered, last {res.name} ({res.status})")
+                status.update(f"probing {plural(total, 'index', 'indexes')}: {done[0]} answered, last {res.name} ({res.status})")
 
     if status is not None:
         status.start()
@@ -87,10 +96,11 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         return
     from gpudoctor.checks._mirrors import ranking_table
     if offline:
-        lines = [f"# Mirror candidates ({total} indexes, not probed: --offline; catalogue {cat.origin})", ""]
+        lines = [f"# Mirror candidates ({plural(total, 'index', 'indexes')}, not probed: --offline; "
+                 f"catalogue {cat.origin})", ""]
     else:
-        lines = [f"# Mirror ranking ({total} indexes probed concurrently in {result.wall_ms / 1000:.1f} s, "
-                 f"budget {budget:g} s, catalogue {cat.origin})", ""]
+        lines = [f"# Mirror ranking ({plural(total, 'index', 'indexes')} probed concurrently in "
+                 f"{result.wall_ms / 1000:.1f} s, budget {budget:g} s, catalogue {cat.origin})", ""]
     for eco in chosen:
         lines.append(f"## {eco}")
         if eco in skipped:

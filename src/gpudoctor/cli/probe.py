@@ -27,14 +27,43 @@ from typing import Any
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, check_pythons, usage
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    EXIT_FAIL,
+    EXIT_OK,
+    GpudoctorGroup,
+    check_pythons,
+    command_started,
+    usage,
+)
 
 #: The script the target interpreter runs (imports torch; never imported here).
 DATALOADER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_dataloader.py"
 MARKER = "@@gpudoctor-dataloader@@"
 PROGRESS = "@@gpudoctor-progress@@"
-#: Seconds allowed beyond --budget-s for interpreter start and worker shutdown before the probe is killed.
+#: Seconds allowed beyond --budget-s for a probe that overruns (a hung worker) before it is killed.
 GRACE_S = 20.0
+#: The oldest Python the DataLoader probe runs on: the synthetic dataset burns CPU with
+#: ``time.thread_time`` (3.7); the rest needs 3.3 like the check probe (gpudoctor.probe.MIN_PYTHON).
+DATALOADER_MIN_PYTHON = (3, 7)
+
+
+#: Seconds of --budget-s kept back from the target for reading and printing its result and for
+#: the target's own exit (its DataLoader workers shut down after the last measurement).
+REPORT_RESERVE_S = 0.7
+#: Seconds the target may take to exit after printing its result before its process group is killed.
+EXIT_WAIT_S = 0.3
+#: The least the target is given (its budget counts its own start-up), seconds.
+MIN_PROBE_BUDGET_S = 0.5
+#: The least the target measures for after its start-up, seconds: one configuration (the
+#: probe's own floor, ``_dataloader.MIN_SEARCH_S``), so an overloaded machine still gets a result.
+MIN_SEARCH_S = 1.0
+#: What --budget-s bounds, said once for --help, the docs and the tests.
+BUDGET_HELP = (f"Wall-clock budget of the whole command, seconds: from gpudoctor's start to the printed "
+               f"result (starting the target, importing torch and the final report included). The target "
+               f"gets what is left minus {REPORT_RESERVE_S:g} s for reporting and stops measuring in time, "
+               f"unless its start-up (importing torch) alone leaves less than {MIN_SEARCH_S:g} s, the least "
+               f"it measures for; a probe still running {GRACE_S:g} s past the budget is killed.")
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -52,7 +81,9 @@ class ProbeRunError(click.ClickException):
 def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress=None) -> dict[str, Any]:
     """Run the dataloader script in ``python`` and return its result document.
 
-    ``on_progress(dict)`` receives each progress line. Raises
+    ``on_progress(dict)`` receives each progress line. Once the result
+    document is printed the target gets :data:`EXIT_WAIT_S` to exit, then its
+    process group is killed (its teardown is not part of the measurement). Raises
     :class:`ProbeRunError` when the interpreter cannot start, overruns
     ``timeout_s`` (its process group is killed) or prints no result.
     """
@@ -78,19 +109,34 @@ def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress
                 tail.append(line.rstrip())
                 del tail[:-20]
 
+    have_result = threading.Event()
+
     def read_out() -> None:
         assert proc.stdout is not None
-        out_chunks.append(proc.stdout.read())
+        for line in proc.stdout:
+            out_chunks.append(line)
+            if line.count(MARKER) >= 2:
+                have_result.set()
 
     threads = [threading.Thread(target=read_err, daemon=True), threading.Thread(target=read_out, daemon=True)]
     for t in threads:
         t.start()
+    deadline = time.monotonic() + timeout_s
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-                            f"(a hung worker or dataset?)") from None
+        while proc.poll() is None:
+            if have_result.is_set():
+                # the result is in: the target's own exit (DataLoader workers, torch teardown) is
+                # not worth waiting for beyond EXIT_WAIT_S
+                try:
+                    proc.wait(timeout=EXIT_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    _kill_group(proc)
+                break
+            if time.monotonic() >= deadline:
+                _kill_group(proc)
+                raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
+                                    f"(a hung worker or dataset?)")
+            have_result.wait(0.05)
     except KeyboardInterrupt:
         _kill_group(proc)
         raise
@@ -183,7 +229,10 @@ def render_console(doc: dict[str, Any], console) -> None:
             console.print(f"\n{text}", markup=False)
         return
     if rec is None:
-        console.print("No configuration could be measured within the budget; raise --budget-s.", markup=False)
+        startup = doc.get("startup_s")
+        console.print("No configuration could be measured within the budget"
+                      + (f" (starting the target and importing torch took {startup:.1f} s)" if startup else "")
+                      + "; raise --budget-s.", markup=False)
         return
     r = results[rec]
     base = results[0] if results and results[0]["config"]["num_workers"] == 0 else None
@@ -211,7 +260,8 @@ def probe() -> None:
 
 @probe.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--python", "python", default=None, metavar="PATH",
-              help="Target interpreter (with torch) to measure in; default: the current one.")
+              help=f"Target interpreter (Python {'.'.join(map(str, DATALOADER_MIN_PYTHON))} or newer, with torch) to "
+                   "measure in; default: the current one.")
 @click.option("--dataset", metavar="MODULE:CALLABLE",
               help="A factory returning your Dataset, or a DataLoader whose dataset and collate_fn are reused. "
                    "MODULE is imported from the current directory or PYTHONPATH.")
@@ -227,8 +277,7 @@ def probe() -> None:
 @click.option("--model", metavar="MODULE:CALLABLE", help="A factory returning a torch.nn.Module; each step runs "
               "forward+backward on the batch's first tensor (on the GPU when there is one).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2),
-              help="Total time for the search, seconds (torch import included).")
+@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2), help=BUDGET_HELP)
 @click.option("--exhaustive", is_flag=True, help="Measure the full grid instead of the adaptive search.")
 @click.option("--config-s", type=click.FloatRange(min=0.1), default=None,
               help="Seconds per configuration (default: the budget split over the planned ones).")
@@ -263,9 +312,11 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
         raise usage("give --step-ms or --model, not both")
     python = python or sys.executable
     check_pythons([python])
+    deadline = command_started() + budget_s
+    probe_budget = max(MIN_PROBE_BUDGET_S, deadline - time.monotonic() - REPORT_RESERVE_S)
     config = {"dataset": dataset, "synthetic": synthetic, "cost_ms": cost_ms, "image_size": image_size,
               "batch_size": batch_size, "step_ms": 20.0 if step_ms is None else step_ms, "model": model,
-              "device": device, "budget_s": budget_s, "exhaustive": exhaustive, "config_s": config_s,
+              "device": device, "budget_s": round(probe_budget, 3), "exhaustive": exhaustive, "config_s": config_s,
               "max_workers": max_workers, "progress": True}
     err_console = make_console(sys.stderr)
     status = None
@@ -281,11 +332,17 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
 
     started = time.monotonic()
     try:
-        doc = run_probe(python, config, budget_s + GRACE_S, on_progress)
+        doc = run_probe(python, config, max(0.0, deadline - started) + GRACE_S, on_progress)
+    except ProbeRunError:
+        _refuse_unsupported_python(python)
+        raise
     finally:
         if status is not None:
             status.stop()
-    doc["wall_s"] = round(time.monotonic() - started, 3)
+    doc["wall_s"] = round(time.monotonic() - started, 3)  # the target process alone
+    doc["probe_budget_s"] = config["budget_s"]  # what the target was given
+    doc["budget_s"] = budget_s  # what --budget-s bounds: the whole command
+    doc["command_elapsed_s"] = round(time.monotonic() - (deadline - budget_s), 3)  # start-up to now
     err = doc.get("error")
     if err and err["kind"] in ("factory", "usage"):
         raise ProbeRunError(err["message"])
@@ -296,6 +353,26 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     else:
         render_console(doc, make_console(sys.stdout))
     sys.exit(EXIT_FAIL if err else EXIT_OK)
+
+
+def _refuse_unsupported_python(python: str) -> None:
+    """After a probe that gave no result: raise a clear :class:`ProbeRunError` when ``python`` is
+    older than :data:`DATALOADER_MIN_PYTHON` (asked with a one-liner that runs on Python 2 and 3)."""
+    from gpudoctor.checks._common import newest_torch_for_python
+    from gpudoctor.probe import VERSION_CODE
+    try:
+        out = subprocess.run([python, "-c", VERSION_CODE], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    m = re.fullmatch(r"(\d+)\.(\d+)", out.strip())
+    if not m or (int(m.group(1)), int(m.group(2))) >= DATALOADER_MIN_PYTHON:
+        return
+    version = out.strip()
+    last = newest_torch_for_python(version)
+    floor = ".".join(map(str, DATALOADER_MIN_PYTHON))
+    raise ProbeRunError(f"--python {python} is Python {version}; the DataLoader probe runs on Python {floor} or "
+                        f"newer" + (f" (and the newest torch Python {version} can install is {last})" if last else "")
+                        + "; point --python at an environment with Python 3.10 or newer") from None
 
 
 def _save(doc: dict[str, Any], python: str) -> None:

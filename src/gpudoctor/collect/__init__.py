@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.system import System
 
-__all__ = ["Collector", "CollectOptions", "CollectContext", "all_collectors"]
+__all__ = ["CollectContext", "CollectOptions", "Collector", "all_collectors", "collectors_for"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,11 @@ class CollectOptions:
         probe_timeout_s: per-target probe timeout, seconds.
         kernels: also find and probe Jupyter kernels (the entrypoint gate
             turns this off: a training container's health does not depend on them).
+        probe_level: how target interpreters are probed: ``full`` (imports torch) or
+            ``light`` (metadata, version files, CUDA driver API; see
+            :mod:`gpudoctor.probe`). :func:`gpudoctor.engine.run` lowers it to the
+            cheapest level the selected checks accept unless ``probe_level_fixed``.
+        probe_level_fixed: keep ``probe_level`` as given (``gate --deep``).
         extra: plug-in/feature options by name (e.g. ``catalogue``,
             ``rank_mirrors``), so new features need no new fields here.
     """
@@ -43,6 +48,8 @@ class CollectOptions:
     deep: bool = False
     probe_timeout_s: float = 60.0
     kernels: bool = True
+    probe_level: str = "full"
+    probe_level_fixed: bool = False
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -98,4 +105,54 @@ def all_collectors() -> dict[str, Collector]:
             if collector.domain in found:
                 raise RuntimeError(f"two collectors for domain {collector.domain!r}: {mod.name}")
             found[collector.domain] = collector
+    return found
+
+
+def _declared_domains(name: str) -> tuple[str, ...]:
+    """Domain names a collector module's source mentions as ``domain="..."`` (read as text, not imported)."""
+    import re
+    from importlib import resources
+    try:
+        text = resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ()
+    return tuple(re.findall(r"""domain\s*=\s*["']([A-Za-z0-9_]+)["']""", text))
+
+
+def collectors_for(domains: Sequence[str]) -> dict[str, Collector]:
+    """Domain -> collector for ``domains`` and what they require, importing only the modules that
+    declare them (found by reading each module's source for ``domain="..."``), so a small
+    selection (the entrypoint gate) does not import every collector and its libraries.
+    Falls back to :func:`all_collectors` when a domain is not found that way (a collector
+    built dynamically, or none). Raises ``RuntimeError`` like :func:`all_collectors`.
+    """
+    modules = [m.name for m in pkgutil.iter_modules(__path__)]
+    index: dict[str, list[str]] = {}
+    for name in modules:
+        for dom in _declared_domains(name):
+            index.setdefault(dom, []).append(name)
+    found: dict[str, Collector] = {}
+    loaded = set()
+    todo = list(domains)
+    while todo:
+        dom = todo.pop()
+        if dom in found:
+            continue
+        if dom not in index:
+            return all_collectors()
+        for name in index[dom]:
+            if name in loaded:
+                continue
+            loaded.add(name)
+            module = importlib.import_module(f"{__name__}.{name}")
+            collectors = tuple(getattr(module, "COLLECTORS", ()))
+            if getattr(module, "COLLECTOR", None) is not None:
+                collectors += (module.COLLECTOR,)
+            for collector in collectors:
+                if collector.domain in found:
+                    raise RuntimeError(f"two collectors for domain {collector.domain!r}: {name}")
+                found[collector.domain] = collector
+        if dom not in found:
+            return all_collectors()
+        todo.extend(r for r in found[dom].requires if r not in found)
     return found

@@ -14,7 +14,13 @@ from __future__ import annotations
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.mirrors import AptFacts, AptRewrite, AptSource, AptSourceFile, SourceEdit
+from gpudoctor.facts.mirrors import (
+    AptFacts,
+    AptRewrite,
+    AptSource,
+    AptSourceFile,
+    SourceEdit,
+)
 from gpudoctor.mirrors.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
 from gpudoctor.mirrors.buildwrites import Overlay, replay
 from gpudoctor.mirrors.dockerfile import commands

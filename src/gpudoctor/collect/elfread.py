@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gpudoctor.system import Files
 
-__all__ = ["ElfInfo", "read_elf", "expand_origin"]
+__all__ = ["ElfInfo", "expand_origin", "read_elf"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,11 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
+    from elftools.elf.gnuversions import (
+        GNUVerDefSection,
+        GNUVerNeedSection,
+        GNUVerSymSection,
+    )
     from elftools.elf.sections import SymbolTableSection
 
     try:

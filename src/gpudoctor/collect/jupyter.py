@@ -36,8 +36,15 @@ from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
 from gpudoctor.system import Files, System
 
-__all__ = ["collect", "resolve_interpreter", "kernel_environment", "target_environment", "find_server_python",
-           "LISTER_SCRIPT", "COLLECTOR"]
+__all__ = [
+    "COLLECTOR",
+    "LISTER_SCRIPT",
+    "collect",
+    "find_server_python",
+    "kernel_environment",
+    "resolve_interpreter",
+    "target_environment",
+]
 
 #: The script the server's interpreter runs to list kernelspecs.
 LISTER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_kernelspecs.py"

@@ -22,7 +22,7 @@ from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch
 from gpudoctor.facts.targets import TargetFacts
 from gpudoctor.probe import probe_target
 
-__all__ = ["kernel_targets", "KERNEL_KIND", "kernel_label"]
+__all__ = ["KERNEL_KIND", "kernel_label", "kernel_targets"]
 
 KERNEL_KIND = "kernel"
 
@@ -53,7 +53,7 @@ def kernel_targets(ctx: CollectContext,
     own_pool = None
     if submit is None:
         own_pool = ThreadPoolExecutor(max_workers=max(1, min(4, len(kernels))))
-        submit = lambda python, env: own_pool.submit(  # noqa: E731
+        submit = lambda python, env: own_pool.submit(  # noqa: E731 - the same shape as the injected one
             probe_target, ctx.system, python, env=env, timeout_s=timeout)
     try:
         pending = []
@@ -68,9 +68,15 @@ def kernel_targets(ctx: CollectContext,
             else:
                 probe = submit(interp.path, target_environment(ctx.system.env, k))
             pending.append((k, interp, overrides, probe))
-        return [TargetFacts(label=kernel_label(k.name), python=interp.path, kind=KERNEL_KIND,
-                            probe=probe.result() if isinstance(probe, Future) else probe, env_overrides=overrides)
-                for k, interp, overrides, probe in pending]
+        from gpudoctor.collect.targets import failed_version
+        out = []
+        for k, interp, overrides, probe in pending:
+            result = probe.result() if isinstance(probe, Future) else probe
+            out.append(TargetFacts(label=kernel_label(k.name), python=interp.path, kind=KERNEL_KIND,
+                                   probe=result, env_overrides=overrides,
+                                   python_version=failed_version(ctx.system, interp.path, result,
+                                                                 target_environment(ctx.system.env, k))))
+        return out
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True)

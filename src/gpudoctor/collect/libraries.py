@@ -32,7 +32,7 @@ from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
 
-__all__ = ["family_of", "LoaderModel", "collect_cuda_libraries", "WSL_LIB", "DEFAULT_DIRS"]
+__all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "family_of"]
 
 WSL_LIB = "/usr/lib/wsl/lib"
 

@@ -15,7 +15,12 @@ from __future__ import annotations
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.mirrors import MirrorsFacts
 from gpudoctor.mirrors import catalogue as catalogue_mod
-from gpudoctor.mirrors.gather import ECOSYSTEMS, candidate_targets, configured_targets, measure
+from gpudoctor.mirrors.gather import (
+    ECOSYSTEMS,
+    candidate_targets,
+    configured_targets,
+    measure,
+)
 from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget
 
 

@@ -125,6 +125,40 @@ def nvml_timeout_s(ctx: CollectContext) -> float:
     return max(0.5, min(NVML_WORKER_TIMEOUT_S, float(ctx.options.probe_timeout_s)))
 
 
+#: Where a driver's libnvidia-ml.so.1 is installed (Debian/Ubuntu multiarch, RHEL, the
+#: NVIDIA container runtime's mount point in Kubernetes images, WSL2); LD_LIBRARY_PATH
+#: entries are looked at too.
+NVML_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+                     "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
+#: Signs of an NVIDIA kernel driver (or WSL2's GPU paravirtualisation device).
+DRIVER_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
+
+
+def nvml_worth_trying(ctx: CollectContext) -> str | None:
+    """``None`` when NVML may answer here; else why starting the worker is pointless.
+
+    The worker is a second Python interpreter (~25 MiB, ~0.2 s); on a machine
+    with no NVIDIA kernel driver (:data:`DRIVER_SIGNS`) and no
+    ``libnvidia-ml.so*`` in :data:`NVML_LIBRARY_DIRS` or ``LD_LIBRARY_PATH``
+    it could only report "not loaded", so it is not started (the gate runs on
+    every container start).
+    """
+    files: Files = ctx.system.files
+    if any(files.exists(p) for p in DRIVER_SIGNS):
+        return None
+    dirs = [d for d in ctx.system.env.get("LD_LIBRARY_PATH", "").split(":") if d] + list(NVML_LIBRARY_DIRS)
+    for d in dirs:
+        try:
+            names = files.listdir(d)
+        except OSError:
+            continue
+        if any(n.startswith("libnvidia-ml.so") for n in names):
+            return None
+    return ("libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed: no /proc/driver/nvidia, "
+            "/dev/nvidiactl or /dev/dxg and no libnvidia-ml.so in the library directories or LD_LIBRARY_PATH; "
+            "the NVML worker was not started)")
+
+
 def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tuple[str, str, Any]:
     """Run the NVML worker once (timeout: :func:`nvml_timeout_s`). Returns ``(outcome, detail, doc)``.
 
@@ -132,6 +166,9 @@ def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tupl
     ``timeout``, ``garbage``, ``failed`` (see ``NvidiaDriverFacts.nvml_outcome``);
     ``doc`` is the worker's document when ``ok``. Never raises for a broken library.
     """
+    pointless = nvml_worth_trying(ctx)
+    if pointless is not None:
+        return "not-loaded", pointless, None
     timeout_s = nvml_timeout_s(ctx) if timeout_s is None else timeout_s
     result = ctx.system.runner.run(nvml_worker_argv(), timeout_s=timeout_s, env=_worker_env(ctx))
     stderr = _tail(result.stderr)

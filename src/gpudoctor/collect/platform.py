@@ -189,7 +189,7 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
                       cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()))
 
 
-_CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.I)
+_CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _SO_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.(\d{3}\.\d+(?:\.\d+)?)")
 
 
@@ -440,7 +440,22 @@ COLLECTORS = (
     Collector(domain="rdma", collect=collect_rdma, timeout_s=5.0),
 )
 
-__all__ = ["collect_platform", "collect_container_host", "collect_kmod", "collect_limits", "collect_rdma",
-           "container_host_facts", "kernel_module_facts", "parse_docker_info", "parse_cdi_spec",
-           "parse_containerd_config", "parse_modinfo", "parse_proc_limits", "cap_ipc_lock", "detect_runtime",
-           "query_host_tools", "flavour_of", "COLLECTORS"]
+__all__ = [
+    "COLLECTORS",
+    "cap_ipc_lock",
+    "collect_container_host",
+    "collect_kmod",
+    "collect_limits",
+    "collect_platform",
+    "collect_rdma",
+    "container_host_facts",
+    "detect_runtime",
+    "flavour_of",
+    "kernel_module_facts",
+    "parse_cdi_spec",
+    "parse_containerd_config",
+    "parse_docker_info",
+    "parse_modinfo",
+    "parse_proc_limits",
+    "query_host_tools",
+]

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
-from gpudoctor.probe import probe_target
+from gpudoctor.probe import probe_target, target_python_version
 from gpudoctor.system import System
 
 
@@ -45,12 +45,12 @@ def active_env_pythons(env: Mapping[str, str]) -> list[str]:
     return found
 
 
-_EARLY: dict[tuple[str, tuple[tuple[str, str], ...]], Future] = {}
+_EARLY: dict[tuple, Future] = {}
 _EARLY_LOCK = threading.Lock()
 
 
-def _key(python: str, env: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
-    return python, tuple(sorted(env.items()))
+def _key(python: str, env: Mapping[str, str], level: str = "full") -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    return python, level, tuple(sorted(env.items()))
 
 
 def default_specs(ctx: CollectContext) -> list[tuple[str, str, str]]:
@@ -75,10 +75,11 @@ def start_early(system: System, options: CollectOptions) -> None:
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="early-probe")
     with _EARLY_LOCK:
         for _label, python, _kind in default_specs(ctx):
-            key = _key(python, system.env)
+            key = _key(python, system.env, options.probe_level)
             if key not in _EARLY:
                 _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
-                                          timeout_s=options.probe_timeout_s, deep=options.deep)
+                                          timeout_s=options.probe_timeout_s, level=options.probe_level,
+                                          deep=options.deep)
     pool.shutdown(wait=False)
 
 
@@ -93,25 +94,36 @@ class ProbeCache:
     def __init__(self, ctx: CollectContext, workers: int = 4):
         self._ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=workers)
-        self._futures: dict[tuple[str, tuple[tuple[str, str], ...]], Future] = {}
+        self._futures: dict[tuple, Future] = {}
         self._lock = threading.Lock()
 
     def submit(self, python: str, env: Mapping[str, str] | None = None) -> Future:
         env = dict(self._ctx.system.env if env is None else env)
-        key = _key(python, env)
+        level = self._ctx.options.probe_level
+        key = _key(python, env, level)
         with self._lock:
             fut = self._futures.get(key)
             if fut is None:
                 with _EARLY_LOCK:
                     fut = _EARLY.pop(key, None)
+                    if fut is None and level == "light":  # a full probe already under way serves light checks too
+                        fut = _EARLY.pop(_key(python, env, "full"), None)
             if fut is None:
                 fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
-                                        timeout_s=self._ctx.options.probe_timeout_s, deep=self._ctx.options.deep)
+                                        timeout_s=self._ctx.options.probe_timeout_s, level=level,
+                                        deep=self._ctx.options.deep)
             self._futures[key] = fut
             return fut
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+
+
+def failed_version(system: System, python: str, probe, env: Mapping[str, str] | None = None) -> str:
+    """The target's ``major.minor`` when its probe failed (for ``TargetFacts.python_version``), else ""."""
+    if not isinstance(probe, Unavailable) or (os.sep in python and not os.path.exists(python)):
+        return ""
+    return target_python_version(system, python, env)
 
 
 def collect(ctx: CollectContext):
@@ -122,9 +134,12 @@ def collect(ctx: CollectContext):
     try:
         # start the terminal's probes first: they run while the Jupyter facts are still being collected
         futures = [cache.submit(python) for _label, python, _kind in specs]
-        from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
+        from gpudoctor.collect.kernel_targets import (
+            kernel_targets,  # Jupyter kernels as targets
+        )
         kernels = kernel_targets(ctx, cache.submit)
-        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result())
+        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result(),
+                             python_version=failed_version(ctx.system, python, fut.result()))
                  for (label, python, kind), fut in zip(specs, futures)]
     finally:
         cache.close()

@@ -23,21 +23,23 @@ from gpudoctor.facts.base import (
     Unavailable,
     domain,
     from_jsonable,
-    registered_domains,
     schema_for,
     to_jsonable,
+)
+from gpudoctor.facts.base import (
+    registered_domains as _registered_domains,
 )
 from gpudoctor.redact import redact_value
 
 __all__ = [
-    "Facts",
-    "Unavailable",
-    "FactsDecodeError",
-    "domain",
-    "registered_domains",
     "FACTS_SCHEMA_VERSION",
     "READABLE_FACTS_SCHEMA_VERSIONS",
+    "Facts",
+    "FactsDecodeError",
+    "Unavailable",
+    "domain",
     "facts_schema",
+    "registered_domains",
 ]
 
 #: Version of the snapshot format written now; bump on incompatible changes.
@@ -50,9 +52,27 @@ READABLE_FACTS_SCHEMA_VERSIONS = (1, 2)
 
 D = TypeVar("D")
 
-for _mod in pkgutil.iter_modules(__path__):
-    if _mod.name != "base":
-        importlib.import_module(f"{__name__}.{_mod.name}")
+_ALL_IMPORTED = False
+
+
+def _import_all_domains() -> None:
+    """Import every domain module once, so the registry (and the schema) lists all of them.
+
+    Done on first need (:func:`registered_domains`, :meth:`Facts.from_json`, the schema),
+    not at import: the entrypoint gate imports only the domains it collects (issue 14)."""
+    global _ALL_IMPORTED
+    if _ALL_IMPORTED:
+        return
+    for _mod in pkgutil.iter_modules(__path__):
+        if _mod.name != "base":
+            importlib.import_module(f"{__name__}.{_mod.name}")
+    _ALL_IMPORTED = True
+
+
+def registered_domains() -> Mapping[str, type]:
+    """Domain name -> dataclass, for every domain module in this package (imports them all)."""
+    _import_all_domains()
+    return _registered_domains()
 
 
 @dataclass(frozen=True)

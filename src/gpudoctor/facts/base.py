@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
 __all__ = [
+    "FactsDecodeError",
     "Unavailable",
     "domain",
-    "registered_domains",
-    "to_jsonable",
     "from_jsonable",
+    "registered_domains",
     "schema_for",
-    "FactsDecodeError",
+    "to_jsonable",
 ]
 
 T = TypeVar("T")

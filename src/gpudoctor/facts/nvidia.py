@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpudoctor.facts.base import Unavailable, domain
-from gpudoctor.facts.gpu_health import CLOCK_EVENT_REASONS as CLOCK_EVENT_REASONS  # re-exported
+from gpudoctor.facts.gpu_health import (
+    CLOCK_EVENT_REASONS as CLOCK_EVENT_REASONS,  # re-exported
+)
 from gpudoctor.facts.gpu_health import COMPUTE_MODES as COMPUTE_MODES
 from gpudoctor.facts.gpu_health import GpuHealth as GpuHealth
 from gpudoctor.facts.gpu_health import GpuProcess as GpuProcess

@@ -59,6 +59,10 @@ class TorchFacts:
         arch_list: ``torch.cuda.get_arch_list()`` (``sm_80``, ``compute_90`` ...).
         driver_api_version: ``torch._C._cuda_getDriverVersion()`` (e.g. 11040), or None.
         devices: CUDA devices in CUDA order (only when CUDA is available).
+        import_tried: the probe ran ``import torch`` (the full probe). False for the
+            light probe, which reads metadata and ``torch/version.py`` as text and asks
+            the CUDA driver API directly: ``import_ok``/``import_error``, the cuDNN
+            versions and ``arch_list`` are then not known (not a verdict).
     """
 
     installed: bool
@@ -77,11 +81,23 @@ class TorchFacts:
     arch_list: tuple[str, ...] = ()
     driver_api_version: int | None = None
     devices: tuple[CudaDevice, ...] = ()
+    import_tried: bool = True
+
+    @property
+    def import_failed(self) -> bool:
+        """``import torch`` was tried and failed (never True for the light probe)."""
+        return self.import_tried and not self.import_ok
+
+    @property
+    def build_known(self) -> bool:
+        """The build (version, CUDA/ROCm/CPU) is known: torch imported, or the light
+        probe read it from ``torch/version.py``."""
+        return self.installed and (self.import_ok or (not self.import_tried and self.version is not None))
 
     @property
     def is_cpu_build(self) -> bool:
-        """True for an imported torch built without CUDA or ROCm (``+cpu``)."""
-        return self.import_ok and not self.cuda and not self.hip
+        """True for a torch built without CUDA or ROCm (``+cpu``), imported or read from its version file."""
+        return self.build_known and not self.cuda and not self.hip
 
 
 @dataclass(frozen=True)
@@ -189,6 +205,55 @@ class TritonFacts:
     import_error: str | None = None
 
 
+@dataclass(frozen=True)
+class CudaDriverDevice:
+    """One device as the CUDA driver API enumerates it in the target (after CUDA_VISIBLE_DEVICES).
+
+    Attributes:
+        index: CUDA ordinal.
+        name: ``cuDeviceGetName``.
+        capability: compute capability ``major.minor`` (``cuDeviceGetAttribute``
+            COMPUTE_CAPABILITY_MAJOR/MINOR), or None.
+        total_memory_mib: ``cuDeviceTotalMem`` in MiB, or None.
+        pci_bus_id: ``domain:bus:device.0`` from the PCI attributes, or None.
+        uuid: ``GPU-...`` from ``cuDeviceGetUuid``, or None.
+        context_ok: ``cuCtxCreate`` + ``cuCtxDestroy`` succeeded (None: not tried).
+        context_error: the CUresult name and text when it did not.
+    """
+
+    index: int
+    name: str | None = None
+    capability: str | None = None
+    total_memory_mib: int | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    context_ok: bool | None = None
+    context_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CudaDriverProbe:
+    """The CUDA driver API called through ctypes inside the target (NVIDIA CUDA Driver API reference).
+
+    Attributes:
+        loaded: ``libcuda.so.1`` could be opened.
+        error: the loader's message when it could not.
+        init_ok: ``cuInit(0)`` returned CUDA_SUCCESS (None: not reached).
+        init_error: ``NAME (code): text`` of the failing CUresult (e.g. ``CUDA_ERROR_NO_DEVICE (100)``).
+        driver_api_version: ``cuDriverGetVersion`` (12040 = CUDA 12.4), or None.
+        device_count: ``cuDeviceGetCount`` (0 when cuInit failed), or None.
+        devices: each visible device with its context create/destroy result.
+    """
+
+    loaded: bool
+    error: str | None = None
+    init_ok: bool | None = None
+    init_error: str | None = None
+    driver_api_version: int | None = None
+    device_count: int | None = None
+    devices: tuple[CudaDriverDevice, ...] = ()
+
+
 _NOT_PROBED = Unavailable("not reported by this probe version")
 
 
@@ -248,6 +313,10 @@ class ProbeFacts:
             libraries, or Unavailable (older probe, or the test could not run).
         smoke: the ``--deep`` smoke test (:class:`SmokeFacts`), or Unavailable
             (not run without ``--deep``, no CUDA device, or it failed).
+        level: ``full`` (``_script.py``: imports torch) or ``light`` (``_light.py``:
+            metadata, version files and the CUDA driver API, no framework import).
+        cuda_driver: the CUDA driver API in the target (cuInit, devices, a context
+            per device), or Unavailable.
     """
 
     probe_version: int
@@ -272,6 +341,8 @@ class ProbeFacts:
     limits: ProcessLimits | Unavailable = _NOT_PROBED
     frameworks: tuple[FrameworkLoad, ...] | Unavailable = _NOT_PROBED
     smoke: SmokeFacts | Unavailable = Unavailable("not run (gpudoctor check --deep runs it)")
+    level: str = "full"
+    cuda_driver: CudaDriverProbe | Unavailable = _NOT_PROBED
 
 
 @dataclass(frozen=True)
@@ -287,6 +358,10 @@ class TargetFacts:
         env_overrides: variables set for the target on top of ours (kernels).
         probe: the probe's facts, or Unavailable with why it failed (missing
             interpreter, timeout, crash: with its stderr).
+        python_version: ``major.minor`` of the interpreter when the probe
+            failed, from a one-line query that runs on Python 2 and 3
+            (:data:`gpudoctor.probe.VERSION_CODE`); "" when the probe worked
+            (see ``probe.python_version``) or the query failed too.
     """
 
     label: str
@@ -294,6 +369,7 @@ class TargetFacts:
     kind: str
     probe: ProbeFacts | Unavailable
     env_overrides: dict[str, str] = field(default_factory=dict)
+    python_version: str = ""
 
 
 @domain("targets")

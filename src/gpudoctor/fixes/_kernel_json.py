@@ -15,7 +15,7 @@ from typing import Any
 
 from gpudoctor.model import FixRefused
 
-__all__ = ["JsonStyle", "load_kernel_json", "dump_kernel_json"]
+__all__ = ["JsonStyle", "dump_kernel_json", "load_kernel_json"]
 
 _FIRST_INDENT = re.compile(r"[\[{][ \t]*\r?\n([ \t]+)\S")
 

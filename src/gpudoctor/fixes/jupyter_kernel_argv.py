@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
+from gpudoctor.checks.jupyter_kernels import (
+    kernel_for_finding,
+    reference_python,
+    reference_target,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused

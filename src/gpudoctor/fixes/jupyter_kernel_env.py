@@ -15,7 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpudoctor.checks.jupyter_kernels import gpu_hiding_vars, kernel_for_finding, missing_loader_dirs, reference_target
+from gpudoctor.checks.jupyter_kernels import (
+    gpu_hiding_vars,
+    kernel_for_finding,
+    missing_loader_dirs,
+    reference_target,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json

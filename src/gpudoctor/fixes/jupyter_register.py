@@ -26,7 +26,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_target, suggest_kernel_name
+from gpudoctor.checks.jupyter_kernels import (
+    kernel_for_finding,
+    reference_target,
+    suggest_kernel_name,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts
 from gpudoctor.facts.targets import ProbeFacts

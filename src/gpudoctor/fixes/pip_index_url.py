@@ -30,7 +30,13 @@ from dataclasses import replace
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
-from gpudoctor.checks.pip_config import host_port, indexes, is_secure_http_host, show_path, trusted
+from gpudoctor.checks.pip_config import (
+    host_port,
+    indexes,
+    is_secure_http_host,
+    show_path,
+    trusted,
+)
 from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting

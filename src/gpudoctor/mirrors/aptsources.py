@@ -24,18 +24,18 @@ from urllib.parse import urlsplit
 from gpudoctor.facts.mirrors import AptRewrite, AptSource
 
 __all__ = [
-    "parse_one_line",
-    "parse_deb822",
-    "rewrite_one_line",
-    "rewrite_deb822",
-    "classify_uri",
-    "distro_archive",
-    "is_distro_source",
     "DISTRO_COMPONENTS",
-    "replace_base",
-    "find_rewrites",
     "VALID_PART_NAME",
     "SourcesError",
+    "classify_uri",
+    "distro_archive",
+    "find_rewrites",
+    "is_distro_source",
+    "parse_deb822",
+    "parse_one_line",
+    "replace_base",
+    "rewrite_deb822",
+    "rewrite_one_line",
 ]
 
 #: sources.list.d names apt reads (sources.list(5)): letters, digits, ``_ - .``, ending .list or .sources.

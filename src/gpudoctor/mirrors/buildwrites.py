@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from gpudoctor.facts.mirrors import SourceEdit
 from gpudoctor.mirrors.dockerfile import Parsed, ShellCommand, printed_text
 
-__all__ = ["SedSub", "parse_sed_script", "apply_sed", "replay", "tool_of", "Overlay"]
+__all__ = ["Overlay", "SedSub", "apply_sed", "parse_sed_script", "replay", "tool_of"]
 
 Reader = Callable[[str], str | None]
 Lister = Callable[[str], list[str]]
@@ -35,7 +35,7 @@ class SedSub:
     def regex(self) -> re.Pattern[str]:
         """The pattern as a Python regex (BRE converted unless ``extended``). Raises re.error."""
         pat = self.old if self.extended else _bre_to_python(self.old)
-        return re.compile(pat, re.I if "I" in self.flags or "i" in self.flags else 0)
+        return re.compile(pat, re.IGNORECASE if "I" in self.flags or "i" in self.flags else 0)
 
     def apply(self, text: str) -> str:
         rx = self.regex()

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from gpudoctor.data import load_table
 from gpudoctor.facts.mirrors import CatalogueMirror
+from gpudoctor.words import noun
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,7 +94,7 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
         urls[key] = value.rstrip("/")
     unknown = set(raw) - set(ARCHIVES) - {"name", "operator", "region", "official", "source"}
     if unknown:
-        raise CatalogueError(f"{where} ({name}): unknown field(s) {', '.join(sorted(unknown))}; "
+        raise CatalogueError(f"{where} ({name}): unknown {noun(len(unknown), 'field')} {', '.join(sorted(unknown))}; "
                              f"archives are {', '.join(ARCHIVES)}")
     if not urls:
         raise CatalogueError(f"{where} ({name}): no archive URL (one of {', '.join(ARCHIVES)})")
@@ -113,7 +114,7 @@ def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], di
     names = [m.name.lower() for m in mirrors]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise CatalogueError(f"{where}: duplicate mirror name(s) {', '.join(dup)}")
+        raise CatalogueError(f"{where}: duplicate mirror {noun(len(dup), 'name')} {', '.join(dup)}")
     probe = doc.get("probe", {})
     if not isinstance(probe, dict):
         raise CatalogueError(f"{where}: [probe] must be a table")

@@ -37,7 +37,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["ShellCommand", "Instruction", "instructions", "commands", "script_commands", "POSIX_SHELLS"]
+__all__ = ["POSIX_SHELLS", "Instruction", "ShellCommand", "commands", "instructions", "script_commands"]
 
 POSIX_SHELLS = ("sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "busybox")
 _OPERATORS = {";", "&&", "||", "|", "&", ";;", "(", ")", "|&", "\n"}
@@ -450,7 +450,7 @@ def _assignments(args: str, env: dict[str, str], env_form: bool) -> dict[str, st
 
 def is_dockerfile(text: str) -> bool:
     """True when ``text`` looks like a Dockerfile (has a FROM or RUN instruction), not a shell script."""
-    return any(re.match(r"^\s*(FROM|RUN)\s", line, re.I) for line in text.splitlines())
+    return any(re.match(r"^\s*(FROM|RUN)\s", line, re.IGNORECASE) for line in text.splitlines())
 
 
 def commands(name: str, text: str, build_args: dict[str, str] | None = None) -> Parsed:

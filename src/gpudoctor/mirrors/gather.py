@@ -17,12 +17,24 @@ from dataclasses import replace
 from typing import Any
 
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.mirrors import AptFacts, CondaFacts, MirrorProbe, MirrorsFacts, UvFacts
+from gpudoctor.facts.mirrors import (
+    AptFacts,
+    CondaFacts,
+    MirrorProbe,
+    MirrorsFacts,
+    UvFacts,
+)
 from gpudoctor.mirrors.aptsources import classify_uri, distro_archive, is_distro_source
 from gpudoctor.mirrors.catalogue import Catalogue
-from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget, probe_all, rank
+from gpudoctor.mirrors.probe import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_TIMEOUT_S,
+    ProbeTarget,
+    probe_all,
+    rank,
+)
 
-__all__ = ["ECOSYSTEMS", "configured_targets", "candidate_targets", "measure", "apt_archive", "pip_index_urls"]
+__all__ = ["ECOSYSTEMS", "apt_archive", "candidate_targets", "configured_targets", "measure", "pip_index_urls"]
 
 ECOSYSTEMS = ("pip", "uv", "conda", "apt")
 PORTS_MACHINES = ("aarch64", "arm64", "armv7l", "armhf", "ppc64le", "s390x", "riscv64")

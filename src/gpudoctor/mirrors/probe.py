@@ -49,13 +49,13 @@ from gpudoctor import __version__
 from gpudoctor.facts.mirrors import MirrorProbe
 
 __all__ = [
+    "DEFAULT_BUDGET_S",
+    "DEFAULT_SAMPLES",
+    "DEFAULT_TIMEOUT_S",
     "ProbeTarget",
+    "apply_freshness",
     "probe_all",
     "rank",
-    "apply_freshness",
-    "DEFAULT_BUDGET_S",
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_SAMPLES",
 ]
 
 from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
@@ -218,7 +218,7 @@ def classify_error(exc: BaseException, timeout_s: float, ctx: ssl.SSLContext | N
 # --------------------------------------------------------------------------- one target
 
 
-_APT_FIELD = re.compile(r"^(Suite|Codename|Date):\s*(.+?)\s*$", re.M)
+_APT_FIELD = re.compile(r"^(Suite|Codename|Date):\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str, str, str]:

@@ -12,19 +12,86 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 from gpudoctor.facts import FactsDecodeError, Unavailable
 from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.system import System, signal_name
 
-__all__ = ["PROBE_SCRIPT", "MARKER", "ProbeError", "parse_probe_output", "probe_target", "probe_argv"]
+__all__ = [
+    "LEVELS",
+    "LIGHT_SCRIPT",
+    "MARKER",
+    "MIN_PYTHON",
+    "PROBE_SCRIPT",
+    "VERSION_CODE",
+    "ProbeError",
+    "parse_probe_output",
+    "probe_argv",
+    "probe_target",
+    "python_supported",
+    "target_python_version",
+    "unsupported_reason",
+]
 
-#: Path of the stdlib-only script the target interpreter runs.
+#: Path of the stdlib-only script the target interpreter runs (the full probe: imports torch).
 PROBE_SCRIPT = Path(__file__).with_name("_script.py")
+#: The light probe: metadata, version files and the CUDA driver API; imports no framework.
+LIGHT_SCRIPT = Path(__file__).with_name("_light.py")
+#: probe levels, cheapest first
+LEVELS = ("light", "full")
 MARKER = "@@gpudoctor-probe@@"
+#: The oldest Python the probes run on. The full probe (:mod:`gpudoctor.probe._script`) alone
+#: needs 3.3 (``sys.implementation`` and ``subprocess`` timeouts unguarded; ``importlib.metadata``
+#: (3.8) and ``importlib.util.find_spec`` (3.4) have fallbacks), but the light probe
+#: (:mod:`gpudoctor.probe._light`: the gate's probe, and the full probe's CUDA driver section)
+#: is written for 3.6+, and 3.6 is the oldest Python they are run on here (3.6 to 3.13).
+#: Python 2 fails at ``sys.implementation`` (or earlier, on a non-ASCII source line).
+MIN_PYTHON = (3, 6)
+#: Prints ``major.minor`` on every Python from 2.6 on (no print function, no f-string).
+VERSION_CODE = 'import sys; sys.stdout.write("%d.%d" % sys.version_info[:2])'
+_VERSIONS: dict = {}
+_VERSIONS_LOCK = threading.Lock()
+
+
+def python_supported(version: str) -> bool:
+    """Whether a ``major.minor[.micro]`` Python runs the probe (:data:`MIN_PYTHON` or newer)."""
+    try:
+        return tuple(int(x) for x in version.split(".")[:2]) >= MIN_PYTHON
+    except ValueError:
+        return True
+
+
+def target_python_version(system: System, python: str, env: Mapping[str, str] | None = None,
+                          timeout_s: float = 10.0) -> str:
+    """``"2.7"``: the target's Python version from :data:`VERSION_CODE`, or "" when it cannot
+    be run or printed something else. Asked once per (interpreter, environment)."""
+    env_d = dict(system.env if env is None else env)
+    key = (python, tuple(sorted(env_d.items())))
+    with _VERSIONS_LOCK:
+        if key in _VERSIONS:
+            return _VERSIONS[key]
+    try:
+        result = system.runner.run([python, "-c", VERSION_CODE], timeout_s=timeout_s, env=env_d)
+    except Exception:  # best effort: the probe's own failure reason stands without it
+        return ""
+    out = (result.stdout or "").strip()
+    version = out if not result.error and re.fullmatch(r"\d+\.\d+", out) else ""
+    with _VERSIONS_LOCK:
+        _VERSIONS[key] = version
+    return version
+
+
+def unsupported_reason(python: str, version: str) -> str:
+    """The one-line reason for a target whose Python the probe does not support."""
+    floor = ".".join(map(str, MIN_PYTHON))
+    return (f"{python} is Python {version}, which gpudoctor's probe does not support "
+            f"(it needs Python {floor} or newer)")
 
 
 class ProbeError(ValueError):
@@ -47,21 +114,26 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor: {exc}") from None
 
 
-def probe_argv(python: str, deep: bool = False) -> list:
-    """The argv that probes ``python`` (``--deep`` adds the GPU smoke test, ``probe/_smoke.py``)."""
+def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
+    """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
+    probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
+    if level == "light":
+        return [python, str(LIGHT_SCRIPT)]
     return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
-def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0, deep: bool = False) -> Union[ProbeFacts, Unavailable]:
-    """Probe one interpreter. ``env`` defaults to the system's environment; ``deep``
-    runs the GPU smoke test too.
+def probe_target(system: System, python: str, env: Mapping[str, str] | None = None,
+                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> ProbeFacts | Unavailable:
+    """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
+    runs the GPU smoke test too (full level only).
 
     Returns ProbeFacts, or Unavailable naming the interpreter and the cause.
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python, deep), timeout_s=timeout_s,
+    result = system.runner.run(probe_argv(python, level, deep), timeout_s=timeout_s,
                                env=dict(system.env if env is None else env))
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")
@@ -73,6 +145,9 @@ def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] =
     try:
         return parse_probe_output(result.stdout)
     except ProbeError as exc:
+        version = target_python_version(system, python, env)
+        if version and not python_supported(version):
+            return Unavailable(unsupported_reason(python, version))
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])
         if result.returncode is not None and result.returncode < 0:
             sig = signal_name(-result.returncode)

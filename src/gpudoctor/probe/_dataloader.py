@@ -110,13 +110,48 @@ else:  # run in the target interpreter as a script: this directory is sys.path[0
         worker_ladder,
     )
 
-__all__ = ["MARKER", "PROGRESS", "RESULT_VERSION", "WITHIN", "STALL_OK", "GRID_PREFETCH", "MAX_WORKERS", "NOISE",
-           "PATIENCE", "ProbeFailure", "cgroup_quota_cpus", "cpu_info", "burn_cpu", "SyntheticImages",
-           "load_factory", "user_frame", "unwrap_loader", "sleep_step", "model_step", "batch_stats",
-           "loader_kwargs", "measure", "loader_config", "worker_ladder", "grid", "cost_key", "config_group",
-           "group_rates", "pick_group", "choose", "recommended_config", "call_text", "limits", "search", "main"]
+__all__ = [
+    "GRID_PREFETCH",
+    "MARKER",
+    "MAX_WORKERS",
+    "NOISE",
+    "PATIENCE",
+    "PROGRESS",
+    "RESULT_VERSION",
+    "STALL_OK",
+    "WITHIN",
+    "ProbeFailure",
+    "SyntheticImages",
+    "batch_stats",
+    "burn_cpu",
+    "call_text",
+    "cgroup_quota_cpus",
+    "choose",
+    "config_group",
+    "cost_key",
+    "cpu_info",
+    "grid",
+    "group_rates",
+    "limits",
+    "load_factory",
+    "loader_config",
+    "loader_kwargs",
+    "main",
+    "measure",
+    "model_step",
+    "pick_group",
+    "recommended_config",
+    "search",
+    "sleep_step",
+    "unwrap_loader",
+    "user_frame",
+    "worker_ladder",
+]
 
 MARKER = "@@gpudoctor-dataloader@@"
+#: The least the search measures for when start-up (importing torch) ate the budget, seconds:
+#: enough for the first configuration, so the result is never empty for lack of time alone.
+MIN_SEARCH_S = 1.0
 PROGRESS = "@@gpudoctor-progress@@"
 
 
@@ -132,7 +167,7 @@ def burn_cpu(ms):
     return x
 
 
-class SyntheticImages(object):
+class SyntheticImages:
     """Decoded-image-like samples: (uint8 tensor 3×size×size converted to float, label).
 
     Each ``__getitem__`` burns ``cost_ms`` of CPU time first, like JPEG decode
@@ -302,11 +337,12 @@ def main(argv):
             step = sleep_step(float(cfg.get("step_ms", 20.0)))
         doc["step"] = getattr(step, "description", "")
         # the budget counts from the start of the script (torch import included)
+        doc["startup_s"] = round(time.monotonic() - started, 3)
         budget = float(cfg.get("budget_s", 30.0)) - (time.monotonic() - started)
-        doc.update(search(dataset, int(batch_size), step, budget_s=max(0.5, budget), exhaustive=bool(cfg.get("exhaustive")),
+        doc.update(search(dataset, int(batch_size), step, budget_s=max(MIN_SEARCH_S, budget), exhaustive=bool(cfg.get("exhaustive")),
                      config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
                      gpu_index=0 if device == "cuda" else None, max_workers=cfg.get("max_workers"),
-                     progress=_emit_progress if cfg.get("progress", True) else None))
+                     progress=_emit_progress if cfg.get("progress", True) else None, gpu_usable=cuda_ok))
         doc["budget_s"] = float(cfg.get("budget_s", 30.0))
         doc["elapsed_s"] = round(time.monotonic() - started, 3)
         doc["step"] = getattr(step, "description", "")

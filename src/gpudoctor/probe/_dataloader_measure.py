@@ -178,7 +178,7 @@ def _cpu_seconds(pid):
         return None
 
 
-class _GpuSampler(object):
+class _GpuSampler:
     """Samples NVML GPU utilisation (percent of time a kernel ran) every 0.2 s in a thread."""
 
     def __init__(self, index):

@@ -82,8 +82,43 @@ def call_text(config, batch_size):
     return "DataLoader(%s)" % ", ".join(parts)
 
 
-def limits(results, rec_index, cpus, budget_exhausted):
-    """What still limits the recommended configuration: a list of {kind, summary, detail}."""
+def _n(n, word, many=None):
+    """``1 CPU`` / ``2 CPUs`` (this module imports nothing from gpudoctor: see gpudoctor.words)."""
+    return "%d %s" % (n, word if n == 1 else (many or word + "s"))
+
+
+#: CPU-side remedies for a CPU-bound loader: what helps on every machine.
+CPU_REMEDIES = ("pre-process offline into ready tensors (decode and resize once, store uint8 tensors or a "
+                "NumPy memmap) so each epoch only reads them; decode more cheaply (Pillow-SIMD, or a "
+                "reduced-size JPEG decode such as PIL's Image.draft() when you downscale anyway); cache "
+                "decoded samples in RAM when the dataset fits; or give the job more CPUs (cgroup quota / "
+                "affinity)")
+#: The GPU-side remedy, offered only where a CUDA device is usable.
+GPU_REMEDY = ("move decode/augmentation to the GPU (e.g. torchvision.io.decode_jpeg on device='cuda', "
+              "NVIDIA DALI)")
+
+
+def cpu_bound_advice(gpu_usable):
+    """The remedies for a CPU-bound loader that fit the machine.
+
+    ``gpu_usable``: whether ``torch.cuda.is_available()`` was True in the
+    target (True/False), or None when unknown. GPU decoding (DALI,
+    ``device='cuda'``) is advised only when it is True; without a usable GPU
+    the advice is CPU-side only (offline pre-processing, cheaper decode,
+    caching, more CPUs); unknown says both, the GPU one conditionally.
+    """
+    if gpu_usable:
+        return GPU_REMEDY + "; or " + CPU_REMEDIES
+    if gpu_usable is None:
+        return CPU_REMEDIES + "; with a usable CUDA GPU you could also " + GPU_REMEDY
+    return CPU_REMEDIES + " (no CUDA device is usable here, so decoding on the GPU is not an option)"
+
+
+def limits(results, rec_index, cpus, budget_exhausted, gpu_usable=None):
+    """What still limits the recommended configuration: a list of {kind, summary, detail}.
+
+    ``gpu_usable`` (True/False/None: unknown) chooses the remedies of a
+    CPU-bound loader (:func:`cpu_bound_advice`)."""
     if rec_index is None:
         return []
     rec = results[rec_index]
@@ -103,12 +138,12 @@ def limits(results, rec_index, cpus, budget_exhausted):
         pass
     elif saturated and not (busy is not None and busy < 0.3 and (host is None or host < 0.6)):
         out.append({"kind": "cpu-bound",
-                    "summary": "CPU-bound decode with all %d usable CPUs busy: the loop still waits for "
-                               "data %.0f%% of the time" % (cpus["usable"], 100 * stall),
-                    "detail": "move decode/augmentation to the GPU (e.g. torchvision.io.decode_jpeg on "
-                              "device='cuda', NVIDIA DALI) or pre-process offline into ready tensors; "
-                              "or give the job more CPUs (cgroup quota / affinity)%s" % (
-                                  "" if host is None else "; the whole machine was %.0f%% busy" % (100 * host))})
+                    "summary": "CPU-bound decode with %s busy: the loop still waits for "
+                               "data %.0f%% of the time" % (
+                                   "the only usable CPU" if cpus["usable"] == 1
+                                   else "all %d usable CPUs" % cpus["usable"], 100 * stall),
+                    "detail": cpu_bound_advice(gpu_usable) + (
+                        "" if host is None else "; the whole machine was %.0f%% busy" % (100 * host))})
     elif busy is not None and busy < 0.5:
         out.append({"kind": "io-bound",
                     "summary": "the workers mostly wait (CPU busy %.0f%%) while CPUs are free: loading "
@@ -118,8 +153,8 @@ def limits(results, rec_index, cpus, budget_exhausted):
                               "can help an I/O-bound loader"})
     else:
         out.append({"kind": "more-workers",
-                    "summary": "the loop still waits for data %.0f%% of the time with %d of %d usable CPUs "
-                               "as workers" % (100 * stall, w, cpus["usable"]),
+                    "summary": "the loop still waits for data %.0f%% of the time with %d of %s "
+                               "as workers" % (100 * stall, w, _n(cpus["usable"], "usable CPU")),
                     "detail": "the search stopped (budget or no gain); try --exhaustive or a larger --budget-s"})
     if budget_exhausted:
         out.append({"kind": "budget", "summary": "the time budget ran out before the search finished",

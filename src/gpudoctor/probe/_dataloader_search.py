@@ -7,7 +7,12 @@ standard library only at module level, no import of gpudoctor.
 import time
 
 if __package__:  # imported as part of gpudoctor (gpudoctor.dataloader, the tests)
-    from gpudoctor.probe._dataloader_measure import ProbeFailure, cpu_info, loader_kwargs, measure
+    from gpudoctor.probe._dataloader_measure import (
+        ProbeFailure,
+        cpu_info,
+        loader_kwargs,
+        measure,
+    )
     from gpudoctor.probe._dataloader_report import (
         STALL_OK,
         WITHIN,
@@ -44,6 +49,16 @@ NOISE = 0.20
 #: Rungs of the worker ladder without a gain, each within NOISE of the best,
 #: after which the adaptive search stops climbing.
 PATIENCE = 2
+
+
+def cuda_usable():
+    """Whether ``torch.cuda.is_available()`` is True here; False when torch or CUDA cannot say
+    (torch is imported inside, so this module stays standard-library only at import)."""
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
 
 
 def loader_config(w, pf=2, persistent=False, pin=False):
@@ -162,7 +177,7 @@ def _adaptive(results, run, ladder, pin):
 
 
 def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=None, collate_fn=None,
-           cuda=False, gpu_index=None, max_workers=None, progress=None, cpus=None):
+           cuda=False, gpu_index=None, max_workers=None, progress=None, cpus=None, gpu_usable=None):
     """Find DataLoader settings that remove the data stall, within ``budget_s`` seconds.
 
     ``step(batch)`` is one training step. ``config_s`` fixes the seconds spent on
@@ -172,7 +187,10 @@ def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=
     module doc); raises ProbeFailure for dataset/step/worker failures, with
     ``partial`` results attached as ``exc.results``. The adaptive search (the
     default) is described in :func:`_adaptive`; ``exhaustive=True`` measures
-    every configuration of :func:`grid` once.
+    every configuration of :func:`grid` once. ``gpu_usable``: whether a CUDA
+    device is usable in this interpreter (default: ``cuda`` or, when that is
+    False, ``torch.cuda.is_available()``, guarded); it decides whether the
+    limits may advise decoding on the GPU.
     """
     start = time.monotonic()
     deadline = start + float(budget_s)
@@ -218,6 +236,8 @@ def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=
     else:
         _adaptive(results, run, ladder, pin=bool(cuda))
     rec = choose(results)
+    if gpu_usable is None:
+        gpu_usable = True if cuda else cuda_usable()
     doc = {
         "version": RESULT_VERSION,
         "mode": "exhaustive" if exhaustive else "adaptive",
@@ -231,6 +251,7 @@ def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=
         "recommended": rec,
         "kwargs": loader_kwargs(recommended_config(results, rec)) if rec is not None else None,
         "call": call_text(recommended_config(results, rec), batch_size) if rec is not None else None,
-        "limits": limits(results, rec, dict(cpus, usable=usable), budget_exhausted[0]),
+        "gpu_usable": gpu_usable,
+        "limits": limits(results, rec, dict(cpus, usable=usable), budget_exhausted[0], gpu_usable=gpu_usable),
     }
     return doc

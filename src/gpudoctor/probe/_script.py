@@ -1,7 +1,11 @@
 """gpudoctor probe: run by the TARGET interpreter, prints one JSON document.
 
-Standard library only, and written for every Python 3 still in the field
-(3.6+): this file is executed by interpreters gpudoctor does not control.
+Standard library only, and written for every Python 3 still in the field:
+this file is executed by interpreters gpudoctor does not control. The oldest
+Python it runs on is ``gpudoctor.probe.MIN_PYTHON`` (this file alone needs 3.3:
+``sys.implementation`` and ``subprocess`` timeouts; newer modules are imported
+with fallbacks; ``_light.py`` is written for 3.6); update that constant if
+this file starts to need more.
 It is the only place torch is imported. Every step is guarded: a torch that
 fails to import (an OSError about a missing .so, say) comes back as data.
 
@@ -143,8 +147,7 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        if path.endswith(" (deleted)"):
-            path = path[:-len(" (deleted)")]
+        path = path.removesuffix(" (deleted)")
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
             seen.append(path)
@@ -177,7 +180,7 @@ def cudnn_load_test(major, search_dirs):
         results.append({"name": name, "ok": ok, "path": target if os.sep in target else None, "error": error})
     try:
         mapped = mapped_libraries(("libcudnn",))
-    except (IOError, OSError):
+    except OSError:
         mapped = []
     for rec in results:
         if rec["ok"] and rec["path"] is None:
@@ -284,7 +287,7 @@ def probe_libcuda():
     out = {"loaded": True}
     try:
         out["path"] = next((p for p in mapped_libraries(("libcuda.",))), None)
-    except (IOError, OSError):
+    except OSError:
         pass
     try:
         lib = ctypes.CDLL("libcuda.so.1")
@@ -468,6 +471,20 @@ def _section(fn, *args):
         return {"unavailable": "probe section %s failed: %s" % (fn.__name__, _err(exc))}
 
 
+def probe_cuda_driver():
+    """The light probe's CUDA driver API section (``_light.py`` beside this file), so both levels
+    report the same driver facts. Unavailable when this source runs without its file (in a kernel)."""
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+    except NameError:
+        return {"unavailable": "the driver API section is not run inside a kernel"}
+    path = os.path.join(here, "_light.py")
+    ns = {"__name__": "gpudoctor_light"}
+    with open(path) as fh:
+        exec(compile(fh.read(), path, "exec"), ns)
+    return ns["cuda_driver"]()
+
+
 def main():
     start = time.time()
     import sysconfig
@@ -517,6 +534,7 @@ def main():
     doc["triton"] = _section(probe_triton, _torch)
     doc["limits"] = _section(probe_limits)
     doc["frameworks"] = _section(framework_load_test)
+    doc["cuda_driver"] = _section(probe_cuda_driver)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:
         found, version, _loc = _dist_info(name)

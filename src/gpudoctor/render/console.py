@@ -23,8 +23,14 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import Layout, layout, plural, root_cause_shown
-from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines
+from gpudoctor.render.layout import Layout, area_size, layout, root_cause_shown
+from gpudoctor.render.text import (
+    COLOURS,
+    GLYPHS,
+    PLAIN_GLYPHS,
+    evidence_lines,
+)
+from gpudoctor.words import plural
 
 
 class _Console(Console):
@@ -53,7 +59,9 @@ def _print_block(console: Console, body: str, plain: bool, indent: int = 4) -> N
     if plain:
         console.print(Text("\n".join(" " * indent + ln if ln else "" for ln in body.splitlines())))
     else:
-        from rich.markdown import Markdown  # only a terminal renders Markdown; piped output skips the import
+        from rich.markdown import (
+            Markdown,  # only a terminal renders Markdown; piped output skips the import
+        )
         console.print(Padding(Markdown(body), (0, 0, 0, indent)))
 
 
@@ -110,7 +118,7 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
         line = Text()
         line.append(f"{glyph} ", style=COLOURS[area.worst] + " bold")
         line.append(area.title, style="bold")
-        line.append(f" ({plural(area.checks, 'check')}): {area.counts_text}")
+        line.append(f" ({area_size(area)}): {area.counts_text}")
         console.print(line)
         if verbose:
             for f in area.findings:
@@ -127,6 +135,8 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
     console.print()
     console.print(Text(f"{plural(lay.total, 'finding')} in {plural(len(lay.areas), 'area')}: {lay.counts_text} "
                        f"({report.duration_ms / 1000:.1f} s)", style=style + " bold"))
+    if lay.network is not None:
+        console.print(Text(f"network: {redact_text(lay.network)}", style="dim"))
     if lay.next_steps:
         console.print(Text("Next steps:", style="bold"))
         for i, step in enumerate(lay.next_steps, 1):

@@ -13,6 +13,10 @@
   attention (warn, fail, error), the info findings (each distinct summary
   once), and the folded ``ok``/``skip`` findings (a skip reason shared by
   several checks is said once);
+- ``network``: one line saying which hosts the run contacted, from the
+  ``mirrors`` facts (the configured package indexes and, with
+  ``--rank-mirrors``, the catalogue's mirrors): ``None`` when that domain was
+  not collected;
 - ``next_steps``: the commands to type next, in order (failures first):
   ``gpudoctor fix ID`` for a fixable finding, else the first command in its
   explanation, else a pointer to the finding to read.
@@ -28,8 +32,9 @@ from dataclasses import dataclass, field
 
 from gpudoctor.areas import area_for, area_rank, area_title
 from gpudoctor.model import Finding, Status
+from gpudoctor.words import plural
 
-__all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "layout", "plural", "status_counts_text"]
+__all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "area_size", "layout", "plural", "status_counts_text"]
 
 #: Statuses shown one finding a line (with their explanation).
 ATTENTION = (Status.WARN, Status.FAIL, Status.ERROR)
@@ -42,13 +47,8 @@ _COMMAND_WORDS = frozenset({
     "jupyter", "ipython", "sed", "reboot", "srun", "sbatch", "ray", "git", "chmod", "chown", "tee", "cat",
     "env", "ubuntu-drivers", "dkms", "mokutil", "update-alternatives", "nvcc", "make", "cmake",
 })
-_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _INLINE_RE = re.compile(r"`([^`\n]+)`")
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``plural(1, "check") == "1 check"``, ``plural(2, "check") == "2 checks"``."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 #: status -> (singular, plural) words for counts in headers.
@@ -115,6 +115,14 @@ class AreaView:
         return sum(len(g.checks) for g in self.skipped)
 
 
+def area_size(area: AreaView) -> str:
+    """``"8 checks"``, or ``"8 checks, 20 findings"`` when checks report per target."""
+    text = plural(area.checks, "check")
+    if len(area.findings) != area.checks:
+        text += f", {plural(len(area.findings), 'finding')}"
+    return text
+
+
 @dataclass(frozen=True)
 class NextStep:
     """A command to type next, and the finding it answers."""
@@ -137,6 +145,7 @@ class Layout:
     counts_text: str
     total: int
     path_labels: dict[str, str] = field(default_factory=dict)
+    network: str | None = None
 
     def short(self, text: str) -> str:
         """``text`` with every target interpreter path replaced by its label in brackets."""
@@ -147,7 +156,7 @@ class Layout:
     def title_of(self, f: Finding) -> str:
         """A finding's one-line summary, shortened, prefixed by its target unless it already names it."""
         summary = self.short(f.summary)
-        if f.target and f.target != "current":
+        if f.target and (f.target != "current" or len(self.targets) > 1):
             label = self.path_labels.get(f.target, f.target)
             if f"[{label}]" not in summary:
                 return f"[{label}] {summary}"
@@ -169,6 +178,46 @@ def _target_paths(report_facts: object) -> list[tuple[str, str]]:
     return out
 
 
+#: Probe statuses that mean no request left this machine (``local``: a file:// index; ``offline``).
+_NOT_SENT = ("local", "offline")
+
+
+def network_line(report_facts: object, replayed: bool = False) -> str | None:
+    """Which hosts the run contacted, from the ``mirrors`` facts
+    (:class:`~gpudoctor.facts.mirrors.MirrorsFacts`): the host names of the
+    ``probe_url`` (else ``base_url``) of every configured probe and ranked
+    candidate whose status is not ``local``/``offline``, in first-contact order.
+
+    Returns ``None`` when the mirrors domain was not collected (nothing in this
+    run used the network), ``"none (--offline)"`` for an offline run,
+    ``"none"`` when there was nothing to probe (file:// indexes only), else
+    ``"contacted 2 hosts: a.example.org, b.example.org"``; a replayed
+    snapshot says the hosts were contacted when it was collected.
+    """
+    get = getattr(report_facts, "get", None)
+    mirrors = get("mirrors") if get is not None else None
+    if mirrors is None or not hasattr(mirrors, "configured"):
+        return None
+    if getattr(mirrors, "offline", False):
+        return "none (--offline)"
+    from urllib.parse import urlsplit
+    hosts: list[str] = []
+    probes = list(mirrors.configured) + [p for rows in (mirrors.rankings or {}).values() for p in rows]
+    for p in probes:
+        if p.status in _NOT_SENT:
+            continue
+        try:
+            host = urlsplit(p.probe_url or p.base_url).hostname
+        except ValueError:
+            host = None
+        if host and host not in hosts:
+            hosts.append(host)
+    if not hosts:
+        return "none"
+    text = f"contacted {plural(len(hosts), 'host')}: {', '.join(hosts)}"
+    return text + " (when the snapshot was collected)" if replayed else text
+
+
 def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
     """Short display labels: a label that is itself a path becomes ``python-N``."""
     shown: list[tuple[str, str]] = []
@@ -188,8 +237,8 @@ def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], 
 
 def _looks_like_command(line: str) -> bool:
     line = line.strip()
-    if not line or line.startswith("#"):
-        return False
+    if not line or line.startswith("#") or "..." in line or "…" in line:
+        return False  # a comment, or a placeholder nobody can type as it is
     first = line.split()[0]
     if first.startswith(("/", "~/", "./")) or first.endswith(("/python", "/python3", "/pip")):
         return True
@@ -243,7 +292,13 @@ def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[Ne
     order = sorted((f for f in findings if f.status in ATTENTION), key=lambda f: rank[f.status])
     steps: list[NextStep] = []
     seen: set[str] = set()
+    summaries: set[str] = set()
     for f in order:
+        if f.summary in summaries:
+            continue  # two checks that reached the same verdict need one step
+        summaries.add(f.summary)
+        if f.check == "cuda.available" and any(o.check != "cuda.available" for o in order):
+            continue  # the headline check: its root cause has a step of its own
         is_command = True
         if f.fixes:
             cmd: str | None = f"gpudoctor fix {' '.join(f.fixes)}"
@@ -271,7 +326,38 @@ def _area_mark(fs: Sequence[Finding]) -> Status:
 
 
 def _skip_reason(text: str) -> str:
-    return re.sub(r"^(not applicable|skipped)\s*:\s*", "", text, flags=re.I)
+    return re.sub(r"^(not applicable|skipped)\s*:\s*", "", text, flags=re.IGNORECASE)
+
+
+def _headline(findings: Sequence[Finding], proto: Layout) -> str:
+    """The first line's text: the worst problem first, then what ``cuda.available`` says.
+
+    - Something warned, failed or errored that ``cuda.available`` does not
+      already say: that finding (``check: summary``), ``+N more`` when several
+      share its status, then the ``cuda.available`` verdict in brackets.
+    - Otherwise the worst ``cuda.available`` finding (with ``+N more`` when
+      several targets share that status).
+    - Neither: the counts.
+    """
+    rank = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
+    cuda = [f for f in findings if f.check == "cuda.available" and f.status is not Status.SKIP]
+    top_cuda = max(cuda, key=lambda f: f.status.severity) if cuda else None
+    problems = sorted((f for f in findings if f.status in rank), key=lambda f: rank[f.status])
+    if problems and (top_cuda is None or top_cuda.status.severity < problems[0].status.severity
+                     or top_cuda.status is Status.ERROR):
+        worst = problems[0]
+        same = [f for f in problems if f.status is worst.status]
+        more = f" (+{len(same) - 1} more)" if len(same) > 1 else ""
+        text = f"{worst.check}: {proto.title_of(worst)}{more}"
+        if top_cuda is not None:
+            text += f"; {proto.title_of(top_cuda)}"
+        return text
+    if top_cuda is not None:
+        same = [f for f in cuda if f.status is top_cuda.status]
+        more = f" (+{len(same) - 1} more target{'s' if len(same) > 2 else ''})" if len(same) > 1 else ""
+        return proto.title_of(top_cuda) + more
+    counts = status_counts_text(findings)
+    return f"{counts} ({plural(len({f.check for f in findings}), 'check')})"
 
 
 def layout(report: object) -> Layout:
@@ -308,11 +394,7 @@ def layout(report: object) -> Layout:
             checks=len({f.check for f in fs}), counts_text=status_counts_text(fs), attention=attention,
             info=tuple(info), ok=tuple(f for f in fs if f.status is Status.OK),
             skipped=tuple(SkipGroup(r, tuple(ids)) for r, ids in reasons.items()), findings=tuple(fs)))
-    headline_findings = [f for f in findings if f.check == "cuda.available"]
+    headline = _headline(findings, proto)
     counts = status_counts_text(findings)
-    if headline_findings:
-        top = max(headline_findings, key=lambda f: f.status.severity)
-        headline = proto.title_of(top)
-    else:
-        headline = f"{counts} ({plural(len({f.check for f in findings}), 'check')})"
-    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping)
+    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping,
+                  network_line(getattr(report, "facts", None), bool(getattr(report, "replayed", False))))

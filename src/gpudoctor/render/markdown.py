@@ -11,8 +11,15 @@ from gpudoctor import __version__
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import ATTENTION, Layout, layout, plural, root_cause_shown
+from gpudoctor.render.layout import (
+    ATTENTION,
+    Layout,
+    area_size,
+    layout,
+    root_cause_shown,
+)
 from gpudoctor.render.text import GLYPHS, evidence_lines
+from gpudoctor.words import plural
 
 
 def _md(text: str) -> str:
@@ -47,7 +54,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     for area in lay.areas:
         opened = " open" if area.worst in ATTENTION else ""
         lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "
-                  f"({plural(area.checks, 'check')}): {area.counts_text}</summary>", ""]
+                  f"({area_size(area)}): {area.counts_text}</summary>", ""]
         shown = area.findings if verbose else area.attention + area.info
         for f in shown:
             lines += _finding(lay, f, report, verbose, explain=verbose or f.status in ATTENTION)
@@ -58,6 +65,8 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
                 lines.append(f"- not applicable: {_md(g.reason)} (" + ", ".join(f"`{c}`" for c in g.checks) + ")")
         lines += ["", "</details>", ""]
     lines.append(f"{plural(lay.total, 'finding')}: {lay.counts_text}")
+    if lay.network is not None:
+        lines += ["", f"Network: {_md(lay.network)}"]
     if lay.next_steps:
         lines += ["", "### Next steps", ""]
         for i, step in enumerate(lay.next_steps, 1):

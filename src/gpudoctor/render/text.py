@@ -35,6 +35,10 @@ def evidence_lines(f: Finding) -> list[str]:
                 out.extend(f"    {v}" for v in value) if value else out.append("    (none)")
             else:
                 out.append(f"{key}: {json.dumps(value)}")
+        elif value is None:
+            out.append(f"{key}: (unknown)")
+        elif value == "":
+            out.append(f"{key}: (empty)")
         else:
             out.append(f"{key}: {value}")
     return out

@@ -17,7 +17,7 @@ from gpudoctor.engine import REPORT_SCHEMA_VERSION
 from gpudoctor.facts import facts_schema
 from gpudoctor.model import Status
 
-__all__ = ["report_schema", "generated_schemas", "published_schema", "write_schemas"]
+__all__ = ["generated_schemas", "published_schema", "report_schema", "write_schemas"]
 
 
 def report_schema() -> dict:
@@ -50,6 +50,7 @@ def report_schema() -> dict:
         "properties": {
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "gpudoctor_version": {"type": "string"},
+            "hostname": {"type": "string", "description": "the node that ran the checks (for fleet views)"},
             "status": {"enum": ["ok", "warn", "fail", "error"],
                        "description": "overall verdict: the most severe of warn/fail/error among the findings, "
                                       "else ok (info and skip need no action)"},

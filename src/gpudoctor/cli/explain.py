@@ -1,0 +1,199 @@
+"""``gpudoctor explain``: from an error message to its cause, confirmed on this machine.
+
+Thin: the knowledge base and matcher live in :mod:`gpudoctor.explain`, reading logs,
+running the command and the confirming checks in :mod:`gpudoctor.explain_run`, output
+in :mod:`gpudoctor.render.explain`.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    check_pythons,
+    load_registry,
+    make_collect_options,
+    usage,
+)
+
+_COMMAND_KEY = "gpudoctor.explain.command"
+
+
+class _ExplainCommand(click.Command):
+    """Takes everything after the first ``--`` as the command to run, before click parses."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta[_COMMAND_KEY] = list(args[i + 1:])
+            args = args[:i]
+        return super().parse_args(ctx, args)
+
+
+@click.command("explain", cls=_ExplainCommand, context_settings=CONTEXT_SETTINGS)
+@click.argument("file", required=False, metavar="[FILE | - | -- COMMAND [ARGS]...]")
+@click.option("--list", "list_", is_flag=True, help="List every known error signature and exit.")
+@click.option("--no-check", is_flag=True, help="Only explain; do not run the confirming checks on this machine.")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
+              show_default=True, help="Output format.")
+@click.option("-o", "--output", metavar="FILE", help="Write the explanation to FILE instead of the terminal.")
+@click.option("-v", "--verbose", is_flag=True, help="Show extracted values and all check details.")
+@click.option("--root", default="/", show_default=True, metavar="DIR",
+              help="Run the confirming checks on the filesystem under DIR.")
+@click.option("--python", "pythons", multiple=True, metavar="PATH",
+              help="Confirm with this interpreter (default: the one COMMAND runs, else the current one).")
+@click.option("--offline", is_flag=True, help="The confirming checks never use the network.")
+@click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS", type=click.FloatRange(min=1),
+              help="Timeout for each target interpreter's probe.")
+@click.pass_context
+def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, offline, probe_timeout):
+    """Explain an error message: its cause, the fix, and checks that confirm it here.
+
+    Reads FILE (plain or .gz), stdin (`-`, or a pipe), or runs COMMAND after `--`:
+    its output passes through unchanged and, when it exits non-zero, the
+    output is explained; gpudoctor then exits with COMMAND's exit status.
+
+    \b
+    Examples:
+      gpudoctor explain train.log
+      python train.py 2>&1 | gpudoctor explain
+      gpudoctor explain -- python train.py --epochs 3
+      gpudoctor explain --no-check --format json build.log
+      gpudoctor explain --list
+    """
+    from gpudoctor import explain_run
+    from gpudoctor.explain import SignatureError, load_signatures
+
+    command: list[str] | None = ctx.meta.get(_COMMAND_KEY)
+    try:
+        signatures = load_signatures()
+    except SignatureError as exc:  # a broken plug-in data file is ours to report, in one line
+        raise click.ClickException(str(exc)) from None
+    if list_:
+        if file or command is not None:
+            raise usage("--list takes no FILE or COMMAND")
+        _list(signatures, fmt)
+        return
+    check_pythons(pythons)
+    if command is not None:
+        if file:
+            raise usage("give either FILE or `-- COMMAND`, not both")
+        if not command:
+            raise usage("nothing to run after `--`")
+        result = _run(command, output, fmt)
+        if result is None:  # the command succeeded: nothing to explain
+            sys.exit(0)
+    else:
+        if file is None and sys.stdin.isatty():
+            raise usage("give a FILE to explain, `-` for stdin, or `-- COMMAND` to run")
+        try:
+            if file in (None, "-"):
+                explanation = explain_run.explain_stream(sys.stdin.buffer)
+                source = "stdin"
+            else:
+                explanation = explain_run.explain_file(file)
+                source = file
+        except IsADirectoryError:
+            raise usage(f"{file}: is a directory") from None
+        except OSError as exc:
+            raise usage(f"{file}: {exc.strerror or exc}") from None
+        except EOFError:
+            raise usage(f"{file}: truncated compressed file") from None
+        result = explain_run.ExplainResult(source, explanation)
+    if result.explanation.matches:
+        if no_check:
+            from dataclasses import replace
+            result = replace(result, confirmation=explain_run.plan_confirmation(result.explanation, load_registry()))
+        else:
+            result = _confirm(result, root, pythons, offline, probe_timeout)
+    _render(result, fmt, output, verbose, to_stderr=command is not None)
+    sys.exit(result.exit_code)
+
+
+def _list(signatures, fmt: str) -> None:
+    if fmt == "json":
+        import json
+        click.echo(json.dumps([{"id": s.id, "matches": s.describe(), "regex": s.regex, "groups": dict(s.groups),
+                                "checks": list(s.checks), "source": s.source} for s in signatures], indent=2))
+        return
+    width = max(len(s.id) for s in signatures)
+    for s in signatures:
+        click.echo(f"{s.id:<{width}}  {s.describe()}")
+
+
+def _run(command: list[str], output: str | None, fmt: str):
+    from gpudoctor import explain_run
+
+    for stream in (sys.stdout, sys.stderr):  # what we printed so far comes before the command's output
+        stream.flush()
+    try:
+        outcome = explain_run.run_command(command, _fd(sys.stdout, 1), _fd(sys.stderr, 2))
+    except OSError as exc:
+        click.echo(f"gpudoctor explain: cannot start {command[0]}: {exc.strerror or exc}", err=True)
+        sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    if outcome.returncode == 0:
+        return None
+    return explain_run.ExplainResult(shlex.join(command), outcome.explanation, None, tuple(command), outcome.returncode)
+
+
+def _fd(stream, default: int) -> int:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced stream without a descriptor
+        return default
+
+
+def _confirm(result, root, pythons, offline, probe_timeout):
+    from dataclasses import replace
+
+    from gpudoctor import explain_run
+    from gpudoctor.render.console import SpinnerProgress, make_console
+    from gpudoctor.system import kill_running_commands
+
+    if not pythons and result.command:
+        found = explain_run.target_python(result.command)
+        pythons = (found,) if found else ()
+    system = build_system(root)
+    options = make_collect_options(pythons, offline, probe_timeout)
+    try:
+        with SpinnerProgress(make_console(sys.stderr)) as progress:
+            confirmation = explain_run.confirm(result.explanation, load_registry(), system, options, progress)
+    finally:
+        kill_running_commands()
+    return replace(result, confirmation=confirmation)
+
+
+def _render(result, fmt: str, output: str | None, verbose: bool, to_stderr: bool) -> None:
+    from gpudoctor.render.console import make_console
+    from gpudoctor.render.explain import (
+        render_explain_console,
+        render_explain_json,
+        render_explain_markdown,
+    )
+
+    if fmt == "console":
+        if output:
+            try:
+                fh = open(output, "w", encoding="utf-8")
+            except OSError as exc:
+                raise usage(f"-o {output}: {exc.strerror or exc}") from None
+            with fh:
+                render_explain_console(result, make_console(fh), verbose)
+            return
+        # after a command, its stdout stays its own: the explanation goes to stderr
+        render_explain_console(result, make_console(sys.stderr if to_stderr else sys.stdout), verbose)
+        return
+    text = render_explain_json(result) if fmt == "json" else render_explain_markdown(result, verbose)
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise usage(f"-o {output}: {exc.strerror or exc}") from None
+    else:
+        click.echo(text, nl=False, err=to_stderr)

@@ -1,0 +1,720 @@
+"""From an error message to its cause: the error-signature knowledge base and its matcher.
+
+The knowledge base is ``data/errors.toml``: one ``[[signature]]`` table per known
+error message of the GPU, PyTorch, NCCL, container, pip, uv, conda and apt worlds
+(see ``docs/explain.md`` for the format). This module
+
+- loads and validates it once per process (:func:`load_signatures`; a malformed
+  table raises :class:`SignatureError` naming the signature and the key);
+- matches a text stream line by line (:class:`Matcher`): single-line signatures
+  see one line, multi-line ones (``lines = N``) a sliding window of the last N
+  lines, so memory stays bounded however long the log is; a regex runs only on
+  lines that hold the literal text it needs (its *needles*, derived from the
+  pattern);
+- ranks the matches by specificity (explicit ``priority``, then the length of the
+  pattern's literal text, then its number of named groups), folds repeats and
+  lets generic signatures step aside for specific ones (:func:`rank`);
+- turns matches into :class:`~gpudoctor.model.Finding` values (cause + remedy)
+  and names the checks that confirm them on this machine
+  (:func:`resolve_checks`).
+
+Nothing here touches the machine, imports a GPU library or prints: the CLI
+(``gpudoctor explain``) feeds text in, runs the confirming checks through the
+engine and renders the result.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpudoctor.model import Finding, Status
+from gpudoctor.redact import redact_text, redact_value
+
+__all__ = [
+    "MAX_LINE_CHARS",
+    "Explanation",
+    "Match",
+    "Matcher",
+    "Signature",
+    "SignatureError",
+    "explain_lines",
+    "explain_text",
+    "load_signatures",
+    "match_finding",
+    "merge",
+    "parse_signatures",
+    "rank",
+    "resolve_checks",
+]
+
+#: Lines longer than this (characters) are cut before matching: a minified JSON blob or
+#: a progress bar without newlines must not make a regex search quadratic.
+MAX_LINE_CHARS = 4096
+#: At most this many distinct matches are kept (further occurrences of known ones are still
+#: counted): a log that repeats one error with a new value on every line stays bounded.
+MAX_MATCHES = 500
+#: The widest multi-line window a signature may ask for (``lines``).
+MAX_WINDOW_LINES = 12
+
+_SIG_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
+_FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
+_REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
+_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to")
+_FLAGS = {"i": re.IGNORECASE}
+#: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([^{}]*))?\}")
+
+
+class SignatureError(ValueError):
+    """The knowledge base is malformed: the message names the signature and the key."""
+
+
+@dataclass(frozen=True)
+class Signature:
+    """One known error message.
+
+    Attributes:
+        id: dotted lowercase id, e.g. ``cuda.driver-too-old`` (never a check id).
+        title: one-line summary template; ``{group}`` placeholders are filled
+            with the values the regex extracted (and the derived values).
+        pattern: the compiled regular expression (searched, not anchored).
+        regex: its source text.
+        groups: named group -> what it captures (every named group documented).
+        meaning: Markdown template: what the message means, in operator terms.
+        remedy: Markdown template: what to do, with the exact commands.
+        checks: ids or id prefixes (families such as ``platform``) of the checks
+            that confirm or rule out the diagnosis on this machine.
+        source: the project docs or code that emit the message (URL or file path).
+        example: a message written for this project that the signature must match.
+        expect: named values the example must yield (tested).
+        priority: explicit ranking bonus (default 0); more specific signatures
+            that share text with a generic one carry a higher priority.
+        lines: window height in lines (1 = the pattern sees one line at a time).
+        status: the verdict its finding carries (``fail`` by default).
+        derive: derived value name -> (kind, source group); see :data:`DERIVATIONS`.
+        yields_to: ids of more specific signatures: when one of them matched the same
+            text, this (generic) match is left out (``BackendCompilerFailed`` yields to
+            the compiler error it wraps).
+    """
+
+    id: str
+    title: str
+    pattern: re.Pattern[str]
+    regex: str
+    groups: Mapping[str, str]
+    meaning: str
+    remedy: str
+    checks: tuple[str, ...]
+    source: str
+    example: str
+    expect: Mapping[str, str] = field(default_factory=dict)
+    priority: int = 0
+    lines: int = 1
+    status: Status = Status.FAIL
+    derive: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    needles: tuple[str, ...] = ()
+    any_needles: tuple[str, ...] = ()
+    yields_to: tuple[str, ...] = ()
+    literal_chars: int = 0
+
+    @property
+    def specificity(self) -> tuple[int, int, int]:
+        """Ranking key: (priority, literal characters in the pattern, named groups); higher wins."""
+        return (self.priority, self.literal_chars, len(self.groups))
+
+    def describe(self) -> str:
+        """What the signature matches, for ``explain --list``: its title with the
+        placeholders shown as ``<name>``."""
+        return _PLACEHOLDER.sub(lambda m: f"<{m.group(1)}>", self.title)
+
+
+# --------------------------------------------------------------------------- derived values
+
+def _cuda_int(value: str) -> str | None:
+    """CUDA API integer (``cudaDriverGetVersion``: 1000*major + 10*minor) -> ``"11.4"``."""
+    if not value.isdigit():
+        return None
+    n = int(value)
+    return f"{n // 1000}.{(n % 1000) // 10}"
+
+
+def _underscore_version(value: str) -> str | None:
+    """``12_4`` (symbol-version suffix) -> ``12.4``."""
+    return value.replace("_", ".") if re.fullmatch(r"\d+(?:_\d+)*", value) else None
+
+
+def _tuple_version(value: str) -> str | None:
+    """``(8, 3, 2)`` -> ``8.3.2``."""
+    parts = re.findall(r"\d+", value)
+    return ".".join(parts) if parts else None
+
+
+def _capability_arch(value: str) -> str | None:
+    """Compute capability ``8.6`` -> arch name ``sm_86``."""
+    m = re.fullmatch(r"(\d+)\.(\d+)", value)
+    return f"sm_{m.group(1)}{m.group(2)}" if m else None
+
+
+#: kind -> function(str) -> derived str (or None when the value does not fit)
+DERIVATIONS = {
+    "cuda_int": _cuda_int,
+    "underscore_version": _underscore_version,
+    "tuple_version": _tuple_version,
+    "capability_arch": _capability_arch,
+}
+
+
+# --------------------------------------------------------------------------- pattern analysis
+
+def _analyse(regex: str) -> tuple[int, tuple[str, ...]]:
+    """(number of literal characters, required literal needles) of a regex.
+
+    A literal character is a plain character or an escaped punctuation mark
+    (``\\.``) outside character classes, quantifier braces and group headers.
+    Needles are literal runs of at least 4 characters at the top level of the
+    pattern that no quantifier makes optional; a pattern with a top-level ``|``
+    has none (it is tried on every line). Case-insensitive patterns get
+    lower-cased needles. This is a conservative pre-filter: a line that holds
+    none of a signature's needles cannot match it.
+    """
+    literal = 0
+    needles: list[str] = []
+    run: list[str] = []
+    depth = 0
+    top_alt = False
+    i, n = 0, len(regex)
+
+    def flush(optional: bool = False) -> None:
+        if run and depth == 0:
+            text = "".join(run[:-1] if optional else run)
+            if len(text) >= 4:
+                needles.append(text)
+        run.clear()
+
+    while i < n:
+        c = regex[i]
+        if c == "\\" and i + 1 < n:
+            nxt = regex[i + 1]
+            if nxt.isalnum():  # \d, \s, \b, \1 ... : not a literal
+                flush()
+                i += 2
+                continue
+            literal += 1
+            if depth == 0:
+                run.append(nxt)
+            i += 2
+            continue
+        if c == "[":  # character class: skip to its end
+            flush()
+            j = i + 1
+            if j < n and regex[j] == "^":
+                j += 1
+            if j < n and regex[j] == "]":
+                j += 1
+            while j < n and regex[j] != "]":
+                j += 2 if regex[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            flush()
+            depth += 1
+            if regex.startswith("(?P<", i):
+                i = regex.index(">", i) + 1
+            elif regex.startswith("(?", i):
+                m = re.match(r"\(\?(?:[:=!]|<[=!]|[aiLmsux-]+[:)])", regex[i:])
+                i += len(m.group(0)) if m else 2
+                if m and m.group(0).endswith(")"):
+                    depth -= 1  # an inline flag group such as (?i) holds nothing
+            else:
+                i += 1
+            continue
+        if c == ")":
+            flush()
+            depth = max(0, depth - 1)
+            i += 1
+            continue
+        if c in "?*":
+            flush(optional=True)
+            i += 1
+            continue
+        if c == "{" and re.match(r"\{\d*,?\d*\}", regex[i:]):
+            m = re.match(r"\{(\d*),?\d*\}", regex[i:])
+            flush(optional=m is not None and m.group(1) in ("", "0"))
+            i += len(re.match(r"\{\d*,?\d*\}", regex[i:]).group(0))
+            continue
+        if c == "+":
+            flush()
+            i += 1
+            continue
+        if c == "|":
+            flush()
+            if depth == 0:
+                top_alt = True
+            i += 1
+            continue
+        if c in ".^$":
+            flush()
+            i += 1
+            continue
+        literal += 1
+        if depth == 0:
+            run.append(c)
+        i += 1
+    flush()
+    return literal, (() if top_alt else tuple(needles))
+
+
+def _top_level_branches(regex: str) -> list[str]:
+    """``regex`` split at its top-level ``|`` (not inside groups or classes, not escaped)."""
+    branches, depth, start, i = [], 0, 0, 0
+    while i < len(regex):
+        c = regex[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":
+            j = i + 1
+            if j < len(regex) and regex[j] == "^":
+                j += 1
+            if j < len(regex) and regex[j] == "]":
+                j += 1
+            while j < len(regex) and regex[j] != "]":
+                j += 2 if regex[j] == "\\" else 1
+            i = j + 1
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            branches.append(regex[start:i])
+            start = i + 1
+        i += 1
+    branches.append(regex[start:])
+    return branches
+
+
+def _prefilter(regex: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """(literal characters, needles that must all occur, needles of which one must occur).
+
+    Without a top-level ``|`` the first set comes from :func:`_analyse`. With one, every
+    branch must have a needle of its own; the second set then holds each branch's first
+    needle (a line with none of them cannot match). Otherwise both are empty: the pattern
+    is searched on every line.
+    """
+    literal, needles = _analyse(regex)
+    branches = _top_level_branches(regex)
+    if len(branches) == 1:
+        return literal, needles, ()
+    firsts = []
+    for branch in branches:
+        _, branch_needles = _analyse(branch)
+        if not branch_needles:
+            return literal, (), ()
+        firsts.append(branch_needles[0])
+    return literal, (), tuple(dict.fromkeys(firsts))
+
+
+# --------------------------------------------------------------------------- loading
+
+def _fail(sig_id: str, message: str) -> SignatureError:
+    return SignatureError(f"errors.toml: signature {sig_id!r}: {message}")
+
+
+def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
+    sig_id = raw.get("id") if isinstance(raw.get("id"), str) else f"#{index + 1}"
+    unknown = set(raw) - set(_REQUIRED) - set(_OPTIONAL)
+    if unknown:
+        raise _fail(sig_id, f"unknown key(s) {', '.join(sorted(unknown))}")
+    for key in _REQUIRED:
+        if key not in raw:
+            raise _fail(sig_id, f"missing required key {key!r}")
+    for key in ("id", "title", "regex", "meaning", "remedy", "source", "example"):
+        if not isinstance(raw[key], str) or not raw[key].strip():
+            raise _fail(sig_id, f"{key!r} must be a non-empty string")
+    if not _SIG_ID_RE.match(raw["id"]):
+        raise _fail(sig_id, "id must be dotted lowercase, e.g. 'cuda.driver-too-old'")
+    flags = 0
+    for f in str(raw.get("flags", "")):
+        if f not in _FLAGS:
+            raise _fail(sig_id, f"unknown flag {f!r} (known: {''.join(_FLAGS)})")
+        flags |= _FLAGS[f]
+    try:
+        pattern = re.compile(raw["regex"], flags)
+    except re.error as exc:
+        raise _fail(sig_id, f"regex does not compile: {exc}") from None
+    groups = raw.get("groups", {})
+    if not isinstance(groups, Mapping) or not all(isinstance(v, str) and v.strip() for v in groups.values()):
+        raise _fail(sig_id, "'groups' must map each named group to a description")
+    named = set(pattern.groupindex)
+    if named != set(groups):
+        missing, extra = sorted(named - set(groups)), sorted(set(groups) - named)
+        raise _fail(sig_id, f"named groups and 'groups' differ (undocumented: {missing}, not in regex: {extra})")
+    derive: dict[str, tuple[str, str]] = {}
+    for name, spec in dict(raw.get("derive", {})).items():
+        if not (isinstance(spec, Mapping) and spec.get("kind") in DERIVATIONS and spec.get("from") in named):
+            raise _fail(sig_id, f"derive.{name} needs kind (one of {sorted(DERIVATIONS)}) and from (a named group)")
+        derive[name] = (spec["kind"], spec["from"])
+    checks = raw["checks"]
+    if not isinstance(checks, list) or not all(isinstance(c, str) and _FAMILY_RE.match(c) for c in checks):
+        raise _fail(sig_id, "'checks' must be a list of check ids or id prefixes")
+    try:
+        status = Status(raw.get("status", "fail"))
+    except ValueError:
+        raise _fail(sig_id, f"status {raw.get('status')!r} is not a status") from None
+    lines = raw.get("lines", 1)
+    if not isinstance(lines, int) or not 1 <= lines <= MAX_WINDOW_LINES:
+        raise _fail(sig_id, f"lines must be an integer 1..{MAX_WINDOW_LINES}")
+    if lines == 1 and "\\n" in re.sub(r"\[(?:\\.|[^\]])*\]", "", raw["regex"]):
+        raise _fail(sig_id, "regex spans lines (\\n) but 'lines' is 1")
+    priority = raw.get("priority", 0)
+    if not isinstance(priority, int):
+        raise _fail(sig_id, "priority must be an integer")
+    expect = raw.get("expect", {})
+    if not isinstance(expect, Mapping) or not set(expect) <= named | set(derive):
+        raise _fail(sig_id, "'expect' may only name the regex's named groups or derived values")
+    usable = named | set(derive)
+    for key in ("title", "meaning", "remedy"):
+        for ph, _default in _PLACEHOLDER.findall(raw[key]):
+            if ph not in usable:
+                raise _fail(sig_id, f"{key} uses {{{ph}}}, which is neither a named group nor a derived value")
+    yields_to = raw.get("yields_to", [])
+    if not isinstance(yields_to, list) or not all(isinstance(y, str) and _SIG_ID_RE.match(y) for y in yields_to):
+        raise _fail(sig_id, "'yields_to' must be a list of signature ids")
+    literal, needles, any_needles = _prefilter(raw["regex"])
+    if pattern.flags & re.IGNORECASE:
+        needles = tuple(x.lower() for x in needles)
+        any_needles = tuple(x.lower() for x in any_needles)
+    return Signature(
+        id=raw["id"], title=raw["title"].strip(), pattern=pattern, regex=raw["regex"], groups=dict(groups),
+        meaning=raw["meaning"].strip(), remedy=raw["remedy"].strip(), checks=tuple(checks),
+        source=raw["source"].strip(), example=raw["example"].strip("\n"), expect=dict(expect), priority=priority,
+        lines=lines, status=status, derive=derive, needles=needles, any_needles=any_needles,
+        yields_to=tuple(yields_to), literal_chars=literal)
+
+
+def parse_signatures(doc: Mapping[str, Any]) -> tuple[Signature, ...]:
+    """Validate a parsed ``errors.toml`` document and compile its signatures.
+
+    Raises :class:`SignatureError` for a missing or unknown key, a regex that does not
+    compile, undocumented named groups, placeholders that name no group, a duplicate id.
+    """
+    rows = doc.get("signature")
+    if not isinstance(rows, list) or not rows:
+        raise SignatureError("errors.toml: no [[signature]] tables")
+    out: list[Signature] = []
+    seen: dict[str, int] = {}
+    for i, raw in enumerate(rows):
+        sig = _parse_one(raw, i)
+        if sig.id in seen:
+            raise _fail(sig.id, f"duplicate id (also signature #{seen[sig.id] + 1})")
+        seen[sig.id] = i
+        out.append(sig)
+    for sig in out:
+        unknown = [y for y in sig.yields_to if y not in seen or y == sig.id]
+        if unknown:
+            raise _fail(sig.id, f"yields_to names no other signature: {', '.join(unknown)}")
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def load_signatures() -> tuple[Signature, ...]:
+    """The shipped knowledge base (``data/errors.toml``), parsed and compiled once per process."""
+    from gpudoctor.data import load_table
+    return parse_signatures(load_table("errors"))
+
+
+# --------------------------------------------------------------------------- matching
+
+@dataclass(frozen=True)
+class Match:
+    """One occurrence of a signature in the text.
+
+    Attributes:
+        signature: the signature that matched.
+        values: named group -> extracted text (groups that took part), plus derived values.
+        line: 1-based number of the first line of the match.
+        text: the matched text (the whole line(s) it sits on), not yet redacted.
+        count: how many times the same signature with the same values was seen.
+        stream: where the text came from (``stdout``/``stderr`` of a command, else ``""``).
+    """
+
+    signature: Signature
+    values: Mapping[str, str]
+    line: int
+    text: str
+    count: int = 1
+    stream: str = ""
+
+    def fill(self, template: str) -> str:
+        """``template`` with ``{name}`` replaced by extracted values; an absent value becomes the
+        default of ``{name|default}``, else ``<name>``."""
+        def one(m: re.Match[str]) -> str:
+            value = self.values.get(m.group(1))
+            if value:
+                return value
+            return m.group(2) if m.group(2) is not None else f"<{m.group(1)}>"
+        return _PLACEHOLDER.sub(one, template)
+
+    @property
+    def summary(self) -> str:
+        """The filled-in one-line title."""
+        return self.fill(self.signature.title)
+
+
+def _icase(sig: Signature) -> bool:
+    return bool(sig.pattern.flags & re.IGNORECASE)
+
+
+def _values(sig: Signature, m: re.Match[str]) -> dict[str, str]:
+    values = {k: v.strip() for k, v in m.groupdict().items() if v is not None and v.strip()}
+    for name, (kind, src) in sig.derive.items():
+        if src in values:
+            derived = DERIVATIONS[kind](values[src])
+            if derived:
+                values[name] = derived
+    return values
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _key_word(needle: str) -> str | None:
+    """The longest word (run of ``\\w``) lying wholly inside ``needle``, bounded by non-word
+    characters of the needle itself, so that it is a whole word of any line that holds the
+    needle. None when the needle has no such word of 3+ characters."""
+    best = None
+    for m in _WORD.finditer(needle):
+        if m.start() == 0 or m.end() == len(needle) or len(m.group()) < 3:
+            continue  # may be part of a longer word in the line
+        if best is None or len(m.group()) > len(best):
+            best = m.group()
+    return best
+
+
+class Matcher:
+    """Feeds lines, collects :class:`Match` values; memory bounded by the widest window.
+
+    ``feed(line)`` takes one line (without its newline); ``matches()`` returns what was
+    found so far, ranked and de-duplicated (see :func:`rank`). Lines are cut to
+    :data:`MAX_LINE_CHARS` characters before matching.
+
+    Speed: a signature's regex runs only on lines that hold its needles (literal text the
+    pattern cannot match without). Each needle is indexed by a whole word inside it, and a
+    line's words are intersected with that index in one set operation, so a line that
+    holds no key word (most lines of a healthy log) costs one ``findall`` and no regex.
+    """
+
+    def __init__(self, signatures: Sequence[Signature] | None = None, stream: str = ""):
+        self.stream = stream
+        self.signatures = tuple(load_signatures() if signatures is None else signatures)
+        self._by_word: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
+        # signatures with no whole word in their needles: (first needle, signature, other needles)
+        self._plain_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        self._icase_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        self._bare: list[Signature] = []  # no needle at all: searched on every line
+        for sig in self.signatures:
+            if sig.lines > 1:
+                continue
+            # (needles that must all be in the line) for each way the signature can match
+            options = [sig.needles] if sig.needles else [(n,) for n in sig.any_needles]
+            if not options:
+                self._bare.append(sig)
+                continue
+            keyed = [(next((k for k in map(_key_word, needles) if k), None), needles) for needles in options]
+            if _icase(sig) or any(k is None for k, _ in keyed):
+                target = self._icase_needles if _icase(sig) else self._plain_needles
+                target.extend((opt[0], sig, opt[1:]) for opt in options)
+                continue
+            for key, needles in keyed:
+                self._by_word.setdefault(key, []).append((sig, needles))
+        self._keys = frozenset(self._by_word)
+        self._multi = [(s, s.needles[0] if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1]
+        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its first needle
+        width = max((s.lines for s, _, _ in self._multi), default=1)
+        self._window: deque[str] = deque(maxlen=width)
+        self._found: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
+        self.lines_read = 0
+
+    def _record(self, sig: Signature, m: re.Match[str], first_line: int, text: str) -> None:
+        values = _values(sig, m)
+        key = (sig.id, tuple(sorted(values.items())))
+        old = self._found.get(key)
+        if old is None:
+            if len(self._found) < MAX_MATCHES:
+                self._found[key] = Match(sig, values, first_line, text, 1, self.stream)
+        else:
+            self._found[key] = Match(sig, old.values, old.line, old.text, old.count + 1, old.stream)
+
+    def feed(self, line: str) -> None:
+        """Match one line (and the window ending at it)."""
+        line = line.rstrip("\r\n")[:MAX_LINE_CHARS]
+        self.lines_read += 1
+        self._window.append(line)
+        searched = set()
+        lower = line.lower() if self._icase_needles else line
+        for needles, hay in ((self._plain_needles, line), (self._icase_needles, lower)):
+            for needle, sig, option in needles:
+                if needle not in hay or sig.id in searched or not all(n in hay for n in option):
+                    continue
+                searched.add(sig.id)
+                m = sig.pattern.search(line)
+                if m:
+                    self._record(sig, m, self.lines_read, line)
+        for sig in self._bare:
+            m = sig.pattern.search(line)
+            if m:
+                self._record(sig, m, self.lines_read, line)
+        words = self._keys.intersection(_WORD.findall(line))
+        for word in words:
+            for sig, needles in self._by_word[word]:
+                if sig.id in searched or not all(n in line for n in needles):
+                    continue
+                searched.add(sig.id)
+                m = sig.pattern.search(line)
+                if m:
+                    self._record(sig, m, self.lines_read, line)
+        for sig, first, icase in self._multi:
+            if first is not None:
+                if first in (line.lower() if icase else line):
+                    self._armed[sig.id] = self.lines_read
+                if self.lines_read - self._armed.get(sig.id, -MAX_WINDOW_LINES) >= sig.lines:
+                    continue  # its first needle is not in the window: it cannot match
+            lines = list(self._window)[-sig.lines:]
+            text = "\n".join(lines)
+            start_of_last = len(text) - len(line)
+            for m in sig.pattern.finditer(text):
+                # only a match that reaches the newest line is new (older ones were seen before)
+                if m.end() <= start_of_last and m.end() != len(text):
+                    continue
+                first = self.lines_read - len(lines) + 1 + text.count("\n", 0, m.start())
+                line_start = text.rfind("\n", 0, m.start()) + 1
+                line_end = text.find("\n", m.end())
+                self._record(sig, m, first, text[line_start: None if line_end < 0 else line_end])
+
+    def feed_text(self, text: str) -> None:
+        """Feed every line of ``text``."""
+        for line in text.splitlines():
+            self.feed(line)
+
+    def matches(self) -> list[Match]:
+        """The matches so far, ranked (see :func:`rank`)."""
+        return rank(self._found.values())
+
+
+def rank(matches: Iterable[Match]) -> list[Match]:
+    """Order matches best first and drop redundant ones.
+
+    - Best first: higher :attr:`Signature.specificity`, then earlier in the text.
+    - A match whose values are a subset of another match of the same signature is
+      folded into it (the same error told twice, once with fewer details).
+    - A generic signature is left out when one it ``yields_to`` matched too.
+    - On the same line, only the best signature is kept: a generic signature
+      (``unhandled system error``) that matches the very line a specific one
+      explains adds nothing.
+    """
+    matches = list(matches)
+    folded: list[Match] = []
+    for m in matches:
+        items = set(m.values.items())
+        richer = [o for o in matches if o is not m and o.signature.id == m.signature.id
+                  and items < set(o.values.items())]
+        if richer:
+            continue
+        # occurrences of the poorer twins count towards the richer match
+        twins = [o for o in matches if o.signature.id == m.signature.id and set(o.values.items()) < items]
+        if twins:
+            m = Match(m.signature, m.values, m.line, m.text, m.count + sum(t.count for t in twins), m.stream)
+        folded.append(m)
+    present = {m.signature.id for m in folded}
+    folded = [m for m in folded if not present.intersection(m.signature.yields_to)]
+    ordered = sorted(folded, key=lambda m: (tuple(-x for x in m.signature.specificity), m.line))
+    kept: list[Match] = []
+    for m in ordered:
+        if any(k.line == m.line and k.stream == m.stream for k in kept):
+            continue
+        kept.append(m)
+    return kept
+
+
+# --------------------------------------------------------------------------- explanations
+
+@dataclass(frozen=True)
+class Explanation:
+    """The result of explaining a text: ranked matches and their findings.
+
+    Attributes:
+        matches: ranked best first (empty: nothing recognised).
+        lines_read: how many lines were read.
+    """
+
+    matches: tuple[Match, ...]
+    lines_read: int
+
+    @property
+    def findings(self) -> list[Finding]:
+        """One finding per match, redacted (values extracted from a log may hold secrets)."""
+        return [match_finding(m) for m in self.matches]
+
+    @property
+    def check_refs(self) -> list[str]:
+        """Confirming check ids/prefixes of all matches, in rank order, without repeats."""
+        return list(dict.fromkeys(c for m in self.matches for c in m.signature.checks))
+
+
+def match_finding(m: Match) -> Finding:
+    """The finding for one match: title as summary, meaning + remedy + source as explanation."""
+    sig = m.signature
+    parts = [m.fill(sig.meaning), "", "**What to do**", "", m.fill(sig.remedy)]
+    parts += ["", f"Source: {sig.source}"]
+    evidence: dict[str, Any] = {"line": m.line, "matched": m.text}
+    if m.stream:
+        evidence["stream"] = m.stream
+    if m.count > 1:
+        evidence["occurrences"] = m.count
+    evidence.update({f"value.{k}": v for k, v in m.values.items()})
+    return Finding(check=sig.id, status=sig.status, summary=redact_text(m.summary),
+                   explanation=redact_text("\n".join(parts)), evidence=redact_value(evidence))
+
+
+def explain_lines(lines: Iterable[str], signatures: Sequence[Signature] | None = None) -> Explanation:
+    """Match an iterable of lines (a file object streams; nothing is kept but the window)."""
+    matcher = Matcher(signatures)
+    for line in lines:
+        matcher.feed(line)
+    return Explanation(tuple(matcher.matches()), matcher.lines_read)
+
+
+def merge(matchers: Sequence[Matcher]) -> Explanation:
+    """One explanation from several matchers (a command's stdout and stderr), ranked together."""
+    found = [m for mt in matchers for m in mt._found.values()]
+    return Explanation(tuple(rank(found)), sum(mt.lines_read for mt in matchers))
+
+
+def explain_text(text: str, signatures: Sequence[Signature] | None = None) -> Explanation:
+    """Match a whole text (convenience for tests and short messages)."""
+    return explain_lines(text.splitlines(), signatures)
+
+
+def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Turn confirming-check references into installed check ids.
+
+    A reference is an exact check id or an id prefix (``platform`` selects every
+    ``platform.*`` check). Returns (check ids in reference order without repeats,
+    references that matched no installed check: they are dropped, not an error,
+    so the knowledge base can name checks that a plug-in or a newer release adds).
+    """
+    known = list(known)
+    ids: list[str] = []
+    unresolved: list[str] = []
+    for ref in refs:
+        hit = [k for k in known if k == ref or k.startswith(ref + ".")]
+        if not hit:
+            unresolved.append(ref)
+        ids.extend(hit)
+    return list(dict.fromkeys(ids)), unresolved

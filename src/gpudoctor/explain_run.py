@@ -1,0 +1,336 @@
+"""The machine side of ``gpudoctor explain``: read logs, run a command, confirm on this machine.
+
+:mod:`gpudoctor.explain` is pure (knowledge base + matcher). This module
+
+- reads a log file or stdin as a stream (:func:`explain_file`, :func:`explain_stream`;
+  gzip-compressed logs are read transparently);
+- runs a command with an argv list, never a shell (:func:`run_command`): its stdout
+  and stderr pass through unchanged, byte for byte, as they arrive, while a copy is
+  matched line by line; SIGTERM/SIGHUP sent to gpudoctor are forwarded to it;
+- runs the checks that confirm a diagnosis through the engine (:func:`confirm`), on
+  the interpreter the failing command used when that can be told from its argv
+  (:func:`target_python`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import IO, BinaryIO
+
+from gpudoctor.explain import (
+    MAX_LINE_CHARS,
+    Explanation,
+    Matcher,
+    merge,
+    resolve_checks,
+)
+
+__all__ = [
+    "CommandOutcome",
+    "Confirmation",
+    "ExplainResult",
+    "confirm",
+    "exit_status",
+    "explain_file",
+    "explain_stream",
+    "plan_confirmation",
+    "run_command",
+    "target_python",
+]
+
+#: Read size for pipes and files, bytes.
+CHUNK = 64 * 1024
+_PYTHON_NAME = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
+
+
+class _LineSplitter:
+    """Bytes in, text lines out (UTF-8, invalid bytes replaced); a line longer than
+    :data:`MAX_LINE_CHARS` is cut so memory stays bounded without newlines."""
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._buf = ""
+
+    def feed(self, data: bytes, final: bool = False) -> list[str]:
+        self._buf += self._decoder.decode(data, final)
+        *lines, self._buf = self._buf.split("\n")
+        if len(self._buf) > 4 * MAX_LINE_CHARS:  # a progress bar redrawn with \r, no newline yet
+            cut = self._buf.rfind("\r")
+            self._buf = self._buf[cut + 1:] if cut >= 0 else self._buf[:MAX_LINE_CHARS]
+        if final and self._buf:
+            lines.append(self._buf)
+            self._buf = ""
+        # a line redrawn with carriage returns (progress bars) shows its last state
+        return [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in lines]
+
+
+def explain_stream(stream: BinaryIO, matcher: Matcher | None = None) -> Explanation:
+    """Match a binary stream chunk by chunk (memory: one chunk plus the matcher's window)."""
+    matcher = matcher or Matcher()
+    splitter = _LineSplitter()
+    while True:
+        data = stream.read(CHUNK)
+        for line in splitter.feed(data or b"", final=not data):
+            matcher.feed(line)
+        if not data:
+            break
+    return merge([matcher])
+
+
+def explain_file(path: str) -> Explanation:
+    """Match a log file (``.gz`` compressed or plain). Raises ``OSError`` when unreadable."""
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+        fh.seek(0)
+        if magic == b"\x1f\x8b":
+            with gzip.open(fh) as gz:
+                return explain_stream(gz)  # type: ignore[arg-type]
+        return explain_stream(fh)
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What running a command produced.
+
+    Attributes:
+        argv: the command.
+        returncode: its exit status as a shell reports it (128 + N when killed by signal N).
+        explanation: the matches in its stdout and stderr.
+    """
+
+    argv: tuple[str, ...]
+    returncode: int
+    explanation: Explanation
+
+
+def exit_status(returncode: int) -> int:
+    """Popen returncode -> shell exit status (``-9`` -> 137)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
+    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher.
+
+    Written to the descriptor itself, below any Python stream wrapper: the command's
+    output is its own and passes unchanged (gpudoctor's redaction applies to gpudoctor's
+    output, the explanation)."""
+    splitter = _LineSplitter()
+    fd = src.fileno()
+    broken = False
+    while True:
+        try:
+            data = os.read(fd, CHUNK)
+        except OSError:
+            data = b""
+        if data and dst is not None and not broken:
+            try:
+                _write_all(dst, data)
+            except OSError:
+                broken = True  # our reader went away: keep draining so the command is not blocked
+        for line in splitter.feed(data, final=not data):
+            matcher.feed(line)
+        if not data:
+            break
+
+
+def run_command(argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2,
+                env: dict | None = None) -> CommandOutcome:
+    """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
+    ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
+    command exits and both pipes are drained.
+
+    The command inherits stdin, the environment and the process group (so Ctrl-C in a
+    terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
+    Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
+    """
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
+    threads = [threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
+               threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True)]
+    for t in threads:
+        t.start()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+    try:
+        while True:
+            try:
+                proc.wait()
+                break
+            except KeyboardInterrupt:
+                # the terminal sent SIGINT to the command as well; let it finish its own way
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                raise
+        for t in threads:
+            t.join()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers))
+
+
+def target_python(argv: Sequence[str]) -> str | None:
+    """The Python interpreter a command runs under, when its argv tells.
+
+    ``python3 train.py`` and ``/venv/bin/python -m x`` name it directly; console scripts
+    (``torchrun``, ``accelerate``) name it in their ``#!`` line. Returns an absolute path,
+    or None (not a Python command, or not found on PATH).
+    """
+    if not argv:
+        return None
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None
+    if _PYTHON_NAME.match(os.path.basename(argv[0])):
+        return os.path.abspath(exe)
+    try:
+        with open(exe, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = first[2:].decode("utf-8", "replace").split()
+    if not parts:
+        return None
+    if os.path.basename(parts[0]) == "env" and len(parts) > 1:
+        parts = [p for p in parts[1:] if not p.startswith("-")]
+        found = shutil.which(parts[0]) if parts else None
+        return os.path.abspath(found) if found and _PYTHON_NAME.match(os.path.basename(found)) else None
+    if _PYTHON_NAME.match(os.path.basename(parts[0])) and os.path.exists(parts[0]):
+        return parts[0]
+    return None
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """The confirming checks' result.
+
+    Attributes:
+        report: the engine's report (None when no check was run: ``--no-check``, or none installed).
+        check_ids: the installed checks that confirm the diagnosis (run when ``report`` is set).
+        unresolved: references in the knowledge base that name no installed check.
+    """
+
+    report: object | None
+    check_ids: tuple[str, ...] = ()
+    unresolved: tuple[str, ...] = field(default_factory=tuple)
+
+
+def plan_confirmation(explanation: Explanation, registry) -> Confirmation:
+    """The confirming checks that are installed, without running them (``--no-check``)."""
+    ids, unresolved = resolve_checks(explanation.check_refs, registry.checks)
+    return Confirmation(None, tuple(ids), tuple(unresolved))
+
+
+def confirm(explanation: Explanation, registry, system, options, progress=None) -> Confirmation:
+    """Run the checks the matched signatures name, on this machine, through the engine.
+
+    ``registry`` is :func:`gpudoctor.registry.load_registry`'s result; ``system`` and
+    ``options`` as for :func:`gpudoctor.engine.run`. References that name no installed
+    check are dropped (listed in :attr:`Confirmation.unresolved`).
+    """
+    from gpudoctor import engine
+
+    ids, unresolved = resolve_checks(explanation.check_refs, registry.checks)
+    if not ids:
+        return Confirmation(None, (), tuple(unresolved))
+    if not any(cid.startswith("jupyter.") for cid in ids) and getattr(options, "kernels", False):
+        from dataclasses import replace
+        options = replace(options, kernels=False)  # the failing process is no notebook kernel
+    order = {cid: i for i, cid in enumerate(ids)}
+    selected = sorted((registry.checks[i] for i in ids), key=lambda c: order[c.id])
+    report = engine.run(selected, system, options, progress=progress, extra_findings=registry.problems)
+    return Confirmation(report, tuple(ids), tuple(unresolved))
+
+
+
+@dataclass(frozen=True)
+class ExplainResult:
+    """Everything ``gpudoctor explain`` reports.
+
+    Attributes:
+        source: what was read: a file path, ``stdin``, or the command line.
+        explanation: ranked matches.
+        confirmation: the confirming checks (None with ``--no-check`` or nothing to run).
+        command: the argv when a command was run, else ().
+        command_exit: the command's exit status (None when no command ran).
+    """
+
+    source: str
+    explanation: Explanation
+    confirmation: Confirmation | None = None
+    command: tuple[str, ...] = ()
+    command_exit: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """The command's status when one ran; else 1 when a diagnosis or a confirming check
+        says ``fail``, 0 otherwise (nothing recognised, or only warnings)."""
+        if self.command_exit is not None:
+            return self.command_exit
+        from gpudoctor.model import Status
+        statuses = [f.status for f in self.explanation.findings]
+        report = self.confirmation.report if self.confirmation else None
+        if report is not None:
+            statuses += [f.status for f in report.findings]  # type: ignore[attr-defined]
+        return 1 if Status.FAIL in statuses else 0
+
+    def to_json(self) -> dict:
+        """The ``--format json`` document (secrets redacted), schema version 1."""
+        from gpudoctor import __version__
+        from gpudoctor.explain import match_finding
+        from gpudoctor.redact import redact_value
+
+        diagnosis = []
+        for m in self.explanation.matches:
+            doc = match_finding(m).to_json()
+            doc.update({"signature": m.signature.id, "values": dict(m.values), "line": m.line,
+                        "stream": m.stream or None, "occurrences": m.count, "source": m.signature.source,
+                        "confirming_checks": list(m.signature.checks)})
+            diagnosis.append(doc)
+        conf = self.confirmation
+        report = conf.report if conf else None
+        out = {
+            "schema_version": 1,
+            "kind": "explain",
+            "gpudoctor_version": __version__,
+            "source": self.source,
+            "command": list(self.command) or None,
+            "command_exit_code": self.command_exit,
+            "lines_read": self.explanation.lines_read,
+            "matched": bool(self.explanation.matches),
+            "diagnosis": diagnosis,
+            "checks": report.to_json() if report is not None else None,  # type: ignore[attr-defined]
+            "checks_run": list(conf.check_ids) if conf and report is not None else [],
+            # whether a confirming check warns or fails here (null: none ran)
+            "confirmed_here": (any(f.status.value in ("warn", "fail") for f in report.findings)  # type: ignore[attr-defined]
+                               if report is not None else None),
+            "confirm_with": list(conf.check_ids) if conf else [],
+            "unresolved_checks": list(conf.unresolved) if conf else [],
+            "suggestion": None if self.explanation.matches else "gpudoctor check",
+        }
+        return redact_value(out)
