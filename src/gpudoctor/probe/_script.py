@@ -147,7 +147,8 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        path = path.removesuffix(" (deleted)")
+        if path.endswith(" (deleted)"):  # no str.removesuffix before Python 3.9 (the probe runs on 3.6+)
+            path = path[:-len(" (deleted)")]
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
             seen.append(path)
