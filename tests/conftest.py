@@ -19,13 +19,34 @@ CASES = FIXTURES / "cases"
 os.environ["GPUDOCTOR_LOOPBACK_ONLY"] = "1"
 
 
+_XDG = (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+        ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_session_home(tmp_path_factory):
+    """HOME, XDG_* and TMPDIR point into a temporary directory for the WHOLE session, set up
+    before any module- or session-scoped fixture runs, so that even those never read or write
+    the developer's configuration, caches or fix journal (the per-test ``isolated_home``
+    then gives each test a fresh one)."""
+    home = tmp_path_factory.mktemp("session-home")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        for var, sub in _XDG:
+            mp.setenv(var, str(home / sub))
+        for var in list(os.environ):
+            if var.startswith(("PIP_CONFIG_FILE", "JUPYTER_", "UV_", "CONDARC", "GPUDOCTOR_")):
+                mp.delenv(var, raising=False)
+        mp.setenv("GPUDOCTOR_LOOPBACK_ONLY", "1")
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory, monkeypatch):
     """A fresh HOME and XDG dirs for every test; config env vars cleared."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
-    for var, sub in (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
-                     ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache")):
+    for var, sub in _XDG:
         monkeypatch.setenv(var, str(home / sub))
     for var in list(os.environ):
         if var.startswith(("PIP_CONFIG_FILE", "JUPYTER_", "UV_", "CONDARC", "GPUDOCTOR_")):

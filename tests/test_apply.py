@@ -354,3 +354,28 @@ def test_atomic_write_failure_leaves_file_and_no_temp(tmp_path, monkeypatch):
 def test_sudo_command_quotes():
     assert ap.sudo_command(["gpudoctor", "fix", "--index-url", "https://x.example.org/a b"]) == \
         "sudo gpudoctor fix --index-url 'https://x.example.org/a b'"
+
+
+def test_diff_of_a_huge_file_shows_only_its_hunks_with_true_line_numbers(tmp_path):
+    import difflib
+    import random
+    rng = random.Random(7)
+    lines = [f"# line {i} {'x' * 50}\n" for i in range(1_000_000)]  # ~60 MB
+    old = "[global]\nindex-url = https://old.example.org/simple\n" + "".join(lines)
+    new_lines = old.splitlines(keepends=True)
+    for i in (1, 500_000, 999_990):
+        new_lines[i] = f"changed {i}\n"
+    new = "".join(new_lines)
+    w = ap.PreparedWrite("/etc/pip.conf", "/etc/pip.conf", tmp_path / "pip.conf", old, new, 0o644, ("f",))
+    diff = ap.unified_diff(w, redact=False)
+    assert diff.count("\n@@ ") + diff.startswith("@@ ") == 3 and len(diff.splitlines()) < 40
+    assert "@@ -499998,7 +499998,7 @@" in diff and "@@ -999988,7 +999988,7 @@" in diff
+    assert patch(old, diff) == new
+    # on a smaller file, the same as difflib over the whole text
+    small_old = "".join(f"l{i}\n" for i in range(200))
+    small = small_old.splitlines(keepends=True)
+    for i in rng.sample(range(200), 5):
+        small[i] = f"c{i}\n"
+    w = ap.PreparedWrite("/x", "/x", tmp_path / "x", small_old, "".join(small), 0o644, ("f",))
+    want = "".join(difflib.unified_diff(small_old.splitlines(True), small, fromfile="/x", tofile="/x"))
+    assert ap.unified_diff(w, redact=False) == want

@@ -45,6 +45,20 @@ def collect(root: Path, **extra):
     return facts
 
 
+def security_kept(after: dict, before: dict) -> dict:
+    """The golden ``after`` tree with the security archive's lines as ``before`` had them: without a
+    probe that verified the mirror serves the security suite, apt.mirror leaves that archive alone."""
+    out = {}
+    for path, text in after.items():
+        old = before.get(path)
+        if old is None or len(old.splitlines()) != len(text.splitlines()):
+            out[path] = text
+            continue
+        lines = [o if "security" in o and o != n else n for o, n in zip(old.splitlines(True), text.splitlines(True))]
+        out[path] = "".join(lines)
+    return out
+
+
 def tree(root: Path) -> dict:
     return {"/" + str(p.relative_to(root)): p.read_text() for p in sorted((root / "etc" / "apt").rglob("*"))
             if p.is_file()}
@@ -168,6 +182,20 @@ def test_case17_fix_edits_the_deb822_file(tmp_path):
     assert any("/var/lib/apt/lists" in n for n in plan.notes)
 
 
+def test_case17_security_archive_stays_unless_verified(tmp_path):
+    root = copy_before("case17", tmp_path)
+    facts = collect(root, dockerfile=("Dockerfile", (CASE17 / "Dockerfile").read_text()))
+    before = (root / "etc/apt/sources.list.d/debian.sources").read_text()
+    finding = apt_sources.evaluate(facts)[0]
+    plan = apt_mirror.plan(facts, finding, {"mirror": "http://mirror.example.edu.cn/debian", "allow_insecure": "true"})
+    after = applied(root, plan)["/etc/apt/sources.list.d/debian.sources"]
+    golden = tree(GOLDEN / "case17" / "after")["/etc/apt/sources.list.d/debian.sources"]
+    sec_before = [ln for ln in before.splitlines() if ln.startswith("URIs:") and "security" in ln]
+    assert sec_before and all(ln in after.splitlines() for ln in sec_before)  # security left as it was
+    assert after.replace(sec_before[0], "URIs: http://mirror.example.edu.cn/debian-security") == golden
+    assert any("security" in n and "debian-security" in n for n in plan.notes)  # the plan says it stayed
+
+
 def test_case17_without_allow_insecure_refuses_http(tmp_path):
     facts = collect(copy_before("case17", tmp_path))
     with pytest.raises(FixRefused, match="--allow-insecure"):
@@ -240,8 +268,9 @@ def test_mixed_formats_golden_security_stays_official_when_mirror_lacks_it(tmp_p
 
 def test_several_stanzas_enabled_no_golden(tmp_path):
     root = copy_before("stanzas", tmp_path)
+    before = tree(root)
     plan = apt_mirror.plan(collect(root), None, {"mirror": "http://mirror.example.org/", "allow_insecure": "yes"})
-    assert applied(root, plan) == tree(GOLDEN / "stanzas" / "after")
+    assert applied(root, plan) == security_kept(tree(GOLDEN / "stanzas" / "after"), before) != before
 
 
 def test_plan_is_a_no_op_when_already_on_that_mirror(tmp_path):

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -79,7 +80,7 @@ def project(tmp_path):
 
 
 def run_cli(args, cwd, home, timeout=120):
-    env = dict(os.environ, HOME=str(home))
+    env = dict(os.environ, HOME=str(home), XDG_CACHE_HOME=str(Path(home) / ".xdg-cache"))
     return subprocess.run(GPUDOCTOR + list(args), cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -137,14 +138,13 @@ def test_synthetic_numbers_are_consistent(synthetic_run):
 
 
 @pytest.mark.slow
-def test_synthetic_budget_is_respected_and_result_saved(synthetic_run):
+def test_synthetic_budget_is_respected_and_result_not_saved(synthetic_run):
     proc, wall, home = synthetic_run
     doc = json.loads(proc.stdout)
     assert doc["elapsed_s"] <= 12 + 1.0  # the search itself (torch import included)
     assert wall < 12 + 15  # plus interpreter start and worker shutdown
-    saved = json.loads((home / ".cache/gpudoctor/dataloader-probe.json").read_text())
-    assert saved["batch_bytes"] == doc["results"][doc["recommended"]]["batch_bytes"]
-    assert saved["num_workers"] == doc["kwargs"]["num_workers"]
+    # synthetic samples say nothing about the user's batches: dataloader.shm must not use them
+    assert not list(home.rglob("dataloader-probe.json"))
 
 
 @pytest.mark.slow

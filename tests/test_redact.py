@@ -36,8 +36,11 @@ NAMES = [
     ("key", False), ("KEY", False), ("keys", False), ("key_name", False), ("KEY_FILE", False),
     ("TOKENIZERS_PARALLELISM", False), ("PATH", False), ("LD_LIBRARY_PATH", False),
     ("CUDA_VISIBLE_DEVICES", False), ("PIP_INDEX_URL", False), ("KEYBOARD", False), ("MONKEY_PATCH", False),
-    ("HOME", False), ("value", False), ("index-url", False), ("max_tokens", False), ("SSH_KEY_PATH", False),
-    ("author", False), ("hotkey", False),
+    ("HOME", False), ("value", False), ("index-url", False), ("max_tokens", True), ("SSH_KEY_PATH", False),
+    ("author", False), ("hotkey", True),
+    ("HF_TOKEN2", True), ("NVIDIA_API_KEY_2", True), ("MY_AUTH", True), ("OAUTH_CLIENT", True), ("X_AUTH_HEADER", True),
+    ("DB_PASSWORD_3", True), ("NGC_CREDENTIAL_X", True), ("my_secret_value", True), ("PIP_KEYRING_PROVIDER", False),
+    ("AUTHORS", False), ("HF_TOKEN_PATH", False),
 ]
 
 

@@ -12,15 +12,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
+import os
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import (
-    Any,
-)
+from typing import Any, TextIO
 
 from gpudoctor import __version__
 from gpudoctor.areas import area_for
@@ -32,16 +32,16 @@ from gpudoctor.redact import redact_value
 from gpudoctor.system import System
 
 __all__ = [
-    "REPORT_SCHEMA_VERSION",
-    "Progress",
     "Report",
+    "Progress",
     "SelectionError",
+    "select_checks",
     "collect_facts",
-    "evaluate",
     "needed_domains",
     "probe_level",
+    "evaluate",
     "run",
-    "select_checks",
+    "REPORT_SCHEMA_VERSION",
 ]
 
 #: Version of the ``--format json`` report document.
@@ -182,19 +182,37 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
     return order
 
 
-def _run_with_timeout(fn: Callable[[], Any], timeout_s: float) -> tuple[str, Any]:
-    """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", tb text) or ("timeout", None)."""
+#: Seconds one check's ``evaluate`` may take before it is abandoned as an ``error`` finding
+#: (checks are pure functions of the facts: milliseconds normally).
+CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
+
+
+def _run_with_timeout(fn: Callable[[], Any], timeout_s: float,
+                      paused_s: Callable[[], float] = lambda: 0.0) -> tuple[str, Any]:
+    """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", (exception, tb text))
+    or ("timeout", None). Anything ``fn`` raises is caught, ``BaseException`` included
+    (``sys.exit``, a ``KeyboardInterrupt`` raised by its own code): the caller's main
+    thread only waits, so a real signal still reaches it. ``paused_s()`` is time the
+    thread spent waiting for others (a required domain): it does not count against
+    ``timeout_s``."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException:
-            box["error"] = traceback.format_exc()
+        except BaseException as exc:
+            box["error"] = (exc, traceback.format_exc())
 
     thread = threading.Thread(target=target, daemon=True)
+    start = time.monotonic()
     thread.start()
-    thread.join(timeout_s)
+    while True:
+        left = timeout_s + paused_s() - (time.monotonic() - start)
+        if left <= 0:
+            break
+        thread.join(min(left, 0.5))
+        if not thread.is_alive():
+            break
     if thread.is_alive():
         return "timeout", None
     if "error" in box:
@@ -210,11 +228,24 @@ class _ReadyFacts(Mapping[str, Any]):
         self._names = tuple(names)
         self._results = results
         self._ready = ready
+        self._waited = 0.0
+        self._since: float | None = None
+
+    def waited_s(self) -> float:
+        """Seconds spent waiting for required domains so far (the current wait included)."""
+        since = self._since
+        return self._waited + (time.monotonic() - since if since is not None else 0.0)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._names:
             raise KeyError(name)
-        self._ready[name].wait()
+        if not self._ready[name].is_set():
+            self._since = time.monotonic()
+            try:
+                self._ready[name].wait()
+            finally:
+                self._waited += time.monotonic() - self._since
+                self._since = None
         return self._results[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -255,21 +286,35 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     def work(name: str) -> None:
         coll = collectors[name]
         start = time.monotonic()
-        ctx = CollectContext(system, options, _ReadyFacts(coll.requires, results, ready))
-        kind, value = _run_with_timeout(lambda: coll.collect(ctx), coll.timeout_s)
+        facts_in = _ReadyFacts(coll.requires, results, ready)
+        ctx = CollectContext(system, options, facts_in)
+        budget = collector_budget_s(coll, options)
+        kind, value = _run_with_timeout(lambda: coll.collect(ctx), budget, facts_in.waited_s)
         durations[name] = (time.monotonic() - start) * 1000.0
+        if kind == "ok" and not _is_facts_value(value):
+            kind, value = "bad", f"returned {_describe(value)}, not a facts dataclass or Unavailable"
         if kind == "ok":
             finish(name, value)
         elif kind == "timeout":
-            finish(name, Unavailable(f"collecting the {name} facts took longer than {coll.timeout_s:g} s"))
+            finish(name, Unavailable(f"collecting the {name} facts took longer than {budget:g} s"))
             with lock:
                 errors.append(Finding(
                     check=f"collect.{name}", status=Status.ERROR,
-                    summary=f"collecting the {name} facts timed out after {coll.timeout_s:g} s",
+                    summary=f"collecting the {name} facts timed out after {budget:g} s",
                     explanation="A collector did not finish in time; checks that need these facts were skipped. "
                                 "Run again with `-v` and report it if it repeats.",
-                    evidence={"domain": name, "timeout_s": coll.timeout_s}))
+                    evidence={"domain": name, "timeout_s": budget, "provider": _provider(coll.collect)}))
+        elif kind == "bad":
+            finish(name, Unavailable(f"the {name} collector {value}"))
+            with lock:
+                errors.append(Finding(
+                    check=f"collect.{name}", status=Status.ERROR,
+                    summary=f"the {name} collector ({_provider(coll.collect)}) {value}",
+                    explanation="This is a bug in the collector (or the plug-in that provides it); checks that "
+                                "need these facts were skipped, the others ran.",
+                    evidence={"domain": name, "provider": _provider(coll.collect)}))
         else:
+            value = value[1]
             last = value.strip().splitlines()[-1] if value else "unknown error"
             finish(name, Unavailable(f"the {name} collector crashed: {last}"))
             with lock:
@@ -282,6 +327,8 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         progress.finished(name)
 
     threads: list[threading.Thread] = []
+    quiet = _stdout_to_stderr()
+    quiet.__enter__()
     for name in domains:
         if name not in collectors:
             finish(name, Unavailable(f"no collector is installed for the {name} facts"))
@@ -290,10 +337,16 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         t = threading.Thread(target=work, args=(name,), daemon=True)
         threads.append(t)
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        for t in threads:
+            t.join()
+    finally:
+        quiet.__exit__(None, None, None)
     order = {d: i for i, d in enumerate(domains)}
     errors.sort(key=lambda f: order.get(str(f.evidence.get("domain")), 0))
+    jail = jail_finding(list(getattr(system.files, "incidents", ()) or ()), str(system.files.root))
+    if jail is not None:
+        errors.append(jail)
     facts = Facts(
         domains={d: results[d] for d in domains},
         gpudoctor_version=__version__,
@@ -304,25 +357,126 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     return facts, errors
 
 
-def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = None) -> list[Finding]:
-    """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault."""
+def jail_finding(incidents: Sequence[Any], root: str) -> Finding | None:
+    """The ``root.symlinks`` finding for the symlinks the ``--root`` jail reined in
+    (:class:`gpudoctor.system.JailIncident`), or None when there were none.
+
+    ``warn`` when a link loops or still resolves outside the root (those files were
+    not read); ``info`` when links only climb above the root with ``..`` (they were
+    resolved inside it, as chroot(2) would).
+    """
+    if not incidents:
+        return None
+    bad = [i for i in incidents if i.kind in ("loop", "escape")]
+    words = {"loop": "is a symlink loop (not followed)",
+             "escape": "resolves outside the root (not followed)",
+             "climbs-above-root": "climbs above the root with `..` (resolved inside the root)"}
+    lines = [f"- `{i.link}` -> `{i.target}` {words.get(i.kind, i.kind)}" for i in incidents[:20]]
+    if len(incidents) > 20:
+        lines.append(f"- ... and {len(incidents) - 20} more")
+    n = len(bad) if bad else len(incidents)
+    summary = (f"{n} symlink{'s' if n != 1 else ''} under --root {root} "
+               + ("loop or point outside it; those files were not read" if n != 1
+                  else "loops or points outside it; that file was not read") if bad else
+               f"{n} symlink{'s' if n != 1 else ''} under --root {root} climb{'s' if n == 1 else ''} above it; "
+               "resolved inside the root")
+    return Finding(
+        check="root.symlinks", status=Status.WARN if bad else Status.INFO, summary=summary,
+        explanation="`--root` is a jail: symlinks are resolved inside it as `chroot` would (an absolute "
+                    "target is read inside the root, `..` stops at the root). These links could not be "
+                    "followed that way, so the facts that depend on them are missing or partial:\n\n"
+                    + "\n".join(lines)
+                    + "\n\nCheck them with `ls -l` inside the image; a loop or an escaping link in an image "
+                      "is usually a packaging mistake.",
+        evidence={"links": [{"path": i.path, "link": i.link, "target": i.target, "kind": i.kind}
+                            for i in incidents[:100]]})
+
+
+def _stdout_to_stderr() -> contextlib.redirect_stdout[TextIO]:
+    """While plug-in code runs, what it prints goes to stderr (still through the redaction
+    guard): stdout carries only the report."""
+    import sys
+    return contextlib.redirect_stdout(sys.stderr)
+
+
+def collector_budget_s(coll: Collector, options: CollectOptions) -> float:
+    """Seconds the engine gives ``coll`` (time spent waiting for its required domains not
+    counted): its ``timeout_s``, and for a collector that runs probes
+    (``Collector.runs_probes``) at least ``--probe-timeout`` plus 30 s, so a slow but
+    healthy torch import (25 s with ``--probe-timeout 120``) is not an error."""
+    budget = float(coll.timeout_s)
+    if getattr(coll, "runs_probes", False):
+        budget = max(budget, float(options.probe_timeout_s) + 30.0)
+    return budget
+
+
+def _is_facts_value(value: Any) -> bool:
+    """A value the facts snapshot can hold: a dataclass, Unavailable or JSON-like data (not
+    None, which the facts rules forbid, and nothing the snapshot cannot serialise)."""
+    import json
+
+    from gpudoctor.facts.base import to_jsonable
+    if value is None:
+        return False
+    try:
+        json.dumps(to_jsonable(value), allow_nan=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60]}{'...' if len(text) > 60 else ''}"
+
+
+def _provider(obj: Any) -> str:
+    """``module.function`` that implements a check or collector (names the plug-in)."""
+    fn = getattr(obj, "evaluate", obj)
+    mod = getattr(fn, "__module__", None) or type(obj).__module__
+    name = getattr(fn, "__qualname__", None) or type(obj).__qualname__
+    return f"{mod}.{name}"
+
+
+def _check_error(check: Check, summary: str, evidence: Mapping[str, Any]) -> Finding:
+    return check.finding(
+        Status.ERROR, summary,
+        f"This is a bug in the check `{check.id}` (`{_provider(check)}`), not a verdict on your machine; "
+        "the other checks ran. Please report it with the traceback (`gpudoctor check -v`).",
+        evidence=dict(evidence, provider=_provider(check)))
+
+
+def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
+    kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
+    if kind == "timeout":
+        return [_check_error(check, f"the check {check.id} did not finish within {timeout_s:g} s and was abandoned",
+                             {"timeout_s": timeout_s})]
+    if kind == "raised":
+        exc, tb = value
+        if isinstance(exc, SkipCheck):
+            return [check.finding(Status.SKIP, str(exc) or "not applicable here")]
+        return [_check_error(check, f"the check itself failed: {type(exc).__name__}: {exc}", {"traceback": tb})]
+    bad = [f for f in value if not isinstance(f, Finding)]
+    if bad:
+        return [_check_error(check, f"the check {check.id} returned {_describe(bad[0])}, not a Finding",
+                             {"returned": repr(bad[0])[:500]})]
+    return value or [check.finding(Status.OK, f"{check.title}: nothing to report")]
+
+
+def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = None,
+             check_timeout_s: float = CHECK_TIMEOUT_S) -> list[Finding]:
+    """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault.
+
+    Each check runs in a worker thread under ``check_timeout_s``: one that raises
+    anything (``BaseException`` included), returns something that is not an iterable of
+    :class:`Finding`, or overruns becomes an ``error`` finding naming it; the rest run."""
     progress = progress or Progress()
     findings: list[Finding] = []
     for check in checks:
         progress.started(check.id)
         start = time.monotonic()
-        try:
-            produced = list(check.evaluate(facts))
-            if not produced:
-                produced = [check.finding(Status.OK, f"{check.title}: nothing to report")]
-        except SkipCheck as exc:
-            produced = [check.finding(Status.SKIP, str(exc) or "not applicable here")]
-        except Exception as exc:
-            produced = [check.finding(
-                Status.ERROR, f"the check itself failed: {type(exc).__name__}: {exc}",
-                "This is a bug in the check, not a verdict on your machine. Please report it with the "
-                "traceback (`gpudoctor check -v`).",
-                evidence={"traceback": traceback.format_exc()})]
+        with _stdout_to_stderr():  # a check that prints must not corrupt a JSON report on stdout
+            produced = _run_check(check, facts, check_timeout_s)
         elapsed = (time.monotonic() - start) * 1000.0
         share = elapsed / len(produced)
         area = area_for(check.id, check.area)

@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "is_secret_name", "is_secret_query_name", "redact_env", "redact_text", "redact_value"]
+__all__ = ["REDACTED", "redact_text", "clean_text", "RedactingStream", "guard_streams", "MAX_LINE_CHARS", "is_secret_name", "is_secret_query_name", "redact_value", "redact_env"]
 
 REDACTED = "****"
 
@@ -34,7 +34,8 @@ REDACTED = "****"
 # match then backtracking), never across whitespace, double quotes or angle brackets.
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]{0,31}://)(?P<userinfo>[^/?#\s\"<>]+)@")
 # ?name=value or &name=value (a query parameter); the value ends at "&", "#", whitespace or quotes.
-_QUERY_PARAM = re.compile(r"(?P<sep>[?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^&#\s'\"<>`]*)")
+# (a backslash before n, t, r, u, " or / ends it too: a JSON-escaped newline after a URL in a JSON line)
+_QUERY_PARAM = re.compile(r"(?P<sep>[?&])(?P<name>[A-Za-z0-9_.-]+)=(?P<value>(?:[^&#\s'\"<>`\\]|\\(?![ntru\"/]))*)")
 # HTTP credentials in free text (RFC 6750 bearer tokens, RFC 7617 basic credentials)
 # ("Basic" alone is an ordinary word, e.g. cuBLAS = Basic Linear Algebra, so only after "Authorization:")
 _AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<cred>[A-Za-z0-9._~+/=-]{6,})")
@@ -42,11 +43,26 @@ _AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<
 # also ``--password=value`` options; not after "?"/"&" (query parameters have their own rule)
 # nor inside a word or a dashed name (``X-Amz-Credential=`` is a query parameter's name).
 _INLINE_ASSIGN = re.compile(
-    r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|[^\s'\"]+)")
+    r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|"
+    r"(?:[^\s'\"\\]|\\(?![ntru\"/]))+)")
 # name = value lines of INI files (pip.conf, .npmrc), shown in evidence and snapshots: the value
 # runs to the end of the line (blanks around "="; NAME=value without blanks is _INLINE_ASSIGN's)
-_INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
+_INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*(?:(?:[#;]+|//)[ \t]*)?(?:export[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
                        r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
+# name: value lines of YAML files (.condarc), comments and list items included: ``  token: abc``,
+# ``# password: x``, ``- api_key: y``; the value runs to the end of the line
+_YAML_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*(?:#+[ \t]*)?(?:-[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]+)"
+                        r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
+# netrc / apt auth.conf lines: ``machine h login u password p`` (comment or not)
+_NETRC = re.compile(r"(?m)^(?P<lead>[ \t]*(?:#[ \t]*)?(?:machine[ \t]+\S+[ \t]+)?(?:login[ \t]+\S+[ \t]+)?)"
+                    r"(?P<kw>password|passwd)[ \t]+(?P<value>[^\s=:]\S*)")
+# terminal control: CSI/OSC/other ESC sequences and C0/C1 controls other than tab and newline
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+                      r"|\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
+#: longest line shown; longer ones are cut with a note (a minified file, a binary blob)
+MAX_LINE_CHARS = 4000
+_LONG_LINE = re.compile(rf"[^\n]{{{MAX_LINE_CHARS + 1},}}")
+_CUT_NOTE = re.compile(r" \[\.\.\. \d+ more characters cut\]$")
 # anaconda.org tokens in channel URLs: https://conda.anaconda.org/t/<token>/channel (bounded
 # host and prefix so that redaction stays linear in the length of the text)
 _CONDA_TOKEN = re.compile(r"(?P<pre>://[^\s\"'<>/]{1,255}(?:/[^\s\"'<>/]{1,64}){0,2}?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])")
@@ -55,17 +71,19 @@ _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)(?P<sep>\s*:\s*)"
     r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
 
-# Words (after splitting a name on "_", "-", "." and camelCase) that make a name secret
-# wherever they appear: HF_TOKEN, AWS_SECRET_ACCESS_KEY, PIP_PASSWORD, GOOGLE_APPLICATION_CREDENTIALS.
-_SECRET_WORDS = frozenset({
-    "token", "secret", "password", "passwd", "passphrase", "credential", "credentials", "authorization",
-    "apikey", "accesskey", "secretkey", "privatekey", "authtoken", "accesstoken", "clientsecret",
+# A name is secret when one of its words (split on "_", "-", ".", camelCase and digits)
+# CONTAINS one of these: HF_TOKEN2, NVIDIA_API_KEY_2, MYTOKEN, OAUTH_CLIENT, DBPASSWORD.
+_SECRET_PARTS = ("token", "secret", "password", "passwd", "passphrase", "credential", "auth", "key")
+# ...unless the word is one of these ordinary words (their values are settings, not secrets).
+_BENIGN_WORDS = frozenset({
+    "tokenizer", "tokenizers", "tokenize", "tokenization", "keyboard", "keyboards", "keyword", "keywords",
+    "monkey", "author", "authors", "authored", "authority", "authorities", "keyring", "keyrings",
 })
-# Suffixes that make one run-together word secret (hftoken, dbpassword); "tokenizers" is not one.
-_SECRET_SUFFIXES = ("token", "secret", "password", "passwd", "apikey")
+# ...or the name ends in a word that says the value only points at the secret (a path, a name).
+_POINTER_WORDS = frozenset({"file", "path", "dir", "name", "names", "id", "type", "provider"})
 # Query-parameter names that are secret on their own (on top of the words above).
 _SECRET_QUERY_WORDS = frozenset({"auth", "key", "sig", "signature", "pass", "pwd", "session"})
-_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
 
 
 def _words(name: str) -> list:
@@ -75,17 +93,23 @@ def _words(name: str) -> list:
 def is_secret_name(name: str) -> bool:
     """True for variable/key names that hold secrets.
 
-    The name is split into words on ``_``, ``-``, ``.`` and camelCase. It is secret when a
-    word is TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE, CREDENTIAL(S), AUTHORIZATION or a
-    run-together form (APIKEY, AUTHTOKEN, DBPASSWORD), or when the LAST of two or more words
-    is KEY (``API_KEY``, ``SSH_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``apiKey``). A bare ``key``,
-    ``keys``, ``key_name``, ``KEYBOARD``, ``MONKEY_PATCH`` and ``TOKENIZERS_PARALLELISM``
-    are not secret.
+    The name is split into words on ``_``, ``-``, ``.``, camelCase and digits. It is
+    secret when a word *contains* TOKEN, SECRET, PASSWORD, PASSWD, PASSPHRASE,
+    CREDENTIAL, AUTH or KEY, with any prefix or suffix (``HF_TOKEN2``,
+    ``NVIDIA_API_KEY_2``, ``MYTOKEN``, ``OAUTH_CLIENT``, ``max_tokens``), except:
+
+    - ordinary words that merely contain them (``TOKENIZERS_PARALLELISM``, ``KEYBOARD``,
+      ``MONKEY_PATCH``, ``author``, ``PIP_KEYRING_PROVIDER``);
+    - a bare ``key``/``keys`` (the field name of a setting record, not a secret);
+    - names whose last word says the value only points at the secret: ``KEY_FILE``,
+      ``SSH_KEY_PATH``, ``key_name``, ``HF_TOKEN_PATH`` (a path or a name is shown).
     """
-    words = _words(name)
-    if len(words) >= 2 and words[-1] == "key":
-        return True
-    return any(w in _SECRET_WORDS or w.endswith(_SECRET_SUFFIXES) for w in words)
+    words = [w for w in _words(name) if not w.isdigit()]
+    if not words or name.lower() in ("key", "keys"):
+        return False
+    if len(words) >= 2 and words[-1] in _POINTER_WORDS:
+        return False
+    return any(w not in _BENIGN_WORDS and any(p in w for p in _SECRET_PARTS) for w in words)
 
 
 def is_secret_query_name(name: str) -> bool:
@@ -137,15 +161,14 @@ def _pair(m: re.Match) -> str:
 
 def _ini(m: re.Match) -> str:
     value = m.group("value")
-    if not is_secret_name(m.group("name")) or value.strip("\"'") in ("", REDACTED):
+    if not is_secret_name(m.group("name")) or value.strip("\"'") in ("", REDACTED) or REDACTED in value:
         return m.group(0)
     return f"{m.group('lead')}{m.group('name')}{m.group('sep')}{_quote_like(value)}{m.group('trail')}"
 
 
-def redact_text(text: str) -> str:
-    """Redact URL credentials, secret query parameters, ``SECRET_NAME=value`` assignments and
-    HTTP ``Bearer``/``Basic`` credentials in free text. Idempotent; text without secrets is
-    returned unchanged."""
+def _redact_secrets(text: str) -> str:
+    """The secret rules alone (no control-character cleaning): what the output guard
+    applies to a terminal stream, whose colours must survive."""
     if not text:
         return text
     text = _URL_USERINFO.sub(_userinfo, text)
@@ -155,7 +178,38 @@ def redact_text(text: str) -> str:
                             text)
     text = _QUOTED_PAIR.sub(_pair, text)
     text = _INI_LINE.sub(_ini, text)
+    text = _YAML_LINE.sub(_ini, text)
+    text = _NETRC.sub(lambda m: m.group(0) if m.group("value") == REDACTED
+                      else f"{m.group('lead')}{m.group('kw')} {REDACTED}", text)
     return _INLINE_ASSIGN.sub(_assign, text)
+
+
+def _cut(m: re.Match) -> str:
+    line = m.group(0)
+    if _CUT_NOTE.search(line) and len(line) <= MAX_LINE_CHARS + 40:
+        return line
+    return f"{line[:MAX_LINE_CHARS]} [... {len(line) - MAX_LINE_CHARS} more characters cut]"
+
+
+def clean_text(text: str) -> str:
+    """Remove terminal escape sequences and control characters (tab and newline stay; a
+    carriage return only before a newline) and cut lines longer than
+    :data:`MAX_LINE_CHARS` with a note. Idempotent."""
+    if not text:
+        return text
+    text = _ESCAPES.sub("", text)
+    return _LONG_LINE.sub(_cut, text) if len(text) > MAX_LINE_CHARS else text
+
+
+def redact_text(text: str) -> str:
+    """THE redaction function for text at every exit: URL credentials, secret query
+    parameters, ``SECRET_NAME=value`` / ``name = value`` / ``name: value`` assignments
+    (comments included), netrc passwords and HTTP ``Bearer``/``Basic`` credentials become
+    ``****``; terminal escape sequences from probed strings are removed and huge lines cut
+    (:func:`clean_text`). Idempotent; ordinary text is returned unchanged."""
+    if not text:
+        return text
+    return clean_text(_redact_secrets(text))
 
 
 #: fields of a record that name a setting, and the fields holding that setting's value
@@ -195,3 +249,110 @@ def redact_value(value: Any, key: str | None = None) -> Any:
 def redact_env(env: Mapping[str, str]) -> dict:
     """Copy of an environment mapping with secret values replaced by ``****``."""
     return {k: (REDACTED if is_secret_name(k) and v else redact_text(v)) for k, v in env.items()}
+
+
+class RedactingStream:
+    """A text stream wrapper that passes every line written through the redaction
+    function: the last guard at the process's exits (stdout, stderr), so text that
+    bypassed a renderer (a traceback, a plug-in's print, a probe's error) is redacted too.
+
+    Complete lines are redacted and written at once; a partial line is held until its
+    newline or a ``flush()`` (a prompt). On a terminal only the secret rules apply
+    (rich's own colours stay; renderers clean probed strings themselves); elsewhere
+    terminal escapes are removed too. Lines are not cut here (renderers cut them in
+    values, so a JSON document stays valid). Other attributes
+    (``fileno``, ``isatty``, ``encoding``, ``buffer``) are the wrapped stream's.
+    """
+
+    def __init__(self, stream):
+        self._stream = stream
+        self._pending = ""
+        enc = (getattr(stream, "encoding", None) or "utf-8").lower().replace("_", "-")
+        self._encoding = None if enc in ("utf-8", "utf8", "utf-16", "utf-32") else enc
+        try:
+            self._tty = bool(stream.isatty())
+        except Exception:
+            self._tty = False
+
+    @property
+    def wrapped(self):
+        """The stream underneath."""
+        return self._stream
+
+    def _scrub(self, text: str) -> str:
+        # lines are never cut here: a JSON document's long string (a traceback) must stay valid
+        text = _redact_secrets(text) if self._tty else _ESCAPES.sub("", _redact_secrets(text))
+        return text if self._encoding is None else encodable(text, self._encoding)
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):  # pragma: no cover - mirrors TextIO's error
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        data = self._pending + text
+        cut = data.rfind("\n")
+        if cut < 0:
+            self._pending = data
+            if len(self._pending) > 65536:  # no newline for a long while: write what we have
+                self._stream.write(self._scrub(self._pending))
+                self._pending = ""
+            return len(text)
+        self._pending = data[cut + 1:]
+        self._stream.write(self._scrub(data[:cut + 1]))
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, ""
+            self._stream.write(self._scrub(pending))
+        self._stream.flush()
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    @property
+    def encoding(self) -> str:
+        """Always ``utf-8``: what cannot be written in the real encoding is replaced here, so
+        writers (click, rich) need no workaround of their own -- click would otherwise write
+        to ``.buffer`` behind this guard's back when the real encoding is ASCII."""
+        return "utf-8"
+
+    @property
+    def errors(self) -> str:
+        return "strict"
+
+    def __getattr__(self, name: str):
+        if name == "buffer":  # no side door around the redaction
+            raise AttributeError("a RedactingStream has no binary buffer")
+        return getattr(self._stream, name)
+
+
+#: ASCII stand-ins for the symbols gpudoctor prints, for an output encoding without them
+_ASCII = {"\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u26a0": "!", "\u2192": "->",
+          "\u2190": "<-", "\u2264": "<=", "\u2265": ">=", "\u2014": "--", "\u2013": "-", "\u2026": "...",
+          "\u00d7": "x", "\u2022": "*", "\u00b7": ".", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+          "\u201d": '"', "\u2248": "~", "\u2260": "!=", "\u00a0": " ", "\u2500": "-", "\u2502": "|",
+          "\u2139": "i", "\u00b5": "u"}
+
+
+def encodable(text: str, encoding: str) -> str:
+    """``text`` that ``encoding`` can write: known symbols become ASCII stand-ins (``->``,
+    ``<=``), anything else ``?``. Text the encoding can already write is returned as is."""
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        pass
+    text = "".join(_ASCII.get(c, c) for c in text)
+    try:
+        return text.encode(encoding, errors="replace").decode(encoding, errors="replace")
+    except LookupError:
+        return text.encode("ascii", errors="replace").decode("ascii")
+
+
+def guard_streams() -> None:
+    """Wrap ``sys.stdout`` and ``sys.stderr`` in :class:`RedactingStream` (once)."""
+    import sys
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))

@@ -140,7 +140,10 @@ def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = 
                 continue
             try:
                 obj = ep.load()
-            except Exception as exc:  # a broken plug-in must not break the doctor
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a broken plug-in must not break the doctor
+                from gpudoctor import signals
+                if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
+                    raise  # a real Ctrl-C/SIGTERM while loading, not the plug-in's own doing
                 reg.problems.append(Finding(
                     check=PLUGIN_CHECK_ID, status=Status.ERROR,
                     summary=f"plug-in {kind} {ep.name!r} from {provider} failed to load: {type(exc).__name__}: {exc}",

@@ -14,7 +14,9 @@ root with a temporary directory.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import os
+import stat
 import subprocess
 import threading
 import time
@@ -24,14 +26,20 @@ from pathlib import Path, PurePosixPath
 from typing import Protocol
 
 __all__ = [
-    "DEFAULT_COMMAND_TIMEOUT_S",
-    "Clock",
     "CommandResult",
-    "Files",
     "Runner",
     "SubprocessRunner",
+    "Files",
+    "JailIncident",
+    "RootEscape",
+    "SymlinkLoop",
+    "MAX_SYMLINK_HOPS",
+    "Clock",
     "System",
+    "DEFAULT_COMMAND_TIMEOUT_S",
     "kill_running_commands",
+    "track",
+    "untrack",
 ]
 
 #: Default per-command timeout, seconds.
@@ -110,6 +118,16 @@ def track_process(proc: subprocess.Popen, running: bool = True) -> None:
             _RUNNING.discard(proc)
 
 
+def track(proc: subprocess.Popen) -> None:
+    """Register a child started outside the runner (see :func:`track_process`)."""
+    track_process(proc, True)
+
+
+def untrack(proc: subprocess.Popen) -> None:
+    """Forget a child registered with :func:`track`."""
+    track_process(proc, False)
+
+
 def kill_running_commands() -> int:
     """Kill the process group of every command still running (Ctrl-C, exit).
 
@@ -157,12 +175,7 @@ class SubprocessRunner:
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
         try:
-            out, err = proc.communicate(input=input_text.encode() if input_text is not None else None,
-                                        timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return CommandResult(argv, None, _decode(out), _decode(err), _ms(start), error="timeout")
+            return self._finish(proc, argv, input_text, timeout_s, start)
         except BaseException:
             _kill_group(proc)
             proc.wait()
@@ -170,6 +183,56 @@ class SubprocessRunner:
         finally:
             with _RUNNING_LOCK:
                 _RUNNING.discard(proc)
+
+    @staticmethod
+    def _finish(proc: subprocess.Popen, argv: tuple, input_text: str | None, timeout_s: float,
+                start: float) -> CommandResult:
+        """Wait for the command itself (not for its pipes: a grandchild that keeps them open
+        must not turn a finished command into a timeout), then collect the output; members
+        of its process group still running after it exited are killed."""
+        chunks: dict = {"out": [], "err": []}
+
+        def pump(stream, key: str) -> None:
+            try:
+                while True:
+                    data = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+                    if not data:
+                        break
+                    chunks[key].append(data)
+            except (OSError, ValueError):
+                pass
+
+        readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+                   threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+        for t in readers:
+            t.start()
+        if input_text is not None and proc.stdin is not None:
+            def feed() -> None:
+                try:
+                    proc.stdin.write(input_text.encode())
+                    proc.stdin.close()
+                except (OSError, ValueError):
+                    pass
+            threading.Thread(target=feed, daemon=True).start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            proc.wait()
+        for t in readers:  # the pipes drain once every writer is gone
+            t.join(0.5)
+        if any(t.is_alive() for t in readers):  # a grandchild holds them: it dies with the command
+            _kill_group(proc)
+            for t in readers:
+                t.join(2.0)
+        for stream, t in zip((proc.stdout, proc.stderr), readers):
+            if not t.is_alive():
+                stream.close()
+        out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
+        if timed_out:
+            return CommandResult(argv, None, _decode(out), _decode(err), _ms(start), error="timeout")
         return CommandResult(argv, proc.returncode, _decode(out), _decode(err), _ms(start))
 
 
@@ -191,42 +254,178 @@ def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
 
 
+#: Symlinks followed while resolving one path before it counts as a loop (Linux's
+#: MAXSYMLINKS is 40, path_resolution(7)).
+MAX_SYMLINK_HOPS = 40
+
+
+class SymlinkLoop(OSError):
+    """A path under ``--root`` resolves through more than :data:`MAX_SYMLINK_HOPS`
+    symbolic links (a loop). ``errno`` is ``ELOOP``."""
+
+
+class RootEscape(OSError):
+    """A path under ``--root`` still resolves to a host file outside the root (a
+    link swapped while it was read, a directory that resolves elsewhere): it is
+    not followed."""
+
+
+@dataclass(frozen=True)
+class JailIncident:
+    """A symlink under ``--root`` the jail had to rein in, for the report.
+
+    Attributes:
+        path: the path that was read (inside the root).
+        link: the symlink concerned (inside the root).
+        target: the link's stored target.
+        kind: ``climbs-above-root`` (a relative target whose ``..`` climbs above the
+            root: resolved inside it, as chroot(2) does), ``escape`` (still resolves
+            outside the root: not followed) or ``loop`` (too many links: not followed).
+    """
+
+    path: str
+    link: str
+    target: str
+    kind: str
+
+
 @dataclass(frozen=True)
 class Files:
-    """Read-only file access through a root directory.
+    """Read-only file access through a root directory, which is a jail.
 
     Paths given to the methods are absolute paths *inside* the root
-    (``/etc/pip.conf``); ``host_path`` maps them to the real path. ``..`` cannot
-    climb above the root. Symlinks are followed on the host, so an absolute
-    link inside an image root points at the host: acceptable for reading
-    facts, and the writer (:mod:`gpudoctor.apply`) resolves links inside the root itself.
+    (``/etc/pip.conf``); ``host_path`` maps them to the real path. Under a root
+    other than ``/`` every symlink on the way is resolved *inside* the root, as
+    chroot(2) would: an absolute target is re-rooted (``/etc/x -> /home/u/.ssh``
+    reads ``ROOT/home/u/.ssh``) and ``..`` never climbs above the root. A path that
+    still resolves outside the root raises :class:`RootEscape` and is not followed;
+    more than :data:`MAX_SYMLINK_HOPS` links raises :class:`SymlinkLoop`. Both are
+    ``OSError`` (``read_text_or_none`` gives None) and are recorded in
+    ``incidents``, which the engine reports as the ``root.symlinks`` finding.
     """
 
     root: Path = Path("/")
+    incidents: list[JailIncident] = field(default_factory=list, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        real = os.path.realpath(self.root)
+        object.__setattr__(self, "_real_root", real)
+        object.__setattr__(self, "_live", real == "/")
+
+    def _parts(self, path: str) -> list[str]:
+        return [p for p in PurePosixPath("/", str(path)).parts[1:] if p not in ("", ".")]
+
+    def _note(self, incident: JailIncident) -> None:
+        if incident not in self.incidents and len(self.incidents) < 1000:
+            self.incidents.append(incident)
+
+    def _resolve(self, path: str, follow_last: bool = True) -> list[str]:
+        """Parts of ``path`` with every symlink resolved inside the root (see the class)."""
+        current: list[str] = []
+        remaining = self._parts(path)
+        hops = 0
+        while remaining:
+            part = remaining.pop(0)
+            if part == "..":
+                if current:
+                    current.pop()
+                continue
+            candidate = current + [part]
+            if not remaining and not follow_last:
+                current = candidate
+                break
+            try:
+                target = os.readlink(Path(self.root, *candidate))
+            except OSError:  # not a link, or missing: taken literally
+                current = candidate
+                continue
+            hops += 1
+            link = "/" + "/".join(candidate)
+            if hops > MAX_SYMLINK_HOPS:
+                self._note(JailIncident(str(path), link, target, "loop"))
+                raise SymlinkLoop(errno.ELOOP, f"too many levels of symbolic links under --root "
+                                  f"(a symlink loop through {link} -> {target})", str(path))
+            tparts = [p for p in PurePosixPath(target).parts if p not in ("/", "", ".")]
+            if not target.startswith("/"):
+                depth = len(current)
+                for p in tparts:
+                    depth = depth - 1 if p == ".." else depth + 1
+                    if depth < 0:
+                        self._note(JailIncident(str(path), link, target, "climbs-above-root"))
+                        break
+            else:
+                current = []
+            remaining = tparts + remaining
+        return current
 
     def host_path(self, path: str) -> Path:
-        """The host path of ``path`` (an absolute path inside the root)."""
+        """The host path of ``path`` (an absolute path inside the root), symlinks resolved
+        inside the root. Raises :class:`SymlinkLoop` or :class:`RootEscape` (``OSError``)."""
+        if self.is_live:
+            return Path("/", *self._lexical(path))
+        parts = self._resolve(path)
+        host = Path(self.root, *parts)
+        real_root = self._real_root
+        real = os.path.realpath(host)
+        if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+            self._note(JailIncident(str(path), "/" + "/".join(parts), real, "escape"))
+            raise RootEscape(errno.EXDEV, f"{path} resolves to {real}, outside --root {self.root}: not followed",
+                             str(path))
+        return host
+
+    def _lexical(self, path: str) -> list[str]:
         parts: list[str] = []
-        for part in PurePosixPath("/", path).parts[1:]:
+        for part in self._parts(path):
             if part == "..":
                 if parts:
                     parts.pop()
-            elif part not in ("", "."):
+            else:
                 parts.append(part)
-        return Path(self.root, *parts)
+        return parts
+
+    def _safe(self, fn: Callable[[Path], bool], path: str) -> bool:
+        try:
+            return fn(self.host_path(path))
+        except OSError:
+            return False
 
     def exists(self, path: str) -> bool:
-        return self.host_path(path).exists()
+        """True when ``path`` exists inside the root (False for loops and escapes)."""
+        return self._safe(Path.exists, path)
 
     def is_file(self, path: str) -> bool:
-        return self.host_path(path).is_file()
+        """True when ``path`` is a regular file inside the root (links resolved in the root)."""
+        return self._safe(Path.is_file, path)
 
     def is_dir(self, path: str) -> bool:
-        return self.host_path(path).is_dir()
+        """True when ``path`` is a directory inside the root (links resolved in the root)."""
+        return self._safe(Path.is_dir, path)
+
+    def read_bytes(self, path: str) -> bytes:
+        """The file's bytes. Raises ``OSError`` as open() does, and :class:`SymlinkLoop` /
+        :class:`RootEscape`. Under a root the last component is opened with
+        ``O_NOFOLLOW``, so a link swapped in after resolution is not followed."""
+        host = self.host_path(path)
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        if not self.is_live:
+            flags |= getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(host, flags)  # O_NONBLOCK: a FIFO planted where a config file belongs cannot hang us
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self._note(JailIncident(str(path), str(path), "(changed while read)", "escape"))
+                raise RootEscape(errno.EXDEV, f"{path} became a symlink while it was read: not followed",
+                                 str(path)) from None
+            raise
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (a pipe, socket or device)", str(path))
+            os.set_blocking(fd, True)
+            return fh.read()
 
     def read_text(self, path: str) -> str:
         """The file's text (UTF-8, errors replaced). Raises ``OSError`` as open() does."""
-        return self.host_path(path).read_bytes().decode("utf-8", errors="replace")
+        return self.read_bytes(path).decode("utf-8", errors="replace")
 
     def read_text_or_none(self, path: str) -> str | None:
         """The file's text, or None when it does not exist or cannot be read."""
@@ -240,48 +439,33 @@ class Files:
         return sorted(os.listdir(self.host_path(path)))
 
     def glob(self, path: str, pattern: str) -> Iterator[str]:
-        """Paths inside the root matching ``pattern`` under directory ``path``, sorted."""
-        base = self.host_path(path)
+        """Paths inside the root matching ``pattern`` under directory ``path``, sorted
+        (none when ``path`` loops or escapes)."""
+        try:
+            base = self.host_path(path)
+        except OSError:
+            return
         for p in sorted(base.glob(pattern)):
             yield str(PurePosixPath(path, p.relative_to(base)))
 
     def readlink(self, path: str) -> str | None:
         """Target of a symlink (as stored), or None if not a link."""
         try:
-            return os.readlink(self.host_path(path))
+            if self.is_live:
+                return os.readlink(Path("/", *self._lexical(path)))
+            return os.readlink(Path(self.root, *self._resolve(path, follow_last=False)))
         except OSError:
             return None
 
     def realpath(self, path: str) -> str:
-        """Resolve symlinks *inside* the root; returns a path inside the root."""
-        current = PurePosixPath("/")
-        remaining = list(PurePosixPath("/", path).parts[1:])
-        hops = 0
-        while remaining:
-            part = remaining.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                current = current.parent
-                continue
-            candidate = current / part
-            target = self.readlink(str(candidate))
-            if target is None:
-                current = candidate
-                continue
-            hops += 1
-            if hops > 40:
-                raise OSError(f"too many levels of symbolic links: {path}")
-            target_path = PurePosixPath(target)
-            if target_path.is_absolute():
-                current = PurePosixPath("/")
-            remaining = list(target_path.parts[1:] if target_path.is_absolute() else target_path.parts) + remaining
-        return str(current)
+        """Resolve symlinks *inside* the root; returns a path inside the root.
+        Raises :class:`SymlinkLoop` on a loop."""
+        return "/" + "/".join(self._resolve(path))
 
     @property
     def is_live(self) -> bool:
         """True when the root is the real ``/`` (commands and probes may run)."""
-        return Path(self.root).resolve() == Path("/")
+        return self._live
 
 
 @dataclass(frozen=True)

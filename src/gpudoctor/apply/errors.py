@@ -5,17 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = [
-    "ApplyError",
-    "CannotWrite",
-    "ConflictingEdits",
-    "JournalUnavailable",
-    "NeedsPrivilege",
-    "NoSuchUndo",
-    "StaleEdit",
-    "UndoRefused",
-    "WriteFailed",
-]
+__all__ = ["ApplyError", "StaleEdit", "OutsideHome", "ConflictingEdits", "NeedsPrivilege", "CannotWrite", "WriteFailed",
+           "UndoRefused", "NoSuchUndo", "JournalUnavailable"]
 
 
 # --------------------------------------------------------------------------- errors
@@ -32,6 +23,17 @@ class StaleEdit(ApplyError):
         self.path = path
         super().__init__(f"{path}: {detail}; nothing was written. Run `gpudoctor fix` again to plan on the "
                          f"current contents.")
+
+
+class OutsideHome(ApplyError):
+    """A file to create is a dangling symlink whose target lies outside the home directory
+    the link belongs to (``~/.config/pip/pip.conf -> /elsewhere/x``): never created."""
+
+    def __init__(self, path: str, target: str, home: str):
+        self.path = path
+        super().__init__(f"{path} is a dangling symlink to {target}, outside {home}; gpudoctor does not create "
+                         f"files through it. Create {target} yourself, or remove the link (rm {path}) and run "
+                         f"`gpudoctor fix` again; nothing was written.")
 
 
 class ConflictingEdits(ApplyError):

@@ -22,27 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpudoctor.apply.errors import (
-    ApplyError,
-    JournalUnavailable,
-    NoSuchUndo,
-    StaleEdit,
-    UndoRefused,
-    WriteFailed,
-)
-from gpudoctor.apply.fileops import (
-    FileOps,
-    atomic_write,
-    decode_text,
-    denied_error,
-    encode_text,
-    fsync_dir,
-    sha256_hex,
-)
+from gpudoctor.apply.errors import ApplyError, JournalUnavailable, NoSuchUndo, StaleEdit, UndoRefused, WriteFailed
+from gpudoctor.apply.fileops import FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir, sha256_hex
 from gpudoctor.apply.plan import PreparedWrite
 from gpudoctor.system import Files
 
-__all__ = ["MANIFEST_SCHEMA_VERSION", "Journal", "JournalFile", "Transaction", "default_journal_dir"]
+__all__ = ["MANIFEST_SCHEMA_VERSION", "JournalFile", "Transaction", "Journal", "default_journal_dir"]
 
 #: Version of ``manifest.json`` in each journal transaction.
 MANIFEST_SCHEMA_VERSION = 1
@@ -112,6 +97,10 @@ class Transaction:
             transaction that saved the files' later contents first (undo it
             to bring them back).
         directory: the transaction's directory in the journal.
+        seq: the journal's monotonic sequence number (1, 2, ...), allocated under
+            the journal lock and never reused; it orders the journal (wall-clock ids
+            do not: two fixes in one second, or a clock set back). 0 for manifests
+            written before sequence numbers existed (ordered by id, before all others).
     """
 
     id: str
@@ -123,9 +112,11 @@ class Transaction:
     directory: Path
     undone_at: str | None = None
     saved_by: str | None = None
+    seq: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "created_at": self.created_at,
+        return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "seq": self.seq,
+                "created_at": self.created_at,
                 "root": self.root, "fixes": list(self.fixes), "status": self.status,
                 "undone_at": self.undone_at, "saved_by": self.saved_by,
                 "files": [f.to_json() for f in self.files]}
@@ -193,7 +184,7 @@ class Journal:
         return matches[0]
 
     def transactions(self) -> list[Transaction]:
-        """Every readable transaction, oldest first (unreadable manifests are skipped)."""
+        """Every readable transaction in sequence order, oldest first (unreadable manifests are skipped)."""
         if not self.directory.is_dir():
             return []
         out = []
@@ -203,12 +194,31 @@ class Journal:
                 continue
             try:
                 doc = json.loads(manifest.read_text(encoding="utf-8"))
+                seq = doc.get("seq", 0)
                 out.append(Transaction(doc["id"], doc["created_at"], doc["root"], tuple(doc["fixes"]),
                                        tuple(JournalFile.from_json(f) for f in doc["files"]), doc["status"],
-                                       d, doc.get("undone_at"), doc.get("saved_by")))
+                                       d, doc.get("undone_at"), doc.get("saved_by"),
+                                       seq if isinstance(seq, int) and not isinstance(seq, bool) else 0))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
+        out.sort(key=lambda t: (t.seq, t.id))
         return out
+
+    def _next_seq(self) -> int:
+        """The next sequence number (call with the lock held): one more than the highest ever
+        handed out, kept in ``.seq`` so that numbers are never reused even after a
+        transaction directory is deleted."""
+        counter = self.directory / ".seq"
+        try:
+            last = int(counter.read_text().strip() or 0)
+        except (OSError, ValueError):
+            last = 0
+        last = max([last] + [t.seq for t in self.transactions()])
+        try:
+            atomic_write(counter, f"{last + 1}\n".encode(), 0o600)
+        except OSError as exc:
+            raise self._unavailable(exc) from None
+        return last + 1
 
     def _new_directory(self) -> tuple[str, Path]:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -287,7 +297,7 @@ class Journal:
                     for d in reversed(jf.created_dirs):
                         ops.rmdir(files.host_path(d))
             done = Transaction(txn.id, txn.created_at, txn.root, txn.fixes, txn.files, "undone",
-                               txn.directory, _now(), saved.id if saved else None)
+                               txn.directory, _now(), saved.id if saved else None, seq=txn.seq)
             self._write_manifest(done)
             return done
 
@@ -317,7 +327,7 @@ class Journal:
             entries.append(JournalFile(jf.path, jf.target, data is not None, mode, uid, gid, sha256_hex(data),
                                        sha256_hex(restored), backup))
         saved = Transaction(txn_id, _now(), txn.root, (f"undo --force {txn.id}",), tuple(entries), "applied",
-                            directory)
+                            directory, seq=self._next_seq())
         try:
             self._write_manifest(saved)
         except OSError as exc:
@@ -358,7 +368,8 @@ class Journal:
                 originals.append(data)
                 entries.append(JournalFile(w.path, w.target, data is not None, mode, uid, gid, sha256_hex(data),
                                            sha256_hex(encode_text(w.new_text)) or "", backup))
-            txn = Transaction(txn_id, _now(), str(files.root), tuple(fixes), tuple(entries), "pending", directory)
+            txn = Transaction(txn_id, _now(), str(files.root), tuple(fixes), tuple(entries), "pending", directory,
+                              seq=self._next_seq())
             try:
                 self._write_manifest(txn)
             except OSError as exc:
@@ -384,14 +395,15 @@ class Journal:
                 except (OSError, ApplyError) as exc:
                     restored = self._roll_back(writes, entries, originals, done, files, ops, skip_dirs_of=i)
                     failed = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries),
-                                         "rolled-back", directory)
+                                         "rolled-back", directory, seq=txn.seq)
                     self._write_manifest(failed)
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                         raise denied_error(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, exc.strerror or str(exc), restored) from None
-            txn = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory)
+            txn = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory,
+                              seq=txn.seq)
             self._write_manifest(txn)
             return txn
 

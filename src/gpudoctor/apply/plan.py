@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import difflib
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpudoctor.apply.errors import ConflictingEdits, StaleEdit, WriteFailed
+from gpudoctor.apply.errors import ConflictingEdits, OutsideHome, StaleEdit, WriteFailed
 from gpudoctor.apply.fileops import FileOps, decode_text
 from gpudoctor.model import FixPlan
 from gpudoctor.redact import redact_text
 from gpudoctor.system import Files
 
-__all__ = ["PreparedWrite", "in_root", "prepare", "unified_diff"]
+__all__ = ["PreparedWrite", "prepare", "unified_diff", "in_root"]
 
 
 # --------------------------------------------------------------------------- prepare and diff
@@ -66,6 +68,20 @@ class PreparedWrite:
 
 
 
+def _check_dangling(edit_path: str, target: str, host: Path, files: Files) -> None:
+    """Refuse to create ``target`` through the dangling link ``edit_path`` when the link is in the
+    user's home and its target is not (under ``--root`` the jail already keeps it in the root)."""
+    if target == edit_path or host.exists() or not files.is_live:
+        return
+    home = os.path.realpath(os.path.expanduser("~"))
+
+    def inside(p: str) -> bool:
+        return p == home or p.startswith(home.rstrip("/") + "/")
+
+    if inside(os.path.realpath(os.path.dirname(edit_path))) and not inside(os.path.realpath(target)):
+        raise OutsideHome(edit_path, target, home)
+
+
 def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) -> list[PreparedWrite]:
     """Resolve, verify and merge the edits of ``plans`` into the writes to make.
 
@@ -82,6 +98,8 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) 
         for edit in plan.edits:
             target = files.realpath(edit.path)
             host = files.host_path(target)
+            if edit.old_text is None:
+                _check_dangling(edit.path, target, host, files)
             if host.is_dir():
                 raise StaleEdit(edit.path, "it is a directory, not a regular file")
             if host.exists() and not host.is_file():
@@ -110,6 +128,9 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) 
     return [by_target[t] for t in order if by_target[t].old_text != by_target[t].new_text]
 
 
+_HUNK = re.compile(r"([-+])(\d+)(?=[, ])")
+
+
 def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) -> str:
     """The unified diff of one write (``--- path`` / ``+++ path``), credentials redacted for display.
 
@@ -125,8 +146,21 @@ def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) ->
     new_lines = write.new_text.splitlines(keepends=True)
     shown = in_root(write.target, write.root).replace(" (", "\t(", 1)  # a tab: the path stays parseable
     fromfile = "/dev/null" if old is None else shown
+    # only the changed middle (plus context) goes to difflib: a 50 MB file with one changed line
+    # diffs in milliseconds, and the hunk headers are shifted back to the file's own line numbers
+    n = min(len(old_lines), len(new_lines))
+    head = 0
+    while head < n and old_lines[head] == new_lines[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and old_lines[-1 - tail] == new_lines[-1 - tail]:
+        tail += 1
+    lo, cut = max(0, head - context), max(0, tail - context)
+    a, b = old_lines[lo:len(old_lines) - cut], new_lines[lo:len(new_lines) - cut]
     lines = []
-    for line in difflib.unified_diff(old_lines, new_lines, fromfile=fromfile, tofile=shown, n=context):
+    for line in difflib.unified_diff(a, b, fromfile=fromfile, tofile=shown, n=context):
+        if lo and line.startswith("@@ "):
+            line = _HUNK.sub(lambda m: f"{m.group(1)}{int(m.group(2)) + lo}", line)
         if line.endswith("\n"):
             lines.append(line)
         else:

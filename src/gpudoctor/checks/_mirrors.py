@@ -89,11 +89,32 @@ def best_healthy(ranking: Sequence[MirrorProbe]) -> MirrorProbe | None:
     return next((r for r in ranking if r.status == "ok"), None)
 
 
+def config_problem(facts: Facts, eco: str) -> str | None:
+    """Why the ``eco`` configuration files could not be read (invalid YAML/TOML, unreadable),
+    or None: the conda domain is Unavailable with that reason, uv lists ``problems``."""
+    from gpudoctor.facts import Unavailable
+    cfg = facts.get(eco)
+    if isinstance(cfg, Unavailable):
+        reason = cfg.reason
+        if any(w in reason for w in ("not valid", "cannot be read", "not a mapping", "symlink loop")):
+            return reason
+        return None
+    problems = getattr(cfg, "problems", ())
+    return problems[0] if problems else None
+
+
 def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> list[Finding]:
     """Findings of the ``<eco>.mirror`` check (see module docstring)."""
     mirrors = require(facts, MirrorsFacts)
     conf = [p for p in mirrors.configured if p.ecosystem == eco]
     ranking = tuple(mirrors.rankings.get(eco, ()))
+    broken = config_problem(facts, eco)
+    if broken and not conf:  # an unreadable or invalid file is not "not configured"
+        return [check.finding(
+            Status.WARN, f"the {eco} configuration cannot be read: {broken}",
+            f"{broken}.\n\n{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
+            f"one you configured. Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check "
+            f"{check.id}` again.", evidence={"problem": broken})]
     if mirrors.offline:
         if not conf:
             raise SkipCheck(not_configured)

@@ -274,7 +274,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                          "Typical after converting to deb822 without removing the old line (or running `apt "
                          "modernize-sources`). Remove one of them:\n\n"
                          + "\n".join(f"- `{x.file}:{x.line}` = `{y.file}:{y.line}`: {w}" for x, y, w in dups[:8])),
-            evidence={"duplicates": [w for _, _, w in dups]}))
+            evidence={"duplicates": [w for _, _, w in dups[:50]], "duplicate_count": len(dups)}))
     broken = [f for f in apt.files if f.note and not f.ignored]
     if broken:
         findings.append(Finding(

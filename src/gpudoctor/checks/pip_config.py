@@ -203,6 +203,16 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"`PIP_CONFIG_FILE={cfg}` is set but there is no such file, so none of the settings you meant "
                 f"to give pip are used (and the user files are read instead). Point it at the right file or "
                 f"`unset PIP_CONFIG_FILE`.", evidence={"PIP_CONFIG_FILE": cfg}))
+    unreadable = [f for f in pip.files if f.exists and not f.loaded and f.text is None
+                  and f.note.startswith(("cannot be read", "a symlink loop", "not a regular file"))]
+    for f in unreadable:
+        shown = show_path(f.path, pip.home)
+        findings.append(CHECK.finding(
+            Status.WARN, f"pip cannot read {shown}: {f.note.split(';')[0]}; its settings are silently ignored",
+            f"`{shown}` exists but {f.note}. pip does not say so: every setting in it (index-url, "
+            f"trusted-host, ...) is ignored. Check it with `ls -l {shown}` and make it a readable regular file "
+            f"(`chmod a+r {shown}`), or remove it if it is not meant to be used.",
+            evidence={"file": f.path, "note": f.note}))
     if not any(f.status >= Status.WARN for f in findings):
         loaded = [show_path(f.path, pip.home) for f in pip.files if f.loaded]
         if "index-url" in eff:

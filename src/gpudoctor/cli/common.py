@@ -13,7 +13,6 @@ in gpudoctor; the traceback goes to a crash log), 130 interrupted.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 import tempfile
@@ -189,20 +188,17 @@ def check_pythons(pythons: Sequence[str]) -> None:
 def read_facts(path: str):
     """The :class:`~gpudoctor.facts.Facts` snapshot in ``path`` (``-``: stdin); usage error when unreadable."""
     from gpudoctor.facts import Facts, FactsDecodeError
+    from gpudoctor.inputs import InputError, loads_json, read_user_file
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise usage(f"--facts {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise usage(f"--facts {path}: not UTF-8 text (a compressed or binary file?)") from None
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise usage(f"--facts {path}: not JSON ({exc})") from None
+        doc = loads_json(read_user_file(path), path)
+    except InputError as exc:
+        raise usage(f"--facts {exc}") from None
     try:
         return Facts.from_json(doc)
     except FactsDecodeError as exc:
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise usage(f"--facts {path}: not a gpudoctor facts snapshot ({type(exc).__name__}: {exc})") from None
 
 
 def write_output(text: str, out: str | None) -> None:
@@ -247,19 +243,27 @@ def make_collect_options(pythons, offline, probe_timeout, **extra):
 
 # --------------------------------------------------------------------------- entry point
 
-def _interrupted() -> None:
-    """Ctrl-C: kill the commands we started (they run in their own sessions, so the
-    terminal's SIGINT does not reach them), so the threads waiting on them end too."""
+def _interrupted(exc: BaseException | None = None) -> None:
+    """Ctrl-C, SIGTERM or SIGHUP: kill the commands we started (they run in their own
+    sessions, so the terminal's signal does not reach them), so the threads waiting on
+    them end too; exit 128 + the signal (130, 143, 129)."""
     import signal
 
+    from gpudoctor import signals
     from gpudoctor.system import kill_running_commands
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not interrupt the clean-up
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals.HANDLED}  # no second signal mid clean-up
+    code = signals.exit_code(exc)
     try:
         kill_running_commands()
-        click.echo("\ngpudoctor: interrupted", err=True)
+        name = {130: "interrupted", 143: "terminated (SIGTERM)", 129: "hung up (SIGHUP)"}.get(code, "interrupted")
+        try:
+            click.echo(f"\ngpudoctor: {name}", err=True)
+        except OSError:  # the terminal that hung up may be gone
+            pass
     finally:
-        signal.signal(signal.SIGINT, previous)
-    sys.exit(EXIT_INTERRUPTED)
+        for s, h in previous.items():
+            signal.signal(s, h)
+    sys.exit(code)
 
 
 def _broken_pipe() -> None:
@@ -273,14 +277,21 @@ def _broken_pipe() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point; maps outcomes to exit codes (never a traceback)."""
+    """Console-script entry point; maps outcomes to exit codes (never a traceback).
+
+    Every byte written to stdout and stderr goes through the redaction function
+    (:func:`gpudoctor.redact.guard_streams`); SIGTERM and SIGHUP end it like Ctrl-C."""
+    from gpudoctor import signals
+    from gpudoctor.redact import guard_streams
+    guard_streams()
+    signals.install()
     global _PROCESS_STARTED
     _PROCESS_STARTED = _process_started()
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
                       standalone_mode=False)
-    except (click.exceptions.Abort, KeyboardInterrupt):
-        _interrupted()
+    except (click.exceptions.Abort, KeyboardInterrupt) as exc:
+        _interrupted(exc)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
         click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
         sys.exit(EXIT_OK)
@@ -292,6 +303,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(f"gpudoctor: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code if exc.exit_code not in (0, 1) else EXIT_USAGE)
     except SystemExit:
+        _finish_quietly()  # commands end with sys.exit(code): the same quiet end as a return
         raise
     except BrokenPipeError:
         _broken_pipe()
@@ -303,13 +315,34 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(EXIT_USAGE)
     except Exception as exc:  # a bug in gpudoctor: one line, traceback to a log
         _internal_error(exc)
+    _finish_quietly()
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
+def _finish_quietly() -> None:
+    """The work is done and written: flush the output, then ignore SIGTERM/SIGHUP/SIGINT for the
+    last moments of interpreter shutdown (Python resets its own handlers to the default there, so
+    a late signal would otherwise kill a finished run with -15 instead of its exit code)."""
+    import signal
+
+    from gpudoctor import signals
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    for s in signals.HANDLED:
+        try:
+            signal.signal(s, signal.SIG_IGN)
+        except (OSError, ValueError):
+            pass
+
+
 def _internal_error(exc: BaseException) -> None:
+    from gpudoctor.redact import redact_text
     fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
     with os.fdopen(fd, "w") as fh:
-        fh.write(traceback.format_exc())
+        fh.write(redact_text(traceback.format_exc()))  # a crash log is an exit too
     click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
                err=True)
     sys.exit(EXIT_INTERNAL)

@@ -54,7 +54,7 @@ from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 from gpudoctor.redact import redact_text, redact_value
 from gpudoctor.words import plural
 
-__all__ = ["FixOutcome", "fix", "plan_fixes", "stdin_is_tty"]
+__all__ = ["fix", "FixOutcome", "plan_fixes", "stdin_is_tty"]
 
 OUTCOME_SCHEMA_VERSION = 1
 
@@ -153,7 +153,10 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
                 if finding.status >= Status.WARN and fx.id in finding.fixes and named is False:
                     continue  # fix --all: the other kernels/files still get their plans
                 break
-            except Exception as exc:
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:
+                from gpudoctor import signals
+                if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
+                    raise  # a real Ctrl-C/SIGTERM, not the planner's own doing
                 mine.append(FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
                                        f" (a bug in gpudoctor or the plug-in)", finding=finding))
                 break

@@ -9,6 +9,7 @@ import click
 
 from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, usage
 from gpudoctor.config import ConfiguredCommand
+from gpudoctor.redact import redact_text
 
 
 def _ids(text):
@@ -124,7 +125,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
             _emit(text, output, to_stderr=bool(command))
     if not result.healthy:
         for reason, f in result.blocking:
-            click.echo(g.blocking_line(reason, f), err=True)
+            click.echo(redact_text(g.blocking_line(reason, f)), err=True)
         waited = f" after {attempts} attempts over {wait:g} s" if attempts > 1 or wait else ""
         click.echo(f"gpudoctor gate: node is not healthy{waited}; "
                    + ("job not started" if command else "exit 1") + " (details: gpudoctor check)", err=True)

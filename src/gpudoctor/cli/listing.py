@@ -23,8 +23,11 @@ def list_(fmt):
              "needs": list(c.needs), "tags": list(c.tags)} for c in registry.checks.values()]
     rows += [{"kind": "fix", "id": f.id, "title": f.title, "provider": registry.provider(f.id, "fix"),
               "addresses": list(f.addresses)} for f in registry.fixes.values()]
+    from gpudoctor.redact import redact_value
+    rows = redact_value(rows)  # plug-ins write their own titles
+    problems = [redact_value(p.to_json()) for p in registry.problems]
     if fmt == "json":
-        click.echo(json.dumps({"items": rows, "problems": [p.to_json() for p in registry.problems]}, indent=2))
+        click.echo(json.dumps({"items": rows, "problems": problems}, indent=2))
         return
     from rich.table import Table
 
@@ -34,14 +37,15 @@ def list_(fmt):
         w_id = max((len(r["id"]) for r in rows), default=0)
         for r in rows:
             click.echo(f"{r['kind']:<5}  {r['id']:<{w_id}}  {r['title']}  ({r['provider']})")
-        for p in registry.problems:
-            click.echo(f"[ERROR] {p.summary}")
+        for p in problems:
+            click.echo(f"[ERROR] {p['summary']}")
         return
     table = Table(box=None, show_edge=False, pad_edge=False, expand=False)
     for col in ("kind", "id", "description", "provider"):
         table.add_column(col)
+    from rich.markup import escape
     for r in rows:
-        table.add_row(r["kind"], r["id"], r["title"], r["provider"])
+        table.add_row(*(escape(str(r[k])) for k in ("kind", "id", "title", "provider")))
     console.print(table)
-    for p in registry.problems:
-        console.print(f"[ERROR] {p.summary}")
+    for p in problems:
+        console.print(f"[ERROR] {p['summary']}", markup=False)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +69,26 @@ _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 def saved_result_path(home: str | None = None) -> Path:
-    """Where the last probe result is saved for ``dataloader.shm`` (``~/.cache/gpudoctor/dataloader-probe.json``)."""
-    return Path(home or os.path.expanduser("~")) / ".cache" / "gpudoctor" / "dataloader-probe.json"
+    """Where the last probe result is saved for ``dataloader.shm``: ``dataloader-probe.json`` in
+    platformdirs' user cache directory (``$XDG_CACHE_HOME/gpudoctor``, else ``~/.cache/gpudoctor``),
+    or under ``home/.cache/gpudoctor`` when ``home`` is given."""
+    if home:
+        return Path(home) / ".cache" / "gpudoctor" / "dataloader-probe.json"
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("gpudoctor", appauthor=False)) / "dataloader-probe.json"
 
 
 class ProbeRunError(click.ClickException):
     """The probe gave no result (crash, timeout, no torch): a one-line error, exit 2."""
 
     exit_code = 2
+
+
+class ProbeHung(ProbeRunError):
+    """The probe overran its budget (a dataset item or worker hung) and was killed: exit 1,
+    a verdict on the dataset, not a usage error."""
+
+    exit_code = 1
 
 
 def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress=None) -> dict[str, Any]:
@@ -93,6 +106,17 @@ def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress
                                 errors="replace", start_new_session=True)
     except OSError as exc:
         raise ProbeRunError(f"--python {python}: cannot start it: {exc.strerror or exc}") from None
+    from gpudoctor.system import track, untrack
+    track(proc)  # SIGTERM/SIGHUP/Ctrl-C of the doctor kill its group too
+    try:
+        return _wait_probe(proc, python, timeout_s, on_progress)
+    finally:
+        _kill_group(proc)  # workers or a hung dataset item left behind die with it
+        untrack(proc)
+
+
+def _wait_probe(proc: subprocess.Popen, python: str, timeout_s: float,
+                on_progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
     tail: list[str] = []
     out_chunks: list[str] = []
 
@@ -134,14 +158,20 @@ def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress
                 break
             if time.monotonic() >= deadline:
                 _kill_group(proc)
-                raise ProbeRunError(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-                                    f"(a hung worker or dataset?)")
+                last = f"; last stderr: {tail[-1]}" if tail else ""
+                raise ProbeHung(f"the probe in {python} did not finish within {timeout_s:g} s (its budget plus "
+                                f"{GRACE_S:g} s) and was killed with its workers: a dataset item, collate_fn or "
+                                f"worker hung{last}")
             have_result.wait(0.05)
     except KeyboardInterrupt:
         _kill_group(proc)
         raise
     for t in threads:
-        t.join(5)
+        t.join(0.5)
+    if any(t.is_alive() for t in threads):  # a worker still holds the pipes: it goes with the probe
+        _kill_group(proc)
+        for t in threads:
+            t.join(2)
     stdout = "".join(out_chunks)
     end = stdout.rfind(MARKER)
     start = stdout.rfind(MARKER, 0, end) if end > 0 else -1
@@ -219,7 +249,8 @@ def render_console(doc: dict[str, Any], console) -> None:
     err = doc.get("error")
     if err:
         title, text = ERROR_TEXT.get(err["kind"], ("the probe failed", ""))
-        console.print(f"\n[bold red]FAIL[/] {title}: {err['message']}", markup=True, highlight=False)
+        from rich.markup import escape
+        console.print(f"\n[bold red]FAIL[/] {title}: {escape(str(err['message']))}", markup=True, highlight=False)
         if err.get("where"):
             console.print(f"  at {err['where']}", markup=False)
         cfg = err.get("config")
@@ -333,6 +364,12 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     started = time.monotonic()
     try:
         doc = run_probe(python, config, max(0.0, deadline - started) + GRACE_S, on_progress)
+    except ProbeHung as exc:  # a verdict on the dataset (exit 1), not a usage error
+        if status is not None:
+            status.stop()
+        from gpudoctor.redact import redact_text
+        click.echo(f"gpudoctor: error: {redact_text(exc.format_message())}", err=True)
+        sys.exit(EXIT_FAIL)
     except ProbeRunError:
         _refuse_unsupported_python(python)
         raise
@@ -343,10 +380,13 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
     doc["probe_budget_s"] = config["budget_s"]  # what the target was given
     doc["budget_s"] = budget_s  # what --budget-s bounds: the whole command
     doc["command_elapsed_s"] = round(time.monotonic() - (deadline - budget_s), 3)  # start-up to now
+    from gpudoctor.redact import redact_value
+    doc = redact_value(doc)  # the dataset's own messages and reprs are probed strings: redacted, cleaned
     err = doc.get("error")
     if err and err["kind"] in ("factory", "usage"):
         raise ProbeRunError(err["message"])
-    if not err and not no_save and doc.get("recommended") is not None:
+    # a synthetic dataset says nothing about the user's batches: only real datasets are kept for dataloader.shm
+    if not err and not no_save and not synthetic and doc.get("recommended") is not None:
         _save(doc, python)
     if fmt == "json":
         click.echo(json.dumps(doc, indent=2))

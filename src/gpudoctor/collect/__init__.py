@@ -81,13 +81,17 @@ class Collector:
         requires: domains that must be collected first (passed in ``ctx.facts``).
         timeout_s: the engine gives up on it after this many seconds and
             records the domain as Unavailable (the thread is abandoned; every
-            command it runs has its own shorter timeout).
+            command it runs has its own shorter timeout). Time spent waiting
+            for a required domain does not count.
+        runs_probes: it runs target probes, so its budget is at least
+            ``--probe-timeout`` plus 30 s (see ``engine.collector_budget_s``).
     """
 
     domain: str
     collect: Callable[[CollectContext], Any]
     requires: tuple[str, ...] = ()
     timeout_s: float = 20.0
+    runs_probes: bool = False
 
 
 def all_collectors() -> dict[str, Collector]:

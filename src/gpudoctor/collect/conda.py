@@ -67,8 +67,12 @@ def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
             doc = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             return Unavailable(f"{path} is not valid YAML: {str(exc).splitlines()[0]}")
-        if isinstance(doc, dict):
-            merged.update(doc)
+        except RecursionError:
+            return Unavailable(f"{path} is not valid YAML: nested too deeply")
+        if not isinstance(doc, dict):
+            return Unavailable(f"{path}: its top level is a {type(doc).__name__}, not a mapping of settings; "
+                               f"conda cannot read it")
+        merged.update(doc)
     if not texts:
         return Unavailable("no .condarc found (conda is not configured here)")
     default_channels = tuple(str(u) for u in (merged.get("default_channels") or DEFAULT_CHANNELS))

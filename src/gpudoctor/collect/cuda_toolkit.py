@@ -40,7 +40,9 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
     # (-> /etc/alternatives/cuda -> /usr/local/cuda-X.Y) that the host cannot follow under --root
     resolved = files.realpath("/usr/local/cuda")
     default_path = resolved if files.exists(resolved) else None
-    home = cuda_home or default_path
+    # a stale CUDA_HOME (no such directory) must not hide a toolkit in the standard place
+    stale = bool(cuda_home) and not files.is_dir(cuda_home or "")
+    home = default_path if stale else (cuda_home or default_path)
     version: str | Unavailable = Unavailable("no CUDA toolkit found (CUDA_HOME unset and no /usr/local/cuda)")
     nvcc = None
     nvcc_version: str | Unavailable = Unavailable("nvcc not found")
@@ -60,7 +62,7 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
         nvcc_version = Unavailable("nvcc is not run inside an image root (--root)")
     if isinstance(version, Unavailable) and isinstance(nvcc_version, str):
         version = nvcc_version
-    return CudaToolkitFacts(cuda_home, default_path, version, nvcc, nvcc_version)
+    return CudaToolkitFacts(cuda_home, default_path, version, nvcc, nvcc_version, cuda_home_missing=stale)
 
 
 COLLECTOR = Collector(domain="cuda_toolkit", collect=collect, timeout_s=15.0)

@@ -334,4 +334,4 @@ def collect(ctx: CollectContext):
         kernels=tuple(kernels), deep=bool(ctx.options.deep))
 
 
-COLLECTOR = Collector(domain="jupyter", collect=collect, timeout_s=300.0)
+COLLECTOR = Collector(domain="jupyter", collect=collect, timeout_s=300.0, runs_probes=True)

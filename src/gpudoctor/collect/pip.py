@@ -80,8 +80,9 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
     try:  # resolve links inside the root: an absolute link in an image root must not reach the host
         real = files.realpath(path)
         target = real if real != path else None
-    except OSError:
-        pass
+    except OSError as exc:
+        return PipConfigFile(path, variant, True, False, f"a symlink loop ({exc.strerror or exc}); pip cannot read it",
+                             None)
     if not files.is_file(real):
         exists = files.exists(real)
         if files.is_dir(real):

@@ -146,4 +146,4 @@ def collect(ctx: CollectContext):
     return TargetsFacts(tuple(found + kernels))
 
 
-COLLECTOR = Collector(domain="targets", collect=collect, requires=("jupyter",), timeout_s=180.0)
+COLLECTOR = Collector(domain="targets", collect=collect, requires=("jupyter",), timeout_s=180.0, runs_probes=True)

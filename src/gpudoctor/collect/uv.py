@@ -136,7 +136,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
                    default_origin=default.origin if default else "built-in", files=texts, user_config=user,
                    no_config=no_config,
                    system_config=next((p for p in system_candidates(env) if files.is_file(p)), "/etc/uv/uv.toml"),
-                   binary=find_binary(files, env, home))
+                   binary=find_binary(files, env, home), problems=tuple(problems))
 
 
 COLLECTOR = Collector(domain="uv", collect=collect_uv, timeout_s=10.0)

@@ -19,6 +19,9 @@ class CudaToolkitFacts:
             ``major.minor[.patch]``, or Unavailable when no toolkit was found.
         nvcc: path of the ``nvcc`` used (inside the root), or None.
         nvcc_version: ``release X.Y`` parsed from ``nvcc --version``, or Unavailable.
+        cuda_home_missing: ``CUDA_HOME``/``CUDA_PATH`` is set to a directory that does not
+            exist (stale); the toolkit is then looked for in the standard place instead and
+            both facts are reported.
     """
 
     cuda_home: str | None
@@ -26,3 +29,4 @@ class CudaToolkitFacts:
     version: str | Unavailable
     nvcc: str | None
     nvcc_version: str | Unavailable
+    cuda_home_missing: bool = False

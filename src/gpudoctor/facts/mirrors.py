@@ -221,6 +221,8 @@ class UvFacts:
             ``$XDG_CONFIG_DIRS/uv/uv.toml`` and ``/etc/uv/uv.toml``; the latter when none exists).
         binary: the ``uv`` executable found (``$PATH``, the active venv's ``bin``,
             ``~/.local/bin``, ``~/.cargo/bin``, inside the root); "" when uv is not installed.
+        problems: config files uv cannot read (``<path>: not valid TOML (...)``): such a
+            file is not "not configured".
     """
 
     indexes: tuple[UvIndex, ...]
@@ -231,6 +233,7 @@ class UvFacts:
     no_config: bool = False
     system_config: str = ""
     binary: str = ""
+    problems: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- conda

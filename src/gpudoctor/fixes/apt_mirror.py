@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpudoctor.facts import Facts
-from gpudoctor.facts.mirrors import AptFacts
+from gpudoctor.facts.mirrors import AptFacts, MirrorsFacts
 from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose
+from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.mirrors.aptsources import (
     SourcesError,
     classify_uri,
@@ -33,6 +34,34 @@ NOTES = (
     "If `apt-get update` then reports 'Hash Sum mismatch' or 'File has unexpected size', old lists from the previous "
     "mirror are in the way: `rm -rf /var/lib/apt/lists/*` and run `apt-get update` again.",
 )
+
+
+#: archives that carry security updates: moved only to a URL a probe verified for the suite
+SECURITY = frozenset({"debian_security", "ubuntu_security"})
+
+
+def verified_suite(facts: Facts, url: str, suites: tuple[str, ...]) -> bool:
+    """True when a successful mirror probe fetched ``<url>/dists/<suite>/InRelease`` for every
+    one of ``suites`` (the probe checks the InRelease names that suite)."""
+    mirrors = facts.get("mirrors")
+    if not isinstance(mirrors, MirrorsFacts):
+        return False
+    probes = list(mirrors.configured) + [p for rows in mirrors.rankings.values() for p in rows]
+    base = url.rstrip("/")
+    ok = {p.probe_url for p in probes if p.status == "ok" and p.base_url.rstrip("/") == base}
+    return bool(suites) and all(any(f"{base}/dists/{s}/" in u for u in ok) for s in suites)
+
+
+def sources_meaning(old, new, mapper) -> str | None:
+    """None when the parsed ``new`` sources are the parsed ``old`` ones with exactly the URIs
+    ``mapper`` rewrites changed (types, suites, components, enabled state kept)."""
+    if old is None:
+        return None
+    want = [(t, tuple(mapper(u, s, c, e) or u for u in uris), s, c, e) for (t, uris, s, c, e) in old["sources"]]
+    got = [(t, tuple(uris), s, c, e) for (t, uris, s, c, e) in new["sources"]]
+    if got != want:
+        return "the sources would differ from the old ones in more than the rewritten URIs"
+    return None
 
 
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
@@ -52,11 +81,23 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 
+    left_alone: list[str] = []
+    named = (options.get("security-mirror") or "").strip().rstrip("/")
+
+    def security_ok(url: str, suites: tuple[str, ...]) -> bool:
+        # named by the user (--set security-mirror=URL), or verified by a probe for these suites
+        return (bool(named) and url.rstrip("/") == named) or verified_suite(facts, url, suites)
+
     def mapper(uri: str, suites: tuple[str, ...], components: tuple[str, ...], enabled: bool) -> str | None:
         if not enabled:
             return None
         arch = distro_archive(uri, components)
         if arch is None or arch not in urls:
+            return None
+        if arch in SECURITY and not security_ok(urls[arch], suites):
+            note = f"{uri} ({' '.join(suites)})"
+            if note not in left_alone:
+                left_alone.append(note)
             return None
         return replace_base(uri, urls[arch])
 
@@ -68,7 +109,15 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             new = rewrite_deb822(f.text, mapper) if f.format == "deb822" else rewrite_one_line(f.text, mapper)
         except SourcesError as exc:
             raise FixRefused(f"{f.path}: {exc}; fix it by hand first") from None
-        edits.append(FileEdit(path=f.path, old_text=f.text, new_text=new))
+        kind = "apt-deb822" if f.format == "deb822" else "apt-list"
+        manual = (f"in {f.path}, replace the archive URIs: "
+                  + "; ".join(f"{u} -> {urls[distro_archive(u, s.components)]}" for s in distro if s.file == f.path
+                              for u in s.uris if distro_archive(u, s.components) in urls and
+                              (distro_archive(u, s.components) not in SECURITY or
+                               security_ok(urls[distro_archive(u, s.components)], s.suites)))
+                  + " (and nothing else)")
+        edits.append(verified_edit(f.path, f.text, new, manual, kind=kind,
+                                   meaning=lambda a, b, kind=kind: sources_meaning(a, b, mapper)))
     kept = sorted({u for s in distro for u in s.uris if classify_uri(u) not in urls})
     desc = f"point apt at {label}: rewrite the archive URIs in {', '.join(e.path for e in edits if e.changes_anything) or 'no file (already there)'}"
     given = "://" in (options.get("mirror") or "")
@@ -76,6 +125,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
            "`--set security-mirror=URL` (check first that the mirror carries it: "
            "`curl -fsI URL/dists/<codename>-security/InRelease`)") if given else "the mirror has no copy"
     notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept)}",) if kept else ())
+    if left_alone:
+        notes += (f"The security archive was left alone: no probe verified that {label} serves "
+                  f"{', '.join(left_alone)} (security updates must not stop); rank mirrors with "
+                  f"`gpudoctor mirrors` and rerun, or edit it by hand once you have checked the mirror.",)
     return FixPlan(fix="apt.mirror", description=desc, edits=tuple(edits), addresses=("apt.mirror", "apt.sources"),
                    notes=notes)
 

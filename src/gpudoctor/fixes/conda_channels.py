@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _TOP = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
 
@@ -54,9 +56,29 @@ def replace_blocks(text: str, blocks: dict[str, list[str]]) -> str:
     return result
 
 
+def blocks_meaning(old: dict[str, Any] | None, new: dict[str, Any], blocks: dict[str, list[str]]) -> str | None:
+    """None when ``new`` (parsed .condarc) holds exactly ``blocks`` and every other top-level
+    key of ``old`` unchanged."""
+    import yaml
+    for key, lines in blocks.items():
+        want = yaml.safe_load("\n".join(lines))[key]
+        if new.get(key) != want:
+            return f"{key} would be {new.get(key)!r}, not {want!r}"
+    rest_old = {k: v for k, v in (old or {}).items() if k not in blocks}
+    rest_new = {k: v for k, v in new.items() if k not in blocks}
+    if rest_old != rest_new:
+        return "other settings would change too"
+    return None
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
+        reason = getattr(conda, "reason", "")
+        if "not valid YAML" in reason or "not a mapping" in reason:
+            raise FixRefused(f"{reason}. gpudoctor does not rewrite it; fix it by hand so that its top level is a "
+                             f"mapping of settings, e.g.\nchannels:\n  - defaults\ndefault_channels:\n"
+                             f"  - https://MIRROR/pkgs/main")
         return None
     evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
     extra_named: list[str] = []
@@ -81,8 +103,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     path = conda.user_condarc
     old = conda.files.get(path)
     new = replace_blocks(old or "", blocks)
+    manual = f"in {path}, set these top-level keys:\n" + "\n".join(line for b in blocks.values() for line in b)
+    edit = verified_edit(path, old, new, manual, meaning=lambda a, b: blocks_meaning(a, b, blocks), kind="condarc")
     return FixPlan(fix="conda.channels", description=f"redirect conda channels to {label} in {path}",
-                   edits=(FileEdit(path=path, old_text=old, new_text=new),),
+                   edits=(edit,),
                    addresses=("conda.mirror", "index.consistency"),
                    notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",))
 

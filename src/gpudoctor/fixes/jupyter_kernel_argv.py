@@ -10,16 +10,14 @@ longer use); an ``env VAR=...`` wrapper is kept. Addresses ``jupyter.kernels``;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
-from gpudoctor.checks.jupyter_kernels import (
-    kernel_for_finding,
-    reference_python,
-    reference_target,
-)
+from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
 from gpudoctor.facts import Facts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
@@ -64,7 +62,9 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     return FixPlan(
         fix=FIX.id,
         description=f"kernel {spec.name}: run {new_python} instead of {spec.interpreter.path}",
-        edits=(FileEdit(spec.kernel_json, spec.kernel_json_text, new_text),),
+        edits=(verified_edit(spec.kernel_json, spec.kernel_json_text, new_text,
+                             f'in {spec.kernel_json}, set "argv" to {json.dumps(new_argv)}',
+                             meaning=lambda a, b: None if b == data else "its content would differ", kind="json"),),
         addresses=FIX.addresses,
         notes=(f"Restart kernel {spec.name!r} (Kernel > Restart) and check `import sys; sys.executable`.",))
 

@@ -13,18 +13,15 @@ shape ``ipykernel install`` writes). Addresses ``jupyter.kernels``;
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
-from gpudoctor.checks.jupyter_kernels import (
-    gpu_hiding_vars,
-    kernel_for_finding,
-    missing_loader_dirs,
-    reference_target,
-)
+from gpudoctor.checks.jupyter_kernels import gpu_hiding_vars, kernel_for_finding, missing_loader_dirs, reference_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 
 def _kernel_probe(facts: Facts, name: str) -> ProbeFacts | None:
@@ -90,7 +87,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     new_text = dump_kernel_json(data, JsonStyle.detect(spec.kernel_json_text or ""))
     return FixPlan(
         fix=FIX.id, description=f"kernel {spec.name}: " + "; ".join(changes),
-        edits=(FileEdit(spec.kernel_json, spec.kernel_json_text, new_text),), addresses=FIX.addresses,
+        edits=(verified_edit(spec.kernel_json, spec.kernel_json_text, new_text,
+                             f'in {spec.kernel_json}, set "env" to {json.dumps(new_env)}',
+                             meaning=lambda a, b: None if b == data else "its content would differ", kind="json"),),
+        addresses=FIX.addresses,
         notes=(f"Restart kernel {spec.name!r} so it starts with the new environment.",))
 
 

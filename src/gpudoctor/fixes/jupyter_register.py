@@ -34,7 +34,8 @@ from gpudoctor.checks.jupyter_kernels import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _NAME = re.compile(r"^[a-z0-9._-]+$")
 
@@ -99,7 +100,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                                                 f"`jupyter kernelspec remove {name}`."))
     notes.append(f"Select kernel {display!r} in the notebook (restart it if it was running).")
     return FixPlan(fix=FIX.id, description=f"register kernel {name.lower()!r} ({display}) running {python}",
-                   edits=(FileEdit(path, old, text),), addresses=FIX.addresses, notes=tuple(notes))
+                   edits=(verified_edit(path, old, text, f"write {path} with:\n{text}",
+                                        meaning=lambda a, b: None if b == json.loads(text) else "content differs",
+                                        kind="json"),),
+                   addresses=FIX.addresses, notes=tuple(notes))
 
 
 def _before(jupyter: JupyterFacts, new_path: str, other_dir: str) -> bool:

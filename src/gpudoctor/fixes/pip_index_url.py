@@ -40,7 +40,8 @@ from gpudoctor.checks.pip_config import (
 from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 
 FIX_ID = "pip.index-url"
 _TRUE = ("1", "true", "yes", "on")
@@ -159,6 +160,26 @@ def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]) -> dict[s
     return effective_settings(tuple(files), env)
 
 
+#: the options this fix sets; any other option must keep its value
+SET_OPTIONS = ("index-url", "extra-index-url", "trusted-host", "timeout", "retries")
+
+
+def pip_meaning(old: Mapping[str, str] | None, new: Mapping[str, str]) -> str | None:
+    """None when the parsed ``new`` pip.conf keeps every option of ``old`` except those this
+    fix sets (``old`` None: a created or repaired file)."""
+    if old is None:
+        return None
+    for key, value in old.items():
+        if key.split(".", 1)[-1] in SET_OPTIONS:
+            continue
+        if new.get(key) != value:
+            return f"option {key} would change from {value!r} to {new.get(key)!r}"
+    extra = [k for k in new if k not in old and k.split(".", 1)[-1] not in SET_OPTIONS]
+    if extra:
+        return f"option {extra[0]} would appear"
+    return None
+
+
 #: pip options this fix also sets when asked (``--set timeout=60 --set retries=10``), with their checks.
 NETWORK_OPTIONS: dict[str, tuple[str, Callable[[str], bool]]] = {
                    "timeout": ("seconds > 0", lambda v: float(v) > 0),
@@ -268,7 +289,9 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             raise FixRefused(f"nothing to repair; to set the index give it: "
                              f"gpudoctor fix {FIX_ID} --index-url https://mirror.example.org/simple")
         return None
-    edits = tuple(FileEdit(path, old, new, 0o644) for path, (old, new) in texts.items())
+    edits = tuple(verified_edit(path, old, new, f"in {path}, under [global], set the options this plan names: "
+                                f"{'; '.join(descriptions)}", meaning=pip_meaning, repairs=True)
+                  for path, (old, new) in texts.items())
     return FixPlan(fix=FIX_ID, description="; ".join(descriptions) or "nothing to change", edits=edits,
                    addresses=("pip.config", "index.consistency"), notes=tuple(notes))
 

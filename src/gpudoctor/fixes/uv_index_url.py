@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import UvFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _HEADER = re.compile(r"^\s*\[")
 _URL = re.compile(r"^(?P<head>\s*url\s*=\s*)(?P<q>[\"'])(?P<v>[^\"']*)(?P=q)")
@@ -69,6 +71,53 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     return f"{out}{sep}{index_header}\nurl = \"{url}\"\ndefault = true\n"
 
 
+def _uv_table(doc: dict[str, Any], pyproject: bool) -> dict[str, Any]:
+    if not pyproject:
+        return doc
+    tool = doc.get("tool", {})
+    return tool.get("uv", {}) if isinstance(tool, dict) and isinstance(tool.get("uv", {}), dict) else {}
+
+
+def default_index(doc: dict[str, Any], pyproject: bool = False) -> str | None:
+    """The default index URL a parsed uv.toml / pyproject.toml names (uv docs, "Indexes"):
+    the ``[[index]]`` with ``default = true``, else the legacy ``index-url``; None when neither."""
+    table = _uv_table(doc, pyproject)
+    indexes = table.get("index", [])
+    if isinstance(indexes, list):
+        for entry in indexes:
+            if isinstance(entry, dict) and entry.get("default") is True:
+                return entry.get("url")
+    legacy = table.get("index-url")
+    return legacy if isinstance(legacy, str) else None
+
+
+def _without_default(doc: dict[str, Any] | None, pyproject: bool) -> dict[str, Any]:
+    import copy
+    doc = copy.deepcopy(doc or {})
+    table = _uv_table(doc, pyproject)
+    indexes = table.get("index")
+    if isinstance(indexes, list):
+        table["index"] = [e for e in indexes if not (isinstance(e, dict) and e.get("default") is True)]
+        if not table["index"]:
+            del table["index"]
+    table.pop("index-url", None)
+    if pyproject and not table and isinstance(doc.get("tool"), dict):  # a [tool.uv] made only for the index
+        doc["tool"].pop("uv", None)
+        if not doc["tool"]:
+            doc.pop("tool")
+    return doc
+
+
+def default_index_meaning(old: dict[str, Any] | None, new: dict[str, Any], url: str, pyproject: bool) -> str | None:
+    """None when ``new`` has ``url`` as its default index and nothing else changed from ``old``."""
+    got = default_index(new, pyproject)
+    if got != url:
+        return f"its default index would be {got!r}, not {url!r}"
+    if _without_default(old, pyproject) != _without_default(new, pyproject):
+        return "other settings would change too"
+    return None
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     uv = facts.get("uv")
     if not isinstance(uv, UvFacts):
@@ -95,9 +144,14 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     else:
         path = uv.default_origin if uv.default_origin in uv.files else uv.user_config
     old = uv.files.get(path)
-    new = set_default_index(old or "", url, pyproject=path.endswith("pyproject.toml"))
+    pyproject = path.endswith("pyproject.toml")
+    new = set_default_index(old or "", url, pyproject=pyproject)
+    header = "[[tool.uv.index]]" if pyproject else "[[index]]"
+    manual = (f"in {path}, make the index marked `default = true` use url = \"{url}\" (or add a table "
+              f"`{header}` with `url = \"{url}\"` and `default = true`)")
+    edit = verified_edit(path, old, new, manual, meaning=lambda a, b: default_index_meaning(a, b, url, pyproject))
     return FixPlan(fix="uv.index-url", description=f"make {label} ({url}) uv's default index in {path}",
-                   edits=(FileEdit(path=path, old_text=old, new_text=new),),
+                   edits=(edit,),
                    addresses=("uv.mirror", "index.consistency"),
                    notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
 

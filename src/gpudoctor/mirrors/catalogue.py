@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -165,8 +164,9 @@ def load(path: str | None) -> Catalogue:
     """
     if not path:
         return builtin()
+    from gpudoctor.inputs import InputError, read_user_file
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CatalogueError(f"{path}: {exc.strerror or exc}") from None
+        text = read_user_file(path)
+    except InputError as exc:
+        raise CatalogueError(str(exc)) from None
     return from_text(text, path)

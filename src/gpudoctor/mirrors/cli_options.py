@@ -64,7 +64,11 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: str | None = None,
     if dockerfile:
         try:
             # a Dockerfile is text in whatever encoding its author used: undecodable bytes become U+FFFD
-            text = Path(dockerfile).read_bytes().decode("utf-8", errors="replace")
+            from gpudoctor.inputs import InputError, read_user_file
+            try:
+                text = read_user_file(dockerfile, lenient=True)  # Latin-1 Dockerfiles are read too
+            except InputError as exc:
+                raise click.UsageError(f"--dockerfile {exc}") from None
             extra["dockerfile"] = (Path(dockerfile).name, text)
         except OSError as exc:
             raise click.UsageError(f"--dockerfile {dockerfile}: {exc.strerror or exc}") from None

@@ -10,7 +10,6 @@ timeout (the process group is killed), a crash or unparsable output become an
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
@@ -104,14 +103,17 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
     end = stdout.rfind(MARKER)
     if start < 0 or end <= start:
         raise ProbeError("the probe printed no result document")
+    from gpudoctor.inputs import InputError, loads_json
     try:
-        doc: Any = json.loads(stdout[start + len(MARKER):end])
-    except ValueError as exc:
+        doc: Any = loads_json(stdout[start + len(MARKER):end], "the probe's result")
+    except InputError as exc:
         raise ProbeError(f"the probe's result is not valid JSON: {exc}") from None
     try:
         return from_jsonable(ProbeFacts, doc)
     except FactsDecodeError as exc:
         raise ProbeError(f"the probe's result does not match this gpudoctor: {exc}") from None
+    except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
+        raise ProbeError(f"the probe's result does not match this gpudoctor ({type(exc).__name__}: {exc})") from None
 
 
 def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:

@@ -1,0 +1,157 @@
+"""Every editor re-parses what it is about to write (DESIGN.md: editors never corrupt).
+
+:func:`verified_edit` takes the old and new text of one file, keeps the old
+file's line endings and byte-order mark, refuses binary or non-UTF-8 text,
+re-parses the new text with the SAME parser the tool reads that kind of file
+with (pip INI: :func:`gpudoctor.pipconf.parse`; apt one-line and deb822:
+:mod:`gpudoctor.mirrors.aptsources`; uv TOML: :mod:`tomllib`; ``.condarc``:
+PyYAML's ``safe_load``; ``kernel.json``: :mod:`json`) and, when the planner
+says what it meant (``meaning``: parsed old, parsed new -> problem or None),
+checks that the new file means exactly that. Any failure raises
+:class:`~gpudoctor.model.FixRefused` with the manual edit to make instead.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gpudoctor.model import FileEdit, FixRefused
+
+__all__ = ["file_kind", "parse_as", "verified_edit", "keep_style", "NotParsable"]
+
+
+class NotParsable(ValueError):
+    """The text does not parse as its kind of file; the message says where."""
+
+
+def file_kind(path: str) -> str | None:
+    """``pip``, ``apt-list``, ``apt-deb822``, ``toml``, ``condarc``, ``json`` or None (unknown)."""
+    name = posixpath.basename(path)
+    if name in ("pip.conf", "pip.ini"):
+        return "pip"
+    if name.endswith(".sources"):
+        return "apt-deb822"
+    if name == "sources.list" or (name.endswith(".list") and "/apt/" in path):
+        return "apt-list"
+    if name.endswith(".toml"):
+        return "toml"
+    if name in (".condarc", "condarc") or name.endswith((".condarc", "condarc.yml", "condarc.yaml")):
+        return "condarc"
+    if name.endswith(".json"):
+        return "json"
+    return None
+
+
+def parse_as(kind: str, text: str, path: str = "") -> Any:
+    """Parse ``text`` as the tool reads a ``kind`` file; raises :class:`NotParsable`."""
+    if kind == "pip":
+        from gpudoctor.pipconf import parse
+        values, problem = parse(text)
+        if problem is not None:
+            where = f" (line {problem.line})" if problem.line else ""
+            raise NotParsable(f"{problem.message}{where}")
+        return values
+    if kind in ("apt-list", "apt-deb822"):
+        from gpudoctor.mirrors.aptsources import SourcesError, parse_deb822, parse_one_line
+        try:
+            sources, errors = (parse_deb822 if kind == "apt-deb822" else parse_one_line)(path or "sources", text)
+        except SourcesError as exc:
+            raise NotParsable(str(exc)) from None
+        return {"sources": [(s.types, s.uris, s.suites, s.components, s.enabled) for s in sources],
+                "errors": list(errors)}
+    if kind == "toml":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # 3.10: the tomli backport (a dependency there)
+            import tomli as tomllib
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise NotParsable(f"not valid TOML: {exc}") from None
+    if kind == "condarc":
+        import yaml
+        try:
+            data = yaml.safe_load(text) if text.strip() else {}
+        except yaml.YAMLError as exc:
+            raise NotParsable(f"not valid YAML: {str(exc).splitlines()[0]}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise NotParsable(f"its top level is a {type(data).__name__}, not a mapping of settings")
+        return data
+    if kind == "json":
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise NotParsable(f"not valid JSON: {exc}") from None
+    return text
+
+
+def _is_binary(text: str) -> str | None:
+    if "\x00" in text:
+        return "it holds NUL bytes (a binary file)"
+    if "\ufffd" in text or any("\udc80" <= c <= "\udcff" for c in text):
+        return "it is not valid UTF-8 text (another encoding, or binary)"
+    return None
+
+
+def keep_style(old: str | None, new: str) -> str:
+    """``new`` with the line endings of ``old`` when ``old`` used CRLF throughout. (A UTF-8
+    byte-order mark stays wherever the editor kept it: the readers do not skip one, so a
+    repair that drops it must not get it back.)"""
+    if not old:
+        return new
+    if "\r\n" in old and old.count("\r\n") == old.count("\n"):
+        new = new.replace("\r\n", "\n").replace("\n", "\r\n")
+    return new
+
+
+def verified_edit(path: str, old: str | None, new: str, manual: str,
+                  meaning: Callable[[Any, Any], str | None] | None = None,
+                  mode: int = 0o644, kind: str | None = None, repairs: bool = False) -> FileEdit:
+    """A :class:`FileEdit` of ``path`` from ``old`` to ``new`` that is known to parse and to
+    mean what was intended, or :class:`FixRefused`.
+
+    ``manual`` is the exact edit to make by hand, quoted in every refusal.
+    ``meaning(parsed_old, parsed_new)`` returns None when the new file means what was
+    intended (and nothing else changed), else the difference in words; ``parsed_old`` is
+    None for a created file (or one that did not parse, when ``repairs``: the edit is a
+    repair of that file). ``kind`` overrides :func:`file_kind`.
+    """
+    kind = kind or file_kind(path)
+    text_old = old
+    if old is not None:
+        why = _is_binary(old)
+        if why:
+            raise FixRefused(f"{path}: {why}; gpudoctor does not rewrite it. Edit it by hand: {manual}")
+    new = keep_style(old, new)
+    if kind is None:
+        return FileEdit(path, old, new, mode)
+    parsed_old = None
+    if text_old is not None:
+        try:
+            parsed_old = parse_as(kind, text_old, path)
+        except NotParsable as exc:
+            if repairs:
+                parsed_old = None
+            else:
+                raise FixRefused(f"{path} does not parse ({exc}), so it cannot be edited safely. Fix it by hand: "
+                                 f"{manual}") from None
+    try:
+        parsed_new = parse_as(kind, new, path)
+    except NotParsable as exc:
+        raise FixRefused(f"{path}: the edited file would not parse ({exc}), so nothing was planned. Edit it by "
+                         f"hand: {manual}") from None
+    if kind.startswith("apt") and parsed_old is not None and len(parsed_new["errors"]) > len(parsed_old["errors"]):
+        raise FixRefused(f"{path}: the edited file would have entries apt cannot read "
+                         f"({parsed_new['errors'][-1]}). Edit it by hand: {manual}")
+    if meaning is not None:
+        problem = meaning(parsed_old, parsed_new)
+        if problem:
+            raise FixRefused(f"{path}: the edited file would not mean what was intended ({problem}), so nothing "
+                             f"was planned. Edit it by hand: {manual}")
+    return FileEdit(path, old, new, mode)

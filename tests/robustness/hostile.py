@@ -1,0 +1,247 @@
+"""Building blocks of the break-it matrix: cases, fake binaries, gcc libraries, hostile
+plug-ins, and the runner that executes every case as a real CLI process (concurrently) and
+measures exit code, tracebacks, secrets printed, files changed, hangs and survivors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import signal
+import subprocess
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from _foundation import GPUDOCTOR
+
+#: secrets every case carries in its environment; none may be printed
+SECRETS = {"HF_TOKEN2": "hf_QzSecretHF0001", "NVIDIA_API_KEY_2": "nvapi-QzSecretNV02",
+           "MY_SERVICE_AUTH": "QzSecretAuth03", "UV_INDEX_PRIVATE_PASSWORD": "QzSecretUv04"}
+URL_SECRET = "QzUrlPass05"
+ALL_SECRETS = tuple(SECRETS.values()) + (URL_SECRET, "QzHostSecret06", "QzPrinted07")
+#: an uncaught traceback starts a line (a traceback kept as -v evidence is indented or inside a JSON string)
+TRACEBACK = re.compile(r"(?m)^Traceback \(most recent call last\)")
+
+
+@dataclass
+class Ctx:
+    """One case's sandbox: ``dir`` holds home/, bin/ (first on PATH), root/, host/, pids/."""
+
+    dir: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes | None = None
+
+    @property
+    def home(self) -> Path:
+        return self.dir / "home"
+
+    @property
+    def bin(self) -> Path:
+        return self.dir / "bin"
+
+    @property
+    def root(self) -> Path:
+        return self.dir / "root"
+
+    @property
+    def host(self) -> Path:
+        return self.dir / "host"
+
+    @property
+    def pids(self) -> Path:
+        return self.dir / "pids"
+
+    def write(self, rel: str, content, mode: int | None = None) -> Path:
+        p = self.dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content)
+        if mode is not None:
+            p.chmod(mode)
+        return p
+
+    def fake(self, name: str, body: str, where: str | None = None) -> Path:
+        """A shell script that records its pid (for the survivor check), then runs ``body``."""
+        path = (self.dir / where) if where else self.bin / name
+        script = f"#!/bin/sh\necho $$ >> {self.pids}/{path.name}.pid\n{body}\n"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(script)
+        path.chmod(0o755)
+        return path
+
+    def gcc_lib(self, name: str, constructor_body: str) -> Path:
+        """A shared library built with gcc whose constructor runs ``constructor_body`` (C)."""
+        src = self.dir / "c" / f"{name}.c"
+        src.parent.mkdir(parents=True, exist_ok=True)
+        src.write_text(textwrap.dedent(f"""
+            #include <signal.h>
+            #include <stdio.h>
+            #include <stdlib.h>
+            #include <unistd.h>
+            __attribute__((constructor)) static void init(void) {{
+                FILE *f = fopen("{self.pids}/{name}.pid", "a");
+                if (f) {{ fprintf(f, "%d\\n", getpid()); fclose(f); }}
+                {constructor_body}
+            }}
+            int nvmlInitWithFlags(unsigned int flags) {{ return 0; }}
+            int cuInit(unsigned int flags) {{ return 0; }}
+        """))
+        out = self.dir / "lib" / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True, capture_output=True)
+        return out
+
+
+@dataclass
+class Case:
+    """One broken environment or hostile input, and what must happen."""
+
+    id: str
+    setup: Callable[[Ctx], None]
+    codes: tuple[int, ...]
+    budget_s: float = 60.0
+    signal_at: tuple[int, str] | None = None  # (signal, pid file in pids/ or a glob under the case dir)
+    signal_delay_s: float = 0.3
+    fix_confirmed: bool = False
+    must_contain: tuple[str, ...] = ()
+    extra: Callable[[Result, Ctx], None] | None = None
+
+
+@dataclass
+class Result:
+    case: Case
+    ctx: Ctx
+    rc: int | None
+    out: str
+    err: str
+    wall_s: float
+    survivors: list[int]
+    changed: list[str]
+    killed_by_harness: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+    @property
+    def tracebacks(self) -> int:
+        return len(TRACEBACK.findall(self.text))
+
+    @property
+    def leaked(self) -> list[str]:
+        return [s for s in ALL_SECRETS if s in self.text]
+
+    @property
+    def hung(self) -> bool:
+        return self.killed_by_harness or self.wall_s > self.case.budget_s
+
+
+def _snapshot(ctx: Ctx) -> dict[str, str]:
+    out = {}
+    for base in (ctx.root, ctx.host, ctx.home):
+        if not base.exists():
+            continue
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            rel_dir = Path(dirpath)
+            if ".local/state" in str(rel_dir) or ".cache" in str(rel_dir):
+                continue  # the fix journal and caches are the tool's own state
+            for name in filenames + [d for d in dirnames if (rel_dir / d).is_symlink()]:
+                p = rel_dir / name
+                key = str(p.relative_to(ctx.dir))
+                try:
+                    if p.is_symlink():
+                        out[key] = "link:" + os.readlink(p)
+                    elif p.is_file():
+                        out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+                    else:
+                        out[key] = "special"
+                except OSError as exc:
+                    out[key] = f"error:{exc.errno}"
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _pids(ctx: Ctx) -> list[int]:
+    pids = []
+    for f in ctx.pids.glob("*.pid"):
+        for line in f.read_text().split():
+            if line.strip().isdigit():
+                pids.append(int(line))
+    return pids
+
+
+def run_case(case: Case, base: Path) -> Result:
+    ctx = Ctx(base / case.id)
+    for d in (ctx.home, ctx.bin, ctx.root, ctx.host, ctx.pids, ctx.dir / "tmp"):
+        d.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PIP_", "UV_", "CONDA", "JUPYTER", "GPUDOCTOR_", "XDG_", "CUDA_"))}
+    env.update(HOME=str(ctx.home), XDG_CONFIG_HOME=str(ctx.home / ".config"),
+               XDG_STATE_HOME=str(ctx.home / ".local/state"), XDG_CACHE_HOME=str(ctx.home / ".cache"),
+               XDG_DATA_HOME=str(ctx.home / ".local/share"), TMPDIR=str(ctx.dir / "tmp"),
+               PATH=f"{ctx.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", NO_COLOR="1",
+               GPUDOCTOR_LOOPBACK_ONLY="1", PIP_INDEX_URL=f"https://user:{URL_SECRET}@mirror.example.org/simple",
+               **SECRETS)
+    ctx.env = env
+    case.setup(ctx)
+    before = _snapshot(ctx)
+    start = time.monotonic()
+    proc = subprocess.Popen([*GPUDOCTOR, *ctx.argv], stdin=subprocess.PIPE if ctx.stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ctx.env, cwd=ctx.dir)
+    if case.signal_at:
+        sig, trigger = case.signal_at
+
+        def send() -> None:
+            deadline = time.monotonic() + case.budget_s
+            while time.monotonic() < deadline and proc.poll() is None:
+                if (ctx.pids / trigger).exists() or (("/" in trigger) and list(ctx.dir.glob(trigger))):
+                    time.sleep(case.signal_delay_s)  # let the doctor settle into waiting on it
+                    proc.send_signal(sig)
+                    return
+                time.sleep(0.05)
+        threading.Thread(target=send, daemon=True).start()
+    killed = False
+    try:
+        out, err = proc.communicate(input=ctx.stdin, timeout=case.budget_s + 30)
+    except subprocess.TimeoutExpired:
+        killed = True
+        proc.kill()
+        out, err = proc.communicate()
+    wall = time.monotonic() - start
+    deadline = time.monotonic() + 5
+    survivors = [p for p in _pids(ctx) if _alive(p)]
+    while survivors and time.monotonic() < deadline:
+        time.sleep(0.1)
+        survivors = [p for p in survivors if _alive(p)]
+    for p in survivors:  # do not leave them to the next test
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    after = _snapshot(ctx)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    return Result(case, ctx, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                  wall, survivors, changed, killed)
+
+
+def run_matrix(cases: Sequence[Case], base: Path, workers: int = 10) -> dict[str, Result]:
+    """Run every case as a real CLI process, ``workers`` at a time (most cases wait, not compute)."""
+    order = sorted(cases, key=lambda c: -c.budget_s)  # long ones first
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda c: run_case(c, base), order))
+    return {r.case.id: r for r in results}
