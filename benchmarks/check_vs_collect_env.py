@@ -25,8 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Sequence, Tuple
 
 _SELF_RSS = (
     "import atexit, resource, sys\n"
@@ -38,7 +38,7 @@ _SELF_RSS = (
 )
 
 
-def timed(argv: Sequence[str], env: dict) -> Tuple[float, int, int]:
+def timed(argv: Sequence[str], env: dict) -> tuple[float, int, int]:
     """Run ``argv``; return (wall seconds, exit status, peak RSS of the process tree in KiB)."""
     start = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     times = {"gpudoctor check": [], "collect_env": []}
     rss = {"gpudoctor check": [], "collect_env": []}
-    codes: List[int] = []
+    codes: list[int] = []
     for i in range(args.runs):
         for name, cmd in (("gpudoctor check", doctor), ("collect_env", collect_env)):
             elapsed, code, maxrss = timed(cmd, env)

@@ -93,8 +93,8 @@ def once(args):
             "adaptive_configs": len(adaptive["results"]), "grid_configs": len(grid["results"]),
             "t_adaptive": t_adaptive, "t_grid": t_grid, "call": adaptive["call"], "best": best,
             "rec_in_grid": rec_in_grid, "tried": " ".join(
-                "%d/%s%s:%.0f" % (r["config"]["num_workers"], r["config"]["prefetch_factor"] or "-",
-                                  "p" if r["config"]["persistent_workers"] else "", r["samples_per_s"])
+                f"{r['config']['num_workers']}/{r['config']['prefetch_factor'] or '-'}"
+                f"{'p' if r['config']['persistent_workers'] else ''}:{r['samples_per_s']:.0f}"
                 for r in adaptive["results"]), "grid_exhausted": grid["budget_exhausted"], "cpus": adaptive["cpus"]}
 
 

@@ -30,8 +30,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
 
 
 def _rss_kib(pid: int) -> int:
@@ -60,8 +60,8 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def _children(pid: int) -> List[int]:
-    out: List[int] = []
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as fh:
@@ -71,7 +71,7 @@ def _children(pid: int) -> List[int]:
     return out
 
 
-def _tree(pid: int) -> Tuple[int, int]:
+def _tree(pid: int) -> tuple[int, int]:
     """(VmRSS sum, PSS sum) of ``pid`` and its live descendants, KiB."""
     rss = pss = 0
     stack, seen = [pid], set()
@@ -86,7 +86,7 @@ def _tree(pid: int) -> Tuple[int, int]:
     return rss, pss
 
 
-def timed(argv: Sequence[str], env: dict, sample: bool = False) -> Tuple[float, int, int, int, int]:
+def timed(argv: Sequence[str], env: dict, sample: bool = False) -> tuple[float, int, int, int, int]:
     """Run ``argv``: (wall s, exit status, max single-process RSS KiB from wait4, max tree-sum RSS KiB,
     max tree-sum PSS KiB)."""
     peak = [0, 0]
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = args.python
     script = Path(python).with_name("gpudoctor")
     doctor = [str(script)] if script.exists() else [python, "-m", "gpudoctor"]
-    commands: Dict[str, List[str]] = {
+    commands: dict[str, list[str]] = {
         "gpudoctor gate": doctor + ["gate", "-q"],
         "collect_env": [python, "-m", "torch.utils.collect_env"],
         "import torch": [python, "-c", "import torch"],
@@ -134,10 +134,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for cmd in commands.values():  # warm the page cache
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
 
-    times: Dict[str, List[float]] = {k: [] for k in commands}
-    floor: List[int] = []
-    tree: List[int] = []
-    tree_pss: List[int] = []
+    times: dict[str, list[float]] = {k: [] for k in commands}
+    floor: list[int] = []
+    tree: list[int] = []
+    tree_pss: list[int] = []
     codes = set()
     for i in range(args.runs):
         for name, cmd in commands.items():

@@ -13,18 +13,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Dict, Iterable, Optional, Sequence
 
 SITE = "/home/user/venv/lib/python3.10/site-packages"
 TOOLKIT = "/usr/local/cuda-12.2/lib64"
 
 
-def gcc() -> Optional[str]:
+def gcc() -> str | None:
     return shutil.which("gcc") or shutil.which("cc")
 
 
-def build_so(out: Path, soname: str, source: str, *, version_script: Optional[str] = None,
+def build_so(out: Path, soname: str, source: str, *, version_script: str | None = None,
              link: Sequence[Path] = (), runpath: Iterable[str] = (), new_dtags: bool = True) -> Path:
     """Compile ``source`` into ``out`` with DT_SONAME ``soname``; ``link``: libraries it needs
     (by file); ``runpath``: DT_RUNPATH entries (DT_RPATH when ``new_dtags`` is False)."""
@@ -65,13 +65,13 @@ def write_dist(root: Path, site: str, dist: str, version: str, files: Iterable[s
 def wheel_tree(root: Path, *, site: str = SITE, toolkit: str = TOOLKIT, rpath_style: bool = False,
                toolkit_versions: Sequence[str] = ("12_0", "12_1", "12_2"),
                cusparse_needs: str = "12_4", toolkit_file: str = "libnvJitLink.so.12.2.140",
-               dists: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+               dists: dict[str, str] | None = None) -> dict[str, str]:
     """Build the case-33 layout under ``root`` (paths inside it are returned, keyed by role).
 
     ``rpath_style``: libcusparse gets DT_RPATH instead of DT_RUNPATH (then its
     directory list beats LD_LIBRARY_PATH).
     """
-    r = lambda p: root / p.lstrip("/")  # noqa: E731
+    r = lambda p: root / p.lstrip("/")
     wheel_jit = f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"
     nvjitlink(r(wheel_jit), ("12_0", "12_1", "12_2", "12_3", "12_4"))
     tk_real = f"{toolkit}/{toolkit_file}"

@@ -5,14 +5,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Union
 
 import pytest
 
 SOURCE = Path(__file__).with_name("fake_nvml.c")
 
 
-def build_fake_nvml(directory: Path, **defines: Union[int, str, bool]) -> Path:
+def build_fake_nvml(directory: Path, **defines: int | str | bool) -> Path:
     """Compile the fake NVML into ``directory/libnvidia-ml.so.1`` with ``-DNAME=value``
     for each define (``True`` -> ``-DNAME``). Returns ``directory`` (for LD_LIBRARY_PATH).
     Skips the test when gcc is absent."""

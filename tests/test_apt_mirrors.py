@@ -14,17 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from gpudoctor.facts import Facts
-from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
-
 from gpudoctor import engine
 from gpudoctor.checks import apt_sources
 from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.mirrors import AptFacts
 from gpudoctor.fixes import apt_mirror
-from gpudoctor.mirrors.aptsources import (classify_uri, find_rewrites, parse_deb822, parse_one_line,
-                                          rewrite_deb822, rewrite_one_line)
+from gpudoctor.mirrors.aptsources import (
+    classify_uri,
+    find_rewrites,
+    parse_deb822,
+    parse_one_line,
+    rewrite_deb822,
+    rewrite_one_line,
+)
 from gpudoctor.mirrors.catalogue import from_text
 from gpudoctor.model import FixRefused, Status
 from gpudoctor.testing import fake_system, write_tree

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from _foundation import env_with, run_gpudoctor
 from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.engine import collect_facts, evaluate
 from gpudoctor.model import Status
 from gpudoctor.testing import fake_system, write_tree
-
-from _foundation import env_with, run_gpudoctor
 
 SNAP = sorted((Path(__file__).parent / "fixtures" / "facts").glob("*.json"))[0]
 

@@ -8,7 +8,13 @@ from gpudoctor.collect.cuda_toolkit import collect
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
 from gpudoctor.model import Status
-from gpudoctor.testing import fake_system, make_facts, no_nvidia, nvidia_facts, write_tree
+from gpudoctor.testing import (
+    fake_system,
+    make_facts,
+    no_nvidia,
+    nvidia_facts,
+    write_tree,
+)
 
 TK = CudaToolkitFacts(None, "/usr/local/cuda-13.0", "13.0.48", "/usr/local/cuda-13.0/bin/nvcc", "13.0")
 

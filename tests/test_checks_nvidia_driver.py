@@ -6,14 +6,20 @@ import json
 
 import pytest
 
+from conftest import FIXTURES
 from gpudoctor.checks.nvidia_driver import CHECK
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import PciGpuFacts
 from gpudoctor.model import Status
-from gpudoctor.testing import make_facts, no_nvidia, nvidia_facts, nvml_device, os_facts, pci_gpus
-
-from conftest import FIXTURES
+from gpudoctor.testing import (
+    make_facts,
+    no_nvidia,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    pci_gpus,
+)
 
 
 def run_check(facts: Facts):

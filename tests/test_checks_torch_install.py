@@ -6,14 +6,22 @@ import json
 
 import pytest
 
+from conftest import FIXTURES
 from gpudoctor.checks.torch_install import CHECK
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Status
-from gpudoctor.testing import (make_facts, no_nvidia, nvidia_facts, nvml_device, pci_gpus, probe_facts, target,
-                               targets, torch_facts)
-
-from conftest import FIXTURES
+from gpudoctor.testing import (
+    make_facts,
+    no_nvidia,
+    nvidia_facts,
+    nvml_device,
+    pci_gpus,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+)
 
 
 def run_check(facts: Facts):
@@ -198,7 +206,14 @@ def test_one_finding_per_target_in_order():
 
 def test_a_kernel_running_the_terminals_interpreter_is_reported_once():
     from gpudoctor.checks.torch_install import CHECK
-    from gpudoctor.testing import make_facts, no_nvidia, pci_gpus, probe_facts, target, targets
+    from gpudoctor.testing import (
+        make_facts,
+        no_nvidia,
+        pci_gpus,
+        probe_facts,
+        target,
+        targets,
+    )
     same = probe_facts("/srv/venv/bin/python")
     hidden = probe_facts("/srv/venv/bin/python", env={"CUDA_VISIBLE_DEVICES": ""})
     facts = make_facts(targets=targets(target(same), target(same, label="kernel:python3", kind="kernel"),

@@ -10,14 +10,19 @@ import sys
 
 import pytest
 
+from _foundation import (  # noqa: F401
+    GPUDOCTOR,
+    bare_python,
+    cudnn_broken_torch,
+    env_with,
+    run_gpudoctor,
+    validator,
+)
+from conftest import FIXTURES
 from gpudoctor import __version__
 from gpudoctor.cli import main
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import Registry
-
-from conftest import FIXTURES
-from _foundation import (GPUDOCTOR, bare_python, cudnn_broken_torch, env_with, run_gpudoctor,  # noqa: F401
-                         validator)
 
 SNAP = FIXTURES / "facts"
 
@@ -61,7 +66,7 @@ def test_snapshot_then_replay_gives_the_same_findings(tmp_path, live_json):
     replay = run_gpudoctor("check", "--facts", str(snap), "--format", "json")
     assert replay.returncode == live_json.returncode, replay.stderr
     live, again = json.loads(live_json.stdout), json.loads(replay.stdout)
-    key = lambda d: [(f["check"], f["status"], f["summary"], f["target"]) for f in d["findings"]]  # noqa: E731
+    key = lambda d: [(f["check"], f["status"], f["summary"], f["target"]) for f in d["findings"]]
     assert key(again) == key(live)
     assert again["counts"] == live["counts"] and again["status"] == live["status"]
     # replay works from stdin too, and needs nothing from this machine
@@ -152,6 +157,7 @@ def test_crashing_check_is_an_error_finding_with_traceback_under_verbose(monkeyp
 
 def test_internal_error_is_one_line_exit_3_with_a_crash_log(monkeypatch, capsys, tmp_path):
     import tempfile
+
     from gpudoctor import engine
 
     def broken_run(*a, **kw):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from _foundation import GPUDOCTOR, env_with, run_gpudoctor
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.pip import site_prefix
 from gpudoctor.engine import Report
@@ -18,8 +19,6 @@ from gpudoctor.facts import Facts
 from gpudoctor.model import Finding, Status
 from gpudoctor.probe import probe_target
 from gpudoctor.system import System
-
-from _foundation import GPUDOCTOR, env_with, run_gpudoctor
 
 FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 

@@ -8,7 +8,14 @@ import os
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.cuda_toolkit import collect
 from gpudoctor.facts import Unavailable
-from gpudoctor.testing import ScriptedRunner, fake_system, not_found, ok, timed_out, write_tree
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    not_found,
+    ok,
+    timed_out,
+    write_tree,
+)
 
 NVCC_OUT = """nvcc: NVIDIA (R) Cuda compiler driver
 Copyright (c) 2005-2025 NVIDIA Corporation

@@ -7,7 +7,12 @@ import os
 import pytest
 
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.collect.host import collect_cpu, collect_os, collect_shm, detect_container
+from gpudoctor.collect.host import (
+    collect_cpu,
+    collect_os,
+    collect_shm,
+    detect_container,
+)
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import CpuQuota
 from gpudoctor.testing import fake_system, write_tree

@@ -7,11 +7,23 @@ import stat
 from pathlib import Path
 
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.collect.kernel_log import MAX_BYTES, TIMEOUT_S, collect_kernel_log, parse_xid_lines
+from gpudoctor.collect.kernel_log import (
+    MAX_BYTES,
+    TIMEOUT_S,
+    collect_kernel_log,
+    parse_xid_lines,
+)
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.kernel_log import MAX_EVENTS
 from gpudoctor.system import Files, System
-from gpudoctor.testing import ScriptedRunner, exits, fake_system, not_found, ok, timed_out
+from gpudoctor.testing import (
+    ScriptedRunner,
+    exits,
+    fake_system,
+    not_found,
+    ok,
+    timed_out,
+)
 
 DMESG = """\
 [    0.000000] Linux version 6.1.0-18-amd64

@@ -6,13 +6,12 @@ import os
 
 import pytest
 
+from conftest import CASES
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia, parse_nvrm_version
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.nvidia import PciDevice
 from gpudoctor.testing import fake_system, write_tree
-
-from conftest import CASES
 
 CASE01_PROC = (CASES / "01-driver-470-vs-torch-cu121" / "proc-driver-nvidia-version.txt").read_text()
 

@@ -25,12 +25,30 @@ from gpudoctor.collect.host import collect_os
 from gpudoctor.collect.libraries import LoaderModel, collect_cuda_libraries, family_of
 from gpudoctor.collect.loader import collect_loader
 from gpudoctor.engine import evaluate
-from gpudoctor.facts.targets import CudnnProbe, LibcudaProbe, LibraryLoad, ToolchainFacts, TritonFacts
+from gpudoctor.facts.targets import (
+    CudnnProbe,
+    LibcudaProbe,
+    LibraryLoad,
+    ToolchainFacts,
+    TritonFacts,
+)
 from gpudoctor.model import Status
 from gpudoctor.registry import load_registry
 from gpudoctor.system import Files
-from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts,
-                               probe_facts, target, targets, torch_facts, write_tree)
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    ok,
+    os_facts,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
 needs_gcc = pytest.mark.skipif(cl.gcc() is None, reason="no C compiler to build test libraries")
@@ -149,13 +167,13 @@ def _case33_facts(tmp_path: Path, with_ld_library_path: bool):
     env = _env(case)
     if not with_ld_library_path:
         env.pop("LD_LIBRARY_PATH")
-    wheel_dir = re.search(r"ls -l (\S+)/\s*$", (case / "ls-wheel-nvjitlink.txt").read_text(), re.M).group(1)
+    wheel_dir = re.search(r"ls -l (\S+)/\s*$", (case / "ls-wheel-nvjitlink.txt").read_text(), re.MULTILINE).group(1)
     site = wheel_dir.rsplit("/nvidia/", 1)[0]
     listing = (case / "ls-cuda-12.2-lib64.txt").read_text()
     toolkit = re.search(r"ls -l (\S+?)/? ", listing).group(1)
     toolkit_file = re.search(r"libnvJitLink\.so\.12 -> (\S+)", listing).group(1)
     needs = re.search(r"undefined symbol: __nvJitLinkComplete_(\d+_\d+)", (case / "traceback.txt").read_text()).group(1)
-    dists = dict(re.findall(r"^(torch|nvidia-\S+)\s+(\S+)$", (case / "pip-list.txt").read_text(), re.M))
+    dists = dict(re.findall(r"^(torch|nvidia-\S+)\s+(\S+)$", (case / "pip-list.txt").read_text(), re.MULTILINE))
     tk_minor = int(re.search(r"\.so\.12\.(\d+)\.", toolkit_file).group(1))
     cl.wheel_tree(tmp_path, site=site, toolkit=toolkit, cusparse_needs=needs, toolkit_file=toolkit_file,
                   toolkit_versions=tuple(f"12_{i}" for i in range(tk_minor + 1)), dists=dists)
@@ -473,7 +491,7 @@ def test_case_05_kind_cudnn_module_before_torch_lib(tmp_path, registry, versione
     env = _env(case)
     module_dir, entries = _ls(case / "ls-cudnn-module.txt")
     torch_lib, _ = _ls(case / "ls-torch-lib.txt")
-    r = lambda p: tmp_path / p.lstrip("/")  # noqa: E731
+    r = lambda p: tmp_path / p.lstrip("/")
     links = {}
     for line in (case / "ls-cudnn-module.txt").read_text().splitlines()[1:]:
         parts = line.split()

@@ -24,7 +24,16 @@ from gpudoctor.model import Status
 from gpudoctor.probe import PROBE_SCRIPT
 from gpudoctor.registry import load_registry
 from gpudoctor.schemas import published_schema
-from gpudoctor.testing import make_facts, nvidia_facts, nvml_device, os_facts, probe_facts, target, targets, torch_facts
+from gpudoctor.testing import (
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+)
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "facts" / "libraries"
 SITE = "/home/user/venv/lib/python3.11/site-packages"

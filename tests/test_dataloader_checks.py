@@ -20,8 +20,17 @@ from gpudoctor.collect.host import collect_cpu, collect_os, collect_shm
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 from gpudoctor.model import Status
-from gpudoctor.testing import (cpu_facts, fake_system, make_facts, nvidia_facts, nvml_device, os_facts, pci_gpus,
-                               shm_facts, write_tree)
+from gpudoctor.testing import (
+    cpu_facts,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    pci_gpus,
+    shm_facts,
+    write_tree,
+)
 
 MIB, GIB = 1024 ** 2, 1024 ** 3
 CASES = Path(__file__).parent / "fixtures" / "cases"

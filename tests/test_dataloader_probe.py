@@ -118,7 +118,7 @@ def test_synthetic_stall_is_measured_and_removed(synthetic_run):
     assert rec["samples_per_s"] > base["samples_per_s"]
     assert doc["kwargs"]["num_workers"] == rec["config"]["num_workers"]
     assert doc["kwargs"]["persistent_workers"] is True  # the adaptive search measured the persistent variant
-    assert doc["call"].startswith("DataLoader(dataset, batch_size=8, num_workers=%d" % rec["config"]["num_workers"])
+    assert doc["call"].startswith(f"DataLoader(dataset, batch_size=8, num_workers={rec['config']['num_workers']}")
     assert doc["cpus"]["usable"] >= 1 and max(r["config"]["num_workers"] for r in doc["results"]) <= doc["cpus"]["usable"]
     assert doc["limits"] and doc["limits"][0]["kind"] in ("step-bound", "cpu-bound", "io-bound", "more-workers")
 
@@ -150,6 +150,7 @@ def test_synthetic_budget_is_respected_and_result_not_saved(synthetic_run):
 @pytest.mark.slow
 def test_console_output_has_table_call_and_limits(synthetic_run):
     from rich.console import Console
+
     from gpudoctor.cli.probe import render_console
     doc = json.loads(synthetic_run[0].stdout)
     console = Console(record=True, width=140, no_color=True)
@@ -249,6 +250,7 @@ class RaisesAt5(Cheap):
 @pytest.mark.slow
 def test_recommend_api_returns_usable_kwargs():
     from torch.utils.data import DataLoader
+
     from gpudoctor.dataloader import recommend
     rec = recommend(impl.SyntheticImages(size=16, cost_ms=2.0), batch_size=4, step=8.0, budget_s=4.0,
                     max_workers=1, cuda=False)

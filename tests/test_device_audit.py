@@ -10,8 +10,8 @@ import pytest
 torch = pytest.importorskip("torch")
 nn = torch.nn
 
-import gpudoctor  # noqa: E402
-from gpudoctor.device_audit import AuditReport  # noqa: E402
+import gpudoctor
+from gpudoctor.device_audit import AuditReport
 
 
 class Block(nn.Module):

@@ -4,9 +4,9 @@ the intended change, or a refusal (FixRefused) -- never a corrupt file, never a 
 from __future__ import annotations
 
 import json
-import tomllib
 
 import pytest
+import tomllib
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,8 +18,14 @@ from gpudoctor.fixes.apt_mirror import sources_meaning
 from gpudoctor.fixes.conda_channels import blocks_meaning, replace_blocks
 from gpudoctor.fixes.pip_index_url import pip_meaning
 from gpudoctor.fixes.uv_index_url import default_index, default_index_meaning, set_default_index
-from gpudoctor.mirrors.aptsources import (SourcesError, parse_deb822, parse_one_line, replace_base,
-                                          rewrite_deb822, rewrite_one_line)
+from gpudoctor.mirrors.aptsources import (
+    SourcesError,
+    parse_deb822,
+    parse_one_line,
+    replace_base,
+    rewrite_deb822,
+    rewrite_one_line,
+)
 from gpudoctor.model import FixRefused
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

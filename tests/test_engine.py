@@ -11,7 +11,14 @@ import pytest
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.collect import CollectOptions, Collector, all_collectors
-from gpudoctor.engine import SelectionError, needed_domains, collect_facts, evaluate, run, select_checks
+from gpudoctor.engine import (
+    SelectionError,
+    collect_facts,
+    evaluate,
+    needed_domains,
+    run,
+    select_checks,
+)
 from gpudoctor.facts import Unavailable
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import load_registry

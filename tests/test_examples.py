@@ -121,7 +121,7 @@ def _instructions(text):
 
 def test_dockerfile_instructions_are_the_ones_the_docs_describe():
     dockerfile = _instructions((EXAMPLES / "docker" / "Dockerfile").read_text())
-    block = re.search(r"```dockerfile\n(.*?)```", DOCS.read_text(), re.S).group(1)
+    block = re.search(r"```dockerfile\n(.*?)```", DOCS.read_text(), re.DOTALL).group(1)
     assert _instructions(block) == dockerfile
     kw = dict(dockerfile)
     entry = json.loads(kw["ENTRYPOINT"])

@@ -10,12 +10,11 @@ import sys
 
 import pytest
 
+from _foundation import GPUDOCTOR, env_with, run_gpudoctor
+from conftest import CASES, FIXTURES
 from gpudoctor.explain import explain_text, load_signatures, match_finding
 from gpudoctor.explain_run import explain_file, target_python
 from gpudoctor.model import Status
-
-from conftest import CASES, FIXTURES
-from _foundation import GPUDOCTOR, env_with, run_gpudoctor
 
 PY = sys.executable
 

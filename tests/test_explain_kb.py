@@ -6,13 +6,20 @@ import re
 
 import pytest
 
+from conftest import FIXTURES
 from gpudoctor.data import load_table
-from gpudoctor.explain import (MAX_LINE_CHARS, Matcher, SignatureError, explain_text, load_signatures,
-                               match_finding, parse_signatures, resolve_checks)
+from gpudoctor.explain import (
+    MAX_LINE_CHARS,
+    Matcher,
+    SignatureError,
+    explain_text,
+    load_signatures,
+    match_finding,
+    parse_signatures,
+    resolve_checks,
+)
 from gpudoctor.model import CHECK_ID_RE, Status
 from gpudoctor.registry import load_registry
-
-from conftest import FIXTURES
 
 SIGNATURES = load_signatures()
 BY_ID = {s.id: s for s in SIGNATURES}
@@ -35,7 +42,7 @@ def test_signature_is_complete(sig):
     assert CHECK_ID_RE.match(sig.id)
     assert sig.title and sig.meaning and sig.remedy and sig.source
     assert "`" in sig.remedy or "\n" in sig.remedy, "a remedy names exact commands"
-    assert re.search(r"https?://|\.(?:cpp|cc|py|h|hpp|cu)\b|\(\d\)|docs|PEP|README|guide", sig.source, re.I), sig.source
+    assert re.search(r"https?://|\.(?:cpp|cc|py|h|hpp|cu)\b|\(\d\)|docs|PEP|README|guide", sig.source, re.IGNORECASE), sig.source
     assert set(sig.groups) == set(sig.pattern.groupindex)
     assert all(len(desc) > 5 for desc in sig.groups.values())
     assert sig.status in (Status.FAIL, Status.WARN)
@@ -339,7 +346,8 @@ def test_prefilter_agrees_with_searching_every_regex_on_examples_and_logs():
 
 
 def test_prefilter_agrees_on_mangled_examples():
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     bare = _bare()
     lines = [ln for s in SIGNATURES for ln in s.example.splitlines() if ln.strip()]

@@ -6,11 +6,27 @@ import json
 
 import pytest
 
-from gpudoctor.facts import FACTS_SCHEMA_VERSION, Facts, FactsDecodeError, Unavailable, domain, registered_domains
+from gpudoctor.facts import (
+    FACTS_SCHEMA_VERSION,
+    Facts,
+    FactsDecodeError,
+    Unavailable,
+    domain,
+    registered_domains,
+)
 from gpudoctor.facts.base import from_jsonable, to_jsonable
 from gpudoctor.facts.host import CpuFacts, ShmFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
-from gpudoctor.testing import cpu_facts, make_facts, nvidia_facts, nvml_device, probe_facts, shm_facts, target, targets
+from gpudoctor.testing import (
+    cpu_facts,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    probe_facts,
+    shm_facts,
+    target,
+    targets,
+)
 
 
 def test_unavailable_is_falsy_with_a_reason():

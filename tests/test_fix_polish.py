@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import errno
 import os
-from pathlib import Path
 
 import pytest
 
 from gpudoctor import apply as ap
 from gpudoctor.model import FileEdit, FixPlan
 from gpudoctor.system import Files
-
 from test_cli_fix import root, run  # noqa: F401  (the demo check/fix registry and the CLI runner)
 
 
@@ -120,8 +118,8 @@ def test_read_only_reports_a_writable_tmp_as_writable(tmp_path):
 
 
 def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, monkeypatch):
-    from test_pip_fix import HOME, USER_CONF
     from gpudoctor.testing import write_tree
+    from test_pip_fix import HOME, USER_CONF
 
     monkeypatch.setenv("HOME", HOME)
     monkeypatch.setenv("XDG_CONFIG_HOME", f"{HOME}/.config")
@@ -147,10 +145,10 @@ def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, mon
 
 def _hand_registry(monkeypatch, offers=()):
     """The demo registry plus a check that fails in a way no fix repairs (a hand edit)."""
+    import test_cli_fix as demo
     from gpudoctor.cli import fix as cli_fix
     from gpudoctor.model import Check, Fix, Status
     from gpudoctor.registry import Registry
-    import test_cli_fix as demo
 
     hand = Check(id="demo.hand", title="hand", needs=(),
                  evaluate=lambda facts: [hand.finding(Status.FAIL, "edit /etc/hand.conf by hand", fixes=offers)])
@@ -275,8 +273,8 @@ def test_plain_root_keeps_plain_paths(tmp_path):
 
 
 def test_pip_conf_directory_is_called_a_directory(tmp_path, capsys, monkeypatch):
-    from test_pip_fix import HOME, MIRROR, USER_CONF
     from gpudoctor.testing import write_tree
+    from test_pip_fix import HOME, MIRROR, USER_CONF
 
     monkeypatch.setenv("HOME", HOME)
     monkeypatch.setenv("XDG_CONFIG_HOME", f"{HOME}/.config")

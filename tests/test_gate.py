@@ -12,17 +12,20 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from gpudoctor.gate import (GateOptions, gate_checks, gate_until_healthy, requirement_findings, run_gate,
-                            write_atomic)
+from _fakecuda import GccMissing, build_fake_cuda
+from gpudoctor.gate import (
+    GateOptions,
+    gate_checks,
+    gate_until_healthy,
+    run_gate,
+    write_atomic,
+)
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import load_registry
 from gpudoctor.testing import fake_system
-
-from _fakecuda import GccMissing, build_fake_cuda
 
 
 def _check(cid, status, tags=("gate",)):
@@ -253,12 +256,13 @@ def test_collectors_for_imports_only_what_the_selection_needs():
 
 def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
     import dataclasses
+
     from gpudoctor.system import System
     system = dataclasses.replace(System.live(), env=_env(fake, FAKE_CUDA_COUNT="1"))
     checks = [load_registry().checks["torch.install"]]
     light = run_gate(checks, system, GateOptions())
     deep = run_gate(checks, system, GateOptions(deep=True))
-    probe = lambda r: r.report.facts.get("targets").targets[0].probe  # noqa: E731
+    probe = lambda r: r.report.facts.get("targets").targets[0].probe
     assert probe(light).level == "light" and probe(deep).level == "full"
     [lf] = [f for f in light.report.findings if f.check == "torch.install"]
     [df] = [f for f in deep.report.findings if f.check == "torch.install"]
@@ -270,6 +274,7 @@ def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
 def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
     import dataclasses
     import shutil
+
     from gpudoctor.system import System
     site, libdir = fake
     broken = tmp_path / "site"

@@ -21,8 +21,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpudoctor.checks._gpu import (coverage, has_nvidia_gpu, judge_driver, parse_arch_list, table_arch_list, v,
-                                   variant_for)
+from gpudoctor.checks._gpu import (
+    coverage,
+    has_nvidia_gpu,
+    judge_driver,
+    parse_arch_list,
+    table_arch_list,
+    v,
+    variant_for,
+)
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.loader import collect_cuda_wheels, collect_loader, parse_ldconfig
 from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
@@ -30,13 +37,32 @@ from gpudoctor.data import load_table, table_names
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts
 from gpudoctor.facts.loader import LoaderFacts
-from gpudoctor.facts.targets import CudaDevice, CudnnProbe, LibcudaProbe, ToolchainFacts, TritonFacts
+from gpudoctor.facts.targets import (
+    CudaDevice,
+    CudnnProbe,
+    LibcudaProbe,
+    ToolchainFacts,
+    TritonFacts,
+)
 from gpudoctor.model import Status
 from gpudoctor.probe import PROBE_SCRIPT
 from gpudoctor.registry import load_registry, sort_key
 from gpudoctor.schemas import published_schema
-from gpudoctor.testing import (ScriptedRunner, fake_system, make_facts, nvidia_facts, nvml_device, ok, os_facts, pci_gpus,
-                               probe_facts, target, targets, torch_facts, write_tree)
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    ok,
+    os_facts,
+    pci_gpus,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GPU_FIXTURES = FIXTURES / "facts" / "gpu"
@@ -349,7 +375,7 @@ def test_case_26_torch_compile_missing_python_h(registry):
     case = CASES / "26-torch-compile-missing-python-h"
     doc = json.loads((case / "torch-facts.json").read_text())
     listing = (case / "probe-output.txt").read_text()
-    others = tuple(f"/usr/include/{d}" for d in re.findall(r"^(python3\.\d+)$", listing, re.M))
+    others = tuple(f"/usr/include/{d}" for d in re.findall(r"^(python3\.\d+)$", listing, re.MULTILINE))
     gcc = re.search(r"\$ which gcc\n(\S+)", listing).group(1)
     include = doc["sysconfig.get_paths()['include']"]
     cuda = re.search(r"\+cu(\d+)(\d)$", doc["torch.__version__"]).groups()

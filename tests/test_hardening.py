@@ -5,7 +5,6 @@ the doctor down, redaction at every exit."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -14,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from _foundation import GPUDOCTOR, env_with
 from gpudoctor.collect import CollectOptions, Collector
 from gpudoctor.engine import collect_facts, evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import Files, SubprocessRunner, System
 from gpudoctor.testing import ScriptedRunner, not_found
-
-from _foundation import GPUDOCTOR, env_with
 
 
 def _alive(pid: int) -> bool:
@@ -157,8 +155,8 @@ def test_a_collector_raising_anything_is_an_error(tmp_path, exc):
 
 def test_saved_probe_result_lives_in_the_xdg_cache_dir(tmp_path, monkeypatch):
     from gpudoctor.cli.probe import saved_result_path
-    from gpudoctor.collect.dataloader_probe import collect_dataloader_probe, saved_result_file
     from gpudoctor.collect import CollectContext
+    from gpudoctor.collect.dataloader_probe import collect_dataloader_probe, saved_result_file
     from gpudoctor.facts.dataloader import DataLoaderProbeFacts
     from gpudoctor.testing import fake_system, write_tree
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))

@@ -16,16 +16,15 @@ from __future__ import annotations
 import ast
 import textwrap
 from pathlib import Path
-from typing import Dict, List, Optional, Set
 
 import gpudoctor
 
 PACKAGE_DIR = Path(gpudoctor.__file__).parent
 
 
-def discover(package_dir: Path, package: str) -> Dict[str, Path]:
+def discover(package_dir: Path, package: str) -> dict[str, Path]:
     """{dotted module name: source file} for every module of the package."""
-    modules: Dict[str, Path] = {}
+    modules: dict[str, Path] = {}
     for path in sorted(package_dir.rglob("*.py")):
         rel = path.relative_to(package_dir).with_suffix("")
         parts = [package, *rel.parts]
@@ -40,7 +39,7 @@ def _is_type_checking(test: ast.expr) -> bool:
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _module_level_imports(body: List[ast.stmt]):
+def _module_level_imports(body: list[ast.stmt]):
     """Import statements that run when the module is imported."""
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -59,7 +58,7 @@ def _module_level_imports(body: List[ast.stmt]):
             yield from _module_level_imports(getattr(node, "orelse", []))
 
 
-def _resolve(name: str, modules: Dict[str, Path]) -> Optional[str]:
+def _resolve(name: str, modules: dict[str, Path]) -> str | None:
     """The longest prefix of ``name`` that is one of ``modules``."""
     parts = name.split(".")
     while parts:
@@ -70,14 +69,14 @@ def _resolve(name: str, modules: Dict[str, Path]) -> Optional[str]:
     return None
 
 
-def import_graph(modules: Dict[str, Path]) -> Dict[str, Set[str]]:
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """{module: modules it imports at module level} (see the module docstring)."""
-    graph: Dict[str, Set[str]] = {m: set() for m in modules}
+    graph: dict[str, set[str]] = {m: set() for m in modules}
     for module, path in modules.items():
         is_package = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for node in _module_level_imports(tree.body):
-            targets: List[str] = []
+            targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             else:
@@ -99,13 +98,13 @@ def import_graph(modules: Dict[str, Path]) -> Dict[str, Set[str]]:
     return graph
 
 
-def find_cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components with a cycle (Tarjan), each as a sorted list of modules."""
-    index: Dict[str, int] = {}
-    low: Dict[str, int] = {}
-    stack: List[str] = []
-    on_stack: Set[str] = set()
-    out: List[List[str]] = []
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
     counter = [0]
 
     def visit(v: str) -> None:
@@ -136,7 +135,7 @@ def find_cycles(graph: Dict[str, Set[str]]) -> List[List[str]]:
     return out
 
 
-def _describe(cycle: List[str], graph: Dict[str, Set[str]]) -> str:
+def _describe(cycle: list[str], graph: dict[str, set[str]]) -> str:
     inside = set(cycle)
     edges = [f"{a} -> {b}" for a in cycle for b in sorted(graph[a]) if b in inside]
     return "; ".join(edges)
@@ -160,7 +159,7 @@ def test_command_modules_never_import_the_cli_package_that_registers_them():
     assert not any(m in graph["gpudoctor.cli.common"] for m in commands)
 
 
-def _write_package(root: Path, files: Dict[str, str]) -> Path:
+def _write_package(root: Path, files: dict[str, str]) -> Path:
     pkg = root / "pkg"
     for rel, text in files.items():
         p = pkg / rel

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from gpudoctor import engine
-from gpudoctor.checks import jupyter_kernels
 from gpudoctor.checks.jupyter_kernels import CHECK, cvd_hides_all, gpu_hiding_vars
 from gpudoctor.collect import CollectContext, CollectOptions, all_collectors
 from gpudoctor.collect.jupyter import collect as collect_jupyter

@@ -20,7 +20,6 @@ from gpudoctor.checks import SkipCheck
 from gpudoctor.checks.jupyter_server_env import CHECK
 from gpudoctor.collect import CollectOptions
 from gpudoctor.model import Status
-
 from test_jupyter import collect_domains, ipk_argv, live_system, spec_json, write_spec
 
 CUDA_LIB = "/usr/local/cuda-12.1/lib64"

@@ -15,10 +15,9 @@ from dataclasses import asdict
 
 import pytest
 
+from _fakecuda import GccMissing, build_fake_cuda
 from gpudoctor.facts import Unavailable
 from gpudoctor.probe import LIGHT_SCRIPT, PROBE_SCRIPT, parse_probe_output
-
-from _fakecuda import GccMissing, build_fake_cuda
 
 TORCH_FIELDS = ("installed", "dist_version", "version", "cuda", "hip", "cuda_available", "device_count",
                 "devices", "driver_api_version")

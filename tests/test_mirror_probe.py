@@ -16,7 +16,13 @@ import pytest
 
 from gpudoctor.mirrors import catalogue
 from gpudoctor.mirrors.catalogue import CatalogueError, from_text
-from gpudoctor.mirrors.probe import ProbeTarget, classify_error, network_absent, probe_all, rank
+from gpudoctor.mirrors.probe import (
+    ProbeTarget,
+    classify_error,
+    network_absent,
+    probe_all,
+    rank,
+)
 from gpudoctor.mirrors.testserver import FakeMirror
 
 

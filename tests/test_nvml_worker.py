@@ -12,7 +12,11 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.collect.nvidia import collect_nvidia, parse_worker_output, run_nvml_worker
+from gpudoctor.collect.nvidia import (
+    collect_nvidia,
+    parse_worker_output,
+    run_nvml_worker,
+)
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.nvidia import GpuHealth
@@ -20,7 +24,6 @@ from gpudoctor.model import Status
 from gpudoctor.registry import load_registry
 from gpudoctor.system import System
 from gpudoctor.testing import make_facts, os_facts, pci_gpus
-
 from nvml_lib import build_fake_nvml
 
 

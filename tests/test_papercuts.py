@@ -13,7 +13,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -249,8 +248,13 @@ def test_python36_without_torch_is_offered_a_torch_it_can_install():
 
 
 def test_cuda_variants_offered_to_an_old_python_carry_its_torch():
-    from gpudoctor.checks._common import best_variant_for_driver, pip_install_command, variant_fits_python
     from packaging.version import Version
+
+    from gpudoctor.checks._common import (
+        best_variant_for_driver,
+        pip_install_command,
+        variant_fits_python,
+    )
     for version, last in (("3.6", "1.10.2"), ("3.7", "1.13.1"), ("3.8", "2.4.1"), ("3.9", "2.8.0")):
         row = best_variant_for_driver("580.65.06", version)
         assert row is not None and variant_fits_python(row, version)

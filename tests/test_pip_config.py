@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CASES
 from gpudoctor.checks import pip_config
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.pip import collect
@@ -16,8 +17,6 @@ from gpudoctor.facts.pip import PipFacts
 from gpudoctor.model import Status
 from gpudoctor.render import render
 from gpudoctor.testing import fake_system, make_facts, write_tree
-
-from conftest import CASES
 
 HOME = "/home/user"
 CASE20 = CASES / "20-pip-conf-no-section-header"

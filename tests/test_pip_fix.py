@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CASES
 from gpudoctor import apply as ap
 from gpudoctor.cli import main
 from gpudoctor.collect import CollectContext, CollectOptions
@@ -16,8 +17,6 @@ from gpudoctor.collect.pip import collect
 from gpudoctor.fixes.pip_index_url import FIX, plan
 from gpudoctor.model import Finding, FixRefused, Status
 from gpudoctor.testing import fake_system, make_facts, write_tree
-
-from conftest import CASES
 from test_apply import patch
 
 HOME = "/root"  # under --root, user files are the image user's (root: /root), not the caller's

@@ -20,24 +20,48 @@ import sys
 from pathlib import Path
 
 import pytest
-from _foundation import env_with, run_gpudoctor
 
+from _foundation import env_with, run_gpudoctor
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
-from gpudoctor.collect.platform import (collect_limits, collect_platform, collect_rdma, container_host_facts,
-                                        kernel_module_facts, parse_proc_limits, query_host_tools)
+from gpudoctor.collect.platform import (
+    collect_limits,
+    collect_platform,
+    collect_rdma,
+    container_host_facts,
+    kernel_module_facts,
+    parse_proc_limits,
+    query_host_tools,
+)
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import MigInstance, NvidiaDriverFacts, SourceAttempt
-from gpudoctor.facts.platform import (ContainerHostFacts, DockerInfo, LimitsFacts, PlatformFacts, ProcessLimits,
-                                      RLimit)
+from gpudoctor.facts.platform import (
+    ContainerHostFacts,
+    DockerInfo,
+    LimitsFacts,
+    PlatformFacts,
+    ProcessLimits,
+    RLimit,
+)
 from gpudoctor.facts.targets import LibcudaProbe
 from gpudoctor.model import Status
 from gpudoctor.probe import probe_target
 from gpudoctor.registry import load_registry
 from gpudoctor.system import SubprocessRunner, System
-from gpudoctor.testing import (fake_system, make_facts, nvidia_facts, nvml_device, os_facts, pci_gpus, probe_facts,
-                               target, targets, torch_facts, write_tree)
+from gpudoctor.testing import (
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    pci_gpus,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
 
 HERE = Path(__file__).resolve().parent
 CASE39 = HERE / "fixtures" / "cases" / "39-k8s-pod-no-nvidia-runtimeclass"
@@ -45,6 +69,7 @@ RECORDED = HERE / "fixtures" / "platform" / "recorded"
 FAKEBIN = HERE / "fixtures" / "platform" / "fakebin.py"
 UUID = "GPU-5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
 NVRM_PROPRIETARY = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.133.07  Fri Feb 28 10:10:20 UTC 2025\n"
+NVRM_PROPRIETARY_LINE = NVRM_PROPRIETARY.strip()
 NVRM_OPEN = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.07  Release Build  (dvs-builder@U16)\n"
 GPU_CHECKS = ("nvidia.driver", "cuda.available", "cuda.libcuda", "cuda.devices")
 
@@ -152,7 +177,7 @@ def _case39_facts(tmp_path, runtime_class: bool) -> Facts:
     env = _case39_env()
     root = _case39_root(tmp_path, runtime_class)
     c = ctx(root, env)
-    version, available = re.search(r"^(\S+) (True|False)$", (CASE39 / "in-pod.txt").read_text(), re.M).groups()
+    version, available = re.search(r"^(\S+) (True|False)$", (CASE39 / "in-pod.txt").read_text(), re.MULTILINE).groups()
     libcuda = LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 12030) if runtime_class else \
         LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file: No such file or directory")
     probe = probe_facts("/usr/bin/python3", torch_facts(version, "12.1", cuda_available=available == "True"),
@@ -270,7 +295,7 @@ def test_service_account_mount_alone_means_kubernetes(tmp_path):
 # --------------------------------------------------------------------------- container injection
 
 
-def _container(runtime: str, env=None, nodes=(), libs=(), proc=NVRM_PROPRIETARY.strip(), kube=False):
+def _container(runtime: str, env=None, nodes=(), libs=(), proc=NVRM_PROPRIETARY_LINE, kube=False):
     return PlatformFacts(kind="container", container_runtime=runtime, markers=("test",), kubernetes=kube,
                          env=dict(env or {}), device_nodes=tuple(nodes), driver_libraries=tuple(libs),
                          proc_driver_version=proc)

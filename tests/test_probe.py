@@ -7,13 +7,25 @@ import sys
 
 import pytest
 
+from _foundation import (  # noqa: F401
+    CUDNN_ERROR,
+    bare_python,
+    cudnn_broken_torch,
+    env_with,
+    fake_torch,
+    hanging_torch,
+)
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.probe import MARKER, ProbeError, parse_probe_output, probe_argv, probe_target
+from gpudoctor.probe import (
+    MARKER,
+    ProbeError,
+    parse_probe_output,
+    probe_argv,
+    probe_target,
+)
 from gpudoctor.system import System
 from gpudoctor.testing import ScriptedRunner, not_found, ok, timed_out
-
-from _foundation import CUDNN_ERROR, bare_python, cudnn_broken_torch, env_with, fake_torch, hanging_torch  # noqa: F401
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +39,12 @@ def test_probe_real_torch_cpu_build(real_torch_probe):
     assert isinstance(p, ProbeFacts), p
     assert p.probe_version == 1
     assert p.executable == sys.executable
-    assert p.python_version == "%d.%d.%d" % sys.version_info[:3]
+    assert p.python_version == "{}.{}.{}".format(*sys.version_info[:3])
     assert p.implementation == "cpython"
     assert p.prefix == sys.prefix and p.base_prefix == sys.base_prefix
     assert p.is_venv is (sys.prefix != sys.base_prefix)
     assert p.is_conda is False
-    assert p.include_dir.endswith("python%d.%d" % sys.version_info[:2])
+    assert p.include_dir.endswith("python{}.{}".format(*sys.version_info[:2]))
     t = p.torch
     assert t.installed and t.import_ok and t.import_error is None
     assert t.dist_version.startswith("2.13.0") and t.version.startswith("2.13.0")
@@ -150,8 +162,9 @@ def test_parse_probe_output_errors(stdout, message):
 
 
 def test_parse_probe_output_takes_the_last_document(real_torch_probe):
-    from gpudoctor.facts.base import to_jsonable
     import json
+
+    from gpudoctor.facts.base import to_jsonable
     doc = json.dumps(to_jsonable(real_torch_probe))
     noisy = f"{MARKER}garbage{MARKER}\nwarning\n{MARKER}{doc}{MARKER}\n"
     assert parse_probe_output(noisy) == real_torch_probe

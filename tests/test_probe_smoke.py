@@ -9,11 +9,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpudoctor.facts import Unavailable  # noqa: E402
-from gpudoctor.facts.base import from_jsonable  # noqa: E402
-from gpudoctor.facts.targets import SmokeFacts  # noqa: E402
-from gpudoctor.probe import _smoke, probe_target  # noqa: E402
-from gpudoctor.system import System  # noqa: E402
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.base import from_jsonable
+from gpudoctor.facts.targets import SmokeFacts
+from gpudoctor.probe import _smoke, probe_target
+from gpudoctor.system import System
 
 
 class CpuBackend:

@@ -10,13 +10,12 @@ import sys
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from _fakecuda import GccMissing, build_fake_cuda
 from gpudoctor.engine import Report
 from gpudoctor.facts import Facts
 from gpudoctor.fleet import load_reports, merge_summary, merge_table
 from gpudoctor.model import Finding, Status
 from gpudoctor.render.prometheus import render_prometheus
-
-from _fakecuda import GccMissing, build_fake_cuda
 
 
 def _samples(text):

@@ -10,9 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpudoctor.redact import REDACTED, is_secret_name, is_secret_query_name, redact_env, redact_text, redact_value
-
 from _foundation import bare_python, env_with, fake_torch, run_gpudoctor  # noqa: F401
+from gpudoctor.redact import (
+    REDACTED,
+    is_secret_name,
+    is_secret_query_name,
+    redact_env,
+    redact_text,
+    redact_value,
+)
 
 MIRROR = "https://alice:pa55w0rd@mirror.example.org/simple"
 SECRETS = ("pa55w0rd", "hf_abcdefghijklmnop", "nvapi-0123456789", "s3cr3t-uv-pass")

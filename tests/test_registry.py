@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from _foundation import GPUDOCTOR, env_with
 from gpudoctor.model import Check, Fix, Status
 from gpudoctor.registry import PLUGIN_CHECK_ID, load_registry
-
-from _foundation import GPUDOCTOR, env_with
 
 
 class FakeDist:

@@ -7,14 +7,18 @@ import json
 
 from rich.console import Console
 
+from _foundation import validator
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.render import FORMATS, render
-from gpudoctor.render.console import SpinnerProgress, is_plain, make_console, render_console
+from gpudoctor.render.console import (
+    SpinnerProgress,
+    is_plain,
+    make_console,
+    render_console,
+)
 from gpudoctor.render.text import evidence_lines, finding_title
 from gpudoctor.testing import make_facts
-
-from _foundation import validator
 
 MIRROR = "https://alice:pa55w0rd@mirror.example.org/simple"
 

@@ -15,15 +15,14 @@ import re
 import pytest
 from rich.console import Console
 
+from _foundation import env_with, run_gpudoctor
+from conftest import FIXTURES
 from gpudoctor.areas import AREAS, area_for, area_rank
 from gpudoctor.engine import Report, evaluate
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.render.console import render_console
 from gpudoctor.render.layout import first_command, layout
 from gpudoctor.testing import make_facts
-
-from conftest import FIXTURES
-from _foundation import env_with, run_gpudoctor
 
 GPU = FIXTURES / "facts" / "gpu"
 HEALTHY = GPU / "devices-ok.json"
@@ -87,7 +86,7 @@ def test_cpu_only_machine_folds_every_skip_into_its_area():
     assert out.splitlines()[0].startswith("[ok] gpudoctor: OK — CUDA is unavailable in [current]: no NVIDIA GPU")
     assert not [ln for ln in out.splitlines() if ln.lstrip().startswith("[skip]")]
     gpu = headers(out)["GPU stack"]
-    folded = re.search(r"^  (\d+) not applicable: (.*)$", out, re.M)
+    folded = re.search(r"^  (\d+) not applicable: (.*)$", out, re.MULTILINE)
     assert folded and int(folded.group(1)) == int(re.search(r"(\d+) not applicable", gpu[2]).group(1))
     # the same reason shared by two checks is said once, naming both
     assert out.count("is a CPU-only build: no CUDA runtime, cuDNN or kernels (cuda.driver, cuda.arch)") == 1

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from gpudoctor.engine import collect_facts, jail_finding
 from gpudoctor.collect import CollectOptions
+from gpudoctor.engine import collect_facts, jail_finding
 from gpudoctor.model import Status
 from gpudoctor.system import Files, RootEscape, SymlinkLoop, System
 from gpudoctor.testing import ScriptedRunner, not_found, write_tree
@@ -55,7 +55,7 @@ def test_dotdot_in_a_link_stops_at_the_root(hostile):
 def test_directory_link_to_the_host_is_rerooted(hostile):
     root, host_secret = hostile
     files = Files(root)
-    assert not files.exists(f"/hostdir/secret.conf") or files.read_text("/hostdir/secret.conf") != host_secret.read_text()
+    assert not files.exists("/hostdir/secret.conf") or files.read_text("/hostdir/secret.conf") != host_secret.read_text()
     assert files.host_path("/hostdir/secret.conf").is_relative_to(root)
     assert list(files.glob("/hostdir", "*")) == []
 

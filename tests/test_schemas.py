@@ -11,12 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _foundation import validator
+from conftest import FIXTURES
 from gpudoctor.facts import Facts, Unavailable, registered_domains
 from gpudoctor.facts.base import _hints, _is_union
 from gpudoctor.schemas import generated_schemas, published_schema
-
-from conftest import FIXTURES
-from _foundation import validator
 
 FACTS_VALIDATOR = validator("facts.schema.json")
 

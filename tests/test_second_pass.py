@@ -52,6 +52,7 @@ def test_no_finding_suggests_a_command_that_does_not_exist():
     sources = [p.read_text() for p in (HERE.parent / "src" / "gpudoctor").rglob("*.py")]
     # `gpudoctor report` exists since issue 14 with the one subcommand `merge`: any other is made up
     import re
+
     from gpudoctor.cli import cli
     report = cli.get_command(None, "report")
     assert report is not None and set(report.commands) == {"merge"}

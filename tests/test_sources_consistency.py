@@ -8,7 +8,6 @@ pip.conf, uv already agreeing, uv ahead of pip, conda's named channels.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -368,7 +367,7 @@ def test_build_writes_judged_against_the_files_each_tool_reads(tmp_path):
         "RUN printf 'channels:\\n  - defaults\\n' > /root/condarc && cp /root/condarc /root/.condarc\n"
         "RUN sed -i 's|pypi.org|m.example.org|' /root/.config/pip/pip.conf\n"
         "COPY <<EOF /etc/uv/uv.toml\n[[index]]\nurl = \"https://m.example.org/simple\"\ndefault = true\nEOF\n")
-    findings = [f for f in check_json(root, "build.sources", "--dockerfile", str(df))]
+    findings = list(check_json(root, "build.sources", "--dockerfile", str(df)))
     summaries = [(f["status"], f["summary"]) for f in findings]
     assert summaries == [
         ("fail", "Dockerfile:7: sed edits /root/.config/pip/pip.conf, which does not exist at that point of the build"),

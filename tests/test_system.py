@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from gpudoctor.system import CommandResult, Files, SubprocessRunner, System
-from gpudoctor.testing import ScriptedRunner, UnexpectedCommand, exits, not_found, ok, timed_out, write_tree
+from gpudoctor.testing import (
+    ScriptedRunner,
+    UnexpectedCommand,
+    exits,
+    not_found,
+    ok,
+    timed_out,
+    write_tree,
+)
 
 
 def _alive(pid: int) -> bool:

@@ -4,7 +4,7 @@ The package is laid out as facts -> checks -> findings -> render, with fixes
 planned as data and written only by :mod:`gpudoctor.apply`. See ``docs/``.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def audit(model, *example_inputs, **example_kwargs):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["AREAS", "PREFIX_AREAS", "area_for", "area_title", "area_rank"]
+__all__ = ["AREAS", "PREFIX_AREAS", "area_for", "area_rank", "area_title"]
 
 #: area key -> title shown in the report, in display order.
 AREAS: Mapping[str, str] = {

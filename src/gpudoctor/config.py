@@ -35,14 +35,23 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 
 import click
 
-__all__ = ["ConfigError", "ConfigSource", "Config", "config_paths", "load_config", "ConfiguredCommand",
-           "ENV_PREFIX", "SYSTEM_FILE"]
+__all__ = [
+    "ENV_PREFIX",
+    "SYSTEM_FILE",
+    "Config",
+    "ConfigError",
+    "ConfigSource",
+    "ConfiguredCommand",
+    "config_paths",
+    "load_config",
+]
 
 ENV_PREFIX = "GPUDOCTOR"
 SYSTEM_FILE = "/etc/gpudoctor.toml"
@@ -66,12 +75,12 @@ class ConfigSource:
 class Config:
     """The merged files, lowest precedence first in ``sources``."""
 
-    sources: Tuple[ConfigSource, ...] = ()
+    sources: tuple[ConfigSource, ...] = ()
 
-    def section(self, command: str) -> Dict[str, Tuple[Any, str, bool]]:
+    def section(self, command: str) -> dict[str, tuple[Any, str, bool]]:
         """Option name (python form, ``require_gpus``) -> (value, file, from the command's table)
         for ``command``, files merged by precedence."""
-        out: Dict[str, Tuple[Any, str, bool]] = {}
+        out: dict[str, tuple[Any, str, bool]] = {}
         for src in self.sources:  # lowest first: later ones override
             for key, value in src.data.items():
                 if not isinstance(value, dict):
@@ -82,7 +91,7 @@ class Config:
                     out[_norm(key)] = (value, src.path, True)
         return out
 
-    def values(self, command: str) -> Dict[str, Any]:
+    def values(self, command: str) -> dict[str, Any]:
         """Option name -> value for ``command`` (see :meth:`section`)."""
         return {k: v for k, (v, _p, _t) in self.section(command).items()}
 
@@ -99,7 +108,7 @@ def _user_file(env: Mapping[str, str]) -> Path:
     return Path(platformdirs.user_config_dir("gpudoctor")) / "gpudoctor.toml"
 
 
-def config_paths(cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> List[Tuple[str, str]]:
+def config_paths(cwd: str | None = None, env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
     """(path, kind) of the files consulted, highest precedence first (whether or not they exist)."""
     env = os.environ if env is None else env
     explicit = env.get(f"{ENV_PREFIX}_CONFIG")
@@ -111,7 +120,7 @@ def config_paths(cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = N
     return paths + [(str(_user_file(env)), "user"), (SYSTEM_FILE, "system")]
 
 
-def _read(path: str, kind: str) -> Optional[ConfigSource]:
+def _read(path: str, kind: str) -> ConfigSource | None:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -138,7 +147,7 @@ def _read(path: str, kind: str) -> Optional[ConfigSource]:
     return ConfigSource(path, kind, data)
 
 
-def load_config(cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None) -> Config:
+def load_config(cwd: str | None = None, env: Mapping[str, str] | None = None) -> Config:
     """Read every config file that exists. Raises :class:`ConfigError` for an unreadable or invalid one."""
     sources = [s for s in (_read(p, k) for p, k in config_paths(cwd, env)) if s is not None]
     for src in sources:

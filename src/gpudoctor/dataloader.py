@@ -14,12 +14,13 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import Any
 
 from gpudoctor.probe import _dataloader as _impl
 
-__all__ = ["recommend", "Recommendation", "DataLoaderProbeError"]
+__all__ = ["DataLoaderProbeError", "Recommendation", "recommend"]
 
 
 class DataLoaderProbeError(RuntimeError):
@@ -34,8 +35,8 @@ class DataLoaderProbeError(RuntimeError):
         results: measurements completed before the failure.
     """
 
-    def __init__(self, kind: str, message: str, where: Optional[str] = None,
-                 config: Optional[Dict[str, Any]] = None, results: Optional[List[Dict[str, Any]]] = None):
+    def __init__(self, kind: str, message: str, where: str | None = None,
+                 config: dict[str, Any] | None = None, results: list[dict[str, Any]] | None = None):
         super().__init__(f"{kind}: {message}" + (f" (at {where})" if where else ""))
         self.kind, self.message, self.where = kind, message, where
         self.config = config
@@ -64,21 +65,21 @@ class Recommendation:
         document: the full result document.
     """
 
-    kwargs: Dict[str, Any]
+    kwargs: dict[str, Any]
     call: str
     samples_per_s: float
     stall_fraction: float
-    measurements: List[Dict[str, Any]]
-    limits: List[Dict[str, str]]
-    cpus: Dict[str, Any]
+    measurements: list[dict[str, Any]]
+    limits: list[dict[str, str]]
+    cpus: dict[str, Any]
     elapsed_s: float
-    document: Dict[str, Any] = field(repr=False, default_factory=dict)
+    document: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
-def recommend(dataset: Any, batch_size: int, step: Union[Callable[[Any], Any], float, None] = None,
-              budget_s: float = 30.0, *, exhaustive: bool = False, config_s: Optional[float] = None,
-              collate_fn: Optional[Callable] = None, cuda: Optional[bool] = None,
-              max_workers: Optional[int] = None) -> Recommendation:
+def recommend(dataset: Any, batch_size: int, step: Callable[[Any], Any] | float | None = None,
+              budget_s: float = 30.0, *, exhaustive: bool = False, config_s: float | None = None,
+              collate_fn: Callable | None = None, cuda: bool | None = None,
+              max_workers: int | None = None) -> Recommendation:
     """Measure DataLoader configurations on ``dataset`` and return the cheapest within 5 % of the best.
 
     Args:

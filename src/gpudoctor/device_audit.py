@@ -27,12 +27,13 @@ Example::
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.words import plural
 
-__all__ = ["audit", "AuditReport", "Mismatch", "TensorInfo"]
+__all__ = ["AuditReport", "Mismatch", "TensorInfo", "audit"]
 
 #: Names listed per device group when rendering; the rest are counted.
 MAX_NAMES_PER_GROUP = 12
@@ -53,7 +54,7 @@ class TensorInfo:
 
     name: str
     kind: str
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     device: str
     dtype: str = ""
 
@@ -73,9 +74,9 @@ class Mismatch:
 
     module: str
     module_type: str
-    devices: Tuple[str, ...]
-    tensors: Tuple[TensorInfo, ...]
-    offending: Tuple[TensorInfo, ...]
+    devices: tuple[str, ...]
+    tensors: tuple[TensorInfo, ...]
+    offending: tuple[TensorInfo, ...]
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,9 @@ class AuditReport:
         model_type: the model's class name.
     """
 
-    first_mismatch: Optional[Mismatch]
-    placements: Tuple[TensorInfo, ...]
-    error: Optional[str] = None
+    first_mismatch: Mismatch | None
+    placements: tuple[TensorInfo, ...]
+    error: str | None = None
     model_type: str = ""
 
     @property
@@ -99,9 +100,9 @@ class AuditReport:
         """No mismatch and the forward ran."""
         return self.first_mismatch is None and self.error is None
 
-    def by_device(self) -> "OrderedDict[str, List[TensorInfo]]":
+    def by_device(self) -> OrderedDict[str, list[TensorInfo]]:
         """Placements grouped by device (devices sorted by name)."""
-        groups: Dict[str, List[TensorInfo]] = {}
+        groups: dict[str, list[TensorInfo]] = {}
         for t in self.placements:
             groups.setdefault(t.device, []).append(t)
         return OrderedDict(sorted(groups.items()))
@@ -141,7 +142,7 @@ class AuditReport:
         from rich.table import Table
         from rich.text import Text
 
-        parts: List[Any] = []
+        parts: list[Any] = []
         style = "bold green" if self.ok else "bold red"
         parts.append(Text(f"gpudoctor.audit({self.model_type}): {self.summary()}", style=style))
         m = self.first_mismatch
@@ -186,11 +187,11 @@ def _show(module: str) -> str:
     return repr(module) if module else "<model>"
 
 
-def _shape(shape: Tuple[int, ...]) -> str:
+def _shape(shape: tuple[int, ...]) -> str:
     return str(tuple(shape))
 
 
-def _mib(items: List[TensorInfo]) -> float:
+def _mib(items: list[TensorInfo]) -> float:
     sizes = {"torch.float64": 8, "torch.int64": 8, "torch.complex64": 8, "torch.float16": 2, "torch.bfloat16": 2,
              "torch.int16": 2, "torch.int8": 1, "torch.uint8": 1, "torch.bool": 1}
     total = 0
@@ -202,9 +203,9 @@ def _mib(items: List[TensorInfo]) -> float:
     return total / (1024 * 1024)
 
 
-def _names(items: List[TensorInfo]) -> str:
+def _names(items: list[TensorInfo]) -> str:
     """Names grouped by top-level submodule: ``scale, embed.* (2), blocks.* (8)``."""
-    groups: "OrderedDict[str, List[str]]" = OrderedDict()
+    groups: OrderedDict[str, list[str]] = OrderedDict()
     for t in items:
         top = t.name.split(".", 1)[0]
         groups.setdefault(top, []).append(t.name)
@@ -213,8 +214,8 @@ def _names(items: List[TensorInfo]) -> str:
     return ", ".join(shown[:MAX_NAMES_PER_GROUP]) + (f" … and {more} more" if more > 0 else "")
 
 
-def _majority(tensors: Tuple[TensorInfo, ...]) -> str:
-    counts: Dict[str, int] = {}
+def _majority(tensors: tuple[TensorInfo, ...]) -> str:
+    counts: dict[str, int] = {}
     for t in tensors:
         if t.kind != "input":  # the module's own tensors decide where it lives
             counts[t.device] = counts.get(t.device, 0) + 1
@@ -259,9 +260,9 @@ def _counts(t: TensorInfo) -> bool:
     return not (t.device == "cpu" and t.shape == ())
 
 
-def _home_device(placements: Tuple[TensorInfo, ...]) -> Optional[str]:
+def _home_device(placements: tuple[TensorInfo, ...]) -> str | None:
     """Where most of the model lives: the device holding the most parameter and buffer elements."""
-    elements: Dict[str, int] = {}
+    elements: dict[str, int] = {}
     for t in placements:
         if t.kind in ("parameter", "buffer"):
             n = 1
@@ -271,8 +272,8 @@ def _home_device(placements: Tuple[TensorInfo, ...]) -> Optional[str]:
     return max(sorted(elements), key=lambda d: elements[d]) if elements else None
 
 
-def _mismatch(module: str, module_type: str, tensors: List[TensorInfo],
-              home: Optional[str] = None) -> Optional[Mismatch]:
+def _mismatch(module: str, module_type: str, tensors: list[TensorInfo],
+              home: str | None = None) -> Mismatch | None:
     """A Mismatch when ``tensors`` span devices; the offenders are those off the model's
     ``home`` device (or off the module's own majority when home is not among them)."""
     considered = [t for t in tensors if _counts(t)]
@@ -310,7 +311,7 @@ def audit(model: Any, *example_inputs: Any, **example_kwargs: Any) -> AuditRepor
     modules = list(model.named_modules())
     placements = tuple(t for name, mod in modules for t in _own_tensors(torch, name, mod))
     home = _home_device(placements)
-    found: List[Mismatch] = []
+    found: list[Mismatch] = []
     reached: set = set()
     handles = []
 
@@ -329,7 +330,7 @@ def audit(model: Any, *example_inputs: Any, **example_kwargs: Any) -> AuditRepor
         return hook
 
     training = {name: mod.training for name, mod in modules}
-    error: Optional[str] = None
+    error: str | None = None
     try:
         for name, mod in modules:
             handles.append(mod.register_forward_pre_hook(make_hook(name), with_kwargs=True))

@@ -12,13 +12,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, TextIO
 
 from gpudoctor import __version__
 from gpudoctor.areas import area_for
@@ -76,7 +78,7 @@ class Report:
         replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
     """
 
-    findings: Tuple[Finding, ...]
+    findings: tuple[Finding, ...]
     facts: Facts
     duration_ms: float = 0.0
     hostname: str = ""
@@ -94,7 +96,7 @@ class Report:
         worst = self.worst
         return worst if worst >= Status.WARN else Status.OK
 
-    def counts(self) -> Dict[str, int]:
+    def counts(self) -> dict[str, int]:
         """Status value -> number of findings (every status present, zeros included)."""
         out = {s.value: 0 for s in Status}
         for f in self.findings:
@@ -114,9 +116,9 @@ class Report:
             return 3
         return 0
 
-    def to_json(self, include_facts: bool = False) -> dict:
+    def to_json(self, include_facts: bool = False) -> dict[str, Any]:
         """The report document (``report.schema.json``), secrets redacted."""
-        doc: Dict[str, Any] = {
+        doc: dict[str, Any] = {
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
             "hostname": self.hostname,
@@ -127,10 +129,11 @@ class Report:
         }
         if include_facts:
             doc["facts"] = self.facts.to_json(redact=False)
-        return redact_value(doc)
+        redacted: dict[str, Any] = redact_value(doc)
+        return redacted
 
 
-def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> List[Check]:
+def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
     """Checks chosen by id or id prefix (``cuda`` selects ``cuda.driver``, ``cuda.arch``).
 
     Empty ``ids`` selects all. Raises :class:`SelectionError` for an id or
@@ -156,13 +159,13 @@ def probe_level(checks: Iterable[Check]) -> str:
     return "full" if "full" in levels else "light"
 
 
-def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> List[str]:
+def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector]) -> list[str]:
     """Domains the ``checks`` need, transitively through collector ``requires``, in
     dependency order (what :func:`collect_facts` takes). Raises ``RuntimeError`` on a cycle."""
-    order: List[str] = []
+    order: list[str] = []
     seen = set()
 
-    def visit(name: str, stack: Tuple[str, ...]) -> None:
+    def visit(name: str, stack: tuple[str, ...]) -> None:
         if name in seen:
             return
         if name in stack:
@@ -185,19 +188,19 @@ CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
 
 
 def _run_with_timeout(fn: Callable[[], Any], timeout_s: float,
-                      paused_s: Callable[[], float] = lambda: 0.0) -> Tuple[str, Any]:
+                      paused_s: Callable[[], float] = lambda: 0.0) -> tuple[str, Any]:
     """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", (exception, tb text))
     or ("timeout", None). Anything ``fn`` raises is caught, ``BaseException`` included
     (``sys.exit``, a ``KeyboardInterrupt`` raised by its own code): the caller's main
     thread only waits, so a real signal still reaches it. ``paused_s()`` is time the
     thread spent waiting for others (a required domain): it does not count against
     ``timeout_s``."""
-    box: Dict[str, Any] = {}
+    box: dict[str, Any] = {}
 
     def target() -> None:
         try:
             box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - reported as data
+        except BaseException as exc:
             box["error"] = (exc, traceback.format_exc())
 
     thread = threading.Thread(target=target, daemon=True)
@@ -221,12 +224,12 @@ class _ReadyFacts(Mapping[str, Any]):
     """``CollectContext.facts`` for one collector: its declared ``requires``, each
     handed over as soon as that domain is collected (reading one waits for it)."""
 
-    def __init__(self, names: Sequence[str], results: Dict[str, Any], ready: Dict[str, threading.Event]):
+    def __init__(self, names: Sequence[str], results: dict[str, Any], ready: dict[str, threading.Event]):
         self._names = tuple(names)
         self._results = results
         self._ready = ready
         self._waited = 0.0
-        self._since: Optional[float] = None
+        self._since: float | None = None
 
     def waited_s(self) -> float:
         """Seconds spent waiting for required domains so far (the current wait included)."""
@@ -245,7 +248,7 @@ class _ReadyFacts(Mapping[str, Any]):
                 self._since = None
         return self._results[name]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
     def __len__(self) -> int:
@@ -253,8 +256,8 @@ class _ReadyFacts(Mapping[str, Any]):
 
 
 def collect_facts(domains: Sequence[str], system: System, options: CollectOptions,
-                  collectors: Optional[Mapping[str, Collector]] = None,
-                  progress: Optional[Progress] = None) -> Tuple[Facts, List[Finding]]:
+                  collectors: Mapping[str, Collector] | None = None,
+                  progress: Progress | None = None) -> tuple[Facts, list[Finding]]:
     """Collect ``domains`` (in dependency order, see :func:`needed_domains`) concurrently.
 
     Every collector starts at once, in its own thread, under its own timeout;
@@ -265,10 +268,10 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     """
     collectors = all_collectors() if collectors is None else collectors
     progress = progress or Progress()
-    results: Dict[str, Any] = {}
-    ready: Dict[str, threading.Event] = {d: threading.Event() for d in domains}
-    durations: Dict[str, float] = {}
-    errors: List[Finding] = []
+    results: dict[str, Any] = {}
+    ready: dict[str, threading.Event] = {d: threading.Event() for d in domains}
+    durations: dict[str, float] = {}
+    errors: list[Finding] = []
     lock = threading.Lock()
     for name in domains:
         coll = collectors.get(name)
@@ -323,7 +326,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
                     evidence={"domain": name, "traceback": value}))
         progress.finished(name)
 
-    threads: List[threading.Thread] = []
+    threads: list[threading.Thread] = []
     quiet = _stdout_to_stderr()
     quiet.__enter__()
     for name in domains:
@@ -340,7 +343,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     finally:
         quiet.__exit__(None, None, None)
     order = {d: i for i, d in enumerate(domains)}
-    errors.sort(key=lambda f: order.get(f.evidence.get("domain"), 0))
+    errors.sort(key=lambda f: order.get(str(f.evidence.get("domain")), 0))
     jail = jail_finding(list(getattr(system.files, "incidents", ()) or ()), str(system.files.root))
     if jail is not None:
         errors.append(jail)
@@ -354,7 +357,7 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
     return facts, errors
 
 
-def jail_finding(incidents: Sequence[Any], root: str) -> Optional[Finding]:
+def jail_finding(incidents: Sequence[Any], root: str) -> Finding | None:
     """The ``root.symlinks`` finding for the symlinks the ``--root`` jail reined in
     (:class:`gpudoctor.system.JailIncident`), or None when there were none.
 
@@ -389,10 +392,9 @@ def jail_finding(incidents: Sequence[Any], root: str) -> Optional[Finding]:
                             for i in incidents[:100]]})
 
 
-def _stdout_to_stderr():
+def _stdout_to_stderr() -> contextlib.redirect_stdout[TextIO]:
     """While plug-in code runs, what it prints goes to stderr (still through the redaction
     guard): stdout carries only the report."""
-    import contextlib
     import sys
     return contextlib.redirect_stdout(sys.stderr)
 
@@ -444,7 +446,7 @@ def _check_error(check: Check, summary: str, evidence: Mapping[str, Any]) -> Fin
         evidence=dict(evidence, provider=_provider(check)))
 
 
-def _run_check(check: Check, facts: Facts, timeout_s: float) -> List[Finding]:
+def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
     kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
     if kind == "timeout":
         return [_check_error(check, f"the check {check.id} did not finish within {timeout_s:g} s and was abandoned",
@@ -461,15 +463,15 @@ def _run_check(check: Check, facts: Facts, timeout_s: float) -> List[Finding]:
     return value or [check.finding(Status.OK, f"{check.title}: nothing to report")]
 
 
-def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress] = None,
-             check_timeout_s: float = CHECK_TIMEOUT_S) -> List[Finding]:
+def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = None,
+             check_timeout_s: float = CHECK_TIMEOUT_S) -> list[Finding]:
     """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault.
 
     Each check runs in a worker thread under ``check_timeout_s``: one that raises
     anything (``BaseException`` included), returns something that is not an iterable of
     :class:`Finding`, or overruns becomes an ``error`` finding naming it; the rest run."""
     progress = progress or Progress()
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     for check in checks:
         progress.started(check.id)
         start = time.monotonic()
@@ -484,15 +486,15 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Optional[Progress]
 
 
 def run(checks: Sequence[Check], system: System, options: CollectOptions,
-        progress: Optional[Progress] = None, facts: Optional[Facts] = None,
-        extra_findings: Sequence[Finding] = (), collectors: Optional[Mapping[str, Collector]] = None) -> Report:
+        progress: Progress | None = None, facts: Facts | None = None,
+        extra_findings: Sequence[Finding] = (), collectors: Mapping[str, Collector] | None = None) -> Report:
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
 
     ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
     the gate passes :func:`~gpudoctor.collect.collectors_for` its selection, so it imports
     only the collector modules it needs."""
     start = time.monotonic()
-    collector_errors: List[Finding] = []
+    collector_errors: list[Finding] = []
     replayed = facts is not None
     if facts is None:
         if not options.probe_level_fixed and not options.deep:  # --deep's smoke test runs in the full probe

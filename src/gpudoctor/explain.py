@@ -28,27 +28,28 @@ from __future__ import annotations
 import functools
 import re
 from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = [
-    "Signature",
-    "SignatureError",
+    "MAX_LINE_CHARS",
+    "Explanation",
     "Match",
     "Matcher",
-    "Explanation",
-    "load_signatures",
-    "parse_signatures",
+    "Signature",
+    "SignatureError",
     "explain_lines",
     "explain_text",
-    "merge",
-    "resolve_checks",
-    "rank",
+    "load_signatures",
     "match_finding",
-    "MAX_LINE_CHARS",
+    "merge",
+    "parse_signatures",
+    "rank",
+    "resolve_checks",
 ]
 
 #: Lines longer than this (characters) are cut before matching: a minified JSON blob or
@@ -103,26 +104,26 @@ class Signature:
 
     id: str
     title: str
-    pattern: "re.Pattern[str]"
+    pattern: re.Pattern[str]
     regex: str
     groups: Mapping[str, str]
     meaning: str
     remedy: str
-    checks: Tuple[str, ...]
+    checks: tuple[str, ...]
     source: str
     example: str
     expect: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0
     lines: int = 1
     status: Status = Status.FAIL
-    derive: Mapping[str, Tuple[str, str]] = field(default_factory=dict)
-    needles: Tuple[str, ...] = ()
-    any_needles: Tuple[str, ...] = ()
-    yields_to: Tuple[str, ...] = ()
+    derive: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    needles: tuple[str, ...] = ()
+    any_needles: tuple[str, ...] = ()
+    yields_to: tuple[str, ...] = ()
     literal_chars: int = 0
 
     @property
-    def specificity(self) -> Tuple[int, int, int]:
+    def specificity(self) -> tuple[int, int, int]:
         """Ranking key: (priority, literal characters in the pattern, named groups); higher wins."""
         return (self.priority, self.literal_chars, len(self.groups))
 
@@ -134,7 +135,7 @@ class Signature:
 
 # --------------------------------------------------------------------------- derived values
 
-def _cuda_int(value: str) -> Optional[str]:
+def _cuda_int(value: str) -> str | None:
     """CUDA API integer (``cudaDriverGetVersion``: 1000*major + 10*minor) -> ``"11.4"``."""
     if not value.isdigit():
         return None
@@ -142,18 +143,18 @@ def _cuda_int(value: str) -> Optional[str]:
     return f"{n // 1000}.{(n % 1000) // 10}"
 
 
-def _underscore_version(value: str) -> Optional[str]:
+def _underscore_version(value: str) -> str | None:
     """``12_4`` (symbol-version suffix) -> ``12.4``."""
     return value.replace("_", ".") if re.fullmatch(r"\d+(?:_\d+)*", value) else None
 
 
-def _tuple_version(value: str) -> Optional[str]:
+def _tuple_version(value: str) -> str | None:
     """``(8, 3, 2)`` -> ``8.3.2``."""
     parts = re.findall(r"\d+", value)
     return ".".join(parts) if parts else None
 
 
-def _capability_arch(value: str) -> Optional[str]:
+def _capability_arch(value: str) -> str | None:
     """Compute capability ``8.6`` -> arch name ``sm_86``."""
     m = re.fullmatch(r"(\d+)\.(\d+)", value)
     return f"sm_{m.group(1)}{m.group(2)}" if m else None
@@ -170,7 +171,7 @@ DERIVATIONS = {
 
 # --------------------------------------------------------------------------- pattern analysis
 
-def _analyse(regex: str) -> Tuple[int, Tuple[str, ...]]:
+def _analyse(regex: str) -> tuple[int, tuple[str, ...]]:
     """(number of literal characters, required literal needles) of a regex.
 
     A literal character is a plain character or an escaped punctuation mark
@@ -182,8 +183,8 @@ def _analyse(regex: str) -> Tuple[int, Tuple[str, ...]]:
     none of a signature's needles cannot match it.
     """
     literal = 0
-    needles: List[str] = []
-    run: List[str] = []
+    needles: list[str] = []
+    run: list[str] = []
     depth = 0
     top_alt = False
     i, n = 0, len(regex)
@@ -268,7 +269,7 @@ def _analyse(regex: str) -> Tuple[int, Tuple[str, ...]]:
     return literal, (() if top_alt else tuple(needles))
 
 
-def _top_level_branches(regex: str) -> List[str]:
+def _top_level_branches(regex: str) -> list[str]:
     """``regex`` split at its top-level ``|`` (not inside groups or classes, not escaped)."""
     branches, depth, start, i = [], 0, 0, 0
     while i < len(regex):
@@ -298,7 +299,7 @@ def _top_level_branches(regex: str) -> List[str]:
     return branches
 
 
-def _prefilter(regex: str) -> Tuple[int, Tuple[str, ...], Tuple[str, ...]]:
+def _prefilter(regex: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
     """(literal characters, needles that must all occur, needles of which one must occur).
 
     Without a top-level ``|`` the first set comes from :func:`_analyse`. With one, every
@@ -354,7 +355,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
     if named != set(groups):
         missing, extra = sorted(named - set(groups)), sorted(set(groups) - named)
         raise _fail(sig_id, f"named groups and 'groups' differ (undocumented: {missing}, not in regex: {extra})")
-    derive: Dict[str, Tuple[str, str]] = {}
+    derive: dict[str, tuple[str, str]] = {}
     for name, spec in dict(raw.get("derive", {})).items():
         if not (isinstance(spec, Mapping) and spec.get("kind") in DERIVATIONS and spec.get("from") in named):
             raise _fail(sig_id, f"derive.{name} needs kind (one of {sorted(DERIVATIONS)}) and from (a named group)")
@@ -397,7 +398,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         yields_to=tuple(yields_to), literal_chars=literal)
 
 
-def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
+def parse_signatures(doc: Mapping[str, Any]) -> tuple[Signature, ...]:
     """Validate a parsed ``errors.toml`` document and compile its signatures.
 
     Raises :class:`SignatureError` for a missing or unknown key, a regex that does not
@@ -406,8 +407,8 @@ def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
     rows = doc.get("signature")
     if not isinstance(rows, list) or not rows:
         raise SignatureError("errors.toml: no [[signature]] tables")
-    out: List[Signature] = []
-    seen: Dict[str, int] = {}
+    out: list[Signature] = []
+    seen: dict[str, int] = {}
     for i, raw in enumerate(rows):
         sig = _parse_one(raw, i)
         if sig.id in seen:
@@ -422,7 +423,7 @@ def parse_signatures(doc: Mapping[str, Any]) -> Tuple[Signature, ...]:
 
 
 @functools.lru_cache(maxsize=1)
-def load_signatures() -> Tuple[Signature, ...]:
+def load_signatures() -> tuple[Signature, ...]:
     """The shipped knowledge base (``data/errors.toml``), parsed and compiled once per process."""
     from gpudoctor.data import load_table
     return parse_signatures(load_table("errors"))
@@ -453,7 +454,7 @@ class Match:
     def fill(self, template: str) -> str:
         """``template`` with ``{name}`` replaced by extracted values; an absent value becomes the
         default of ``{name|default}``, else ``<name>``."""
-        def one(m: "re.Match[str]") -> str:
+        def one(m: re.Match[str]) -> str:
             value = self.values.get(m.group(1))
             if value:
                 return value
@@ -470,7 +471,7 @@ def _icase(sig: Signature) -> bool:
     return bool(sig.pattern.flags & re.IGNORECASE)
 
 
-def _values(sig: Signature, m: "re.Match[str]") -> Dict[str, str]:
+def _values(sig: Signature, m: re.Match[str]) -> dict[str, str]:
     values = {k: v.strip() for k, v in m.groupdict().items() if v is not None and v.strip()}
     for name, (kind, src) in sig.derive.items():
         if src in values:
@@ -483,7 +484,7 @@ def _values(sig: Signature, m: "re.Match[str]") -> Dict[str, str]:
 _WORD = re.compile(r"\w+")
 
 
-def _key_word(needle: str) -> Optional[str]:
+def _key_word(needle: str) -> str | None:
     """The longest word (run of ``\\w``) lying wholly inside ``needle``, bounded by non-word
     characters of the needle itself, so that it is a whole word of any line that holds the
     needle. None when the needle has no such word of 3+ characters."""
@@ -509,14 +510,14 @@ class Matcher:
     holds no key word (most lines of a healthy log) costs one ``findall`` and no regex.
     """
 
-    def __init__(self, signatures: Optional[Sequence[Signature]] = None, stream: str = ""):
+    def __init__(self, signatures: Sequence[Signature] | None = None, stream: str = ""):
         self.stream = stream
         self.signatures = tuple(load_signatures() if signatures is None else signatures)
-        self._by_word: Dict[str, List[Tuple[Signature, Tuple[str, ...]]]] = {}
+        self._by_word: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
         # signatures with no whole word in their needles: (first needle, signature, other needles)
-        self._plain_needles: List[Tuple[str, Signature, Tuple[str, ...]]] = []
-        self._icase_needles: List[Tuple[str, Signature, Tuple[str, ...]]] = []
-        self._bare: List[Signature] = []  # no needle at all: searched on every line
+        self._plain_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        self._icase_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        self._bare: list[Signature] = []  # no needle at all: searched on every line
         for sig in self.signatures:
             if sig.lines > 1:
                 continue
@@ -531,16 +532,16 @@ class Matcher:
                 target.extend((opt[0], sig, opt[1:]) for opt in options)
                 continue
             for key, needles in keyed:
-                self._by_word.setdefault(key, []).append((sig, needles))  # type: ignore[arg-type]
+                self._by_word.setdefault(key, []).append((sig, needles))
         self._keys = frozenset(self._by_word)
         self._multi = [(s, s.needles[0] if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1]
-        self._armed: Dict[str, int] = {}  # multi-line signature -> last line that held its first needle
+        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its first needle
         width = max((s.lines for s, _, _ in self._multi), default=1)
-        self._window: Deque[str] = deque(maxlen=width)
-        self._found: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Match] = {}
+        self._window: deque[str] = deque(maxlen=width)
+        self._found: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
         self.lines_read = 0
 
-    def _record(self, sig: Signature, m: "re.Match[str]", first_line: int, text: str) -> None:
+    def _record(self, sig: Signature, m: re.Match[str], first_line: int, text: str) -> None:
         values = _values(sig, m)
         key = (sig.id, tuple(sorted(values.items())))
         old = self._found.get(key)
@@ -601,12 +602,12 @@ class Matcher:
         for line in text.splitlines():
             self.feed(line)
 
-    def matches(self) -> List[Match]:
+    def matches(self) -> list[Match]:
         """The matches so far, ranked (see :func:`rank`)."""
         return rank(self._found.values())
 
 
-def rank(matches: Iterable[Match]) -> List[Match]:
+def rank(matches: Iterable[Match]) -> list[Match]:
     """Order matches best first and drop redundant ones.
 
     - Best first: higher :attr:`Signature.specificity`, then earlier in the text.
@@ -618,7 +619,7 @@ def rank(matches: Iterable[Match]) -> List[Match]:
       explains adds nothing.
     """
     matches = list(matches)
-    folded: List[Match] = []
+    folded: list[Match] = []
     for m in matches:
         items = set(m.values.items())
         richer = [o for o in matches if o is not m and o.signature.id == m.signature.id
@@ -633,7 +634,7 @@ def rank(matches: Iterable[Match]) -> List[Match]:
     present = {m.signature.id for m in folded}
     folded = [m for m in folded if not present.intersection(m.signature.yields_to)]
     ordered = sorted(folded, key=lambda m: (tuple(-x for x in m.signature.specificity), m.line))
-    kept: List[Match] = []
+    kept: list[Match] = []
     for m in ordered:
         if any(k.line == m.line and k.stream == m.stream for k in kept):
             continue
@@ -652,16 +653,16 @@ class Explanation:
         lines_read: how many lines were read.
     """
 
-    matches: Tuple[Match, ...]
+    matches: tuple[Match, ...]
     lines_read: int
 
     @property
-    def findings(self) -> List[Finding]:
+    def findings(self) -> list[Finding]:
         """One finding per match, redacted (values extracted from a log may hold secrets)."""
         return [match_finding(m) for m in self.matches]
 
     @property
-    def check_refs(self) -> List[str]:
+    def check_refs(self) -> list[str]:
         """Confirming check ids/prefixes of all matches, in rank order, without repeats."""
         return list(dict.fromkeys(c for m in self.matches for c in m.signature.checks))
 
@@ -671,7 +672,7 @@ def match_finding(m: Match) -> Finding:
     sig = m.signature
     parts = [m.fill(sig.meaning), "", "**What to do**", "", m.fill(sig.remedy)]
     parts += ["", f"Source: {sig.source}"]
-    evidence: Dict[str, Any] = {"line": m.line, "matched": m.text}
+    evidence: dict[str, Any] = {"line": m.line, "matched": m.text}
     if m.stream:
         evidence["stream"] = m.stream
     if m.count > 1:
@@ -681,7 +682,7 @@ def match_finding(m: Match) -> Finding:
                    explanation=redact_text("\n".join(parts)), evidence=redact_value(evidence))
 
 
-def explain_lines(lines: Iterable[str], signatures: Optional[Sequence[Signature]] = None) -> Explanation:
+def explain_lines(lines: Iterable[str], signatures: Sequence[Signature] | None = None) -> Explanation:
     """Match an iterable of lines (a file object streams; nothing is kept but the window)."""
     matcher = Matcher(signatures)
     for line in lines:
@@ -695,12 +696,12 @@ def merge(matchers: Sequence[Matcher]) -> Explanation:
     return Explanation(tuple(rank(found)), sum(mt.lines_read for mt in matchers))
 
 
-def explain_text(text: str, signatures: Optional[Sequence[Signature]] = None) -> Explanation:
+def explain_text(text: str, signatures: Sequence[Signature] | None = None) -> Explanation:
     """Match a whole text (convenience for tests and short messages)."""
     return explain_lines(text.splitlines(), signatures)
 
 
-def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> Tuple[List[str], List[str]]:
+def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> tuple[list[str], list[str]]:
     """Turn confirming-check references into installed check ids.
 
     A reference is an exact check id or an id prefix (``platform`` selects every
@@ -709,8 +710,8 @@ def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> Tuple[List[str]
     so the knowledge base can name checks that a plug-in or a newer release adds).
     """
     known = list(known)
-    ids: List[str] = []
-    unresolved: List[str] = []
+    ids: list[str] = []
+    unresolved: list[str] = []
     for ref in refs:
         hit = [k for k in known if k == ref or k.startswith(ref + ".")]
         if not hit:

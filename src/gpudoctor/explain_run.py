@@ -22,22 +22,29 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO, List, Optional, Sequence, Tuple
+from typing import IO, BinaryIO
 
-from gpudoctor.explain import MAX_LINE_CHARS, Explanation, Matcher, merge, resolve_checks
+from gpudoctor.explain import (
+    MAX_LINE_CHARS,
+    Explanation,
+    Matcher,
+    merge,
+    resolve_checks,
+)
 
 __all__ = [
     "CommandOutcome",
     "Confirmation",
+    "ExplainResult",
+    "confirm",
+    "exit_status",
     "explain_file",
     "explain_stream",
+    "plan_confirmation",
     "run_command",
     "target_python",
-    "confirm",
-    "plan_confirmation",
-    "ExplainResult",
-    "exit_status",
 ]
 
 #: Read size for pipes and files, bytes.
@@ -53,7 +60,7 @@ class _LineSplitter:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._buf = ""
 
-    def feed(self, data: bytes, final: bool = False) -> List[str]:
+    def feed(self, data: bytes, final: bool = False) -> list[str]:
         self._buf += self._decoder.decode(data, final)
         *lines, self._buf = self._buf.split("\n")
         if len(self._buf) > 4 * MAX_LINE_CHARS:  # a progress bar redrawn with \r, no newline yet
@@ -66,7 +73,7 @@ class _LineSplitter:
         return [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in lines]
 
 
-def explain_stream(stream: BinaryIO, matcher: Optional[Matcher] = None) -> Explanation:
+def explain_stream(stream: BinaryIO, matcher: Matcher | None = None) -> Explanation:
     """Match a binary stream chunk by chunk (memory: one chunk plus the matcher's window)."""
     matcher = matcher or Matcher()
     splitter = _LineSplitter()
@@ -100,7 +107,7 @@ class CommandOutcome:
         explanation: the matches in its stdout and stderr.
     """
 
-    argv: Tuple[str, ...]
+    argv: tuple[str, ...]
     returncode: int
     explanation: Explanation
 
@@ -116,7 +123,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _pump(src: IO[bytes], dst: Optional[int], matcher: Matcher) -> None:
+def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
     """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher.
 
     Written to the descriptor itself, below any Python stream wrapper: the command's
@@ -141,8 +148,8 @@ def _pump(src: IO[bytes], dst: Optional[int], matcher: Matcher) -> None:
             break
 
 
-def run_command(argv: Sequence[str], stdout: Optional[int] = 1, stderr: Optional[int] = 2,
-                env: Optional[dict] = None) -> CommandOutcome:
+def run_command(argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2,
+                env: dict | None = None) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
     ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
     command exits and both pipes are drained.
@@ -185,7 +192,7 @@ def run_command(argv: Sequence[str], stdout: Optional[int] = 1, stderr: Optional
     return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers))
 
 
-def target_python(argv: Sequence[str]) -> Optional[str]:
+def target_python(argv: Sequence[str]) -> str | None:
     """The Python interpreter a command runs under, when its argv tells.
 
     ``python3 train.py`` and ``/venv/bin/python -m x`` name it directly; console scripts
@@ -228,9 +235,9 @@ class Confirmation:
         unresolved: references in the knowledge base that name no installed check.
     """
 
-    report: Optional[object]
-    check_ids: Tuple[str, ...] = ()
-    unresolved: Tuple[str, ...] = field(default_factory=tuple)
+    report: object | None
+    check_ids: tuple[str, ...] = ()
+    unresolved: tuple[str, ...] = field(default_factory=tuple)
 
 
 def plan_confirmation(explanation: Explanation, registry) -> Confirmation:
@@ -275,9 +282,9 @@ class ExplainResult:
 
     source: str
     explanation: Explanation
-    confirmation: Optional[Confirmation] = None
-    command: Tuple[str, ...] = ()
-    command_exit: Optional[int] = None
+    confirmation: Confirmation | None = None
+    command: tuple[str, ...] = ()
+    command_exit: int | None = None
 
     @property
     def exit_code(self) -> int:

@@ -10,14 +10,13 @@ name), so the ones to drain are at the top.
 from __future__ import annotations
 
 import json
-import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
 
 from gpudoctor.model import Status
 
-__all__ = ["ReportError", "NodeReport", "load_reports", "merge_table", "merge_summary", "render_table"]
+__all__ = ["NodeReport", "ReportError", "load_reports", "merge_summary", "merge_table", "render_table"]
 
 #: short cell text per status
 CELL = {Status.OK: "ok", Status.INFO: "info", Status.SKIP: "skip", Status.WARN: "WARN", Status.FAIL: "FAIL",
@@ -43,8 +42,8 @@ class NodeReport:
 
     node: str
     source: str
-    checks: Dict[str, Status]
-    failures: Tuple[str, ...] = ()
+    checks: dict[str, Status]
+    failures: tuple[str, ...] = ()
     healthy: bool = True
 
     @property
@@ -63,8 +62,8 @@ def _parse(path: Path) -> NodeReport:
     if not isinstance(doc, dict):
         raise ReportError(f"{path}: not a gpudoctor report (a JSON object with findings or checks)")
     node = str(doc.get("hostname") or path.stem)
-    checks: Dict[str, Status] = {}
-    failures: List[str] = []
+    checks: dict[str, Status] = {}
+    failures: list[str] = []
     try:
         if isinstance(doc.get("findings"), list):  # gpudoctor check --format json
             for f in doc["findings"]:
@@ -87,9 +86,9 @@ def _parse(path: Path) -> NodeReport:
     return NodeReport(node, str(path), checks, tuple(failures), healthy)
 
 
-def load_reports(paths: Sequence[str]) -> List[NodeReport]:
+def load_reports(paths: Sequence[str]) -> list[NodeReport]:
     """Read every file given, and every ``*.json`` in a directory given. Raises :class:`ReportError`."""
-    files: List[Path] = []
+    files: list[Path] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
@@ -106,11 +105,11 @@ def load_reports(paths: Sequence[str]) -> List[NodeReport]:
     return [_parse(f) for f in files]
 
 
-def _order(nodes: Sequence[NodeReport]) -> List[NodeReport]:
+def _order(nodes: Sequence[NodeReport]) -> list[NodeReport]:
     return sorted(nodes, key=lambda n: (n.healthy, -n.worst.severity, n.node))
 
 
-def merge_table(nodes: Sequence[NodeReport]) -> Tuple[List[str], List[List[str]]]:
+def merge_table(nodes: Sequence[NodeReport]) -> tuple[list[str], list[list[str]]]:
     """(header, rows): ``node``, ``verdict`` then one column per check id (sorted); failing nodes first.
     A cell is the check's worst status on that node, ``-`` where the check did not run."""
     checks = sorted({c for n in nodes for c in n.checks})
@@ -140,7 +139,7 @@ def render_table(nodes: Sequence[NodeReport]) -> str:
 
 def merge_summary(nodes: Sequence[NodeReport]) -> dict:
     """The JSON summary: counts, failing nodes (worst first) with their failures, and per-check status counts."""
-    by_check: Dict[str, Dict[str, int]] = {}
+    by_check: dict[str, dict[str, int]] = {}
     for n in nodes:
         for c, st in n.checks.items():
             by_check.setdefault(c, {s.value: 0 for s in Status})[st.value] += 1

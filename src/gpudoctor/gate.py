@@ -20,17 +20,30 @@ import os
 import socket
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-from gpudoctor.collect import CollectOptions
+from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.engine import Report, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
 
-__all__ = ["GATE_TAG", "BUILTIN_GATE_IDS", "BUILTIN_DEEP_ONLY", "load_gate_registry", "GateOptions", "GateResult", "gate_checks", "run_gate", "requirement_findings",
-           "gate_until_healthy", "write_status_file", "status_document", "blocking_line"]
+__all__ = [
+    "BUILTIN_DEEP_ONLY",
+    "BUILTIN_GATE_IDS",
+    "GATE_TAG",
+    "GateOptions",
+    "GateResult",
+    "blocking_line",
+    "gate_checks",
+    "gate_until_healthy",
+    "load_gate_registry",
+    "requirement_findings",
+    "run_gate",
+    "status_document",
+    "write_status_file",
+]
 
 GATE_TAG = "gate"
 
@@ -98,9 +111,14 @@ class GateResult:
     """
 
     healthy: bool
-    blocking: Tuple[Tuple[str, Finding], ...]
+    blocking: tuple[tuple[str, Finding], ...]
     report: Report
-    left_out: Tuple[str, ...] = ()
+    left_out: tuple[str, ...] = ()
+
+
+def _unavailable(why: str) -> Callable[[CollectContext], Unavailable]:
+    """A collector that reports ``why`` without touching the machine."""
+    return lambda ctx: Unavailable(why)
 
 
 def skip_ids(skip: Sequence[str]):
@@ -108,8 +126,8 @@ def skip_ids(skip: Sequence[str]):
     return {cid for cid in BUILTIN_DEEP_ONLY for s in skip if cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".")}
 
 
-def gate_checks(checks: Dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
-                deep: bool = False, known_ids: Optional[Sequence[str]] = None) -> Tuple[List[Check], List[str]]:
+def gate_checks(checks: dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
+                deep: bool = False, known_ids: Sequence[str] | None = None) -> tuple[list[Check], list[str]]:
     """The checks the gate runs and the gate checks it leaves out.
 
     With ``ids``: exactly those (any check, by id or prefix; the engine then probes
@@ -144,7 +162,7 @@ def _reference_probe(facts: Facts):
     return probe if isinstance(probe, ProbeFacts) else None
 
 
-def _visible_gpus(facts: Facts) -> Tuple[Optional[List[Tuple[str, Optional[int]]]], str]:
+def _visible_gpus(facts: Facts) -> tuple[list[tuple[str, int | None]] | None, str]:
     """(name, memory MiB) of each GPU the job would see, and the source; None when unknown.
 
     Source order: the CUDA driver API inside the target (after CUDA_VISIBLE_DEVICES),
@@ -170,9 +188,9 @@ def _visible_gpus(facts: Facts) -> Tuple[Optional[List[Tuple[str, Optional[int]]
     return None, "nothing (no driver, no libcuda)"
 
 
-def requirement_findings(facts: Facts, opts: GateOptions) -> List[Finding]:
+def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
     """Findings for the operator's requirements (pure): ``gate.gpus`` and ``gate.gpu-memory``."""
-    out: List[Finding] = []
+    out: list[Finding] = []
     if not opts.require_gpus and not opts.min_gpu_memory_gib:
         return out
     gpus, source = _visible_gpus(facts)
@@ -211,7 +229,7 @@ def requirement_findings(facts: Facts, opts: GateOptions) -> List[Finding]:
     return out
 
 
-def _reason(f: Finding, strict: bool) -> Optional[str]:
+def _reason(f: Finding, strict: bool) -> str | None:
     if f.check.startswith("gate.") and f.status == Status.FAIL:
         return "required"
     if f.status == Status.FAIL:
@@ -237,7 +255,7 @@ def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
     if opts.light_model and not opts.deep:
         for dom, why in COSTLY_DOMAINS.items():
             if dom in found:
-                found[dom] = Collector(domain=dom, collect=lambda ctx, why=why: Unavailable(why))
+                found[dom] = Collector(domain=dom, collect=_unavailable(why))
     return found
 
 
@@ -247,7 +265,7 @@ def collect_options(opts: GateOptions) -> CollectOptions:
                           probe_level="full" if opts.deep else "light", probe_level_fixed=opts.deep)
 
 
-def run_gate(checks: Sequence[Check], system: System, opts: Optional[GateOptions] = None,
+def run_gate(checks: Sequence[Check], system: System, opts: GateOptions | None = None,
              left_out: Sequence[str] = ()) -> GateResult:
     """Evaluate the gate once: offline, no Jupyter kernels, light probe unless ``opts.deep``."""
     opts = opts or GateOptions()
@@ -267,7 +285,7 @@ def run_gate(checks: Sequence[Check], system: System, opts: Optional[GateOptions
 def gate_until_healthy(attempt: Callable[[], GateResult], wait_s: float, interval_s: float,
                        clock: Callable[[], float] = time.monotonic,
                        sleep: Callable[[float], None] = time.sleep,
-                       on_retry: Optional[Callable[[GateResult, float], None]] = None) -> Tuple[GateResult, int]:
+                       on_retry: Callable[[GateResult, float], None] | None = None) -> tuple[GateResult, int]:
     """Run ``attempt`` until healthy or ``wait_s`` seconds have passed; returns (last result, attempts).
 
     Never sleeps past the deadline; ``wait_s`` 0 means one attempt.
@@ -306,11 +324,11 @@ def _first_command(markdown: str) -> str:
     return ""
 
 
-def status_document(result: GateResult, attempts: int = 1, now: Optional[float] = None) -> dict:
+def status_document(result: GateResult, attempts: int = 1, now: float | None = None) -> dict:
     """The status file's JSON: healthy, time (UTC ISO 8601), hostname, checks {id: status}, failures."""
     import datetime as dt
     when = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.timezone.utc)
-    checks: Dict[str, str] = {}
+    checks: dict[str, str] = {}
     for f in result.report.findings:
         prev = checks.get(f.check)
         if prev is None or Status(prev) < f.status:

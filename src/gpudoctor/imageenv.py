@@ -17,14 +17,13 @@ in order:
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional, Tuple
 
 from gpudoctor.system import Files
 
 DOCKER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _passwd_home(files: Files, user: str) -> Optional[str]:
+def _passwd_home(files: Files, user: str) -> str | None:
     text = files.read_text_or_none("/etc/passwd") or ""
     for line in text.splitlines():
         parts = line.split(":")
@@ -33,9 +32,9 @@ def _passwd_home(files: Files, user: str) -> Optional[str]:
     return None
 
 
-def image_environment(files: Files, dockerfile: Optional[Tuple[str, str]] = None) -> Tuple[Dict[str, str], str]:
+def image_environment(files: Files, dockerfile: tuple[str, str] | None = None) -> tuple[dict[str, str], str]:
     """(environment, home) of the image at ``files``' root, from its Dockerfile ENV/USER and /etc/passwd."""
-    env: Dict[str, str] = {"PATH": DOCKER_PATH}
+    env: dict[str, str] = {"PATH": DOCKER_PATH}
     user = "root"
     if dockerfile:
         from gpudoctor.mirrors.dockerfile import commands, instructions
@@ -44,7 +43,7 @@ def image_environment(files: Files, dockerfile: Optional[Tuple[str, str]] = None
         env.update({k: parsed.env[k] for k in parsed.env_set if k in parsed.env})
         for ins in instructions(text):
             if ins.keyword == "USER" and ins.args:
-                user = re.split(r"[:\s]", ins.args.strip(), 1)[0]
+                user = re.split(r"[:\s]", ins.args.strip(), maxsplit=1)[0]
     home = env.get("HOME") or _passwd_home(files, user) or ("/root" if user in ("root", "0") else f"/home/{user}")
     env.setdefault("HOME", home)
     return env, home

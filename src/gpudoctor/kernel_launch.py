@@ -22,7 +22,8 @@ import re
 import shutil
 import tempfile
 import time
-from typing import Any, List, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import KernelLaunch, KernelSpecFacts
@@ -87,7 +88,7 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
     km = kc = None
     stderr_fh = None
     try:
-        argv: List[str] = list(spec.argv)
+        argv: list[str] = list(spec.argv)
         interp = spec.interpreter
         if interp is not None and interp.via == "server-python" and interp.argv_index is not None:
             argv[interp.argv_index] = server_python
@@ -123,8 +124,8 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
                 code = _exit_code(km)
                 msg = "the kernel died on start" + (f" (exit status {code})" if code is not None else "")
             return KernelLaunch(False, _ms(start), msg, Unavailable(msg), _tail(stderr_path))
-        chunks: List[str] = []
-        errors: List[str] = []
+        chunks: list[str] = []
+        errors: list[str] = []
 
         def hook(msg: Any) -> None:
             kind = msg.get("msg_type") or msg.get("header", {}).get("msg_type")
@@ -164,7 +165,7 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
                     km.shutdown_kernel(now=True)
             except Exception:  # pragma: no cover - best effort: make sure it is gone
                 try:
-                    km.kill_kernel()
+                    km._kill_kernel()  # jupyter_client >= 7: the synchronous SIGKILL (no public name)
                 except Exception:
                     pass
         if stderr_fh is not None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor.areas import area_for
 
@@ -19,14 +20,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpudoctor.facts import Facts
 
 __all__ = [
-    "Status",
-    "Finding",
+    "CHECK_ID_RE",
     "Check",
+    "FileEdit",
+    "Finding",
     "Fix",
     "FixPlan",
-    "FileEdit",
     "FixRefused",
-    "CHECK_ID_RE",
+    "Status",
 ]
 
 #: Check and fix ids are dotted, lowercase names such as ``cuda.driver`` or
@@ -80,7 +81,7 @@ class Status(enum.Enum):
         return self.severity >= other.severity
 
     @classmethod
-    def worst(cls, statuses: Sequence["Status"]) -> "Status":
+    def worst(cls, statuses: Sequence[Status]) -> Status:
         """The most severe of ``statuses``; ``ok`` for an empty sequence."""
         return max(statuses, default=cls.OK)
 
@@ -113,13 +114,13 @@ class Finding:
     summary: str
     explanation: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
-    fixes: Tuple[str, ...] = ()
-    doc_url: Optional[str] = None
-    target: Optional[str] = None
+    fixes: tuple[str, ...] = ()
+    doc_url: str | None = None
+    target: str | None = None
     duration_ms: float = 0.0
     area: str = ""
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The report-schema form of this finding (see ``report.schema.json``)."""
         return {
             "check": self.check,
@@ -135,7 +136,7 @@ class Finding:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Finding":
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
         """Inverse of :meth:`to_json`. Raises ``KeyError``/``ValueError`` on bad input."""
         return cls(
             check=data["check"],
@@ -177,10 +178,10 @@ class Check:
 
     id: str
     title: str
-    needs: Tuple[str, ...]
-    evaluate: Callable[["Facts"], Sequence[Finding]]
-    tags: Tuple[str, ...] = ()
-    doc_url: Optional[str] = None
+    needs: tuple[str, ...]
+    evaluate: Callable[[Facts], Sequence[Finding]]
+    tags: tuple[str, ...] = ()
+    doc_url: str | None = None
     area: str = ""
     probe_level: str = "full"
 
@@ -205,7 +206,7 @@ class FileEdit:
     """
 
     path: str
-    old_text: Optional[str]
+    old_text: str | None
     new_text: str
     mode: int = 0o644
 
@@ -230,9 +231,9 @@ class FixPlan:
 
     fix: str
     description: str
-    edits: Tuple[FileEdit, ...] = ()
-    addresses: Tuple[str, ...] = ()
-    notes: Tuple[str, ...] = ()
+    edits: tuple[FileEdit, ...] = ()
+    addresses: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def changes_anything(self) -> bool:
@@ -257,8 +258,8 @@ class Fix:
 
     id: str
     title: str
-    addresses: Tuple[str, ...]
-    plan: Callable[["Facts", Finding, Mapping[str, str]], Optional[FixPlan]]
+    addresses: tuple[str, ...]
+    plan: Callable[[Facts, Finding, Mapping[str, str]], FixPlan | None]
 
 
 class FixRefused(Exception):

@@ -30,19 +30,18 @@ from __future__ import annotations
 import configparser
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
 
 __all__ = [
-    "ParseProblem",
     "Entry",
+    "ParseProblem",
     "Scan",
-    "split_lines",
+    "Unrepairable",
     "normalize_name",
     "parse",
+    "repair_header",
     "scan",
     "set_option",
-    "repair_header",
-    "Unrepairable",
+    "split_lines",
 ]
 
 _LINE_RE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -51,7 +50,7 @@ _SECT_RE = re.compile(r"\[(?P<header>.+)\]")
 _COMMENT_PREFIXES = ("#", ";")
 
 
-def split_lines(text: str) -> List[str]:
+def split_lines(text: str) -> list[str]:
     """Lines with their endings, splitting on ``\\n``, ``\\r\\n`` and ``\\r`` only (as ``open()`` does)."""
     return _LINE_RE.findall(text)
 
@@ -59,7 +58,7 @@ def split_lines(text: str) -> List[str]:
 def normalize_name(name: str) -> str:
     """pip's option-name normalisation: lower case, ``_`` -> ``-``, leading ``--`` dropped."""
     name = name.lower().replace("_", "-")
-    return name[2:] if name.startswith("--") else name
+    return name.removeprefix("--")
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ def _universal(text: str) -> str:
     return "".join(ln.rstrip("\r\n") + "\n" for ln in split_lines(text))
 
 
-def parse(text: str) -> Tuple[Dict[str, str], Optional[ParseProblem]]:
+def parse(text: str) -> tuple[dict[str, str], ParseProblem | None]:
     """Read ``text`` as pip does. Returns ``({"section.key": value}, problem)``.
 
     Keys are normalised (``global.index-url``); values empty in the file are
@@ -115,7 +114,7 @@ def parse(text: str) -> Tuple[Dict[str, str], Optional[ParseProblem]]:
                                 "line is neither a [section] header nor a `key = value` setting", line)
     except configparser.Error as exc:  # pragma: no cover - other configparser errors
         return {}, ParseProblem(0, "syntax", str(exc).splitlines()[0])
-    values: Dict[str, str] = {}
+    values: dict[str, str] = {}
     for section in parser.sections():
         for key, value in parser.items(section):
             values[f"{section}.{normalize_name(key)}"] = value
@@ -157,12 +156,12 @@ class Scan:
             (the file has no section header; pip cannot read it).
     """
 
-    lines: Tuple[str, ...]
-    sections: Tuple[Tuple[str, int], ...]
-    entries: Tuple[Entry, ...]
+    lines: tuple[str, ...]
+    sections: tuple[tuple[str, int], ...]
+    entries: tuple[Entry, ...]
     preamble_entries: bool = False
 
-    def section_end(self, name: str) -> Optional[int]:
+    def section_end(self, name: str) -> int | None:
         """Index after the last option line of the first section ``name`` (its header line + 1
         when it has no options); None when there is no such section."""
         for i, (sect, header) in enumerate(self.sections):
@@ -176,10 +175,10 @@ class Scan:
 def scan(text: str) -> Scan:
     """Split ``text`` into sections and options using configparser's line rules (never raises)."""
     lines = split_lines(text)
-    sections: List[Tuple[str, int]] = []
-    entries: List[Dict] = []
-    current: Optional[str] = None
-    open_entry: Optional[Dict] = None
+    sections: list[tuple[str, int]] = []
+    entries: list[dict] = []
+    current: str | None = None
+    open_entry: dict | None = None
     indent_level = 0
     preamble = False
     for idx, line in enumerate(lines):
@@ -219,7 +218,7 @@ def scan(text: str) -> Scan:
     return Scan(tuple(lines), tuple(sections), out, preamble)
 
 
-def _eol(lines: Tuple[str, ...]) -> str:
+def _eol(lines: tuple[str, ...]) -> str:
     for line in lines:
         for ending in ("\r\n", "\n", "\r"):
             if line.endswith(ending):
@@ -227,7 +226,7 @@ def _eol(lines: Tuple[str, ...]) -> str:
     return "\n"
 
 
-def set_option(text: Optional[str], key: str, value: str, section: str = "global") -> str:
+def set_option(text: str | None, key: str, value: str, section: str = "global") -> str:
     """Return ``text`` with option ``key`` set to ``value``, everything else kept byte for byte.
 
     - Every existing occurrence of ``key`` (by pip's normalised name, in any
@@ -284,7 +283,7 @@ class Unrepairable(ValueError):
     """The parse problem has more than one plausible repair; the message says what to edit by hand."""
 
 
-def repair_header(text: str, path: str = "pip.conf", section: str = "global") -> Tuple[str, str]:
+def repair_header(text: str, path: str = "pip.conf", section: str = "global") -> tuple[str, str]:
     """Repair a file whose settings start before any section header.
 
     Two unambiguous cases, decided on the first line pip rejected:
@@ -315,7 +314,7 @@ def repair_header(text: str, path: str = "pip.conf", section: str = "global") ->
         lines[idx] = f"[{section}]{ending}"
         description = f"replace the damaged section header {stripped!r} on {where} by [{section}]"
         shift = 0
-    elif _OPT_RE.match(stripped) and _OPT_RE.match(stripped).group("option").strip():
+    elif (m := _OPT_RE.match(stripped)) and m.group("option").strip():
         lines.insert(idx, f"[{section}]{ending}")
         description = f"add the missing [{section}] header above {where}"
         shift = 1

@@ -23,7 +23,8 @@ Every function is idempotent: redacting an already redacted text changes nothing
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["REDACTED", "redact_text", "clean_text", "RedactingStream", "guard_streams", "MAX_LINE_CHARS", "is_secret_name", "is_secret_query_name", "redact_value", "redact_env"]
 
@@ -60,7 +61,7 @@ _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\
                       r"|\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
 #: longest line shown; longer ones are cut with a note (a minified file, a binary blob)
 MAX_LINE_CHARS = 4000
-_LONG_LINE = re.compile(r"[^\n]{%d,}" % (MAX_LINE_CHARS + 1))
+_LONG_LINE = re.compile(rf"[^\n]{{{MAX_LINE_CHARS + 1},}}")
 _CUT_NOTE = re.compile(r" \[\.\.\. \d+ more characters cut\]$")
 # anaconda.org tokens in channel URLs: https://conda.anaconda.org/t/<token>/channel (bounded
 # host and prefix so that redaction stays linear in the length of the text)
@@ -270,7 +271,7 @@ class RedactingStream:
         self._encoding = None if enc in ("utf-8", "utf8", "utf-16", "utf-32") else enc
         try:
             self._tty = bool(stream.isatty())
-        except Exception:  # noqa: BLE001 - a closed or odd stream is not a terminal
+        except Exception:
             self._tty = False
 
     @property

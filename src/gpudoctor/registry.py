@@ -13,13 +13,13 @@ finding (check id ``gpudoctor.plugins``) naming the distribution(s).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Callable, Dict, Iterable, List, Optional
 
 from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
 
-__all__ = ["Registry", "load_registry", "PLUGIN_CHECK_ID", "CHECK_GROUP", "FIX_GROUP"]
+__all__ = ["CHECK_GROUP", "FIX_GROUP", "PLUGIN_CHECK_ID", "Registry", "load_registry"]
 
 CHECK_GROUP = "gpudoctor.checks"
 FIX_GROUP = "gpudoctor.fixes"
@@ -56,21 +56,21 @@ class Registry:
     """Loaded checks and fixes in a stable order (:func:`sort_key`), with their
     providers and any loading problems."""
 
-    checks: Dict[str, Check] = field(default_factory=dict)
-    fixes: Dict[str, Fix] = field(default_factory=dict)
-    providers: Dict[str, str] = field(default_factory=dict)
-    problems: List[Finding] = field(default_factory=list)
+    checks: dict[str, Check] = field(default_factory=dict)
+    fixes: dict[str, Fix] = field(default_factory=dict)
+    providers: dict[str, str] = field(default_factory=dict)
+    problems: list[Finding] = field(default_factory=list)
     #: every registered check id, including those a ``check_filter`` left unloaded
-    check_ids: List[str] = field(default_factory=list)
+    check_ids: list[str] = field(default_factory=list)
 
     def provider(self, id_: str, kind: str = "check") -> str:
         return self.providers.get(f"{kind}:{id_}", "?")
 
-    def fixes_for(self, check_id: str) -> List[Fix]:
+    def fixes_for(self, check_id: str) -> list[Fix]:
         return [f for f in self.fixes.values() if check_id in f.addresses]
 
 
-_PROVIDERS: Dict[str, str] = {}
+_PROVIDERS: dict[str, str] = {}
 
 
 def _provider_name(ep: metadata.EntryPoint) -> str:
@@ -86,7 +86,7 @@ def _provider_name(ep: metadata.EntryPoint) -> str:
     return _PROVIDERS[key]
 
 
-def _entry_points(group: str) -> List[metadata.EntryPoint]:
+def _entry_points(group: str) -> list[metadata.EntryPoint]:
     eps = metadata.entry_points(group=group)
     seen = set()
     unique = []
@@ -98,9 +98,9 @@ def _entry_points(group: str) -> List[metadata.EntryPoint]:
     return unique
 
 
-def load_registry(check_eps: Optional[Iterable] = None, fix_eps: Optional[Iterable] = None,
+def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = None,
                   load_fixes: bool = True,
-                  check_filter: Optional[Callable[[str, bool], bool]] = None) -> Registry:
+                  check_filter: Callable[[str, bool], bool] | None = None) -> Registry:
     """Load every check and fix plug-in.
 
     ``check_eps``/``fix_eps`` default to the installed entry points; tests pass

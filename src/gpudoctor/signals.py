@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import signal
 import threading
-from typing import Optional
 
 __all__ = ["Terminated", "install", "received", "exit_code", "HANDLED"]
 
 #: the signals handled like Ctrl-C
 HANDLED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
 
-_received: Optional[int] = None
+_received: int | None = None
 
 
 class Terminated(KeyboardInterrupt):
@@ -30,7 +29,7 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _handler(signum, frame) -> None:  # noqa: ARG001 - signal handler signature
+def _handler(signum, frame) -> None:
     global _received
     if _received is not None:  # a second signal while cleaning up: ignored
         return
@@ -54,12 +53,12 @@ def install() -> None:
             pass
 
 
-def received() -> Optional[int]:
+def received() -> int | None:
     """The handled signal that arrived (a number), or None."""
     return _received
 
 
-def exit_code(exc: Optional[BaseException] = None) -> int:
+def exit_code(exc: BaseException | None = None) -> int:
     """``128 + signal`` for the signal that arrived (130 for a plain Ctrl-C)."""
     signum = getattr(exc, "signum", None) or _received or signal.SIGINT
     return 128 + int(signum)

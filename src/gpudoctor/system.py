@@ -20,9 +20,10 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator, List, Mapping, Optional, Protocol, Sequence
+from typing import Protocol
 
 __all__ = [
     "CommandResult",
@@ -59,11 +60,11 @@ class CommandResult:
     """
 
     argv: tuple
-    returncode: Optional[int]
+    returncode: int | None
     stdout: str = ""
     stderr: str = ""
     duration_ms: float = 0.0
-    error: Optional[str] = None
+    error: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -99,15 +100,15 @@ class Runner(Protocol):
     """Runs argv lists. Implementations must never raise for a failed command."""
 
     def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Optional[Mapping[str, str]] = None, input_text: Optional[str] = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
         ...
 
 
-_RUNNING: "set[subprocess.Popen]" = set()
+_RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
-def track_process(proc: "subprocess.Popen", running: bool = True) -> None:
+def track_process(proc: subprocess.Popen, running: bool = True) -> None:
     """Add (or, with ``running=False``, remove) a child that :func:`kill_running_commands` must kill on
     Ctrl-C — e.g. a Jupyter kernel started for ``--deep`` (its own session, so SIGINT never reaches it)."""
     with _RUNNING_LOCK:
@@ -117,12 +118,12 @@ def track_process(proc: "subprocess.Popen", running: bool = True) -> None:
             _RUNNING.discard(proc)
 
 
-def track(proc: "subprocess.Popen") -> None:
+def track(proc: subprocess.Popen) -> None:
     """Register a child started outside the runner (see :func:`track_process`)."""
     track_process(proc, True)
 
 
-def untrack(proc: "subprocess.Popen") -> None:
+def untrack(proc: subprocess.Popen) -> None:
     """Forget a child registered with :func:`track`."""
     track_process(proc, False)
 
@@ -141,7 +142,7 @@ def kill_running_commands() -> int:
     for proc in procs:  # reap them, so no zombie is left to an init that may not reap
         try:
             proc.wait(timeout=1.0)
-        except Exception:  # noqa: BLE001 - best effort on the way out
+        except Exception:
             pass
     return len(procs)
 
@@ -155,7 +156,7 @@ class SubprocessRunner:
     """
 
     def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Optional[Mapping[str, str]] = None, input_text: Optional[str] = None) -> CommandResult:
+            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
         argv = tuple(str(a) for a in argv)
         start = time.monotonic()
         try:
@@ -184,7 +185,7 @@ class SubprocessRunner:
                 _RUNNING.discard(proc)
 
     @staticmethod
-    def _finish(proc: subprocess.Popen, argv: tuple, input_text: Optional[str], timeout_s: float,
+    def _finish(proc: subprocess.Popen, argv: tuple, input_text: str | None, timeout_s: float,
                 start: float) -> CommandResult:
         """Wait for the command itself (not for its pipes: a grandchild that keeps them open
         must not turn a finished command into a timeout), then collect the output; members
@@ -249,7 +250,7 @@ def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
 
-def _decode(data: Optional[bytes]) -> str:
+def _decode(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", errors="replace")
 
 
@@ -304,23 +305,23 @@ class Files:
     """
 
     root: Path = Path("/")
-    incidents: List[JailIncident] = field(default_factory=list, compare=False, repr=False)
+    incidents: list[JailIncident] = field(default_factory=list, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         real = os.path.realpath(self.root)
         object.__setattr__(self, "_real_root", real)
         object.__setattr__(self, "_live", real == "/")
 
-    def _parts(self, path: str) -> List[str]:
+    def _parts(self, path: str) -> list[str]:
         return [p for p in PurePosixPath("/", str(path)).parts[1:] if p not in ("", ".")]
 
     def _note(self, incident: JailIncident) -> None:
         if incident not in self.incidents and len(self.incidents) < 1000:
             self.incidents.append(incident)
 
-    def _resolve(self, path: str, follow_last: bool = True) -> List[str]:
+    def _resolve(self, path: str, follow_last: bool = True) -> list[str]:
         """Parts of ``path`` with every symlink resolved inside the root (see the class)."""
-        current: List[str] = []
+        current: list[str] = []
         remaining = self._parts(path)
         hops = 0
         while remaining:
@@ -372,8 +373,8 @@ class Files:
                              str(path))
         return host
 
-    def _lexical(self, path: str) -> List[str]:
-        parts: List[str] = []
+    def _lexical(self, path: str) -> list[str]:
+        parts: list[str] = []
         for part in self._parts(path):
             if part == "..":
                 if parts:
@@ -426,14 +427,14 @@ class Files:
         """The file's text (UTF-8, errors replaced). Raises ``OSError`` as open() does."""
         return self.read_bytes(path).decode("utf-8", errors="replace")
 
-    def read_text_or_none(self, path: str) -> Optional[str]:
+    def read_text_or_none(self, path: str) -> str | None:
         """The file's text, or None when it does not exist or cannot be read."""
         try:
             return self.read_text(path)
         except OSError:
             return None
 
-    def listdir(self, path: str) -> List[str]:
+    def listdir(self, path: str) -> list[str]:
         """Sorted entry names. Raises ``OSError`` as ``os.listdir`` does."""
         return sorted(os.listdir(self.host_path(path)))
 
@@ -447,7 +448,7 @@ class Files:
         for p in sorted(base.glob(pattern)):
             yield str(PurePosixPath(path, p.relative_to(base)))
 
-    def readlink(self, path: str) -> Optional[str]:
+    def readlink(self, path: str) -> str | None:
         """Target of a symlink (as stored), or None if not a link."""
         try:
             if self.is_live:
@@ -494,6 +495,6 @@ class System:
     home: str = field(default_factory=lambda: os.path.expanduser("~"))
 
     @classmethod
-    def live(cls, root: str = "/") -> "System":
+    def live(cls, root: str = "/") -> System:
         """The real machine (or an image root at ``root``)."""
         return cls(files=Files(Path(root)))

@@ -14,36 +14,44 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import ContainerFacts, CpuFacts, CpuQuota, OsFacts, ShmFacts
-from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, SourceAttempt
+from gpudoctor.facts.nvidia import (
+    GpuHealth,
+    NvidiaDriverFacts,
+    NvmlDevice,
+    PciDevice,
+    PciGpuFacts,
+    SourceAttempt,
+)
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts, TorchFacts
 from gpudoctor.system import Clock, CommandResult, Files, System
 
 __all__ = [
     "ScriptedRunner",
     "UnexpectedCommand",
-    "ok",
+    "cpu_facts",
     "exits",
-    "not_found",
-    "timed_out",
     "fake_system",
     "make_facts",
-    "os_facts",
-    "cpu_facts",
-    "shm_facts",
-    "pci_gpus",
-    "nvidia_facts",
     "no_nvidia",
+    "not_found",
+    "nvidia_facts",
     "nvml_device",
-    "torch_facts",
+    "ok",
+    "os_facts",
+    "pci_gpus",
     "probe_facts",
+    "shm_facts",
     "target",
     "targets",
+    "timed_out",
+    "torch_facts",
     "write_tree",
 ]
 
@@ -52,25 +60,25 @@ class UnexpectedCommand(AssertionError):
     """The code under test ran a command the test did not script."""
 
 
-Response = Union[CommandResult, Callable[[Tuple[str, ...]], CommandResult]]
+Response = CommandResult | Callable[[tuple[str, ...]], CommandResult]
 
 
-def ok(stdout: str = "", stderr: str = "") -> Callable[[Tuple[str, ...]], CommandResult]:
+def ok(stdout: str = "", stderr: str = "") -> Callable[[tuple[str, ...]], CommandResult]:
     """A command that exits 0 with this output."""
     return lambda argv: CommandResult(argv, 0, stdout, stderr, 1.0)
 
 
-def exits(code: int, stdout: str = "", stderr: str = "") -> Callable[[Tuple[str, ...]], CommandResult]:
+def exits(code: int, stdout: str = "", stderr: str = "") -> Callable[[tuple[str, ...]], CommandResult]:
     """A command that exits with ``code``."""
     return lambda argv: CommandResult(argv, code, stdout, stderr, 1.0)
 
 
-def not_found() -> Callable[[Tuple[str, ...]], CommandResult]:
+def not_found() -> Callable[[tuple[str, ...]], CommandResult]:
     """An executable that is not installed."""
     return lambda argv: CommandResult(argv, None, duration_ms=0.1, error="not-found")
 
 
-def timed_out(after_s: float = 10.0) -> Callable[[Tuple[str, ...]], CommandResult]:
+def timed_out(after_s: float = 10.0) -> Callable[[tuple[str, ...]], CommandResult]:
     """A command that hung and was killed at its timeout."""
     return lambda argv: CommandResult(argv, None, duration_ms=after_s * 1000, error="timeout")
 
@@ -85,12 +93,12 @@ class ScriptedRunner:
     command raises :class:`UnexpectedCommand` unless ``default`` is given.
     """
 
-    script: Dict[Tuple[str, ...], Response] = field(default_factory=dict)
-    default: Optional[Response] = None
-    calls: List[Tuple[Tuple[str, ...], float, Optional[Mapping[str, str]]]] = field(default_factory=list)
+    script: dict[tuple[str, ...], Response] = field(default_factory=dict)
+    default: Response | None = None
+    calls: list[tuple[tuple[str, ...], float, Mapping[str, str] | None]] = field(default_factory=list)
 
-    def run(self, argv: Sequence[str], timeout_s: float = 10.0, env: Optional[Mapping[str, str]] = None,
-            input_text: Optional[str] = None) -> CommandResult:
+    def run(self, argv: Sequence[str], timeout_s: float = 10.0, env: Mapping[str, str] | None = None,
+            input_text: str | None = None) -> CommandResult:
         key = tuple(str(a) for a in argv)
         self.calls.append((key, timeout_s, env))
         response = self.script.get(key, self.default)
@@ -99,14 +107,14 @@ class ScriptedRunner:
         return response(key) if callable(response) else response
 
 
-def fake_system(root: Union[str, Path], env: Optional[Mapping[str, str]] = None,
-                runner: Optional[ScriptedRunner] = None, home: str = "/home/user") -> System:
+def fake_system(root: str | Path, env: Mapping[str, str] | None = None,
+                runner: ScriptedRunner | None = None, home: str = "/home/user") -> System:
     """A System whose files live under ``root``, with a scripted runner (nothing scripted by default)."""
     return System(runner=runner or ScriptedRunner(), files=Files(Path(root)), env=dict(env or {}),
                   clock=Clock(), home=home)
 
 
-def write_tree(root: Union[str, Path], files: Mapping[str, Union[str, bytes]]) -> Path:
+def write_tree(root: str | Path, files: Mapping[str, str | bytes]) -> Path:
     """Create files under ``root``: {"/etc/pip.conf": "text", ...}. Returns ``root``."""
     root = Path(root)
     for path, content in files.items():
@@ -123,16 +131,16 @@ def write_tree(root: Union[str, Path], files: Mapping[str, Union[str, bytes]]) -
 
 
 def os_facts(id: str = "debian", version: str = "12", codename: str = "bookworm",
-             in_container: bool = False, kind: Optional[str] = None, **kw: Any) -> OsFacts:
+             in_container: bool = False, kind: str | None = None, **kw: Any) -> OsFacts:
     pretty = kw.pop("pretty_name", f"{id} {version} ({codename})")
     return OsFacts(id=id, version=version, codename=codename, pretty_name=pretty, kernel=kw.pop("kernel", "6.1.0"),
                    machine=kw.pop("machine", "x86_64"),
                    container=ContainerFacts(in_container, kind, ("test marker",) if in_container else ()), **kw)
 
 
-def cpu_facts(logical: int = 8, affinity: Union[int, Unavailable, None] = None,
-              quota_cpus: Optional[float] = None, cgroup_version: int = 2, period_us: int = 100000) -> CpuFacts:
-    quota: Union[CpuQuota, None] = None
+def cpu_facts(logical: int = 8, affinity: int | Unavailable | None = None,
+              quota_cpus: float | None = None, cgroup_version: int = 2, period_us: int = 100000) -> CpuFacts:
+    quota: CpuQuota | None = None
     if quota_cpus is not None:
         source = "/sys/fs/cgroup/cpu.max" if cgroup_version == 2 else "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us"
         quota = CpuQuota(cgroup_version, int(quota_cpus * period_us), period_us, source)
@@ -140,20 +148,20 @@ def cpu_facts(logical: int = 8, affinity: Union[int, Unavailable, None] = None,
                     cgroup_version=cgroup_version, quota=quota)
 
 
-def shm_facts(total_bytes: Union[int, Unavailable] = 16 * 1024 ** 3, free_bytes: Optional[int] = None,
+def shm_facts(total_bytes: int | Unavailable = 16 * 1024 ** 3, free_bytes: int | None = None,
               options: str = "rw,nosuid,nodev") -> ShmFacts:
     free = total_bytes if free_bytes is None else free_bytes
     return ShmFacts("/dev/shm", True, total_bytes, free, "tmpfs", options)
 
 
-def pci_gpus(n: int = 1, driver: Optional[str] = "nvidia", device_id: str = "0x2684") -> PciGpuFacts:
+def pci_gpus(n: int = 1, driver: str | None = "nvidia", device_id: str = "0x2684") -> PciGpuFacts:
     return PciGpuFacts(tuple(PciDevice(f"0000:{i + 1:02x}:00.0", "0x10de", device_id, "0x030000", driver)
                              for i in range(n)))
 
 
 def nvml_device(index: int = 0, name: str = "NVIDIA GeForce RTX 4090", cc: str = "8.9", memory_mib: int = 24564,
-                uuid: Optional[str] = None, bus: Optional[str] = None, mig: Union[bool, Unavailable] = False,
-                health: Union[GpuHealth, Unavailable, None] = None) -> NvmlDevice:
+                uuid: str | None = None, bus: str | None = None, mig: bool | Unavailable = False,
+                health: GpuHealth | Unavailable | None = None) -> NvmlDevice:
     return NvmlDevice(index=index, name=name, uuid=uuid or f"GPU-{index:08d}-0000-0000-0000-000000000000",
                       pci_bus_id=bus or f"00000000:{index + 1:02X}:00.0", compute_capability=cc,
                       memory_total_mib=memory_mib, mig_mode=mig,
@@ -175,7 +183,7 @@ def gpu_health(**overrides: Any) -> GpuHealth:
     return dataclasses.replace(base, **overrides)
 
 
-def nvidia_facts(driver: str = "550.54.15", cuda: Optional[str] = "12.4",
+def nvidia_facts(driver: str = "550.54.15", cuda: str | None = "12.4",
                  devices: Iterable[NvmlDevice] = (), source: str = "nvml") -> NvidiaDriverFacts:
     devs = tuple(devices)
     if source == "nvml":
@@ -194,7 +202,7 @@ def no_nvidia() -> NvidiaDriverFacts:
                                   SourceAttempt("sysmodule", False, "/sys/module/nvidia/version does not exist")))
 
 
-def torch_facts(version: Optional[str] = "2.13.0+cpu", cuda: Optional[str] = None, **kw: Any) -> TorchFacts:
+def torch_facts(version: str | None = "2.13.0+cpu", cuda: str | None = None, **kw: Any) -> TorchFacts:
     """Installed, importing torch; pass ``installed=False`` or ``import_error=`` for broken ones."""
     if kw.get("installed") is False:
         return TorchFacts(installed=False)
@@ -205,8 +213,8 @@ def torch_facts(version: Optional[str] = "2.13.0+cpu", cuda: Optional[str] = Non
     return TorchFacts(installed=True, dist_version=version, import_ok=True, version=version, cuda=cuda, **kw)
 
 
-def probe_facts(executable: str = "/home/user/venv/bin/python", torch: Optional[TorchFacts] = None,
-                python_version: str = "3.11.7", env: Optional[Mapping[str, str]] = None, **kw: Any) -> ProbeFacts:
+def probe_facts(executable: str = "/home/user/venv/bin/python", torch: TorchFacts | None = None,
+                python_version: str = "3.11.7", env: Mapping[str, str] | None = None, **kw: Any) -> ProbeFacts:
     prefix = kw.pop("prefix", executable.rsplit("/bin/", 1)[0])
     minor = ".".join(python_version.split(".")[:2])
     return ProbeFacts(probe_version=1, executable=executable, python_version=python_version,
@@ -216,8 +224,8 @@ def probe_facts(executable: str = "/home/user/venv/bin/python", torch: Optional[
                       torch=torch or torch_facts(), env=dict(env or {}), **kw)
 
 
-def target(probe: Union[ProbeFacts, Unavailable, None] = None, label: str = "current",
-           kind: str = "current", python: Optional[str] = None, **kw: Any) -> TargetFacts:
+def target(probe: ProbeFacts | Unavailable | None = None, label: str = "current",
+           kind: str = "current", python: str | None = None, **kw: Any) -> TargetFacts:
     probe = probe if probe is not None else probe_facts()
     py = python or (probe.executable if isinstance(probe, ProbeFacts) else "/usr/bin/python3")
     return TargetFacts(label=label, python=py, kind=kind, probe=probe, **kw)
@@ -232,5 +240,5 @@ def make_facts(**domains: Any) -> Facts:
     return Facts(domains=domains, gpudoctor_version="test", collected_at="2026-01-01T00:00:00+00:00")
 
 
-def load_json(path: Union[str, Path]) -> Any:
+def load_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())

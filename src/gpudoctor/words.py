@@ -6,12 +6,10 @@ can all import it without import cycles.
 
 from __future__ import annotations
 
-from typing import Optional, Union
-
-__all__ = ["plural", "noun", "verb"]
+__all__ = ["noun", "plural", "verb"]
 
 
-def noun(n: Union[int, float], word: str, many: Optional[str] = None) -> str:
+def noun(n: float, word: str, many: str | None = None) -> str:
     """The form of ``word`` that goes with ``n``, without the number:
     ``noun(1, "file") == "file"``, ``noun(2, "file") == "files"``,
     ``noun(2, "index", "indexes") == "indexes"``. Only exactly 1 is singular
@@ -19,7 +17,7 @@ def noun(n: Union[int, float], word: str, many: Optional[str] = None) -> str:
     return word if n == 1 else (many or word + "s")
 
 
-def plural(n: Union[int, float], word: str, many: Optional[str] = None) -> str:
+def plural(n: float, word: str, many: str | None = None) -> str:
     """``plural(1, "check") == "1 check"``, ``plural(2, "check") == "2 checks"``;
     ``many`` for irregular plurals (``plural(3, "index", "indexes")``). A float
     is written with ``:g`` (``plural(1.0, "CPU") == "1 CPU"``, ``plural(1.5, "CPU") == "1.5 CPUs"``)."""
@@ -27,6 +25,6 @@ def plural(n: Union[int, float], word: str, many: Optional[str] = None) -> str:
     return f"{text} {noun(n, word, many)}"
 
 
-def verb(n: Union[int, float], one: str, many: str) -> str:
+def verb(n: float, one: str, many: str) -> str:
     """The verb form agreeing with ``n`` things: ``verb(1, "is", "are") == "is"``."""
     return one if n == 1 else many

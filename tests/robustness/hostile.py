@@ -7,17 +7,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from _foundation import GPUDOCTOR
 
@@ -35,9 +33,9 @@ class Ctx:
     """One case's sandbox: ``dir`` holds home/, bin/ (first on PATH), root/, host/, pids/."""
 
     dir: Path
-    argv: List[str] = field(default_factory=list)
-    env: Dict[str, str] = field(default_factory=dict)
-    stdin: Optional[bytes] = None
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes | None = None
 
     @property
     def home(self) -> Path:
@@ -59,7 +57,7 @@ class Ctx:
     def pids(self) -> Path:
         return self.dir / "pids"
 
-    def write(self, rel: str, content, mode: Optional[int] = None) -> Path:
+    def write(self, rel: str, content, mode: int | None = None) -> Path:
         p = self.dir / rel
         p.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(content, bytes):
@@ -70,7 +68,7 @@ class Ctx:
             p.chmod(mode)
         return p
 
-    def fake(self, name: str, body: str, where: Optional[str] = None) -> Path:
+    def fake(self, name: str, body: str, where: str | None = None) -> Path:
         """A shell script that records its pid (for the survivor check), then runs ``body``."""
         path = (self.dir / where) if where else self.bin / name
         script = f"#!/bin/sh\necho $$ >> {self.pids}/{path.name}.pid\n{body}\n"
@@ -108,25 +106,25 @@ class Case:
 
     id: str
     setup: Callable[[Ctx], None]
-    codes: Tuple[int, ...]
+    codes: tuple[int, ...]
     budget_s: float = 60.0
-    signal_at: Optional[Tuple[int, str]] = None  # (signal, pid file in pids/ or a glob under the case dir)
+    signal_at: tuple[int, str] | None = None  # (signal, pid file in pids/ or a glob under the case dir)
     signal_delay_s: float = 0.3
     fix_confirmed: bool = False
-    must_contain: Tuple[str, ...] = ()
-    extra: Optional[Callable[["Result", Ctx], None]] = None
+    must_contain: tuple[str, ...] = ()
+    extra: Callable[[Result, Ctx], None] | None = None
 
 
 @dataclass
 class Result:
     case: Case
     ctx: Ctx
-    rc: Optional[int]
+    rc: int | None
     out: str
     err: str
     wall_s: float
-    survivors: List[int]
-    changed: List[str]
+    survivors: list[int]
+    changed: list[str]
     killed_by_harness: bool = False
 
     @property
@@ -138,7 +136,7 @@ class Result:
         return len(TRACEBACK.findall(self.text))
 
     @property
-    def leaked(self) -> List[str]:
+    def leaked(self) -> list[str]:
         return [s for s in ALL_SECRETS if s in self.text]
 
     @property
@@ -146,7 +144,7 @@ class Result:
         return self.killed_by_harness or self.wall_s > self.case.budget_s
 
 
-def _snapshot(ctx: Ctx) -> Dict[str, str]:
+def _snapshot(ctx: Ctx) -> dict[str, str]:
     out = {}
     for base in (ctx.root, ctx.host, ctx.home):
         if not base.exists():
@@ -178,7 +176,7 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _pids(ctx: Ctx) -> List[int]:
+def _pids(ctx: Ctx) -> list[int]:
     pids = []
     for f in ctx.pids.glob("*.pid"):
         for line in f.read_text().split():
@@ -241,7 +239,7 @@ def run_case(case: Case, base: Path) -> Result:
                   wall, survivors, changed, killed)
 
 
-def run_matrix(cases: Sequence[Case], base: Path, workers: int = 10) -> Dict[str, Result]:
+def run_matrix(cases: Sequence[Case], base: Path, workers: int = 10) -> dict[str, Result]:
     """Run every case as a real CLI process, ``workers`` at a time (most cases wait, not compute)."""
     order = sorted(cases, key=lambda c: -c.budget_s)  # long ones first
     with ThreadPoolExecutor(max_workers=workers) as pool:

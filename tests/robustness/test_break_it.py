@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from hostile import ALL_SECRETS, Case, Ctx, Result, run_matrix  # noqa: E402
+from hostile import Case, Ctx, Result, run_matrix
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 SNAP = str(FACTS / "case01-driver-470-torch-cu121.json")
@@ -167,7 +167,7 @@ ROOTS = [
     Case("root-huge-one-line-pip-conf", root_with({"/etc/pip.conf": "[global]\nindex-url = https://m.example.org/" +
                                                    "a" * 1_000_000 + "\n"}), (0, 1)),
     Case("root-1000-sources-files", lambda c: (root_with({})(c), [
-        c.write(f"root/etc/apt/sources.list.d/s{i}.list", f"deb http://deb.debian.org/debian bookworm main\n")
+        c.write(f"root/etc/apt/sources.list.d/s{i}.list", "deb http://deb.debian.org/debian bookworm main\n")
         for i in range(1000)]), (0, 1), budget_s=60),
     Case("root-malformed-deb822", root_with({"/etc/apt/sources.list.d/d.sources":
                                              "Types: deb\nURIs:\n  \n:::\nSuites bookworm\n\x00\n"}), (0, 1)),

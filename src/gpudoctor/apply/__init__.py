@@ -57,35 +57,50 @@ Each module imports only those listed before it.
 
 from __future__ import annotations
 
-from gpudoctor.apply.errors import (ApplyError, CannotWrite, ConflictingEdits, JournalUnavailable, NeedsPrivilege,
-                                    NoSuchUndo, StaleEdit, UndoRefused, WriteFailed)
+from gpudoctor.apply.errors import (
+                                    ApplyError,
+                                    CannotWrite,
+                                    ConflictingEdits,
+                                    JournalUnavailable,
+                                    NeedsPrivilege,
+                                    NoSuchUndo,
+                                    StaleEdit,
+                                    UndoRefused,
+                                    WriteFailed,
+)
 from gpudoctor.apply.fileops import FileOps, atomic_write
 from gpudoctor.apply.flow import apply, changed_since, sudo_command
-from gpudoctor.apply.journal import MANIFEST_SCHEMA_VERSION, Journal, JournalFile, Transaction, default_journal_dir
+from gpudoctor.apply.journal import (
+                                    MANIFEST_SCHEMA_VERSION,
+                                    Journal,
+                                    JournalFile,
+                                    Transaction,
+                                    default_journal_dir,
+)
 from gpudoctor.apply.plan import PreparedWrite, in_root, prepare, unified_diff
 
 __all__ = [
-    "ApplyError",
-    "StaleEdit",
-    "ConflictingEdits",
-    "NeedsPrivilege",
-    "CannotWrite",
-    "WriteFailed",
-    "UndoRefused",
-    "JournalUnavailable",
-    "NoSuchUndo",
-    "PreparedWrite",
-    "FileOps",
-    "Transaction",
-    "Journal",
-    "prepare",
-    "unified_diff",
-    "apply",
-    "atomic_write",
-    "default_journal_dir",
-    "sudo_command",
-    "in_root",
-    "MANIFEST_SCHEMA_VERSION",
-    "changed_since",
-    "JournalFile",
+                                    "MANIFEST_SCHEMA_VERSION",
+                                    "ApplyError",
+                                    "CannotWrite",
+                                    "ConflictingEdits",
+                                    "FileOps",
+                                    "Journal",
+                                    "JournalFile",
+                                    "JournalUnavailable",
+                                    "NeedsPrivilege",
+                                    "NoSuchUndo",
+                                    "PreparedWrite",
+                                    "StaleEdit",
+                                    "Transaction",
+                                    "UndoRefused",
+                                    "WriteFailed",
+                                    "apply",
+                                    "atomic_write",
+                                    "changed_since",
+                                    "default_journal_dir",
+                                    "in_root",
+                                    "prepare",
+                                    "sudo_command",
+                                    "unified_diff",
 ]

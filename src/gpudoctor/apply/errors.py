@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 
 __all__ = ["ApplyError", "StaleEdit", "OutsideHome", "ConflictingEdits", "NeedsPrivilege", "CannotWrite", "WriteFailed",
            "UndoRefused", "NoSuchUndo", "JournalUnavailable"]
@@ -48,7 +48,7 @@ class ConflictingEdits(ApplyError):
 class NeedsPrivilege(ApplyError):
     """The user may not write a file; ``command`` is what to rerun (with sudo)."""
 
-    def __init__(self, path: str, command: Optional[str] = None):
+    def __init__(self, path: str, command: str | None = None):
         self.path = path
         self.command = command
         rerun = f"; rerun as root: {command}" if command else "; rerun the same command with sudo"

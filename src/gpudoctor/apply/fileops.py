@@ -15,17 +15,16 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import List, Optional, Tuple
 
 from gpudoctor.apply.errors import ApplyError, CannotWrite, NeedsPrivilege
 
-__all__ = ["FileOps", "atomic_write", "fsync_dir", "sha256_hex", "decode_text", "encode_text", "denied_error"]
+__all__ = ["FileOps", "atomic_write", "decode_text", "denied_error", "encode_text", "fsync_dir", "sha256_hex"]
 
 
 # --------------------------------------------------------------------------- low-level file operations
 
 
-def sha256_hex(data: Optional[bytes]) -> Optional[str]:
+def sha256_hex(data: bytes | None) -> str | None:
     """Hex SHA-256 of ``data`` (None for a file that does not exist), as recorded in ``manifest.json``."""
     return None if data is None else hashlib.sha256(data).hexdigest()
 
@@ -44,7 +43,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int, owner: Optional[Tuple[int, int]] = None) -> None:
+def atomic_write(path: Path, data: bytes, mode: int, owner: tuple[int, int] | None = None) -> None:
     """Replace ``path`` with ``data`` atomically.
 
     A temporary file is created in the same directory (so ``os.replace`` is a
@@ -79,7 +78,7 @@ class FileOps:
     Every method works on host paths.
     """
 
-    def read(self, path: Path) -> Optional[bytes]:
+    def read(self, path: Path) -> bytes | None:
         """Current bytes of ``path``; None when it does not exist. Raises ``OSError`` otherwise."""
         try:
             return path.read_bytes()
@@ -112,7 +111,7 @@ class FileOps:
         except OSError:
             return False
 
-    def makedirs(self, path: Path) -> List[Path]:
+    def makedirs(self, path: Path) -> list[Path]:
         """Create missing directories down to ``path``; returns those created, outermost first.
 
         Each new directory takes the permission bits of the nearest existing
@@ -120,13 +119,13 @@ class FileOps:
         and, when running as root, its owner (so ``sudo`` does not leave
         root-owned directories in a user's home).
         """
-        missing: List[Path] = []
+        missing: list[Path] = []
         p = path
         while not p.exists():
             missing.append(p)
             p = p.parent
         st = os.stat(p)
-        created: List[Path] = []
+        created: list[Path] = []
         for d in reversed(missing):
             os.mkdir(d, 0o700)
             os.chmod(d, stat.S_IMODE(st.st_mode) & 0o777)
@@ -135,7 +134,7 @@ class FileOps:
             created.append(d)
         return created
 
-    def new_file_owner(self, path: Path) -> Optional[Tuple[int, int]]:
+    def new_file_owner(self, path: Path) -> tuple[int, int] | None:
         """Owner for a file created at ``path``: its nearest existing directory's owner when we are
         root (a file created by ``sudo`` in a home stays the user's), else None (our own)."""
         if os.geteuid() != 0:
@@ -146,7 +145,7 @@ class FileOps:
         st = os.stat(p)
         return (st.st_uid, st.st_gid)
 
-    def write(self, path: Path, data: bytes, mode: int, owner: Optional[Tuple[int, int]]) -> None:
+    def write(self, path: Path, data: bytes, mode: int, owner: tuple[int, int] | None) -> None:
         """Atomically replace ``path`` (see :func:`atomic_write`)."""
         atomic_write(path, data, mode, owner)
 
@@ -171,8 +170,8 @@ def encode_text(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogateescape")
 
 
-def denied_error(target: str, host: Path, ops: "FileOps", rerun: Optional[str],
-                 exc: Optional[OSError] = None) -> ApplyError:
+def denied_error(target: str, host: Path, ops: FileOps, rerun: str | None,
+                 exc: OSError | None = None) -> ApplyError:
     """The error for a file we may not write: :class:`CannotWrite` on a read-only file system or when we
     are root already, else :class:`NeedsPrivilege` with the ``sudo`` command to rerun."""
     if (exc is not None and exc.errno == errno.EROFS) or ops.read_only(host):

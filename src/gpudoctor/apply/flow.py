@@ -4,8 +4,8 @@ journal transaction (:func:`apply`); :func:`changed_since` and :func:`sudo_comma
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 from gpudoctor.apply.fileops import FileOps, denied_error, sha256_hex
 from gpudoctor.apply.journal import Journal, Transaction
@@ -23,8 +23,8 @@ def sudo_command(argv: Sequence[str]) -> str:
     return "sudo " + shlex.join(list(argv))
 
 
-def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journal] = None,
-          ops: Optional[FileOps] = None, rerun: Optional[str] = None) -> Optional[Transaction]:
+def apply(writes: Sequence[PreparedWrite], files: Files, journal: Journal | None = None,
+          ops: FileOps | None = None, rerun: str | None = None) -> Transaction | None:
     """Write ``writes`` (from :func:`prepare`) as one transaction; returns it (None when ``writes`` is empty).
 
     ``rerun`` is the command line to suggest with sudo when a file may not be
@@ -41,13 +41,13 @@ def apply(writes: Sequence[PreparedWrite], files: Files, journal: Optional[Journ
     for w in writes:
         if not ops.can_write(w.host_path):
             raise denied_error(w.target, w.host_path, ops, rerun)
-    fixes: List[str] = []
+    fixes: list[str] = []
     for w in writes:
         fixes.extend(f for f in w.fixes if f not in fixes)
     return journal.record_and_write(writes, files, fixes, ops, rerun)
 
 
-def changed_since(txn: Transaction, ops: Optional[FileOps] = None) -> List[str]:
+def changed_since(txn: Transaction, ops: FileOps | None = None) -> list[str]:
     """Targets of ``txn`` whose current bytes differ from what the transaction wrote."""
     ops = ops or FileOps()
     files = Files(Path(txn.root))

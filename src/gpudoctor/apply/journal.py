@@ -17,13 +17,13 @@ import json
 import os
 import secrets
 import stat
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any
 
 from gpudoctor.apply.errors import ApplyError, JournalUnavailable, NoSuchUndo, StaleEdit, UndoRefused, WriteFailed
-from gpudoctor.apply.fileops import (FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir,
-                                     sha256_hex)
+from gpudoctor.apply.fileops import FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir, sha256_hex
 from gpudoctor.apply.plan import PreparedWrite
 from gpudoctor.system import Files
 
@@ -64,18 +64,18 @@ class JournalFile:
     mode: int
     uid: int
     gid: int
-    sha256_before: Optional[str]
-    sha256_after: Optional[str]
-    backup: Optional[str]
-    created_dirs: Tuple[str, ...] = ()
+    sha256_before: str | None
+    sha256_after: str | None
+    backup: str | None
+    created_dirs: tuple[str, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"path": self.path, "target": self.target, "existed": self.existed, "mode": oct(self.mode),
                 "uid": self.uid, "gid": self.gid, "sha256_before": self.sha256_before,
                 "sha256_after": self.sha256_after, "backup": self.backup, "created_dirs": list(self.created_dirs)}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> "JournalFile":
+    def from_json(cls, d: Mapping[str, Any]) -> JournalFile:
         return cls(d["path"], d["target"], bool(d["existed"]), int(str(d["mode"]), 0), int(d["uid"]),
                    int(d["gid"]), d.get("sha256_before"), d["sha256_after"], d.get("backup"),
                    tuple(d.get("created_dirs") or ()))
@@ -106,15 +106,15 @@ class Transaction:
     id: str
     created_at: str
     root: str
-    fixes: Tuple[str, ...]
-    files: Tuple[JournalFile, ...]
+    fixes: tuple[str, ...]
+    files: tuple[JournalFile, ...]
     status: str
     directory: Path
-    undone_at: Optional[str] = None
-    saved_by: Optional[str] = None
+    undone_at: str | None = None
+    saved_by: str | None = None
     seq: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "seq": self.seq,
                 "created_at": self.created_at,
                 "root": self.root, "fixes": list(self.fixes), "status": self.status,
@@ -133,7 +133,7 @@ class Journal:
     ``directory/.lock``, so two gpudoctor processes cannot interleave.
     """
 
-    def __init__(self, directory: Optional[Path] = None):
+    def __init__(self, directory: Path | None = None):
         self.directory = Path(directory) if directory is not None else default_journal_dir()
 
     # -- storage helpers
@@ -183,7 +183,7 @@ class Journal:
             raise NoSuchUndo(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
         return matches[0]
 
-    def transactions(self) -> List[Transaction]:
+    def transactions(self) -> list[Transaction]:
         """Every readable transaction in sequence order, oldest first (unreadable manifests are skipped)."""
         if not self.directory.is_dir():
             return []
@@ -220,7 +220,7 @@ class Journal:
             raise self._unavailable(exc) from None
         return last + 1
 
-    def _new_directory(self) -> Tuple[str, Path]:
+    def _new_directory(self) -> tuple[str, Path]:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         while True:
             txn_id = f"{stamp}-{secrets.token_hex(2)}"
@@ -246,8 +246,8 @@ class Journal:
 
     # -- undo
 
-    def undo(self, txn_id: Optional[str] = None, force: bool = False,
-             ops: Optional[FileOps] = None) -> Transaction:
+    def undo(self, txn_id: str | None = None, force: bool = False,
+             ops: FileOps | None = None) -> Transaction:
         """Restore the files of ``txn_id`` (default: the last applied transaction) byte for byte.
 
         Files the transaction created are removed (and the directories it
@@ -305,7 +305,7 @@ class Journal:
         """Before a forced undo: record the current bytes of ``txn``'s files as a new applied transaction
         whose own undo puts them back, so that forcing never loses an edit made after ``txn``."""
         txn_id, directory = self._new_directory()
-        entries: List[JournalFile] = []
+        entries: list[JournalFile] = []
         for i, jf in enumerate(txn.files):
             host = files.host_path(jf.target)
             try:
@@ -338,12 +338,12 @@ class Journal:
     # -- apply
 
     def record_and_write(self, writes: Sequence[PreparedWrite], files: Files, fixes: Sequence[str],
-                         ops: FileOps, rerun: Optional[str]) -> Transaction:
+                         ops: FileOps, rerun: str | None) -> Transaction:
         """Back up, then write, every file; see :func:`apply`."""
         with self.locked():
             txn_id, directory = self._new_directory()
-            entries: List[JournalFile] = []
-            originals: List[Optional[bytes]] = []
+            entries: list[JournalFile] = []
+            originals: list[bytes | None] = []
             for i, w in enumerate(writes):
                 try:
                     data = ops.read(w.host_path)
@@ -377,7 +377,7 @@ class Journal:
                 raise self._unavailable(exc) from None
             fsync_dir(directory)
 
-            done: List[int] = []
+            done: list[int] = []
             for i, (w, jf) in enumerate(zip(writes, entries)):
                 try:
                     created = ops.makedirs(w.host_path.parent)
@@ -389,8 +389,8 @@ class Journal:
                     current = ops.read(w.host_path)
                     if sha256_hex(current) != jf.sha256_before:
                         raise StaleEdit(w.path)
-                    owner = (jf.uid, jf.gid) if jf.existed or os.geteuid() == 0 else None
-                    ops.write(w.host_path, encode_text(w.new_text), jf.mode, owner)
+                    keep: tuple[int, int] | None = (jf.uid, jf.gid) if jf.existed or os.geteuid() == 0 else None
+                    ops.write(w.host_path, encode_text(w.new_text), jf.mode, keep)
                     done.append(i)
                 except (OSError, ApplyError) as exc:
                     restored = self._roll_back(writes, entries, originals, done, files, ops, skip_dirs_of=i)
@@ -409,8 +409,8 @@ class Journal:
 
     @staticmethod
     def _roll_back(writes: Sequence[PreparedWrite], entries: Sequence[JournalFile],
-                   originals: Sequence[Optional[bytes]], done: Sequence[int], files: Files, ops: FileOps,
-                   skip_dirs_of: int) -> List[str]:
+                   originals: Sequence[bytes | None], done: Sequence[int], files: Files, ops: FileOps,
+                   skip_dirs_of: int) -> list[str]:
         restored = []
         for i in list(reversed(done)) + [skip_dirs_of]:
             w, jf, data = writes[i], entries[i], originals[i]

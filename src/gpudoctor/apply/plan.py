@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import difflib
-import re
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 from gpudoctor.apply.errors import ConflictingEdits, OutsideHome, StaleEdit, WriteFailed
 from gpudoctor.apply.fileops import FileOps, decode_text
@@ -22,7 +22,7 @@ __all__ = ["PreparedWrite", "prepare", "unified_diff", "in_root"]
 # --------------------------------------------------------------------------- prepare and diff
 
 
-def in_root(path: str, root: "str | Path") -> str:
+def in_root(path: str, root: str | Path) -> str:
     """``path`` for messages: as is under ``/``, else ``/etc/pip.conf (in --root /mnt/img)``."""
     root = str(root)
     return path if root in ("/", "") else f"{path} (in --root {root})"
@@ -47,10 +47,10 @@ class PreparedWrite:
     path: str
     target: str
     host_path: Path
-    old_text: Optional[str]
+    old_text: str | None
     new_text: str
     mode: int
-    fixes: Tuple[str, ...]
+    fixes: tuple[str, ...]
     root: str = "/"
 
     @property
@@ -82,7 +82,7 @@ def _check_dangling(edit_path: str, target: str, host: Path, files: Files) -> No
         raise OutsideHome(edit_path, target, home)
 
 
-def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = None) -> List[PreparedWrite]:
+def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) -> list[PreparedWrite]:
     """Resolve, verify and merge the edits of ``plans`` into the writes to make.
 
     Returns the writes that change something, in plan order (an empty list
@@ -92,8 +92,8 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: Optional[FileOps] = Non
     plans edit one file from different texts.
     """
     ops = ops or FileOps()
-    by_target: Dict[str, PreparedWrite] = {}
-    order: List[str] = []
+    by_target: dict[str, PreparedWrite] = {}
+    order: list[str] = []
     for plan in plans:
         for edit in plan.edits:
             target = files.realpath(edit.path)

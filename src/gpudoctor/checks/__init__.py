@@ -8,7 +8,7 @@ Helpers for check authors (built-in or third-party):
 
 from __future__ import annotations
 
-from typing import Type, TypeVar
+from typing import TypeVar
 
 from gpudoctor.facts import Facts, Unavailable
 
@@ -21,7 +21,7 @@ class SkipCheck(Exception):
     """Raised by a check's ``evaluate`` when it does not apply; the message is the reason."""
 
 
-def require(facts: Facts, cls: Type[D]) -> D:
+def require(facts: Facts, cls: type[D]) -> D:
     """The domain ``cls`` from ``facts``, or raise :class:`SkipCheck` if Unavailable."""
     value = facts.of(cls)
     if isinstance(value, Unavailable):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Tuple
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -24,7 +24,7 @@ def fmt_bytes(n: int) -> str:
     return f"{n / MIB:.0f} MiB"
 
 
-def driver_version(facts: Facts) -> Optional[str]:
+def driver_version(facts: Facts) -> str | None:
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable) or isinstance(nv.driver_version, Unavailable):
         return None
@@ -49,13 +49,13 @@ def _v(text: str) -> Version:
         return Version("0")
 
 
-def wheel_variants() -> List[dict]:
+def wheel_variants() -> list[dict[str, Any]]:
     """Rows of ``data/torch_wheels.toml`` (CUDA variants first, by CUDA version)."""
     rows = [r for r in load_table("torch_wheels")["variant"] if r["cuda"]]
     return sorted(rows, key=lambda r: _v(r["cuda"]))
 
 
-def python_minor(python_version: Optional[str]) -> Optional[Tuple[int, int]]:
+def python_minor(python_version: str | None) -> tuple[int, int] | None:
     """``"3.8.18"`` -> ``(3, 8)``; None when absent or unreadable."""
     parts = (python_version or "").split(".")
     try:
@@ -64,7 +64,7 @@ def python_minor(python_version: Optional[str]) -> Optional[Tuple[int, int]]:
         return None
 
 
-def torch_limit(python_version: Optional[str]) -> Optional[dict]:
+def torch_limit(python_version: str | None) -> dict[str, Any] | None:
     """The ``data/python_torch.toml`` row for the target's Python: ``last_torch`` is the newest
     torch it can install. None when current torch releases support it (3.10+) or the version is
     unknown. A Python between rows (3.0-3.5) gets the limit of the row below it: a release it can
@@ -72,7 +72,7 @@ def torch_limit(python_version: Optional[str]) -> Optional[dict]:
     minor = python_minor(python_version)
     if minor is None:
         return None
-    rows = load_table("python_torch")["python"]
+    rows: list[dict[str, Any]] = load_table("python_torch")["python"]
     for row in rows:
         if python_minor(row["python"]) == minor:
             return row
@@ -83,20 +83,20 @@ def torch_limit(python_version: Optional[str]) -> Optional[dict]:
     return older[-1] if older else rows[0]
 
 
-def newest_torch_for_python(python_version: Optional[str]) -> Optional[str]:
+def newest_torch_for_python(python_version: str | None) -> str | None:
     """The newest torch release ``python_version`` can install, or None when that is the current one."""
     row = torch_limit(python_version)
     return row["last_torch"] if row else None
 
 
-def variant_fits_python(variant: dict, python_version: Optional[str]) -> bool:
+def variant_fits_python(variant: dict[str, Any], python_version: str | None) -> bool:
     """Whether the wheel variant has a torch that ``python_version`` can install (its
     ``first_torch`` is not newer than the Python's last torch)."""
     last = newest_torch_for_python(python_version)
     return last is None or not variant.get("first_torch") or _v(variant["first_torch"]) <= _v(last)
 
 
-def best_variant_for_driver(driver: Optional[str], python_version: Optional[str] = None) -> Optional[dict]:
+def best_variant_for_driver(driver: str | None, python_version: str | None = None) -> dict[str, Any] | None:
     """The wheel variant to recommend for ``driver``, or None when it runs none.
 
     Among variants the driver can run (``min_driver``, the minor-version
@@ -116,7 +116,7 @@ def best_variant_for_driver(driver: Optional[str], python_version: Optional[str]
     if not fitting:
         return None
 
-    def newest(r: dict) -> Version:
+    def newest(r: dict[str, Any]) -> Version:
         return min(_v(r["newest_torch"]), _v(last)) if last else _v(r["newest_torch"])
     newest_torch = max(newest(r) for r in fitting)
     current = [r for r in fitting if newest(r) == newest_torch]
@@ -124,8 +124,8 @@ def best_variant_for_driver(driver: Optional[str], python_version: Optional[str]
     return (native or current)[-1]
 
 
-def pip_install_command(python: str, variant: dict, torch_version: Optional[str] = None,
-                        python_version: Optional[str] = None) -> str:
+def pip_install_command(python: str, variant: dict[str, Any], torch_version: str | None = None,
+                        python_version: str | None = None) -> str:
     """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``.
 
     With ``python_version`` (the target's, e.g. ``3.8.18``) the command never
@@ -143,7 +143,7 @@ def pip_install_command(python: str, variant: dict, torch_version: Optional[str]
     return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"
 
 
-def split_local(version: str) -> Tuple[str, str]:
+def split_local(version: str) -> tuple[str, str]:
     """``2.1.0+cu121`` -> (``2.1.0``, ``cu121``)."""
     public, _, local = version.partition("+")
     return public, local
@@ -155,7 +155,7 @@ def in_container(facts: Facts) -> bool:
     return not isinstance(os_facts, Unavailable) and os_facts.container.in_container
 
 
-def distinct_targets(targets: TargetsFacts) -> List[TargetFacts]:
+def distinct_targets(targets: TargetsFacts) -> list[TargetFacts]:
     """Targets in order, minus any whose probe saw exactly what an earlier one saw.
 
     A Jupyter kernel that runs the terminal's interpreter with the terminal's
@@ -163,7 +163,7 @@ def distinct_targets(targets: TargetsFacts) -> List[TargetFacts]:
     (``jupyter.kernels`` still reports every kernel).
     """
     seen = set()
-    out: List[TargetFacts] = []
+    out: list[TargetFacts] = []
     for t in targets.targets:
         probe = t.probe
         if isinstance(probe, ProbeFacts):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, List, Tuple
+from typing import Any
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts, Unavailable
@@ -12,7 +12,7 @@ from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts, NvmlDevice
 NVML_DOC = "https://docs.nvidia.com/deploy/nvml-api/index.html"
 
 
-def gpus_with_health(facts: Facts) -> List[Tuple[NvmlDevice, GpuHealth]]:
+def gpus_with_health(facts: Facts) -> list[tuple[NvmlDevice, GpuHealth]]:
     """(device, health) for every GPU NVML reported health for.
 
     Raises :class:`SkipCheck` when NVML gave nothing (no driver, image root,
@@ -52,7 +52,7 @@ def ev(value: Any) -> Any:
     return f"unavailable: {value.reason}" if isinstance(value, Unavailable) else value
 
 
-def bullets(lines: List[str]) -> str:
+def bullets(lines: list[str]) -> str:
     return "\n".join(f"- {line}" for line in lines)
 
 

@@ -20,13 +20,19 @@ Rules and their sources:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import distinct_targets, driver_version, split_local, wheel_variants
+from gpudoctor.checks._common import (
+    distinct_targets,
+    driver_version,
+    split_local,
+    wheel_variants,
+)
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
@@ -34,14 +40,32 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Finding, Status
 
 __all__ = [
-    "v", "cc_tuple", "DriverVerdict", "judge_driver", "toolkit_driver", "major_floor", "driver_max_cuda",
-    "forward_compat_supported", "variant_for", "ArchEntry", "parse_arch_list", "coverage", "table_arch_list",
-    "first_covering", "arch_name", "GpuDevice", "gpu_devices", "has_nvidia_gpu", "target_probes",
-    "decode_cudnn", "fmt_cudnn", "cuda_build_skip",
+    "ArchEntry",
+    "DriverVerdict",
+    "GpuDevice",
+    "arch_name",
+    "cc_tuple",
+    "coverage",
+    "cuda_build_skip",
+    "decode_cudnn",
+    "driver_max_cuda",
+    "first_covering",
+    "fmt_cudnn",
+    "forward_compat_supported",
+    "gpu_devices",
+    "has_nvidia_gpu",
+    "judge_driver",
+    "major_floor",
+    "parse_arch_list",
+    "table_arch_list",
+    "target_probes",
+    "toolkit_driver",
+    "v",
+    "variant_for",
 ]
 
 
-def v(text: Optional[str]) -> Version:
+def v(text: str | None) -> Version:
     """Lenient version parse; unparsable -> ``0``."""
     try:
         return Version(text or "0")
@@ -49,7 +73,7 @@ def v(text: Optional[str]) -> Version:
         return Version("0")
 
 
-def cc_tuple(cc: str) -> Tuple[int, int]:
+def cc_tuple(cc: str) -> tuple[int, int]:
     """``"8.6"`` -> (8, 6). Raises ValueError on other shapes."""
     major, _, minor = cc.partition(".")
     return int(major), int(minor or 0)
@@ -58,7 +82,7 @@ def cc_tuple(cc: str) -> Tuple[int, int]:
 # --------------------------------------------------------------------------- driver
 
 
-def toolkit_driver(cuda: str) -> Optional[str]:
+def toolkit_driver(cuda: str) -> str | None:
     """Table 3 driver of CUDA ``X.Y`` (the newest listed release <= X.Y of the same major), or None."""
     target = v(cuda)
     rows = [r for r in load_table("cuda_drivers")["release"]
@@ -66,7 +90,7 @@ def toolkit_driver(cuda: str) -> Optional[str]:
     return max(rows, key=lambda r: v(r["cuda"]))["toolkit_driver"] if rows else None
 
 
-def major_floor(major: int) -> Optional[str]:
+def major_floor(major: int) -> str | None:
     """Table 2 minor-version-compatibility floor of a CUDA major, or None when there is none."""
     for r in load_table("cuda_drivers")["major"]:
         if r["major"] == major:
@@ -91,8 +115,8 @@ class DriverVerdict:
     fit: str
     driver: str
     cuda: str
-    toolkit_driver: Optional[str]
-    floor: Optional[str]
+    toolkit_driver: str | None
+    floor: str | None
 
 
 def judge_driver(driver: str, cuda: str) -> DriverVerdict:
@@ -108,7 +132,7 @@ def judge_driver(driver: str, cuda: str) -> DriverVerdict:
     return DriverVerdict("too-old", driver, cuda, full, floor)
 
 
-def driver_max_cuda(facts: Facts, probe: Optional[ProbeFacts] = None) -> Optional[str]:
+def driver_max_cuda(facts: Facts, probe: ProbeFacts | None = None) -> str | None:
     """The newest CUDA the driver supports, ``X.Y``: NVML, else the target's
     ``cuDriverGetVersion`` (libcuda load test), else torch's driver API version."""
     nv = facts.of(NvidiaDriverFacts)
@@ -125,7 +149,7 @@ def driver_max_cuda(facts: Facts, probe: Optional[ProbeFacts] = None) -> Optiona
     return None
 
 
-def forward_compat_supported(gpu_name: str) -> Optional[bool]:
+def forward_compat_supported(gpu_name: str) -> bool | None:
     """Whether the cuda-compat package is supported on this GPU (by name), None when unknown."""
     for row in load_table("cuda_drivers")["forward_compat"]:
         if re.search(row["name_regex"], gpu_name):
@@ -133,7 +157,7 @@ def forward_compat_supported(gpu_name: str) -> Optional[bool]:
     return None
 
 
-def variant_for(torch_version: Optional[str], driver: Optional[str]) -> Optional[dict]:
+def variant_for(torch_version: str | None, driver: str | None) -> dict[str, Any] | None:
     """The wheel variant to reinstall with: the newest-CUDA variant the driver
     runs (by minor-compat floor) that published ``torch_version`` (public part);
     failing that, the newest-CUDA variant the driver runs, for its newest torch.
@@ -164,7 +188,7 @@ class ArchEntry:
     minor: int
     suffix: str = ""
 
-    def runs_on(self, cc: Tuple[int, int]) -> bool:
+    def runs_on(self, cc: tuple[int, int]) -> bool:
         """True when code of this entry can run on a GPU of capability ``cc``."""
         if self.ptx:
             return cc >= (self.major, self.minor) and self.suffix == ""
@@ -176,7 +200,7 @@ class ArchEntry:
 _ARCH_RE = re.compile(r"^(sm|compute)_(\d+?)(\d)([af]?)$")
 
 
-def parse_arch_list(items: Iterable[str]) -> List[ArchEntry]:
+def parse_arch_list(items: Iterable[str]) -> list[ArchEntry]:
     """Parse ``sm_XY``/``compute_XY`` entries (unknown shapes are ignored)."""
     out = []
     for item in items:
@@ -186,17 +210,20 @@ def parse_arch_list(items: Iterable[str]) -> List[ArchEntry]:
     return out
 
 
-def coverage(cc: Tuple[int, int], entries: Sequence[ArchEntry]) -> Tuple[Optional[ArchEntry], Optional[ArchEntry]]:
+def coverage(cc: tuple[int, int], entries: Sequence[ArchEntry]) -> tuple[ArchEntry | None, ArchEntry | None]:
     """(best cubin, best PTX) that run on ``cc`` — the highest applicable of each, or None."""
     cubins = [e for e in entries if not e.ptx and e.runs_on(cc)]
     ptxs = [e for e in entries if e.ptx and e.runs_on(cc)]
-    best = lambda es: max(es, key=lambda e: (e.major, e.minor)) if es else None  # noqa: E731
+
+    def best(es: list[ArchEntry]) -> ArchEntry | None:
+        return max(es, key=lambda e: (e.major, e.minor)) if es else None
+
     return best(cubins), best(ptxs)
 
 
-def _expand(arch_list: str) -> List[str]:
+def _expand(arch_list: str) -> list[str]:
     """``"8.6;9.0+PTX"`` -> ``["sm_86", "sm_90", "compute_90"]``."""
-    out: List[str] = []
+    out: list[str] = []
     for part in arch_list.split(";"):
         part = part.strip()
         ptx = part.endswith("+PTX")
@@ -208,7 +235,7 @@ def _expand(arch_list: str) -> List[str]:
     return out
 
 
-def _variant_name(torch_version: str, cuda: Optional[str]) -> Optional[str]:
+def _variant_name(torch_version: str, cuda: str | None) -> str | None:
     local = split_local(torch_version)[1]
     if local.startswith("cu"):
         return local
@@ -217,7 +244,7 @@ def _variant_name(torch_version: str, cuda: Optional[str]) -> Optional[str]:
     return None
 
 
-def table_arch_list(torch_version: str, cuda: Optional[str]) -> Optional[List[str]]:
+def table_arch_list(torch_version: str, cuda: str | None) -> list[str] | None:
     """Arch list of an official wheel from ``torch_wheels.toml`` [[build]], or None if not listed."""
     variant = _variant_name(torch_version, cuda)
     minor = ".".join(split_local(torch_version)[0].split(".")[:2])
@@ -227,7 +254,7 @@ def table_arch_list(torch_version: str, cuda: Optional[str]) -> Optional[List[st
     return None
 
 
-def first_covering(cc: Tuple[int, int]) -> List[Tuple[str, str]]:
+def first_covering(cc: tuple[int, int]) -> list[tuple[str, str]]:
     """(torch minor, variant) of every official build covering ``cc``, oldest torch first."""
     hits = []
     for row in load_table("torch_wheels")["build"]:
@@ -244,7 +271,7 @@ def arch_name(cc: str) -> str:
     """``"12.0"`` -> ``"Blackwell (GB20x)"``; "" when unknown."""
     for row in load_table("gpu_arch")["arch"]:
         if row["cc"] == cc:
-            return row["name"]
+            return str(row["name"])
     return ""
 
 
@@ -257,13 +284,13 @@ class GpuDevice:
 
     index: int
     name: str
-    cc: Optional[str]
+    cc: str | None
     pci_bus_id: str = ""
     uuid: str = ""
-    mig: Optional[bool] = None
+    mig: bool | None = None
 
 
-def gpu_devices(facts: Facts, probe: Optional[ProbeFacts] = None) -> List[GpuDevice]:
+def gpu_devices(facts: Facts, probe: ProbeFacts | None = None) -> list[GpuDevice]:
     """GPUs from NVML; else the target's CUDA devices; else none."""
     nv = facts.of(NvidiaDriverFacts)
     if not isinstance(nv, Unavailable) and nv.devices:
@@ -287,7 +314,7 @@ def wsl_driver(facts: Facts) -> bool:
     return not isinstance(cl.wsl_lib, Unavailable) and "libcuda.so.1" in cl.wsl_lib
 
 
-def has_nvidia_gpu(facts: Facts) -> Optional[bool]:
+def has_nvidia_gpu(facts: Facts) -> bool | None:
     """True: a GPU or driver is seen (WSL 2: the Windows driver's libcuda); False: PCI bus readable,
     no NVIDIA GPU, no driver;
     None: no driver and the PCI bus could not be listed."""
@@ -302,7 +329,7 @@ def has_nvidia_gpu(facts: Facts) -> Optional[bool]:
     return bool(pci.devices)
 
 
-def target_probes(facts: Facts) -> List[Tuple[TargetFacts, Optional[ProbeFacts]]]:
+def target_probes(facts: Facts) -> list[tuple[TargetFacts, ProbeFacts | None]]:
     """(target, probe or None when the probe failed) for every distinct target
     (see :func:`gpudoctor.checks._common.distinct_targets`)."""
     targets = facts.of(TargetsFacts)
@@ -312,7 +339,7 @@ def target_probes(facts: Facts) -> List[Tuple[TargetFacts, Optional[ProbeFacts]]
 
 
 def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts], Finding]
-               ) -> Callable[[Facts], List[Finding]]:
+               ) -> Callable[[Facts], list[Finding]]:
     """An ``evaluate`` that runs ``assess`` once per probed target.
 
     Targets whose probe failed get a ``skip`` naming the interpreter (the
@@ -320,7 +347,7 @@ def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts],
     the targets domain is unavailable.
     """
 
-    def evaluate(facts: Facts) -> List[Finding]:
+    def evaluate(facts: Facts) -> list[Finding]:
         require(facts, TargetsFacts)
         out = []
         for t, probe in target_probes(facts):
@@ -334,7 +361,7 @@ def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts],
     return evaluate
 
 
-def cuda_build_skip(probe: ProbeFacts) -> Optional[str]:
+def cuda_build_skip(probe: ProbeFacts) -> str | None:
     """Why a CUDA-build check does not apply to this target's torch, or None when it does."""
     tf = probe.torch
     if not tf.installed:
@@ -351,7 +378,7 @@ def cuda_build_skip(probe: ProbeFacts) -> Optional[str]:
 # --------------------------------------------------------------------------- cuDNN
 
 
-def decode_cudnn(value: int) -> Tuple[int, int, int]:
+def decode_cudnn(value: int) -> tuple[int, int, int]:
     """cuDNN version integer -> (major, minor, patch): cuDNN 9 ``90100`` = 9.1.0
     (major*10000 + minor*100 + patch), cuDNN <= 8 ``8902`` = 8.9.2 (major*1000 + minor*100 + patch)."""
     if value >= 90000:

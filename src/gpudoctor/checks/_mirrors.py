@@ -12,7 +12,7 @@ or ``--offline`` -> ``skip`` with the reason.
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -36,7 +36,7 @@ WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "
 WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
 
 
-def _ms(v: Optional[float]) -> str:
+def _ms(v: float | None) -> str:
     return "-" if v is None else f"{v:.0f}"
 
 
@@ -70,7 +70,7 @@ def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
     return "\n".join(lines)
 
 
-def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> MirrorProbe | None:
     """The best healthy candidate that beats ``current`` by 2x and 200 ms in median, or None."""
     if current.median_ms is None:
         return None
@@ -85,11 +85,11 @@ def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Op
     return None
 
 
-def best_healthy(ranking: Sequence[MirrorProbe]) -> Optional[MirrorProbe]:
+def best_healthy(ranking: Sequence[MirrorProbe]) -> MirrorProbe | None:
     return next((r for r in ranking if r.status == "ok"), None)
 
 
-def config_problem(facts: Facts, eco: str) -> Optional[str]:
+def config_problem(facts: Facts, eco: str) -> str | None:
     """Why the ``eco`` configuration files could not be read (invalid YAML/TOML, unreadable),
     or None: the conda domain is Unavailable with that reason, uv lists ``problems``."""
     from gpudoctor.facts import Unavailable
@@ -103,7 +103,7 @@ def config_problem(facts: Facts, eco: str) -> Optional[str]:
     return problems[0] if problems else None
 
 
-def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> List[Finding]:
+def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str) -> list[Finding]:
     """Findings of the ``<eco>.mirror`` check (see module docstring)."""
     mirrors = require(facts, MirrorsFacts)
     conf = [p for p in mirrors.configured if p.ecosystem == eco]

@@ -16,12 +16,10 @@ Remedies and their sources:
 
 from __future__ import annotations
 
-from typing import Optional
-
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import PlatformFacts
 
-__all__ = ["platform_of", "injection_remedy", "compose_snippet", "K8S_RUNTIME_CLASS", "scheduler_of", "REQUEST"]
+__all__ = ["K8S_RUNTIME_CLASS", "REQUEST", "compose_snippet", "injection_remedy", "platform_of", "scheduler_of"]
 
 K8S_RUNTIME_CLASS = """```yaml
 spec:
@@ -46,7 +44,7 @@ services:
 ```"""
 
 
-def platform_of(facts: Facts) -> Optional[PlatformFacts]:
+def platform_of(facts: Facts) -> PlatformFacts | None:
     """The platform facts, or None when they were not collected."""
     p = facts.of(PlatformFacts)
     return None if isinstance(p, Unavailable) else p
@@ -100,7 +98,7 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "`nvidia.com/gpu: 1`.")
 
 
-def scheduler_of(p: Optional[PlatformFacts]) -> str:
+def scheduler_of(p: PlatformFacts | None) -> str:
     """``slurm``, ``ray``, ``kubernetes`` or "" — who places this job (and sets its GPUs)."""
     if p is None:
         return ""

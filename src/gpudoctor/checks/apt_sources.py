@@ -18,7 +18,6 @@ sources to deb822 ``.sources`` files):
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Set, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -37,7 +36,7 @@ KNOWN_CODENAMES = {
 }
 
 
-def official_domains() -> Set[str]:
+def official_domains() -> set[str]:
     """Domains of the official archives in the built-in catalogue (``debian.org``,
     ``ubuntu.com``): every host under them is the project's own archive or CDN."""
     domains = set()
@@ -50,7 +49,7 @@ def official_domains() -> Set[str]:
     return domains
 
 
-def is_official(host: str, official: Set[str]) -> bool:
+def is_official(host: str, official: set[str]) -> bool:
     """``host`` is one of ``official`` domains or a host under one of them."""
     return any(host == d or host.endswith("." + d) for d in official)
 
@@ -63,8 +62,8 @@ def _describe(src: AptSource) -> str:
     return f"{src.file}:{src.line}"
 
 
-def _rewrite_findings(apt: AptFacts) -> List[Finding]:
-    out: List[Finding] = []
+def _rewrite_findings(apt: AptFacts) -> list[Finding]:
+    out: list[Finding] = []
     absent = [r for r in apt.rewrites if not r.target_exists]
     active = [f for f in apt.files if not f.ignored and f.path.endswith(".sources")]
     active_distro = [s for s in apt.sources if s.enabled and s.format == "deb822" and is_distro_source(s)]
@@ -126,11 +125,11 @@ def _mirror_host(text: str) -> str:
     return text.split("/", 1)[0]
 
 
-def _not_in_effect(apt: AptFacts, official: Set[str]) -> List[Finding]:
+def _not_in_effect(apt: AptFacts, official: set[str]) -> list[Finding]:
     """The build meant to switch apt to a mirror, but after its edits apt still reads official hosts."""
     if not apt.build_file or any(not e.target_exists and e.action == "sed" for e in apt.build_edits):
         return []  # no build file, or the build stops at a sed on a missing file (reported as fail)
-    intended: List[str] = []
+    intended: list[str] = []
     for e in apt.build_edits:
         if e.action == "sed" and e.replacement:
             host = _mirror_host(e.replacement)
@@ -182,9 +181,9 @@ def _not_in_effect(apt: AptFacts, official: Set[str]) -> List[Finding]:
                     fixes=("apt.mirror",))]
 
 
-def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
+def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
     enabled = [s for s in apt.sources if s.enabled]
-    by_archive: Dict[str, Dict[str, Set[str]]] = {}
+    by_archive: dict[str, dict[str, set[str]]] = {}
     for s in enabled:
         if not is_distro_source(s):
             continue
@@ -192,7 +191,7 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
             arch = classify_uri(u)
             if arch:
                 by_archive.setdefault(arch, {}).setdefault(s.format, set()).add(_host(u))
-    for arch, formats in by_archive.items():
+    for formats in by_archive.values():
         one, d822 = formats.get("one-line", set()), formats.get("deb822", set())
         switched = sorted(h for h in one if not is_official(h, official))
         untouched = sorted(h for h in d822 if is_official(h, official))
@@ -217,7 +216,7 @@ def _untouched_findings(apt: AptFacts, official: Set[str]) -> List[Finding]:
 
 def evaluate(facts: Facts) -> list[Finding]:
     apt = require(facts, AptFacts)
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     findings += _rewrite_findings(apt)
     findings += _untouched_findings(apt, official_domains())
     enabled = [s for s in apt.sources if s.enabled]
@@ -254,8 +253,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                              + f"\n\nReplace `{suite.split('-')[0]}` with `{apt.codename}` in those entries, then "
                                f"`{APT_UPDATE}`."),
                 evidence={"codename": apt.codename, "suites": [y for _, y in wrong]}))
-    seen: Dict[Tuple[str, str, str, str], AptSource] = {}
-    dups: List[Tuple[AptSource, AptSource, str]] = []
+    seen: dict[tuple[str, str, str, str], AptSource] = {}
+    dups: list[tuple[AptSource, AptSource, str]] = []
     for s in enabled:
         for t in s.types:
             for u in s.uris:

@@ -16,8 +16,6 @@ file its tool reads.
 
 from __future__ import annotations
 
-from typing import List
-
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import BuildFacts
@@ -27,10 +25,10 @@ CHECK_ID = "build.sources"
 WHO = {"pip": "pip", "uv": "uv", "conda": "conda"}
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     build = require(facts, BuildFacts)
     edits = [e for e in build.edits if e.tool in WHO]
-    out: List[Finding] = []
+    out: list[Finding] = []
     for e in edits:
         if e.action == "sed" and not e.target_exists:
             out.append(Finding(

@@ -16,23 +16,39 @@ toolkit driver of the CUDA that produced the PTX.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
-from gpudoctor.checks._common import driver_version, pip_install_command, variant_fits_python, wheel_variants
-from gpudoctor.checks._gpu import (arch_name, cc_tuple, coverage, cuda_build_skip, first_covering, gpu_devices, per_target,
-                                   parse_arch_list, table_arch_list, toolkit_driver, v)
+from gpudoctor.checks._common import (
+    driver_version,
+    pip_install_command,
+    variant_fits_python,
+    wheel_variants,
+)
+from gpudoctor.checks._gpu import (
+    arch_name,
+    cc_tuple,
+    coverage,
+    cuda_build_skip,
+    first_covering,
+    gpu_devices,
+    parse_arch_list,
+    per_target,
+    table_arch_list,
+    toolkit_driver,
+    v,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-def _remedy(facts: Facts, probe: ProbeFacts, cc: Tuple[int, int]) -> str:
+def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
     builds = first_covering(cc)
     if not builds:
         return ("No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
                 f"`TORCH_CUDA_ARCH_LIST=\"{cc[0]}.{cc[1]}\"`.")
     first_torch, first_variant = builds[0]
-    variants: Dict[str, dict] = {r["name"]: r for r in wheel_variants()}
+    variants: dict[str, dict[str, Any]] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
     runnable = [b for b in builds if b[1] in variants and variant_fits_python(variants[b[1]], probe.python_version)
@@ -59,7 +75,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     gpus = [g for g in gpu_devices(facts, probe) if g.cc]
     if not gpus:
         return CHECK.finding(Status.SKIP, "no GPU with a known compute capability", target=t.label)
-    arch_list: Optional[List[str]] = list(tf.arch_list) or None
+    arch_list: list[str] | None = list(tf.arch_list) or None
     source = "torch.cuda.get_arch_list()"
     if arch_list is None:
         arch_list = table_arch_list(tf.version or "", tf.cuda)
@@ -72,19 +88,20 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     entries = parse_arch_list(arch_list)
     evidence = {"arch_list": " ".join(arch_list), "arch_list_source": source,
                 "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus]}
-    failures: List[Tuple[str, str]] = []
-    notes: List[str] = []
+    failures: list[tuple[str, str]] = []
+    notes: list[str] = []
     driver = driver_version(facts)
     for g in gpus:
-        cc = cc_tuple(g.cc)
+        cc_text = g.cc or ""  # every GPU in `gpus` has one (filtered above)
+        cc = cc_tuple(cc_text)
         sm = f"sm_{cc[0]}{cc[1]}"
-        label = f"{g.name} (compute capability {g.cc}, {sm}{', ' + arch_name(g.cc) if arch_name(g.cc) else ''})"
+        label = f"{g.name} (compute capability {g.cc}, {sm}{', ' + arch_name(cc_text) if arch_name(cc_text) else ''})"
         cubin, ptx = coverage(cc, entries)
         if cubin:
             notes.append(f"{g.name}: {sm} runs the {cubin.text} kernels" if cubin.text != sm else f"{g.name}: {sm}")
             continue
         if ptx:
-            need = toolkit_driver(tf.cuda)
+            need = toolkit_driver(tf.cuda or "")
             if driver and need and v(driver) < v(need):
                 failures.append((
                     f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",

@@ -17,9 +17,16 @@ cannot run). Shown first in ``gpudoctor check``.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
-from gpudoctor.checks import cuda_arch, cuda_devices, cuda_driver, cuda_libcuda, cudnn_load, nvidia_driver
+from gpudoctor.checks import (
+    cuda_arch,
+    cuda_devices,
+    cuda_driver,
+    cuda_libcuda,
+    cudnn_load,
+    nvidia_driver,
+)
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
@@ -27,7 +34,7 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 #: the causal order of the per-target checks consulted after the driver
-ORDER: Tuple[Tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
+ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
     ("cuda.driver", cuda_driver.assess),
     ("platform.driver-branch", lambda facts, t, probe: _branch(facts, t, probe)),
     ("cuda.libcuda", cuda_libcuda.assess),
@@ -37,7 +44,7 @@ ORDER: Tuple[Tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ..
 )
 
 
-def _platform_fault(facts: Facts) -> Optional[Finding]:
+def _platform_fault(facts: Facts) -> Finding | None:
     """The first ``fail`` of the platform checks below the driver: GPU not injected into the
     container, wrong or missing kernel module."""
     from gpudoctor.checks import SkipCheck, platform_container, platform_kernel_module
@@ -60,7 +67,7 @@ def _branch(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return Finding(check="platform.driver-branch", status=Status.SKIP, summary=str(exc))
 
 
-def _driver_fault(facts: Facts) -> Optional[Finding]:
+def _driver_fault(facts: Facts) -> Finding | None:
     platform = _platform_fault(facts)
     if platform is not None:
         return platform
@@ -70,7 +77,7 @@ def _driver_fault(facts: Facts) -> Optional[Finding]:
     return None
 
 
-def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Optional[Finding]:
+def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | None:
     """The first failing finding in causal order for this target, or None."""
     fault = _driver_fault(facts)
     if fault is not None:

@@ -20,11 +20,16 @@ NVIDIA Container Toolkit: ``NVIDIA_VISIBLE_DEVICES=void|none`` injects no GPU.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
-from gpudoctor.checks._platform import REQUEST, injection_remedy, platform_of, scheduler_of
+from gpudoctor.checks._platform import (
+    REQUEST,
+    injection_remedy,
+    platform_of,
+    scheduler_of,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
@@ -35,13 +40,13 @@ _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F
 FIX_ORDER = "export CUDA_DEVICE_ORDER=PCI_BUS_ID"
 
 
-def bus_key(bus_id: Optional[str]) -> Optional[Tuple[int, int, int, int]]:
+def bus_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
     """``00000000:01:00.0`` and ``0000:01:00.0`` -> (0, 1, 0, 0); None if unparsable."""
     m = _BUS_RE.search(bus_id or "")
     return tuple(int(g, 16) for g in m.groups()) if m else None  # type: ignore[return-value]
 
 
-def match_nvml(dev: CudaDevice, nvml: List[GpuDevice]) -> Optional[GpuDevice]:
+def match_nvml(dev: CudaDevice, nvml: list[GpuDevice]) -> GpuDevice | None:
     """The NVML device that is CUDA device ``dev`` (by UUID, else PCI bus id)."""
     if dev.uuid:
         for g in nvml:
@@ -55,12 +60,12 @@ def match_nvml(dev: CudaDevice, nvml: List[GpuDevice]) -> Optional[GpuDevice]:
     return None
 
 
-def _nvml(facts: Facts) -> List[GpuDevice]:
+def _nvml(facts: Facts) -> list[GpuDevice]:
     nv = facts.of(NvidiaDriverFacts)
     return gpu_devices(facts) if not isinstance(nv, Unavailable) and nv.devices else []
 
 
-def _visible_entry_ok(entry: str, nvml: List[GpuDevice]) -> bool:
+def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
     if entry.isdigit():
         return int(entry) < len(nvml)
     if entry.startswith(("GPU-", "MIG-")):
@@ -68,7 +73,7 @@ def _visible_entry_ok(entry: str, nvml: List[GpuDevice]) -> bool:
     return False
 
 
-def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, str]]:
+def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | None:
     """A visibility fault of this target's environment: (status, summary, explanation), or None."""
     env = probe.env
     nvml = _nvml(facts)
@@ -113,7 +118,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> Optional[Tuple[Status, str, s
     return None
 
 
-def _table(rows: List[Tuple[int, Optional[GpuDevice], CudaDevice]]) -> str:
+def _table(rows: list[tuple[int, GpuDevice | None, CudaDevice]]) -> str:
     lines = ["| torch `cuda:N` | nvidia-smi index | GPU | PCI bus |", "|---|---|---|---|"]
     for i, g, d in rows:
         lines.append(f"| {i} | {g.index if g else '?'} | {d.name} | {g.pci_bus_id if g else d.pci_bus_id or '?'} |")
@@ -125,7 +130,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not has_nvidia_gpu(facts):
         return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here", target=t.label)
     env = probe.env
-    evidence = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
+    evidence: dict[str, Any] = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
     nvml = _nvml(facts)
     evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
     fault = visibility(facts, probe)

@@ -18,11 +18,20 @@ offered only when every GPU is a data-center/Jetson part that supports it.
 from __future__ import annotations
 
 import re
-from typing import List, Optional
+from typing import Any
 
 from gpudoctor.checks._common import driver_version, pip_install_command, split_local
-from gpudoctor.checks._gpu import (cuda_build_skip, driver_max_cuda, forward_compat_supported, gpu_devices, per_target,
-                                   judge_driver, v, variant_for)
+from gpudoctor.checks._gpu import (
+    DriverVerdict,
+    cuda_build_skip,
+    driver_max_cuda,
+    forward_compat_supported,
+    gpu_devices,
+    judge_driver,
+    per_target,
+    v,
+    variant_for,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
@@ -39,15 +48,16 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if reason:
         return CHECK.finding(Status.SKIP, reason, target=t.label)
     tf = probe.torch
+    cuda = tf.cuda or ""  # set: cuda_build_skip() above passed only CUDA builds
     driver = driver_version(facts)
     max_cuda = driver_max_cuda(facts, probe)
-    evidence = {"torch": tf.version, "torch.version.cuda": tf.cuda, "driver": driver, "driver_max_cuda": max_cuda}
+    evidence: dict[str, Any] = {"torch": tf.version, "torch.version.cuda": tf.cuda, "driver": driver, "driver_max_cuda": max_cuda}
     if tf.cuda_error:
         evidence["torch_cuda_error"] = tf.cuda_error
     if driver is None:
         return CHECK.finding(Status.SKIP, "no NVIDIA driver version is known (see nvidia.driver)",
                              evidence=evidence, target=t.label)
-    verdict = judge_driver(driver, tf.cuda)
+    verdict = judge_driver(driver, cuda)
     evidence.update({"toolkit_driver": verdict.toolkit_driver, "minimum_driver": verdict.floor, "fit": verdict.fit})
     max_txt = f" (CUDA ≤ {max_cuda})" if max_cuda else ""
     if verdict.fit == "unknown":
@@ -61,14 +71,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.OK,
             f"NVIDIA driver {driver}{max_txt} runs torch {tf.version} (CUDA {tf.cuda}) through CUDA minor-version "
             f"compatibility",
-            f"The driver is at least the CUDA {tf.cuda.split('.')[0]}.x floor ({verdict.floor}) but older than the "
+            f"The driver is at least the CUDA {cuda.split('.')[0]}.x floor ({verdict.floor}) but older than the "
             f"CUDA {tf.cuda} toolkit driver ({verdict.toolkit_driver}). PyTorch works; features that need the "
             f"newer driver are unavailable, and PTX built by CUDA {tf.cuda} cannot be JIT-compiled by this driver "
             f"(`the provided PTX was compiled with an unsupported toolchain`). Upgrading the driver to "
             f"≥ {verdict.toolkit_driver} removes these limits.",
             evidence=evidence, target=t.label)
     compat = _compat_version(probe)
-    if compat and judge_driver(compat, tf.cuda).fit != "too-old" and \
+    if compat and judge_driver(compat, cuda).fit != "too-old" and \
             all(forward_compat_supported(g.name) for g in gpu_devices(facts, probe)):
         evidence["forward_compat_libcuda"] = probe.libcuda.path  # type: ignore[union-attr]
         return CHECK.finding(
@@ -77,7 +87,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     return _too_old(facts, t, probe, verdict, max_txt, evidence)
 
 
-def _compat_version(probe: ProbeFacts) -> Optional[str]:
+def _compat_version(probe: ProbeFacts) -> str | None:
     """Version of a cuda-compat ``libcuda.so.<version>`` the target loaded, or None."""
     lc = probe.libcuda
     if isinstance(lc, Unavailable) or not lc.loaded or not lc.path or "/compat/" not in lc.path:
@@ -86,11 +96,13 @@ def _compat_version(probe: ProbeFacts) -> Optional[str]:
     return m.group(1) if m else None
 
 
-def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
+def _too_old(facts: Facts, t: TargetFacts, probe: ProbeFacts, verdict: DriverVerdict, max_txt: str,
+             evidence: dict[str, Any]) -> Finding:
     tf = probe.torch
+    cuda = tf.cuda or ""  # a CUDA build (assess() passed cuda_build_skip)
     branch = verdict.floor.split(".")[0] if verdict.floor else "550"
     public = split_local(tf.version or "")[0]
-    remedies: List[str] = [
+    remedies: list[str] = [
         f"1. **Upgrade the NVIDIA driver** to {verdict.floor} or newer (for every CUDA {tf.cuda} feature: "
         f"≥ {verdict.toolkit_driver}; any newer production branch also works). "
         + UPGRADE_HOWTO.format(branch=max(int(branch), 535))]
@@ -107,7 +119,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
         remedies.append("2. No current PyTorch CUDA build runs on this driver: upgrading the driver is the only way.")
     gpus = gpu_devices(facts, probe)
     if gpus and all(forward_compat_supported(g.name) for g in gpus):
-        mm = tf.cuda.replace(".", "-")
+        mm = cuda.replace(".", "-")
         remedies.append(
             f"3. These GPUs support NVIDIA's forward-compatibility package: install `cuda-compat-{mm}` from NVIDIA's "
             f"CUDA repository and run with `LD_LIBRARY_PATH=/usr/local/cuda-{tf.cuda}/compat:$LD_LIBRARY_PATH` "
@@ -116,7 +128,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
     summary = (f"the NVIDIA driver {verdict.driver}{max_txt} is too old for torch {tf.version} (CUDA {tf.cuda}): "
                f"it needs ≥ {verdict.floor}")
     explanation = (
-        f"torch {tf.version} in `{probe.executable}` bundles the CUDA {tf.cuda} runtime. CUDA {tf.cuda.split('.')[0]}.x "
+        f"torch {tf.version} in `{probe.executable}` bundles the CUDA {tf.cuda} runtime. CUDA {cuda.split('.')[0]}.x "
         f"needs a Linux driver ≥ **{verdict.floor}** (minor-version compatibility; ≥ {verdict.toolkit_driver} "
         f"for all CUDA {tf.cuda} features), but this machine runs **{verdict.driver}**{max_txt}. "
         f"`torch.cuda.is_available()` is False and CUDA calls fail with \"The NVIDIA driver on your system is too "
@@ -124,7 +136,7 @@ def _too_old(facts, t, probe, verdict, max_txt, evidence) -> Finding:
     return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label)
 
 
-def v_published(variant: dict, public: str) -> bool:
+def v_published(variant: dict[str, Any], public: str) -> bool:
     """True when ``public`` (e.g. ``2.1.0``) was published for ``variant``."""
     return bool(public) and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import re
 from itertools import combinations
-from typing import List, Optional
 
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.data import load_table
@@ -33,14 +32,14 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-def frameworks_of(facts: Facts, label: str) -> Optional[List[FrameworkInstall]]:
+def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
     cl = facts.of(CudaLibrariesFacts)
     if isinstance(cl, Unavailable):
         return None
     return [f for f in cl.frameworks if f.label == label]
 
 
-def agreeing_releases(framework: str, key: str, major: int) -> List[str]:
+def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
     """``framework`` release ranges whose ``key`` (``cudnn_major``/``cuda_major``) equals ``major``."""
     return [f"{framework}{row['versions']}" for row in load_table("frameworks")["requirement"]
             if row["framework"] == framework and row.get(key) == major]
@@ -54,7 +53,7 @@ WHEEL_STEM = {"cudart": "cuda-runtime", "cublas": "cublas", "cublasLt": "cublas"
 _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared object file")
 
 
-def load_remedy(facts: Facts, probe: ProbeFacts, fw: Optional[FrameworkInstall], error: str) -> str:
+def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str) -> str:
     """What to do about one failed ``dlopen`` of a framework library (Markdown)."""
     from gpudoctor.collect.libraries import family_of
     m = _MISSING.search(error)
@@ -81,7 +80,7 @@ def load_remedy(facts: Facts, probe: ProbeFacts, fw: Optional[FrameworkInstall],
     return "Reinstall the framework's GPU package, or fix the file the loader names."
 
 
-def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: List[FrameworkInstall]) -> Optional[Finding]:
+def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall]) -> Finding | None:
     loads = probe.frameworks
     if isinstance(loads, Unavailable):
         return None

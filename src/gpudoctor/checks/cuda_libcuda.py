@@ -20,10 +20,16 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
-from gpudoctor.checks._gpu import forward_compat_supported, gpu_devices, has_nvidia_gpu, v, per_target
+from gpudoctor.checks._gpu import (
+    forward_compat_supported,
+    gpu_devices,
+    has_nvidia_gpu,
+    per_target,
+    v,
+)
 from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
@@ -61,7 +67,7 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
 
 
 def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, compat_version: str,
-                    kernel: Optional[str], evidence: dict) -> Optional[Finding]:
+                    kernel: str | None, evidence: dict[str, Any]) -> Finding | None:
     """Judge a cuda-compat ``libcuda`` (NVIDIA CUDA Compatibility guide, Forward Compatibility;
     runtime errors 803 ``cudaErrorSystemDriverMismatch`` and 804 ``cudaErrorCompatNotSupportedOnDevice``)."""
     compat_dir = os.path.dirname(path)
@@ -94,11 +100,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     lc = probe.libcuda
     if isinstance(lc, Unavailable):
         return CHECK.finding(Status.SKIP, f"libcuda.so.1 was not tested: {lc.reason}", target=t.label)
-    evidence = {"python": probe.executable, "loaded": lc.loaded, "path": lc.path, "error": lc.error}
+    evidence: dict[str, Any] = {"python": probe.executable, "loaded": lc.loaded, "path": lc.path, "error": lc.error}
     loader = facts.of(LoaderFacts)
-    if not isinstance(loader, LoaderFacts):
-        loader = None
-    if loader is not None and not isinstance(loader.ldconfig, Unavailable):
+    if isinstance(loader, LoaderFacts) and not isinstance(loader.ldconfig, Unavailable):
         evidence["ldconfig"] = [f"{e.name} => {e.path}" for e in loader.ldconfig if e.name.startswith("libcuda.")]
     if probe.env.get("LD_LIBRARY_PATH") is not None:
         evidence["LD_LIBRARY_PATH"] = probe.env["LD_LIBRARY_PATH"]
@@ -115,7 +119,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
     compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
     if compat and m:
-        found = _forward_compat(facts, probe, t, lc.path, m.group(1), kernel, evidence)
+        found = _forward_compat(facts, probe, t, lc.path or "", m.group(1), kernel, evidence)
         if found is not None:
             return found
     elif kernel and m and m.group(1) != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):

@@ -27,18 +27,22 @@ never a blind ``--force-reinstall``.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Tuple
 
 from gpudoctor.checks._gpu import per_target, v
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.libraries import CudaLibrariesFacts, LibraryCopy, Resolution, TargetLibraries
+from gpudoctor.facts.libraries import (
+    CudaLibrariesFacts,
+    LibraryCopy,
+    Resolution,
+    TargetLibraries,
+)
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 DRIVER_FAMILIES = {"libcuda", "nvml"}
 
 
-def target_model(facts: Facts, label: str) -> Optional[TargetLibraries]:
+def target_model(facts: Facts, label: str) -> TargetLibraries | None:
     """The loader model of target ``label``, or None."""
     cl = facts.of(CudaLibrariesFacts)
     if isinstance(cl, Unavailable):
@@ -46,25 +50,25 @@ def target_model(facts: Facts, label: str) -> Optional[TargetLibraries]:
     return next((t for t in cl.targets if t.label == label), None)
 
 
-def copies_by_path(model: TargetLibraries) -> Dict[str, LibraryCopy]:
-    out: Dict[str, LibraryCopy] = {}
+def copies_by_path(model: TargetLibraries) -> dict[str, LibraryCopy]:
+    out: dict[str, LibraryCopy] = {}
     for c in model.copies:
         out.setdefault(os.path.normpath(c.path), c)
     return out
 
 
-def _copy(model: TargetLibraries, path: Optional[str]) -> Optional[LibraryCopy]:
+def _copy(model: TargetLibraries, path: str | None) -> LibraryCopy | None:
     if not path:
         return None
     return copies_by_path(model).get(os.path.normpath(path))
 
 
-def version_of(model: TargetLibraries, path: Optional[str]) -> Optional[str]:
+def version_of(model: TargetLibraries, path: str | None) -> str | None:
     c = _copy(model, path)
     return c.version if c else None
 
 
-def _vtext(model: TargetLibraries, path: Optional[str]) -> str:
+def _vtext(model: TargetLibraries, path: str | None) -> str:
     c = _copy(model, path)
     if c is None or not c.version:
         return "of unknown version"
@@ -79,7 +83,7 @@ def _framework_of(model: TargetLibraries, consumer: str) -> str:
     return model.roots[0].partition(":")[0] if model.roots else "the framework"
 
 
-def path_remedy(model: TargetLibraries, res: Resolution, good: Optional[str]) -> str:
+def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> str:
     """The exact commands that make ``good``'s directory win over ``res.path`` (Markdown)."""
     d = os.path.normpath(res.directory or "")
     good_dir = os.path.dirname(good) if good else None
@@ -106,11 +110,11 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: Optional[str]) ->
     return f"Remove `{d}` from the loader path."
 
 
-def _older(a: Optional[str], b: Optional[str]) -> bool:
+def _older(a: str | None, b: str | None) -> bool:
     return bool(a and b) and v(a) < v(b)
 
 
-def _better_copy(model: TargetLibraries, res: Resolution) -> Optional[str]:
+def _better_copy(model: TargetLibraries, res: Resolution) -> str | None:
     """The copy the consumer should get: its own (without the environment), else a newer candidate."""
     if res.without_env and os.path.normpath(res.without_env) != os.path.normpath(res.path or ""):
         return res.without_env
@@ -119,7 +123,7 @@ def _better_copy(model: TargetLibraries, res: Resolution) -> Optional[str]:
     return newer[0] if newer else None
 
 
-def shadowing(model: TargetLibraries) -> List[Tuple[Resolution, Optional[str], str]]:
+def shadowing(model: TargetLibraries) -> list[tuple[Resolution, str | None, str]]:
     """(resolution, the copy it should get, why) of every resolution the loader gets wrong."""
     out = []
     for res in model.resolutions:
@@ -133,7 +137,7 @@ def shadowing(model: TargetLibraries) -> List[Tuple[Resolution, Optional[str], s
     return out
 
 
-def replaced(model: TargetLibraries) -> List[Tuple[Resolution, str]]:
+def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
     """(resolution, the framework's own copy) where the environment swaps in another copy whose
     version cannot be compared with it (one of the two versions is unknown)."""
     out = []

@@ -19,7 +19,6 @@ On WSL 2 the NVIDIA driver lives on Windows; its Linux user-space libraries
 from __future__ import annotations
 
 import os
-from typing import List
 
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.collect.libraries import WSL_LIB
@@ -56,7 +55,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if isinstance(cl, Unavailable):
         return CHECK.finding(Status.SKIP, f"the loader was not modelled: {cl.reason}", target=t.label)
     model = next((m for m in cl.targets if m.label == t.label), None)
-    files: List[str] = [] if isinstance(cl.wsl_lib, Unavailable) else list(cl.wsl_lib)
+    files: list[str] = [] if isinstance(cl.wsl_lib, Unavailable) else list(cl.wsl_lib)
     evidence = {"python": probe.executable, "wsl_lib": files, "LD_LIBRARY_PATH": probe.env.get("LD_LIBRARY_PATH", "")}
     if "libcuda.so.1" not in files:
         return CHECK.finding(

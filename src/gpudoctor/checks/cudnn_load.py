@@ -25,11 +25,15 @@ the compile major and runtime minor must be >= the compile minor.
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
 
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, per_target
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LoaderFacts, TargetWheels
+from gpudoctor.facts.loader import (
+    CudaWheelsFacts,
+    LibraryDir,
+    LoaderFacts,
+    TargetWheels,
+)
 from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -38,18 +42,18 @@ def _norm(path: str) -> str:
     return os.path.normpath(path) if path else path
 
 
-def _wheels(facts: Facts, label: str) -> Optional[TargetWheels]:
+def _wheels(facts: Facts, label: str) -> TargetWheels | None:
     cw = facts.of(CudaWheelsFacts)
     if isinstance(cw, Unavailable):
         return None
     return next((w for w in cw.targets if w.label == label), None)
 
 
-def _own_copies(facts: Facts, t: TargetFacts, probe: ProbeFacts, major: Optional[int]) -> List[str]:
+def _own_copies(facts: Facts, t: TargetFacts, probe: ProbeFacts, major: int | None) -> list[str]:
     """Paths of the cuDNN shim shipped with this torch (nvidia-cudnn wheel or torch/lib)."""
-    out: List[str] = []
+    out: list[str] = []
     w = _wheels(facts, t.label)
-    dirs: List[LibraryDir] = list(w.lib_dirs) if w else []
+    dirs: list[LibraryDir] = list(w.lib_dirs) if w else []
     for d in dirs:
         for lib in d.libraries:
             if lib.name.startswith("libcudnn.so") and (major is None or lib.name.startswith(f"libcudnn.so.{major}")):
@@ -57,7 +61,7 @@ def _own_copies(facts: Facts, t: TargetFacts, probe: ProbeFacts, major: Optional
     return out
 
 
-def _cudnn_dist(facts: Facts, label: str) -> Optional[Tuple[str, str]]:
+def _cudnn_dist(facts: Facts, label: str) -> tuple[str, str] | None:
     w = _wheels(facts, label)
     if w:
         for d in w.dists:
@@ -66,12 +70,12 @@ def _cudnn_dist(facts: Facts, label: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-def _path_entries(probe: ProbeFacts, var: str) -> List[str]:
+def _path_entries(probe: ProbeFacts, var: str) -> list[str]:
     value = probe.env.get(var)
     return value.split(":") if value else []
 
 
-def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> Tuple[str, str]:
+def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, str]:
     """(where it came from, what to do) for a cuDNN loaded from ``loaded``."""
     d = _norm(os.path.dirname(loaded))
     ld = _path_entries(probe, "LD_LIBRARY_PATH")

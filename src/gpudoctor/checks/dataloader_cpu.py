@@ -16,7 +16,6 @@ unavailable.
 from __future__ import annotations
 
 import math
-from typing import Dict, List
 
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts
@@ -43,10 +42,10 @@ def suggested_workers(usable: int) -> int:
     return max(0, usable - 1)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     cpu = require(facts, CpuFacts)
     usable = usable_count(cpu)
-    evidence: Dict[str, object] = {"os.cpu_count()": cpu.logical_cpus, "usable_cpus": usable}
+    evidence: dict[str, object] = {"os.cpu_count()": cpu.logical_cpus, "usable_cpus": usable}
     if isinstance(cpu.affinity_cpus, int):
         evidence["affinity"] = cpu.affinity_cpus
     else:

@@ -19,9 +19,6 @@ estimate, or when less than the estimate is free; ``ok`` otherwise.
 
 from __future__ import annotations
 
-import math
-from typing import Dict, List, Tuple
-
 from gpudoctor.checks import require
 from gpudoctor.checks._common import GIB, MIB, fmt_bytes, in_container, nvidia_gpu_count
 from gpudoctor.facts import Facts, Unavailable
@@ -46,10 +43,10 @@ FAIL_FRACTION = 0.25
 MIN_SUGGESTED = 8 * GIB
 
 
-def estimate(facts: Facts) -> Tuple[int, int, Dict[str, object], List[str]]:
+def estimate(facts: Facts) -> tuple[int, int, dict[str, object], list[str]]:
     """(loader need, NCCL need, evidence, basis sentences), bytes."""
     probe = facts.of(DataLoaderProbeFacts)
-    evidence: Dict[str, object] = {}
+    evidence: dict[str, object] = {}
     if isinstance(probe, DataLoaderProbeFacts) and probe.batch_bytes > 0:
         workers = max(1, probe.num_workers)
         prefetch = max(1, probe.prefetch_factor or DEFAULT_PREFETCH)
@@ -94,12 +91,12 @@ def remedy(need: int, gpus: int) -> str:
     return text
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     shm = require(facts, ShmFacts)
     loader, nccl, est_evidence, basis = estimate(facts)
     need = loader + nccl
     gpus = int(est_evidence["local_gpus"])  # type: ignore[call-overload]
-    evidence: Dict[str, object] = {"path": shm.path, "mounted": shm.mounted, "fstype": shm.fstype,
+    evidence: dict[str, object] = {"path": shm.path, "mounted": shm.mounted, "fstype": shm.fstype,
                                    "options": shm.mount_options}
     if isinstance(shm.total_bytes, Unavailable):
         return [CHECK.finding(Status.WARN, f"{shm.path} is not usable: {shm.total_bytes.reason}",

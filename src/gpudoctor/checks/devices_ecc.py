@@ -16,9 +16,15 @@ Tagged ``gate``: a GPU in the fail state must not receive a job.
 
 from __future__ import annotations
 
-from typing import List
-
-from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label, num, shown
+from gpudoctor.checks._devices import (
+    bullets,
+    ev,
+    gpus_with_health,
+    head,
+    label,
+    num,
+    shown,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.words import noun, plural, verb
@@ -28,9 +34,9 @@ RESET = "`sudo nvidia-smi -r -i {i}` (stop every process on it first; `nvidia-sm
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    failed: List[str] = []
-    pending: List[str] = []
-    notes: List[str] = []
+    failed: list[str] = []
+    pending: list[str] = []
+    notes: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         evidence[f"gpu{dev.index}"] = {key: ev(getattr(h, key)) for key in (

@@ -13,16 +13,21 @@ slot support). An idle GPU lowers its link generation to save power
 
 from __future__ import annotations
 
-from typing import List
-
-from gpudoctor.checks._devices import NVML_DOC, bullets, gpus_with_health, head, label, num
+from gpudoctor.checks._devices import (
+    NVML_DOC,
+    bullets,
+    gpus_with_health,
+    head,
+    label,
+    num,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.model import Check, Finding, Status
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    bad: List[str] = []
-    idle: List[str] = []
+    bad: list[str] = []
+    idle: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         gc, gm, wc, wm = (num(h.pcie_gen_current), num(h.pcie_gen_max),

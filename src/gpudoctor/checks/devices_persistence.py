@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import re
-from typing import List
 
 from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
 from gpudoctor.facts import Facts
@@ -21,17 +20,17 @@ from gpudoctor.words import plural
 DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 #: Marketing names of data-centre GPUs (NVIDIA product names; GeForce/RTX/Quadro excluded).
 _DATACENTRE = re.compile(r"\b(Tesla|[ABH]\d{2,3}\b|[ABH]\d{2,3}[A-Z]|GH200|GB200|L4\b|L40S?|T4\b|V100|P100|P40|"
-                         r"A10G?|A16|A2\b|A30|A40)", re.I)
+                         r"A10G?|A16|A2\b|A30|A40)", re.IGNORECASE)
 
 
 def is_datacentre(name: str) -> bool:
     """True for data-centre GPU names (``NVIDIA H100 80GB HBM3``, ``Tesla V100-SXM2-16GB``)."""
-    return bool(_DATACENTRE.search(name)) and not re.search(r"GeForce|RTX|Quadro|TITAN", name, re.I)
+    return bool(_DATACENTRE.search(name)) and not re.search(r"GeForce|RTX|Quadro|TITAN", name, re.IGNORECASE)
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    off: List[str] = []
-    prohibited: List[str] = []
+    off: list[str] = []
+    prohibited: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         evidence[f"gpu{dev.index}"] = {"name": dev.name, "persistence_mode": ev(h.persistence_mode),

@@ -13,22 +13,22 @@ the collector looks each PID up in ``/proc`` of this PID namespace:
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any
 
 from gpudoctor.checks._devices import bullets, gpus_with_health, label
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 
 
-def _mib(value) -> str:
+def _mib(value: int | Unavailable) -> str:
     return "unknown memory" if isinstance(value, Unavailable) else f"{value} MiB"
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    foreign: List[str] = []
-    ours: List[str] = []
-    pids: List[int] = []
-    evidence = {}
+    foreign: list[str] = []
+    ours: list[str] = []
+    pids: list[int] = []
+    evidence: dict[str, Any] = {}
     unknown = []
     for dev, h in gpus_with_health(facts):
         if isinstance(h.processes, Unavailable):

@@ -18,7 +18,7 @@ Gen6 7.563 GB/s.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts, Unavailable
@@ -32,7 +32,7 @@ PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 MIN_LINK_SHARE = 0.5
 
 
-def link_gbps(h: GpuHealth) -> Optional[Tuple[float, str]]:
+def link_gbps(h: GpuHealth) -> tuple[float, str] | None:
     """(theoretical GB/s per direction, ``Gen5 x16``) of the link at its maximum, or None."""
     gen, width = h.pcie_gen_max, h.pcie_width_max
     if isinstance(gen, Unavailable) or isinstance(width, Unavailable) or gen not in PCIE_LANE_GBPS:
@@ -40,12 +40,12 @@ def link_gbps(h: GpuHealth) -> Optional[Tuple[float, str]]:
     return PCIE_LANE_GBPS[gen] * width, f"Gen{gen} x{width}"
 
 
-def _bus(text: Optional[str]) -> str:
+def _bus(text: str | None) -> str:
     """``00000000:18:00.0`` and ``0000:18:00.0`` -> ``18:00.0``."""
     return (text or "").lower().split(":", 1)[-1][-7:] if text else ""
 
 
-def _nvml_for(probe: ProbeFacts, index: int, facts: Facts) -> Optional[NvmlDevice]:
+def _nvml_for(probe: ProbeFacts, index: int, facts: Facts) -> NvmlDevice | None:
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable):
         return None
@@ -57,17 +57,17 @@ def _nvml_for(probe: ProbeFacts, index: int, facts: Facts) -> Optional[NvmlDevic
     return None
 
 
-def _fmt(v) -> str:
+def _fmt(v: float | Unavailable) -> str:
     return "—" if isinstance(v, Unavailable) else f"{v:.1f}"
 
 
 def evaluate(facts: Facts) -> list[Finding]:
     targets = require(facts, TargetsFacts)
-    chosen = None
+    chosen: tuple[str, ProbeFacts, SmokeFacts] | None = None
     reasons = []
     for t in targets.targets:
         if isinstance(t.probe, ProbeFacts) and isinstance(t.probe.smoke, SmokeFacts):
-            chosen = t
+            chosen = t.label, t.probe, t.probe.smoke
             break
         if isinstance(t.probe, ProbeFacts) and isinstance(t.probe.smoke, Unavailable):
             reasons.append(f"{t.label}: {t.probe.smoke.reason}")
@@ -76,13 +76,12 @@ def evaluate(facts: Facts) -> list[Finding]:
         # one reason shared by every target is said once, without the labels
         said = distinct[0] if len(distinct) == 1 else "; ".join(reasons)
         raise SkipCheck("the GPU smoke test did not run: " + (said or "no probed interpreter"))
-    probe: ProbeFacts = chosen.probe
-    smoke: SmokeFacts = probe.smoke
+    target_label, probe, smoke = chosen
     if not smoke.devices:
         raise SkipCheck("the GPU smoke test found no CUDA device")
-    failed: List[str] = []
-    slow: List[str] = []
-    table: Dict[str, dict] = {}
+    failed: list[str] = []
+    slow: list[str] = []
+    table: dict[str, dict[str, Any]] = {}
     for d in smoke.devices:
         row = {"matmul": ("ok" if d.matmul_ok is True else "WRONG" if d.matmul_ok is False else "did not run"),
                "h2d_pageable_gbps": _fmt(d.h2d_pageable_gbps), "d2h_pageable_gbps": _fmt(d.d2h_pageable_gbps),
@@ -111,7 +110,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             failed.append(f"cuda:{p.src} → cuda:{p.dst}: the copied data arrived corrupted")
         for e in p.errors:
             (slow if e.startswith("skipped") else failed).append(f"cuda:{p.src} → cuda:{p.dst}: {e}")
-    evidence = {"target": chosen.label, "devices": table,
+    evidence = {"target": target_label, "devices": table,
                 "peers": [f"cuda:{p.src}->cuda:{p.dst} access={p.can_access} copy={p.copy_ok}" for p in smoke.peers],
                 "duration_ms": smoke.duration_ms}
     if failed:

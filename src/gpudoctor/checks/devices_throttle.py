@@ -15,9 +15,16 @@ the power draw against the enforced limit:
 
 from __future__ import annotations
 
-from typing import List
-
-from gpudoctor.checks._devices import NVML_DOC, bullets, ev, gpus_with_health, head, label, num, shown
+from gpudoctor.checks._devices import (
+    NVML_DOC,
+    bullets,
+    ev,
+    gpus_with_health,
+    head,
+    label,
+    num,
+    shown,
+)
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import CLOCK_EVENT_REASONS
 from gpudoctor.model import Check, Finding, Status
@@ -28,17 +35,17 @@ BAD = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_br
 EXPECTED = {"sw_power_cap", "sync_boost"}
 #: Degrees C below the slowdown threshold that count as "near" it.
 NEAR_SLOWDOWN_C = 5
-MEANING = {name: text for name, text in CLOCK_EVENT_REASONS.values()}
+MEANING = dict(CLOCK_EVENT_REASONS.values())
 
 
-def reason_names(mask: int) -> List[str]:
+def reason_names(mask: int) -> list[str]:
     """Names of the bits set in a clock event reason mask, lowest bit first."""
     return [name for bit, (name, _) in sorted(CLOCK_EVENT_REASONS.items()) if mask & bit]
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    bad: List[str] = []
-    soft: List[str] = []
+    bad: list[str] = []
+    soft: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         mask = num(h.clock_event_reasons)

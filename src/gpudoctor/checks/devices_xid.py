@@ -15,18 +15,18 @@ Tagged ``gate``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Dict, List
+from typing import Any
 
 from gpudoctor.checks import require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.kernel_log import KernelLogFacts
+from gpudoctor.facts.kernel_log import KernelLogFacts, XidEvent
 from gpudoctor.model import Check, Finding, Status
 
 DOC = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 
 
-def xid_table() -> Dict[int, dict]:
+def xid_table() -> dict[int, dict[str, Any]]:
     """XID number -> row of ``data/xid.toml``."""
     return {int(r["xid"]): r for r in load_table("xid")["xid"]}
 
@@ -38,15 +38,16 @@ def evaluate(facts: Facts) -> list[Finding]:
                               f"{log.readable.reason}.\n\nRun as root to include it: `sudo gpudoctor check "
                               f"devices.xid`, or look yourself: `sudo dmesg | grep -i xid`.")]
     table = xid_table()
-    groups: "OrderedDict[tuple, List]" = OrderedDict()
+    groups: OrderedDict[tuple[int, str], list[XidEvent]] = OrderedDict()
     for ev in log.events:
         groups.setdefault((ev.xid, ev.pci), []).append(ev)
     if not groups:
         return [CHECK.finding(Status.OK, f"no XID errors in the kernel log since boot ({log.source})",
                               evidence={"source": log.source, "lines_read": log.lines_read})]
-    lines: List[str] = []
-    statuses: List[Status] = []
-    evidence = {"source": log.source, "events": []}
+    lines: list[str] = []
+    statuses: list[Status] = []
+    events: list[dict[str, Any]] = []
+    evidence: dict[str, Any] = {"source": log.source, "events": events}
     first_fatal = None
     for (xid, pci), evs in groups.items():
         row = table.get(xid)
@@ -58,7 +59,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         count = f"{len(evs)}×" if len(evs) > 1 else "once"
         lines.append(f"**XID {xid}** on {where}, {count} (last: `{evs[-1].text[:160]}`): {meaning}. "
                      f"{'**Fatal.** ' if row and row['fatal'] else ''}Action: {action}")
-        evidence["events"].append({"xid": xid, "pci": pci, "count": len(evs), "fatal": bool(row and row["fatal"]),
+        events.append({"xid": xid, "pci": pci, "count": len(evs), "fatal": bool(row and row["fatal"]),
                                    "last": evs[-1].text[:160]})
         if row and row["fatal"] and first_fatal is None:
             first_fatal = (xid, where, row["meaning"])

@@ -24,10 +24,10 @@ when no tool uses a mirror.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 from urllib.parse import urlsplit
 
-from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
 from gpudoctor.model import Check, Finding, Status
@@ -46,12 +46,12 @@ def _host(url: str) -> str:
     return (urlsplit(url).hostname or "").lower()
 
 
-def _public(url: str, hosts: Tuple[str, ...]) -> bool:
+def _public(url: str, hosts: tuple[str, ...]) -> bool:
     h = _host(url)
     return any(h == p or h.endswith("." + p) for p in hosts)
 
 
-def pip_index(pip: Any) -> Optional[Tuple[str, str, str, int]]:
+def pip_index(pip: Any) -> tuple[str, str, str, int] | None:
     """(url, source, variant, line) of pip's index-url when it is a mirror, else None."""
     if not isinstance(pip, PipFacts):
         return None
@@ -61,14 +61,14 @@ def pip_index(pip: Any) -> Optional[Tuple[str, str, str, int]]:
     return s.value.strip(), s.source, s.variant, s.line
 
 
-def uv_index(uv: Any) -> Optional[Tuple[str, str]]:
+def uv_index(uv: Any) -> tuple[str, str] | None:
     """(url, origin) of uv's default index when it is a mirror, else None."""
     if not isinstance(uv, UvFacts) or uv.default_origin == "built-in" or _public(uv.default_index, PUBLIC_PYPI):
         return None
     return uv.default_index, uv.default_origin
 
 
-def conda_cloud_base(conda: CondaFacts) -> Optional[str]:
+def conda_cloud_base(conda: CondaFacts) -> str | None:
     """The mirror's ``cloud`` base (where named channels live), from a mirrored ``defaults``/channel URL.
 
     Anaconda mirrors (TUNA, BFSU, SJTU, USTC ...) serve ``<root>/pkgs/main``
@@ -86,7 +86,7 @@ def conda_cloud_base(conda: CondaFacts) -> Optional[str]:
     return None
 
 
-def _uv_finding(pip: Tuple[str, str, str, int], uv: UvFacts) -> Finding:
+def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
     url, source, variant, line = pip
     scope = SCOPE_FOR_UV.get(variant, "user")
     where = f"{source} line {line}" if line else source
@@ -119,7 +119,7 @@ def _uv_finding(pip: Tuple[str, str, str, int], uv: UvFacts) -> Finding:
                    fixes=("uv.index-url",))
 
 
-def _pip_finding(uv: Tuple[str, str], pip: PipFacts) -> Finding:
+def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
     url, origin = uv
     scope = "global" if origin.startswith("/etc/") else "user"
     s = pip.effective.get("index-url")
@@ -135,7 +135,7 @@ def _pip_finding(uv: Tuple[str, str], pip: PipFacts) -> Finding:
         fixes=("pip.index-url",))
 
 
-def _conda_findings(conda: CondaFacts) -> List[Finding]:
+def _conda_findings(conda: CondaFacts) -> list[Finding]:
     mirrored = [c for c in conda.channels if not _public(c.url, PUBLIC_CONDA)]
     mirrored_defaults = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
     if not mirrored and not mirrored_defaults:
@@ -149,16 +149,15 @@ def _conda_findings(conda: CondaFacts) -> List[Finding]:
     names = [n for n in names if n not in conda.custom_channels]
     if not names:
         return []
-    shown = ", ".join(names)
     mirror = (mirrored_defaults or [c.url for c in mirrored])[0]
     in_list = [c.name for c in named_public]
     summary = (f"conda's named channels ({', '.join(in_list)}) bypass the mirror {_host(mirror)}: they resolve "
                f"through channel_alias {conda.channel_alias}") if in_list else \
         (f"conda's defaults use the mirror {_host(mirror)}, but `-c conda-forge`/`-c pytorch` would go to "
          f"{conda.channel_alias}: no custom_channels or channel_alias points at the mirror")
-    todo = (f"Map the named channels to the mirror's `cloud` tree in `~/.condarc`:\n\n    custom_channels:\n"
+    todo = ("Map the named channels to the mirror's `cloud` tree in `~/.condarc`:\n\n    custom_channels:\n"
             + "".join(f"      {n}: {cloud}\n" for n in names)
-            + f"\n`gpudoctor fix conda.channels` writes exactly that (or `--mirror NAME|URL`).") if cloud else \
+            + "\n`gpudoctor fix conda.channels` writes exactly that (or `--mirror NAME|URL`).") if cloud else \
         ("The mirror's layout for named channels is not known from here: set `custom_channels` (name -> the "
          "mirror's base for named channels) or `channel_alias` in `~/.condarc` by hand, or pick a catalogue "
          "mirror: `gpudoctor fix conda.channels --mirror NAME`.")
@@ -173,11 +172,11 @@ def _conda_findings(conda: CondaFacts) -> List[Finding]:
         fixes=("conda.channels",) if cloud else ())]
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     from gpudoctor.checks import SkipCheck
     pip, uv, conda = facts.get("pip"), facts.get("uv"), facts.get("conda")
     p, u = pip_index(pip), uv_index(uv)
-    out: List[Finding] = []
+    out: list[Finding] = []
     if p and isinstance(uv, UvFacts) and u is None:
         out.append(_uv_finding(p, uv))
     if u and isinstance(pip, PipFacts) and p is None and "index-url" not in pip.env and not \
@@ -195,7 +194,7 @@ def evaluate(facts: Facts) -> List[Finding]:
     return [Finding(check=CHECK_ID, status=Status.OK,
                     summary="the tools pointed at a mirror agree: " + ", ".join(f"{k} -> {_host(v)}"
                                                                            for k, v in using.items()),
-                    evidence={k: v for k, v in using.items()})]
+                    evidence=dict(using))]
 
 
 CHECK = Check(

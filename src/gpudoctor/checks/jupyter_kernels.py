@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts, Unavailable
@@ -41,15 +42,21 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, FixRefused, Status
 from gpudoctor.words import plural, verb
 
-__all__ = ["CHECK", "gpu_hiding_vars", "missing_loader_dirs", "reference_python", "kernel_for_finding",
-           "NOTEBOOK_PITFALL"]
+__all__ = [
+    "CHECK",
+    "NOTEBOOK_PITFALL",
+    "gpu_hiding_vars",
+    "kernel_for_finding",
+    "missing_loader_dirs",
+    "reference_python",
+]
 
 FIX_ARGV = "jupyter.kernel-argv"
 FIX_ENV = "jupyter.kernel-env"
 FIX_REGISTER = "jupyter.register"
 
 _CVD_ENTRY = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
-_LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.I)
+_LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.IGNORECASE)
 
 NOTEBOOK_PITFALL = (
     "**Notebook pitfall:** `os.environ['CUDA_VISIBLE_DEVICES'] = '1'` in a cell only works if it runs before "
@@ -69,7 +76,7 @@ def cvd_hides_all(value: str) -> bool:
     return not _CVD_ENTRY.match(first)
 
 
-def gpu_hiding_vars(env: Dict[str, str]) -> Dict[str, str]:
+def gpu_hiding_vars(env: dict[str, str]) -> dict[str, str]:
     """The variables of a kernel.json ``env`` (after substitution) that hide every GPU."""
     out = {}
     if "CUDA_VISIBLE_DEVICES" in env and cvd_hides_all(env["CUDA_VISIBLE_DEVICES"]):
@@ -80,11 +87,11 @@ def gpu_hiding_vars(env: Dict[str, str]) -> Dict[str, str]:
     return out
 
 
-def _ld_dirs(env: Dict[str, str]) -> List[str]:
+def _ld_dirs(env: dict[str, str]) -> list[str]:
     return [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
 
 
-def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeFacts]) -> List[str]:
+def missing_loader_dirs(reference: ProbeFacts | None, kernel: ProbeFacts | None) -> list[str]:
     """``LD_LIBRARY_PATH`` directories of the reference (terminal) missing from the kernel's, in order."""
     if reference is None or kernel is None:
         return []
@@ -92,7 +99,7 @@ def missing_loader_dirs(reference: Optional[ProbeFacts], kernel: Optional[ProbeF
     return [d for d in _ld_dirs(reference.env) if d not in have]
 
 
-def reference_target(facts: Facts) -> Optional[TargetFacts]:
+def reference_target(facts: Facts) -> TargetFacts | None:
     """The terminal's target, or None: the first ``--python``; else the activated
     environment's interpreter (``active-env``: what ``python`` means in the user's
     shell when gpudoctor runs from its own venv); else the current interpreter."""
@@ -107,7 +114,7 @@ def reference_target(facts: Facts) -> Optional[TargetFacts]:
     return terminal[0] if terminal else None
 
 
-def reference_python(facts: Facts) -> Optional[str]:
+def reference_python(facts: Facts) -> str | None:
     """The terminal's interpreter (probe's ``sys.executable`` when known)."""
     ref = reference_target(facts)
     if ref is None:
@@ -116,7 +123,7 @@ def reference_python(facts: Facts) -> Optional[str]:
 
 
 def kernel_for_finding(facts: Facts, finding: Finding,
-                       options: Optional[Dict[str, str]] = None) -> Optional[KernelSpecFacts]:
+                       options: dict[str, str] | None = None) -> KernelSpecFacts | None:
     """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
 
     With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
@@ -142,14 +149,14 @@ class _Problem:
     code: str
     summary: str
     explanation: str
-    fixes: Tuple[str, ...] = ()
+    fixes: tuple[str, ...] = ()
 
 
 @dataclass
 class _Kernel:
     spec: KernelSpecFacts
-    target: Optional[TargetFacts]
-    problems: List[_Problem] = field(default_factory=list)
+    target: TargetFacts | None
+    problems: list[_Problem] = field(default_factory=list)
 
 
 def _q(text: str) -> str:
@@ -161,9 +168,9 @@ def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> 
     return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
 
 
-def _without_connection_file(argv: Sequence[str]) -> List[str]:
+def _without_connection_file(argv: Sequence[str]) -> list[str]:
     """argv without ``-f {connection_file}`` (ipykernel then writes its own connection file)."""
-    out: List[str] = []
+    out: list[str] = []
     skip = False
     for i, a in enumerate(argv):
         if skip:
@@ -178,7 +185,7 @@ def _without_connection_file(argv: Sequence[str]) -> List[str]:
     return out
 
 
-def _gpu_vars(env: Dict[str, str]) -> Dict[str, str]:
+def _gpu_vars(env: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in env.items() if n.startswith(("CUDA_", "NVIDIA_"))}
 
 
@@ -195,11 +202,11 @@ def _torch_words(probe: ProbeFacts) -> str:
     return f"torch {t.version} (CPU-only build)"
 
 
-def _has_ipykernel(probe: Optional[ProbeFacts]) -> bool:
+def _has_ipykernel(probe: ProbeFacts | None) -> bool:
     return probe is None or probe.distributions is None or "ipykernel" in probe.distributions
 
 
-def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
+def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     spec = k.spec
     interp = spec.interpreter
     ref_probe = ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None
@@ -278,12 +285,14 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
         and spec.interpreter.via == "env" else {}
     wrapped = {k_: v for k_, v in wrapped.items() if k_ not in hiding}
     if wrapped:
+        interp_at = spec.interpreter.argv_index if spec.interpreter is not None else None
+        wrapper = spec.argv[:interp_at + 1] if interp_at is not None else spec.argv
         shown = ", ".join(f"{k_}={v!r}".replace("'", '"') for k_, v in wrapped.items())
         k.problems.append(_Problem(
             Status.FAIL, "hides-gpus",
             f"kernel {spec.name} hides every GPU: its argv runs `env {shown} ...` before the interpreter",
             f"kernel.json (`{spec.kernel_json}`) starts the kernel through an `env` wrapper in `argv` "
-            f"(`{' '.join(spec.argv[:spec.interpreter.argv_index + 1])}`), which sets `{shown}` for the kernel "
+            f"(`{' '.join(wrapper)}`), which sets `{shown}` for the kernel "
             "exactly as kernel.json `env` would: CUDA sees no device (`torch.cuda.is_available()` is False).\n\n"
             f"Remove the assignment from argv (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the "
             "kernel. To pick one GPU, use an index or `GPU-<uuid>`.", (FIX_ENV,)))
@@ -343,7 +352,7 @@ def _analyse(k: _Kernel, ref: Optional[TargetFacts], facts: Facts) -> None:
                 f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
 
 
-def _kernel_probe(k: _Kernel):
+def _kernel_probe(k: _Kernel) -> ProbeFacts | Unavailable:
     """The kernel target's probe; else the in-kernel probe of a successful --deep launch."""
     if k.target is not None:
         return k.target.probe
@@ -353,7 +362,7 @@ def _kernel_probe(k: _Kernel):
     return Unavailable("the kernel's interpreter was not probed")
 
 
-def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
+def _ok_summary(k: _Kernel) -> tuple[Status, str]:
     probe = _kernel_probe(k)
     interp = k.spec.interpreter
     if not isinstance(probe, ProbeFacts):
@@ -365,16 +374,16 @@ def _ok_summary(k: _Kernel) -> Tuple[Status, str]:
     return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, as in the terminal"
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     jupyter = require(facts, JupyterFacts)
     targets = facts.of(TargetsFacts)
-    by_label: Dict[str, TargetFacts] = {}
+    by_label: dict[str, TargetFacts] = {}
     if not isinstance(targets, Unavailable):
         by_label = {t.label: t for t in targets.targets}
     ref = reference_target(facts)
     ref_py = reference_python(facts)
-    findings: List[Finding] = []
-    analysed: List[_Kernel] = []
+    findings: list[Finding] = []
+    analysed: list[_Kernel] = []
     for spec in jupyter.kernels:
         if not spec.is_python and spec.error is None:
             findings.append(CHECK.finding(
@@ -385,7 +394,7 @@ def evaluate(facts: Facts) -> List[Finding]:
         k = _Kernel(spec, by_label.get(f"kernel:{spec.name}"))
         _analyse(k, ref, facts)
         analysed.append(k)
-        evidence = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
+        evidence: dict[str, Any] = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
                     "argv": list(spec.argv), "reference_python": ref_py}
         if spec.interpreter is not None:
             evidence.update(interpreter=spec.interpreter.path, via=spec.interpreter.via)
@@ -411,7 +420,7 @@ def evaluate(facts: Facts) -> List[Finding]:
             status, summary = _ok_summary(k)
             findings.append(CHECK.finding(status, summary, f"argv: `{' '.join(spec.argv)}`." + extra,
                                           evidence=evidence, target=f"kernel:{spec.name}"))
-    by_display: Dict[str, List[str]] = {}
+    by_display: dict[str, list[str]] = {}
     for spec in jupyter.kernels:
         if spec.error is None:
             by_display.setdefault(spec.display_name, []).append(spec.name)
@@ -425,7 +434,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                     f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
                     f"`{' '.join(jupyter.kernel(n).argv[:1])}`" for n in names),  # type: ignore[union-attr]
                 evidence={"display_name": display, "kernels": names}))
-    python_kernels = [k for k in analysed]
+    python_kernels = list(analysed)
     if not python_kernels:
         cmd = _register_cmd(ref_py, _suggest_name(facts), _suggest_name(facts),
                             _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None)

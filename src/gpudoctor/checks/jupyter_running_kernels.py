@@ -12,8 +12,6 @@ otherwise; ``skip`` without ``--deep`` or without running kernels.
 
 from __future__ import annotations
 
-from typing import List
-
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.jupyter import RunningKernel, RunningKernelsFacts
@@ -28,15 +26,15 @@ def _label(k: RunningKernel) -> str:
     return f"{name}kernel {kid}" + (f" (pid {k.pid})" if k.pid else "") + (f" of {k.notebook}" if k.notebook else "")
 
 
-def _show(v) -> str:
+def _show(v: object) -> str:
     return "unset" if v is None else repr(v)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     running = require(facts, RunningKernelsFacts)
     if not running.kernels:
         raise SkipCheck("no running kernels (no kernel-*.json in Jupyter's runtime directory)")
-    out: List[Finding] = []
+    out: list[Finding] = []
     for k in running.kernels:
         if k.error:
             out.append(Finding(check=CHECK_ID, status=Status.INFO, summary=f"{_label(k)} did not answer: {k.error}",

@@ -19,7 +19,6 @@ terminal's:
 from __future__ import annotations
 
 import re
-from typing import Dict, List
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.collect.jupyter import target_environment
@@ -28,12 +27,12 @@ from gpudoctor.facts.jupyter import JupyterFacts, JupyterServer, JupyterServersF
 from gpudoctor.model import Check, Finding, Status
 
 CHECK_ID = "jupyter.server-env"
-_PATH_WORTH = re.compile(r"cuda|nvidia|conda|mamba|venv|virtualenvs|\.local/bin", re.I)
+_PATH_WORTH = re.compile(r"cuda|nvidia|conda|mamba|venv|virtualenvs|\.local/bin", re.IGNORECASE)
 
 
-def lost(terminal: Dict[str, str], kernel: Dict[str, str]) -> Dict[str, str]:
+def lost(terminal: dict[str, str], kernel: dict[str, str]) -> dict[str, str]:
     """Variable -> what the kernel lacks of the terminal's value (entries for path lists)."""
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for var, value in terminal.items():
         if var.startswith("JUPYTERHUB_") or var in ("CONDA_PREFIX", "VIRTUAL_ENV"):
             continue
@@ -50,7 +49,7 @@ def lost(terminal: Dict[str, str], kernel: Dict[str, str]) -> Dict[str, str]:
     return out
 
 
-def remedy(server: JupyterServer, missing: Dict[str, str], terminal: Dict[str, str]) -> str:
+def remedy(server: JupyterServer, missing: dict[str, str], terminal: dict[str, str]) -> str:
     """Where to set the variables for this server, in operator terms."""
     values = {k: terminal[k] for k in missing}
     if server.hub:
@@ -72,14 +71,14 @@ def remedy(server: JupyterServer, missing: Dict[str, str], terminal: Dict[str, s
             "or set them per kernel in kernel.json `env` (`\"LD_LIBRARY_PATH\": \"...:${LD_LIBRARY_PATH}\"`).")
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     servers = require(facts, JupyterServersFacts)
     jupyter = facts.of(JupyterFacts)
     alive = [s for s in servers.servers if s.alive]
     if not alive:
         raise SkipCheck("no running Jupyter server (no live jpserver-<pid>.json in Jupyter's runtime directory)")
     kernels = [] if isinstance(jupyter, Unavailable) else [k for k in jupyter.kernels if k.is_python and not k.error]
-    out: List[Finding] = []
+    out: list[Finding] = []
     for server in alive:
         where = f"pid {server.pid}" + (f", {server.url}" if server.url else "")
         if server.env_error:
@@ -87,7 +86,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                                summary=f"Jupyter server ({where}): its environment could not be read",
                                explanation=server.env_error, evidence={"pid": server.pid}))
             continue
-        per_kernel: Dict[str, Dict[str, str]] = {}
+        per_kernel: dict[str, dict[str, str]] = {}
         for spec in kernels or ():
             kenv = target_environment(server.env, spec)
             miss = lost(servers.terminal_env, kenv)
@@ -102,7 +101,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                                summary=f"Jupyter server ({where}) gives its kernels the terminal's loader paths "
                                        f"and CUDA variables", evidence={"pid": server.pid}))
             continue
-        union: Dict[str, str] = {}
+        union: dict[str, str] = {}
         for miss in per_kernel.values():
             for k, v in miss.items():
                 if k in ("PATH", "LD_LIBRARY_PATH"):

@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gpudoctor.checks import require
 from gpudoctor.checks._common import in_container
 from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.model import Check, Finding, Status
-
 
 #: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
 #: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
@@ -32,7 +33,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     pci = facts.of(PciGpuFacts)
     looked = "; ".join(f"{a.source}: {a.detail}" for a in nv.attempts)
     pci_devices = () if isinstance(pci, Unavailable) else pci.devices
-    evidence = {"attempts": [f"{a.source}: {'ok' if a.ok else 'failed'}: {a.detail}" for a in nv.attempts],
+    evidence: dict[str, Any] = {"attempts": [f"{a.source}: {'ok' if a.ok else 'failed'}: {a.detail}" for a in nv.attempts],
                 "pci_gpus": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in pci_devices]}
 
     if isinstance(nv.driver_version, str):

@@ -19,7 +19,6 @@ Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
 from __future__ import annotations
 
 import ipaddress
-from typing import List, Optional, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
@@ -64,7 +63,7 @@ def is_secure_http_host(host: str) -> bool:
     return ip in ipaddress.ip_network("127.0.0.0/8") or ip == ipaddress.ip_address("::1")
 
 
-def host_port(url: str) -> Tuple[str, Optional[int]]:
+def host_port(url: str) -> tuple[str, int | None]:
     """(host, port or None) of ``url``; a malformed port counts as none."""
     parts = urlsplit(url)
     try:
@@ -74,7 +73,7 @@ def host_port(url: str) -> Tuple[str, Optional[int]]:
     return parts.hostname or "", port
 
 
-def trusted(url: str, trusted_hosts: List[str]) -> bool:
+def trusted(url: str, trusted_hosts: list[str]) -> bool:
     """pip's trusted-host match: ``host`` (any port) or ``host:port`` (that port)."""
     host, port = host_port(url)
     for entry in trusted_hosts:
@@ -84,7 +83,7 @@ def trusted(url: str, trusted_hosts: List[str]) -> bool:
     return False
 
 
-def indexes(pip: PipFacts) -> List[Tuple[str, str, PipSetting]]:
+def indexes(pip: PipFacts) -> list[tuple[str, str, PipSetting]]:
     """``(kind, url, setting)`` for index-url and every extra-index-url, in pip's order."""
     out = []
     eff = pip.effective
@@ -96,7 +95,7 @@ def indexes(pip: PipFacts) -> List[Tuple[str, str, PipSetting]]:
     return out
 
 
-def repairable(f: PipConfigFile, home: str = "") -> Optional[str]:
+def repairable(f: PipConfigFile, home: str = "") -> str | None:
     """The repair description when the parse error of ``f`` has one unambiguous repair, else None."""
     if f.error is None or f.text is None:
         return None
@@ -106,7 +105,7 @@ def repairable(f: PipConfigFile, home: str = "") -> Optional[str]:
         return None
 
 
-def _parse_failures(pip: PipFacts) -> List[Finding]:
+def _parse_failures(pip: PipFacts) -> list[Finding]:
     out = []
     for f in pip.files:
         if not (f.loaded and f.error is not None):
@@ -139,12 +138,12 @@ def _parse_failures(pip: PipFacts) -> List[Finding]:
     return out
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     pip = require(facts, PipFacts)
     failures = _parse_failures(pip)
     if failures:
         return failures
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     eff = pip.effective
     trusted_hosts = eff["trusted-host"].value.split() if "trusted-host" in eff else []
     for kind, url, setting in indexes(pip):

@@ -21,8 +21,6 @@ container's device cgroup and the GPU device rules are lost).
 
 from __future__ import annotations
 
-from typing import Dict, List
-
 from gpudoctor.checks import require
 from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
@@ -63,10 +61,10 @@ def nvml_unknown_error(facts: Facts) -> bool:
     return any("unknown error" in t.lower() for t in texts)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     p = require(facts, PlatformFacts)
     place = where(p)
-    evidence: Dict[str, object] = {"where": place, "markers": list(p.markers), "device_nodes": list(p.device_nodes),
+    evidence: dict[str, object] = {"where": place, "markers": list(p.markers), "device_nodes": list(p.device_nodes),
                                    "driver_libraries": list(p.driver_libraries)}
     evidence.update({k: p.env[k] for k in ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES") if k in p.env})
     if not p.in_container:
@@ -83,7 +81,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                                   "No `/dev/nvidia*`, no driver libraries, no `NVIDIA_VISIBLE_DEVICES` and no "
                                   "NVIDIA kernel module visible: a CPU-only container. If this job needs a GPU:\n\n"
                                   + injection_remedy(facts, gpu_requested=False), evidence=evidence)]
-        image_default = assigned and nvd.strip().lower() == "all"
+        image_default = assigned and (nvd or "").strip().lower() == "all"
         if image_default:
             # the CUDA base images set NVIDIA_VISIBLE_DEVICES=all themselves: it proves no allocation
             what = ("the image asks for every GPU (`NVIDIA_VISIBLE_DEVICES=all`, the CUDA images' default) and the "

@@ -16,7 +16,7 @@ minor-version floor is met (``data/platform.toml`` [[arch_branch]]).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.checks._common import driver_version, split_local
@@ -30,12 +30,13 @@ from gpudoctor.facts.platform import KernelModuleFacts, Modinfo
 from gpudoctor.model import Check, Finding, Status
 
 
-def open_required(device_id: str) -> Optional[dict]:
+def open_required(device_id: str) -> dict[str, Any] | None:
     """The [[open_module_required]] row covering a PCI device id (``0x2b85``), or None."""
     try:
         n = int(device_id, 16)
     except ValueError:
         return None
+    row: dict[str, Any]
     for row in load_table("platform")["open_module_required"]:
         if int(row["first"], 16) <= n <= int(row["last"], 16):
             return row
@@ -73,14 +74,14 @@ def _where(facts: Facts) -> str:
     return " on the host (this is a container: the kernel module is the host's)" if p and p.in_container else ""
 
 
-def evaluate_module(facts: Facts) -> List[Finding]:
+def evaluate_module(facts: Facts) -> list[Finding]:
     km = require(facts, KernelModuleFacts)
     pci = facts.of(PciGpuFacts)
-    devices: Tuple[PciDevice, ...] = () if isinstance(pci, Unavailable) else pci.devices
+    devices: tuple[PciDevice, ...] = () if isinstance(pci, Unavailable) else pci.devices
     if not devices and not km.loaded:
         raise SkipCheck("no NVIDIA GPU on the PCI bus and no NVIDIA kernel module")
     mod = km.modinfo if isinstance(km.modinfo, Modinfo) else None
-    evidence: Dict[str, object] = {
+    evidence: dict[str, object] = {
         "kernel": km.kernel_release, "loaded": km.loaded, "flavour": km.flavour or "unknown",
         "proc_version": km.proc_version, "modinfo_license": mod.license if mod else str(km.modinfo),
         "installed_for": list(km.installed_for),
@@ -96,8 +97,8 @@ def evaluate_module(facts: Facts) -> List[Finding]:
             f"```\necho -e 'blacklist nouveau\\noptions nouveau modeset=0' | sudo tee "
             f"/etc/modprobe.d/blacklist-nouveau.conf\nsudo update-initramfs -u   # dracut -f on RHEL/Fedora\n"
             f"sudo reboot\n```", evidence=evidence)]
-    needs_open = [(d, open_required(d.device_id)) for d in devices]
-    needs_open = [(d, row) for d, row in needs_open if row is not None]
+    rows = [(d, open_required(d.device_id)) for d in devices]
+    needs_open = [(d, row) for d, row in rows if row is not None]
     if needs_open and km.flavour == "proprietary":
         d, row = needs_open[0]
         branch = max(570, int(v(driver_version(facts) or "0").major))
@@ -160,15 +161,16 @@ def evaluate_module(facts: Facts) -> List[Finding]:
 # --------------------------------------------------------------------------- driver branch
 
 
-def branch_rule(cc: str) -> Optional[dict]:
+def branch_rule(cc: str) -> dict[str, Any] | None:
     """The [[arch_branch]] row of compute capability ``cc``, or None."""
+    row: dict[str, Any]
     for row in load_table("platform")["arch_branch"]:
         if row["cc"] == cc:
             return row
     return None
 
 
-def companions(torch_version: str) -> Tuple[str, str]:
+def companions(torch_version: str) -> tuple[str, str]:
     """(torchvision, torchaudio) built against ``torch_version``: the [[companion]] table, else the
     pytorch/vision release rule (torch 2.X.Y pairs with torchvision 0.(X+15).Y and torchaudio 2.X.Y)."""
     for row in load_table("platform")["companion"]:
@@ -178,13 +180,14 @@ def companions(torch_version: str) -> Tuple[str, str]:
     return f"0.{t.minor + 15}.{t.micro}", f"{t.major}.{t.minor}.{t.micro}"
 
 
-def pinned_install(python: str, torch_version: Optional[str], min_cuda: str = "12.8") -> str:
+def pinned_install(python: str, torch_version: str | None, min_cuda: str = "12.8") -> str:
     """``<python> -m pip install torch==X torchvision==Y torchaudio==Z --index-url .../cuXYZ`` with a
     CUDA >= ``min_cuda`` variant that published the target's torch (else that variant's first torch)."""
     variants = [r for r in load_table("torch_wheels")["variant"] if r["cuda"] and v(r["cuda"]) >= v(min_cuda)]
     variants.sort(key=lambda r: v(r["cuda"]))
     public = split_local(torch_version)[0] if torch_version else ""
-    chosen, version = None, None
+    chosen: dict[str, Any] | None = None
+    version = ""
     for r in variants:
         if public and v(r["first_torch"]) <= v(public) <= v(r["newest_torch"]):
             chosen, version = r, public
@@ -197,7 +200,7 @@ def pinned_install(python: str, torch_version: Optional[str], min_cuda: str = "1
             f"--index-url {chosen['index_url']}")
 
 
-def _blackwell_ccs(facts: Facts) -> List[Tuple[str, str]]:
+def _blackwell_ccs(facts: Facts) -> list[tuple[str, str]]:
     """(cc, where) for every GPU: NVML capability, else PCI device id ranges (the table's cc)."""
     out = [(g.cc, g.name) for g in gpu_devices(facts) if g.cc]
     if out:
@@ -210,7 +213,7 @@ def _blackwell_ccs(facts: Facts) -> List[Tuple[str, str]]:
     return out
 
 
-def evaluate_branch(facts: Facts) -> List[Finding]:
+def evaluate_branch(facts: Facts) -> list[Finding]:
     drv = driver_version(facts)
     if drv is None:
         raise SkipCheck("no NVIDIA driver version known (see nvidia.driver)")

@@ -24,8 +24,6 @@ against it.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 from gpudoctor.checks import SkipCheck
 from gpudoctor.checks._gpu import target_probes
 from gpudoctor.checks._platform import platform_of
@@ -41,17 +39,17 @@ NOFILE_MIN = 4096
 NOFILE_SUGGESTED = 65536
 
 
-def fmt_limit(value: Optional[int]) -> str:
+def fmt_limit(value: int | None) -> str:
     """``None`` -> ``unlimited``."""
     return "unlimited" if value is None else str(value)
 
 
-def _workers(facts: Facts) -> Optional[int]:
+def _workers(facts: Facts) -> int | None:
     probe = facts.of(DataLoaderProbeFacts)
     return None if isinstance(probe, Unavailable) else getattr(probe, "num_workers", None)
 
 
-def assess(facts: Facts, limits: ProcessLimits, label: Optional[str]) -> Finding:
+def assess(facts: Facts, limits: ProcessLimits, label: str | None) -> Finding:
     nofile = limits.nofile
     evidence = {"source": limits.source}
     if isinstance(limits.memlock, RLimit):
@@ -87,8 +85,8 @@ def assess(facts: Facts, limits: ProcessLimits, label: Optional[str]) -> Finding
         f"in /dev/shm instead of descriptors).", evidence=evidence, target=label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    found: List[Tuple[Optional[str], ProcessLimits]] = []
+def evaluate(facts: Facts) -> list[Finding]:
+    found: list[tuple[str | None, ProcessLimits]] = []
     for t, pr in target_probes(facts):
         if pr is not None and isinstance(pr.limits, ProcessLimits):
             found.append((t.label, pr.limits))

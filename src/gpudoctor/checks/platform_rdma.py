@@ -18,8 +18,6 @@ lifts RLIMIT_MEMLOCK).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
-
 from gpudoctor.checks import require
 from gpudoctor.checks._gpu import target_probes
 from gpudoctor.checks._platform import platform_of
@@ -33,7 +31,7 @@ K8S = ("in Kubernetes: the RDMA device plugin resource (e.g. `rdma/rdma_shared_d
        "the devices, and `securityContext.capabilities.add: [\"IPC_LOCK\"]`")
 
 
-def unmatched(spec: str, names: Tuple[str, ...], strip_port: bool = False) -> List[str]:
+def unmatched(spec: str, names: tuple[str, ...], strip_port: bool = False) -> list[str]:
     """Entries of an NCCL interface/HCA list that match no name (``^`` exclusions are ignored)."""
     spec = spec.strip()
     if not spec or spec.startswith("^"):
@@ -51,7 +49,7 @@ def unmatched(spec: str, names: Tuple[str, ...], strip_port: bool = False) -> Li
     return out
 
 
-def _memlock(facts: Facts) -> Optional[RLimit]:
+def _memlock(facts: Facts) -> RLimit | None:
     for _t, pr in target_probes(facts):
         if pr is not None and isinstance(pr.limits, ProcessLimits) and isinstance(pr.limits.memlock, RLimit):
             return pr.limits.memlock
@@ -62,7 +60,7 @@ def _memlock(facts: Facts) -> Optional[RLimit]:
     return None
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     r = require(facts, RdmaFacts)
     p = platform_of(facts)
     in_container = p is not None and p.in_container
@@ -71,7 +69,7 @@ def evaluate(facts: Facts) -> List[Finding]:
                 "cap_ipc_lock": r.cap_ipc_lock if isinstance(r.cap_ipc_lock, bool) else str(r.cap_ipc_lock),
                 "memlock": "unknown" if memlock is None else
                 ("unlimited" if memlock.soft is None else str(memlock.soft)), **r.nccl_env}
-    findings: List[Finding] = []
+    findings: list[Finding] = []
     ifname = r.nccl_env.get("NCCL_SOCKET_IFNAME", "")
     bad_if = unmatched(ifname, r.net_interfaces) if r.net_interfaces else []
     if bad_if:

@@ -20,8 +20,6 @@ upgraded and must be regenerated); Kubernetes RuntimeClass docs.
 
 from __future__ import annotations
 
-from typing import Dict, List
-
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.checks._common import driver_version
 from gpudoctor.checks._platform import platform_of
@@ -70,7 +68,7 @@ def _host_has_gpu(facts: Facts) -> bool:
     return driver_version(facts) is not None or (not isinstance(pci, Unavailable) and bool(pci.devices))
 
 
-def evaluate(facts: Facts) -> List[Finding]:
+def evaluate(facts: Facts) -> list[Finding]:
     host = require(facts, ContainerHostFacts)
     p = platform_of(facts)
     if p is not None and p.in_container:
@@ -80,7 +78,7 @@ def evaluate(facts: Facts) -> List[Finding]:
     if not _host_has_gpu(facts):
         raise SkipCheck("no NVIDIA GPU or driver on this host")
     docker = host.docker if isinstance(host.docker, DockerInfo) else None
-    evidence: Dict[str, object] = {
+    evidence: dict[str, object] = {
         "engines": list(host.engines), "toolkit_files": list(host.toolkit_files),
         "toolkit_packages": list(host.toolkit_packages),
         "nvidia-ctk": host.toolkit_version if isinstance(host.toolkit_version, str) else str(host.toolkit_version),

@@ -21,7 +21,7 @@ job has none); NVIDIA k8s-device-plugin (``nvidia.com/gpu`` requests).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.checks import SkipCheck
 from gpudoctor.checks._common import split_local
@@ -35,7 +35,7 @@ from gpudoctor.model import Check, Finding, Status
 HIDING = ("", "-1", "none", "nodevfiles", "void")
 
 
-def mig_instances(facts: Facts) -> Dict[str, str]:
+def mig_instances(facts: Facts) -> dict[str, str]:
     """MIG UUID -> ``<profile> on GPU <index>`` from NVML (empty when NVML listed none)."""
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable):
@@ -43,11 +43,11 @@ def mig_instances(facts: Facts) -> Dict[str, str]:
     return {m.uuid: f"{m.profile or 'MIG instance'} on GPU {d.index}" for d in nv.devices for m in d.mig_instances}
 
 
-def _entries(value: str) -> List[str]:
+def _entries(value: str) -> list[str]:
     return [e.strip() for e in value.split(",")]
 
 
-def _valid(entry: str, uuids: List[str], count: int) -> Optional[bool]:
+def _valid(entry: str, uuids: list[str], count: int) -> bool | None:
     """Whether an entry names a GPU here (None: cannot tell without NVML devices)."""
     low = entry.lower()
     if low in HIDING:
@@ -63,19 +63,20 @@ def _valid(entry: str, uuids: List[str], count: int) -> Optional[bool]:
     return False
 
 
-def parse_limit(torch_version: Optional[str], entries: List[str]) -> Optional[dict]:
+def parse_limit(torch_version: str | None, entries: list[str]) -> dict[str, Any] | None:
     """The [[visible_devices]] row this torch release trips on, given the entries' forms, or None."""
     if not torch_version:
         return None
     public = v(split_local(torch_version)[0])
     forms = {f"{e[:3]}-uuid" for e in entries if e.startswith(("GPU-", "MIG-"))}
+    row: dict[str, Any]
     for row in load_table("platform")["visible_devices"]:
         if row["form"] in forms and v(row["first"]) <= public < v(row["fixed"]):
             return row
     return None
 
 
-def assess(facts: Facts, env: dict, torch_version: Optional[str], label: Optional[str]) -> Finding:
+def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: str | None) -> Finding:
     """The finding for one environment (a target's, or the platform's)."""
     p = platform_of(facts)
     sched = scheduler_of(p)
@@ -134,8 +135,8 @@ def assess(facts: Facts, env: dict, torch_version: Optional[str], label: Optiona
                          target=label)
 
 
-def evaluate(facts: Facts) -> List[Finding]:
-    probes: List[Tuple[str, Optional[str], dict]] = [
+def evaluate(facts: Facts) -> list[Finding]:
+    probes: list[tuple[str, str | None, dict[str, Any]]] = [
         (t.label, pr.torch.version if pr.torch.import_ok else None, dict(pr.env))
         for t, pr in target_probes(facts) if pr is not None]
     if probes:

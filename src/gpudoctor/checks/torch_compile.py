@@ -22,12 +22,13 @@ such file or directory", pytorch/pytorch issue #129351).
 
 from __future__ import annotations
 
+from typing import Any
 
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
-from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
+from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -78,7 +79,7 @@ def compiler_remedy(facts: Facts, which: str) -> str:
     return f"Install a {which} compiler (gcc/g++) with your package manager, or set `CC`/`CXX` to one."
 
 
-def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts):
+def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, str, dict[str, Any]] | None:
     """(summary, explanation, evidence) when ``gcc -lcuda`` cannot find a 64-bit ``libcuda.so``, else None."""
     cl = facts.of(CudaLibrariesFacts)
     if isinstance(cl, Unavailable):

@@ -16,11 +16,16 @@ Per target interpreter:
 from __future__ import annotations
 
 import re
-from typing import Optional
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import (best_variant_for_driver, distinct_targets, driver_version,
-                                      newest_torch_for_python, nvidia_gpu_count, pip_install_command)
+from gpudoctor.checks._common import (
+    best_variant_for_driver,
+    distinct_targets,
+    driver_version,
+    newest_torch_for_python,
+    nvidia_gpu_count,
+    pip_install_command,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
@@ -30,7 +35,7 @@ _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object fi
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 
 
-def _install_hint(python: str, facts: Facts, python_version: Optional[str] = None) -> str:
+def _install_hint(python: str, facts: Facts, python_version: str | None = None) -> str:
     """The pip command that installs a torch this machine can use, for ``python`` (whose version,
     when known, caps the torch named: :func:`~gpudoctor.checks._common.pip_install_command`)."""
     last = newest_torch_for_python(python_version)
@@ -73,11 +78,18 @@ def _import_error_cause(error: str) -> str:
     return "Reinstall torch in this environment (`pip install --force-reinstall torch`) and retry."
 
 
-def _shadowed(facts: Facts, label: str):
+def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
     """(cause, explanation) when the loader model shows a CUDA library shadowed for this target (issue 11)."""
-    from gpudoctor.checks.cuda_libraries import path_remedy, shadowing, target_model, version_of
+    from gpudoctor.checks.cuda_libraries import (
+        path_remedy,
+        shadowing,
+        target_model,
+        version_of,
+    )
     model = target_model(facts, label)
-    bad = shadowing(model) if model is not None else []
+    if model is None:
+        return None
+    bad = shadowing(model)
     if not bad:
         return None
     res, good, _why = bad[0]

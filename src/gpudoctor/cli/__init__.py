@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from gpudoctor.cli.common import cli, main
 
-__all__ = ["cli", "main", "COMMANDS", "LAZY_COMMANDS"]
+__all__ = ["COMMANDS", "LAZY_COMMANDS", "cli", "main"]
 
 #: Every command: name -> where it is defined, in the order ``gpudoctor --help`` lists them.
 #: Each module is imported only when its command runs (or ``--help`` lists them all).

@@ -6,9 +6,20 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options, given,
-                                  load_registry, make_collect_options, may_need_targets, read_facts, refuse_conflicts,
-                                  usage, write_output)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    check_pythons,
+    common_collect_options,
+    given,
+    load_registry,
+    make_collect_options,
+    may_need_targets,
+    read_facts,
+    refuse_conflicts,
+    usage,
+    write_output,
+)
 from gpudoctor.config import ConfiguredCommand
 from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
@@ -78,6 +89,7 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
         from dataclasses import replace as _replace
+
         from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
         options = _replace(options, extra={**options.extra,
                                            "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})

@@ -13,18 +13,18 @@ in gpudoctor; the traceback goes to a crash log), 130 interrupted.
 from __future__ import annotations
 
 import errno
-import json
 import os
 import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import click
 
 from gpudoctor import __version__
+
 
 def _process_started() -> float:
     """``time.monotonic()`` of this process's start (Linux: ``/proc/self/stat`` start time vs
@@ -44,7 +44,7 @@ def _process_started() -> float:
 
 #: ``time.monotonic()`` when this process started, set by :func:`main` (None when the commands are
 #: invoked in-process, e.g. by click's test runner).
-_PROCESS_STARTED: Optional[float] = None
+_PROCESS_STARTED: float | None = None
 
 
 def command_started() -> float:
@@ -68,7 +68,7 @@ class GpudoctorGroup(click.Group):
     imported on first use, so ``gpudoctor gate`` does not pay for importing every
     other command (issue 14)."""
 
-    lazy_commands: "dict" = {}
+    lazy_commands: dict = {}
 
     def add_lazy(self, name: str, target: str) -> None:
         """Register command ``name``, defined at ``target`` (``package.module:attribute``)."""
@@ -84,7 +84,7 @@ class GpudoctorGroup(click.Group):
         self._load(cmd_name)
         return super().get_command(ctx, cmd_name)
 
-    def list_commands(self, ctx: click.Context) -> List[str]:
+    def list_commands(self, ctx: click.Context) -> list[str]:
         for name in self.lazy_commands:
             self._load(name)
         order = list(self.lazy_commands)
@@ -201,7 +201,7 @@ def read_facts(path: str):
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot ({type(exc).__name__}: {exc})") from None
 
 
-def write_output(text: str, out: Optional[str]) -> None:
+def write_output(text: str, out: str | None) -> None:
     """Write ``text`` to the file ``out`` (``-o``), or to stdout when ``out`` is empty or ``-``."""
     if out and out != "-":
         try:
@@ -243,7 +243,7 @@ def make_collect_options(pythons, offline, probe_timeout, **extra):
 
 # --------------------------------------------------------------------------- entry point
 
-def _interrupted(exc: Optional[BaseException] = None) -> None:
+def _interrupted(exc: BaseException | None = None) -> None:
     """Ctrl-C, SIGTERM or SIGHUP: kill the commands we started (they run in their own
     sessions, so the terminal's signal does not reach them), so the threads waiting on
     them end too; exit 128 + the signal (130, 143, 129)."""
@@ -276,7 +276,7 @@ def _broken_pipe() -> None:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point; maps outcomes to exit codes (never a traceback).
 
     Every byte written to stdout and stderr goes through the redaction function

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import shlex
 import sys
-from typing import List, Optional
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, load_registry,
-                                  make_collect_options, usage)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    check_pythons,
+    load_registry,
+    make_collect_options,
+    usage,
+)
 
 _COMMAND_KEY = "gpudoctor.explain.command"
 
@@ -22,7 +27,7 @@ _COMMAND_KEY = "gpudoctor.explain.command"
 class _ExplainCommand(click.Command):
     """Takes everything after the first ``--`` as the command to run, before click parses."""
 
-    def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--" in args:
             i = args.index("--")
             ctx.meta[_COMMAND_KEY] = list(args[i + 1:])
@@ -64,7 +69,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     from gpudoctor import explain_run
     from gpudoctor.explain import SignatureError, load_signatures
 
-    command: Optional[List[str]] = ctx.meta.get(_COMMAND_KEY)
+    command: list[str] | None = ctx.meta.get(_COMMAND_KEY)
     try:
         signatures = load_signatures()
     except SignatureError as exc:  # a broken plug-in data file is ours to report, in one line
@@ -121,7 +126,7 @@ def _list(signatures, fmt: str) -> None:
         click.echo(f"{s.id:<{width}}  {s.describe()}")
 
 
-def _run(command: List[str], output: Optional[str], fmt: str):
+def _run(command: list[str], output: str | None, fmt: str):
     from gpudoctor import explain_run
 
     for stream in (sys.stdout, sys.stderr):  # what we printed so far comes before the command's output
@@ -163,9 +168,13 @@ def _confirm(result, root, pythons, offline, probe_timeout):
     return replace(result, confirmation=confirmation)
 
 
-def _render(result, fmt: str, output: Optional[str], verbose: bool, to_stderr: bool) -> None:
+def _render(result, fmt: str, output: str | None, verbose: bool, to_stderr: bool) -> None:
     from gpudoctor.render.console import make_console
-    from gpudoctor.render.explain import render_explain_console, render_explain_json, render_explain_markdown
+    from gpudoctor.render.explain import (
+        render_explain_console,
+        render_explain_json,
+        render_explain_markdown,
+    )
 
     if fmt == "console":
         if output:

@@ -7,8 +7,16 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, build_system, check_pythons, common_collect_options,
-                                  load_registry, make_collect_options, usage, write_output)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    check_pythons,
+    common_collect_options,
+    load_registry,
+    make_collect_options,
+    usage,
+    write_output,
+)
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)

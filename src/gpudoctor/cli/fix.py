@@ -25,17 +25,32 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, EXIT_USAGE, build_system, check_pythons,
-                                  common_collect_options, load_registry, make_collect_options, refuse_conflicts,
-                                  usage)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    EXIT_FAIL,
+    EXIT_OK,
+    EXIT_USAGE,
+    build_system,
+    check_pythons,
+    common_collect_options,
+    load_registry,
+    make_collect_options,
+    refuse_conflicts,
+    usage,
+)
+from gpudoctor.mirrors.cli_options import (
+    fix_mirror_extra,
+    mirror_check_options,
+    resolve_apt_security,
+    resolve_pip_mirror,
+)
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
-from gpudoctor.mirrors.cli_options import (fix_mirror_extra, mirror_check_options, resolve_apt_security,
-                                           resolve_pip_mirror)
 from gpudoctor.redact import redact_text, redact_value
 from gpudoctor.words import plural
 
@@ -69,9 +84,16 @@ class FixOutcome:
 
     id: str
     status: str
-    plan: Optional[FixPlan] = None
+    plan: FixPlan | None = None
     message: str = ""
-    finding: Optional[Finding] = None
+    finding: Finding | None = None
+
+    @property
+    def planned(self) -> FixPlan:
+        """The plan of a ``planned``/``applied`` outcome. Raises ValueError for an outcome without one."""
+        if self.plan is None:
+            raise ValueError(f"fix {self.id} ({self.status}) has no plan")
+        return self.plan
 
     def to_json(self) -> dict:
         return redact_value({
@@ -86,7 +108,7 @@ class FixOutcome:
         })
 
 
-def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> List[Finding]:
+def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> list[Finding]:
     """Findings to plan ``fix`` for: those offering it (worst first); when the user named the fix,
     then any other finding of the checks it addresses, or a neutral one."""
     offering = sorted((f for f in findings if fix.id in f.fixes and f.status in (Status.WARN, Status.FAIL)),
@@ -103,7 +125,7 @@ def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> List[Find
 
 
 def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str],
-               named: bool) -> List[FixOutcome]:
+               named: bool) -> list[FixOutcome]:
     """Ask each fix's planner for plans; never raises for a planner's fault.
 
     One plan per finding that offers the fix when the findings are about
@@ -112,12 +134,12 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
     plan (the first applicable fix per file wins, the later one says so)
     instead of refusing the whole run.
     """
-    outcomes: List[FixOutcome] = []
-    claimed: Dict[str, str] = {}  # path -> fix id that plans to change it
+    outcomes: list[FixOutcome] = []
+    claimed: dict[str, str] = {}  # path -> fix id that plans to change it
     for fx in fixes:
         candidates = _candidates(fx, findings, named)
         offering = next((f for f in candidates if fx.id in f.fixes and f.status >= Status.WARN), None)
-        mine: List[FixOutcome] = []
+        mine: list[FixOutcome] = []
         fallback = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found",
                               finding=offering)
         for finding in candidates:
@@ -131,7 +153,7 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
                 if finding.status >= Status.WARN and fx.id in finding.fixes and named is False:
                     continue  # fix --all: the other kernels/files still get their plans
                 break
-            except (Exception, SystemExit, KeyboardInterrupt) as exc:  # noqa: BLE001 - a broken planner is reported
+            except (Exception, SystemExit, KeyboardInterrupt) as exc:
                 from gpudoctor import signals
                 if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
                     raise  # a real Ctrl-C/SIGTERM, not the planner's own doing
@@ -166,8 +188,8 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
     return outcomes
 
 
-def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> Dict[str, Status]:
-    out: Dict[str, Status] = {}
+def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> dict[str, Status]:
+    out: dict[str, Status] = {}
     for c in checks:
         statuses = [f.status for f in findings if f.check == c]
         if statuses:
@@ -175,8 +197,8 @@ def _status_by_check(findings: Sequence[Finding], checks: Sequence[str]) -> Dict
     return out
 
 
-def _parse_sets(sets: Sequence[str]) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _parse_sets(sets: Sequence[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -228,7 +250,7 @@ def _check_set_options(sets: Sequence[str], options: Mapping[str, str], registry
                          f"at start. First run `{python} -m pip install ipykernel`, then this fix again")
 
 
-def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> List[str]:
+def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> list[str]:
     argv = ["gpudoctor", "fix", *ids]
     if all_:
         argv.append("--all")
@@ -275,8 +297,8 @@ def _echo_diff(diff: str, err: bool) -> None:
         click.echo(click.style(line, fg=colour) if colour else line, err=err)
 
 
-def _fix_selection(registry, ids: Sequence[str]) -> List[Fix]:
-    chosen: List[Fix] = []
+def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
+    chosen: list[Fix] = []
     for pattern in ids:
         p = pattern.rstrip(".")
         matches = [f for fid, f in registry.fixes.items() if fid == p or fid.startswith(p + ".")]
@@ -352,7 +374,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
          "the fastest mirror is found by probing the mirrors; drop --offline or name a mirror"))
     registry = load_registry()
     check_pythons(pythons)
-    options: Dict[str, str] = _parse_sets(sets)
+    options: dict[str, str] = _parse_sets(sets)
     for key, value in (("scope", scope), ("index-url", index_url), ("mirror", mirror)):
         if value:
             options[key] = value
@@ -360,7 +382,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         options["allow-insecure"] = "1"
     named = _fix_selection(registry, ids) if ids else []
     pool = named or list(registry.fixes.values())
-    addressed = []
+    addressed: list[str] = []
     for fx in pool:
         addressed.extend(c for c in fx.addresses if c in registry.checks and c not in addressed)
     checks = [registry.checks[c] for c in registry.checks if c in addressed]
@@ -376,7 +398,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         before = engine.run(checks, system, collect_options, progress=progress)
 
     if not named:
-        offered_ids: List[str] = []
+        offered_ids: list[str] = []
         for f in before.findings:
             if f.status in (Status.WARN, Status.FAIL):
                 offered_ids.extend(i for i in f.fixes if i in registry.fixes and i not in offered_ids)
@@ -395,12 +417,12 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         out.line(f"apt.mirror: {security_note}")
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
-    doc: Dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
+    doc: dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
                            "before": {c: s.value for c, s in _status_by_check(before.findings, addressed).items()}}
 
     for o in outcomes:
         if o.status == "planned":
-            out.line(f"{o.id}: {o.plan.description}")
+            out.line(f"{o.id}: {o.planned.description}")
         elif o.status == "already-fixed":
             out.line(f"{o.id}: already fixed, nothing to change")
         elif o.status == "nothing-to-do" and o.finding is not None and o.finding.status >= Status.FAIL:
@@ -416,7 +438,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     doc["manual"] = [{"check": f.check, "summary": f.summary} for f in manual]
 
     try:
-        writes = ap.prepare([o.plan for o in planned], system.files)
+        writes = ap.prepare([o.planned for o in planned], system.files)
     except ap.ApplyError as exc:
         return _finish_error(doc, outcomes, out, fmt, str(exc))
     for w in writes:
@@ -466,7 +488,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
             out.line(f"note: {ap.in_root(w.path, w.root)} is a symlink; its target {w.target} was edited")
     out.line(f"backup: transaction {txn.id} (undo: gpudoctor fix --undo {txn.id})")
 
-    wanted = {c for o in planned for c in (o.plan.addresses or registry.fixes[o.id].addresses)}
+    wanted = {c for o in planned for c in (o.planned.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
     after = engine.run([registry.checks[c] for c in rechecks],
                        build_system(root, collect_options.extra.get("dockerfile")), collect_options)
@@ -480,7 +502,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
             for f in after.findings:
                 if f.check == c and f.status >= Status.WARN:
                     out.line(f"    {f.summary}")
-    notes = [n for o in planned for n in o.plan.notes]
+    notes = [n for o in planned for n in o.planned.notes]
     if notes:
         out.line("")
         out.line("next, run by hand:")
@@ -491,7 +513,7 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing else EXIT_OK)
 
 
-def _no_automatic_fix(findings: Sequence[Finding], registry) -> List[Finding]:
+def _no_automatic_fix(findings: Sequence[Finding], registry) -> list[Finding]:
     """Failing findings that offer no installed fix: ``--all`` cannot repair them, a person must."""
     fixable_checks = {f.check for f in findings if f.status >= Status.FAIL and any(i in registry.fixes for i in f.fixes)}
     # a check's headline finding (e.g. "2 of 3 kernels are broken") is repaired through its per-item findings
@@ -499,14 +521,14 @@ def _no_automatic_fix(findings: Sequence[Finding], registry) -> List[Finding]:
             and f.check not in fixable_checks]
 
 
-def _finish_error(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
+def _finish_error(doc: dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
     click.echo(f"gpudoctor: error: {redact_text(message)}", err=True)
     doc["status"] = "error"
     doc["error"] = message
     return _emit(doc, outcomes, fmt, EXIT_FAIL, quiet=True)
 
 
-def _emit(doc: Dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: int, quiet: bool = False):
+def _emit(doc: dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: int, quiet: bool = False):
     if fmt == "json":
         doc["fixes"] = [o.to_json() for o in outcomes]
         click.echo(json.dumps(redact_value(doc), indent=2))
@@ -555,7 +577,7 @@ def _history(journal, out: _Out, fmt: str) -> None:
         out.line(f"{t.id}  {t.created_at}  {t.status:<11}  {', '.join(t.fixes)}  {files}{root}{extra}")
 
 
-def _undo(journal, txn_id: Optional[str], force: bool, out: _Out, fmt: str) -> None:
+def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None:
     from gpudoctor import apply as ap
 
     try:

@@ -7,10 +7,9 @@ import sys
 
 import click
 
-from gpudoctor.redact import redact_text
-
 from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, usage
 from gpudoctor.config import ConfiguredCommand
+from gpudoctor.redact import redact_text
 
 
 def _ids(text):

@@ -30,6 +30,7 @@ def list_(fmt):
         click.echo(json.dumps({"items": rows, "problems": problems}, indent=2))
         return
     from rich.table import Table
+
     from gpudoctor.render.console import make_console
     console = make_console()
     if not console.is_terminal:  # plain, one line per item, no wrapping or padding: easy to grep

@@ -16,7 +16,13 @@ import threading
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, build_system, given, refuse_conflicts, write_output
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    build_system,
+    given,
+    refuse_conflicts,
+    write_output,
+)
 from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
 from gpudoctor.mirrors.cli_options import load_catalogue_option
 from gpudoctor.words import plural

@@ -22,13 +22,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 import click
 
-from gpudoctor.cli.common import (CONTEXT_SETTINGS, EXIT_FAIL, EXIT_OK, GpudoctorGroup, check_pythons,
-                                  command_started, usage)
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    EXIT_FAIL,
+    EXIT_OK,
+    GpudoctorGroup,
+    check_pythons,
+    command_started,
+    usage,
+)
 
 #: The script the target interpreter runs (imports torch; never imported here).
 DATALOADER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_dataloader.py"
@@ -60,7 +68,7 @@ BUDGET_HELP = (f"Wall-clock budget of the whole command, seconds: from gpudoctor
 _SPEC = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
-def saved_result_path(home: Optional[str] = None) -> Path:
+def saved_result_path(home: str | None = None) -> Path:
     """Where the last probe result is saved for ``dataloader.shm``: ``dataloader-probe.json`` in
     platformdirs' user cache directory (``$XDG_CACHE_HOME/gpudoctor``, else ``~/.cache/gpudoctor``),
     or under ``home/.cache/gpudoctor`` when ``home`` is given."""
@@ -83,7 +91,7 @@ class ProbeHung(ProbeRunError):
     exit_code = 1
 
 
-def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress=None) -> Dict[str, Any]:
+def run_probe(python: str, config: dict[str, Any], timeout_s: float, on_progress=None) -> dict[str, Any]:
     """Run the dataloader script in ``python`` and return its result document.
 
     ``on_progress(dict)`` receives each progress line. Once the result
@@ -108,9 +116,9 @@ def run_probe(python: str, config: Dict[str, Any], timeout_s: float, on_progress
 
 
 def _wait_probe(proc: subprocess.Popen, python: str, timeout_s: float,
-                on_progress: Optional[Callable[[Dict[str, Any]], None]]) -> Dict[str, Any]:
-    tail: List[str] = []
-    out_chunks: List[str] = []
+                on_progress: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+    tail: list[str] = []
+    out_chunks: list[str] = []
 
     def read_err() -> None:
         assert proc.stderr is not None
@@ -192,7 +200,7 @@ def _fmt(v: Any, spec: str = "", none: str = "-") -> str:
     return none if v is None else format(v, spec)
 
 
-def _cfg_text(cfg: Dict[str, Any]) -> List[str]:
+def _cfg_text(cfg: dict[str, Any]) -> list[str]:
     w = cfg["num_workers"]
     return [str(w), _fmt(cfg.get("prefetch_factor")), "yes" if cfg.get("persistent_workers") else "no",
             "yes" if cfg.get("pin_memory") else "no"]
@@ -215,7 +223,7 @@ ERROR_TEXT = {
 }
 
 
-def render_console(doc: Dict[str, Any], console) -> None:
+def render_console(doc: dict[str, Any], console) -> None:
     """The rich table of configurations, the recommendation, the call and the limits."""
     from rich.table import Table
 
@@ -347,7 +355,7 @@ def dataloader(python, dataset, synthetic, cost_ms, image_size, batch_size, step
         status = err_console.status(f"measuring DataLoader configurations (budget {budget_s:g} s)...")
         status.start()
 
-    def on_progress(p: Dict[str, Any]) -> None:
+    def on_progress(p: dict[str, Any]) -> None:
         if status is not None:
             cfg = p["config"]
             status.update(f"[{p['done']}/~{p['planned']}] num_workers={cfg['num_workers']}: "
@@ -407,7 +415,7 @@ def _refuse_unsupported_python(python: str) -> None:
                         + "; point --python at an environment with Python 3.10 or newer") from None
 
 
-def _save(doc: Dict[str, Any], python: str) -> None:
+def _save(doc: dict[str, Any], python: str) -> None:
     """Keep the measured batch size and recommendation for ``dataloader.shm`` (best effort)."""
     r = doc["results"][doc["recommended"]]
     record = {"python": python, "batch_bytes": r.get("batch_bytes"), "batch_size": doc.get("batch_size"),

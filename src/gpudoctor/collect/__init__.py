@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any
 
 from gpudoctor.system import System
 
-__all__ = ["Collector", "CollectOptions", "CollectContext", "all_collectors", "collectors_for"]
+__all__ = ["CollectContext", "CollectOptions", "Collector", "all_collectors", "collectors_for"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class CollectOptions:
             ``rank_mirrors``), so new features need no new fields here.
     """
 
-    pythons: Tuple[str, ...] = ()
+    pythons: tuple[str, ...] = ()
     offline: bool = False
     deep: bool = False
     probe_timeout_s: float = 60.0
@@ -88,18 +89,18 @@ class Collector:
 
     domain: str
     collect: Callable[[CollectContext], Any]
-    requires: Tuple[str, ...] = ()
+    requires: tuple[str, ...] = ()
     timeout_s: float = 20.0
     runs_probes: bool = False
 
 
-def all_collectors() -> Dict[str, Collector]:
+def all_collectors() -> dict[str, Collector]:
     """Domain -> collector for every module in this package defining ``COLLECTOR(S)``.
 
     Raises ``RuntimeError`` if two modules collect the same domain.
     """
-    found: Dict[str, Collector] = {}
-    for mod in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
+    found: dict[str, Collector] = {}
+    for mod in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{mod.name}")
         collectors = tuple(getattr(module, "COLLECTORS", ()))
         if getattr(module, "COLLECTOR", None) is not None:
@@ -111,7 +112,7 @@ def all_collectors() -> Dict[str, Collector]:
     return found
 
 
-def _declared_domains(name: str) -> Tuple[str, ...]:
+def _declared_domains(name: str) -> tuple[str, ...]:
     """Domain names a collector module's source mentions as ``domain="..."`` (read as text, not imported)."""
     import re
     from importlib import resources
@@ -122,19 +123,19 @@ def _declared_domains(name: str) -> Tuple[str, ...]:
     return tuple(re.findall(r"""domain\s*=\s*["']([A-Za-z0-9_]+)["']""", text))
 
 
-def collectors_for(domains: Sequence[str]) -> Dict[str, Collector]:
+def collectors_for(domains: Sequence[str]) -> dict[str, Collector]:
     """Domain -> collector for ``domains`` and what they require, importing only the modules that
     declare them (found by reading each module's source for ``domain="..."``), so a small
     selection (the entrypoint gate) does not import every collector and its libraries.
     Falls back to :func:`all_collectors` when a domain is not found that way (a collector
     built dynamically, or none). Raises ``RuntimeError`` like :func:`all_collectors`.
     """
-    modules = [m.name for m in pkgutil.iter_modules(__path__)]  # type: ignore[name-defined]
-    index: Dict[str, List[str]] = {}
+    modules = [m.name for m in pkgutil.iter_modules(__path__)]
+    index: dict[str, list[str]] = {}
     for name in modules:
         for dom in _declared_domains(name):
             index.setdefault(dom, []).append(name)
-    found: Dict[str, Collector] = {}
+    found: dict[str, Collector] = {}
     loaded = set()
     todo = list(domains)
     while todo:

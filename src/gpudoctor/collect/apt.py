@@ -11,12 +11,16 @@ passed in ``CollectOptions.extra["dockerfile"]`` as ``(name, text)``), the
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple, Union
-
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.mirrors import AptFacts, AptRewrite, AptSource, AptSourceFile, SourceEdit
+from gpudoctor.facts.mirrors import (
+    AptFacts,
+    AptRewrite,
+    AptSource,
+    AptSourceFile,
+    SourceEdit,
+)
 from gpudoctor.mirrors.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
 from gpudoctor.mirrors.buildwrites import Overlay, replay
 from gpudoctor.mirrors.dockerfile import commands
@@ -26,7 +30,7 @@ SOURCES_PARTS = "/etc/apt/sources.list.d"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
-def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
+def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
     files = ctx.system.files
     if not files.is_dir("/etc/apt"):
         return Unavailable("there is no /etc/apt: not a Debian/Ubuntu system (apt checks do not apply)")
@@ -34,7 +38,7 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
     distro_id = codename = machine = ""
     if isinstance(os_facts, OsFacts):
         distro_id, codename, machine = os_facts.id, os_facts.codename, os_facts.machine
-    found: List[AptSourceFile] = []
+    found: list[AptSourceFile] = []
     sources = []
     present = files.is_file(SOURCES_LIST)
     if present:
@@ -42,7 +46,7 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
         entries, problems = parse_one_line(SOURCES_LIST, text)
         sources.extend(entries)
         found.append(AptSourceFile(SOURCES_LIST, "one-line", text, note="; ".join(problems)))
-    names: List[str] = []
+    names: list[str] = []
     if files.is_dir(SOURCES_PARTS):
         try:
             names = files.listdir(SOURCES_PARTS)
@@ -53,23 +57,23 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
         if not files.is_file(path):
             continue
         fmt = "deb822" if name.endswith(".sources") else "one-line"
-        text = files.read_text_or_none(path)
-        if text is None:
+        part = files.read_text_or_none(path)
+        if part is None:
             found.append(AptSourceFile(path, fmt, "", ignored=True, note="cannot be read"))
             continue
         if not VALID_PART_NAME.match(name):
-            found.append(AptSourceFile(path, fmt, text, ignored=True,
+            found.append(AptSourceFile(path, fmt, part, ignored=True,
                                        note="apt ignores it: names must end in .list or .sources and use only "
                                             "letters, digits, '_', '-' and '.'"))
             continue
-        entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, text)
+        entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, part)
         sources.extend(entries)
-        found.append(AptSourceFile(path, fmt, text, note="; ".join(problems)))
-    rewrites: Tuple[AptRewrite, ...] = ()
-    build_edits: Tuple[SourceEdit, ...] = ()
-    built: Tuple[AptSource, ...] = ()
+        found.append(AptSourceFile(path, fmt, part, note="; ".join(problems)))
+    rewrites: tuple[AptRewrite, ...] = ()
+    build_edits: tuple[SourceEdit, ...] = ()
+    built: tuple[AptSource, ...] = ()
     build_file = ""
-    dockerfile: Optional[tuple] = ctx.options.extra.get("dockerfile")
+    dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if dockerfile:
         build_file, text = dockerfile
         edits, overlay = replay(commands(build_file, text), files.read_text_or_none, lambda d: _listdir(files, d))
@@ -83,16 +87,16 @@ def collect_apt(ctx: CollectContext) -> Union[AptFacts, Unavailable]:
                     rewrites=rewrites, build_file=build_file, build_edits=build_edits, built_sources=built)
 
 
-def _listdir(files, directory: str) -> List[str]:
+def _listdir(files, directory: str) -> list[str]:
     try:
         return files.listdir(directory) if files.is_dir(directory) else []
     except OSError:
         return []
 
 
-def sources_after(overlay: Overlay) -> List[AptSource]:
+def sources_after(overlay: Overlay) -> list[AptSource]:
     """Entries apt reads from the overlay's files (sources.list, then valid sources.list.d parts by name)."""
-    out: List[AptSource] = []
+    out: list[AptSource] = []
     text = overlay.read(SOURCES_LIST)
     if text is not None:
         out.extend(parse_one_line(SOURCES_LIST, text)[0])

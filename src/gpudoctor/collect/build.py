@@ -11,7 +11,6 @@ configuration file is judged against the files that tool reads in the image
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Optional, Union
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -20,8 +19,8 @@ from gpudoctor.mirrors.buildwrites import _prefixes_created, judge, replay
 from gpudoctor.mirrors.dockerfile import commands
 
 
-def collect_build(ctx: CollectContext) -> Union[BuildFacts, Unavailable]:
-    dockerfile: Optional[tuple] = ctx.options.extra.get("dockerfile")
+def collect_build(ctx: CollectContext) -> BuildFacts | Unavailable:
+    dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if not dockerfile:
         return Unavailable("no build file given (--dockerfile FILE)")
     name, text = dockerfile

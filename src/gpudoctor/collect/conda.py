@@ -14,7 +14,7 @@ YAML is read with PyYAML (MIT).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Union
+from typing import Any
 
 import yaml
 
@@ -26,7 +26,7 @@ DEFAULT_CHANNELS = ("https://repo.anaconda.com/pkgs/main", "https://repo.anacond
 CHANNEL_ALIAS = "https://conda.anaconda.org"
 
 
-def search_path(env, home: str) -> List[str]:
+def search_path(env, home: str) -> list[str]:
     """condarc files conda reads, earliest (lowest precedence) first."""
     paths = ["/etc/conda/.condarc", "/etc/conda/condarc", "/var/lib/conda/.condarc", "/var/lib/conda/condarc"]
     if env.get("CONDA_ROOT"):
@@ -43,7 +43,7 @@ def search_path(env, home: str) -> List[str]:
     return list(dict.fromkeys(paths))
 
 
-def resolve(name: str, default_channels, custom: Dict[str, str], alias: str) -> List[CondaChannel]:
+def resolve(name: str, default_channels, custom: dict[str, str], alias: str) -> list[CondaChannel]:
     """URLs conda fetches for channel ``name``."""
     if name == "defaults":
         return [CondaChannel(name, u.rstrip("/"), "default_channels") for u in default_channels]
@@ -54,10 +54,10 @@ def resolve(name: str, default_channels, custom: Dict[str, str], alias: str) -> 
     return [CondaChannel(name, f"{alias.rstrip('/')}/{name}", "channel_alias")]
 
 
-def collect_conda(ctx: CollectContext) -> Union[CondaFacts, Unavailable]:
+def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
     files, env, home = ctx.system.files, ctx.system.env, ctx.system.home
-    texts: Dict[str, str] = {}
-    merged: Dict[str, Any] = {}
+    texts: dict[str, str] = {}
+    merged: dict[str, Any] = {}
     for path in search_path(env, home):
         text = files.read_text_or_none(path)
         if text is None:
@@ -79,7 +79,7 @@ def collect_conda(ctx: CollectContext) -> Union[CondaFacts, Unavailable]:
     custom = {str(k): str(v) for k, v in (merged.get("custom_channels") or {}).items()}
     alias = str(merged.get("channel_alias") or CHANNEL_ALIAS)
     names = merged.get("channels") or ["defaults"]
-    channels: List[CondaChannel] = []
+    channels: list[CondaChannel] = []
     for name in names:
         channels.extend(resolve(str(name), default_channels, custom, alias))
     return CondaFacts(files=texts, channels=tuple(channels), default_channels=default_channels,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Optional, Union
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -19,7 +18,7 @@ from gpudoctor.facts.cuda import CudaToolkitFacts
 _NVCC_RE = re.compile(r"release (\d+\.\d+)")
 
 
-def _version_in(files, home: str) -> Optional[str]:
+def _version_in(files, home: str) -> str | None:
     text = files.read_text_or_none(f"{home}/version.json")
     if text:
         try:
@@ -42,11 +41,11 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
     resolved = files.realpath("/usr/local/cuda")
     default_path = resolved if files.exists(resolved) else None
     # a stale CUDA_HOME (no such directory) must not hide a toolkit in the standard place
-    stale = bool(cuda_home) and not files.is_dir(cuda_home)
+    stale = bool(cuda_home) and not files.is_dir(cuda_home or "")
     home = default_path if stale else (cuda_home or default_path)
-    version: Union[str, Unavailable] = Unavailable("no CUDA toolkit found (CUDA_HOME unset and no /usr/local/cuda)")
+    version: str | Unavailable = Unavailable("no CUDA toolkit found (CUDA_HOME unset and no /usr/local/cuda)")
     nvcc = None
-    nvcc_version: Union[str, Unavailable] = Unavailable("nvcc not found")
+    nvcc_version: str | Unavailable = Unavailable("nvcc not found")
     if home:
         found = _version_in(files, home)
         version = found or Unavailable(f"{home} has no version.json or version.txt")

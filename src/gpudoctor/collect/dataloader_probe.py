@@ -9,7 +9,6 @@ falls back to its stated default estimate.
 from __future__ import annotations
 
 import json
-from typing import Union
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -28,7 +27,7 @@ def saved_result_file(home: str, env) -> str:
     return f"{cache.rstrip('/')}/{SAVED_RESULT}"
 
 
-def collect_dataloader_probe(ctx: CollectContext) -> Union[DataLoaderProbeFacts, Unavailable]:
+def collect_dataloader_probe(ctx: CollectContext) -> DataLoaderProbeFacts | Unavailable:
     path = saved_result_file(ctx.system.home, ctx.system.env)
     text = ctx.system.files.read_text_or_none(path)
     if text is None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, Optional, Tuple
 
 from gpudoctor.system import Files
 
-__all__ = ["ElfInfo", "read_elf", "expand_origin"]
+__all__ = ["ElfInfo", "expand_origin", "read_elf"]
 
 
 @dataclass(frozen=True)
@@ -39,17 +38,17 @@ class ElfInfo:
         error: why the file could not be read (then the rest is empty).
     """
 
-    elf_class: Optional[int] = None
-    machine: Optional[str] = None
-    soname: Optional[str] = None
-    needed: Tuple[str, ...] = ()
-    rpath: Tuple[str, ...] = ()
-    runpath: Tuple[str, ...] = ()
-    defined_versions: FrozenSet[str] = frozenset()
-    defined: FrozenSet[str] = frozenset()
-    needs: Tuple[Tuple[str, str, str], ...] = ()
-    needed_versions: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
-    error: Optional[str] = None
+    elf_class: int | None = None
+    machine: str | None = None
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    defined_versions: frozenset[str] = frozenset()
+    defined: frozenset[str] = frozenset()
+    needs: tuple[tuple[str, str, str], ...] = ()
+    needed_versions: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    error: str | None = None
 
 
 def expand_origin(entry: str, origin: str) -> str:
@@ -79,7 +78,11 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
     from elftools.common.exceptions import ELFError
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
+    from elftools.elf.gnuversions import (
+        GNUVerDefSection,
+        GNUVerNeedSection,
+        GNUVerSymSection,
+    )
     from elftools.elf.sections import SymbolTableSection
 
     try:
@@ -88,25 +91,27 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                 return ElfInfo(error="not an ELF file")
             fh.seek(0)
             elf = ELFFile(fh)
-            info: Dict[str, object] = {"elf_class": elf.elfclass, "machine": elf["e_machine"]}
-            needed, rpath, runpath = [], [], []
+            info: dict[str, object] = {"elf_class": elf.elfclass, "machine": elf["e_machine"]}
+            needed: list[str] = []
+            rpath: list[str] = []
+            runpath: list[str] = []
             soname = None
-            verdefs: Dict[int, str] = {}
-            verneeds: Dict[int, Tuple[str, str]] = {}
-            needed_versions: Dict[str, list] = {}
+            verdefs: dict[int, str] = {}
+            verneeds: dict[int, tuple[str, str]] = {}
+            needed_versions: dict[str, list] = {}
             dynsym = versym = None
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):
                     for tag in sec.iter_tags():
                         kind = tag.entry.d_tag
                         if kind == "DT_NEEDED":
-                            needed.append(tag.needed)
+                            needed.append(tag.needed)  # type: ignore[attr-defined]  # set per tag by pyelftools
                         elif kind == "DT_SONAME":
-                            soname = tag.soname
+                            soname = tag.soname  # type: ignore[attr-defined]
                         elif kind == "DT_RPATH":
-                            rpath.extend(p for p in tag.rpath.split(":") if p)
+                            rpath.extend(p for p in tag.rpath.split(":") if p)  # type: ignore[attr-defined]
                         elif kind == "DT_RUNPATH":
-                            runpath.extend(p for p in tag.runpath.split(":") if p)
+                            runpath.extend(p for p in tag.runpath.split(":") if p)  # type: ignore[attr-defined]
                 elif isinstance(sec, GNUVerDefSection):
                     for verdef, auxiter in sec.iter_versions():
                         aux = next(iter(auxiter), None)
@@ -115,8 +120,9 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                 elif isinstance(sec, GNUVerNeedSection):
                     for verneed, auxiter in sec.iter_versions():
                         for aux in auxiter:
-                            verneeds[aux["vna_other"]] = (verneed.name, aux.name)
-                            needed_versions.setdefault(verneed.name, []).append(aux.name)
+                            lib = verneed.name or ""
+                            verneeds[aux["vna_other"]] = (lib, aux.name)
+                            needed_versions.setdefault(lib, []).append(aux.name)
                 elif isinstance(sec, GNUVerSymSection):
                     versym = sec
                 elif symbols and isinstance(sec, SymbolTableSection) and sec.name == ".dynsym":

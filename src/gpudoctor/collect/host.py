@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import List, Optional, Tuple, Union
 
 import distro
 
@@ -25,8 +24,8 @@ from gpudoctor.system import Files
 def detect_container(files: Files, env) -> ContainerFacts:
     """Container markers: /.dockerenv, /run/.containerenv, KUBERNETES_SERVICE_HOST,
     ``container=`` in the environment, cgroup paths naming docker/kubepods/lxc."""
-    markers: List[str] = []
-    kind: Optional[str] = None
+    markers: list[str] = []
+    kind: str | None = None
     if files.exists("/.dockerenv"):
         markers.append("/.dockerenv exists")
         kind = "docker"
@@ -89,7 +88,7 @@ def _cgroup2_path(files: Files) -> str:
     return "/sys/fs/cgroup"
 
 
-def read_cpu_quota(files: Files) -> Tuple[Union[int, Unavailable], Union[CpuQuota, None, Unavailable]]:
+def read_cpu_quota(files: Files) -> tuple[int | Unavailable, CpuQuota | None | Unavailable]:
     """(cgroup version, quota) from cgroup v2 ``cpu.max`` or v1 CFS files.
 
     The quota is None when unlimited (``max`` in v2, ``-1`` in v1). The
@@ -127,12 +126,12 @@ def read_cpu_quota(files: Files) -> Tuple[Union[int, Unavailable], Union[CpuQuot
     return Unavailable("no cgroup filesystem is mounted at /sys/fs/cgroup"), Unavailable("no cgroup CPU controller found")
 
 
-def collect_cpu(ctx: CollectContext) -> Union[CpuFacts, Unavailable]:
+def collect_cpu(ctx: CollectContext) -> CpuFacts | Unavailable:
     files = ctx.system.files
     if files.is_live:
         logical = os.cpu_count() or 1
         try:
-            affinity: Union[int, Unavailable] = len(os.sched_getaffinity(0))
+            affinity: int | Unavailable = len(os.sched_getaffinity(0))
         except (AttributeError, OSError) as exc:
             affinity = Unavailable(f"sched_getaffinity is not available: {exc}")
     else:
@@ -156,7 +155,7 @@ def collect_cpu(ctx: CollectContext) -> Union[CpuFacts, Unavailable]:
 SHM_PATH = "/dev/shm"
 
 
-def _tmpfs_size(options: str) -> Optional[int]:
+def _tmpfs_size(options: str) -> int | None:
     """Bytes from a tmpfs ``size=`` mount option (``65536k``, ``64m``, ``8g``, plain bytes), or None."""
     for opt in options.split(","):
         if opt.startswith("size="):
@@ -170,7 +169,7 @@ def _tmpfs_size(options: str) -> Optional[int]:
     return None
 
 
-def collect_shm(ctx: CollectContext) -> Union[ShmFacts, Unavailable]:
+def collect_shm(ctx: CollectContext) -> ShmFacts | Unavailable:
     files = ctx.system.files
     fstype, options, mounted = "", "", False
     for line in (files.read_text_or_none("/proc/mounts") or "").splitlines():

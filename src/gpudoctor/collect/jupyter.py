@@ -25,18 +25,26 @@ import json
 import os
 import posixpath
 import sys
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from string import Template
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
 from gpudoctor.system import Files, System
 
-__all__ = ["collect", "resolve_interpreter", "kernel_environment", "target_environment", "find_server_python",
-           "LISTER_SCRIPT", "COLLECTOR"]
+__all__ = [
+    "COLLECTOR",
+    "LISTER_SCRIPT",
+    "collect",
+    "find_server_python",
+    "kernel_environment",
+    "resolve_interpreter",
+    "target_environment",
+]
 
 #: The script the server's interpreter runs to list kernelspecs.
 LISTER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_kernelspecs.py"
@@ -51,7 +59,7 @@ _CONDA_VALUE_OPTIONS = ("-n", "--name", "-p", "--prefix", "--cwd")
 # --------------------------------------------------------------------------- helpers (pure or files-only)
 
 
-def which(name: str, path_var: str, files: Files) -> Optional[str]:
+def which(name: str, path_var: str, files: Files) -> str | None:
     """First executable file called ``name`` on ``path_var`` (``os.pathsep`` list), or None."""
     for d in (path_var or "").split(os.pathsep):
         if not d:
@@ -62,7 +70,7 @@ def which(name: str, path_var: str, files: Files) -> Optional[str]:
     return None
 
 
-def _shebang_interpreter(text: str, path_var: str, files: Files) -> Optional[str]:
+def _shebang_interpreter(text: str, path_var: str, files: Files) -> str | None:
     """Interpreter named by a console script's ``#!`` line (or pip's ``/bin/sh`` exec trampoline)."""
     lines = text.splitlines()
     if not lines or not lines[0].startswith("#!"):
@@ -79,7 +87,7 @@ def _shebang_interpreter(text: str, path_var: str, files: Files) -> Optional[str
     return words[0]
 
 
-def find_server_python(system: System, override: Optional[str] = None) -> Tuple[str, str]:
+def find_server_python(system: System, override: str | None = None) -> tuple[str, str]:
     """(interpreter of the Jupyter server, how it was chosen). Never raises."""
     if override:
         return override, "given with jupyter_python"
@@ -96,7 +104,7 @@ def find_server_python(system: System, override: Optional[str] = None) -> Tuple[
 
 
 def kernel_environment(server_env: Mapping[str, str], spec_env: Mapping[str, str],
-                       language: str = "python") -> Dict[str, str]:
+                       language: str = "python") -> dict[str, str]:
     """The environment Jupyter gives a kernel process (jupyter_client 8 ``pre_launch``).
 
     A copy of the server's environment; each kernel.json ``env`` value with
@@ -111,12 +119,12 @@ def kernel_environment(server_env: Mapping[str, str], spec_env: Mapping[str, str
     return env
 
 
-def resolve_spec_env(server_env: Mapping[str, str], spec_env: Mapping[str, str]) -> Dict[str, str]:
+def resolve_spec_env(server_env: Mapping[str, str], spec_env: Mapping[str, str]) -> dict[str, str]:
     """kernel.json ``env`` after ``${VAR}`` substitution from ``server_env``."""
     return {k: Template(str(v)).safe_substitute(server_env) for k, v in spec_env.items()}
 
 
-def target_environment(server_env: Mapping[str, str], spec: KernelSpecFacts) -> Dict[str, str]:
+def target_environment(server_env: Mapping[str, str], spec: KernelSpecFacts) -> dict[str, str]:
     """The environment the kernel's interpreter ends up with: :func:`kernel_environment`
     plus an ``env VAR=...`` wrapper's assignments."""
     env = kernel_environment(server_env, spec.env, spec.language or "python")
@@ -125,7 +133,7 @@ def target_environment(server_env: Mapping[str, str], spec: KernelSpecFacts) -> 
     return env
 
 
-def _conda_root(conda: str, env: Mapping[str, str], files: Files) -> Optional[str]:
+def _conda_root(conda: str, env: Mapping[str, str], files: Files) -> str | None:
     exe = conda if "/" in conda else (env.get("CONDA_EXE") if posixpath.basename(env.get("CONDA_EXE", "")) == conda
                                       else which(conda, env.get("PATH", ""), files))
     if not exe:
@@ -137,8 +145,8 @@ def _conda_root(conda: str, env: Mapping[str, str], files: Files) -> Optional[st
     return None
 
 
-def _conda_env_prefix(conda: str, name: Optional[str], prefix: Optional[str], env: Mapping[str, str],
-                      files: Files, home: str) -> Optional[str]:
+def _conda_env_prefix(conda: str, name: str | None, prefix: str | None, env: Mapping[str, str],
+                      files: Files, home: str) -> str | None:
     if prefix:
         return prefix
     if not name:
@@ -156,8 +164,8 @@ def _conda_env_prefix(conda: str, name: Optional[str], prefix: Optional[str], en
     return candidates[0] if candidates else None
 
 
-def resolve_interpreter(argv: Tuple[str, ...], server_python: str, server_version: str,
-                        env: Mapping[str, str], files: Files, home: str = "~") -> Optional[KernelInterpreter]:
+def resolve_interpreter(argv: tuple[str, ...], server_python: str, server_version: str,
+                        env: Mapping[str, str], files: Files, home: str = "~") -> KernelInterpreter | None:
     """The Python a kernelspec's ``argv`` runs, as Jupyter would start it.
 
     ``env`` is the kernel's environment (for PATH lookups); ``server_version``
@@ -202,7 +210,7 @@ def resolve_interpreter(argv: Tuple[str, ...], server_python: str, server_versio
         note = "" if env_prefix else f"conda environment {name or prefix!r} not found"
         return KernelInterpreter(path, i, "conda-run", files.is_file(path), name or prefix, note=note)
     if base == "env":
-        assigns: Dict[str, str] = {}
+        assigns: dict[str, str] = {}
         i = 1
         clear = False
         while i < len(argv):
@@ -234,14 +242,14 @@ def resolve_interpreter(argv: Tuple[str, ...], server_python: str, server_versio
     return KernelInterpreter(first, 0, "path-lookup", False, note=f"`{first}` is not on the kernel's PATH")
 
 
-def _is_python_kernel(language: str, argv: Tuple[str, ...]) -> bool:
+def _is_python_kernel(language: str, argv: tuple[str, ...]) -> bool:
     return language.lower().startswith("python") or any("ipykernel" in a for a in argv)
 
 
 # --------------------------------------------------------------------------- listing
 
 
-def _run_lister(system: System, python: str) -> Union[Dict[str, Any], str]:
+def _run_lister(system: System, python: str) -> dict[str, Any] | str:
     """The lister's document, or a one-line reason it failed."""
     result = system.runner.run([python, str(LISTER_SCRIPT)], timeout_s=LISTER_TIMEOUT_S, env=dict(system.env))
     if result.error:

@@ -19,7 +19,6 @@ import json
 import re
 import threading
 from dataclasses import replace
-from typing import Dict, List, Union
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.collect.jupyter_servers import runtime_dir
@@ -66,18 +65,18 @@ def ask(path: str, timeout_s: float = ASK_TIMEOUT_S) -> RunningKernel:
         return RunningKernel(path, name, pid=int(data["pid"]), torch_imported=bool(data["torch"]),
                              cuda_initialized=bool(data["cuda_init"]), cvd_now=data["cvd_now"],
                              cvd_at_start=data["cvd_start"])
-    except Exception as exc:  # noqa: BLE001 - a dead or busy kernel is a result
-        why = "no answer within %.0f s (busy running a cell, or dead)" % timeout_s \
+    except Exception as exc:
+        why = f"no answer within {timeout_s:.0f} s (busy running a cell, or dead)" \
             if type(exc).__name__ == "Empty" else f"{type(exc).__name__}: {exc}"
         return RunningKernel(path, name, error=why)
     finally:
         try:
             client.stop_channels()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
 
 
-def notebooks(files, rdir: str, names: List[str], timeout_s: float = 2.0) -> Dict[str, str]:
+def notebooks(files, rdir: str, names: list[str], timeout_s: float = 2.0) -> dict[str, str]:
     """kernel id -> notebook path, from each live server's sessions API (``GET <url>api/sessions``).
 
     Servers come from the ``jpserver-<pid>.json`` files (url and token);
@@ -87,7 +86,7 @@ def notebooks(files, rdir: str, names: List[str], timeout_s: float = 2.0) -> Dic
     from urllib.parse import urlsplit
 
     from gpudoctor.mirrors.probe import _is_loopback
-    out: Dict[str, str] = {}
+    out: dict[str, str] = {}
     for n in names:
         if not re.match(r"^(jpserver|nbserver)-\d+\.json$", n):
             continue
@@ -106,12 +105,12 @@ def notebooks(files, rdir: str, names: List[str], timeout_s: float = 2.0) -> Dic
                 kid = (sess.get("kernel") or {}).get("id")
                 if kid:
                     out[kid] = str(sess.get("path") or (sess.get("notebook") or {}).get("path") or "")
-        except Exception:  # noqa: BLE001 - naming the notebook is a courtesy
+        except Exception:
             continue
     return out
 
 
-def collect_running(ctx: CollectContext) -> Union[RunningKernelsFacts, Unavailable]:
+def collect_running(ctx: CollectContext) -> RunningKernelsFacts | Unavailable:
     if not ctx.options.deep:
         return Unavailable("running kernels are asked only with --deep")
     files = ctx.system.files
@@ -123,12 +122,12 @@ def collect_running(ctx: CollectContext) -> Union[RunningKernelsFacts, Unavailab
             if files.is_dir(rdir) else []
     except OSError:
         names = []
-    results: Dict[str, RunningKernel] = {}
+    results: dict[str, RunningKernel] = {}
 
     def work(path: str) -> None:
         results[path] = ask(path)
 
-    threads: List[threading.Thread] = []
+    threads: list[threading.Thread] = []
     for n in names:
         path = str(files.host_path(f"{rdir}/{n}"))
         th = threading.Thread(target=work, args=(path,), daemon=True)

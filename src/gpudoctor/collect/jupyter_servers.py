@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Dict, List, Mapping, Union
+from collections.abc import Mapping
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -28,7 +28,7 @@ RELEVANT = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_HOME", "CUDA_PATH", "
             "VIRTUAL_ENV", "XLA_FLAGS", "TRITON_LIBCUDA_PATH")
 
 
-def relevant(env: Mapping[str, str]) -> Dict[str, str]:
+def relevant(env: Mapping[str, str]) -> dict[str, str]:
     """The variables of ``env`` that decide what a kernel loads and sees (plus JupyterHub markers)."""
     out = {k: v for k, v in env.items() if k in RELEVANT or k.startswith("CUDA_") or k.startswith("JUPYTERHUB_")}
     return {k: v for k, v in out.items() if not (k.startswith("JUPYTERHUB_") and "TOKEN" in k)}
@@ -52,12 +52,12 @@ def _service(cgroup: str) -> str:
     return ""
 
 
-def collect_servers(ctx: CollectContext) -> Union[JupyterServersFacts, Unavailable]:
+def collect_servers(ctx: CollectContext) -> JupyterServersFacts | Unavailable:
     files, env, home = ctx.system.files, ctx.system.env, ctx.system.home
     if not files.is_live:
         return Unavailable("an image root runs no Jupyter server")
     rdir = runtime_dir(env, home)
-    servers: List[JupyterServer] = []
+    servers: list[JupyterServer] = []
     names = []
     if files.is_dir(rdir):
         try:
@@ -71,7 +71,8 @@ def collect_servers(ctx: CollectContext) -> Union[JupyterServersFacts, Unavailab
             info = json.loads(files.read_text(path))
         except (OSError, ValueError):
             continue
-        pid = int(info.get("pid") or re.search(r"\d+", name).group(0))
+        digits = re.search(r"\d+", name)
+        pid = int(info.get("pid") or (digits.group(0) if digits else 0))
         url = str(info.get("url") or "")
         alive = files.exists(f"/proc/{pid}")
         raw = None
@@ -83,7 +84,7 @@ def collect_servers(ctx: CollectContext) -> Union[JupyterServersFacts, Unavailab
                 error = f"/proc/{pid}/environ: {exc.strerror or exc} (another user's server: run as that user)"
         else:
             error = "the process is gone (a stale runtime file)"
-        server_env: Dict[str, str] = {}
+        server_env: dict[str, str] = {}
         if raw is not None:
             for item in raw.split(b"\0"):
                 k, sep, v = item.decode("utf-8", "replace").partition("=")

@@ -9,7 +9,6 @@ kernel log belongs to the host, so nothing is read.
 from __future__ import annotations
 
 import re
-from typing import List, Tuple
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
@@ -23,15 +22,15 @@ _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]*)\):\s*(?P<xid
 _TS_RE = re.compile(r"^\s*(\[[^\]]*\]|\S+\s+\d+\s+[\d:]+)")
 
 #: Commands tried, in order: (argv, label).
-SOURCES: Tuple[Tuple[Tuple[str, ...], str], ...] = (
+SOURCES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("dmesg",), "dmesg"),
     (("journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic"), "journalctl -k -b"),
 )
 
 
-def parse_xid_lines(text: str) -> Tuple[List[XidEvent], int]:
+def parse_xid_lines(text: str) -> tuple[list[XidEvent], int]:
     """XID events in kernel log ``text`` (oldest first, newest :data:`MAX_EVENTS` kept) and the line count."""
-    events: List[XidEvent] = []
+    events: list[XidEvent] = []
     lines = text.splitlines()
     for line in lines:
         m = _XID_RE.search(line)

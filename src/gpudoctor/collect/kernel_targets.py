@@ -12,8 +12,9 @@ the launch succeeded.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any
 
 from gpudoctor.collect import CollectContext
 from gpudoctor.facts import Unavailable
@@ -21,7 +22,7 @@ from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch
 from gpudoctor.facts.targets import TargetFacts
 from gpudoctor.probe import probe_target
 
-__all__ = ["kernel_targets", "KERNEL_KIND", "kernel_label"]
+__all__ = ["KERNEL_KIND", "kernel_label", "kernel_targets"]
 
 KERNEL_KIND = "kernel"
 
@@ -32,7 +33,7 @@ def kernel_label(name: str) -> str:
 
 
 def kernel_targets(ctx: CollectContext,
-                   submit: Optional[Callable[[str, Mapping[str, str]], "Future"]] = None) -> List[TargetFacts]:
+                   submit: Callable[[str, Mapping[str, str]], Future] | None = None) -> list[TargetFacts]:
     """Probe every Python kernel of ``ctx.facts["jupyter"]``; [] when those facts are Unavailable.
 
     ``submit(python, env)`` starts a probe and returns a future (the targets
@@ -52,25 +53,28 @@ def kernel_targets(ctx: CollectContext,
     own_pool = None
     if submit is None:
         own_pool = ThreadPoolExecutor(max_workers=max(1, min(4, len(kernels))))
-        submit = lambda python, env: own_pool.submit(  # noqa: E731
+        submit = lambda python, env: own_pool.submit(  # noqa: E731 - the same shape as the injected one
             probe_target, ctx.system, python, env=env, timeout_s=timeout)
     try:
         pending = []
         for k in kernels:
+            interp = k.interpreter
+            if interp is None:  # pragma: no cover - filtered out above
+                continue
             overrides = dict(k.env_resolved)
-            overrides.update(k.interpreter.wrapper_env)
+            overrides.update(interp.wrapper_env)
             if isinstance(k.launch, KernelLaunch) and k.launch.ok and not isinstance(k.launch.probe, Unavailable):
                 probe: Any = k.launch.probe  # --deep: what the really launched kernel printed
             else:
-                probe = submit(k.interpreter.path, target_environment(ctx.system.env, k))
-            pending.append((k, overrides, probe))
+                probe = submit(interp.path, target_environment(ctx.system.env, k))
+            pending.append((k, interp, overrides, probe))
         from gpudoctor.collect.targets import failed_version
         out = []
-        for k, overrides, probe in pending:
+        for k, interp, overrides, probe in pending:
             result = probe.result() if isinstance(probe, Future) else probe
-            out.append(TargetFacts(label=kernel_label(k.name), python=k.interpreter.path, kind=KERNEL_KIND,
+            out.append(TargetFacts(label=kernel_label(k.name), python=interp.path, kind=KERNEL_KIND,
                                    probe=result, env_overrides=overrides,
-                                   python_version=failed_version(ctx.system, k.interpreter.path, result,
+                                   python_version=failed_version(ctx.system, interp.path, result,
                                                                  target_environment(ctx.system.env, k))))
         return out
     finally:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from packaging.version import InvalidVersion, Version
 
@@ -20,13 +20,19 @@ from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf
 from gpudoctor.collect.loader import split_path_list
 from gpudoctor.data import load_table
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.libraries import (CudaLibrariesFacts, FrameworkInstall, LibraryCopy, LinkDir, Resolution,
-                                       TargetLibraries)
+from gpudoctor.facts.libraries import (
+    CudaLibrariesFacts,
+    FrameworkInstall,
+    LibraryCopy,
+    LinkDir,
+    Resolution,
+    TargetLibraries,
+)
 from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
 
-__all__ = ["family_of", "LoaderModel", "collect_cuda_libraries", "WSL_LIB", "DEFAULT_DIRS"]
+__all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "family_of"]
 
 WSL_LIB = "/usr/lib/wsl/lib"
 
@@ -52,7 +58,7 @@ _DIST_INFO = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[^-]*)\.dist-info$")
 _SYMBOL_VERSION = re.compile(r"_(\d+)_(\d+)@")
 
 
-def family_of(name: str) -> Optional[str]:
+def family_of(name: str) -> str | None:
     """``libnvJitLink.so.12`` -> ``nvJitLink``; None for a non-CUDA file name."""
     if ".so" not in name:
         return None
@@ -62,7 +68,7 @@ def family_of(name: str) -> Optional[str]:
     return None
 
 
-def _v(text: Optional[str]) -> Optional[Version]:
+def _v(text: str | None) -> Version | None:
     try:
         return Version(text) if text else None
     except InvalidVersion:
@@ -81,7 +87,7 @@ def _norm(path: str) -> str:
     return os.path.normpath(path) if path else path
 
 
-def _arch_matches(flags: str, elf_class: Optional[int], machine: Optional[str]) -> bool:
+def _arch_matches(flags: str, elf_class: int | None, machine: str | None) -> bool:
     """Does an ld.so cache entry's tag (``libc6,x86-64``) fit a consumer of this class/machine?"""
     tags = {t.strip() for t in flags.split(",")}
     tag = _MACHINE_TAG.get(machine or "")
@@ -92,17 +98,17 @@ def _arch_matches(flags: str, elf_class: Optional[int], machine: Optional[str]) 
     return True
 
 
-def _host_arch() -> Tuple[int, str]:
+def _host_arch() -> tuple[int, str]:
     m = platform.machine()
     return (64, {"aarch64": "EM_AARCH64", "ppc64le": "EM_PPC64"}.get(m, "EM_X86_64"))
 
 
-def ld_so_conf_dirs(files: Files, path: str = "/etc/ld.so.conf", depth: int = 0) -> List[str]:
+def ld_so_conf_dirs(files: Files, path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
     """Directories named by ``/etc/ld.so.conf`` and its ``include`` globs (ld.so.conf(5))."""
     text = files.read_text_or_none(path)
     if text is None or depth > 4:
         return []
-    out: List[str] = []
+    out: list[str] = []
     for raw in text.splitlines():
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -139,15 +145,15 @@ class LoaderModel:
     ld_preload: Sequence[str] = ()
     cache: Sequence[LdconfigEntry] = ()
     default_dirs: Sequence[str] = DEFAULT_DIRS
-    executable: Optional[str] = None
-    loaded: Dict[str, str] = field(default_factory=dict)
-    preloaded: Dict[str, str] = field(default_factory=dict)
+    executable: str | None = None
+    loaded: dict[str, str] = field(default_factory=dict)
+    preloaded: dict[str, str] = field(default_factory=dict)
 
     def elf(self, path: str, symbols: bool = False) -> ElfInfo:
         return read_elf(self.files, path, symbols)
 
-    def search(self, name: str, consumer: Optional[str], chain: Sequence[str] = (), use_env: bool = True,
-               arch: Optional[Tuple[Optional[int], Optional[str]]] = None) -> List[Tuple[str, str]]:
+    def search(self, name: str, consumer: str | None, chain: Sequence[str] = (), use_env: bool = True,
+               arch: tuple[int | None, str | None] | None = None) -> list[tuple[str, str]]:
         """Every (path, step) that would satisfy ``name`` for ``consumer``, in ld.so's order.
 
         ``chain``: the objects that loaded ``consumer`` (executable first) for the
@@ -155,7 +161,7 @@ class LoaderModel:
         """
         info = self.elf(consumer) if consumer else ElfInfo()
         cls, machine = arch if arch else (info.elf_class, info.machine)
-        steps: List[Tuple[str, str]] = []
+        steps: list[tuple[str, str]] = []
         if "/" in name:
             return [(name, "path")] if self.files.exists(name) else []
         if consumer and not info.runpath:
@@ -170,7 +176,7 @@ class LoaderModel:
             steps += [(d, f"LD_LIBRARY_PATH entry {i + 1}") for i, d in enumerate(self.ld_library_path) if d]
         if consumer:
             steps += [(expand_origin(d, os.path.dirname(consumer)), "RUNPATH") for d in info.runpath]
-        found: List[Tuple[str, str]] = []
+        found: list[tuple[str, str]] = []
         seen = set()
 
         def consider(path: str, step: str) -> None:
@@ -194,8 +200,8 @@ class LoaderModel:
             consider(f"{d}/{name}", "default directory")
         return found
 
-    def resolve(self, name: str, consumer: Optional[str], chain: Sequence[str] = (),
-                arch: Optional[Tuple[Optional[int], Optional[str]]] = None) -> Resolution:
+    def resolve(self, name: str, consumer: str | None, chain: Sequence[str] = (),
+                arch: tuple[int | None, str | None] | None = None) -> Resolution:
         """The copy ld.so picks for ``name`` needed by ``consumer`` (None = a bare ``dlopen``)."""
         fam = family_of(name) or ""
         hits = self.search(name, consumer, chain, arch=arch)
@@ -212,18 +218,18 @@ class LoaderModel:
         else:
             return Resolution(consumer or "dlopen", name, fam, None, "not found", None, without, (), (), bare)
         others = tuple(p for p, _s in hits if self.files.realpath(p) != self.files.realpath(path))
-        missing: Tuple[str, ...] = ()
+        missing: tuple[str, ...] = ()
         if consumer:
             missing = self.missing(consumer, name, path)
         return Resolution(consumer or "dlopen", name, fam, path, via, os.path.dirname(path), without, others, missing,
                           bare)
 
-    def missing(self, consumer: str, name: str, provider: str) -> Tuple[str, ...]:
+    def missing(self, consumer: str, name: str, provider: str) -> tuple[str, ...]:
         """Symbol versions and versioned symbols ``consumer`` needs from ``name`` that ``provider`` lacks."""
         ci, pi = self.elf(consumer, True), self.elf(provider, True)
         if pi.error or not pi.defined_versions:
             return ()
-        out: List[str] = []
+        out: list[str] = []
         for ver in ci.needed_versions.get(name, ()):
             if ver not in pi.defined_versions:
                 out.append(f"version {ver}")
@@ -232,7 +238,7 @@ class LoaderModel:
                 out.append(f"{sym}, version {ver}")
         return tuple(dict.fromkeys(out))
 
-    def load(self, roots: Sequence[str]) -> List[Resolution]:
+    def load(self, roots: Sequence[str]) -> list[Resolution]:
         """Resolve the CUDA ``DT_NEEDED`` entries of ``roots`` and of everything they pull in (BFS)."""
         for p in self.ld_preload:
             if "/" in p and self.files.exists(p):
@@ -240,10 +246,10 @@ class LoaderModel:
                 for key in filter(None, (os.path.basename(p), info.soname)):
                     self.loaded.setdefault(key, p)
                     self.preloaded.setdefault(key, p)
-        out: List[Resolution] = []
+        out: list[Resolution] = []
         start = (self.executable,) if self.executable else ()
-        queue: List[Tuple[str, Tuple[str, ...]]] = [(r, start) for r in roots]
-        visited = set(self.files.realpath(r) for r in roots)
+        queue: list[tuple[str, tuple[str, ...]]] = [(r, start) for r in roots]
+        visited = {self.files.realpath(r) for r in roots}
         for r in roots:
             info = self.elf(r)
             self.loaded.setdefault(info.soname or os.path.basename(r), r)
@@ -266,10 +272,10 @@ class LoaderModel:
 # --------------------------------------------------------------------------- copies and versions
 
 
-def _wheel_records(files: Files, sites: Iterable[str]) -> Dict[str, Tuple[str, str]]:
+def _wheel_records(files: Files, sites: Iterable[str]) -> dict[str, tuple[str, str]]:
     """Real path of every CUDA library listed in an ``nvidia-*`` dist's RECORD -> (dist, version)
     (those wheels carry the library's own version)."""
-    out: Dict[str, Tuple[str, str]] = {}
+    out: dict[str, tuple[str, str]] = {}
     for site in sites:
         if not files.is_dir(site):
             continue
@@ -288,7 +294,7 @@ def _wheel_records(files: Files, sites: Iterable[str]) -> Dict[str, Tuple[str, s
     return out
 
 
-def _version_from_name(files: Files, path: str) -> Optional[str]:
+def _version_from_name(files: Files, path: str) -> str | None:
     for candidate in (os.path.basename(path), os.path.basename(files.realpath(path))):
         m = re.search(r"\.so\.(\d+(?:\.\d+){1,3})$", candidate)
         if m and m.group(1).count(".") >= 1:
@@ -296,9 +302,9 @@ def _version_from_name(files: Files, path: str) -> Optional[str]:
     return None
 
 
-def _version_from_symbols(info: ElfInfo, name: str) -> Optional[str]:
+def _version_from_symbols(info: ElfInfo, name: str) -> str | None:
     major = re.search(r"\.so\.(\d+)", name)
-    best: Optional[Tuple[int, int]] = None
+    best: tuple[int, int] | None = None
     for sym in info.defined:
         m = _SYMBOL_VERSION.search(sym)
         if m and (not major or m.group(1) == major.group(1)):
@@ -307,7 +313,7 @@ def _version_from_symbols(info: ElfInfo, name: str) -> Optional[str]:
     return f"{best[0]}.{best[1]}" if best else None
 
 
-def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, Tuple[str, str]],
+def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, tuple[str, str]],
                   symbols: bool = False) -> LibraryCopy:
     """A :class:`LibraryCopy` for ``path``: SONAME, class, version and its source."""
     name = os.path.basename(path)
@@ -328,9 +334,9 @@ def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, Tu
 # --------------------------------------------------------------------------- frameworks
 
 
-def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[FrameworkInstall]:
+def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[FrameworkInstall]:
     table = load_table("frameworks")
-    dists: Dict[str, Tuple[str, str]] = {}
+    dists: dict[str, tuple[str, str]] = {}
     for site in sites:
         if not files.is_dir(site):
             continue
@@ -338,7 +344,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[Framewor
             m = _DIST_INFO.match(entry)
             if m:
                 dists.setdefault(m.group(1).replace("_", "-").lower(), (m.group(2), site))
-    out: List[FrameworkInstall] = []
+    out: list[FrameworkInstall] = []
     for fw in table["framework"]:
         hit = next(((d, dists[d]) for d in fw["dists"] if d in dists), None)
         if hit is None:
@@ -370,7 +376,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[Framewor
                 if cuda is None and row.get("cuda_major"):
                     cuda = row["cuda_major"]
                 source = "; ".join(s for s in (source, row["source"]) if s)
-        libs: List[str] = []
+        libs: list[str] = []
         for site in sites:
             for pattern in fw["gpu_libs"]:
                 base, pat = os.path.dirname(f"{site}/{pattern}"), os.path.basename(pattern)
@@ -384,14 +390,14 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> List[Framewor
 # --------------------------------------------------------------------------- collector
 
 
-def _probes(facts: Mapping[str, object]) -> List[Tuple[str, ProbeFacts]]:
+def _probes(facts: Mapping[str, object]) -> list[tuple[str, ProbeFacts]]:
     targets = facts.get("targets")
     if not isinstance(targets, TargetsFacts):
         return []
     return [(t.label, t.probe) for t in targets.targets if isinstance(t.probe, ProbeFacts)]
 
 
-def _scan(files: Files, directory: str) -> List[str]:
+def _scan(files: Files, directory: str) -> list[str]:
     if not directory or not files.is_dir(directory):
         return []
     try:
@@ -400,10 +406,10 @@ def _scan(files: Files, directory: str) -> List[str]:
         return []
 
 
-def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEntry]) -> List[LinkDir]:
+def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEntry]) -> list[LinkDir]:
     """Directories ``gcc -lcuda`` searches, as Triton calls it (``-L`` from TRITON_LIBCUDA_PATH or
     from the ld.so cache's libcuda entries, then LIBRARY_PATH, then the linker's defaults)."""
-    wanted: List[Tuple[str, str]] = []
+    wanted: list[tuple[str, str]] = []
     if env.get("TRITON_LIBCUDA_PATH"):
         wanted.append((env["TRITON_LIBCUDA_PATH"], "TRITON_LIBCUDA_PATH"))
     for e in cache:
@@ -439,7 +445,7 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
     lookups = [bare.resolve(n, None, arch=arch) for n in BARE_LOOKUPS]
     records = _wheel_records(files, probe.site_packages)
     # every directory the loader could search, in its order, each with why
-    dirs: List[Tuple[str, str]] = [(os.path.dirname(p), "LD_PRELOAD") for p in preload if "/" in p]
+    dirs: list[tuple[str, str]] = [(os.path.dirname(p), "LD_PRELOAD") for p in preload if "/" in p]
     dirs += [(d, "LD_LIBRARY_PATH") for d in llp if d]
     for obj in roots + [r.path for r in resolutions if r.path]:
         info = model.elf(obj)
@@ -456,7 +462,7 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
     dirs.append((WSL_LIB, "wsl"))
     dirs += [(d, "default") for d in DEFAULT_DIRS]
     resolved = {r.path for r in list(resolutions) + lookups if r.path}
-    copies: List[LibraryCopy] = []
+    copies: list[LibraryCopy] = []
     seen = set()
     for d, origin in dirs:
         d = _norm(d)
@@ -474,7 +480,7 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
                            link_dirs=tuple(_link_dirs(files, env, cache)), cache_source=cache_source)
 
 
-def _cache(ctx: CollectContext) -> Tuple[List[LdconfigEntry], str]:
+def _cache(ctx: CollectContext) -> tuple[list[LdconfigEntry], str]:
     loader = ctx.facts.get("loader")
     if isinstance(loader, LoaderFacts) and not isinstance(loader.ldconfig, Unavailable):
         return list(loader.ldconfig), "ldconfig -p"
@@ -491,8 +497,8 @@ def _cache(ctx: CollectContext) -> Tuple[List[LdconfigEntry], str]:
 def collect_cuda_libraries(ctx: CollectContext) -> CudaLibrariesFacts:
     files = ctx.system.files
     cache, source = _cache(ctx)
-    targets: List[TargetLibraries] = []
-    frameworks: List[FrameworkInstall] = []
+    targets: list[TargetLibraries] = []
+    frameworks: list[FrameworkInstall] = []
     for label, probe in _probes(ctx.facts):
         fws = _frameworks(files, label, probe.site_packages)
         frameworks += fws

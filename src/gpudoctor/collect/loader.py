@@ -15,12 +15,19 @@ through the runner.
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterable, List, Mapping, Tuple, Union
+from collections.abc import Iterable, Mapping
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.loader import (CudaWheelsFacts, LdconfigEntry, LibraryDir, LibraryFile, LoaderFacts,
-                                    TargetWheels, WheelDist)
+from gpudoctor.facts.loader import (
+    CudaWheelsFacts,
+    LdconfigEntry,
+    LibraryDir,
+    LibraryFile,
+    LoaderFacts,
+    TargetWheels,
+    WheelDist,
+)
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
 
@@ -38,14 +45,14 @@ def is_cuda_library(name: str) -> bool:
     return ".so" in name and name.startswith(CUDA_LIB_PREFIXES)
 
 
-def split_path_list(value: str) -> Tuple[str, ...]:
+def split_path_list(value: str) -> tuple[str, ...]:
     """``a:b::c`` -> (``a``, ``b``, ``""``, ``c``); an empty value -> ()."""
     return tuple(value.split(":")) if value else ()
 
 
-def parse_ldconfig(text: str) -> Tuple[LdconfigEntry, ...]:
+def parse_ldconfig(text: str) -> tuple[LdconfigEntry, ...]:
     """CUDA-related entries of ``ldconfig -p`` output, in cache order."""
-    out: List[LdconfigEntry] = []
+    out: list[LdconfigEntry] = []
     for line in text.splitlines():
         m = _LDCONFIG_RE.match(line)
         if m and is_cuda_library(m.group(1)):
@@ -66,16 +73,16 @@ def scan_dir(files: Files, path: str, origin: str) -> LibraryDir:
     return LibraryDir(path=path, origin=origin, exists=True, libraries=tuple(libs))
 
 
-def _probes(facts: Mapping[str, object]) -> List[Tuple[str, ProbeFacts]]:
+def _probes(facts: Mapping[str, object]) -> list[tuple[str, ProbeFacts]]:
     targets = facts.get("targets")
     if not isinstance(targets, TargetsFacts):
         return []
     return [(t.label, t.probe) for t in targets.targets if isinstance(t.probe, ProbeFacts)]
 
 
-def _ldconfig(ctx: CollectContext) -> Union[Tuple[LdconfigEntry, ...], Unavailable]:
+def _ldconfig(ctx: CollectContext) -> tuple[LdconfigEntry, ...] | Unavailable:
     files = ctx.system.files
-    extra: List[str] = []
+    extra: list[str] = []
     if not files.is_live:
         cache = "/etc/ld.so.cache"
         if not files.exists(cache):
@@ -97,8 +104,8 @@ def collect_loader(ctx: CollectContext) -> LoaderFacts:
     files = ctx.system.files
     ld_path = split_path_list(env.get("LD_LIBRARY_PATH", ""))
     preload = tuple(p for p in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")) if p)
-    wanted: Dict[Tuple[str, str], None] = {}
-    envs: List[Mapping[str, str]] = [env] + [p.env for _label, p in _probes(ctx.facts)]
+    wanted: dict[tuple[str, str], None] = {}
+    envs: list[Mapping[str, str]] = [env] + [p.env for _label, p in _probes(ctx.facts)]
     for e in envs:
         for d in split_path_list(e.get("LD_LIBRARY_PATH", "")):
             wanted[(d, "LD_LIBRARY_PATH")] = None
@@ -117,8 +124,8 @@ def collect_loader(ctx: CollectContext) -> LoaderFacts:
 
 
 def _wheels_of(files: Files, label: str, sites: Iterable[str]) -> TargetWheels:
-    dists: List[WheelDist] = []
-    lib_dirs: List[LibraryDir] = []
+    dists: list[WheelDist] = []
+    lib_dirs: list[LibraryDir] = []
     sites = tuple(dict.fromkeys(sites))
     for site in sites:
         if not files.is_dir(site):
@@ -147,7 +154,7 @@ def _wheels_of(files: Files, label: str, sites: Iterable[str]) -> TargetWheels:
     return TargetWheels(label=label, site_packages=sites, dists=tuple(dists), lib_dirs=tuple(lib_dirs))
 
 
-def collect_cuda_wheels(ctx: CollectContext) -> Union[CudaWheelsFacts, Unavailable]:
+def collect_cuda_wheels(ctx: CollectContext) -> CudaWheelsFacts | Unavailable:
     targets = ctx.facts.get("targets")
     if not isinstance(targets, TargetsFacts):
         reason = targets.reason if isinstance(targets, Unavailable) else "no targets were probed"

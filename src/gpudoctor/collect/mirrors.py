@@ -15,8 +15,13 @@ from __future__ import annotations
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.mirrors import MirrorsFacts
 from gpudoctor.mirrors import catalogue as catalogue_mod
-from gpudoctor.mirrors.gather import ECOSYSTEMS, candidate_targets, configured_targets, measure
-from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
+from gpudoctor.mirrors.gather import (
+    ECOSYSTEMS,
+    candidate_targets,
+    configured_targets,
+    measure,
+)
+from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget
 
 
 def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
@@ -29,7 +34,7 @@ def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
         configured = [t for t in configured if t.ecosystem in wanted]
     ranked = bool(extra.get("rank_mirrors"))
     ecosystems = tuple(extra.get("rank_ecosystems") or ECOSYSTEMS) if ranked else ()
-    candidates = []
+    candidates: list[ProbeTarget] = []
     if ranked:
         candidates, _skipped = candidate_targets(cat, ecosystems, facts.get("apt"), facts.get("conda"))
     return measure(configured, candidates, cat, ecosystems, offline=ctx.options.offline, ranked=ranked,

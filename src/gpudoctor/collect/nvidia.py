@@ -24,13 +24,20 @@ import re
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, List, Tuple, Union
+from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import FactsDecodeError, Unavailable
 from gpudoctor.facts.base import from_jsonable
-from gpudoctor.facts.nvidia import (GpuHealth, GpuProcess, NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts,
-                                    SourceAttempt)
+from gpudoctor.facts.nvidia import (
+    GpuHealth,
+    GpuProcess,
+    NvidiaDriverFacts,
+    NvmlDevice,
+    PciDevice,
+    PciGpuFacts,
+    SourceAttempt,
+)
 from gpudoctor.nvml_worker import MARKER
 from gpudoctor.system import Files, signal_name
 
@@ -49,7 +56,7 @@ def collect_gpu(ctx: CollectContext) -> PciGpuFacts:
         entries = files.listdir(base)
     except OSError:
         return PciGpuFacts(devices=(), sysfs_readable=False)
-    devices: List[PciDevice] = []
+    devices: list[PciDevice] = []
     for name in entries:
         vendor = (files.read_text_or_none(f"{base}/{name}/vendor") or "").strip().lower()
         cls = (files.read_text_or_none(f"{base}/{name}/class") or "").strip().lower()
@@ -65,7 +72,7 @@ def collect_gpu(ctx: CollectContext) -> PciGpuFacts:
 # --------------------------------------------------------------------------- driver
 
 
-def parse_nvrm_version(text: str) -> Union[str, None]:
+def parse_nvrm_version(text: str) -> str | None:
     """Driver version from /proc/driver/nvidia/version text, e.g. ``470.86``."""
     m = _NVRM_RE.search(text)
     return m.group(1) if m else None
@@ -78,7 +85,7 @@ NVML_WORKER_TIMEOUT_S = 20.0
 _CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT", "SIGFPE")
 
 
-def nvml_worker_argv() -> List[str]:
+def nvml_worker_argv() -> list[str]:
     """The doctor's own interpreter running :mod:`gpudoctor.nvml_worker`."""
     return [sys.executable, "-m", "gpudoctor.nvml_worker"]
 
@@ -127,7 +134,7 @@ NVML_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", 
 DRIVER_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
 
 
-def nvml_worth_trying(ctx: CollectContext) -> Union[str, None]:
+def nvml_worth_trying(ctx: CollectContext) -> str | None:
     """``None`` when NVML may answer here; else why starting the worker is pointless.
 
     The worker is a second Python interpreter (~25 MiB, ~0.2 s); on a machine
@@ -152,7 +159,7 @@ def nvml_worth_trying(ctx: CollectContext) -> Union[str, None]:
             "the NVML worker was not started)")
 
 
-def run_nvml_worker(ctx: CollectContext, timeout_s: Union[float, None] = None) -> Tuple[str, str, Any]:
+def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tuple[str, str, Any]:
     """Run the NVML worker once (timeout: :func:`nvml_timeout_s`). Returns ``(outcome, detail, doc)``.
 
     ``outcome`` is one of ``ok``, ``not-loaded``, ``init-failed``, ``crashed``,
@@ -202,7 +209,7 @@ def _visible(files: Files, proc: GpuProcess) -> GpuProcess:
     return replace(proc, visible=comm is not None, command=(comm or "").strip())
 
 
-def _decode_devices(doc: dict, files: Files) -> Tuple[NvmlDevice, ...]:
+def _decode_devices(doc: dict, files: Files) -> tuple[NvmlDevice, ...]:
     devices = []
     for raw in doc.get("devices") or ():
         try:
@@ -217,7 +224,7 @@ def _decode_devices(doc: dict, files: Files) -> Tuple[NvmlDevice, ...]:
     return tuple(devices)
 
 
-def _nvml(ctx: CollectContext) -> Tuple[SourceAttempt, str, Any]:
+def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, str, Any]:
     """(attempt, outcome, (driver, cuda_driver, devices) or None)."""
     outcome, detail, doc = run_nvml_worker(ctx)
     if doc is None:
@@ -238,7 +245,7 @@ def _nvml(ctx: CollectContext) -> Tuple[SourceAttempt, str, Any]:
 
 def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
     files: Files = ctx.system.files
-    attempts: List[SourceAttempt] = []
+    attempts: list[SourceAttempt] = []
     if files.is_live:
         attempt, outcome, result = _nvml(ctx)
         attempts.append(attempt)

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import PurePosixPath
-from typing import Dict, List, Tuple
 
 from gpudoctor import pipconf
 from gpudoctor.collect import CollectContext, Collector
@@ -40,9 +39,9 @@ _IGNORED_ENV = ("version", "help")
 DEVNULL = "/dev/null"
 
 
-def candidate_files(env: Dict[str, str], home: str, site_prefix: str) -> List[Tuple[str, str]]:
+def candidate_files(env: dict[str, str], home: str, site_prefix: str) -> list[tuple[str, str]]:
     """``(variant, path)`` for every file pip considers, in load order (before existence checks)."""
-    out: List[Tuple[str, str]] = []
+    out: list[tuple[str, str]] = []
     xdg_dirs = env.get("XDG_CONFIG_DIRS", "").strip() or "/etc/xdg"
     for d in xdg_dirs.split(":"):
         if d:
@@ -57,7 +56,7 @@ def candidate_files(env: Dict[str, str], home: str, site_prefix: str) -> List[Tu
     return out
 
 
-def site_prefix(ctx: CollectContext) -> Tuple[str, str]:
+def site_prefix(ctx: CollectContext) -> tuple[str, str]:
     """The prefix whose ``pip.conf`` is the site file, and where the choice came from."""
     if ctx.options.pythons:
         py = PurePosixPath(ctx.options.pythons[0])
@@ -99,11 +98,11 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        error = PipParseError(0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it")
+        error: PipParseError | None = PipParseError(0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it")
         return PipConfigFile(path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target,
                              None, {}, {}, error)
     values, problem = pipconf.parse(text)
-    lines: Dict[str, int] = {}
+    lines: dict[str, int] = {}
     if problem is None:
         for e in pipconf.scan(text).entries:
             lines[f"{e.section}.{e.key}"] = e.start + 1
@@ -119,10 +118,10 @@ def _exists(ctx: CollectContext, path: str) -> bool:
         return False
 
 
-def effective_settings(files: Tuple[PipConfigFile, ...], env: Dict[str, str]) -> Dict[str, PipSetting]:
+def effective_settings(files: tuple[PipConfigFile, ...], env: dict[str, str]) -> dict[str, PipSetting]:
     """pip install's view: ``[global]`` then ``[install]`` from every loaded file (later files win
     within a section), then ``PIP_*`` variables; empty values are ignored, as pip does."""
-    out: Dict[str, PipSetting] = {}
+    out: dict[str, PipSetting] = {}
     for section in ("global", "install"):
         for f in files:
             if not f.loaded or f.error is not None:
@@ -147,8 +146,8 @@ def collect(ctx: CollectContext) -> PipFacts:
     prefix, prefix_from = site_prefix(ctx)
     config_file = env.get("PIP_CONFIG_FILE") or None
     devnull = config_file == DEVNULL
-    env_file_exists = bool(config_file) and not devnull and _exists(ctx, config_file)
-    out: List[PipConfigFile] = []
+    env_file_exists = config_file is not None and not devnull and _exists(ctx, config_file)
+    out: list[PipConfigFile] = []
     for variant, path in candidate_files(env, home, prefix):
         if variant == "env" and devnull:
             continue

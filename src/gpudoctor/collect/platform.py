@@ -13,12 +13,23 @@ import dataclasses
 import json
 import platform as _platform
 import re
-from typing import Dict, List, Mapping, Optional, Tuple, Union
+from collections.abc import Mapping
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.platform import (CdiSpec, ContainerdConfig, ContainerHostFacts, DockerInfo, KernelModuleFacts,
-                                      LimitsFacts, Modinfo, PlatformFacts, ProcessLimits, RdmaFacts, RLimit)
+from gpudoctor.facts.platform import (
+    CdiSpec,
+    ContainerdConfig,
+    ContainerHostFacts,
+    DockerInfo,
+    KernelModuleFacts,
+    LimitsFacts,
+    Modinfo,
+    PlatformFacts,
+    ProcessLimits,
+    RdmaFacts,
+    RLimit,
+)
 from gpudoctor.system import Files, Runner
 
 #: seconds for each read-only command
@@ -81,9 +92,9 @@ def own_mounts(mountinfo: str) -> str:
     return "\n".join(keep)
 
 
-def detect_runtime(files: Files, env: Mapping[str, str]) -> Tuple[str, Tuple[str, ...], bool]:
+def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str, ...], bool]:
     """(container runtime or "", markers, kubernetes) from marker files, cgroups, mountinfo and env."""
-    markers: List[str] = []
+    markers: list[str] = []
     runtime = ""
     if files.exists("/.dockerenv"):
         markers.append("/.dockerenv exists")
@@ -131,7 +142,7 @@ def _scheduler(env: Mapping[str, str]) -> str:
     return ""
 
 
-def collect_platform(ctx: CollectContext) -> Union[PlatformFacts, Unavailable]:
+def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     files, env = ctx.system.files, ctx.system.env
     runtime, markers, kube = detect_runtime(files, env)
     if not files.is_live and not markers and not files.is_dir("/proc"):
@@ -163,7 +174,7 @@ def collect_platform(ctx: CollectContext) -> Union[PlatformFacts, Unavailable]:
 # --------------------------------------------------------------------------- container host
 
 
-def parse_docker_info(text: str) -> Union[DockerInfo, Unavailable]:
+def parse_docker_info(text: str) -> DockerInfo | Unavailable:
     """``docker info --format '{{json .}}'`` output -> DockerInfo (Unavailable if not JSON)."""
     try:
         doc = json.loads(text)
@@ -178,7 +189,7 @@ def parse_docker_info(text: str) -> Union[DockerInfo, Unavailable]:
                       cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()))
 
 
-_CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.I)
+_CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _SO_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.(\d{3}\.\d+(?:\.\d+)?)")
 
 
@@ -203,7 +214,7 @@ def parse_containerd_config(path: str, text: str) -> ContainerdConfig:
                             runtimes=tuple(dict.fromkeys(r for r in runtimes if not r.endswith(".options"))))
 
 
-def _dpkg_packages(files: Files, names: Tuple[str, ...]) -> Tuple[str, ...]:
+def _dpkg_packages(files: Files, names: tuple[str, ...]) -> tuple[str, ...]:
     status = files.read_text_or_none("/var/lib/dpkg/status") or ""
     out = []
     for stanza in status.split("\n\n"):
@@ -213,10 +224,10 @@ def _dpkg_packages(files: Files, names: Tuple[str, ...]) -> Tuple[str, ...]:
     return tuple(out)
 
 
-def query_host_tools(runner: Runner) -> Tuple[Union[DockerInfo, Unavailable], Union[str, Unavailable]]:
+def query_host_tools(runner: Runner) -> tuple[DockerInfo | Unavailable, str | Unavailable]:
     """Run ``docker info --format '{{json .}}'`` and ``nvidia-ctk --version`` (read-only, timeouts)."""
     result = runner.run(["docker", "info", "--format", "{{json .}}"], timeout_s=COMMAND_TIMEOUT_S)
-    docker: Union[DockerInfo, Unavailable]
+    docker: DockerInfo | Unavailable
     parsed = parse_docker_info(result.stdout) if result.error is None else None
     if isinstance(parsed, DockerInfo) and parsed.server_version:
         docker = parsed
@@ -227,7 +238,7 @@ def query_host_tools(runner: Runner) -> Tuple[Union[DockerInfo, Unavailable], Un
     else:
         docker = Unavailable(result.describe_failure())
     result = runner.run(["nvidia-ctk", "--version"], timeout_s=COMMAND_TIMEOUT_S)
-    ctk: Union[str, Unavailable]
+    ctk: str | Unavailable
     if result.ok:
         m = _CTK_VERSION.search(result.stdout)
         ctk = m.group(1) if m else Unavailable(f"nvidia-ctk --version printed no version: {result.stdout.strip()[:80]}")
@@ -236,7 +247,7 @@ def query_host_tools(runner: Runner) -> Tuple[Union[DockerInfo, Unavailable], Un
     return docker, ctk
 
 
-def container_host_facts(files: Files, runner: Optional[Runner]) -> ContainerHostFacts:
+def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFacts:
     """The container_host facts; commands run only when ``runner`` is given."""
     engines = []
     for name, paths in (("docker", ("/usr/bin/docker", "/usr/local/bin/docker", "/var/run/docker.sock",
@@ -286,9 +297,9 @@ def collect_container_host(ctx: CollectContext) -> ContainerHostFacts:
 # --------------------------------------------------------------------------- kernel module
 
 
-def parse_modinfo(text: str) -> Union[Modinfo, Unavailable]:
+def parse_modinfo(text: str) -> Modinfo | Unavailable:
     """``modinfo nvidia`` output -> Modinfo (first value of each field)."""
-    fields: Dict[str, str] = {}
+    fields: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if sep and key.strip() and key.strip() not in fields:
@@ -299,7 +310,7 @@ def parse_modinfo(text: str) -> Union[Modinfo, Unavailable]:
                    vermagic=fields.get("vermagic", ""), signer=fields.get("signer", ""))
 
 
-def flavour_of(proc_line: str, modinfo: Union[Modinfo, Unavailable]) -> str:
+def flavour_of(proc_line: str, modinfo: Modinfo | Unavailable) -> str:
     """``open``/``proprietary`` from the proc line ("Open Kernel Module"), else the modinfo licence."""
     if proc_line:
         return "open" if "open kernel module" in proc_line.lower() else "proprietary"
@@ -308,7 +319,7 @@ def flavour_of(proc_line: str, modinfo: Union[Modinfo, Unavailable]) -> str:
     return ""
 
 
-def _secure_boot(files: Files) -> Union[bool, Unavailable]:
+def _secure_boot(files: Files) -> bool | Unavailable:
     base = "/sys/firmware/efi/efivars"
     try:
         names = [n for n in files.listdir(base) if n.startswith("SecureBoot-")]
@@ -323,13 +334,13 @@ def _secure_boot(files: Files) -> Union[bool, Unavailable]:
     return bool(data[-1]) if data else Unavailable(f"{names[0]} is empty")
 
 
-def kernel_module_facts(files: Files, runner: Optional[Runner], kernel_release: str = "") -> KernelModuleFacts:
+def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str = "") -> KernelModuleFacts:
     """The kmod facts; ``modinfo nvidia`` runs only when ``runner`` is given."""
     release = kernel_release or (files.read_text_or_none("/proc/sys/kernel/osrelease") or "").strip()
     proc = (files.read_text_or_none("/proc/driver/nvidia/version") or "").strip().splitlines()
     proc_line = proc[0] if proc else ""
     loaded = bool(proc_line) or files.is_dir("/sys/module/nvidia")
-    modinfo: Union[Modinfo, Unavailable]
+    modinfo: Modinfo | Unavailable
     if runner is not None:
         result = runner.run(["modinfo", "nvidia"], timeout_s=COMMAND_TIMEOUT_S)
         if result.ok:
@@ -369,7 +380,7 @@ _LIMIT_ROWS = {"Max open files": "nofile", "Max locked memory": "memlock"}
 
 def parse_proc_limits(text: str, source: str) -> ProcessLimits:
     """``/proc/<pid>/limits`` text -> ProcessLimits (``unlimited`` -> None)."""
-    found: Dict[str, Union[RLimit, Unavailable]] = {}
+    found: dict[str, RLimit | Unavailable] = {}
     for line in text.splitlines():
         for label, key in _LIMIT_ROWS.items():
             if line.startswith(label):
@@ -381,7 +392,7 @@ def parse_proc_limits(text: str, source: str) -> ProcessLimits:
     return ProcessLimits(source=source, nofile=found.get("nofile", missing), memlock=found.get("memlock", missing))
 
 
-def collect_limits(ctx: CollectContext) -> Union[LimitsFacts, Unavailable]:
+def collect_limits(ctx: CollectContext) -> LimitsFacts | Unavailable:
     files = ctx.system.files
     text = files.read_text_or_none("/proc/self/limits")
     if text is None:
@@ -394,7 +405,7 @@ def collect_limits(ctx: CollectContext) -> Union[LimitsFacts, Unavailable]:
 CAP_IPC_LOCK = 14  # capabilities(7)
 
 
-def cap_ipc_lock(status_text: str) -> Union[bool, Unavailable]:
+def cap_ipc_lock(status_text: str) -> bool | Unavailable:
     """CAP_IPC_LOCK (bit 14) in ``CapEff`` of ``/proc/<pid>/status``."""
     for line in status_text.splitlines():
         if line.startswith("CapEff:"):
@@ -408,7 +419,7 @@ def cap_ipc_lock(status_text: str) -> Union[bool, Unavailable]:
 def collect_rdma(ctx: CollectContext) -> RdmaFacts:
     files, env = ctx.system.files, ctx.system.env
 
-    def names(path: str) -> Tuple[str, ...]:
+    def names(path: str) -> tuple[str, ...]:
         try:
             return tuple(files.listdir(path))
         except OSError:
@@ -429,7 +440,22 @@ COLLECTORS = (
     Collector(domain="rdma", collect=collect_rdma, timeout_s=5.0),
 )
 
-__all__ = ["collect_platform", "collect_container_host", "collect_kmod", "collect_limits", "collect_rdma",
-           "container_host_facts", "kernel_module_facts", "parse_docker_info", "parse_cdi_spec",
-           "parse_containerd_config", "parse_modinfo", "parse_proc_limits", "cap_ipc_lock", "detect_runtime",
-           "query_host_tools", "flavour_of", "COLLECTORS"]
+__all__ = [
+    "COLLECTORS",
+    "cap_ipc_lock",
+    "collect_container_host",
+    "collect_kmod",
+    "collect_limits",
+    "collect_platform",
+    "collect_rdma",
+    "container_host_facts",
+    "detect_runtime",
+    "flavour_of",
+    "kernel_module_facts",
+    "parse_cdi_spec",
+    "parse_containerd_config",
+    "parse_docker_info",
+    "parse_modinfo",
+    "parse_proc_limits",
+    "query_host_tools",
+]

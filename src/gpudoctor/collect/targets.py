@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Dict, List, Mapping, Optional, Tuple
 
 from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
@@ -27,11 +27,11 @@ from gpudoctor.probe import probe_target, target_python_version
 from gpudoctor.system import System
 
 
-def active_env_pythons(env: Mapping[str, str]) -> List[str]:
+def active_env_pythons(env: Mapping[str, str]) -> list[str]:
     """Interpreters of the activated venv / conda env that are not the one running gpudoctor."""
     # venv interpreters are symlinks to one base interpreter: compare prefixes, not resolved paths
     own_prefix = os.path.realpath(sys.prefix)
-    found: List[str] = []
+    found: list[str] = []
     for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
         prefix = env.get(var)
         if not prefix or os.path.realpath(prefix) == own_prefix:
@@ -45,15 +45,15 @@ def active_env_pythons(env: Mapping[str, str]) -> List[str]:
     return found
 
 
-_EARLY: Dict[tuple, Future] = {}
+_EARLY: dict[tuple, Future] = {}
 _EARLY_LOCK = threading.Lock()
 
 
-def _key(python: str, env: Mapping[str, str], level: str = "full") -> Tuple[str, str, Tuple[Tuple[str, str], ...]]:
+def _key(python: str, env: Mapping[str, str], level: str = "full") -> tuple[str, str, tuple[tuple[str, str], ...]]:
     return python, level, tuple(sorted(env.items()))
 
 
-def default_specs(ctx: CollectContext) -> List[Tuple[str, str, str]]:
+def default_specs(ctx: CollectContext) -> list[tuple[str, str, str]]:
     """(label, python, kind) of the terminal-side targets: every --python, else the
     current interpreter plus the activated environment's when it is another one."""
     if ctx.options.pythons:
@@ -94,10 +94,10 @@ class ProbeCache:
     def __init__(self, ctx: CollectContext, workers: int = 4):
         self._ctx = ctx
         self._pool = ThreadPoolExecutor(max_workers=workers)
-        self._futures: Dict[tuple, Future] = {}
+        self._futures: dict[tuple, Future] = {}
         self._lock = threading.Lock()
 
-    def submit(self, python: str, env: Optional[Mapping[str, str]] = None) -> Future:
+    def submit(self, python: str, env: Mapping[str, str] | None = None) -> Future:
         env = dict(self._ctx.system.env if env is None else env)
         level = self._ctx.options.probe_level
         key = _key(python, env, level)
@@ -119,7 +119,7 @@ class ProbeCache:
         self._pool.shutdown(wait=True)
 
 
-def failed_version(system: System, python: str, probe, env: Optional[Mapping[str, str]] = None) -> str:
+def failed_version(system: System, python: str, probe, env: Mapping[str, str] | None = None) -> str:
     """The target's ``major.minor`` when its probe failed (for ``TargetFacts.python_version``), else ""."""
     if not isinstance(probe, Unavailable) or (os.sep in python and not os.path.exists(python)):
         return ""
@@ -134,7 +134,9 @@ def collect(ctx: CollectContext):
     try:
         # start the terminal's probes first: they run while the Jupyter facts are still being collected
         futures = [cache.submit(python) for _label, python, _kind in specs]
-        from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
+        from gpudoctor.collect.kernel_targets import (
+            kernel_targets,  # Jupyter kernels as targets
+        )
         kernels = kernel_targets(ctx, cache.submit)
         found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result(),
                              python_version=failed_version(ctx.system, python, fut.result()))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import PurePosixPath
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.mirrors import UvFacts, UvIndex
@@ -30,8 +30,8 @@ else:  # pragma: no cover
 PYPI = "https://pypi.org/simple"
 
 
-def _indexes(table: Dict[str, Any], origin: str) -> List[UvIndex]:
-    out: List[UvIndex] = []
+def _indexes(table: dict[str, Any], origin: str) -> list[UvIndex]:
+    out: list[UvIndex] = []
     for entry in table.get("index", []) or []:
         if isinstance(entry, dict) and isinstance(entry.get("url"), str):
             out.append(UvIndex(entry["url"], bool(entry.get("default", False)), origin, "index"))
@@ -52,7 +52,7 @@ def user_config_path(env, home: str) -> str:
     return f"{base}/uv/uv.toml"
 
 
-def system_candidates(env) -> List[str]:
+def system_candidates(env) -> list[str]:
     """System ``uv.toml`` files in uv's order (the first that exists is read)."""
     system_dirs = [p for p in (env.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":") if p]
     return [f"{p}/uv/uv.toml" for p in system_dirs] + ["/etc/uv/uv.toml"]
@@ -76,11 +76,11 @@ def find_binary(files, env, home: str) -> str:
 
 def collect_uv(ctx: CollectContext) -> UvFacts:
     files, env, home = ctx.system.files, ctx.system.env, ctx.system.home
-    texts: Dict[str, str] = {}
-    ordered: List[Tuple[str, Dict[str, Any]]] = []  # highest precedence first
-    problems: List[str] = []
+    texts: dict[str, str] = {}
+    ordered: list[tuple[str, dict[str, Any]]] = []  # highest precedence first
+    problems: list[str] = []
 
-    def load(path: str, pyproject: bool = False) -> Optional[Dict[str, Any]]:
+    def load(path: str, pyproject: bool = False) -> dict[str, Any] | None:
         text = files.read_text_or_none(path)
         if text is None:
             return None
@@ -121,7 +121,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
             if doc is not None:
                 ordered.append((path, doc))
                 break
-    indexes: List[UvIndex] = []
+    indexes: list[UvIndex] = []
     for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
         if env.get(var):
             indexes.append(UvIndex(env[var].strip(), True, var, var))

@@ -14,29 +14,32 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Type, TypeVar, Union
+from typing import Any, TypeVar
 
 from gpudoctor.facts.base import (
     FactsDecodeError,
     Unavailable,
     domain,
     from_jsonable,
-    registered_domains as _registered_domains,
     schema_for,
     to_jsonable,
+)
+from gpudoctor.facts.base import (
+    registered_domains as _registered_domains,
 )
 from gpudoctor.redact import redact_value
 
 __all__ = [
-    "Facts",
-    "Unavailable",
-    "FactsDecodeError",
-    "domain",
-    "registered_domains",
     "FACTS_SCHEMA_VERSION",
     "READABLE_FACTS_SCHEMA_VERSIONS",
+    "Facts",
+    "FactsDecodeError",
+    "Unavailable",
+    "domain",
     "facts_schema",
+    "registered_domains",
 ]
 
 #: Version of the snapshot format written now; bump on incompatible changes.
@@ -60,13 +63,13 @@ def _import_all_domains() -> None:
     global _ALL_IMPORTED
     if _ALL_IMPORTED:
         return
-    for _mod in pkgutil.iter_modules(__path__):  # type: ignore[name-defined]
+    for _mod in pkgutil.iter_modules(__path__):
         if _mod.name != "base":
             importlib.import_module(f"{__name__}.{_mod.name}")
     _ALL_IMPORTED = True
 
 
-def registered_domains():
+def registered_domains() -> Mapping[str, type]:
     """Domain name -> dataclass, for every domain module in this package (imports them all)."""
     _import_all_domains()
     return _registered_domains()
@@ -97,17 +100,18 @@ class Facts:
             return Unavailable(f"the {name} facts were not collected")
         return value
 
-    def of(self, cls: Type[D]) -> Union[D, Unavailable]:
+    def of(self, cls: type[D]) -> D | Unavailable:
         """Typed access by domain class: ``facts.of(NvidiaFacts)``."""
-        return self.get(cls.DOMAIN)  # type: ignore[attr-defined]
+        value: D | Unavailable = self.get(cls.DOMAIN)  # type: ignore[attr-defined]
+        return value
 
-    def with_domains(self, **domains: Any) -> "Facts":
+    def with_domains(self, **domains: Any) -> Facts:
         """Copy with some domains replaced (used by tests and fixtures)."""
         merged = dict(self.domains)
         merged.update(domains)
         return Facts(merged, self.gpudoctor_version, self.collected_at, self.root, self.durations_ms)
 
-    def to_json(self, redact: bool = True) -> dict:
+    def to_json(self, redact: bool = True) -> dict[str, Any]:
         """The snapshot document; secrets redacted unless ``redact=False``."""
         doc = {
             "schema_version": FACTS_SCHEMA_VERSION,
@@ -120,7 +124,7 @@ class Facts:
         return redact_value(doc) if redact else doc
 
     @classmethod
-    def from_json(cls, doc: Any) -> "Facts":
+    def from_json(cls, doc: Any) -> Facts:
         """Build facts from a snapshot document.
 
         Domains absent from the document stay absent (checks see them as
@@ -143,7 +147,7 @@ class Facts:
             tp = known.get(name)
             if tp is None:
                 continue
-            domains[name] = from_jsonable(Union[tp, Unavailable], value, f"$.domains.{name}")
+            domains[name] = from_jsonable(tp | Unavailable, value, f"$.domains.{name}")
         durations = doc.get("durations_ms") or {}
         if not isinstance(durations, dict):
             raise FactsDecodeError("$.durations_ms: expected an object")
@@ -156,9 +160,9 @@ class Facts:
         )
 
 
-def facts_schema() -> dict:
+def facts_schema() -> dict[str, Any]:
     """The JSON Schema of the facts snapshot, generated from the domain dataclasses."""
-    defs: dict = {}
+    defs: dict[str, Any] = {}
     props = {name: {"anyOf": [schema_for(tp, defs), schema_for(Unavailable, defs)]}
              for name, tp in sorted(registered_domains().items())}
     return {

@@ -15,17 +15,18 @@ import dataclasses
 import enum
 import types
 import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Type, TypeVar, Union
+from typing import Any, TypeVar, Union
 
 __all__ = [
+    "FactsDecodeError",
     "Unavailable",
     "domain",
-    "registered_domains",
-    "to_jsonable",
     "from_jsonable",
+    "registered_domains",
     "schema_for",
-    "FactsDecodeError",
+    "to_jsonable",
 ]
 
 T = TypeVar("T")
@@ -53,16 +54,16 @@ class FactsDecodeError(ValueError):
     """A facts document does not match the schema; the message names the path."""
 
 
-_DOMAINS: Dict[str, type] = {}
+_DOMAINS: dict[str, type] = {}
 
 
-def domain(name: str):
+def domain(name: str) -> Callable[[type[T]], type[T]]:
     """Class decorator: register a frozen dataclass as the facts of domain ``name``.
 
     Raises ``ValueError`` if two classes claim the same name.
     """
 
-    def register(cls: Type[T]) -> Type[T]:
+    def register(cls: type[T]) -> type[T]:
         if not dataclasses.is_dataclass(cls):
             raise TypeError(f"{cls.__name__} must be a dataclass")
         existing = _DOMAINS.get(name)
@@ -103,10 +104,10 @@ def to_jsonable(value: Any) -> Any:
 
 # --------------------------------------------------------------------------- decode
 
-_hints_cache: Dict[type, Dict[str, Any]] = {}
+_hints_cache: dict[type, dict[str, Any]] = {}
 
 
-def _hints(cls: type) -> Dict[str, Any]:
+def _hints(cls: type) -> dict[str, Any]:
     hints = _hints_cache.get(cls)
     if hints is None:
         hints = typing.get_type_hints(cls)
@@ -179,7 +180,7 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
                 continue
             if f.name in data:
                 kwargs[f.name] = from_jsonable(hints[f.name], data[f.name], f"{path}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise FactsDecodeError(f"{path}: missing required key {f.name!r}")
         return tp(**kwargs)
     if tp is float:
@@ -212,7 +213,7 @@ UNAVAILABLE_SCHEMA = {
 }
 
 
-def schema_for(tp: Any, defs: Dict[str, Any]) -> Dict[str, Any]:
+def schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     """JSON Schema (draft 2020-12) for type ``tp``; dataclasses go into ``defs``."""
     if tp is Any:
         return {}
@@ -241,7 +242,7 @@ def schema_for(tp: Any, defs: Dict[str, Any]) -> Dict[str, Any]:
             required = []
             for f in dataclasses.fields(tp):
                 props[f.name] = schema_for(hints[f.name], defs)
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:  # type: ignore[misc]
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     required.append(f.name)
             doc = (tp.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
             defs[name] = {"type": "object", "description": doc, "properties": props, "required": required}

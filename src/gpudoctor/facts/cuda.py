@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -25,9 +24,9 @@ class CudaToolkitFacts:
             both facts are reported.
     """
 
-    cuda_home: Optional[str]
-    default_path: Optional[str]
-    version: Union[str, Unavailable]
-    nvcc: Optional[str]
-    nvcc_version: Union[str, Unavailable]
+    cuda_home: str | None
+    default_path: str | None
+    version: str | Unavailable
+    nvcc: str | None
+    nvcc_version: str | Unavailable
     cuda_home_missing: bool = False

@@ -8,7 +8,6 @@ domain (``NvmlDevice.health``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple, Union
 
 from gpudoctor.facts.base import Unavailable
 
@@ -49,9 +48,9 @@ class GpuProcess:
     """
 
     pid: int
-    used_memory_mib: Union[int, Unavailable]
+    used_memory_mib: int | Unavailable
     kind: str = "compute"
-    visible: Union[bool, Unavailable] = Unavailable("not looked up")
+    visible: bool | Unavailable = Unavailable("not looked up")
     command: str = ""
 
 
@@ -100,31 +99,31 @@ class GpuHealth:
             period a kernel ran / memory was read or written (``nvmlDeviceGetUtilizationRates``).
     """
 
-    ecc_enabled: Union[bool, Unavailable] = _NQ
-    ecc_pending: Union[bool, Unavailable] = _NQ
-    ecc_volatile_corrected: Union[int, Unavailable] = _NQ
-    ecc_volatile_uncorrected: Union[int, Unavailable] = _NQ
-    ecc_aggregate_corrected: Union[int, Unavailable] = _NQ
-    ecc_aggregate_uncorrected: Union[int, Unavailable] = _NQ
-    retired_pages_sbe: Union[int, Unavailable] = _NQ
-    retired_pages_dbe: Union[int, Unavailable] = _NQ
-    retired_pages_pending: Union[bool, Unavailable] = _NQ
-    remapped_rows_correctable: Union[int, Unavailable] = _NQ
-    remapped_rows_uncorrectable: Union[int, Unavailable] = _NQ
-    remap_pending: Union[bool, Unavailable] = _NQ
-    remap_failure: Union[bool, Unavailable] = _NQ
-    clock_event_reasons: Union[int, Unavailable] = _NQ
-    pcie_gen_current: Union[int, Unavailable] = _NQ
-    pcie_gen_max: Union[int, Unavailable] = _NQ
-    pcie_width_current: Union[int, Unavailable] = _NQ
-    pcie_width_max: Union[int, Unavailable] = _NQ
-    temperature_c: Union[int, Unavailable] = _NQ
-    temperature_slowdown_c: Union[int, Unavailable] = _NQ
-    temperature_shutdown_c: Union[int, Unavailable] = _NQ
-    power_draw_w: Union[float, Unavailable] = _NQ
-    power_limit_w: Union[float, Unavailable] = _NQ
-    persistence_mode: Union[bool, Unavailable] = _NQ
-    compute_mode: Union[str, Unavailable] = _NQ
-    processes: Union[Tuple[GpuProcess, ...], Unavailable] = _NQ
-    utilization_gpu_pct: Union[int, Unavailable] = _NQ
-    utilization_memory_pct: Union[int, Unavailable] = _NQ
+    ecc_enabled: bool | Unavailable = _NQ
+    ecc_pending: bool | Unavailable = _NQ
+    ecc_volatile_corrected: int | Unavailable = _NQ
+    ecc_volatile_uncorrected: int | Unavailable = _NQ
+    ecc_aggregate_corrected: int | Unavailable = _NQ
+    ecc_aggregate_uncorrected: int | Unavailable = _NQ
+    retired_pages_sbe: int | Unavailable = _NQ
+    retired_pages_dbe: int | Unavailable = _NQ
+    retired_pages_pending: bool | Unavailable = _NQ
+    remapped_rows_correctable: int | Unavailable = _NQ
+    remapped_rows_uncorrectable: int | Unavailable = _NQ
+    remap_pending: bool | Unavailable = _NQ
+    remap_failure: bool | Unavailable = _NQ
+    clock_event_reasons: int | Unavailable = _NQ
+    pcie_gen_current: int | Unavailable = _NQ
+    pcie_gen_max: int | Unavailable = _NQ
+    pcie_width_current: int | Unavailable = _NQ
+    pcie_width_max: int | Unavailable = _NQ
+    temperature_c: int | Unavailable = _NQ
+    temperature_slowdown_c: int | Unavailable = _NQ
+    temperature_shutdown_c: int | Unavailable = _NQ
+    power_draw_w: float | Unavailable = _NQ
+    power_limit_w: float | Unavailable = _NQ
+    persistence_mode: bool | Unavailable = _NQ
+    compute_mode: str | Unavailable = _NQ
+    processes: tuple[GpuProcess, ...] | Unavailable = _NQ
+    utilization_gpu_pct: int | Unavailable = _NQ
+    utilization_memory_pct: int | Unavailable = _NQ

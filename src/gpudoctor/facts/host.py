@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -19,8 +18,8 @@ class ContainerFacts:
     """
 
     in_container: bool
-    kind: Optional[str] = None
-    markers: Tuple[str, ...] = ()
+    kind: str | None = None
+    markers: tuple[str, ...] = ()
 
 
 @domain("os")
@@ -89,9 +88,9 @@ class CpuFacts:
     """
 
     logical_cpus: int
-    affinity_cpus: Union[int, Unavailable]
-    cgroup_version: Union[int, Unavailable]
-    quota: Union[CpuQuota, None, Unavailable]
+    affinity_cpus: int | Unavailable
+    cgroup_version: int | Unavailable
+    quota: CpuQuota | None | Unavailable
     model: str = ""
 
     @property
@@ -121,7 +120,7 @@ class ShmFacts:
 
     path: str
     mounted: bool
-    total_bytes: Union[int, Unavailable]
-    free_bytes: Union[int, Unavailable]
+    total_bytes: int | Unavailable
+    free_bytes: int | Unavailable
     fstype: str = ""
     mount_options: str = ""

@@ -12,7 +12,6 @@ server environment, then kernel.json ``env`` with ``${VAR}`` substitution).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 from gpudoctor.facts.targets import ProbeFacts
@@ -39,11 +38,11 @@ class KernelInterpreter:
     """
 
     path: str
-    argv_index: Optional[int]
+    argv_index: int | None
     via: str
     exists: bool
-    conda_env: Optional[str] = None
-    wrapper_env: Dict[str, str] = field(default_factory=dict)
+    conda_env: str | None = None
+    wrapper_env: dict[str, str] = field(default_factory=dict)
     note: str = ""
 
 
@@ -63,8 +62,8 @@ class KernelLaunch:
 
     ok: bool
     duration_ms: float
-    error: Optional[str]
-    probe: Union[ProbeFacts, Unavailable]
+    error: str | None
+    probe: ProbeFacts | Unavailable
     stderr_tail: str = ""
 
 
@@ -98,21 +97,21 @@ class KernelSpecFacts:
     name: str
     resource_dir: str
     kernel_json: str
-    kernel_json_text: Optional[str]
+    kernel_json_text: str | None
     builtin: bool
-    error: Optional[str]
+    error: str | None
     display_name: str = ""
     language: str = ""
-    argv: Tuple[str, ...] = ()
+    argv: tuple[str, ...] = ()
     interrupt_mode: str = "signal"
-    env: Dict[str, str] = field(default_factory=dict)
-    env_resolved: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    env_resolved: dict[str, str] = field(default_factory=dict)
     metadata_json: str = "{}"
-    provisioner: Optional[str] = None
+    provisioner: str | None = None
     is_python: bool = False
-    interpreter: Optional[KernelInterpreter] = None
-    shadowed: Tuple[str, ...] = ()
-    launch: Union[KernelLaunch, Unavailable, None] = None
+    interpreter: KernelInterpreter | None = None
+    shadowed: tuple[str, ...] = ()
+    launch: KernelLaunch | Unavailable | None = None
 
 
 @domain("jupyter")
@@ -139,11 +138,11 @@ class JupyterFacts:
     server_python_version: str
     jupyter_client_version: str
     data_dir: str
-    kernel_dirs: Tuple[str, ...]
-    kernels: Tuple[KernelSpecFacts, ...]
+    kernel_dirs: tuple[str, ...]
+    kernels: tuple[KernelSpecFacts, ...]
     deep: bool = False
 
-    def kernel(self, name: str) -> Optional[KernelSpecFacts]:
+    def kernel(self, name: str) -> KernelSpecFacts | None:
         """The kernelspec called ``name`` (case-insensitive), or None."""
         for k in self.kernels:
             if k.name == name.lower():
@@ -175,7 +174,7 @@ class JupyterServer:
     url: str
     info_file: str
     alive: bool
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     env_error: str = ""
     service: str = ""
     hub: bool = False
@@ -193,8 +192,8 @@ class JupyterServersFacts:
     """
 
     runtime_dir: str
-    servers: Tuple[JupyterServer, ...] = ()
-    terminal_env: Dict[str, str] = field(default_factory=dict)
+    servers: tuple[JupyterServer, ...] = ()
+    terminal_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -217,11 +216,11 @@ class RunningKernel:
 
     connection_file: str
     kernel_name: str = ""
-    pid: Optional[int] = None
+    pid: int | None = None
     torch_imported: bool = False
     cuda_initialized: bool = False
-    cvd_now: Optional[str] = None
-    cvd_at_start: Optional[str] = None
+    cvd_now: str | None = None
+    cvd_at_start: str | None = None
     notebook: str = ""
     error: str = ""
 
@@ -237,4 +236,4 @@ class RunningKernelsFacts:
     """
 
     runtime_dir: str
-    kernels: Tuple[RunningKernel, ...] = ()
+    kernels: tuple[RunningKernel, ...] = ()

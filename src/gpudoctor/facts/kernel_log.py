@@ -10,7 +10,6 @@ boot's kernel messages). The NVIDIA driver logs each XID as
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -46,8 +45,8 @@ class KernelLogFacts:
     """
 
     source: str
-    readable: Union[bool, Unavailable]
-    events: Tuple[XidEvent, ...] = ()
+    readable: bool | Unavailable
+    events: tuple[XidEvent, ...] = ()
     lines_read: int = 0
 
 

@@ -25,7 +25,6 @@ Section"; LSB "Symbol Versioning".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -64,12 +63,12 @@ class LibraryCopy:
     family: str
     directory: str
     origin: str
-    soname: Optional[str] = None
-    version: Optional[str] = None
-    version_source: Optional[str] = None
-    elf_class: Optional[int] = None
-    machine: Optional[str] = None
-    error: Optional[str] = None
+    soname: str | None = None
+    version: str | None = None
+    version_source: str | None = None
+    elf_class: int | None = None
+    machine: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -98,13 +97,13 @@ class Resolution:
     consumer: str
     needed: str
     family: str
-    path: Optional[str]
+    path: str | None
     via: str
-    directory: Optional[str] = None
-    without_env: Optional[str] = None
-    candidates: Tuple[str, ...] = ()
-    missing: Tuple[str, ...] = ()
-    bare: Optional[str] = None
+    directory: str | None = None
+    without_env: str | None = None
+    candidates: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    bare: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,8 +121,8 @@ class LinkDir:
     path: str
     origin: str
     unversioned: bool
-    elf_class: Optional[int] = None
-    arch_tag: Optional[str] = None
+    elf_class: int | None = None
+    arch_tag: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,13 +148,13 @@ class TargetLibraries:
     """
 
     label: str
-    roots: Tuple[str, ...] = ()
-    ld_library_path: Tuple[str, ...] = ()
-    ld_preload: Tuple[str, ...] = ()
-    copies: Tuple[LibraryCopy, ...] = ()
-    resolutions: Tuple[Resolution, ...] = ()
-    lookups: Tuple[Resolution, ...] = ()
-    link_dirs: Tuple[LinkDir, ...] = ()
+    roots: tuple[str, ...] = ()
+    ld_library_path: tuple[str, ...] = ()
+    ld_preload: tuple[str, ...] = ()
+    copies: tuple[LibraryCopy, ...] = ()
+    resolutions: tuple[Resolution, ...] = ()
+    lookups: tuple[Resolution, ...] = ()
+    link_dirs: tuple[LinkDir, ...] = ()
     cache_source: str = "ldconfig -p"
 
 
@@ -179,10 +178,10 @@ class FrameworkInstall:
     name: str
     dist: str
     version: str
-    cuda_major: Optional[int] = None
-    cudnn_major: Optional[int] = None
+    cuda_major: int | None = None
+    cudnn_major: int | None = None
     source: str = ""
-    gpu_libs: Tuple[str, ...] = ()
+    gpu_libs: tuple[str, ...] = ()
 
 
 @domain("cuda_libraries")
@@ -197,6 +196,6 @@ class CudaLibrariesFacts:
             Unavailable when the directory does not exist.
     """
 
-    targets: Tuple[TargetLibraries, ...] = ()
-    frameworks: Tuple[FrameworkInstall, ...] = ()
-    wsl_lib: Union[Tuple[str, ...], Unavailable] = Unavailable("/usr/lib/wsl/lib does not exist")
+    targets: tuple[TargetLibraries, ...] = ()
+    frameworks: tuple[FrameworkInstall, ...] = ()
+    wsl_lib: tuple[str, ...] | Unavailable = Unavailable("/usr/lib/wsl/lib does not exist")

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -31,7 +30,7 @@ class LibraryFile:
 
     name: str
     path: str
-    link_target: Optional[str] = None
+    link_target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,7 +48,7 @@ class LibraryDir:
     path: str
     origin: str
     exists: bool
-    libraries: Tuple[LibraryFile, ...] = ()
+    libraries: tuple[LibraryFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,10 +75,10 @@ class LoaderFacts:
             ``LD_LIBRARY_PATH`` (even empty or missing).
     """
 
-    ld_library_path: Tuple[str, ...]
-    ld_preload: Tuple[str, ...]
-    ldconfig: Union[Tuple[LdconfigEntry, ...], Unavailable]
-    dirs: Tuple[LibraryDir, ...] = ()
+    ld_library_path: tuple[str, ...]
+    ld_preload: tuple[str, ...]
+    ldconfig: tuple[LdconfigEntry, ...] | Unavailable
+    dirs: tuple[LibraryDir, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,9 +102,9 @@ class TargetWheels:
     """
 
     label: str
-    site_packages: Tuple[str, ...] = ()
-    dists: Tuple[WheelDist, ...] = ()
-    lib_dirs: Tuple[LibraryDir, ...] = ()
+    site_packages: tuple[str, ...] = ()
+    dists: tuple[WheelDist, ...] = ()
+    lib_dirs: tuple[LibraryDir, ...] = ()
 
 
 @domain("cuda_wheels")
@@ -113,4 +112,4 @@ class TargetWheels:
 class CudaWheelsFacts:
     """CUDA libraries installed by pip for each probed target."""
 
-    targets: Tuple[TargetWheels, ...]
+    targets: tuple[TargetWheels, ...]

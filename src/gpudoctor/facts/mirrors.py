@@ -16,7 +16,6 @@ Domains:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
 
 from gpudoctor.facts.base import domain
 
@@ -44,11 +43,11 @@ class AptSource:
     format: str
     line: int
     stanza: int
-    types: Tuple[str, ...]
-    uris: Tuple[str, ...]
-    suites: Tuple[str, ...]
-    components: Tuple[str, ...] = ()
-    options: Dict[str, str] = field(default_factory=dict)
+    types: tuple[str, ...]
+    uris: tuple[str, ...]
+    suites: tuple[str, ...]
+    components: tuple[str, ...] = ()
+    options: dict[str, str] = field(default_factory=dict)
     enabled: bool = True
 
 
@@ -124,10 +123,10 @@ class SourceEdit:
     action: str
     target_exists: bool
     changed: bool
-    content: Optional[str] = None
+    content: str | None = None
     pattern: str = ""
     replacement: str = ""
-    read: Optional[bool] = None
+    read: bool | None = None
     reads_instead: str = ""
 
 
@@ -156,13 +155,13 @@ class AptFacts:
     codename: str
     machine: str
     sources_list_present: bool
-    files: Tuple[AptSourceFile, ...]
-    sources: Tuple[AptSource, ...]
+    files: tuple[AptSourceFile, ...]
+    sources: tuple[AptSource, ...]
     ca_certificates: bool
-    rewrites: Tuple[AptRewrite, ...] = ()
+    rewrites: tuple[AptRewrite, ...] = ()
     build_file: str = ""
-    build_edits: Tuple[SourceEdit, ...] = ()
-    built_sources: Tuple[AptSource, ...] = ()
+    build_edits: tuple[SourceEdit, ...] = ()
+    built_sources: tuple[AptSource, ...] = ()
 
 
 @domain("build")
@@ -180,10 +179,10 @@ class BuildFacts:
     """
 
     file: str
-    edits: Tuple[SourceEdit, ...] = ()
-    env: Dict[str, str] = field(default_factory=dict)
+    edits: tuple[SourceEdit, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
     home: str = "/root"
-    notes: Tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- uv
@@ -226,15 +225,15 @@ class UvFacts:
             file is not "not configured".
     """
 
-    indexes: Tuple[UvIndex, ...]
+    indexes: tuple[UvIndex, ...]
     default_index: str
     default_origin: str
-    files: Dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
     user_config: str = ""
     no_config: bool = False
     system_config: str = ""
     binary: str = ""
-    problems: Tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- conda
@@ -269,10 +268,10 @@ class CondaFacts:
         user_condarc: ``~/.condarc`` (the file the fix edits).
     """
 
-    files: Dict[str, str]
-    channels: Tuple[CondaChannel, ...]
-    default_channels: Tuple[str, ...]
-    custom_channels: Dict[str, str]
+    files: dict[str, str]
+    channels: tuple[CondaChannel, ...]
+    default_channels: tuple[str, ...]
+    custom_channels: dict[str, str]
     channel_alias: str
     user_condarc: str
 
@@ -298,7 +297,7 @@ class CatalogueMirror:
     operator: str
     region: str
     official: bool
-    urls: Dict[str, str]
+    urls: dict[str, str]
     source: str = ""
 
 
@@ -338,13 +337,13 @@ class MirrorProbe:
     official: bool
     status: str
     reason: str = ""
-    http_status: Optional[int] = None
-    connect_ms: Optional[float] = None
-    samples_ms: Tuple[float, ...] = ()
-    median_ms: Optional[float] = None
-    throughput_kib_s: Optional[float] = None
+    http_status: int | None = None
+    connect_ms: float | None = None
+    samples_ms: tuple[float, ...] = ()
+    median_ms: float | None = None
+    throughput_kib_s: float | None = None
     release_date: str = ""
-    lag_hours: Optional[float] = None
+    lag_hours: float | None = None
 
     @property
     def healthy(self) -> bool:
@@ -372,7 +371,7 @@ class MirrorsFacts:
     ranked: bool
     budget_s: float
     catalogue_origin: str
-    catalogue: Tuple[CatalogueMirror, ...]
-    configured: Tuple[MirrorProbe, ...]
-    rankings: Dict[str, Tuple[MirrorProbe, ...]]
+    catalogue: tuple[CatalogueMirror, ...]
+    configured: tuple[MirrorProbe, ...]
+    rankings: dict[str, tuple[MirrorProbe, ...]]
     wall_ms: float = 0.0

@@ -15,10 +15,14 @@ the function that fills each field is named in its docstring.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
-from gpudoctor.facts.gpu_health import CLOCK_EVENT_REASONS, COMPUTE_MODES, GpuHealth, GpuProcess  # noqa: F401
+from gpudoctor.facts.gpu_health import (
+    CLOCK_EVENT_REASONS as CLOCK_EVENT_REASONS,  # re-exported
+)
+from gpudoctor.facts.gpu_health import COMPUTE_MODES as COMPUTE_MODES
+from gpudoctor.facts.gpu_health import GpuHealth as GpuHealth
+from gpudoctor.facts.gpu_health import GpuProcess as GpuProcess
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ class PciDevice:
     vendor_id: str
     device_id: str
     class_code: str
-    driver: Optional[str] = None
+    driver: str | None = None
 
 
 @domain("gpu")
@@ -51,7 +55,7 @@ class PciGpuFacts:
             containers); then ``devices`` is empty and proves nothing.
     """
 
-    devices: Tuple[PciDevice, ...]
+    devices: tuple[PciDevice, ...]
     sysfs_readable: bool = True
 
 
@@ -77,8 +81,8 @@ class MigInstance:
 
     uuid: str
     profile: str = ""
-    gpu_instance: Optional[int] = None
-    compute_instance: Optional[int] = None
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,11 @@ class NvmlDevice:
     name: str
     uuid: str
     pci_bus_id: str
-    compute_capability: Union[str, Unavailable]
-    memory_total_mib: Union[int, Unavailable]
-    mig_mode: Union[bool, Unavailable] = Unavailable("not queried")
-    mig_instances: Tuple[MigInstance, ...] = ()
-    health: Union[GpuHealth, Unavailable] = Unavailable("not queried")
+    compute_capability: str | Unavailable
+    memory_total_mib: int | Unavailable
+    mig_mode: bool | Unavailable = Unavailable("not queried")
+    mig_instances: tuple[MigInstance, ...] = ()
+    health: GpuHealth | Unavailable = Unavailable("not queried")
 
 
 @domain("nvidia")
@@ -132,10 +136,10 @@ class NvidiaDriverFacts:
             (another nonzero exit); ``not-run`` (image root); "" in old snapshots.
     """
 
-    driver_version: Union[str, Unavailable]
+    driver_version: str | Unavailable
     source: str
-    cuda_driver_version: Union[str, Unavailable]
-    nvml: Union[str, Unavailable]
-    devices: Tuple[NvmlDevice, ...] = ()
-    attempts: Tuple[SourceAttempt, ...] = ()
+    cuda_driver_version: str | Unavailable
+    nvml: str | Unavailable
+    devices: tuple[NvmlDevice, ...] = ()
+    attempts: tuple[SourceAttempt, ...] = ()
     nvml_outcome: str = ""

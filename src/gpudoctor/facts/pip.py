@@ -9,7 +9,6 @@ against pip 23.2; summarised in shared/reference/pip-apt-config.md §1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple
 
 from gpudoctor.facts.base import domain
 
@@ -59,11 +58,11 @@ class PipConfigFile:
     exists: bool
     loaded: bool
     note: str = ""
-    target: Optional[str] = None
-    text: Optional[str] = None
-    values: Dict[str, str] = field(default_factory=dict)
-    lines: Dict[str, int] = field(default_factory=dict)
-    error: Optional[PipParseError] = None
+    target: str | None = None
+    text: str | None = None
+    values: dict[str, str] = field(default_factory=dict)
+    lines: dict[str, int] = field(default_factory=dict)
+    error: PipParseError | None = None
 
 
 @dataclass(frozen=True)
@@ -109,20 +108,20 @@ class PipFacts:
         home: the home directory used for user files.
     """
 
-    files: Tuple[PipConfigFile, ...]
-    env: Dict[str, str]
-    effective: Dict[str, PipSetting]
+    files: tuple[PipConfigFile, ...]
+    env: dict[str, str]
+    effective: dict[str, PipSetting]
     site_prefix: str
     site_prefix_from: str
     home: str
 
-    def file(self, path: str) -> Optional[PipConfigFile]:
+    def file(self, path: str) -> PipConfigFile | None:
         """The file entry for ``path`` (inside the root), or None."""
         for f in self.files:
             if f.path == path:
                 return f
         return None
 
-    def files_of(self, variant: str) -> Tuple[PipConfigFile, ...]:
+    def files_of(self, variant: str) -> tuple[PipConfigFile, ...]:
         """Candidate files of one variant, in load order."""
         return tuple(f for f in self.files if f.variant == variant)

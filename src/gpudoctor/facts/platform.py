@@ -31,7 +31,6 @@ Sources (each field names its own):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Union
 
 from gpudoctor.facts.base import Unavailable, domain
 
@@ -47,8 +46,8 @@ class RLimit:
         hard: the ceiling an unprivileged process may raise the soft limit to.
     """
 
-    soft: Optional[int]
-    hard: Optional[int]
+    soft: int | None
+    hard: int | None
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,8 @@ class ProcessLimits:
     """
 
     source: str
-    nofile: Union[RLimit, Unavailable] = _NOT_COLLECTED
-    memlock: Union[RLimit, Unavailable] = _NOT_COLLECTED
+    nofile: RLimit | Unavailable = _NOT_COLLECTED
+    memlock: RLimit | Unavailable = _NOT_COLLECTED
 
 
 @domain("platform")
@@ -96,12 +95,12 @@ class PlatformFacts:
     kind: str
     hypervisor: str = ""
     container_runtime: str = ""
-    markers: Tuple[str, ...] = ()
+    markers: tuple[str, ...] = ()
     kubernetes: bool = False
     scheduler: str = ""
-    env: Dict[str, str] = field(default_factory=dict)
-    device_nodes: Tuple[str, ...] = ()
-    driver_libraries: Tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    device_nodes: tuple[str, ...] = ()
+    driver_libraries: tuple[str, ...] = ()
     nvidia_smi: str = ""
     proc_driver_version: str = ""
 
@@ -123,9 +122,9 @@ class DockerInfo:
     """
 
     server_version: str
-    runtimes: Tuple[str, ...]
+    runtimes: tuple[str, ...]
     default_runtime: str
-    cdi_spec_dirs: Tuple[str, ...] = ()
+    cdi_spec_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +142,7 @@ class CdiSpec:
 
     path: str
     kind: str
-    devices: Tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
     driver_version: str = ""
 
 
@@ -160,7 +159,7 @@ class ContainerdConfig:
 
     path: str
     default_runtime: str
-    runtimes: Tuple[str, ...] = ()
+    runtimes: tuple[str, ...] = ()
 
 
 @domain("container_host")
@@ -182,13 +181,13 @@ class ContainerHostFacts:
         containerd: containerd configs found, with their runtimes.
     """
 
-    engines: Tuple[str, ...] = ()
-    docker: Union[DockerInfo, Unavailable] = _NOT_COLLECTED
-    toolkit_version: Union[str, Unavailable] = _NOT_COLLECTED
-    toolkit_files: Tuple[str, ...] = ()
-    toolkit_packages: Tuple[str, ...] = ()
-    cdi_specs: Tuple[CdiSpec, ...] = ()
-    containerd: Tuple[ContainerdConfig, ...] = ()
+    engines: tuple[str, ...] = ()
+    docker: DockerInfo | Unavailable = _NOT_COLLECTED
+    toolkit_version: str | Unavailable = _NOT_COLLECTED
+    toolkit_files: tuple[str, ...] = ()
+    toolkit_packages: tuple[str, ...] = ()
+    cdi_specs: tuple[CdiSpec, ...] = ()
+    containerd: tuple[ContainerdConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -235,10 +234,10 @@ class KernelModuleFacts:
     loaded: bool = False
     proc_version: str = ""
     flavour: str = ""
-    modinfo: Union[Modinfo, Unavailable] = _NOT_COLLECTED
+    modinfo: Modinfo | Unavailable = _NOT_COLLECTED
     nouveau_loaded: bool = False
-    installed_for: Tuple[str, ...] = ()
-    secure_boot: Union[bool, Unavailable] = _NOT_COLLECTED
+    installed_for: tuple[str, ...] = ()
+    secure_boot: bool | Unavailable = _NOT_COLLECTED
 
 
 @domain("limits")
@@ -251,7 +250,7 @@ class LimitsFacts:
         process: the limits read, or Unavailable.
     """
 
-    process: Union[ProcessLimits, Unavailable] = _NOT_COLLECTED
+    process: ProcessLimits | Unavailable = _NOT_COLLECTED
 
 
 @domain("rdma")
@@ -270,8 +269,8 @@ class RdmaFacts:
             ``NCCL_NET`` as set.
     """
 
-    hcas: Tuple[str, ...] = ()
-    dev_infiniband: Tuple[str, ...] = ()
-    cap_ipc_lock: Union[bool, Unavailable] = _NOT_COLLECTED
-    net_interfaces: Tuple[str, ...] = ()
-    nccl_env: Dict[str, str] = field(default_factory=dict)
+    hcas: tuple[str, ...] = ()
+    dev_infiniband: tuple[str, ...] = ()
+    cap_ipc_lock: bool | Unavailable = _NOT_COLLECTED
+    net_interfaces: tuple[str, ...] = ()
+    nccl_env: dict[str, str] = field(default_factory=dict)

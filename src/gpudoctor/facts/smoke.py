@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple, Union
 
 from gpudoctor.facts.base import Unavailable
+
 
 @dataclass(frozen=True)
 class SmokeDevice:
@@ -28,15 +28,15 @@ class SmokeDevice:
 
     index: int
     device: str
-    matmul_ok: Union[bool, Unavailable] = Unavailable("did not run")
-    matmul_rel_error: Union[float, Unavailable] = Unavailable("did not run")
-    h2d_pageable_gbps: Union[float, Unavailable] = Unavailable("did not run")
-    d2h_pageable_gbps: Union[float, Unavailable] = Unavailable("did not run")
-    h2d_pinned_gbps: Union[float, Unavailable] = Unavailable("did not run")
-    d2h_pinned_gbps: Union[float, Unavailable] = Unavailable("did not run")
-    d2d_gbps: Union[float, Unavailable] = Unavailable("did not run")
-    errors: Tuple[str, ...] = ()
-    skipped: Tuple[str, ...] = ()
+    matmul_ok: bool | Unavailable = Unavailable("did not run")
+    matmul_rel_error: float | Unavailable = Unavailable("did not run")
+    h2d_pageable_gbps: float | Unavailable = Unavailable("did not run")
+    d2h_pageable_gbps: float | Unavailable = Unavailable("did not run")
+    h2d_pinned_gbps: float | Unavailable = Unavailable("did not run")
+    d2h_pinned_gbps: float | Unavailable = Unavailable("did not run")
+    d2d_gbps: float | Unavailable = Unavailable("did not run")
+    errors: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,9 @@ class SmokePeer:
 
     src: int
     dst: int
-    can_access: Union[bool, Unavailable] = Unavailable("did not run")
-    copy_ok: Union[bool, Unavailable] = Unavailable("did not run")
-    errors: Tuple[str, ...] = ()
+    can_access: bool | Unavailable = Unavailable("did not run")
+    copy_ok: bool | Unavailable = Unavailable("did not run")
+    errors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class SmokeFacts:
         budget_s: the time budget, s. duration_ms: what it took, ms.
     """
 
-    devices: Tuple[SmokeDevice, ...] = ()
-    peers: Tuple[SmokePeer, ...] = ()
+    devices: tuple[SmokeDevice, ...] = ()
+    peers: tuple[SmokePeer, ...] = ()
     budget_s: float = 0.0
     duration_ms: float = 0.0

@@ -9,11 +9,12 @@ JSON document that maps onto :class:`ProbeFacts`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Tuple, Union
 
-from gpudoctor.facts.platform import ProcessLimits
 from gpudoctor.facts.base import Unavailable, domain
-from gpudoctor.facts.smoke import SmokeDevice, SmokeFacts, SmokePeer  # noqa: F401
+from gpudoctor.facts.platform import ProcessLimits
+from gpudoctor.facts.smoke import SmokeDevice as SmokeDevice  # re-exported
+from gpudoctor.facts.smoke import SmokeFacts as SmokeFacts
+from gpudoctor.facts.smoke import SmokePeer as SmokePeer
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class CudaDevice:
     index: int
     name: str
     capability: str
-    pci_bus_id: Optional[str] = None
-    uuid: Optional[str] = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,21 +66,21 @@ class TorchFacts:
     """
 
     installed: bool
-    dist_version: Optional[str] = None
-    location: Optional[str] = None
+    dist_version: str | None = None
+    location: str | None = None
     import_ok: bool = False
-    import_error: Optional[str] = None
-    version: Optional[str] = None
-    cuda: Optional[str] = None
-    hip: Optional[str] = None
-    cudnn_version: Optional[int] = None
-    cudnn_compile_version: Optional[str] = None
-    cuda_available: Optional[bool] = None
-    cuda_error: Optional[str] = None
-    device_count: Optional[int] = None
-    arch_list: Tuple[str, ...] = ()
-    driver_api_version: Optional[int] = None
-    devices: Tuple[CudaDevice, ...] = ()
+    import_error: str | None = None
+    version: str | None = None
+    cuda: str | None = None
+    hip: str | None = None
+    cudnn_version: int | None = None
+    cudnn_compile_version: str | None = None
+    cuda_available: bool | None = None
+    cuda_error: str | None = None
+    device_count: int | None = None
+    arch_list: tuple[str, ...] = ()
+    driver_api_version: int | None = None
+    devices: tuple[CudaDevice, ...] = ()
     import_tried: bool = True
 
     @property
@@ -113,8 +114,8 @@ class LibraryLoad:
 
     name: str
     ok: bool
-    path: Optional[str] = None
-    error: Optional[str] = None
+    path: str | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,13 +141,13 @@ class CudnnProbe:
 
     applicable: bool
     reason: str = ""
-    expected_major: Optional[int] = None
-    library_path: Optional[str] = None
-    loaded_paths: Tuple[str, ...] = ()
-    runtime_version: Optional[int] = None
-    runtime_error: Optional[str] = None
-    search_dirs: Tuple[str, ...] = ()
-    sublibraries: Tuple[LibraryLoad, ...] = ()
+    expected_major: int | None = None
+    library_path: str | None = None
+    loaded_paths: tuple[str, ...] = ()
+    runtime_version: int | None = None
+    runtime_error: str | None = None
+    search_dirs: tuple[str, ...] = ()
+    sublibraries: tuple[LibraryLoad, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,9 +163,9 @@ class LibcudaProbe:
     """
 
     loaded: bool
-    path: Optional[str] = None
-    error: Optional[str] = None
-    driver_api_version: Optional[int] = None
+    path: str | None = None
+    error: str | None = None
+    driver_api_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -182,9 +183,9 @@ class ToolchainFacts:
 
     python_h: bool
     python_h_path: str
-    cc: Optional[str] = None
-    cxx: Optional[str] = None
-    other_python_headers: Tuple[str, ...] = ()
+    cc: str | None = None
+    cxx: str | None = None
+    other_python_headers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -199,9 +200,9 @@ class TritonFacts:
     """
 
     installed: bool
-    version: Optional[str] = None
+    version: str | None = None
     import_ok: bool = False
-    import_error: Optional[str] = None
+    import_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,13 +222,13 @@ class CudaDriverDevice:
     """
 
     index: int
-    name: Optional[str] = None
-    capability: Optional[str] = None
-    total_memory_mib: Optional[int] = None
-    pci_bus_id: Optional[str] = None
-    uuid: Optional[str] = None
-    context_ok: Optional[bool] = None
-    context_error: Optional[str] = None
+    name: str | None = None
+    capability: str | None = None
+    total_memory_mib: int | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    context_ok: bool | None = None
+    context_error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -245,12 +246,12 @@ class CudaDriverProbe:
     """
 
     loaded: bool
-    error: Optional[str] = None
-    init_ok: Optional[bool] = None
-    init_error: Optional[str] = None
-    driver_api_version: Optional[int] = None
-    device_count: Optional[int] = None
-    devices: Tuple[CudaDriverDevice, ...] = ()
+    error: str | None = None
+    init_ok: bool | None = None
+    init_error: str | None = None
+    driver_api_version: int | None = None
+    device_count: int | None = None
+    devices: tuple[CudaDriverDevice, ...] = ()
 
 
 _NOT_PROBED = Unavailable("not reported by this probe version")
@@ -274,8 +275,8 @@ class FrameworkLoad:
     name: str
     dist: str
     version: str
-    loads: Tuple[LibraryLoad, ...] = ()
-    error: Optional[str] = None
+    loads: tuple[LibraryLoad, ...] = ()
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -328,20 +329,20 @@ class ProbeFacts:
     is_conda: bool
     include_dir: str
     torch: TorchFacts
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     duration_ms: float = 0.0
-    site_packages: Tuple[str, ...] = ()
-    mapped_libraries: Union[Tuple[str, ...], Unavailable] = _NOT_PROBED
-    cudnn: Union[CudnnProbe, Unavailable] = _NOT_PROBED
-    libcuda: Union[LibcudaProbe, Unavailable] = _NOT_PROBED
-    toolchain: Union[ToolchainFacts, Unavailable] = _NOT_PROBED
-    triton: Union[TritonFacts, Unavailable] = _NOT_PROBED
-    distributions: Optional[Dict[str, str]] = None
-    limits: Union[ProcessLimits, Unavailable] = _NOT_PROBED
-    frameworks: Union[Tuple[FrameworkLoad, ...], Unavailable] = _NOT_PROBED
-    smoke: Union[SmokeFacts, Unavailable] = Unavailable("not run (gpudoctor check --deep runs it)")
+    site_packages: tuple[str, ...] = ()
+    mapped_libraries: tuple[str, ...] | Unavailable = _NOT_PROBED
+    cudnn: CudnnProbe | Unavailable = _NOT_PROBED
+    libcuda: LibcudaProbe | Unavailable = _NOT_PROBED
+    toolchain: ToolchainFacts | Unavailable = _NOT_PROBED
+    triton: TritonFacts | Unavailable = _NOT_PROBED
+    distributions: dict[str, str] | None = None
+    limits: ProcessLimits | Unavailable = _NOT_PROBED
+    frameworks: tuple[FrameworkLoad, ...] | Unavailable = _NOT_PROBED
+    smoke: SmokeFacts | Unavailable = Unavailable("not run (gpudoctor check --deep runs it)")
     level: str = "full"
-    cuda_driver: Union[CudaDriverProbe, Unavailable] = _NOT_PROBED
+    cuda_driver: CudaDriverProbe | Unavailable = _NOT_PROBED
 
 
 @dataclass(frozen=True)
@@ -366,8 +367,8 @@ class TargetFacts:
     label: str
     python: str
     kind: str
-    probe: Union[ProbeFacts, Unavailable]
-    env_overrides: Dict[str, str] = field(default_factory=dict)
+    probe: ProbeFacts | Unavailable
+    env_overrides: dict[str, str] = field(default_factory=dict)
     python_version: str = ""
 
 
@@ -377,4 +378,4 @@ class TargetsFacts:
     """All probed targets; the first is the reference (the current interpreter,
     or the first ``--python``)."""
 
-    targets: Tuple[TargetFacts, ...]
+    targets: tuple[TargetFacts, ...]

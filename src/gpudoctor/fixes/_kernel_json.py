@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Union
+from typing import Any
 
 from gpudoctor.model import FixRefused
 
-__all__ = ["JsonStyle", "load_kernel_json", "dump_kernel_json"]
+__all__ = ["JsonStyle", "dump_kernel_json", "load_kernel_json"]
 
 _FIRST_INDENT = re.compile(r"[\[{][ \t]*\r?\n([ \t]+)\S")
 
@@ -25,17 +25,17 @@ class JsonStyle:
     """How a JSON file is laid out: ``indent`` (spaces count, a tab string, or None for one line),
     item/key separators, whether non-ASCII is escaped, and whether it ends with a newline."""
 
-    indent: Union[int, str, None] = 1
+    indent: int | str | None = 1
     item_sep: str = ","
     key_sep: str = ": "
     ensure_ascii: bool = True
     trailing_newline: bool = False
-    inline_arrays: tuple = ()
+    inline_arrays: tuple[str, ...] = ()
 
     @classmethod
-    def detect(cls, text: str) -> "JsonStyle":
+    def detect(cls, text: str) -> JsonStyle:
         m = _FIRST_INDENT.search(text)
-        indent: Union[int, str, None]
+        indent: int | str | None
         if m:
             ws = m.group(1)
             indent = len(ws) if set(ws) == {" "} else ws
@@ -50,7 +50,7 @@ class JsonStyle:
                    trailing_newline=text.endswith("\n"), inline_arrays=inline)
 
 
-def load_kernel_json(text: Optional[str], path: str) -> Dict[str, Any]:
+def load_kernel_json(text: str | None, path: str) -> dict[str, Any]:
     """Parse kernel.json text (order kept). Raises FixRefused when it is missing or not a JSON object."""
     if text is None:
         raise FixRefused(f"{path} could not be read; edit it by hand")
@@ -63,7 +63,7 @@ def load_kernel_json(text: Optional[str], path: str) -> Dict[str, Any]:
     return data
 
 
-def dump_kernel_json(data: Dict[str, Any], style: JsonStyle) -> str:
+def dump_kernel_json(data: dict[str, Any], style: JsonStyle) -> str:
     """Serialise ``data`` in ``style``."""
     text = json.dumps(data, indent=style.indent, separators=(style.item_sep, style.key_sep),
                       ensure_ascii=style.ensure_ascii)

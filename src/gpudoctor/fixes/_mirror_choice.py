@@ -8,7 +8,7 @@ them) and, when those are absent, the built-in catalogue table. Options
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from gpudoctor.facts import Facts, Unavailable
@@ -23,7 +23,7 @@ def truthy(value: object) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def _catalogue(facts: Facts) -> Tuple[CatalogueMirror, ...]:
+def _catalogue(facts: Facts) -> tuple[CatalogueMirror, ...]:
     mirrors = facts.get("mirrors")
     if isinstance(mirrors, MirrorsFacts) and mirrors.catalogue:
         return mirrors.catalogue
@@ -31,7 +31,7 @@ def _catalogue(facts: Facts) -> Tuple[CatalogueMirror, ...]:
     return builtin().mirrors
 
 
-def apt_layout(url: str) -> Dict[str, str]:
+def apt_layout(url: str) -> dict[str, str]:
     """Archive URLs on a mirror with the standard layout, from its root or one archive URL.
 
     ``https://m.example.org/debian`` -> debian, debian_security, ubuntu,
@@ -47,7 +47,7 @@ def apt_layout(url: str) -> Dict[str, str]:
     return {k: f"{base}/{seg}" for k, seg in _SEGMENT.items()}
 
 
-def apt_as_given(url: str, options: Mapping[str, str]) -> Dict[str, str]:
+def apt_as_given(url: str, options: Mapping[str, str]) -> dict[str, str]:
     """Archive URLs for ``--mirror URL`` on apt: the URL exactly as given, for the primary archive.
 
     A proxy path (``https://nexus.example.org/repository/apt-proxy``) is not a
@@ -71,8 +71,8 @@ def apt_as_given(url: str, options: Mapping[str, str]) -> Dict[str, str]:
     return urls
 
 
-def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: Tuple[str, ...],
-           exclude: Tuple[str, ...] = ()) -> Tuple[str, Dict[str, str]]:
+def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[str, ...],
+           exclude: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
     """(mirror label, archive -> URL) for the user's ``--mirror`` choice.
 
     ``fastest`` takes the best healthy row of the ``eco`` ranking (skipping
@@ -82,7 +82,7 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: Tuple[s
     ``http://`` URL without ``allow_insecure``.
     """
     choice = (options.get("mirror") or "fastest").strip()
-    urls: Dict[str, str]
+    urls: dict[str, str]
     if choice == "fastest":
         mirrors = facts.get("mirrors")
         ranking = mirrors.rankings.get(eco, ()) if isinstance(mirrors, MirrorsFacts) else ()
@@ -122,5 +122,5 @@ def unavailable(value: object) -> bool:
     return value is None or isinstance(value, Unavailable)
 
 
-def first_url(urls: Dict[str, str]) -> Optional[str]:
+def first_url(urls: dict[str, str]) -> str | None:
     return next(iter(urls.values()), None)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Any, Callable, Optional
+import sys
+from collections.abc import Callable
+from typing import Any
 
 from gpudoctor.model import FileEdit, FixRefused
 
@@ -26,7 +28,7 @@ class NotParsable(ValueError):
     """The text does not parse as its kind of file; the message says where."""
 
 
-def file_kind(path: str) -> Optional[str]:
+def file_kind(path: str) -> str | None:
     """``pip``, ``apt-list``, ``apt-deb822``, ``toml``, ``condarc``, ``json`` or None (unknown)."""
     name = posixpath.basename(path)
     if name in ("pip.conf", "pip.ini"):
@@ -62,7 +64,10 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
         return {"sources": [(s.types, s.uris, s.suites, s.components, s.enabled) for s in sources],
                 "errors": list(errors)}
     if kind == "toml":
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # 3.10: the tomli backport (a dependency there)
+            import tomli as tomllib
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -86,7 +91,7 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
     return text
 
 
-def _is_binary(text: str) -> Optional[str]:
+def _is_binary(text: str) -> str | None:
     if "\x00" in text:
         return "it holds NUL bytes (a binary file)"
     if "\ufffd" in text or any("\udc80" <= c <= "\udcff" for c in text):
@@ -94,7 +99,7 @@ def _is_binary(text: str) -> Optional[str]:
     return None
 
 
-def keep_style(old: Optional[str], new: str) -> str:
+def keep_style(old: str | None, new: str) -> str:
     """``new`` with the line endings of ``old`` when ``old`` used CRLF throughout. (A UTF-8
     byte-order mark stays wherever the editor kept it: the readers do not skip one, so a
     repair that drops it must not get it back.)"""
@@ -105,9 +110,9 @@ def keep_style(old: Optional[str], new: str) -> str:
     return new
 
 
-def verified_edit(path: str, old: Optional[str], new: str, manual: str,
-                  meaning: Optional[Callable[[Any, Any], Optional[str]]] = None,
-                  mode: int = 0o644, kind: Optional[str] = None, repairs: bool = False) -> FileEdit:
+def verified_edit(path: str, old: str | None, new: str, manual: str,
+                  meaning: Callable[[Any, Any], str | None] | None = None,
+                  mode: int = 0o644, kind: str | None = None, repairs: bool = False) -> FileEdit:
     """A :class:`FileEdit` of ``path`` from ``old`` to ``new`` that is known to parse and to
     mean what was intended, or :class:`FixRefused`.
 

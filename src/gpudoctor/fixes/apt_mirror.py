@@ -12,15 +12,22 @@ refused. Afterwards ``apt-get update`` is printed, never run.
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Tuple
+from collections.abc import Mapping
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, MirrorsFacts
 from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose
-from gpudoctor.mirrors.aptsources import (SourcesError, classify_uri, distro_archive, is_distro_source, replace_base,
-                                          rewrite_deb822, rewrite_one_line)
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.mirrors.aptsources import (
+    SourcesError,
+    classify_uri,
+    distro_archive,
+    is_distro_source,
+    replace_base,
+    rewrite_deb822,
+    rewrite_one_line,
+)
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 
 NOTES = (
     "Run `apt-get update` now (gpudoctor does not run it).",
@@ -33,7 +40,7 @@ NOTES = (
 SECURITY = frozenset({"debian_security", "ubuntu_security"})
 
 
-def verified_suite(facts: Facts, url: str, suites: Tuple[str, ...]) -> bool:
+def verified_suite(facts: Facts, url: str, suites: tuple[str, ...]) -> bool:
     """True when a successful mirror probe fetched ``<url>/dists/<suite>/InRelease`` for every
     one of ``suites`` (the probe checks the InRelease names that suite)."""
     mirrors = facts.get("mirrors")
@@ -45,7 +52,7 @@ def verified_suite(facts: Facts, url: str, suites: Tuple[str, ...]) -> bool:
     return bool(suites) and all(any(f"{base}/dists/{s}/" in u for u in ok) for s in suites)
 
 
-def sources_meaning(old, new, mapper) -> Optional[str]:
+def sources_meaning(old, new, mapper) -> str | None:
     """None when the parsed ``new`` sources are the parsed ``old`` ones with exactly the URIs
     ``mapper`` rewrites changed (types, suites, components, enabled state kept)."""
     if old is None:
@@ -57,7 +64,7 @@ def sources_meaning(old, new, mapper) -> Optional[str]:
     return None
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     apt = facts.get("apt")
     if not isinstance(apt, AptFacts):
         return None
@@ -70,18 +77,18 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         raise FixRefused("this system has no CA certificates (/etc/ssl/certs/ca-certificates.crt is missing), so apt "
                          "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
                          "with --allow-insecure")
-    primary = [classify_uri(u) for u in current if classify_uri(u) in ("debian", "ubuntu", "ubuntu_ports")]
+    primary = [a for a in (classify_uri(u) for u in current) if a in ("debian", "ubuntu", "ubuntu_ports")]
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
 
-    left_alone: List[str] = []
+    left_alone: list[str] = []
     named = (options.get("security-mirror") or "").strip().rstrip("/")
 
-    def security_ok(url: str, suites: Tuple[str, ...]) -> bool:
+    def security_ok(url: str, suites: tuple[str, ...]) -> bool:
         # named by the user (--set security-mirror=URL), or verified by a probe for these suites
         return (bool(named) and url.rstrip("/") == named) or verified_suite(facts, url, suites)
 
-    def mapper(uri: str, suites: Tuple[str, ...], components: Tuple[str, ...], enabled: bool) -> Optional[str]:
+    def mapper(uri: str, suites: tuple[str, ...], components: tuple[str, ...], enabled: bool) -> str | None:
         if not enabled:
             return None
         arch = distro_archive(uri, components)
@@ -94,7 +101,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
             return None
         return replace_base(uri, urls[arch])
 
-    edits: List[FileEdit] = []
+    edits: list[FileEdit] = []
     for f in apt.files:
         if f.ignored or not any(s.file == f.path for s in distro):
             continue

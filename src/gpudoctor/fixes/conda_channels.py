@@ -10,21 +10,22 @@ only those two top-level blocks are replaced (or added at the end).
 from __future__ import annotations
 
 import re
-from typing import Dict, List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _TOP = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)\s*:")
 
 
-def replace_blocks(text: str, blocks: Dict[str, List[str]]) -> str:
+def replace_blocks(text: str, blocks: dict[str, list[str]]) -> str:
     """``text`` with the top-level YAML keys in ``blocks`` replaced by the given lines (appended if absent)."""
     lines = text.splitlines(keepends=True)
-    out: List[str] = []
+    out: list[str] = []
     skipping = False
     done = set()
     for line in lines:
@@ -55,7 +56,7 @@ def replace_blocks(text: str, blocks: Dict[str, List[str]]) -> str:
     return result
 
 
-def blocks_meaning(old: Optional[dict], new: dict, blocks: Dict[str, List[str]]) -> Optional[str]:
+def blocks_meaning(old: dict[str, Any] | None, new: dict[str, Any], blocks: dict[str, list[str]]) -> str | None:
     """None when ``new`` (parsed .condarc) holds exactly ``blocks`` and every other top-level
     key of ``old`` unchanged."""
     import yaml
@@ -70,7 +71,7 @@ def blocks_meaning(old: Optional[dict], new: dict, blocks: Dict[str, List[str]])
     return None
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
         reason = getattr(conda, "reason", "")
@@ -80,7 +81,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
                              f"  - https://MIRROR/pkgs/main")
         return None
     evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
-    extra_named: List[str] = []
+    extra_named: list[str] = []
     if evidence.get("cloud") and not options.get("mirror"):
         # index.consistency: defaults already use the mirror; add its cloud tree for the named channels
         label, urls = "the mirror's cloud tree", {"conda_cloud": str(evidence["cloud"])}
@@ -88,7 +89,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     else:
         label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
                              exclude=tuple(c.url for c in conda.channels))
-    blocks: Dict[str, List[str]] = {}
+    blocks: dict[str, list[str]] = {}
     if "conda_pkgs" in urls:
         blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
     named = [c.name for c in conda.channels if c.via in ("channel_alias", "custom_channels")] + extra_named

@@ -11,17 +11,16 @@ longer use); an ``env VAR=...`` wrapper is kept. Addresses ``jupyter.kernels``;
 from __future__ import annotations
 
 import json
-
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
 from gpudoctor.facts import Facts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     """A FixPlan rewriting argv, or None when the finding names no editable kernel or nothing would change.
 
     Raises FixRefused when kernel.json is malformed or changed since the facts were collected.

@@ -14,18 +14,17 @@ shape ``ipykernel install`` writes). Addresses ``jupyter.kernels``;
 from __future__ import annotations
 
 import json
-
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from gpudoctor.checks.jupyter_kernels import gpu_hiding_vars, kernel_for_finding, missing_loader_dirs, reference_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 
-def _kernel_probe(facts: Facts, name: str) -> Optional[ProbeFacts]:
+def _kernel_probe(facts: Facts, name: str) -> ProbeFacts | None:
     targets = facts.of(TargetsFacts)
     if isinstance(targets, Unavailable):
         return None
@@ -35,7 +34,7 @@ def _kernel_probe(facts: Facts, name: str) -> Optional[ProbeFacts]:
     return None
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     """A FixPlan editing ``env``, or None when nothing needs changing. Raises FixRefused on malformed kernel.json."""
     spec = kernel_for_finding(facts, finding, dict(options or {}))
     if spec is None:

@@ -23,23 +23,28 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any, Dict, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
-from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_target, suggest_kernel_name
+from gpudoctor.checks.jupyter_kernels import (
+    kernel_for_finding,
+    reference_target,
+    suggest_kernel_name,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _NAME = re.compile(r"^[a-z0-9._-]+$")
 
 
-def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_major: int = 7) -> Dict[str, Any]:
+def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_major: int = 7) -> dict[str, Any]:
     """The kernel.json dict ``ipykernel install`` writes (7.x shape; 6.x has a smaller ``metadata``)."""
     argv = [python] + (["-Xfrozen_modules=off"] if cpython else []) + ["-m", "ipykernel_launcher", "-f",
                                                                        "{connection_file}"]
-    d: Dict[str, Any] = {"argv": argv, "display_name": display_name, "language": "python"}
+    d: dict[str, Any] = {"argv": argv, "display_name": display_name, "language": "python"}
     if ipykernel_major >= 7:
         d["metadata"] = {"debugger": True, "supported_encryption": ["curve"]}
         d["kernel_protocol_version"] = "5.5"
@@ -48,7 +53,7 @@ def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_
     return d
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     """A FixPlan creating (or replacing) one kernelspec. Raises FixRefused for a bad name."""
     options = options or {}
     jupyter = facts.of(JupyterFacts)
@@ -64,7 +69,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
     # the finding's kernel name only when it names this environment (case 13: train-venv for .../train);
     # a stale name of another environment would mislabel the new kernel
     keep = existing is not None and (suggested in existing.name.lower() or existing.name.lower() in suggested)
-    name = options.get("name") or (existing.name if keep else suggested)
+    name = options.get("name") or (existing.name if keep and existing is not None else suggested)
     if not _NAME.match(name.lower()):
         raise FixRefused(f"kernel name {name!r} is invalid: use letters, digits, '-', '.' and '_' only")
     display = options.get("display_name") or name

@@ -25,27 +25,33 @@ notes with the command to run.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
-from gpudoctor.checks.pip_config import host_port, indexes, is_secure_http_host, show_path, trusted
+from gpudoctor.checks.pip_config import (
+    host_port,
+    indexes,
+    is_secure_http_host,
+    show_path,
+    trusted,
+)
 from gpudoctor.collect.pip import NOTE_DIRECTORY, effective_settings
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.pip import PipConfigFile, PipFacts
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
 
 FIX_ID = "pip.index-url"
 _TRUE = ("1", "true", "yes", "on")
 
 
-def _truthy(value: Optional[str]) -> bool:
+def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in _TRUE
 
 
-def _url_option(options: Mapping[str, str]) -> Optional[str]:
+def _url_option(options: Mapping[str, str]) -> str | None:
     url = options.get("index-url")
     if not url and options.get("mirror", "").startswith(("http://", "https://")):
         url = options["mirror"]
@@ -64,12 +70,12 @@ def host_entry(url: str) -> str:
     return f"{host}:{port}" if port else host
 
 
-def target_file(pip: PipFacts, scope: Optional[str]) -> Tuple[PipConfigFile, List[str]]:
+def target_file(pip: PipFacts, scope: str | None) -> tuple[PipConfigFile, list[str]]:
     """The file to edit for ``scope`` (None: the file setting index-url now, else user) and notes.
 
     Raises :class:`FixRefused` when pip reads no file at all (``PIP_CONFIG_FILE=/dev/null``).
     """
-    notes: List[str] = []
+    notes: list[str] = []
     if pip.env.get("PIP_CONFIG_FILE") == "/dev/null":
         raise FixRefused("PIP_CONFIG_FILE=/dev/null makes pip ignore every pip.conf; `unset PIP_CONFIG_FILE` "
                          "first, or pass the index on the command line (pip install --index-url URL)")
@@ -97,9 +103,9 @@ def target_file(pip: PipFacts, scope: Optional[str]) -> Tuple[PipConfigFile, Lis
     return chosen, notes
 
 
-def _repairs(pip: PipFacts) -> Tuple[Dict[str, Tuple[Optional[str], str]], List[str]]:
-    texts: Dict[str, Tuple[Optional[str], str]] = {}
-    descriptions: List[str] = []
+def _repairs(pip: PipFacts) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+    texts: dict[str, tuple[str | None, str]] = {}
+    descriptions: list[str] = []
     for f in pip.files:
         if not (f.loaded and f.error is not None):
             continue
@@ -116,7 +122,7 @@ def _repairs(pip: PipFacts) -> Tuple[Dict[str, Tuple[Optional[str], str]], List[
     return texts, descriptions
 
 
-def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipConfigFile) -> Optional[str]:
+def _current(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfigFile) -> str | None:
     if f.path in texts:
         return texts[f.path][1]
     if f.exists and f.text is None:
@@ -131,7 +137,7 @@ def _current(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], f: PipC
     return f.text
 
 
-def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: List[str]) -> None:
+def _trust(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfigFile, hosts: list[str]) -> None:
     text = _current(pip, texts, f)
     values, _ = pipconf.parse(text or "")
     existing = values.get("global.trusted-host", "").split()
@@ -141,7 +147,7 @@ def _trust(pip: PipFacts, texts, f: PipConfigFile, hosts: List[str]) -> None:
         texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
 
 
-def _simulate(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]]):
+def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]) -> dict[str, PipSetting]:
     files = []
     for f in pip.files:
         if f.path in texts:
@@ -158,7 +164,7 @@ def _simulate(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]]):
 SET_OPTIONS = ("index-url", "extra-index-url", "trusted-host", "timeout", "retries")
 
 
-def pip_meaning(old: Optional[Mapping[str, str]], new: Mapping[str, str]) -> Optional[str]:
+def pip_meaning(old: Mapping[str, str] | None, new: Mapping[str, str]) -> str | None:
     """None when the parsed ``new`` pip.conf keeps every option of ``old`` except those this
     fix sets (``old`` None: a created or repaired file)."""
     if old is None:
@@ -175,12 +181,13 @@ def pip_meaning(old: Optional[Mapping[str, str]], new: Mapping[str, str]) -> Opt
 
 
 #: pip options this fix also sets when asked (``--set timeout=60 --set retries=10``), with their checks.
-NETWORK_OPTIONS = {"timeout": ("seconds > 0", lambda v: float(v) > 0),
+NETWORK_OPTIONS: dict[str, tuple[str, Callable[[str], bool]]] = {
+                   "timeout": ("seconds > 0", lambda v: float(v) > 0),
                    "retries": ("a whole number >= 0", lambda v: int(v) >= 0)}
 
 
-def _network_options(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]], descriptions: List[str],
-                     notes: List[str], options: Mapping[str, str]) -> None:
+def _network_options(pip: PipFacts, texts: dict[str, tuple[str | None, str]], descriptions: list[str],
+                     notes: list[str], options: Mapping[str, str]) -> None:
     """Set pip's ``timeout`` (seconds, default 15) and ``retries`` (default 5) in the chosen scope's file.
 
     For a usable but slow index (pip docs, "pip install --timeout/--retries"):
@@ -204,7 +211,7 @@ def _network_options(pip: PipFacts, texts: Dict[str, Tuple[Optional[str], str]],
         descriptions.append(f"set {key} = {value} in {show_path(f.path, pip.home)}")
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
@@ -214,7 +221,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         options = {**options, "index-url": str(finding.evidence["index_url"]),
                    "scope": options.get("scope") or str(finding.evidence.get("scope") or "user")}
     texts, descriptions = _repairs(pip)
-    notes: List[str] = []
+    notes: list[str] = []
     _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
@@ -249,24 +256,24 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional
         eff = pip.effective.get("trusted-host")
         current = eff.value.split() if eff else []
         scope = options.get("scope") or None
-        scoped: Optional[PipConfigFile] = None
+        scoped: PipConfigFile | None = None
         if scope is not None:  # every edit goes to the chosen scope's file
             scoped, scope_notes = target_file(pip, scope)
             notes += scope_notes
-        trusted_now: List[str] = []
-        for kind, idx_url, setting in indexes(pip):
+        trusted_now: list[str] = []
+        for _kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
                 continue
             if setting.variant == "env_var" and scoped is None:
                 raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
                                  f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
-            f = scoped or pip.file(setting.source)
-            if f is None:  # pragma: no cover - effective settings name known files
+            cf = scoped or pip.file(setting.source)
+            if cf is None:  # pragma: no cover - effective settings name known files
                 continue
-            _trust(pip, texts, f, [host_entry(idx_url)])
+            _trust(pip, texts, cf, [host_entry(idx_url)])
             trusted_now.append(idx_url)
-            descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(f.path, pip.home)}")
+            descriptions.append(f"trust {host_entry(idx_url)} (trusted-host) in {show_path(cf.path, pip.home)}")
         if scoped is not None and trusted_now:
             after = _simulate(pip, texts).get("trusted-host")
             hosts = after.value.split() if after else []

@@ -12,13 +12,14 @@ every file, so the plan is refused with the exact ``export`` to type.
 from __future__ import annotations
 
 import re
-from typing import List, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import UvFacts
 from gpudoctor.fixes._mirror_choice import choose
 from gpudoctor.fixes._verify import verified_edit
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _HEADER = re.compile(r"^\s*\[")
 _URL = re.compile(r"^(?P<head>\s*url\s*=\s*)(?P<q>[\"'])(?P<v>[^\"']*)(?P=q)")
@@ -35,8 +36,8 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     """``text`` (uv.toml or pyproject.toml) with the default index set to ``url``; other lines kept."""
     lines = text.splitlines(keepends=True)
     index_header = "[[tool.uv.index]]" if pyproject else "[[index]]"
-    blocks: List[List[int]] = []  # line indexes per block; block 0 = before any header
-    cur: List[int] = []
+    blocks: list[list[int]] = []  # line indexes per block; block 0 = before any header
+    cur: list[int] = []
     for i, line in enumerate(lines):
         if _HEADER.match(line):
             blocks.append(cur)
@@ -70,14 +71,14 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
     return f"{out}{sep}{index_header}\nurl = \"{url}\"\ndefault = true\n"
 
 
-def _uv_table(doc: dict, pyproject: bool) -> dict:
+def _uv_table(doc: dict[str, Any], pyproject: bool) -> dict[str, Any]:
     if not pyproject:
         return doc
     tool = doc.get("tool", {})
     return tool.get("uv", {}) if isinstance(tool, dict) and isinstance(tool.get("uv", {}), dict) else {}
 
 
-def default_index(doc: dict, pyproject: bool = False) -> Optional[str]:
+def default_index(doc: dict[str, Any], pyproject: bool = False) -> str | None:
     """The default index URL a parsed uv.toml / pyproject.toml names (uv docs, "Indexes"):
     the ``[[index]]`` with ``default = true``, else the legacy ``index-url``; None when neither."""
     table = _uv_table(doc, pyproject)
@@ -90,7 +91,7 @@ def default_index(doc: dict, pyproject: bool = False) -> Optional[str]:
     return legacy if isinstance(legacy, str) else None
 
 
-def _without_default(doc: Optional[dict], pyproject: bool) -> dict:
+def _without_default(doc: dict[str, Any] | None, pyproject: bool) -> dict[str, Any]:
     import copy
     doc = copy.deepcopy(doc or {})
     table = _uv_table(doc, pyproject)
@@ -107,7 +108,7 @@ def _without_default(doc: Optional[dict], pyproject: bool) -> dict:
     return doc
 
 
-def default_index_meaning(old: Optional[dict], new: dict, url: str, pyproject: bool) -> Optional[str]:
+def default_index_meaning(old: dict[str, Any] | None, new: dict[str, Any], url: str, pyproject: bool) -> str | None:
     """None when ``new`` has ``url`` as its default index and nothing else changed from ``old``."""
     got = default_index(new, pyproject)
     if got != url:
@@ -117,7 +118,7 @@ def default_index_meaning(old: Optional[dict], new: dict, url: str, pyproject: b
     return None
 
 
-def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> Optional[FixPlan]:
+def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     uv = facts.get("uv")
     if not isinstance(uv, UvFacts):
         return None

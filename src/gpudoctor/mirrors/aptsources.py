@@ -17,25 +17,25 @@ used, and its comment-preserving parser is a private module anyway.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor.facts.mirrors import AptRewrite, AptSource
 
 __all__ = [
-    "parse_one_line",
-    "parse_deb822",
-    "rewrite_one_line",
-    "rewrite_deb822",
-    "classify_uri",
-    "distro_archive",
-    "is_distro_source",
     "DISTRO_COMPONENTS",
-    "replace_base",
-    "find_rewrites",
     "VALID_PART_NAME",
     "SourcesError",
+    "classify_uri",
+    "distro_archive",
+    "find_rewrites",
+    "is_distro_source",
+    "parse_deb822",
+    "parse_one_line",
+    "replace_base",
+    "rewrite_deb822",
+    "rewrite_one_line",
 ]
 
 #: sources.list.d names apt reads (sources.list(5)): letters, digits, ``_ - .``, ending .list or .sources.
@@ -46,7 +46,7 @@ _ONE_LINE = re.compile(r"^(?P<lead>\s*)(?P<type>deb|deb-src)(?P<sp1>\s+)(?:(?P<o
 _FIELD = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<value>.*)$")
 
 #: uri -> new uri or None (keep); gets (uri, suites, components, enabled).
-UriMapper = Callable[[str, Tuple[str, ...], Tuple[str, ...], bool], Optional[str]]
+UriMapper = Callable[[str, tuple[str, ...], tuple[str, ...], bool], str | None]
 
 #: Components of the Debian and Ubuntu archives; a repo with others (``stable``, ``main/debug``...) is third-party.
 DISTRO_COMPONENTS = frozenset({"main", "contrib", "non-free", "non-free-firmware", "restricted", "universe",
@@ -64,18 +64,18 @@ def _strip_comment(line: str) -> str:
     return line.split("#", 1)[0]
 
 
-def _parse_opts(opts: str) -> Dict[str, str]:
-    out: Dict[str, str] = {}
+def _parse_opts(opts: str) -> dict[str, str]:
+    out: dict[str, str] = {}
     for token in opts.strip("[] \t").split():
         key, _, value = token.partition("=")
         out[key.lower().rstrip("+-")] = value
     return out
 
 
-def parse_one_line(path: str, text: str) -> Tuple[List[AptSource], List[str]]:
+def parse_one_line(path: str, text: str) -> tuple[list[AptSource], list[str]]:
     """Entries of a one-line sources file and problems (``path:line: ...``)."""
-    entries: List[AptSource] = []
-    problems: List[str] = []
+    entries: list[AptSource] = []
+    problems: list[str] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = _strip_comment(raw).strip()
         if not line:
@@ -126,19 +126,19 @@ class _Field:
 @dataclass
 class _Stanza:
     start: int
-    fields: List[_Field] = field(default_factory=list)
+    fields: list[_Field] = field(default_factory=list)
 
-    def get(self, name: str) -> Optional[_Field]:
+    def get(self, name: str) -> _Field | None:
         for f in self.fields:
             if f.name.lower() == name.lower():
                 return f
         return None
 
 
-def _stanzas(lines: Sequence[str], path: str) -> Tuple[List[_Stanza], List[str]]:
-    stanzas: List[_Stanza] = []
-    problems: List[str] = []
-    cur: Optional[_Stanza] = None
+def _stanzas(lines: Sequence[str], path: str) -> tuple[list[_Stanza], list[str]]:
+    stanzas: list[_Stanza] = []
+    problems: list[str] = []
+    cur: _Stanza | None = None
     for i, raw in enumerate(lines):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -166,7 +166,7 @@ def _stanzas(lines: Sequence[str], path: str) -> Tuple[List[_Stanza], List[str]]
     return stanzas, problems
 
 
-def _words(f: Optional[_Field]) -> Tuple[str, ...]:
+def _words(f: _Field | None) -> tuple[str, ...]:
     return tuple(f.value.split()) if f else ()
 
 
@@ -178,18 +178,18 @@ def _enabled(stanza: _Stanza) -> bool:
 _CORE = {"types", "uris", "suites", "components", "enabled"}
 
 
-def parse_deb822(path: str, text: str) -> Tuple[List[AptSource], List[str]]:
+def parse_deb822(path: str, text: str) -> tuple[list[AptSource], list[str]]:
     """Stanzas of a deb822 ``.sources`` file and problems (``path:line: ...``)."""
     lines = text.splitlines(keepends=True)
     stanzas, problems = _stanzas(lines, path)
-    entries: List[AptSource] = []
+    entries: list[AptSource] = []
     for idx, st in enumerate(stanzas):
         types, uris, suites = _words(st.get("Types")), _words(st.get("URIs")), _words(st.get("Suites"))
         missing = [n for n, v in (("Types", types), ("URIs", uris), ("Suites", suites)) if not v]
         if missing:
             problems.append(f"{path}:{st.start + 1}: stanza {idx + 1} has no {', '.join(missing)}")
             continue
-        opts: Dict[str, str] = {}
+        opts: dict[str, str] = {}
         for f in st.fields:
             if f.name.lower() in _CORE:
                 continue
@@ -222,9 +222,10 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         comps = _words(st.get("Components"))
         enabled = _enabled(st)
 
-        seen: set = set()
+        seen: set[str] = set()
 
-        def sub(m: re.Match) -> str:
+        def sub(m: re.Match[str], suites: tuple[str, ...] = suites, comps: tuple[str, ...] = comps,
+                enabled: bool = enabled, seen: set[str] = seen) -> str:  # this stanza's values, bound now (B023)
             space, token = m.group(1), m.group(2)
             new = mapper(token, suites, comps, enabled)
             if new is None:
@@ -250,7 +251,7 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
 # --------------------------------------------------------------------------- archives
 
 
-def classify_uri(uri: str) -> Optional[str]:
+def classify_uri(uri: str) -> str | None:
     """Catalogue archive key of a distro archive URI, or None for third-party repos.
 
     ``.../debian-security`` and ``security.debian.org`` -> ``debian_security``;
@@ -270,7 +271,7 @@ def classify_uri(uri: str) -> Optional[str]:
     return None
 
 
-def distro_archive(uri: str, components: Sequence[str]) -> Optional[str]:
+def distro_archive(uri: str, components: Sequence[str]) -> str | None:
     """Archive key of ``uri`` when the entry is a Debian/Ubuntu archive, else None.
 
     Path alone is not enough (Docker's repo is ``.../linux/debian`` with
@@ -296,8 +297,8 @@ def replace_base(old_uri: str, new_base: str) -> str:
 # --------------------------------------------------------------------------- build files
 
 
-def find_rewrites(name: str, text: str, read: Callable[[str], Optional[str]],
-                  glob: Callable[[str], List[str]]) -> List[AptRewrite]:
+def find_rewrites(name: str, text: str, read: Callable[[str], str | None],
+                  glob: Callable[[str], list[str]]) -> list[AptRewrite]:
     """``sed -i`` edits of apt source files in a Dockerfile or shell script.
 
     The build is read like a shell would (:mod:`gpudoctor.mirrors.dockerfile`)
@@ -309,7 +310,7 @@ def find_rewrites(name: str, text: str, read: Callable[[str], Optional[str]],
     from gpudoctor.mirrors.buildwrites import replay
     from gpudoctor.mirrors.dockerfile import commands
 
-    def listdir(directory: str) -> List[str]:
+    def listdir(directory: str) -> list[str]:
         return [p.rsplit("/", 1)[-1] for p in glob(directory.rstrip("/") + "/*")]
 
     edits, _ = replay(commands(name, text), read, listdir)

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
 
 from gpudoctor.facts.mirrors import SourceEdit
 from gpudoctor.mirrors.dockerfile import Parsed, ShellCommand, printed_text
 
-__all__ = ["SedSub", "parse_sed_script", "apply_sed", "replay", "tool_of", "Overlay"]
+__all__ = ["Overlay", "SedSub", "apply_sed", "parse_sed_script", "replay", "tool_of"]
 
-Reader = Callable[[str], Optional[str]]
-Lister = Callable[[str], List[str]]
+Reader = Callable[[str], str | None]
+Lister = Callable[[str], list[str]]
 
 
 class SedSub:
@@ -32,10 +32,10 @@ class SedSub:
     def __init__(self, old: str, new: str, flags: str, extended: bool):
         self.old, self.new, self.flags, self.extended = old, new, flags, extended
 
-    def regex(self) -> "re.Pattern[str]":
+    def regex(self) -> re.Pattern[str]:
         """The pattern as a Python regex (BRE converted unless ``extended``). Raises re.error."""
         pat = self.old if self.extended else _bre_to_python(self.old)
-        return re.compile(pat, re.I if "I" in self.flags or "i" in self.flags else 0)
+        return re.compile(pat, re.IGNORECASE if "I" in self.flags or "i" in self.flags else 0)
 
     def apply(self, text: str) -> str:
         rx = self.regex()
@@ -69,7 +69,7 @@ def _bre_to_python(bre: str) -> str:
 
 
 def _sed_replacement(new: str):
-    def repl(m: "re.Match[str]") -> str:
+    def repl(m: re.Match[str]) -> str:
         out, i = [], 0
         while i < len(new):
             c = new[i]
@@ -89,9 +89,9 @@ def _sed_replacement(new: str):
     return repl
 
 
-def parse_sed_script(script: str, extended: bool = False) -> List[SedSub]:
+def parse_sed_script(script: str, extended: bool = False) -> list[SedSub]:
     """The ``s`` commands of a sed script (other commands are skipped; addresses ignored)."""
-    subs: List[SedSub] = []
+    subs: list[SedSub] = []
     i = 0
     while i < len(script):
         # skip separators, addresses and braces up to a command letter
@@ -106,7 +106,7 @@ def parse_sed_script(script: str, extended: bool = False) -> List[SedSub]:
             i = len(script) if nxt is None else i + nxt.end()
             continue
         d = script[i + 1]
-        parts: List[str] = []
+        parts: list[str] = []
         j, buf = i + 2, []
         while j < len(script) and len(parts) < 2:
             c = script[j]
@@ -130,15 +130,15 @@ def parse_sed_script(script: str, extended: bool = False) -> List[SedSub]:
     return subs
 
 
-def sed_invocation(argv: Sequence[str]) -> Optional[Tuple[List[SedSub], List[str]]]:
+def sed_invocation(argv: Sequence[str]) -> tuple[list[SedSub], list[str]] | None:
     """(substitutions, files) of an in-place ``sed`` command, or None when it is not ``sed -i``."""
     in_place = False
     extended = False
-    scripts: List[str] = []
-    files: List[str] = []
+    scripts: list[str] = []
+    files: list[str] = []
     args = list(argv[1:])
     k = 0
-    positional: List[str] = []
+    positional: list[str] = []
     while k < len(args):
         a = args[k]
         if a == "--":
@@ -196,7 +196,7 @@ def apply_sed(subs: Sequence[SedSub], text: str) -> str:
 # --------------------------------------------------------------------------- which tool reads a path
 
 
-def tool_of(path: str) -> Optional[str]:
+def tool_of(path: str) -> str | None:
     """``apt``, ``pip``, ``uv`` or ``conda`` for a path that looks like that tool's configuration, else None."""
     name = path.rsplit("/", 1)[-1]
     if path.startswith("/etc/apt/sources.list"):
@@ -215,14 +215,14 @@ class Overlay:
 
     def __init__(self, read: Reader, listdir: Lister):
         self._read, self._listdir = read, listdir
-        self.changes: Dict[str, Optional[str]] = {}
+        self.changes: dict[str, str | None] = {}
 
-    def read(self, path: str) -> Optional[str]:
+    def read(self, path: str) -> str | None:
         if path in self.changes:
             return self.changes[path]
         return self._read(path)
 
-    def glob(self, pattern: str) -> List[str]:
+    def glob(self, pattern: str) -> list[str]:
         if not any(c in pattern for c in "*?["):
             return [pattern]
         directory, _, base = pattern.rpartition("/")
@@ -233,21 +233,21 @@ class Overlay:
                   if t is None and p.rpartition("/")[0] == directory}
         return sorted(f"{directory}/{n}" for n in names if fnmatch.fnmatch(n, base)) or [pattern]
 
-    def write(self, path: str, text: Optional[str]) -> None:
+    def write(self, path: str, text: str | None) -> None:
         self.changes[path] = text
 
 
-def _edit(cmd: ShellCommand, path: str, action: str, exists: bool, changed: bool, content: Optional[str],
+def _edit(cmd: ShellCommand, path: str, action: str, exists: bool, changed: bool, content: str | None,
           pattern: str = "", replacement: str = "") -> SourceEdit:
     return SourceEdit(origin=cmd.origin, command=cmd.text, tool=tool_of(path) or "", path=path, action=action,
                       target_exists=exists, changed=changed, content=content, pattern=pattern,
                       replacement=replacement)
 
 
-def replay(parsed: Parsed, read: Reader, listdir: Lister) -> Tuple[List[SourceEdit], Overlay]:
+def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEdit], Overlay]:
     """Replay ``parsed`` on the root's files; (edits of package-source files, the overlay)."""
     fs = Overlay(read, listdir)
-    edits: List[SourceEdit] = []
+    edits: list[SourceEdit] = []
     for cmd in parsed.commands:
         name = cmd.name
         if name == "sed":
@@ -309,7 +309,7 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> Tuple[List[SourceEd
         if content is None and name in ("cat", "tee") and cmd.stdin is not None and \
                 (name == "tee" or len(cmd.argv) == 1):
             content = cmd.stdin
-        targets: List[Tuple[str, bool]] = [(t, op == ">>") for op, t in cmd.redirects if op in (">", ">>", ">|")]
+        targets: list[tuple[str, bool]] = [(t, op == ">>") for op, t in cmd.redirects if op in (">", ">>", ">|")]
         if name == "tee":
             append = any(a in ("-a", "--append") for a in cmd.argv[1:])
             targets += [(a, append) for a in cmd.argv[1:] if not a.startswith("-")]
@@ -317,9 +317,9 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> Tuple[List[SourceEd
             if tool_of(path) is None:
                 continue
             old = fs.read(path)
-            new = None if content is None else ((old or "") + content if append else content)
-            fs.write(path, new)
-            edits.append(_edit(cmd, path, "append" if append else "write", old is not None, True, new))
+            written = None if content is None else ((old or "") + content if append else content)
+            fs.write(path, written)
+            edits.append(_edit(cmd, path, "append" if append else "write", old is not None, True, written))
     return edits, fs
 
 
@@ -330,9 +330,9 @@ CONDA_ROOTS = ("/opt/conda", "/opt/miniconda3", "/opt/miniconda", "/opt/miniforg
                "/opt/anaconda3", "/usr/local")
 
 
-def _prefixes_created(parsed: Parsed) -> List[str]:
+def _prefixes_created(parsed: Parsed) -> list[str]:
     """Environments the build creates (``python -m venv X``, ``virtualenv X``, ``uv venv X``, ``conda create -p X``)."""
-    out: List[str] = []
+    out: list[str] = []
     for c in parsed.commands:
         a = list(c.argv)
         if "venv" in a:
@@ -350,8 +350,8 @@ def _prefixes_created(parsed: Parsed) -> List[str]:
     return out
 
 
-def judge(edit: SourceEdit, env: Dict[str, str], home: str, exists: Callable[[str], bool],
-          created: Sequence[str] = ()) -> Tuple[Optional[bool], str]:
+def judge(edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[str], bool],
+          created: Sequence[str] = ()) -> tuple[bool | None, str]:
     """(read, reads_instead) for a pip/uv/conda edit: does the tool read ``edit.path`` in the image?
 
     Sources: pip-apt-config.md (pip ``configuration.py``, uv "Configuration

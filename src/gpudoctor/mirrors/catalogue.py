@@ -11,9 +11,9 @@ no probe ever reaches a real mirror).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from gpudoctor.data import load_table
@@ -56,17 +56,17 @@ class Catalogue:
         origin: ``built-in``, ``FILE`` (replace) or ``built-in + FILE``.
     """
 
-    mirrors: Tuple[CatalogueMirror, ...]
+    mirrors: tuple[CatalogueMirror, ...]
     pypi_project: str = "six"
     conda_subdir: str = "noarch"
     apt_max_lag_hours: float = 24.0
     origin: str = "built-in"
 
-    def for_archive(self, archive: str) -> List[CatalogueMirror]:
+    def for_archive(self, archive: str) -> list[CatalogueMirror]:
         """Rows that offer ``archive``, in catalogue order."""
         return [m for m in self.mirrors if archive in m.urls]
 
-    def by_name(self, name: str) -> Optional[CatalogueMirror]:
+    def by_name(self, name: str) -> CatalogueMirror | None:
         """The row called ``name`` (case-insensitive), or None."""
         for m in self.mirrors:
             if m.name.lower() == name.lower():
@@ -80,7 +80,7 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise CatalogueError(f"{where}: missing 'name'")
-    urls: Dict[str, str] = {}
+    urls: dict[str, str] = {}
     for key in ARCHIVES:
         value = raw.get(key)
         if value is None:
@@ -101,7 +101,7 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
                            official=bool(raw.get("official", False)), urls=urls, source=str(raw.get("source", "")))
 
 
-def parse(doc: Mapping[str, Any], where: str) -> Tuple[List[CatalogueMirror], Dict[str, Any], bool]:
+def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], dict[str, Any], bool]:
     """Rows, probe settings and the ``replace`` flag of a parsed catalogue document.
 
     Raises :class:`CatalogueError` naming ``where`` and the row.
@@ -123,7 +123,7 @@ def parse(doc: Mapping[str, Any], where: str) -> Tuple[List[CatalogueMirror], Di
     return mirrors, dict(probe), replace
 
 
-def _settings(probe: Mapping[str, Any], base: Optional[Catalogue] = None) -> Dict[str, Any]:
+def _settings(probe: Mapping[str, Any], base: Catalogue | None = None) -> dict[str, Any]:
     out = {"pypi_project": base.pypi_project if base else "six",
            "conda_subdir": base.conda_subdir if base else "noarch",
            "apt_max_lag_hours": base.apt_max_lag_hours if base else 24.0}
@@ -142,7 +142,7 @@ def builtin() -> Catalogue:
     return Catalogue(tuple(mirrors), origin="built-in", **_settings(probe))
 
 
-def from_text(text: str, where: str, base: Optional[Catalogue] = None) -> Catalogue:
+def from_text(text: str, where: str, base: Catalogue | None = None) -> Catalogue:
     """Merge the catalogue document ``text`` onto ``base`` (built-in by default)."""
     base = base or builtin()
     try:
@@ -157,7 +157,7 @@ def from_text(text: str, where: str, base: Optional[Catalogue] = None) -> Catalo
     return Catalogue(tuple(merged), origin=f"built-in + {where}", **_settings(probe, base))
 
 
-def load(path: Optional[str]) -> Catalogue:
+def load(path: str | None) -> Catalogue:
     """The built-in catalogue, merged with the file at ``path`` when given.
 
     Raises :class:`CatalogueError` when the file cannot be read or is malformed.

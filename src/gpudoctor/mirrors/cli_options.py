@@ -9,14 +9,14 @@ in ``CollectOptions.extra``: ``catalogue`` (a loaded Catalogue),
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any
 
 import click
 
 from gpudoctor.mirrors import DEFAULT_BUDGET_S
 
 
-def default_catalogue_file() -> Optional[str]:
+def default_catalogue_file() -> str | None:
     """The user's catalogue file when no ``--catalogue`` is given: ``$GPUDOCTOR_CATALOGUE``, else
     ``<user config dir>/gpudoctor/mirrors.toml`` (``~/.config/gpudoctor/mirrors.toml``) if it exists."""
     import os
@@ -32,7 +32,7 @@ def default_catalogue_file() -> Optional[str]:
         return None
 
 
-def load_catalogue_option(path: Optional[str]):
+def load_catalogue_option(path: str | None):
     """The catalogue for ``--catalogue FILE`` (else the user's file, else built-in); usage error when malformed."""
     from gpudoctor.mirrors.catalogue import CatalogueError, load
     path = path or default_catalogue_file()
@@ -56,10 +56,10 @@ def mirror_check_options(fn):
     return fn
 
 
-def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
-                 mirror_budget: float = DEFAULT_BUDGET_S, dockerfile: Optional[str] = None) -> Dict[str, Any]:
+def mirror_extra(rank_mirrors: bool = False, catalogue: str | None = None,
+                 mirror_budget: float = DEFAULT_BUDGET_S, dockerfile: str | None = None) -> dict[str, Any]:
     """``CollectOptions.extra`` entries for the mirror options; usage errors for unreadable files."""
-    extra: Dict[str, Any] = {"rank_mirrors": rank_mirrors, "mirror_budget_s": mirror_budget}
+    extra: dict[str, Any] = {"rank_mirrors": rank_mirrors, "mirror_budget_s": mirror_budget}
     extra["catalogue"] = load_catalogue_option(catalogue)
     if dockerfile:
         try:
@@ -79,9 +79,9 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: Optional[str] = None,
 FIX_ECOSYSTEMS = {"apt.mirror": "apt", "uv.index-url": "uv", "conda.channels": "conda", "pip.index-url": "pip"}
 
 
-def fix_mirror_extra(mirror: Optional[str], ids, offline: bool, rank_mirrors: bool = False,
-                     catalogue: Optional[str] = None, mirror_budget: float = DEFAULT_BUDGET_S,
-                     dockerfile: Optional[str] = None) -> Dict[str, Any]:
+def fix_mirror_extra(mirror: str | None, ids, offline: bool, rank_mirrors: bool = False,
+                     catalogue: str | None = None, mirror_budget: float = DEFAULT_BUDGET_S,
+                     dockerfile: str | None = None) -> dict[str, Any]:
     """``CollectOptions.extra`` for ``gpudoctor fix``.
 
     Ranks (probes the catalogue) when ``--mirror fastest`` or ``--rank-mirrors``
@@ -100,7 +100,7 @@ def fix_mirror_extra(mirror: Optional[str], ids, offline: bool, rank_mirrors: bo
     return extra
 
 
-def resolve_pip_mirror(options: Dict[str, str], facts: Any, extra: Dict[str, Any], offline: bool,
+def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool,
                        fix_ids) -> None:
     """Give ``pip.index-url`` (which takes URLs only) a URL for ``--mirror fastest|NAME``, in place.
 
@@ -138,8 +138,8 @@ def resolve_pip_mirror(options: Dict[str, str], facts: Any, extra: Dict[str, Any
     options["index-url"] = best.base_url
 
 
-def resolve_apt_security(options: Dict[str, str], facts: Any, extra: Dict[str, Any], offline: bool,
-                         fix_ids) -> Optional[str]:
+def resolve_apt_security(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool,
+                         fix_ids) -> str | None:
     """Verify Debian's security archive next to ``--mirror URL`` before ``apt.mirror`` rewrites it, in place.
 
     Only for ``apt.mirror`` with a ``--mirror`` URL whose path ends in

@@ -34,10 +34,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["ShellCommand", "Instruction", "instructions", "commands", "script_commands", "POSIX_SHELLS"]
+__all__ = ["POSIX_SHELLS", "Instruction", "ShellCommand", "commands", "instructions", "script_commands"]
 
 POSIX_SHELLS = ("sh", "bash", "dash", "ash", "ksh", "mksh", "zsh", "busybox")
 _OPERATORS = {";", "&&", "||", "|", "&", ";;", "(", ")", "|&", "\n"}
@@ -61,7 +61,7 @@ class Instruction:
     keyword: str
     args: str
     line: int
-    heredocs: Tuple[str, ...] = ()
+    heredocs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -79,11 +79,11 @@ class ShellCommand:
     """
 
     origin: str
-    argv: Tuple[str, ...]
-    redirects: Tuple[Tuple[str, str], ...] = ()
-    stdin: Optional[str] = None
+    argv: tuple[str, ...]
+    redirects: tuple[tuple[str, str], ...] = ()
+    stdin: str | None = None
     shell: str = "/bin/sh"
-    env: Dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def text(self) -> str:
@@ -101,7 +101,7 @@ class ShellCommand:
 # --------------------------------------------------------------------------- Dockerfile
 
 
-def instructions(text: str) -> List[Instruction]:
+def instructions(text: str) -> list[Instruction]:
     """Instructions of a Dockerfile, with continuations joined and here-documents attached."""
     lines = text.splitlines()
     escape = "\\"
@@ -114,7 +114,7 @@ def instructions(text: str) -> List[Instruction]:
         if m.group(1).lower() == "escape" and m.group(2) in ("\\", "`"):
             escape = m.group(2)
         i += 1
-    out: List[Instruction] = []
+    out: list[Instruction] = []
     while i < len(lines):
         raw = lines[i]
         if not raw.strip() or raw.lstrip().startswith("#"):
@@ -135,11 +135,11 @@ def instructions(text: str) -> List[Instruction]:
             break
         keyword, _, args = buf.strip().partition(" ")
         keyword = keyword.upper()
-        bodies: List[str] = []
+        bodies: list[str] = []
         if keyword in ("RUN", "COPY", "ADD"):
             for m in _HEREDOC_OP.finditer(args):
                 strip_tabs, tag = m.group(1) == "-", m.group(3)
-                body: List[str] = []
+                body: list[str] = []
                 while i < len(lines):
                     line = lines[i]
                     i += 1
@@ -152,9 +152,9 @@ def instructions(text: str) -> List[Instruction]:
     return out
 
 
-def _expand(text: str, env: Dict[str, str]) -> str:
+def _expand(text: str, env: dict[str, str]) -> str:
     """``$V``/``${V}``/``${V:-d}``/``${V-d}`` replaced outside single quotes; unknown names kept."""
-    out: List[str] = []
+    out: list[str] = []
     i, quote = 0, ""
     while i < len(text):
         c = text[i]
@@ -195,12 +195,12 @@ def _expand(text: str, env: Dict[str, str]) -> str:
     return "".join(out)
 
 
-def _prepare(script: str, env: Dict[str, str]) -> Tuple[str, Dict[str, str]]:
+def _prepare(script: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
     """Script text ready for shlex: here-documents cut out (placeholders), continuations joined,
     unquoted newlines made ``;`` and comments dropped, parameters expanded."""
-    heredocs: Dict[str, str] = {}
+    heredocs: dict[str, str] = {}
     lines = script.split("\n")
-    kept: List[str] = []
+    kept: list[str] = []
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -208,7 +208,7 @@ def _prepare(script: str, env: Dict[str, str]) -> Tuple[str, Dict[str, str]]:
         pending = list(_HEREDOC_OP.finditer(line))
         if pending and "'" not in line[:pending[0].start()].replace("\\'", ""):
             for m in reversed(pending):
-                body: List[str] = []
+                body: list[str] = []
                 while i < len(lines):
                     nxt = lines[i]
                     i += 1
@@ -223,7 +223,7 @@ def _prepare(script: str, env: Dict[str, str]) -> Tuple[str, Dict[str, str]]:
         kept.append(line)
     text = "\n".join(kept)
     # line continuations, comments and newlines, respecting quotes
-    out: List[str] = []
+    out: list[str] = []
     i, quote, word_start = 0, "", True
     while i < len(text):
         c = text[i]
@@ -265,7 +265,7 @@ def _prepare(script: str, env: Dict[str, str]) -> Tuple[str, Dict[str, str]]:
     return _expand("".join(out), env), heredocs
 
 
-def _lex(text: str) -> List[str]:
+def _lex(text: str) -> list[str]:
     lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
@@ -276,8 +276,8 @@ def _substitute(word: str, var: str, value: str) -> str:
     return word.replace("${" + var + "}", value).replace("$" + var, value)
 
 
-def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = "/bin/sh",
-                    depth: int = 0) -> List[ShellCommand]:
+def script_commands(script: str, origin: str, env: dict[str, str], shell: str = "/bin/sh",
+                    depth: int = 0) -> list[ShellCommand]:
     """Simple commands of a POSIX shell script (see the module docstring).
 
     Raises ValueError (from shlex) for unbalanced quotes.
@@ -285,9 +285,9 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
     prepared, heredocs = _prepare(script, env)
     tokens = _lex(prepared)
     # group into simple commands, with separators
-    simple: List[List[str]] = []
-    seps: List[str] = []
-    cur: List[str] = []
+    simple: list[list[str]] = []
+    seps: list[str] = []
+    cur: list[str] = []
     for tok in tokens:
         if tok in _OPERATORS or (set(tok) <= set(";&|()") and tok not in _REDIRECTS):
             simple.append(cur)
@@ -297,9 +297,9 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
             cur.append(tok)
     simple.append(cur)
     seps.append(";")
-    out: List[ShellCommand] = []
-    loops: List[Tuple[str, List[str]]] = []
-    pipe_text: Optional[str] = None
+    out: list[ShellCommand] = []
+    loops: list[tuple[str, list[str]]] = []
+    pipe_text: str | None = None
     for words, sep in zip(simple, seps):
         # reserved words at the start of a command
         while words and words[0] in _RESERVED:
@@ -315,9 +315,9 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
         if not words:
             pipe_text = None if sep != "|" else pipe_text
             continue
-        argv: List[str] = []
-        redirects: List[Tuple[str, str]] = []
-        stdin: Optional[str] = pipe_text
+        argv: list[str] = []
+        redirects: list[tuple[str, str]] = []
+        stdin: str | None = pipe_text
         k = 0
         while k < len(words):
             w = words[k]
@@ -333,7 +333,7 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
                 continue
             argv.append(w)
             k += 1
-        variants: List[Tuple[List[str], List[Tuple[str, str]]]] = [(argv, redirects)]
+        variants: list[tuple[list[str], list[tuple[str, str]]]] = [(argv, redirects)]
         for var, values in loops:
             expanded = []
             for a, r in variants:
@@ -362,7 +362,7 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
                     except ValueError:
                         pass
             if base == "sudo" and len(a) > 1:
-                cmd = ShellCommand(origin, tuple(x for x in a[1:] if not x.startswith("-")) or a[1:], tuple(r),
+                cmd = ShellCommand(origin, tuple(x for x in a[1:] if not x.startswith("-")) or tuple(a[1:]), tuple(r),
                                    stdin, shell, dict(env))
             out.append(cmd)
         # what this command prints, for the next one in a pipeline
@@ -372,7 +372,7 @@ def script_commands(script: str, origin: str, env: Dict[str, str], shell: str = 
     return out
 
 
-def _printed(argv: Sequence[str]) -> Optional[str]:
+def _printed(argv: Sequence[str]) -> str | None:
     """What ``echo``/``printf`` with literal arguments print (escapes of ``echo -e``/printf applied)."""
     args = list(argv[1:])
     if argv[0] == "printf":
@@ -401,7 +401,7 @@ def _escapes(text: str) -> str:
     return text.replace("\\n", "\n").replace("\\t", "\t")
 
 
-def printed_text(cmd: ShellCommand) -> Optional[str]:
+def printed_text(cmd: ShellCommand) -> str | None:
     """What an ``echo``/``printf`` command prints, or None for other commands."""
     if cmd.name in ("echo", "printf"):
         return _printed((cmd.name,) + tuple(cmd.argv[1:]))
@@ -424,13 +424,13 @@ class Parsed:
         notes: what could not be read (``Dockerfile:12: SHELL ["pwsh" ...] not parsed``).
     """
 
-    commands: Tuple[ShellCommand, ...]
-    env: Dict[str, str]
-    env_set: Tuple[str, ...]
-    notes: Tuple[str, ...]
+    commands: tuple[ShellCommand, ...]
+    env: dict[str, str]
+    env_set: tuple[str, ...]
+    notes: tuple[str, ...]
 
 
-def _assignments(args: str, env: Dict[str, str], env_form: bool) -> Dict[str, str]:
+def _assignments(args: str, env: dict[str, str], env_form: bool) -> dict[str, str]:
     try:
         words = shlex.split(_expand(args, env))
     except ValueError:
@@ -450,10 +450,10 @@ def _assignments(args: str, env: Dict[str, str], env_form: bool) -> Dict[str, st
 
 def is_dockerfile(text: str) -> bool:
     """True when ``text`` looks like a Dockerfile (has a FROM or RUN instruction), not a shell script."""
-    return any(re.match(r"^\s*(FROM|RUN)\s", line, re.I) for line in text.splitlines())
+    return any(re.match(r"^\s*(FROM|RUN)\s", line, re.IGNORECASE) for line in text.splitlines())
 
 
-def commands(name: str, text: str, build_args: Optional[Dict[str, str]] = None) -> Parsed:
+def commands(name: str, text: str, build_args: dict[str, str] | None = None) -> Parsed:
     """Every command of Dockerfile (or shell script) ``text``; ``name`` labels origins."""
     if not is_dockerfile(text):
         try:
@@ -461,12 +461,12 @@ def commands(name: str, text: str, build_args: Optional[Dict[str, str]] = None) 
         except ValueError as exc:
             return Parsed((), dict(build_args or {}), (), (f"{name}: not readable as a shell script ({exc})",))
         return Parsed(tuple(cmds), dict(build_args or {}), (), ())
-    env: Dict[str, str] = {}
-    declared_args: Dict[str, str] = {}
-    env_set: List[str] = []
+    env: dict[str, str] = {}
+    declared_args: dict[str, str] = {}
+    env_set: list[str] = []
     shell = ["/bin/sh", "-c"]
-    out: List[ShellCommand] = []
-    notes: List[str] = []
+    out: list[ShellCommand] = []
+    notes: list[str] = []
     for ins in instructions(text):
         origin = f"{name}:{ins.line}"
         if ins.keyword == "ARG":
@@ -530,11 +530,11 @@ def commands(name: str, text: str, build_args: Optional[Dict[str, str]] = None) 
                 words = json.loads(args) if args.startswith("[") else shlex.split(_expand(args, env))
             except ValueError:
                 continue
-            body = ins.heredocs[0] if ins.heredocs else None
-            words = [w for w in words if not _HEREDOC_OP.fullmatch(w)] if body is not None else words
-            if len(words) < (1 if body is not None else 2):
+            heredoc = ins.heredocs[0] if ins.heredocs else None
+            words = [w for w in words if not _HEREDOC_OP.fullmatch(w)] if heredoc is not None else words
+            if len(words) < (1 if heredoc is not None else 2):
                 continue
-            out.append(ShellCommand(origin, (ins.keyword, *words), (), body, "", dict(env)))
+            out.append(ShellCommand(origin, (ins.keyword, *words), (), heredoc, "", dict(env)))
         elif ins.keyword == "FROM":
             env = {k: v for k, v in env.items() if k in env_set}
     return Parsed(tuple(out), env, tuple(env_set), tuple(notes))

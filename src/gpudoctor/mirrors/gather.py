@@ -12,22 +12,35 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.mirrors import AptFacts, CondaFacts, MirrorProbe, MirrorsFacts, UvFacts
+from gpudoctor.facts.mirrors import (
+    AptFacts,
+    CondaFacts,
+    MirrorProbe,
+    MirrorsFacts,
+    UvFacts,
+)
 from gpudoctor.mirrors.aptsources import classify_uri, distro_archive, is_distro_source
 from gpudoctor.mirrors.catalogue import Catalogue
-from gpudoctor.mirrors.probe import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S, ProbeTarget, probe_all, rank
+from gpudoctor.mirrors.probe import (
+    DEFAULT_BUDGET_S,
+    DEFAULT_TIMEOUT_S,
+    ProbeTarget,
+    probe_all,
+    rank,
+)
 
-__all__ = ["ECOSYSTEMS", "configured_targets", "candidate_targets", "measure", "apt_archive", "pip_index_urls"]
+__all__ = ["ECOSYSTEMS", "apt_archive", "candidate_targets", "configured_targets", "measure", "pip_index_urls"]
 
 ECOSYSTEMS = ("pip", "uv", "conda", "apt")
 PORTS_MACHINES = ("aarch64", "arm64", "armv7l", "armhf", "ppc64le", "s390x", "riscv64")
 
 
-def pip_index_urls(pip_facts: Any) -> List[str]:
+def pip_index_urls(pip_facts: Any) -> list[str]:
     """pip's effective ``index-url`` plus ``extra-index-url`` values from the ``pip`` facts.
 
     Uses ``PipFacts.effective`` (key -> setting with ``.value``); without an
@@ -51,7 +64,7 @@ def pip_index_urls(pip_facts: Any) -> List[str]:
     return list(dict.fromkeys(u for u in urls if u))
 
 
-def apt_archive(apt: Optional[AptFacts]) -> Tuple[Optional[str], str]:
+def apt_archive(apt: AptFacts | None) -> tuple[str | None, str]:
     """(catalogue archive key, suite) the apt ranking should use, from distro and sources."""
     if apt is None:
         return None, ""
@@ -67,9 +80,9 @@ def apt_archive(apt: Optional[AptFacts]) -> Tuple[Optional[str], str]:
     return None, suite
 
 
-def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catalogue) -> List[ProbeTarget]:
+def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catalogue) -> list[ProbeTarget]:
     """Probe targets for the indexes this machine is configured to use."""
-    out: List[ProbeTarget] = []
+    out: list[ProbeTarget] = []
     for url in pip_index_urls(pip):
         out.append(ProbeTarget("configured", "pip", "pypi", url, "pypi", project=catalogue.pypi_project,
                                role="configured"))
@@ -97,10 +110,10 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
 
 
 def candidate_targets(catalogue: Catalogue, ecosystems: Iterable[str], apt: Any = None,
-                      conda: Any = None) -> Tuple[List[ProbeTarget], Dict[str, str]]:
+                      conda: Any = None) -> tuple[list[ProbeTarget], dict[str, str]]:
     """(targets, skipped) for ranking ``ecosystems``; ``skipped`` maps an ecosystem to why it was not ranked."""
-    out: List[ProbeTarget] = []
-    skipped: Dict[str, str] = {}
+    out: list[ProbeTarget] = []
+    skipped: dict[str, str] = {}
     eco = set(ecosystems)
     if eco & {"pip", "uv"}:
         for m in catalogue.for_archive("pypi"):
@@ -113,13 +126,13 @@ def candidate_targets(catalogue: Catalogue, ecosystems: Iterable[str], apt: Any 
             out.append(ProbeTarget(m.name, "conda", archive, f"{m.urls[archive]}/{channel}", "conda",
                                    subdir=catalogue.conda_subdir, official=m.official))
     if "apt" in eco:
-        archive, suite = apt_archive(apt if isinstance(apt, AptFacts) else None)
-        if archive is None or not suite:
+        apt_arch, suite = apt_archive(apt if isinstance(apt, AptFacts) else None)
+        if apt_arch is None or not suite:
             skipped["apt"] = ("the distribution or its codename is unknown (no Debian/Ubuntu os-release and no "
                               "distro apt sources)")
         else:
-            for m in catalogue.for_archive(archive):
-                out.append(ProbeTarget(m.name, "apt", archive, m.urls[archive], "apt", suite=suite,
+            for m in catalogue.for_archive(apt_arch):
+                out.append(ProbeTarget(m.name, "apt", apt_arch, m.urls[apt_arch], "apt", suite=suite,
                                        official=m.official))
     return out, skipped
 
@@ -127,15 +140,15 @@ def candidate_targets(catalogue: Catalogue, ecosystems: Iterable[str], apt: Any 
 def measure(configured: Sequence[ProbeTarget], candidates: Sequence[ProbeTarget], catalogue: Catalogue,
             ecosystems: Sequence[str] = (), offline: bool = False, ranked: bool = False,
             budget_s: float = DEFAULT_BUDGET_S, timeout_s: float = DEFAULT_TIMEOUT_S,
-            on_start: Optional[Callable[[ProbeTarget], None]] = None,
-            on_result: Optional[Callable[[MirrorProbe], None]] = None) -> MirrorsFacts:
+            on_start: Callable[[ProbeTarget], None] | None = None,
+            on_result: Callable[[MirrorProbe], None] | None = None) -> MirrorsFacts:
     """Probe configured and candidate targets in one concurrent run; rank the candidates per ecosystem."""
     start = time.monotonic()
     results = probe_all(list(configured) + list(candidates), budget_s=budget_s, timeout_s=min(timeout_s, budget_s),
                         offline=offline, on_start=on_start, on_result=on_result,
                         max_lag_hours=catalogue.apt_max_lag_hours)
     conf, cand = results[:len(configured)], results[len(configured):]
-    rankings: Dict[str, Tuple[MirrorProbe, ...]] = {}
+    rankings: dict[str, tuple[MirrorProbe, ...]] = {}
     for e in ecosystems:
         if e in ("pip", "uv"):
             rows = [replace(r, ecosystem=e) for r in cand if r.ecosystem == "pypi"]

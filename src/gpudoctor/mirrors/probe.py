@@ -41,24 +41,25 @@ import ssl
 import statistics
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from urllib.parse import urlsplit
 
 from gpudoctor import __version__
 from gpudoctor.facts.mirrors import MirrorProbe
 
 __all__ = [
+    "DEFAULT_BUDGET_S",
+    "DEFAULT_SAMPLES",
+    "DEFAULT_TIMEOUT_S",
     "ProbeTarget",
+    "apply_freshness",
     "probe_all",
     "rank",
-    "apply_freshness",
-    "DEFAULT_BUDGET_S",
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_SAMPLES",
 ]
 
-from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S  # noqa: E402
+from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
+
 #: Requests per target (the median is ranked).
 DEFAULT_SAMPLES = 3
 #: Most targets probed at the same time.
@@ -140,7 +141,7 @@ def _is_loopback(host: str) -> bool:
 LOOPBACK_ONLY_ENV = "GPUDOCTOR_LOOPBACK_ONLY"
 
 
-def blocked(url: str) -> Optional[str]:
+def blocked(url: str) -> str | None:
     """Why ``url`` must not be contacted (``GPUDOCTOR_LOOPBACK_ONLY``), or None. No DNS lookup is made."""
     if os.environ.get(LOOPBACK_ONLY_ENV, "") in ("", "0") or is_local(url):
         return None
@@ -157,10 +158,10 @@ def make_ssl_context() -> ssl.SSLContext:
 # --------------------------------------------------------------------------- errors
 
 
-def _chain(exc: BaseException) -> List[BaseException]:
+def _chain(exc: BaseException) -> list[BaseException]:
     out = []
     seen = set()
-    cur: Optional[BaseException] = exc
+    cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         out.append(cur)
         seen.add(id(cur))
@@ -168,7 +169,7 @@ def _chain(exc: BaseException) -> List[BaseException]:
     return out
 
 
-def classify_error(exc: BaseException, timeout_s: float, ctx: Optional[ssl.SSLContext]) -> Tuple[str, str]:
+def classify_error(exc: BaseException, timeout_s: float, ctx: ssl.SSLContext | None) -> tuple[str, str]:
     """(status, reason) for a failed request, in operator terms."""
     import httpx  # imported on first use: keeps `gpudoctor` start-up fast when nothing is probed
 
@@ -217,10 +218,10 @@ def classify_error(exc: BaseException, timeout_s: float, ctx: Optional[ssl.SSLCo
 # --------------------------------------------------------------------------- one target
 
 
-_APT_FIELD = re.compile(r"^(Suite|Codename|Date):\s*(.+?)\s*$", re.M)
+_APT_FIELD = re.compile(r"^(Suite|Codename|Date):\s*(.+?)\s*$", re.MULTILINE)
 
 
-def _validate(target: ProbeTarget, body: bytes, content_type: str) -> Tuple[str, str, str]:
+def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str, str, str]:
     """(status, reason, release_date ISO) for a 2xx body."""
     if target.kind == "pypi":
         lowered = body.lower()
@@ -233,7 +234,7 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> Tuple[str,
             return "ok", "", ""
         return "invalid", "repodata.json is not JSON: not a conda channel", ""
     text = body.decode("utf-8", errors="replace")
-    fields: Dict[str, str] = {}
+    fields: dict[str, str] = {}
     for m in _APT_FIELD.finditer(text):
         fields.setdefault(m.group(1), m.group(2))
     if not fields:
@@ -252,7 +253,7 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> Tuple[str,
 
 
 def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_TIMEOUT_S,
-              samples: int = DEFAULT_SAMPLES, ctx: Optional[ssl.SSLContext] = None) -> MirrorProbe:
+              samples: int = DEFAULT_SAMPLES, ctx: ssl.SSLContext | None = None) -> MirrorProbe:
     """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
@@ -260,7 +261,7 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
         return target.result("offline", blocked(target.base_url) or "")
     import httpx  # only now: a local or offline run never pays for importing it
     host = urlsplit(target.base_url).hostname or ""
-    marks: Dict[str, float] = {}
+    marks: dict[str, float] = {}
 
     def trace(event: str, info: dict) -> None:
         marks[event] = time.monotonic()
@@ -271,11 +272,11 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
     else:
         headers["Range"] = f"bytes=0-{MAX_BODY[target.kind] - 1}"
     limit = MAX_BODY[target.kind]
-    ttfbs: List[float] = []
-    connect_ms: Optional[float] = None
-    best_rate: Optional[float] = None
-    status_code: Optional[int] = None
-    verdict: Tuple[str, str, str] = ("ok", "", "")
+    ttfbs: list[float] = []
+    connect_ms: float | None = None
+    best_rate: float | None = None
+    status_code: int | None = None
+    verdict: tuple[str, str, str] = ("ok", "", "")
     per = timeout_s
     try:
         with httpx.Client(verify=ctx if ctx is not None else True, follow_redirects=True, http2=False,
@@ -335,7 +336,7 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                         verdict = _validate(target, bytes(body[:limit]), resp.headers.get("content-type", ""))
                         if verdict[0] != "ok":
                             break
-    except Exception as exc:  # noqa: BLE001 - every failure is a result
+    except Exception as exc:
         status, reason = classify_error(exc, per, ctx)
         if status == "timeout" and per < timeout_s - 0.05:
             reason = f"no answer before the overall probe budget ran out ({per:.1f} s were left for this request)"
@@ -352,9 +353,9 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
 
 def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S,
               timeout_s: float = DEFAULT_TIMEOUT_S, samples: int = DEFAULT_SAMPLES, offline: bool = False,
-              on_start: Optional[Callable[[ProbeTarget], None]] = None,
-              on_result: Optional[Callable[[MirrorProbe], None]] = None,
-              ctx: Optional[ssl.SSLContext] = None, max_lag_hours: float = 24.0) -> List[MirrorProbe]:
+              on_start: Callable[[ProbeTarget], None] | None = None,
+              on_result: Callable[[MirrorProbe], None] | None = None,
+              ctx: ssl.SSLContext | None = None, max_lag_hours: float = 24.0) -> list[MirrorProbe]:
     """Probe all ``targets`` concurrently; results in the order of ``targets``.
 
     ``offline`` makes every network target an ``offline`` result at once.
@@ -366,9 +367,9 @@ def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S
     ctx = ctx or make_ssl_context()
     start = time.monotonic()
     deadline = start + budget_s
-    results: Dict[int, MirrorProbe] = {}
+    results: dict[int, MirrorProbe] = {}
     gate = threading.Semaphore(MAX_PARALLEL)
-    threads: List[threading.Thread] = []
+    threads: list[threading.Thread] = []
 
     def work(i: int, t: ProbeTarget) -> None:
         with gate:
@@ -401,7 +402,7 @@ def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S
     return apply_freshness(out, max_lag_hours)
 
 
-def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0) -> List[MirrorProbe]:
+def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0) -> list[MirrorProbe]:
     """apt: mark mirrors whose InRelease ``Date:`` lags the official one by more than ``max_lag_hours`` as ``stale``.
 
     The reference is the newest official release date seen for the same
@@ -410,10 +411,10 @@ def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0)
     """
     import datetime as dt
 
-    def key(r: MirrorProbe) -> Tuple[str, str]:
+    def key(r: MirrorProbe) -> tuple[str, str]:
         return r.archive, r.probe_url.rsplit("/dists/", 1)[-1]
 
-    refs: Dict[Tuple[str, str], dt.datetime] = {}
+    refs: dict[tuple[str, str], dt.datetime] = {}
     for r in results:
         if r.ecosystem == "apt" and r.official and r.status == "ok" and r.release_date:
             d = dt.datetime.fromisoformat(r.release_date)
@@ -432,10 +433,10 @@ def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0)
     return out
 
 
-def rank(results: Iterable[MirrorProbe]) -> Tuple[MirrorProbe, ...]:
+def rank(results: Iterable[MirrorProbe]) -> tuple[MirrorProbe, ...]:
     """Healthy first, fastest median first; then the unhealthy ones by name."""
     res = list(results)
-    good = sorted((r for r in res if r.status == "ok" and r.median_ms is not None), key=lambda r: r.median_ms)
+    good = sorted((r for r in res if r.status == "ok" and r.median_ms is not None), key=lambda r: r.median_ms or 0.0)
     rest = sorted((r for r in res if not (r.status == "ok" and r.median_ms is not None)),
                   key=lambda r: (r.status != "local", r.name))
     return tuple(good + rest)

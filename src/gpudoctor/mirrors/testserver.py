@@ -21,7 +21,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import List, Optional
 
 __all__ = ["FakeMirror", "self_signed_cert"]
 
@@ -57,7 +56,7 @@ class FakeMirror:
         body_delay_ms: send the body in 256-byte pieces, pausing this long before each.
     """
 
-    def __init__(self, delay_ms: float = 0.0, fault: Optional[str] = None, release_age_hours: float = 1.0,
+    def __init__(self, delay_ms: float = 0.0, fault: str | None = None, release_age_hours: float = 1.0,
                  tls: bool = False, prefix: str = "", json_pages: bool = False, body_delay_ms: float = 0.0):
         self.delay_ms = delay_ms
         self.fault = fault
@@ -66,9 +65,9 @@ class FakeMirror:
         self.prefix = prefix.rstrip("/")
         self.json_pages = json_pages
         self.body_delay_ms = body_delay_ms
-        self.requests: List[str] = []
+        self.requests: list[str] = []
         self._closing = threading.Event()
-        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
         mirror = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,6 +119,7 @@ class FakeMirror:
     def url(self) -> str:
         """Base URL including the prefix, e.g. ``http://127.0.0.1:40123/debian``."""
         host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host  # AF_UNIX only; ours is AF_INET
         return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
 
     def _answer(self, path: str) -> tuple:
@@ -156,7 +156,7 @@ class FakeMirror:
             return 200, "text/html", f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
         return 404, "text/plain", b"not found\n"
 
-    def __enter__(self) -> "FakeMirror":
+    def __enter__(self) -> FakeMirror:
         self._thread.start()
         return self
 

@@ -10,21 +10,33 @@ timeout (the process group is killed), a crash or unparsable output become an
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import threading
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any
 
 from gpudoctor.facts import FactsDecodeError, Unavailable
 from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.system import System, signal_name
 
-__all__ = ["PROBE_SCRIPT", "LIGHT_SCRIPT", "LEVELS", "MARKER", "MIN_PYTHON", "VERSION_CODE", "ProbeError",
-           "parse_probe_output", "probe_target", "probe_argv", "python_supported", "target_python_version",
-           "unsupported_reason"]
+__all__ = [
+    "LEVELS",
+    "LIGHT_SCRIPT",
+    "MARKER",
+    "MIN_PYTHON",
+    "PROBE_SCRIPT",
+    "VERSION_CODE",
+    "ProbeError",
+    "parse_probe_output",
+    "probe_argv",
+    "probe_target",
+    "python_supported",
+    "target_python_version",
+    "unsupported_reason",
+]
 
 #: Path of the stdlib-only script the target interpreter runs (the full probe: imports torch).
 PROBE_SCRIPT = Path(__file__).with_name("_script.py")
@@ -54,7 +66,7 @@ def python_supported(version: str) -> bool:
         return True
 
 
-def target_python_version(system: System, python: str, env: Optional[Mapping[str, str]] = None,
+def target_python_version(system: System, python: str, env: Mapping[str, str] | None = None,
                           timeout_s: float = 10.0) -> str:
     """``"2.7"``: the target's Python version from :data:`VERSION_CODE`, or "" when it cannot
     be run or printed something else. Asked once per (interpreter, environment)."""
@@ -114,8 +126,8 @@ def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
     return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
-def probe_target(system: System, python: str, env: Optional[Mapping[str, str]] = None,
-                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> Union[ProbeFacts, Unavailable]:
+def probe_target(system: System, python: str, env: Mapping[str, str] | None = None,
+                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> ProbeFacts | Unavailable:
     """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
     runs the GPU smoke test too (full level only).
 

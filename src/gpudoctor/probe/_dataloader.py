@@ -44,25 +44,109 @@ import time
 import traceback
 
 if __package__:  # imported as part of gpudoctor (gpudoctor.dataloader, the tests)
-    from gpudoctor.probe._dataloader_measure import (ProbeFailure, batch_stats, cgroup_quota_cpus, cpu_info,
-                                                     loader_kwargs, measure, user_frame)
-    from gpudoctor.probe._dataloader_report import (STALL_OK, WITHIN, call_text, choose, config_group, cost_key,
-                                                    group_rates, limits, pick_group, recommended_config)
-    from gpudoctor.probe._dataloader_search import (GRID_PREFETCH, MAX_WORKERS, NOISE, PATIENCE, RESULT_VERSION,
-                                                    grid, loader_config, search, worker_ladder)
+    from gpudoctor.probe._dataloader_measure import (
+        ProbeFailure,
+        batch_stats,
+        cgroup_quota_cpus,
+        cpu_info,
+        loader_kwargs,
+        measure,
+        user_frame,
+    )
+    from gpudoctor.probe._dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        config_group,
+        cost_key,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
+    from gpudoctor.probe._dataloader_search import (
+        GRID_PREFETCH,
+        MAX_WORKERS,
+        NOISE,
+        PATIENCE,
+        RESULT_VERSION,
+        grid,
+        loader_config,
+        search,
+        worker_ladder,
+    )
 else:  # run in the target interpreter as a script: this directory is sys.path[0]
-    from _dataloader_measure import (ProbeFailure, batch_stats, cgroup_quota_cpus, cpu_info, loader_kwargs,
-                                     measure, user_frame)
-    from _dataloader_report import (STALL_OK, WITHIN, call_text, choose, config_group, cost_key, group_rates,
-                                    limits, pick_group, recommended_config)
-    from _dataloader_search import (GRID_PREFETCH, MAX_WORKERS, NOISE, PATIENCE, RESULT_VERSION, grid,
-                                    loader_config, search, worker_ladder)
+    from _dataloader_measure import (
+        ProbeFailure,
+        batch_stats,
+        cgroup_quota_cpus,
+        cpu_info,
+        loader_kwargs,
+        measure,
+        user_frame,
+    )
+    from _dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        config_group,
+        cost_key,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
+    from _dataloader_search import (
+        GRID_PREFETCH,
+        MAX_WORKERS,
+        NOISE,
+        PATIENCE,
+        RESULT_VERSION,
+        grid,
+        loader_config,
+        search,
+        worker_ladder,
+    )
 
-__all__ = ["MARKER", "PROGRESS", "RESULT_VERSION", "WITHIN", "STALL_OK", "GRID_PREFETCH", "MAX_WORKERS", "NOISE",
-           "PATIENCE", "ProbeFailure", "cgroup_quota_cpus", "cpu_info", "burn_cpu", "SyntheticImages",
-           "load_factory", "user_frame", "unwrap_loader", "sleep_step", "model_step", "batch_stats",
-           "loader_kwargs", "measure", "loader_config", "worker_ladder", "grid", "cost_key", "config_group",
-           "group_rates", "pick_group", "choose", "recommended_config", "call_text", "limits", "search", "main"]
+__all__ = [
+    "GRID_PREFETCH",
+    "MARKER",
+    "MAX_WORKERS",
+    "NOISE",
+    "PATIENCE",
+    "PROGRESS",
+    "RESULT_VERSION",
+    "STALL_OK",
+    "WITHIN",
+    "ProbeFailure",
+    "SyntheticImages",
+    "batch_stats",
+    "burn_cpu",
+    "call_text",
+    "cgroup_quota_cpus",
+    "choose",
+    "config_group",
+    "cost_key",
+    "cpu_info",
+    "grid",
+    "group_rates",
+    "limits",
+    "load_factory",
+    "loader_config",
+    "loader_kwargs",
+    "main",
+    "measure",
+    "model_step",
+    "pick_group",
+    "recommended_config",
+    "search",
+    "sleep_step",
+    "unwrap_loader",
+    "user_frame",
+    "worker_ladder",
+]
 
 MARKER = "@@gpudoctor-dataloader@@"
 #: The least the search measures for when start-up (importing torch) ate the budget, seconds:
@@ -83,7 +167,7 @@ def burn_cpu(ms):
     return x
 
 
-class SyntheticImages(object):
+class SyntheticImages:
     """Decoded-image-like samples: (uint8 tensor 3×size×size converted to float, label).
 
     Each ``__getitem__`` burns ``cost_ms`` of CPU time first, like JPEG decode
@@ -117,11 +201,11 @@ def load_factory(spec, what):
     try:
         module = importlib.import_module(mod_name)
     except ImportError as exc:
-        raise ProbeFailure("factory", "%s %s: cannot import %s (%s)" % (what, spec, mod_name, exc))
+        raise ProbeFailure("factory", "%s %s: cannot import %s (%s)" % (what, spec, mod_name, exc)) from exc
     except Exception as exc:
         raise ProbeFailure("factory", "%s %s: importing %s raised %s: %s" % (what, spec, mod_name,
                                                                               type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]))
+                           where=user_frame(sys.exc_info()[2])) from exc
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -133,7 +217,7 @@ def load_factory(spec, what):
         return obj()
     except Exception as exc:
         raise ProbeFailure("factory", "%s %s: calling it raised %s: %s" % (what, spec, type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]))
+                           where=user_frame(sys.exc_info()[2])) from exc
 
 
 def unwrap_loader(obj):
@@ -205,8 +289,9 @@ def _emit_progress(done, planned, config, result):
 
 
 def _environment(device):
-    import torch
     import multiprocessing
+
+    import torch
     return {"python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
             "torch": str(torch.__version__), "device": device,
             "start_method": multiprocessing.get_start_method(allow_none=True) or "default"}
@@ -222,7 +307,7 @@ def main(argv):
             import torch
         except Exception as exc:
             raise ProbeFailure("usage", "torch cannot be imported in %s: %s: %s"
-                               % (sys.executable, type(exc).__name__, exc))
+                               % (sys.executable, type(exc).__name__, exc)) from exc
         want = cfg.get("device", "auto")
         cuda_ok = False
         try:

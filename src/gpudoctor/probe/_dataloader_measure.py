@@ -178,7 +178,7 @@ def _cpu_seconds(pid):
         return None
 
 
-class _GpuSampler(object):
+class _GpuSampler:
     """Samples NVML GPU utilisation (percent of time a kernel ran) every 0.2 s in a thread."""
 
     def __init__(self, index):
@@ -292,7 +292,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
                     return next(state["it"])
                 except StopIteration:
                     raise ProbeFailure("dataset", "the dataset yields no batch (is it empty, or shorter than "
-                                       "batch_size with drop_last=True?)", config=config)
+                                       "batch_size with drop_last=True?)", config=config) from None
         except ProbeFailure:
             raise
         except Exception as exc:
@@ -301,7 +301,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
                 deaths = _worker_deaths(state["it"])
                 if deaths:
                     failure = ProbeFailure("worker-killed", "; ".join(deaths), config=config)
-            raise failure
+            raise failure from exc
 
     def workers():
         it = state["it"]
@@ -317,12 +317,12 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
         except ProbeFailure:
             raise
         except Exception as exc:
-            raise _classify(exc, config)
+            raise _classify(exc, config) from exc
         out["time_to_first_batch_s"] = round(time.perf_counter() - t, 4)
         n, nbytes = batch_stats(batch)
         out["batch_bytes"] = nbytes
         _run_step(step, batch, config)
-        worker_cpu0 = dict((pid, _cpu_seconds(pid)) for pid in workers())
+        worker_cpu0 = {pid: _cpu_seconds(pid) for pid in workers()}
         host0 = _host_cpu_times()
         wait = busy = 0.0
         samples = batches = 0
@@ -336,7 +336,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
             except ProbeFailure:
                 raise
             except Exception as exc:
-                raise _classify(exc, config)
+                raise _classify(exc, config) from exc
             ts = time.perf_counter()
             wait += ts - tw
             _run_step(step, batch, config)
@@ -388,7 +388,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
                 state["it"] = iter(loader)
                 next(state["it"])
             except Exception as exc:
-                raise _classify(exc, config)
+                raise _classify(exc, config) from exc
             out["restart_s"] = round(time.perf_counter() - tr, 4)
         else:
             out["restart_s"] = 0.0 if config["num_workers"] == 0 else None
@@ -403,7 +403,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
             except Exception:
                 pass
         state["it"] = None
-        del loader
+        loader = None  # drop the DataLoader (and its worker handles) before returning
     return out
 
 
@@ -414,4 +414,4 @@ def _run_step(step, batch, config):
         raise
     except Exception as exc:
         raise ProbeFailure("step", "the step raised %s: %s" % (type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]), config=config)
+                           where=user_frame(sys.exc_info()[2]), config=config) from exc

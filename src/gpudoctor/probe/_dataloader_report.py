@@ -38,7 +38,7 @@ def group_rates(results):
     for i, r in enumerate(results):
         if r.get("samples_per_s"):
             idx.setdefault(config_group(r["config"]), []).append(i)
-    return dict((g, (sum(results[i]["samples_per_s"] for i in ii) / float(len(ii)), ii)) for g, ii in idx.items())
+    return {g: (sum(results[i]["samples_per_s"] for i in ii) / float(len(ii)), ii) for g, ii in idx.items()}
 
 
 def pick_group(rates):

@@ -7,13 +7,34 @@ standard library only at module level, no import of gpudoctor.
 import time
 
 if __package__:  # imported as part of gpudoctor (gpudoctor.dataloader, the tests)
-    from gpudoctor.probe._dataloader_measure import ProbeFailure, cpu_info, loader_kwargs, measure
-    from gpudoctor.probe._dataloader_report import (STALL_OK, WITHIN, call_text, choose, group_rates, limits,
-                                                    pick_group, recommended_config)
+    from gpudoctor.probe._dataloader_measure import (
+        ProbeFailure,
+        cpu_info,
+        loader_kwargs,
+        measure,
+    )
+    from gpudoctor.probe._dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
 else:  # run in the target interpreter as a script: this directory is sys.path[0]
     from _dataloader_measure import ProbeFailure, cpu_info, loader_kwargs, measure
-    from _dataloader_report import (STALL_OK, WITHIN, call_text, choose, group_rates, limits, pick_group,
-                                    recommended_config)
+    from _dataloader_report import (
+        STALL_OK,
+        WITHIN,
+        call_text,
+        choose,
+        group_rates,
+        limits,
+        pick_group,
+        recommended_config,
+    )
 
 RESULT_VERSION = 1
 

@@ -51,7 +51,7 @@ def _err(exc):
     return ("%s: %s" % (type(exc).__name__, exc)).strip()
 
 
-class _Dist(object):
+class _Dist:
     """A distribution found on sys.path: its metadata headers, read as text (``importlib.metadata``
     would import the email package: a third of this probe's time)."""
 
@@ -146,7 +146,7 @@ def cudnn_major_from_metadata(dist):
     """The cuDNN major torch's wheel depends on (``nvidia-cudnn-cuNN==9.x`` in Requires-Dist), else None."""
     import re
     for req in (getattr(dist, "requires", None) or []) if dist is not None else []:
-        m = re.match(r"\s*nvidia-cudnn-cu\d+\s*\(?\s*==\s*(\d+)", req, re.I)
+        m = re.match(r"\s*nvidia-cudnn-cu\d+\s*\(?\s*==\s*(\d+)", req, re.IGNORECASE)
         if m:
             return int(m.group(1))
     for name in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-cu11"):
@@ -235,7 +235,7 @@ def cuda_driver(context=True):
         if lib.cuDeviceGetName(buf, ctypes.c_int(256), dev) == 0:
             rec["name"] = buf.value.decode("utf-8", "replace")
 
-        def attr(code):
+        def attr(code, dev=dev):  # this device, bound now (B023)
             val = ctypes.c_int(0)
             return int(val.value) if lib.cuDeviceGetAttribute(ctypes.byref(val), ctypes.c_int(code), dev) == 0 \
                 else None
@@ -283,7 +283,7 @@ def mapped_libraries(prefixes, maps_path="/proc/self/maps"):
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        if path.endswith(" (deleted)"):
+        if path.endswith(" (deleted)"):  # no str.removesuffix before Python 3.9 (the probe runs on 3.6+)
             path = path[:-len(" (deleted)")]
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
@@ -309,7 +309,7 @@ def probe_libcuda():
     out = {"loaded": True}
     try:
         out["path"] = next((p for p in mapped_libraries(("libcuda.",))), None)
-    except (IOError, OSError):
+    except OSError:
         pass
     try:
         lib = ctypes.CDLL("libcuda.so.1")

@@ -74,7 +74,7 @@ def probe_torch():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import torch  # noqa: F401  (the point of the probe)
+            import torch
     except BaseException as exc:  # OSError for a missing .so, ImportError, even SystemExit
         out["import_ok"] = False
         out["import_error"] = _err(exc)
@@ -147,7 +147,7 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
         if len(parts) < 6 or not parts[5].startswith("/"):
             continue
         path = parts[5].strip()
-        if path.endswith(" (deleted)"):
+        if path.endswith(" (deleted)"):  # no str.removesuffix before Python 3.9 (the probe runs on 3.6+)
             path = path[:-len(" (deleted)")]
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
@@ -181,7 +181,7 @@ def cudnn_load_test(major, search_dirs):
         results.append({"name": name, "ok": ok, "path": target if os.sep in target else None, "error": error})
     try:
         mapped = mapped_libraries(("libcudnn",))
-    except (IOError, OSError):
+    except OSError:
         mapped = []
     for rec in results:
         if rec["ok"] and rec["path"] is None:
@@ -288,7 +288,7 @@ def probe_libcuda():
     out = {"loaded": True}
     try:
         out["path"] = next((p for p in mapped_libraries(("libcuda.",))), None)
-    except (IOError, OSError):
+    except OSError:
         pass
     try:
         lib = ctypes.CDLL("libcuda.so.1")

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Dict
+from collections.abc import Callable
 
 from gpudoctor.engine import Report
 
@@ -31,7 +31,7 @@ def _prometheus(report: Report, verbose: bool) -> str:
 
 
 #: format name -> renderer returning text (the console format writes itself)
-FORMATS: Dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown,
+FORMATS: dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown,
                                                      "prometheus": _prometheus}
 
 

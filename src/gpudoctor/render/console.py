@@ -13,7 +13,8 @@ import errno
 import os
 import sys
 import threading
-from typing import IO, Optional, Sequence, Set
+from collections.abc import Sequence
+from typing import IO
 
 from rich.console import Console
 from rich.padding import Padding
@@ -23,8 +24,13 @@ from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
 from gpudoctor.render.layout import Layout, area_size, layout, root_cause_shown
+from gpudoctor.render.text import (
+    COLOURS,
+    GLYPHS,
+    PLAIN_GLYPHS,
+    evidence_lines,
+)
 from gpudoctor.words import plural
-from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, evidence_lines, finding_title
 
 
 class _Console(Console):
@@ -34,7 +40,7 @@ class _Console(Console):
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")
 
 
-def make_console(stream: Optional[IO[str]] = None) -> Console:
+def make_console(stream: IO[str] | None = None) -> Console:
     """A rich Console that is plain (no colour, no markup) when not a terminal or NO_COLOR is set."""
     stream = stream or sys.stdout
     is_tty = hasattr(stream, "isatty") and stream.isatty()
@@ -53,7 +59,9 @@ def _print_block(console: Console, body: str, plain: bool, indent: int = 4) -> N
     if plain:
         console.print(Text("\n".join(" " * indent + ln if ln else "" for ln in body.splitlines())))
     else:
-        from rich.markdown import Markdown  # only a terminal renders Markdown; piped output skips the import
+        from rich.markdown import (
+            Markdown,  # only a terminal renders Markdown; piped output skips the import
+        )
         console.print(Padding(Markdown(body), (0, 0, 0, indent)))
 
 
@@ -145,13 +153,13 @@ class SpinnerProgress(Progress):
 
     def __init__(self, console: Console):
         self._console = console
-        self._running: Set[str] = set()
+        self._running: set[str] = set()
         self._lock = threading.Lock()
         self._status = None
         if console.is_terminal:
             self._status = console.status("starting", spinner="dots")
 
-    def __enter__(self) -> "SpinnerProgress":
+    def __enter__(self) -> SpinnerProgress:
         if self._status is not None:
             self._status.start()
         return self

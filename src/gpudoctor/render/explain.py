@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import List
+from typing import Any
 
 from rich.console import Console
 from rich.padding import Padding
@@ -15,14 +15,14 @@ from gpudoctor.redact import redact_text
 from gpudoctor.render.console import is_plain, render_console
 from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS
 
-__all__ = ["render_explain_console", "render_explain_markdown", "render_explain_json", "NO_MATCH_HINT"]
+__all__ = ["NO_MATCH_HINT", "render_explain_console", "render_explain_json", "render_explain_markdown"]
 
 NO_MATCH_HINT = "Run `gpudoctor check` to examine this machine anyway."
 NOT_HERE_HINT = ("The confirming checks find nothing wrong on this machine: if the log comes from another machine, "
                  "container or environment, run `gpudoctor explain` there (or `--python PATH` for another interpreter).")
 
 
-def _nothing_found_here(report) -> bool:
+def _nothing_found_here(report: Any) -> bool:  # ExplainResult.confirmation.report: object (a Report)
     from gpudoctor.model import Status
     return not any(f.status >= Status.WARN for f in report.findings)
 
@@ -86,7 +86,7 @@ def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str
     """The result as Markdown (paste-ready for an issue)."""
     from gpudoctor.render.markdown import render_markdown
 
-    lines: List[str] = ["## gpudoctor explain", "", _headline(result)]
+    lines: list[str] = ["## gpudoctor explain", "", _headline(result)]
     if not result.explanation.matches:
         lines += ["", NO_MATCH_HINT]
     for m in result.explanation.matches:

@@ -47,7 +47,7 @@ _COMMAND_WORDS = frozenset({
     "jupyter", "ipython", "sed", "reboot", "srun", "sbatch", "ray", "git", "chmod", "chown", "tee", "cat",
     "env", "ubuntu-drivers", "dkms", "mokutil", "update-alternatives", "nvcc", "make", "cmake",
 })
-_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _INLINE_RE = re.compile(r"`([^`\n]+)`")
 
 
@@ -326,7 +326,7 @@ def _area_mark(fs: Sequence[Finding]) -> Status:
 
 
 def _skip_reason(text: str) -> str:
-    return re.sub(r"^(not applicable|skipped)\s*:\s*", "", text, flags=re.I)
+    return re.sub(r"^(not applicable|skipped)\s*:\s*", "", text, flags=re.IGNORECASE)
 
 
 def _headline(findings: Sequence[Finding], proto: Layout) -> str:

@@ -11,9 +11,15 @@ from gpudoctor import __version__
 from gpudoctor.engine import Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import ATTENTION, Layout, area_size, layout, root_cause_shown
-from gpudoctor.words import plural
+from gpudoctor.render.layout import (
+    ATTENTION,
+    Layout,
+    area_size,
+    layout,
+    root_cause_shown,
+)
 from gpudoctor.render.text import GLYPHS, evidence_lines
+from gpudoctor.words import plural
 
 
 def _md(text: str) -> str:
@@ -44,7 +50,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     lines = [f"## gpudoctor {__version__} report", "",
              f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}", ""]
     if lay.targets:
-        lines += [f"Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
+        lines += ["Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
     for area in lay.areas:
         opened = " open" if area.worst in ATTENTION else ""
         lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "

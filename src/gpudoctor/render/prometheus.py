@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import socket
 import time
-from typing import Any, List, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 from gpudoctor import __version__
 from gpudoctor.engine import Report
@@ -37,7 +38,7 @@ __all__ = ["prometheus_registry", "render_prometheus", "write_prometheus"]
 _STALL_KEYS = ("data_stall_fraction", "stall_fraction")
 
 
-def _gpus(report: Report) -> List[Tuple[str, Optional[int]]]:
+def _gpus(report: Report) -> list[tuple[str, int | None]]:
     """(name, memory MiB) per GPU: the reference target's driver API, else NVML."""
     from gpudoctor.facts.nvidia import NvidiaDriverFacts
     from gpudoctor.facts.targets import CudaDriverProbe, ProbeFacts, TargetsFacts
@@ -57,7 +58,7 @@ def _gpus(report: Report) -> List[Tuple[str, Optional[int]]]:
     return []
 
 
-def prometheus_registry(report: Report, gate: Optional[Mapping[str, Any]] = None):
+def prometheus_registry(report: Report, gate: Mapping[str, Any] | None = None) -> Any:
     """A prometheus_client ``CollectorRegistry`` holding the report's metrics (see the module doc).
 
     ``gate``: the gate's status document (adds ``gpudoctor_healthy``).
@@ -70,7 +71,7 @@ def prometheus_registry(report: Report, gate: Optional[Mapping[str, Any]] = None
     severity = Gauge("gpudoctor_check_severity",
                      "Worst status of a check: 0 ok, 1 info, 2 skip, 3 warn, 4 fail, 5 error",
                      ["check", "target"], registry=reg)
-    worst = {}
+    worst: dict[tuple[str, str], Status] = {}
     for f in report.findings:
         key = (f.check, f.target or "")
         if key not in worst or f.status > worst[key]:
@@ -103,8 +104,8 @@ def prometheus_registry(report: Report, gate: Optional[Mapping[str, Any]] = None
                 mem.labels(str(i), name).set(mib * 1024 * 1024)
     stall = None
     for f in report.findings:
-        for key in _STALL_KEYS:
-            value = f.evidence.get(key) if isinstance(f.evidence, Mapping) else None
+        for stall_key in _STALL_KEYS:
+            value = f.evidence.get(stall_key) if isinstance(f.evidence, Mapping) else None
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 if stall is None:
                     stall = Gauge("gpudoctor_data_stall_ratio", "Share of step time the GPU waited for input data",
@@ -119,13 +120,13 @@ def prometheus_registry(report: Report, gate: Optional[Mapping[str, Any]] = None
     return reg
 
 
-def render_prometheus(report: Report, gate: Optional[Mapping[str, Any]] = None) -> str:
+def render_prometheus(report: Report, gate: Mapping[str, Any] | None = None) -> str:
     """The metrics in the text exposition format (what node_exporter's textfile collector reads)."""
     from prometheus_client import generate_latest
     return generate_latest(prometheus_registry(report, gate)).decode("utf-8")
 
 
-def write_prometheus(path: str, report: Report, gate: Optional[Mapping[str, Any]] = None) -> None:
+def write_prometheus(path: str, report: Report, gate: Mapping[str, Any] | None = None) -> None:
     """Write the metrics to ``path`` atomically (``write_to_textfile``). Raises OSError."""
     from prometheus_client import write_to_textfile
     write_to_textfile(path, prometheus_registry(report, gate))

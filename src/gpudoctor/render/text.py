@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from typing import List
 
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_value
@@ -23,9 +22,9 @@ def finding_title(f: Finding) -> str:
     return f.summary
 
 
-def evidence_lines(f: Finding) -> List[str]:
+def evidence_lines(f: Finding) -> list[str]:
     """Evidence as ``key: value`` lines (multi-line values indented), redacted."""
-    out: List[str] = []
+    out: list[str] = []
     for key, value in redact_value(dict(f.evidence)).items():
         if isinstance(value, str) and "\n" in value:
             out.append(f"{key}:")

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Dict
 
 from gpudoctor.engine import REPORT_SCHEMA_VERSION
 from gpudoctor.facts import facts_schema
 from gpudoctor.model import Status
 
-__all__ = ["report_schema", "generated_schemas", "published_schema", "write_schemas"]
+__all__ = ["generated_schemas", "published_schema", "report_schema", "write_schemas"]
 
 
 def report_schema() -> dict:
@@ -65,7 +64,7 @@ def report_schema() -> dict:
     }
 
 
-def generated_schemas() -> Dict[str, dict]:
+def generated_schemas() -> dict[str, dict]:
     """File name -> schema as the code generates it now."""
     return {"facts.schema.json": facts_schema(), "report.schema.json": report_schema()}
 
