@@ -52,8 +52,13 @@ def doctor_self_rss(python: str, extra: Sequence[str], env: dict) -> int:
     """Peak RSS (KiB) of the gpudoctor process alone, without its probe child."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rss"
-        subprocess.run([python, "-c", _SELF_RSS, str(out), "check", "--offline", *extra], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, env=env, check=False)
+        subprocess.run(
+            [python, "-c", _SELF_RSS, str(out), "check", "--offline", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
         return int(out.read_text()) if out.exists() else -1
 
 
@@ -89,15 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             rss[name].append(maxrss)
             if name == "gpudoctor check":
                 codes.append(code)
-        print(f"run {i + 1}: gpudoctor check {times['gpudoctor check'][-1]:.3f} s, "
-              f"collect_env {times['collect_env'][-1]:.3f} s")
+        print(
+            f"run {i + 1}: gpudoctor check {times['gpudoctor check'][-1]:.3f} s, "
+            f"collect_env {times['collect_env'][-1]:.3f} s"
+        )
 
     med_doc = statistics.median(times["gpudoctor check"])
     med_env = statistics.median(times["collect_env"])
     self_rss = doctor_self_rss(python, args.extra, env)
     print()
     print(f"interpreter:                 {python}")
-    print(f"runs:                        {args.runs} each, alternating (exit status of gpudoctor: {sorted(set(codes))})")
+    print(
+        f"runs:                        {args.runs} each, alternating (exit status of gpudoctor: {sorted(set(codes))})"
+    )
     print(f"median gpudoctor check:      {med_doc:.3f} s")
     print(f"median collect_env:          {med_env:.3f} s")
     print(f"ratio gpudoctor/collect_env: {med_doc / med_env:.2f}  (target: <= 1.0)")

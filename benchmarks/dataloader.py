@@ -57,7 +57,7 @@ def paired(dataset, batch_size, step, cfg_a, cfg_b, rounds, slice_s):
     a, b = [], []
     for k in range(rounds):
         order = ((cfg_a, a), (cfg_b, b))
-        for cfg, out in (order if k % 2 == 0 else order[::-1]):
+        for cfg, out in order if k % 2 == 0 else order[::-1]:
             r = impl.measure(dataset, batch_size, cfg, step, slice_s, time.monotonic() + 10 * slice_s + 30)
             out.append(r["samples_per_s"])
     return statistics.median(a), statistics.median(b)
@@ -88,14 +88,26 @@ def once(args):
     else:
         rec_rate, best_rate = paired(dataset, args.batch_size, step, rec_cfg, best_cfg, args.pairs, args.config_s)
         paired_fraction = rec_rate / best_rate
-    return {"throughput_fraction": paired_fraction, "raw_fraction": rec_in_grid / best,
-            "best_call": impl.call_text(best_cfg, args.batch_size), "time_fraction": t_adaptive / t_grid,
-            "adaptive_configs": len(adaptive["results"]), "grid_configs": len(grid["results"]),
-            "t_adaptive": t_adaptive, "t_grid": t_grid, "call": adaptive["call"], "best": best,
-            "rec_in_grid": rec_in_grid, "tried": " ".join(
-                f"{r['config']['num_workers']}/{r['config']['prefetch_factor'] or '-'}"
-                f"{'p' if r['config']['persistent_workers'] else ''}:{r['samples_per_s']:.0f}"
-                for r in adaptive["results"]), "grid_exhausted": grid["budget_exhausted"], "cpus": adaptive["cpus"]}
+    return {
+        "throughput_fraction": paired_fraction,
+        "raw_fraction": rec_in_grid / best,
+        "best_call": impl.call_text(best_cfg, args.batch_size),
+        "time_fraction": t_adaptive / t_grid,
+        "adaptive_configs": len(adaptive["results"]),
+        "grid_configs": len(grid["results"]),
+        "t_adaptive": t_adaptive,
+        "t_grid": t_grid,
+        "call": adaptive["call"],
+        "best": best,
+        "rec_in_grid": rec_in_grid,
+        "tried": " ".join(
+            f"{r['config']['num_workers']}/{r['config']['prefetch_factor'] or '-'}"
+            f"{'p' if r['config']['persistent_workers'] else ''}:{r['samples_per_s']:.0f}"
+            for r in adaptive["results"]
+        ),
+        "grid_exhausted": grid["budget_exhausted"],
+        "cpus": adaptive["cpus"],
+    }
 
 
 def main(argv=None):
@@ -116,11 +128,14 @@ def main(argv=None):
     for i in range(args.repeat):
         r = once(args)
         runs.append(r)
-        print(f"run {i + 1}: usable CPUs {r['cpus']['usable']}; adaptive {r['adaptive_configs']} configs in "
-              f"{r['t_adaptive']:.1f} s, grid {r['grid_configs']} configs in {r['t_grid']:.1f} s; "
-              f"recommendation {r['call']}: {r['rec_in_grid']:.1f} samples/s in the grid, grid best "
-              f"{r['best']:.1f} ({r['best_call']}); raw {r['raw_fraction']:.3f}, paired "
-              f"{r['throughput_fraction']:.3f}", flush=True)
+        print(
+            f"run {i + 1}: usable CPUs {r['cpus']['usable']}; adaptive {r['adaptive_configs']} configs in "
+            f"{r['t_adaptive']:.1f} s, grid {r['grid_configs']} configs in {r['t_grid']:.1f} s; "
+            f"recommendation {r['call']}: {r['rec_in_grid']:.1f} samples/s in the grid, grid best "
+            f"{r['best']:.1f} ({r['best_call']}); raw {r['raw_fraction']:.3f}, paired "
+            f"{r['throughput_fraction']:.3f}",
+            flush=True,
+        )
         if args.verbose:
             print(f"  adaptive (workers/prefetch[p=persistent]:samples/s): {r['tried']}", flush=True)
         if r["grid_exhausted"]:

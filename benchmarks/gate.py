@@ -160,10 +160,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"gate / import torch:            {med['gpudoctor gate'] / med['import torch']:.3f}")
     if "gpudoctor check" in med:
         print(f"check / collect_env:            {med['gpudoctor check'] / med['collect_env']:.3f}  (target <= 0.9)")
-    print(f"gate peak PSS, doctor+children: {max(tree_pss) / 1024:.1f} MiB (sampled tree sum of PSS: shared pages "
-          f"counted once; target <= 60 MiB)")
-    print(f"gate peak RSS, doctor+children: {max(tree) / 1024:.1f} MiB (sampled tree sum of VmRSS: counts a "
-          f"forked child's copy-on-write pages twice)")
+    print(
+        f"gate peak PSS, doctor+children: {max(tree_pss) / 1024:.1f} MiB (sampled tree sum of PSS: shared pages "
+        f"counted once; target <= 60 MiB)"
+    )
+    print(
+        f"gate peak RSS, doctor+children: {max(tree) / 1024:.1f} MiB (sampled tree sum of VmRSS: counts a "
+        f"forked child's copy-on-write pages twice)"
+    )
     print(f"gate peak RSS, largest process: {max(floor) / 1024:.1f} MiB (wait4 ru_maxrss)")
     return 0
 

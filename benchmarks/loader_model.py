@@ -20,8 +20,12 @@ from gpudoctor.system import Files
 
 def main() -> None:
     pattern = sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda*/lib64"
-    libs = sorted(p for d in glob.glob(pattern) for p in glob.glob(f"{d}/*.so*")
-                  if family_of(Path(p).name) and not Path(p).is_symlink())
+    libs = sorted(
+        p
+        for d in glob.glob(pattern)
+        for p in glob.glob(f"{d}/*.so*")
+        if family_of(Path(p).name) and not Path(p).is_symlink()
+    )
     if not libs:
         print(f"no CUDA libraries under {pattern}")
         return

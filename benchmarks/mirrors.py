@@ -46,8 +46,10 @@ def main() -> int:
     args = ap.parse_args()
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         servers = [stack.enter_context(FakeMirror(delay_ms=d)) for d in DELAYS_MS]
-        rows = [f'[[mirror]]\nname = "m{i:02d}-{d}ms"\npypi = "{s.url}/simple"\nsource = "benchmark"\n'
-                for i, (d, s) in enumerate(zip(DELAYS_MS, servers))]
+        rows = [
+            f'[[mirror]]\nname = "m{i:02d}-{d}ms"\npypi = "{s.url}/simple"\nsource = "benchmark"\n'
+            for i, (d, s) in enumerate(zip(DELAYS_MS, servers))
+        ]
         path = Path(tmp, "catalogue.toml")
         path.write_text("replace = true\n\n" + "\n".join(rows))
         cat = load(str(path))
@@ -67,8 +69,10 @@ def main() -> int:
             seq.append(sum(timed([t])[0] for t in targets))
     c, s, q = (statistics.median(x) for x in (conc, single, seq))
     limit = 1.2 * s + 0.100
-    print(f"mirrors: {N} local servers, delays {DELAYS_MS[0]}-{DELAYS_MS[-1]} ms, 3 requests each, "
-          f"median of {args.rounds} rounds")
+    print(
+        f"mirrors: {N} local servers, delays {DELAYS_MS[0]}-{DELAYS_MS[-1]} ms, 3 requests each, "
+        f"median of {args.rounds} rounds"
+    )
     print(f"concurrent (all {N}):     {c * 1000:8.0f} ms")
     print(f"slowest mirror alone:     {s * 1000:8.0f} ms   concurrent / slowest = {c / s:.2f}x")
     print(f"sequential (sum of {N}):  {q * 1000:8.0f} ms   sequential / concurrent = {q / c:.1f}x")

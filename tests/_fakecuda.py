@@ -15,9 +15,15 @@ from pathlib import Path
 
 HERE = Path(__file__).with_name("fakecuda")
 
-CUDNN9_SUBLIBS = ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9",
-                  "libcudnn_engines_runtime_compiled.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
-                  "libcudnn_adv.so.9", "libcudnn_heuristic.so.9")
+CUDNN9_SUBLIBS = (
+    "libcudnn_graph.so.9",
+    "libcudnn_engines_precompiled.so.9",
+    "libcudnn_engines_runtime_compiled.so.9",
+    "libcudnn_ops.so.9",
+    "libcudnn_cnn.so.9",
+    "libcudnn_adv.so.9",
+    "libcudnn_heuristic.so.9",
+)
 
 FAKE_TORCH_INIT = '''
 """A fake CUDA build of torch for gpudoctor's tests (no real kernels)."""
@@ -113,8 +119,12 @@ class GccMissing(RuntimeError):
 
 
 def _cc(out: Path, source: Path, soname: str) -> None:
-    subprocess.run(["gcc", "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname}", "-o", str(out), str(source)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-O0", f"-Wl,-soname,{soname}", "-o", str(out), str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
 
 
 def build_fake_cuda(tmp: Path, torch_version: str = "2.4.0+cu124", cuda: str = "12.4") -> tuple:
@@ -134,7 +144,8 @@ def build_fake_cuda(tmp: Path, torch_version: str = "2.4.0+cu124", cuda: str = "
         _cc(cudnn / name, empty, name)
     pkg = site / "torch"
     pkg.mkdir()
-    (pkg / "version.py").write_text(textwrap.dedent(f"""\
+    (pkg / "version.py").write_text(
+        textwrap.dedent(f"""\
         from typing import Optional
 
         __all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']
@@ -143,16 +154,19 @@ def build_fake_cuda(tmp: Path, torch_version: str = "2.4.0+cu124", cuda: str = "
         cuda: Optional[str] = {cuda!r}
         git_version = '0123456789abcdef'
         hip: Optional[str] = None
-        """))
+        """)
+    )
     (pkg / "__init__.py").write_text(FAKE_TORCH_INIT)
     dist = site / f"torch-{torch_version.split('+')[0]}.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text(textwrap.dedent(f"""\
+    (dist / "METADATA").write_text(
+        textwrap.dedent(f"""\
         Metadata-Version: 2.1
         Name: torch
         Version: {torch_version}
         Requires-Dist: filelock
         Requires-Dist: nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux"
-        """))
+        """)
+    )
     (dist / "RECORD").write_text("")
     return site, lib_dir

@@ -60,8 +60,9 @@ GPUDOCTOR = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "gpud
 
 def run_gpudoctor(*args: str, env: dict | None = None, timeout: float = 120, **kw) -> subprocess.CompletedProcess:
     """Run the installed ``gpudoctor`` console script (stdout/stderr captured as text, i.e. piped)."""
-    return subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, env=env or env_with(),
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        [*GPUDOCTOR, *args], capture_output=True, text=True, env=env or env_with(), timeout=timeout, **kw
+    )
 
 
 def validator(name: str):
@@ -70,6 +71,7 @@ def validator(name: str):
     from referencing import Registry, Resource
 
     from gpudoctor.schemas import published_schema
+
     schemas = {n: published_schema(n) for n in ("facts.schema.json", "report.schema.json")}
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
     schema = schemas[name]

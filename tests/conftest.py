@@ -19,8 +19,12 @@ CASES = FIXTURES / "cases"
 os.environ["GPUDOCTOR_LOOPBACK_ONLY"] = "1"
 
 
-_XDG = (("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
-        ("XDG_STATE_HOME", ".local/state"), ("XDG_CACHE_HOME", ".cache"))
+_XDG = (
+    ("XDG_CONFIG_HOME", ".config"),
+    ("XDG_DATA_HOME", ".local/share"),
+    ("XDG_STATE_HOME", ".local/state"),
+    ("XDG_CACHE_HOME", ".cache"),
+)
 
 
 @pytest.fixture(scope="session", autouse=True)

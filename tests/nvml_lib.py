@@ -28,6 +28,10 @@ def build_fake_nvml(directory: Path, **defines: int | str | bool) -> Path:
         else:
             flags.append(f"-D{name}={value}")
     out = directory / "libnvidia-ml.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O0", "-o", str(out), str(SOURCE), *flags],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O0", "-o", str(out), str(SOURCE), *flags],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return directory

@@ -120,8 +120,9 @@ def test_credentials_redacted_in_diff_but_written(root, journal):
 def test_concurrent_change_between_plan_and_write_is_refused(root, journal):
     conf = root / "etc/pip.conf"
     conf.write_text("[global]\ntimeout = 1\n")
-    writes = ap.prepare([plan("f.x", FileEdit("/etc/pip.conf", "[global]\ntimeout = 1\n",
-                                              "[global]\ntimeout = 60\n"))], Files(root))
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/etc/pip.conf", "[global]\ntimeout = 1\n", "[global]\ntimeout = 60\n"))], Files(root)
+    )
     conf.write_text("[global]\ntimeout = 5\n")  # someone else edits it meanwhile
     with pytest.raises(ap.StaleEdit, match="/etc/pip.conf: it changed since"):
         ap.apply(writes, Files(root), journal)
@@ -144,6 +145,7 @@ def test_change_after_backup_rolls_back_earlier_files(root, journal):
 
     class Meddler(ap.FileOps):
         """Changes b.conf right after it was backed up (between backup and replace)."""
+
         reads = 0
 
         def read(self, path):
@@ -154,8 +156,9 @@ def test_change_after_backup_rolls_back_earlier_files(root, journal):
                     b.write_text("b-other\n")
             return data
 
-    writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/b.conf", "b1\n", "b2\n"))],
-                        Files(root))
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/b.conf", "b1\n", "b2\n"))], Files(root)
+    )
     with pytest.raises(ap.StaleEdit):
         ap.apply(writes, Files(root), journal, ops=Meddler())
     assert a.read_text() == "a1\n" and b.read_text() == "b-other\n"
@@ -178,8 +181,13 @@ def test_failure_in_second_file_rolls_back_the_first(root, journal):
                 (root / "etc/pip").write_text("not a directory\n")
             super().write(path, data, mode, owner)
 
-    writes = ap.prepare([plan("f.one", FileEdit("/etc/a.conf", "a1\n", "a2\n")),
-                         plan("f.two", FileEdit("/etc/pip/pip.conf", "b1\n", "[global]\n"))], Files(root))
+    writes = ap.prepare(
+        [
+            plan("f.one", FileEdit("/etc/a.conf", "a1\n", "a2\n")),
+            plan("f.two", FileEdit("/etc/pip/pip.conf", "b1\n", "[global]\n")),
+        ],
+        Files(root),
+    )
     with pytest.raises(ap.WriteFailed) as info:
         ap.apply(writes, Files(root), journal, ops=Swapper())
     assert "writing /etc/pip/pip.conf failed: Not a directory; restored /etc/a.conf" in str(info.value)
@@ -212,13 +220,16 @@ def test_permission_error_on_second_write_gives_sudo_message_and_rolls_back(root
                 raise PermissionError(13, "Permission denied", str(path))
             super().write(path, data, mode, owner)
 
-    writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/pip.conf", "b1\n", "b2\n"))],
-                        Files(root))
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/pip.conf", "b1\n", "b2\n"))], Files(root)
+    )
     with pytest.raises(ap.NeedsPrivilege) as info:
         ap.apply(writes, Files(root), journal, ops=Denied(), rerun="sudo gpudoctor fix f.x --yes")
     msg = str(info.value)
-    assert msg == ("cannot write /etc/pip.conf: permission denied; rerun as root: sudo gpudoctor fix f.x --yes. "
-                   "Nothing was changed.")
+    assert msg == (
+        "cannot write /etc/pip.conf: permission denied; rerun as root: sudo gpudoctor fix f.x --yes. "
+        "Nothing was changed."
+    )
     assert a.read_text() == "a1\n" and b.read_text() == "b1\n"
 
 
@@ -237,10 +248,14 @@ def test_unwritable_target_refused_before_anything_is_touched(root, journal):
         def write(self, path, data, mode, owner):  # pragma: no cover - must not be reached
             raise AssertionError("nothing may be written")
 
-    writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/pip.conf", "b1\n", "b2\n"))],
-                        Files(root))
-    with pytest.raises(ap.NeedsPrivilege, match=r"cannot write /etc/pip.conf: permission denied; rerun as root: "
-                                                r"sudo gpudoctor fix"):
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/pip.conf", "b1\n", "b2\n"))], Files(root)
+    )
+    with pytest.raises(
+        ap.NeedsPrivilege,
+        match=r"cannot write /etc/pip.conf: permission denied; rerun as root: "
+        r"sudo gpudoctor fix",
+    ):
         ap.apply(writes, Files(root), journal, ops=ReadOnly(), rerun="sudo gpudoctor fix f.x")
     assert a.read_text() == "a1\n" and b.read_text() == "b1\n"
     assert journal.transactions() == []
@@ -262,8 +277,10 @@ def test_symlink_edits_target_inside_root(root, journal, absolute):
     link = root / "home/u/.config/pip/pip.conf"
     link.symlink_to("/home/u/dotfiles/pip.conf" if absolute else "../../dotfiles/pip.conf")
     files = Files(root)
-    writes = ap.prepare([plan("f.x", FileEdit("/home/u/.config/pip/pip.conf", "[global]\ntimeout = 1\n",
-                                              "[global]\ntimeout = 60\n"))], files)
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/home/u/.config/pip/pip.conf", "[global]\ntimeout = 1\n", "[global]\ntimeout = 60\n"))],
+        files,
+    )
     [w] = writes
     assert w.via_symlink and w.target == "/home/u/dotfiles/pip.conf"
     assert "symlink /home/u/.config/pip/pip.conf" in w.describe()
@@ -322,12 +339,22 @@ def test_noop_plan_writes_nothing(root, journal):
 def test_two_plans_on_one_file_chain_or_conflict(root):
     (root / "etc/pip.conf").write_text("a\n")
     files = Files(root)
-    chained = ap.prepare([plan("f.one", FileEdit("/etc/pip.conf", "a\n", "b\n")),
-                          plan("f.two", FileEdit("/etc/pip.conf", "b\n", "c\n"))], files)
+    chained = ap.prepare(
+        [
+            plan("f.one", FileEdit("/etc/pip.conf", "a\n", "b\n")),
+            plan("f.two", FileEdit("/etc/pip.conf", "b\n", "c\n")),
+        ],
+        files,
+    )
     assert [(w.old_text, w.new_text, w.fixes) for w in chained] == [("a\n", "c\n", ("f.one", "f.two"))]
     with pytest.raises(ap.ConflictingEdits, match="f.one, f.two both edit"):
-        ap.prepare([plan("f.one", FileEdit("/etc/pip.conf", "a\n", "b\n")),
-                    plan("f.two", FileEdit("/etc/pip.conf", "a\n", "c\n"))], files)
+        ap.prepare(
+            [
+                plan("f.one", FileEdit("/etc/pip.conf", "a\n", "b\n")),
+                plan("f.two", FileEdit("/etc/pip.conf", "a\n", "c\n")),
+            ],
+            files,
+        )
 
 
 def test_directory_target_refused(root):
@@ -344,6 +371,7 @@ def test_atomic_write_failure_leaves_file_and_no_temp(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     from gpudoctor.apply import fileops
+
     monkeypatch.setattr(fileops.os, "replace", failing_replace)
     with pytest.raises(OSError, match="No space left"):
         ap.atomic_write(target, b"new\n", 0o644)
@@ -352,13 +380,16 @@ def test_atomic_write_failure_leaves_file_and_no_temp(tmp_path, monkeypatch):
 
 
 def test_sudo_command_quotes():
-    assert ap.sudo_command(["gpudoctor", "fix", "--index-url", "https://x.example.org/a b"]) == \
-        "sudo gpudoctor fix --index-url 'https://x.example.org/a b'"
+    assert (
+        ap.sudo_command(["gpudoctor", "fix", "--index-url", "https://x.example.org/a b"])
+        == "sudo gpudoctor fix --index-url 'https://x.example.org/a b'"
+    )
 
 
 def test_diff_of_a_huge_file_shows_only_its_hunks_with_true_line_numbers(tmp_path):
     import difflib
     import random
+
     rng = random.Random(7)
     lines = [f"# line {i} {'x' * 50}\n" for i in range(1_000_000)]  # ~60 MB
     old = "[global]\nindex-url = https://old.example.org/simple\n" + "".join(lines)

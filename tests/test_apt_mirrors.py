@@ -39,8 +39,9 @@ CASE17 = HERE / "fixtures" / "cases" / "17-debian12-sources-list-absent"
 
 def collect(root: Path, **extra):
     system = fake_system(root)
-    facts, errors = engine.collect_facts(["os", "apt"], system, CollectOptions(offline=True, extra=extra),
-                                         all_collectors())
+    facts, errors = engine.collect_facts(
+        ["os", "apt"], system, CollectOptions(offline=True, extra=extra), all_collectors()
+    )
     assert errors == []
     return facts
 
@@ -60,8 +61,9 @@ def security_kept(after: dict, before: dict) -> dict:
 
 
 def tree(root: Path) -> dict:
-    return {"/" + str(p.relative_to(root)): p.read_text() for p in sorted((root / "etc" / "apt").rglob("*"))
-            if p.is_file()}
+    return {
+        "/" + str(p.relative_to(root)): p.read_text() for p in sorted((root / "etc" / "apt").rglob("*")) if p.is_file()
+    }
 
 
 def applied(before: Path, plan) -> dict:
@@ -101,26 +103,36 @@ def test_deb822_bad_line_is_reported_and_editor_refuses():
 
 
 def test_one_line_editor_changes_only_the_uri():
-    text = "deb [ arch=amd64 signed-by=/k.gpg ] http://ftp.debian.org/debian bookworm main # keep\r\n" \
-           "# deb http://ftp.debian.org/debian bookworm main\r\n"
+    text = (
+        "deb [ arch=amd64 signed-by=/k.gpg ] http://ftp.debian.org/debian bookworm main # keep\r\n"
+        "# deb http://ftp.debian.org/debian bookworm main\r\n"
+    )
     entries, _ = parse_one_line("/s", text)
     assert entries[0].options == {"arch": "amd64", "signed-by": "/k.gpg"}
     new = rewrite_one_line(text, lambda u, s, c, e: "https://m.example.org/debian")
-    assert new == text.replace("http://ftp.debian.org/debian bookworm main # keep",
-                               "https://m.example.org/debian bookworm main # keep", 1)
+    assert new == text.replace(
+        "http://ftp.debian.org/debian bookworm main # keep", "https://m.example.org/debian bookworm main # keep", 1
+    )
 
 
-@pytest.mark.parametrize("uri, archive", [
-    ("http://ftp.debian.org/debian", "debian"), ("http://ftp.debian.org/debian-security/", "debian_security"),
-    ("http://security.debian.org/", "debian_security"), ("http://archive.ubuntu.com/ubuntu/", "ubuntu"),
-    ("http://ports.ubuntu.com/ubuntu-ports", "ubuntu_ports"),
-    ("https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/", None)])
+@pytest.mark.parametrize(
+    "uri, archive",
+    [
+        ("http://ftp.debian.org/debian", "debian"),
+        ("http://ftp.debian.org/debian-security/", "debian_security"),
+        ("http://security.debian.org/", "debian_security"),
+        ("http://archive.ubuntu.com/ubuntu/", "ubuntu"),
+        ("http://ports.ubuntu.com/ubuntu-ports", "ubuntu_ports"),
+        ("https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/", None),
+    ],
+)
 def test_classify_uri(uri, archive):
     assert classify_uri(uri) == archive
 
 
 def test_third_party_repo_with_debian_path_is_not_a_distro_archive():
     from gpudoctor.mirrors.aptsources import distro_archive
+
     assert distro_archive("https://download.docker.com/linux/debian", ("stable",)) is None
     assert distro_archive("http://ftp.debian.org/debian", ("main", "contrib")) == "debian"
 
@@ -130,7 +142,13 @@ def test_find_rewrites_in_a_dockerfile():
     found = find_rewrites("Dockerfile", text, lambda p: None, lambda p: [])
     assert [(r.target, r.pattern, r.replacement, r.target_exists) for r in found] == [
         ("/etc/apt/sources.list", "ftp.debian.org", "mirror.example.edu.cn", False),
-        ("/etc/apt/sources.list", "security.debian.org/debian-security", "mirror.example.edu.cn/debian-security", False)]
+        (
+            "/etc/apt/sources.list",
+            "security.debian.org/debian-security",
+            "mirror.example.edu.cn/debian-security",
+            False,
+        ),
+    ]
     assert found[0].origin == "Dockerfile:2"
 
 
@@ -143,9 +161,12 @@ def test_collector_reads_both_formats_in_apt_order_and_marks_ignored(tmp_path):
     apt = collect(root).get("apt")
     assert isinstance(apt, AptFacts)
     assert (apt.distro_id, apt.codename, apt.sources_list_present) == ("debian", "bookworm", True)
-    assert [f.path for f in apt.files] == ["/etc/apt/sources.list", "/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
-                                           "/etc/apt/sources.list.d/debian.sources",
-                                           "/etc/apt/sources.list.d/old.list.save"]
+    assert [f.path for f in apt.files] == [
+        "/etc/apt/sources.list",
+        "/etc/apt/sources.list.d/cuda-debian12-x86_64.list",
+        "/etc/apt/sources.list.d/debian.sources",
+        "/etc/apt/sources.list.d/old.list.save",
+    ]
     assert apt.files[-1].ignored and not any(s.file.endswith(".save") for s in apt.sources)
     assert apt.ca_certificates
 
@@ -174,8 +195,15 @@ def test_case17_fix_edits_the_deb822_file(tmp_path):
     root = copy_before("case17", tmp_path)
     facts = collect(root, dockerfile=("Dockerfile", (CASE17 / "Dockerfile").read_text()))
     finding = apt_sources.evaluate(facts)[0]
-    plan = apt_mirror.plan(facts, finding, {"mirror": "http://mirror.example.edu.cn/debian", "allow_insecure": "true",
-                                            "security-mirror": "http://mirror.example.edu.cn/debian-security"})
+    plan = apt_mirror.plan(
+        facts,
+        finding,
+        {
+            "mirror": "http://mirror.example.edu.cn/debian",
+            "allow_insecure": "true",
+            "security-mirror": "http://mirror.example.edu.cn/debian-security",
+        },
+    )
     assert [e.path for e in plan.edits] == ["/etc/apt/sources.list.d/debian.sources"]
     assert applied(root, plan) == tree(GOLDEN / "case17" / "after")
     assert any("apt-get update" in n for n in plan.notes)
@@ -204,7 +232,9 @@ def test_case17_without_allow_insecure_refuses_http(tmp_path):
 
 def test_rewrite_pattern_matching_nothing_warns(tmp_path):
     root = copy_before("case17", tmp_path)
-    docker = "FROM debian:12\nRUN sed -i 's|security.debian.org|m.example.org|g' /etc/apt/sources.list.d/debian.sources\n"
+    docker = (
+        "FROM debian:12\nRUN sed -i 's|security.debian.org|m.example.org|g' /etc/apt/sources.list.d/debian.sources\n"
+    )
     findings = apt_sources.evaluate(collect(root, dockerfile=("Dockerfile", docker)))
     assert [f.status for f in findings] == [Status.WARN]
     assert "matches nothing" in findings[0].summary
@@ -256,9 +286,12 @@ def test_ubuntu_2404_sources_golden(tmp_path):
 
 def test_mixed_formats_golden_security_stays_official_when_mirror_lacks_it(tmp_path):
     root = copy_before("mixed", tmp_path)
-    cat = from_text('replace = true\n[[mirror]]\nname = "example"\ndebian = "https://mirror.example.org/debian"\n'
-                    'source = "test"\n', "test.toml")
+    cat = from_text(
+        'replace = true\n[[mirror]]\nname = "example"\ndebian = "https://mirror.example.org/debian"\nsource = "test"\n',
+        "test.toml",
+    )
     from gpudoctor.facts.mirrors import MirrorsFacts
+
     facts = collect(root)
     facts = facts.with_domains(mirrors=MirrorsFacts(False, False, 5.0, cat.origin, cat.mirrors, (), {}))
     plan = apt_mirror.plan(facts, None, {"mirror": "example"})
@@ -293,6 +326,7 @@ def test_fastest_without_ranking_is_refused(tmp_path):
 
 def test_any_host_of_the_projects_own_domains_counts_as_official():
     from gpudoctor.checks.apt_sources import is_official, official_domains
+
     domains = official_domains()
     assert {"debian.org", "ubuntu.com"} <= domains
     # the Debian image's default CDN host, the security archive, and Ubuntu's regional archives

@@ -40,13 +40,16 @@ def test_oversized_facts_file(tmp_path):
     _one_line_exit_2(run_gpudoctor("check", "--facts", str(f)), "too large")
 
 
-@pytest.mark.parametrize("make, word", [
-    (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary"), "binary"),
-    (lambda p: p.write_bytes(b"\xff\xfe[[mirror]]"), "not UTF-8"),
-    (lambda p: (os.symlink(p.name + ".b", p), os.symlink(p.name, str(p) + ".b")), "symlink loop"),
-    (lambda p: os.mkfifo(p), "not a regular file"),
-    (lambda p: p.mkdir(), "is a directory"),
-])
+@pytest.mark.parametrize(
+    "make, word",
+    [
+        (lambda p: p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary"), "binary"),
+        (lambda p: p.write_bytes(b"\xff\xfe[[mirror]]"), "not UTF-8"),
+        (lambda p: (os.symlink(p.name + ".b", p), os.symlink(p.name, str(p) + ".b")), "symlink loop"),
+        (lambda p: os.mkfifo(p), "not a regular file"),
+        (lambda p: p.mkdir(), "is a directory"),
+    ],
+)
 @pytest.mark.parametrize("option", ["--facts", "--catalogue"])
 def test_unusable_input_files(tmp_path, make, word, option):
     p = tmp_path / "input"
@@ -70,20 +73,25 @@ def test_pip_conf_that_cannot_be_read_is_not_read_silently(tmp_path):
     write_tree(tmp_path, {"/etc/os-release": "ID=debian\n"})
     (tmp_path / "etc" / "pip.conf").symlink_to("/etc/pip.conf")  # loops on itself
     from gpudoctor.checks.pip_config import CHECK
+
     findings = evaluate([CHECK], _facts(tmp_path, ["pip"]))
     warn = [f for f in findings if f.status is Status.WARN]
     assert warn and "pip cannot read /etc/pip.conf" in warn[0].summary and "symlink loop" in warn[0].summary
     assert not any(f.summary.startswith("pip reads its configuration") for f in findings)
 
 
-@pytest.mark.parametrize("path, text, check_id, word", [
-    ("/home/user/.condarc", "channels: [defaults\n", "conda.mirror", "not valid YAML"),
-    ("/home/user/.condarc", "- defaults\n- conda-forge\n", "conda.mirror", "not a mapping"),
-    ("/home/user/.config/uv/uv.toml", "[[index]\nurl = 'x'\n", "uv.mirror", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "path, text, check_id, word",
+    [
+        ("/home/user/.condarc", "channels: [defaults\n", "conda.mirror", "not valid YAML"),
+        ("/home/user/.condarc", "- defaults\n- conda-forge\n", "conda.mirror", "not a mapping"),
+        ("/home/user/.config/uv/uv.toml", "[[index]\nurl = 'x'\n", "uv.mirror", "not valid TOML"),
+    ],
+)
 def test_invalid_condarc_or_uv_toml_is_not_not_configured(tmp_path, path, text, check_id, word):
     write_tree(tmp_path, {path: text, "/etc/os-release": "ID=debian\n"})
     from gpudoctor.registry import load_registry
+
     check = load_registry().checks[check_id]
     findings = evaluate([check], _facts(tmp_path, ["os", "apt", "uv", "conda", "pip", "mirrors"]))
     assert findings[0].status is Status.WARN, findings[0]
@@ -93,8 +101,9 @@ def test_invalid_condarc_or_uv_toml_is_not_not_configured(tmp_path, path, text, 
 
 def test_ascii_only_output_encoding_works():
     for fmt in ("console", "markdown", "json"):
-        proc = run_gpudoctor("check", "--facts", str(SNAP), "-v", "--format", fmt,
-                             env=env_with(PYTHONIOENCODING="ascii"))
+        proc = run_gpudoctor(
+            "check", "--facts", str(SNAP), "-v", "--format", fmt, env=env_with(PYTHONIOENCODING="ascii")
+        )
         assert proc.returncode in (0, 1), proc.stderr
         assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
         proc.stdout.encode("ascii")

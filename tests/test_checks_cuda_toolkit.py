@@ -38,8 +38,13 @@ def test_toolkit_with_driver_is_ok():
 
 
 def test_collector_reads_version_json_through_the_root_without_running_nvcc(tmp_path):
-    write_tree(tmp_path, {"/opt/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}',
-                          "/opt/cuda-12.4/bin/nvcc": ""})
+    write_tree(
+        tmp_path,
+        {
+            "/opt/cuda-12.4/version.json": '{"cuda": {"name": "CUDA SDK", "version": "12.4.1"}}',
+            "/opt/cuda-12.4/bin/nvcc": "",
+        },
+    )
     (tmp_path / "usr/local").mkdir(parents=True)
     (tmp_path / "usr/local/cuda").symlink_to("/opt/cuda-12.4")  # absolute link, resolved inside the root
     system = fake_system(tmp_path)  # scripted runner with nothing scripted: running nvcc would fail the test

@@ -36,21 +36,37 @@ def from_fixture(name: str) -> Facts:
 # ----------------------------------------------------------------- snapshots
 
 
-@pytest.mark.parametrize("fixture, status, in_summary, in_explanation", [
-    ("no-gpu-cpu-torch.json", Status.SKIP, "no NVIDIA GPU on this machine",
-     "/proc/driver/nvidia/version does not exist"),
-    ("sysfs-unreadable.json", Status.SKIP, "PCI bus could not be listed", "--gpus all"),
-    ("gpu-driver-550-cpu-torch.json", Status.OK, "NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU", ""),
-    ("case01-driver-470-torch-cu121.json", Status.OK, "NVIDIA driver 470.86 (supports CUDA up to 11.4)", ""),
-    ("image-root-proc-470.json", Status.OK, "NVIDIA driver 470.86", ""),
-    ("proc-driver-nvml-broken.json", Status.FAIL, "kernel module 535.104.05 is loaded",
-     "libnvidia-ml.so.1 could not be loaded"),
-    ("gpu-nouveau-no-torch.json", Status.FAIL, "1 NVIDIA GPU on the PCI bus, but no usable NVIDIA driver", "nouveau"),
-    ("gpu-vfio.json", Status.FAIL, "2 NVIDIA GPUs on the PCI bus", "vfio-pci"),
-    ("container-no-runtime-cudnn-missing.json", Status.FAIL, "no usable NVIDIA driver", "docker run --gpus all"),
-    ("gpu-no-module.json", Status.FAIL, "no usable NVIDIA driver", "sudo modprobe nvidia"),
-    ("empty.json", Status.SKIP, "the nvidia facts were not collected", ""),
-])
+@pytest.mark.parametrize(
+    "fixture, status, in_summary, in_explanation",
+    [
+        (
+            "no-gpu-cpu-torch.json",
+            Status.SKIP,
+            "no NVIDIA GPU on this machine",
+            "/proc/driver/nvidia/version does not exist",
+        ),
+        ("sysfs-unreadable.json", Status.SKIP, "PCI bus could not be listed", "--gpus all"),
+        ("gpu-driver-550-cpu-torch.json", Status.OK, "NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU", ""),
+        ("case01-driver-470-torch-cu121.json", Status.OK, "NVIDIA driver 470.86 (supports CUDA up to 11.4)", ""),
+        ("image-root-proc-470.json", Status.OK, "NVIDIA driver 470.86", ""),
+        (
+            "proc-driver-nvml-broken.json",
+            Status.FAIL,
+            "kernel module 535.104.05 is loaded",
+            "libnvidia-ml.so.1 could not be loaded",
+        ),
+        (
+            "gpu-nouveau-no-torch.json",
+            Status.FAIL,
+            "1 NVIDIA GPU on the PCI bus, but no usable NVIDIA driver",
+            "nouveau",
+        ),
+        ("gpu-vfio.json", Status.FAIL, "2 NVIDIA GPUs on the PCI bus", "vfio-pci"),
+        ("container-no-runtime-cudnn-missing.json", Status.FAIL, "no usable NVIDIA driver", "docker run --gpus all"),
+        ("gpu-no-module.json", Status.FAIL, "no usable NVIDIA driver", "sudo modprobe nvidia"),
+        ("empty.json", Status.SKIP, "the nvidia facts were not collected", ""),
+    ],
+)
 def test_snapshot_status_paths(fixture, status, in_summary, in_explanation):
     f = run_check(from_fixture(fixture))
     assert f.status is status, f.summary
@@ -94,7 +110,10 @@ def test_nvidia_domain_unavailable_skips_with_reason():
 
 
 def test_nvml_driver_ok_with_version_cuda_and_count():
-    devs = [nvml_device(0, "NVIDIA H100 80GB HBM3", "9.0", 81559), nvml_device(1, "NVIDIA H100 80GB HBM3", "9.0", 81559)]
+    devs = [
+        nvml_device(0, "NVIDIA H100 80GB HBM3", "9.0", 81559),
+        nvml_device(1, "NVIDIA H100 80GB HBM3", "9.0", 81559),
+    ]
     f = run_check(make_facts(gpu=pci_gpus(2), nvidia=nvidia_facts("550.54.15", "12.4", devs), os=os_facts()))
     assert f.status is Status.OK
     assert f.summary == "NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 2 GPUs"
@@ -126,16 +145,24 @@ def test_kernel_module_from_image_root_is_ok():
     assert f.summary == "NVIDIA driver 470.86"
 
 
-@pytest.mark.parametrize("driver, container, expected", [
-    ("nouveau", False, "nouveau"),
-    ("vfio-pci", False, "vfio-pci"),
-    ("nvidia", True, "docker run --gpus all"),
-    (None, True, "nvidia.com/gpu"),
-    (None, False, "sudo modprobe nvidia"),
-])
+@pytest.mark.parametrize(
+    "driver, container, expected",
+    [
+        ("nouveau", False, "nouveau"),
+        ("vfio-pci", False, "vfio-pci"),
+        ("nvidia", True, "docker run --gpus all"),
+        (None, True, "nvidia.com/gpu"),
+        (None, False, "sudo modprobe nvidia"),
+    ],
+)
 def test_gpu_without_usable_driver_fails_with_the_cause(driver, container, expected):
-    f = run_check(make_facts(gpu=pci_gpus(1, driver=driver), nvidia=no_nvidia(),
-                             os=os_facts(in_container=container, kind="docker" if container else None)))
+    f = run_check(
+        make_facts(
+            gpu=pci_gpus(1, driver=driver),
+            nvidia=no_nvidia(),
+            os=os_facts(in_container=container, kind="docker" if container else None),
+        )
+    )
     assert f.status is Status.FAIL
     assert f.summary == "1 NVIDIA GPU on the PCI bus, but no usable NVIDIA driver"
     assert expected in f.explanation

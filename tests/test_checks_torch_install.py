@@ -45,29 +45,46 @@ def gpu(driver="550.54.15", **domains):
 # ----------------------------------------------------------------- snapshots
 
 
-@pytest.mark.parametrize("fixture, expected", [
-    ("no-gpu-cpu-torch.json", [(Status.INFO, "torch 2.13.0+cpu is a CPU-only build; this machine has no NVIDIA GPU")]),
-    ("gpu-driver-550-cpu-torch.json", [(Status.FAIL, "is a CPU-only build, but this machine has 1 NVIDIA GPU")]),
-    ("case01-driver-470-torch-cu121.json", [(Status.OK, "torch 2.1.0+cu121 (CUDA 12.1 build) imports")]),
-    ("gpu-nouveau-no-torch.json", [(Status.FAIL, "PyTorch is not installed in /home/user/venv/bin/python")]),
-    ("container-no-runtime-cudnn-missing.json",
-     [(Status.FAIL, "OSError: libcudnn.so.8: cannot open shared object file: No such file or directory")]),
-    ("image-root-proc-470.json", [(Status.SKIP, "interpreters inside --root /mnt/image cannot be run")]),
-    ("empty.json", [(Status.SKIP, "the targets facts were not collected")]),
-    ("three-targets.json", [(Status.INFO, "CPU-only build"), (Status.FAIL, "undefined symbol"),
-                            (Status.FAIL, "did not finish within 60 s")]),
-])
+@pytest.mark.parametrize(
+    "fixture, expected",
+    [
+        (
+            "no-gpu-cpu-torch.json",
+            [(Status.INFO, "torch 2.13.0+cpu is a CPU-only build; this machine has no NVIDIA GPU")],
+        ),
+        ("gpu-driver-550-cpu-torch.json", [(Status.FAIL, "is a CPU-only build, but this machine has 1 NVIDIA GPU")]),
+        ("case01-driver-470-torch-cu121.json", [(Status.OK, "torch 2.1.0+cu121 (CUDA 12.1 build) imports")]),
+        ("gpu-nouveau-no-torch.json", [(Status.FAIL, "PyTorch is not installed in /home/user/venv/bin/python")]),
+        (
+            "container-no-runtime-cudnn-missing.json",
+            [(Status.FAIL, "OSError: libcudnn.so.8: cannot open shared object file: No such file or directory")],
+        ),
+        ("image-root-proc-470.json", [(Status.SKIP, "interpreters inside --root /mnt/image cannot be run")]),
+        ("empty.json", [(Status.SKIP, "the targets facts were not collected")]),
+        (
+            "three-targets.json",
+            [
+                (Status.INFO, "CPU-only build"),
+                (Status.FAIL, "undefined symbol"),
+                (Status.FAIL, "did not finish within 60 s"),
+            ],
+        ),
+    ],
+)
 def test_snapshot_status_paths(fixture, expected):
     findings = run_check(from_fixture(fixture))
     assert [(f.status, f.summary) for f in findings] == [
-        (status, next(f.summary for f in findings if text in f.summary)) for status, text in expected]
+        (status, next(f.summary for f in findings if text in f.summary)) for status, text in expected
+    ]
     assert len(findings) == len(expected)
 
 
 def test_snapshot_cpu_build_on_gpu_machine_offers_the_exact_cuda_install_command():
     (f,) = run_check(from_fixture("gpu-driver-550-cpu-torch.json"))
-    assert ("/home/user/venv/bin/python -m pip install --force-reinstall torch "
-            "--index-url https://download.pytorch.org/whl/cu126") in f.explanation
+    assert (
+        "/home/user/venv/bin/python -m pip install --force-reinstall torch "
+        "--index-url https://download.pytorch.org/whl/cu126"
+    ) in f.explanation
 
 
 def test_snapshot_targets_are_labelled():
@@ -87,8 +104,12 @@ def test_targets_unavailable_skips():
 
 
 def test_probe_failure_fails_with_the_reason():
-    t = target(Unavailable("the interpreter /opt/py/bin/python does not exist"), label="/opt/py/bin/python",
-               kind="python", python="/opt/py/bin/python")
+    t = target(
+        Unavailable("the interpreter /opt/py/bin/python does not exist"),
+        label="/opt/py/bin/python",
+        kind="python",
+        python="/opt/py/bin/python",
+    )
     (f,) = run_check(no_gpu(targets=targets(t)))
     assert f.status is Status.FAIL
     assert f.summary == "could not inspect /opt/py/bin/python: the interpreter /opt/py/bin/python does not exist"
@@ -99,40 +120,59 @@ def test_not_installed_without_gpu_offers_cpu_wheels():
     (f,) = run_check(no_gpu(targets=targets(target(probe_facts(torch=torch_facts(installed=False))))))
     assert f.status is Status.FAIL
     assert f.summary == "PyTorch is not installed in /home/user/venv/bin/python"
-    assert "/home/user/venv/bin/python -m pip install --force-reinstall torch --index-url " \
-           "https://download.pytorch.org/whl/cpu" in f.explanation
+    assert (
+        "/home/user/venv/bin/python -m pip install --force-reinstall torch --index-url "
+        "https://download.pytorch.org/whl/cpu" in f.explanation
+    )
 
 
 def test_not_installed_with_new_driver_offers_newest_cuda_wheels():
-    facts = make_facts(gpu=pci_gpus(1), nvidia=nvidia_facts("580.65.06", "13.0", [nvml_device()]),
-                       targets=targets(target(probe_facts(torch=torch_facts(installed=False)))))
+    facts = make_facts(
+        gpu=pci_gpus(1),
+        nvidia=nvidia_facts("580.65.06", "13.0", [nvml_device()]),
+        targets=targets(target(probe_facts(torch=torch_facts(installed=False)))),
+    )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
     assert "--index-url https://download.pytorch.org/whl/cu130" in f.explanation
 
 
 def test_not_installed_with_gpu_but_no_driver_offers_a_cuda_build():
-    facts = make_facts(gpu=pci_gpus(1, driver=None), nvidia=no_nvidia(),
-                       targets=targets(target(probe_facts(torch=torch_facts(installed=False)))))
+    facts = make_facts(
+        gpu=pci_gpus(1, driver=None),
+        nvidia=no_nvidia(),
+        targets=targets(target(probe_facts(torch=torch_facts(installed=False)))),
+    )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
     assert "https://download.pytorch.org/whl/cu" in f.explanation
     assert "whl/cpu" not in f.explanation
 
 
-@pytest.mark.parametrize("error, cause", [
-    ("OSError: libcudnn.so.8: cannot open shared object file: No such file or directory",
-     "`libcudnn.so.8` is a CUDA library"),
-    ("OSError: libcublas.so.12: cannot open shared object file: No such file or directory", "`libcublas.so.12`"),
-    ("ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
-     "belongs to the NVIDIA driver"),
-    ("OSError: libgomp.so.1: cannot open shared object file: No such file or directory",
-     "`libgomp.so.1` could not be found by the dynamic loader"),
-    ("ImportError: /venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
-     "undefined symbol means torch and one of its libraries come from different versions"),
-    ("ImportError: numpy.core.multiarray failed to import", "pip install -U numpy"),
-    ("SystemExit: 3", "pip install --force-reinstall torch"),
-])
+@pytest.mark.parametrize(
+    "error, cause",
+    [
+        (
+            "OSError: libcudnn.so.8: cannot open shared object file: No such file or directory",
+            "`libcudnn.so.8` is a CUDA library",
+        ),
+        ("OSError: libcublas.so.12: cannot open shared object file: No such file or directory", "`libcublas.so.12`"),
+        (
+            "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory",
+            "belongs to the NVIDIA driver",
+        ),
+        (
+            "OSError: libgomp.so.1: cannot open shared object file: No such file or directory",
+            "`libgomp.so.1` could not be found by the dynamic loader",
+        ),
+        (
+            "ImportError: /venv/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so: undefined symbol: iJIT_NotifyEvent",
+            "undefined symbol means torch and one of its libraries come from different versions",
+        ),
+        ("ImportError: numpy.core.multiarray failed to import", "pip install -U numpy"),
+        ("SystemExit: 3", "pip install --force-reinstall torch"),
+    ],
+)
 def test_import_error_fails_with_error_verbatim_and_cause(error, cause):
     tf = torch_facts("2.1.0+cu121", import_error=error)
     (f,) = run_check(no_gpu(targets=targets(target(probe_facts(torch=tf)))))
@@ -158,24 +198,35 @@ def test_cuda_build_is_ok():
     assert f.evidence["cuda"] == "12.4"
 
 
-@pytest.mark.parametrize("driver, wheel", [
-    ("550.54.15", "cu126"),   # R550: every 12.x wheel runs; cu126 is the newest still published
-    ("580.82.07", "cu130"),   # R580 runs CUDA 13.0
-    ("470.86", "cu118"),      # case 01's driver: only CUDA 11.x wheels run (minor-version compatibility)
-])
+@pytest.mark.parametrize(
+    "driver, wheel",
+    [
+        ("550.54.15", "cu126"),  # R550: every 12.x wheel runs; cu126 is the newest still published
+        ("580.82.07", "cu130"),  # R580 runs CUDA 13.0
+        ("470.86", "cu118"),  # case 01's driver: only CUDA 11.x wheels run (minor-version compatibility)
+    ],
+)
 def test_cpu_build_on_gpu_machine_fails_with_matching_cuda_wheel(driver, wheel):
-    facts = make_facts(gpu=pci_gpus(1), nvidia=nvidia_facts(driver, "12.4", [nvml_device()]),
-                       targets=targets(target(probe_facts("/srv/env/bin/python", torch=torch_facts("2.5.1+cpu")))))
+    facts = make_facts(
+        gpu=pci_gpus(1),
+        nvidia=nvidia_facts(driver, "12.4", [nvml_device()]),
+        targets=targets(target(probe_facts("/srv/env/bin/python", torch=torch_facts("2.5.1+cpu")))),
+    )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
     assert f.summary == "torch 2.5.1+cpu in /srv/env/bin/python is a CPU-only build, but this machine has 1 NVIDIA GPU"
-    assert (f"/srv/env/bin/python -m pip install --force-reinstall torch "
-            f"--index-url https://download.pytorch.org/whl/{wheel}") in f.explanation
+    assert (
+        f"/srv/env/bin/python -m pip install --force-reinstall torch "
+        f"--index-url https://download.pytorch.org/whl/{wheel}"
+    ) in f.explanation
 
 
 def test_cpu_build_with_driver_too_old_for_any_wheel_says_upgrade_driver():
-    facts = make_facts(gpu=pci_gpus(1), nvidia=nvidia_facts("418.87.01", "10.1", [nvml_device()]),
-                       targets=targets(target(probe_facts(torch=torch_facts("2.5.1+cpu")))))
+    facts = make_facts(
+        gpu=pci_gpus(1),
+        nvidia=nvidia_facts("418.87.01", "10.1", [nvml_device()]),
+        targets=targets(target(probe_facts(torch=torch_facts("2.5.1+cpu")))),
+    )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
     assert "too old for any current PyTorch CUDA build" in f.explanation
@@ -183,8 +234,11 @@ def test_cpu_build_with_driver_too_old_for_any_wheel_says_upgrade_driver():
 
 
 def test_cpu_build_counts_gpus_on_pci_when_nvml_has_none():
-    facts = make_facts(gpu=pci_gpus(2, driver=None), nvidia=no_nvidia(),
-                       targets=targets(target(probe_facts(torch=torch_facts("2.13.0+cpu")))))
+    facts = make_facts(
+        gpu=pci_gpus(2, driver=None),
+        nvidia=no_nvidia(),
+        targets=targets(target(probe_facts(torch=torch_facts("2.13.0+cpu")))),
+    )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
     assert "2 NVIDIA GPUs" in f.summary
@@ -197,9 +251,10 @@ def test_cpu_build_without_gpu_is_info():
 
 
 def test_one_finding_per_target_in_order():
-    ts = targets(target(probe_facts(torch=torch_facts("2.13.0+cpu"))),
-                 target(probe_facts("/a/bin/python", torch=torch_facts(installed=False)), label="/a/bin/python",
-                        kind="python"))
+    ts = targets(
+        target(probe_facts(torch=torch_facts("2.13.0+cpu"))),
+        target(probe_facts("/a/bin/python", torch=torch_facts(installed=False)), label="/a/bin/python", kind="python"),
+    )
     findings = run_check(no_gpu(targets=ts))
     assert [(f.target, f.status) for f in findings] == [("current", Status.INFO), ("/a/bin/python", Status.FAIL)]
 
@@ -214,9 +269,16 @@ def test_a_kernel_running_the_terminals_interpreter_is_reported_once():
         target,
         targets,
     )
+
     same = probe_facts("/srv/venv/bin/python")
     hidden = probe_facts("/srv/venv/bin/python", env={"CUDA_VISIBLE_DEVICES": ""})
-    facts = make_facts(targets=targets(target(same), target(same, label="kernel:python3", kind="kernel"),
-                                       target(hidden, label="kernel:hidden", kind="kernel")),
-                       nvidia=no_nvidia(), gpu=pci_gpus(0))
+    facts = make_facts(
+        targets=targets(
+            target(same),
+            target(same, label="kernel:python3", kind="kernel"),
+            target(hidden, label="kernel:hidden", kind="kernel"),
+        ),
+        nvidia=no_nvidia(),
+        gpu=pci_gpus(0),
+    )
     assert [f.target for f in CHECK.evaluate(facts)] == ["current", "kernel:hidden"]

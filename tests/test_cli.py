@@ -55,7 +55,7 @@ def test_live_check_json_validates_and_exits_by_findings(live_json):
     assert live_json.returncode == (1 if doc["counts"]["fail"] else 0)
     torch = next(f for f in doc["findings"] if f["check"] == "torch.install")
     assert "2.13.0" in torch["summary"]  # the test venv's torch, probed for real
-    assert live_json.stderr == ""        # no spinner or noise when piped
+    assert live_json.stderr == ""  # no spinner or noise when piped
 
 
 def test_snapshot_then_replay_gives_the_same_findings(tmp_path, live_json):
@@ -92,11 +92,17 @@ def test_check_python_with_broken_torch_import(bare_python, cudnn_broken_torch):
 
 def test_check_root_inspects_an_image_root(tmp_path):
     from gpudoctor.testing import write_tree
+
     case = (FIXTURES / "cases" / "01-driver-470-vs-torch-cu121" / "proc-driver-nvidia-version.txt").read_text()
-    write_tree(tmp_path, {"/proc/driver/nvidia/version": case,
-                          "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
-                          "/sys/bus/pci/devices/0000:01:00.0/device": "0x25a2\n",
-                          "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/driver/nvidia/version": case,
+            "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
+            "/sys/bus/pci/devices/0000:01:00.0/device": "0x25a2\n",
+            "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
+        },
+    )
     proc = run_gpudoctor("check", "nvidia", "torch", "--root", str(tmp_path), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     rows = {f["check"]: f for f in json.loads(proc.stdout)["findings"]}
@@ -107,11 +113,14 @@ def test_check_root_inspects_an_image_root(tmp_path):
 # ----------------------------------------------------------------- exit codes from snapshots
 
 
-@pytest.mark.parametrize("fixture, code", [
-    ("no-gpu-cpu-torch.json", 0),
-    ("gpu-driver-550-cpu-torch.json", 1),
-    ("empty.json", 0),
-])
+@pytest.mark.parametrize(
+    "fixture, code",
+    [
+        ("no-gpu-cpu-torch.json", 0),
+        ("gpu-driver-550-cpu-torch.json", 1),
+        ("empty.json", 0),
+    ],
+)
 def test_exit_code_follows_findings(fixture, code):
     proc = run_gpudoctor("check", "nvidia", "torch", "--facts", str(SNAP / fixture))
     assert proc.returncode == code, proc.stderr
@@ -119,12 +128,15 @@ def test_exit_code_follows_findings(fixture, code):
 
 def _fake_registry(monkeypatch, *checks):
     from gpudoctor.cli import check as check_command
+
     reg = Registry(checks={c.id: c for c in checks}, providers={f"check:{c.id}": "test 0" for c in checks})
     monkeypatch.setattr(check_command, "load_registry", lambda: reg)
 
 
 def _status_check(id_, status, summary="x", **kw):
-    return Check(id=id_, title=id_, needs=(), evaluate=lambda facts: [Check(id_, "", (), None).finding(status, summary, **kw)])
+    return Check(
+        id=id_, title=id_, needs=(), evaluate=lambda facts: [Check(id_, "", (), None).finding(status, summary, **kw)]
+    )
 
 
 def _main(*args):
@@ -144,11 +156,12 @@ def test_strict_turns_warnings_into_exit_1(monkeypatch, capsys):
 def test_crashing_check_is_an_error_finding_with_traceback_under_verbose(monkeypatch, capsys):
     def boom(facts):
         raise RuntimeError("kaboom in check")
+
     _fake_registry(monkeypatch, Check("a.crash", "crash", (), boom), _status_check("b.fine", Status.OK, "fine"))
     assert _main("check", "--facts", str(SNAP / "empty.json")) == 3  # the verdict is incomplete
     out = capsys.readouterr().out
     assert "[ERROR] a.crash  the check itself failed: RuntimeError: kaboom in check" in out
-    assert "[ok] b.fine  fine" not in out and "1 error, 1 ok" in out   # ok is folded into its area
+    assert "[ok] b.fine  fine" not in out and "1 error, 1 ok" in out  # ok is folded into its area
     assert "Traceback" not in out
     assert _main("check", "-v", "--facts", str(SNAP / "empty.json")) == 3
     out = capsys.readouterr().out
@@ -162,6 +175,7 @@ def test_internal_error_is_one_line_exit_3_with_a_crash_log(monkeypatch, capsys,
 
     def broken_run(*a, **kw):
         raise AttributeError("'NoneType' object has no attribute 'findings'")
+
     monkeypatch.setattr(engine, "run", broken_run)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     assert _main("check", "--facts", str(SNAP / "empty.json")) == 3
@@ -179,6 +193,7 @@ def test_interrupt_exits_130(monkeypatch, capsys):
 
     def interrupted(*a, **kw):
         raise KeyboardInterrupt
+
     monkeypatch.setattr(engine, "run", interrupted)
     assert _main("check", "--facts", str(SNAP / "empty.json")) == 130
     assert "interrupted" in capsys.readouterr().err
@@ -196,6 +211,7 @@ def test_snapshot_that_is_not_json(tmp_path):
 
 def test_snapshot_that_is_binary(tmp_path):
     import gzip
+
     bad = tmp_path / "f.json.gz"
     bad.write_bytes(gzip.compress(b'{"schema_version": 1, "domains": {}}'))
     proc = run_gpudoctor("check", "--facts", str(bad))
@@ -203,16 +219,24 @@ def test_snapshot_that_is_binary(tmp_path):
     assert f"--facts {bad}" in one_error_line(proc)
 
 
-@pytest.mark.parametrize("doc, message", [
-    ({"schema_version": 99, "domains": {}}, "reads facts schemas 1, 2, the file has 99"),
-    ({"domains": {}}, "the file has None"),
-    ([1, 2], "a facts snapshot is a JSON object"),
-    ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),
-    ({"schema_version": 1, "domains": {"shm": {"path": "/dev/shm"}}}, "$.domains.shm"),
-    ({"schema_version": 1, "domains": {"cpu": {"logical_cpus": "eight", "affinity_cpus": 8, "cgroup_version": 2,
-                                               "quota": None}}}, "$.domains.cpu.logical_cpus"),
-    ({"schema_version": 1, "domains": {}, "durations_ms": [1, 2]}, "durations_ms"),
-])
+@pytest.mark.parametrize(
+    "doc, message",
+    [
+        ({"schema_version": 99, "domains": {}}, "reads facts schemas 1, 2, the file has 99"),
+        ({"domains": {}}, "the file has None"),
+        ([1, 2], "a facts snapshot is a JSON object"),
+        ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),
+        ({"schema_version": 1, "domains": {"shm": {"path": "/dev/shm"}}}, "$.domains.shm"),
+        (
+            {
+                "schema_version": 1,
+                "domains": {"cpu": {"logical_cpus": "eight", "affinity_cpus": 8, "cgroup_version": 2, "quota": None}},
+            },
+            "$.domains.cpu.logical_cpus",
+        ),
+        ({"schema_version": 1, "domains": {}, "durations_ms": [1, 2]}, "durations_ms"),
+    ],
+)
 def test_snapshot_that_does_not_match(tmp_path, doc, message):
     f = tmp_path / "f.json"
     f.write_text(json.dumps(doc))
@@ -227,17 +251,20 @@ def test_missing_snapshot(tmp_path):
     assert "No such file or directory" in one_error_line(proc)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["check", "cuda.nonexistent"], "no check matches 'cuda.nonexistent'"),
-    (["check", "--skip", "nope"], "no check matches 'nope'"),
-    (["facts", "nope"], "no check matches 'nope'"),
-    (["check", "--python", "/nonexistent/bin/python"], "--python /nonexistent/bin/python: no such file"),
-    (["check", "--python", "python-gpudoctor-missing"], "not found on PATH"),
-    (["check", "--root", "/nonexistent-root-dir"], "--root /nonexistent-root-dir: not a directory"),
-    (["check", "--format", "yaml"], "'yaml' is not one of"),
-    (["check", "--probe-timeout", "0"], "--probe-timeout"),
-    (["frobnicate"], "No such command 'frobnicate'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["check", "cuda.nonexistent"], "no check matches 'cuda.nonexistent'"),
+        (["check", "--skip", "nope"], "no check matches 'nope'"),
+        (["facts", "nope"], "no check matches 'nope'"),
+        (["check", "--python", "/nonexistent/bin/python"], "--python /nonexistent/bin/python: no such file"),
+        (["check", "--python", "python-gpudoctor-missing"], "not found on PATH"),
+        (["check", "--root", "/nonexistent-root-dir"], "--root /nonexistent-root-dir: not a directory"),
+        (["check", "--format", "yaml"], "'yaml' is not one of"),
+        (["check", "--probe-timeout", "0"], "--probe-timeout"),
+        (["frobnicate"], "No such command 'frobnicate'"),
+    ],
+)
 def test_usage_errors(args, message):
     proc = run_gpudoctor(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -274,19 +301,24 @@ def test_console_plain_when_piped():
     assert proc.returncode == 1
     out = proc.stdout
     assert "\x1b[" not in out
-    assert "[ok] nvidia.driver" not in out                   # ok findings are folded into their area ...
+    assert "[ok] nvidia.driver" not in out  # ok findings are folded into their area ...
     assert "[FAIL] GPU stack (2 checks): 1 failed, 1 ok" in out
     assert "  [FAIL] torch.install  torch 2.5.1+cpu in [current] is a CPU-only build" in out
-    assert "  target: [current] /home/user/venv/bin/python" in out   # the long path is named once
-    assert "      /home/user/venv/bin/python -m pip install --force-reinstall torch --index-url " \
-           "https://download.pytorch.org/whl/cu126" in out  # the explanation, indented, full paths kept
+    assert "  target: [current] /home/user/venv/bin/python" in out  # the long path is named once
+    assert (
+        "      /home/user/venv/bin/python -m pip install --force-reinstall torch --index-url "
+        "https://download.pytorch.org/whl/cu126" in out
+    )  # the explanation, indented, full paths kept
     assert "2 findings in 1 area: 1 failed, 1 ok" in out
     lines = out.rstrip().splitlines()
     assert lines[-2] == "Next steps:"
     assert lines[-1].startswith("  1. /home/user/venv/bin/python -m pip install --force-reinstall torch")
-    verbose = run_gpudoctor("check", "nvidia", "torch.install", "-v", "--facts",
-                            str(SNAP / "gpu-driver-550-cpu-torch.json")).stdout
-    assert "  [ok] nvidia.driver  NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU" in verbose  # ... not with -v
+    verbose = run_gpudoctor(
+        "check", "nvidia", "torch.install", "-v", "--facts", str(SNAP / "gpu-driver-550-cpu-torch.json")
+    ).stdout
+    assert (
+        "  [ok] nvidia.driver  NVIDIA driver 550.54.15 (supports CUDA up to 12.4), 1 GPU" in verbose
+    )  # ... not with -v
     assert proc.stderr == ""
 
 
@@ -331,14 +363,16 @@ def test_console_colour_on_a_terminal_and_plain_with_no_color():
 
 
 def test_markdown_format():
-    proc = run_gpudoctor("check", "nvidia", "torch", "--facts", str(SNAP / "three-targets.json"), "--format", "markdown")
+    proc = run_gpudoctor(
+        "check", "nvidia", "torch", "--facts", str(SNAP / "three-targets.json"), "--format", "markdown"
+    )
     assert proc.returncode == 1
     md = proc.stdout
     assert md.startswith(f"## gpudoctor {__version__} report\n")
     assert md.splitlines()[2].startswith("✗ **fail** — torch.install: `import torch` fails in [python-1]")
     assert md.splitlines()[2].endswith("(+1 more)")
     assert "Targets: `[current]` `/home/user/venv/bin/python`; `[python-1]` `/opt/envs/old/bin/python`" in md
-    assert "<details open><summary>✗ <b>GPU stack</b>" in md                # one collapsible block per area
+    assert "<details open><summary>✗ <b>GPU stack</b>" in md  # one collapsible block per area
     assert md.count("<details") == md.count("</details>")
     assert "- i **info** `torch.install` — [current] torch 2.13.0+cpu is a CPU-only build" in md
     assert "- ✗ **fail** `torch.install` — `import torch` fails in [python-1]" in md
@@ -353,7 +387,10 @@ def test_json_format_to_file(tmp_path):
     validator("report.schema.json").validate(doc)
     assert doc["status"] == "fail"
     assert [f["target"] for f in doc["findings"] if f["check"] == "torch.install"] == [
-        "current", "/opt/envs/old/bin/python", "/opt/envs/hang/bin/python"]
+        "current",
+        "/opt/envs/old/bin/python",
+        "/opt/envs/hang/bin/python",
+    ]
 
 
 # ----------------------------------------------------------------- version and help

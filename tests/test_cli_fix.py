@@ -39,10 +39,18 @@ def _plan(facts, finding, options):
     old = _demo_text()
     if old is not None and "mode = fast" in old:
         return FixPlan("demo.fast", "set mode = fast", (FileEdit("/etc/demo.conf", old, old),), ("demo.check",))
-    new = (old or "").replace("mode = slow", "mode = fast") if old and "mode = slow" in old else \
-        (old or "") + "mode = fast\n"
-    return FixPlan("demo.fast", "set mode = fast in /etc/demo.conf", (FileEdit("/etc/demo.conf", old, new),),
-                   ("demo.check",), notes=("systemctl restart demo",))
+    new = (
+        (old or "").replace("mode = slow", "mode = fast")
+        if old and "mode = slow" in old
+        else (old or "") + "mode = fast\n"
+    )
+    return FixPlan(
+        "demo.fast",
+        "set mode = fast in /etc/demo.conf",
+        (FileEdit("/etc/demo.conf", old, new),),
+        ("demo.check",),
+        notes=("systemctl restart demo",),
+    )
 
 
 CHECK = Check(id="demo.check", title="demo", needs=(), evaluate=_evaluate)
@@ -55,8 +63,11 @@ def root(tmp_path, monkeypatch):
     (r / "etc").mkdir(parents=True)
     (r / "etc/demo.conf").write_text("# demo\nmode = slow\nother = 1\n")
     STATE["root"] = str(r)
-    reg = Registry(checks={"demo.check": CHECK}, fixes={"demo.fast": FIX},
-                   providers={"check:demo.check": "test", "fix:demo.fast": "test"})
+    reg = Registry(
+        checks={"demo.check": CHECK},
+        fixes={"demo.fast": FIX},
+        providers={"check:demo.check": "test", "fix:demo.fast": "test"},
+    )
     monkeypatch.setattr(cli_fix, "load_registry", lambda: reg)
     return r
 
@@ -141,8 +152,10 @@ def test_permission_denied_names_file_and_sudo_command(root, capsys, monkeypatch
     monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user
     code, _, err = run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))
     assert code == 1
-    assert err.strip() == (f"gpudoctor: error: cannot write /etc/demo.conf: permission denied; rerun as root: "
-                           f"sudo gpudoctor fix demo.fast --root {root} --yes. Nothing was changed.")
+    assert err.strip() == (
+        f"gpudoctor: error: cannot write /etc/demo.conf: permission denied; rerun as root: "
+        f"sudo gpudoctor fix demo.fast --root {root} --yes. Nothing was changed."
+    )
     assert "mode = slow" in (root / "etc/demo.conf").read_text()
 
 
@@ -155,7 +168,9 @@ def test_json_outcome(root, capsys):
     code, out, err = run(capsys, "fix", "demo.fast", "--yes", "--format", "json", "--root", str(root))
     assert code == 0
     doc = json.loads(out)
-    assert doc["status"] == "applied" and doc["before"] == {"demo.check": "fail"} and doc["after"] == {"demo.check": "ok"}
+    assert (
+        doc["status"] == "applied" and doc["before"] == {"demo.check": "fail"} and doc["after"] == {"demo.check": "ok"}
+    )
     assert doc["fixes"][0]["id"] == "demo.fast" and doc["fixes"][0]["status"] == "applied"
     assert doc["transaction"] and "+mode = fast" in doc["diffs"][0]["diff"]
 

@@ -25,8 +25,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 
 def test_a_reader_that_goes_away_gives_141_not_the_fail_code(tmp_path):
     snap = sorted(FIXTURES.glob("*.json"))[0]
-    proc = subprocess.Popen([*GPUDOCTOR, "check", "-v", "--facts", str(snap)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env_with())
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "check", "-v", "--facts", str(snap)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_with(),
+    )
     proc.stdout.close()  # the reader is gone before anything is written: every write gets EPIPE
     assert proc.wait(timeout=60) == 141
     assert b"Traceback" not in proc.stderr.read()
@@ -37,8 +41,14 @@ def test_a_reader_that_goes_away_gives_141_not_the_fail_code(tmp_path):
 def test_a_full_disk_is_one_line_and_exit_2(fmt):
     snap = sorted(FIXTURES.glob("*.json"))[0]
     with open("/dev/full", "w") as full:
-        proc = subprocess.run([*GPUDOCTOR, "check", "--facts", str(snap), "--format", fmt], stdout=full,
-                              stderr=subprocess.PIPE, text=True, env=env_with(), timeout=60)
+        proc = subprocess.run(
+            [*GPUDOCTOR, "check", "--facts", str(snap), "--format", fmt],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env_with(),
+            timeout=60,
+        )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "gpudoctor: error: cannot write the output: No space left on device"
 
@@ -60,7 +70,9 @@ def test_an_empty_root_is_accepted_with_a_warning(tmp_path):
     assert proc.returncode == 0
     assert "has no etc/ or usr/: is it a root filesystem?" in proc.stderr
     # CPU counts and /dev/shm belong to a running machine, not to an image root: skipped, not invented
-    assert "2 not applicable: " in proc.stdout and "(dataloader.cpu)" in proc.stdout and "(dataloader.shm)" in proc.stdout
+    assert (
+        "2 not applicable: " in proc.stdout and "(dataloader.cpu)" in proc.stdout and "(dataloader.shm)" in proc.stdout
+    )
 
 
 def test_ctrl_c_kills_a_hanging_probe_and_exits_130(tmp_path):
@@ -68,8 +80,13 @@ def test_ctrl_c_kills_a_hanging_probe_and_exits_130(tmp_path):
     marker = hang  # the shell running the script keeps its path in its command line
     hang.write_text("#!/bin/sh\nsleep 300\n")
     hang.chmod(0o755)
-    proc = subprocess.Popen([*GPUDOCTOR, "check", "torch.install", "--python", str(hang)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_with())
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "check", "torch.install", "--python", str(hang)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_with(),
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not _running(str(marker)):
         time.sleep(0.1)
@@ -114,6 +131,7 @@ def test_pip_site_file_is_the_running_interpreters_prefix_by_default(tmp_path):
 def test_verdict_is_ok_when_only_info_and_skip():
     def report(*statuses):
         return Report(tuple(Finding("x.y", s, "s") for s in statuses), Facts())
+
     assert report(Status.OK, Status.INFO, Status.SKIP).verdict is Status.OK
     assert report(Status.SKIP, Status.WARN).verdict is Status.WARN
     assert report(Status.FAIL, Status.ERROR).verdict is Status.ERROR

@@ -38,8 +38,10 @@ def run(root, env=None, runner=None):
 
 
 def test_usr_local_cuda_absolute_symlink_resolved_inside_root(tmp_path):
-    write_tree(tmp_path, {"/usr/local/cuda-12.4/version.json": version_json("12.4.1"),
-                          "/usr/local/cuda-12.4/bin/nvcc": "#!/bin/sh\n"})
+    write_tree(
+        tmp_path,
+        {"/usr/local/cuda-12.4/version.json": version_json("12.4.1"), "/usr/local/cuda-12.4/bin/nvcc": "#!/bin/sh\n"},
+    )
     os.symlink("/usr/local/cuda-12.4", tmp_path / "usr" / "local" / "cuda")
     facts, system = run(tmp_path)
     assert facts.cuda_home is None
@@ -61,8 +63,13 @@ def test_version_txt_of_old_toolkits(tmp_path):
 
 
 def test_cuda_home_wins_over_usr_local_cuda(tmp_path):
-    write_tree(tmp_path, {"/opt/cuda-12.1/version.json": version_json("12.1.105"),
-                          "/usr/local/cuda/version.json": version_json("11.8.0")})
+    write_tree(
+        tmp_path,
+        {
+            "/opt/cuda-12.1/version.json": version_json("12.1.105"),
+            "/usr/local/cuda/version.json": version_json("11.8.0"),
+        },
+    )
     facts, _ = run(tmp_path, env={"CUDA_HOME": "/opt/cuda-12.1"})
     assert facts.cuda_home == "/opt/cuda-12.1"
     assert facts.default_path == "/usr/local/cuda"
@@ -89,7 +96,9 @@ def test_no_toolkit(tmp_path):
 def live_toolkit(tmp_path, response, version_file=True):
     """A toolkit in a real directory named by CUDA_HOME, judged on the live root (so nvcc is run)."""
     home = tmp_path / "cuda-13.0"
-    write_tree(home, {"/bin/nvcc": "#!/bin/sh\n", **({"/version.json": version_json("13.0.0")} if version_file else {})})
+    write_tree(
+        home, {"/bin/nvcc": "#!/bin/sh\n", **({"/version.json": version_json("13.0.0")} if version_file else {})}
+    )
     runner = ScriptedRunner({(f"{home}/bin/nvcc", "--version"): response})
     facts, system = run("/", env={"CUDA_HOME": str(home)}, runner=runner)
     return facts, runner, str(home)

@@ -35,8 +35,9 @@ VERSION_CODENAME=bookworm
 ID=debian
 """
 
-CPUINFO = "".join(f"processor\t: {i}\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\n\n"
-                  for i in range(16))
+CPUINFO = "".join(
+    f"processor\t: {i}\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\n\n" for i in range(16)
+)
 
 
 def ctx(root, env=None):
@@ -77,15 +78,22 @@ def test_os_in_empty_root_is_unknown(tmp_path):
     assert facts.version == ""
 
 
-@pytest.mark.parametrize("files, env, kind, marker", [
-    ({"/.dockerenv": ""}, {}, "docker", "/.dockerenv exists"),
-    ({"/run/.containerenv": ""}, {}, "podman", "/run/.containerenv exists"),
-    ({}, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "kubernetes", "KUBERNETES_SERVICE_HOST is set"),
-    ({}, {"container": "systemd-nspawn"}, "systemd-nspawn", "container=systemd-nspawn in the environment"),
-    ({"/proc/1/cgroup": "0::/kubepods/besteffort/pod1234/abc\n"}, {}, "kubernetes",
-     "/proc/1/cgroup mentions kubepods"),
-    ({"/proc/1/cgroup": "12:cpu,cpuacct:/lxc/ct101\n"}, {}, "lxc", "/proc/1/cgroup mentions lxc"),
-])
+@pytest.mark.parametrize(
+    "files, env, kind, marker",
+    [
+        ({"/.dockerenv": ""}, {}, "docker", "/.dockerenv exists"),
+        ({"/run/.containerenv": ""}, {}, "podman", "/run/.containerenv exists"),
+        ({}, {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}, "kubernetes", "KUBERNETES_SERVICE_HOST is set"),
+        ({}, {"container": "systemd-nspawn"}, "systemd-nspawn", "container=systemd-nspawn in the environment"),
+        (
+            {"/proc/1/cgroup": "0::/kubepods/besteffort/pod1234/abc\n"},
+            {},
+            "kubernetes",
+            "/proc/1/cgroup mentions kubepods",
+        ),
+        ({"/proc/1/cgroup": "12:cpu,cpuacct:/lxc/ct101\n"}, {}, "lxc", "/proc/1/cgroup mentions lxc"),
+    ],
+)
 def test_container_markers(tmp_path, files, env, kind, marker):
     write_tree(tmp_path, {"/etc/os-release": DEBIAN, **files})
     facts = collect_os(ctx(tmp_path, env))
@@ -104,13 +112,16 @@ def test_no_container_markers_on_plain_host(tmp_path):
 
 
 def test_cpu_cgroup_v2_quota_from_own_cgroup(tmp_path):
-    write_tree(tmp_path, {
-        "/proc/cpuinfo": CPUINFO,
-        "/proc/self/cgroup": "0::/system.slice/docker-abc.scope\n",
-        "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
-        "/sys/fs/cgroup/cpu.max": "max 100000\n",
-        "/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.max": "400000 100000\n",
-    })
+    write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO,
+            "/proc/self/cgroup": "0::/system.slice/docker-abc.scope\n",
+            "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+            "/sys/fs/cgroup/cpu.max": "max 100000\n",
+            "/sys/fs/cgroup/system.slice/docker-abc.scope/cpu.max": "400000 100000\n",
+        },
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert facts.logical_cpus == 16
     assert isinstance(facts.affinity_cpus, Unavailable)
@@ -122,24 +133,42 @@ def test_cpu_cgroup_v2_quota_from_own_cgroup(tmp_path):
 
 
 def test_cpu_cgroup_v2_fractional_quota_at_root(tmp_path):
-    write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO, "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
-                          "/sys/fs/cgroup/cpu.max": "150000 100000\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO,
+            "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
+            "/sys/fs/cgroup/cpu.max": "150000 100000\n",
+        },
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert facts.quota.cpus == 1.5
     assert facts.quota.source == "/sys/fs/cgroup/cpu.max"
 
 
 def test_cpu_cgroup_v2_unlimited(tmp_path):
-    write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO, "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
-                          "/sys/fs/cgroup/cpu.max": "max 100000\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO,
+            "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
+            "/sys/fs/cgroup/cpu.max": "max 100000\n",
+        },
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert (facts.cgroup_version, facts.quota) == (2, None)
     assert facts.usable_cpus == 16
 
 
 def test_cpu_cgroup_v2_garbage_is_unavailable(tmp_path):
-    write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO, "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
-                          "/sys/fs/cgroup/cpu.max": "lots 100000\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO,
+            "/sys/fs/cgroup/cgroup.controllers": "cpu\n",
+            "/sys/fs/cgroup/cpu.max": "lots 100000\n",
+        },
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert isinstance(facts.quota, Unavailable)
     assert "not understood" in facts.quota.reason
@@ -147,8 +176,10 @@ def test_cpu_cgroup_v2_garbage_is_unavailable(tmp_path):
 
 @pytest.mark.parametrize("base", ["/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup/cpu"])
 def test_cpu_cgroup_v1_quota(tmp_path, base):
-    write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO, f"{base}/cpu.cfs_quota_us": "200000\n",
-                          f"{base}/cpu.cfs_period_us": "100000\n"})
+    write_tree(
+        tmp_path,
+        {"/proc/cpuinfo": CPUINFO, f"{base}/cpu.cfs_quota_us": "200000\n", f"{base}/cpu.cfs_period_us": "100000\n"},
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert facts.cgroup_version == 1
     assert facts.quota == CpuQuota(1, 200000, 100000, f"{base}/cpu.cfs_quota_us")
@@ -156,8 +187,14 @@ def test_cpu_cgroup_v1_quota(tmp_path, base):
 
 
 def test_cpu_cgroup_v1_unlimited(tmp_path):
-    write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO, "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
-                          "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO,
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     facts = collect_cpu(ctx(tmp_path))
     assert (facts.cgroup_version, facts.quota) == (1, None)
 
@@ -172,6 +209,7 @@ def test_cpu_no_cgroup_fs(tmp_path):
 
 def test_cpu_live_counts_match_os():
     from gpudoctor.system import System
+
     facts = collect_cpu(CollectContext(System.live("/"), CollectOptions()))
     assert facts.logical_cpus == os.cpu_count()
     assert facts.affinity_cpus == len(os.sched_getaffinity(0))
@@ -182,14 +220,19 @@ def test_cpu_live_counts_match_os():
 
 def test_shm_docker_default_64m(tmp_path):
     (tmp_path / "dev" / "shm").mkdir(parents=True)
-    write_tree(tmp_path, {"/proc/mounts": "overlay / overlay rw,relatime 0 0\n"
-                                          "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/proc/mounts": "overlay / overlay rw,relatime 0 0\n"
+            "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size=65536k 0 0\n"
+        },
+    )
     facts = collect_shm(ctx(tmp_path))
     assert facts.mounted is True
     assert facts.fstype == "tmpfs"
     assert facts.mount_options == "rw,nosuid,nodev,noexec,relatime,size=65536k"
     # on an image root statvfs would measure the disk holding the root: the tmpfs size= option is the size
-    assert facts.total_bytes == 64 * 1024 ** 2
+    assert facts.total_bytes == 64 * 1024**2
 
 
 def test_shm_of_an_image_root_is_unavailable_not_missing(tmp_path):

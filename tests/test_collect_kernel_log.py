@@ -46,8 +46,10 @@ def live(runner: ScriptedRunner) -> CollectContext:
 def test_parse_xid_lines_from_dmesg():
     events, count = parse_xid_lines(DMESG)
     assert count == 6
-    assert [(e.xid, e.pci, e.timestamp) for e in events] == [(79, "0000:18:00", "[ 5031.112233]"),
-                                                             (13, "0000:3b:00", "[ 6000.000001]")]
+    assert [(e.xid, e.pci, e.timestamp) for e in events] == [
+        (79, "0000:18:00", "[ 5031.112233]"),
+        (13, "0000:3b:00", "[ 6000.000001]"),
+    ]
     assert events[0].text == "pid=2271, name=python3, GPU has fallen off the bus."
 
 
@@ -60,16 +62,24 @@ def test_dmesg_is_read_first_without_clearing_it():
 
 
 def test_journalctl_when_dmesg_is_restricted():
-    runner = ScriptedRunner({("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
-                             JOURNAL_ARGV: ok(JOURNAL)})
+    runner = ScriptedRunner(
+        {
+            ("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
+            JOURNAL_ARGV: ok(JOURNAL),
+        }
+    )
     facts = collect_kernel_log(live(runner))
     assert facts.source == "journalctl -k -b"
     assert [(e.xid, e.pci) for e in facts.events] == [(63, "0000:18:00")]
 
 
 def test_neither_readable_says_why_for_each():
-    runner = ScriptedRunner({("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
-                             JOURNAL_ARGV: not_found()})
+    runner = ScriptedRunner(
+        {
+            ("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
+            JOURNAL_ARGV: not_found(),
+        }
+    )
     facts = collect_kernel_log(live(runner))
     assert isinstance(facts.readable, Unavailable)
     assert "Operation not permitted" in facts.readable.reason and "journalctl is not installed" in facts.readable.reason
@@ -103,7 +113,7 @@ def test_real_dmesg_binary_on_path(tmp_path, monkeypatch):
     bindir.mkdir()
     (tmp_path / "dmesg.txt").write_text(DMESG)
     script = bindir / "dmesg"
-    script.write_text(f"#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -c ] && exit 9; done\ncat {tmp_path}/dmesg.txt\n")
+    script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -c ] && exit 9; done\ncat {tmp_path}/dmesg.txt\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     facts = collect_kernel_log(CollectContext(System(files=Files(Path("/"))), CollectOptions()))

@@ -33,10 +33,10 @@ def pci_device(root, bus, vendor, device, cls, driver=None):
 
 
 def test_gpu_finds_nvidia_display_controllers_only(tmp_path):
-    pci_device(tmp_path, "0000:00:02.0", "0x8086", "0x3e92", "0x030000", "i915")        # Intel iGPU
-    pci_device(tmp_path, "0000:01:00.0", "0x10de", "0x2684", "0x030000", "nvidia")      # RTX 4090, VGA
+    pci_device(tmp_path, "0000:00:02.0", "0x8086", "0x3e92", "0x030000", "i915")  # Intel iGPU
+    pci_device(tmp_path, "0000:01:00.0", "0x10de", "0x2684", "0x030000", "nvidia")  # RTX 4090, VGA
     pci_device(tmp_path, "0000:01:00.1", "0x10de", "0x22ba", "0x040300", "snd_hda_intel")  # its HDMI audio
-    pci_device(tmp_path, "0000:41:00.0", "0x10DE", "0x2330", "0x030200")                # H100, 3D, no driver
+    pci_device(tmp_path, "0000:41:00.0", "0x10DE", "0x2330", "0x030200")  # H100, 3D, no driver
     facts = collect_gpu(ctx(tmp_path))
     assert facts.sysfs_readable is True
     assert facts.devices == (
@@ -70,13 +70,18 @@ def test_parse_nvrm_version_of_case01():
     assert parse_nvrm_version(CASE01_PROC) == "470.86"
 
 
-@pytest.mark.parametrize("text, version", [
-    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n", "550.54.15"),
-    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build  (dvs-builder@U16-T02)\n",
-     "535.104.05"),
-    ("NVRM version: NVIDIA UNIX aarch64 Kernel Module  540.3.0  Thu Oct 10 2024\n", "540.3.0"),
-    ("garbage\n", None),
-])
+@pytest.mark.parametrize(
+    "text, version",
+    [
+        ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n", "550.54.15"),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build  (dvs-builder@U16-T02)\n",
+            "535.104.05",
+        ),
+        ("NVRM version: NVIDIA UNIX aarch64 Kernel Module  540.3.0  Thu Oct 10 2024\n", "540.3.0"),
+        ("garbage\n", None),
+    ],
+)
 def test_parse_nvrm_version_variants(text, version):
     assert parse_nvrm_version(text) == version
 
@@ -101,8 +106,9 @@ def test_nvidia_from_sys_module_when_proc_is_missing(tmp_path):
 
 
 def test_nvidia_unparsable_proc_falls_through_to_sys_module(tmp_path):
-    write_tree(tmp_path, {"/proc/driver/nvidia/version": "something else\n",
-                          "/sys/module/nvidia/version": "550.54.15\n"})
+    write_tree(
+        tmp_path, {"/proc/driver/nvidia/version": "something else\n", "/sys/module/nvidia/version": "550.54.15\n"}
+    )
     facts = collect_nvidia(ctx(tmp_path))
     assert (facts.driver_version, facts.source) == ("550.54.15", "sysmodule")
     assert facts.attempts[1].ok is False

@@ -40,6 +40,7 @@ class _CountingRunner:
 
     def __init__(self):
         from gpudoctor.system import SubprocessRunner
+
         self.inner, self.probes = SubprocessRunner(), []
 
     def run(self, argv, timeout_s=10.0, env=None, input_text=None):
@@ -50,6 +51,7 @@ class _CountingRunner:
 
 def test_an_early_probe_is_picked_up_not_repeated(tmp_path):
     from gpudoctor.collect.targets import start_early
+
     runner = _CountingRunner()
     system = System(runner=runner, env={"PATH": "/usr/bin:/bin"})
     options = CollectOptions(probe_timeout_s=60)

@@ -27,13 +27,17 @@ def test_bash_source_prints_the_completion_function(tmp_path: Path) -> None:
     assert "_gpudoctor_completion()" in proc.stdout and "complete -o nosort -F _gpudoctor_completion" in proc.stdout
 
 
-@pytest.mark.parametrize(("words", "cword", "expected", "absent"), [
-    ("gpudoctor ch", 1, {"check"}, {"fix", "list"}),
-    ("gpudoctor check --for", 2, {"--format"}, {"--offline"}),
-    ("gpudoctor check --format ", 3, {"console", "json", "markdown"}, {"check"}),
-])
-def test_bash_complete_offers_commands_options_and_choices(tmp_path: Path, words: str, cword: int,
-                                                          expected: set[str], absent: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("words", "cword", "expected", "absent"),
+    [
+        ("gpudoctor ch", 1, {"check"}, {"fix", "list"}),
+        ("gpudoctor check --for", 2, {"--format"}, {"--offline"}),
+        ("gpudoctor check --format ", 3, {"console", "json", "markdown"}, {"check"}),
+    ],
+)
+def test_bash_complete_offers_commands_options_and_choices(
+    tmp_path: Path, words: str, cword: int, expected: set[str], absent: set[str]
+) -> None:
     proc = _complete(tmp_path, "bash_complete", words, cword)
     assert proc.returncode == 0, proc.stderr
     offered = {line.split(",", 1)[1] for line in proc.stdout.splitlines() if "," in line}

@@ -28,8 +28,14 @@ def _env(tmp_path, **extra):
 def _run(tmp_path, *args, env=None):
     proj = tmp_path / "proj"
     proj.mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "gpudoctor", *args], capture_output=True, text=True,
-                          timeout=120, cwd=proj, env=env or _env(tmp_path))
+    return subprocess.run(
+        [sys.executable, "-m", "gpudoctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=proj,
+        env=env or _env(tmp_path),
+    )
 
 
 def _required(proc):
@@ -88,16 +94,26 @@ def test_config_sets_skipped_checks_and_strictness_for_check(tmp_path):
     proc = _run(tmp_path, "check", "dataloader", "--format", "json")
     checks = {f["check"] for f in json.loads(proc.stdout)["findings"]}
     assert "dataloader.shm" in checks and "dataloader.cpu" not in checks
-    proc = _run(tmp_path, "check", "dataloader", "--format", "json", env=_env(tmp_path, GPUDOCTOR_SKIP="dataloader.shm dataloader.cpu"))
+    proc = _run(
+        tmp_path,
+        "check",
+        "dataloader",
+        "--format",
+        "json",
+        env=_env(tmp_path, GPUDOCTOR_SKIP="dataloader.shm dataloader.cpu"),
+    )
     assert {f["check"] for f in json.loads(proc.stdout)["findings"]} == set()
 
 
-@pytest.mark.parametrize("text,message", [
-    ("[gate]\nrequire-gpu-count = 2\n", "unknown option 'require-gpu-count' for `gpudoctor gate`"),
-    ("[gate\n", "not valid TOML"),
-    ("[gaet]\nwait = 1\n", "unknown table [gaet]"),
-    ("[gate]\nrequire-gpus = 'many'\n", "require-gpus"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[gate]\nrequire-gpu-count = 2\n", "unknown option 'require-gpu-count' for `gpudoctor gate`"),
+        ("[gate\n", "not valid TOML"),
+        ("[gaet]\nwait = 1\n", "unknown table [gaet]"),
+        ("[gate]\nrequire-gpus = 'many'\n", "require-gpus"),
+    ],
+)
 def test_bad_config_is_one_line_and_exit_2(tmp_path, text, message):
     proj = tmp_path / "proj"
     proj.mkdir(exist_ok=True)

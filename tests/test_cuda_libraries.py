@@ -75,13 +75,17 @@ def text_of(f):
 
 def _maps_of_child(app: Path, env: dict) -> list:
     """Start ``app`` (it blocks on stdin), read /proc/<pid>/maps, let it exit."""
-    proc = subprocess.Popen([str(app)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env)
+    proc = subprocess.Popen([str(app)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
-        assert proc.stdout.readline() == b"ready\n"      # main runs: the loader has mapped everything
+        assert proc.stdout.readline() == b"ready\n"  # main runs: the loader has mapped everything
         maps = Path(f"/proc/{proc.pid}/maps").read_text()
-        return sorted({line.split(None, 5)[5].strip() for line in maps.splitlines()
-                       if len(line.split(None, 5)) == 6 and family_of(os.path.basename(line.split(None, 5)[5]))})
+        return sorted(
+            {
+                line.split(None, 5)[5].strip()
+                for line in maps.splitlines()
+                if len(line.split(None, 5)) == 6 and family_of(os.path.basename(line.split(None, 5)[5]))
+            }
+        )
     finally:
         proc.communicate(b"x", timeout=10)
 
@@ -93,14 +97,18 @@ def _predict(tree: dict, ld_library_path: str) -> list:
 
 
 @needs_gcc
-@pytest.mark.parametrize("rpath_style,with_env,expect", [
-    (False, True, "toolkit"),      # RUNPATH: LD_LIBRARY_PATH wins -> the old toolkit copy
-    (False, False, "wheel"),       # healthy twin: no LD_LIBRARY_PATH -> the wheel's copy
-    (True, True, "wheel"),         # DT_RPATH is searched before LD_LIBRARY_PATH
-])
+@pytest.mark.parametrize(
+    "rpath_style,with_env,expect",
+    [
+        (False, True, "toolkit"),  # RUNPATH: LD_LIBRARY_PATH wins -> the old toolkit copy
+        (False, False, "wheel"),  # healthy twin: no LD_LIBRARY_PATH -> the wheel's copy
+        (True, True, "wheel"),  # DT_RPATH is searched before LD_LIBRARY_PATH
+    ],
+)
 def test_model_predicts_the_copy_the_real_loader_maps(tmp_path, rpath_style, with_env, expect):
-    tree = cl.wheel_tree(Path("/"), site=f"{tmp_path}/site-packages", toolkit=f"{tmp_path}/cuda-12.2/lib64",
-                         rpath_style=rpath_style)
+    tree = cl.wheel_tree(
+        Path("/"), site=f"{tmp_path}/site-packages", toolkit=f"{tmp_path}/cuda-12.2/lib64", rpath_style=rpath_style
+    )
     # a copy with another SONAME major next to the toolkit one must never be picked for .so.12
     cl.build_so(tmp_path / "cuda-12.2/lib64/libnvJitLink.so.11", "libnvJitLink.so.11", "int x11(void){return 1;}\n")
     llp = tree["toolkit"] if with_env else ""
@@ -128,13 +136,20 @@ def test_model_predicts_the_copy_the_real_loader_maps(tmp_path, rpath_style, wit
 @needs_gcc
 def test_a_newer_toolkit_copy_on_the_path_has_every_symbol(tmp_path):
     """Neighbour: a 12.6 toolkit first on LD_LIBRARY_PATH defines _12_4 too: nothing missing, and it really loads."""
-    tree = cl.wheel_tree(Path("/"), site=f"{tmp_path}/sp", toolkit=f"{tmp_path}/cuda-12.6/lib64",
-                         toolkit_versions=("12_0", "12_2", "12_4", "12_6"), toolkit_file="libnvJitLink.so.12.6.77")
+    tree = cl.wheel_tree(
+        Path("/"),
+        site=f"{tmp_path}/sp",
+        toolkit=f"{tmp_path}/cuda-12.6/lib64",
+        toolkit_versions=("12_0", "12_2", "12_4", "12_6"),
+        toolkit_file="libnvJitLink.so.12.6.77",
+    )
     _predicted, resolutions = _predict(tree, tree["toolkit"])
     jit = next(r for r in resolutions if r.needed == "libnvJitLink.so.12")
     assert jit.via == "LD_LIBRARY_PATH entry 1" and jit.missing == ()
     env = {"LD_LIBRARY_PATH": tree["toolkit"], "LD_BIND_NOW": "1"}
-    assert subprocess.run([tree["app"], "call"], env=env).returncode == 2   # _12_4 of the 12.6 copy (the wheel returns 4)
+    assert (
+        subprocess.run([tree["app"], "call"], env=env).returncode == 2
+    )  # _12_4 of the 12.6 copy (the wheel returns 4)
 
 
 @needs_gcc
@@ -158,8 +173,11 @@ def test_elf_reader_sees_soname_runpath_and_symbol_versions(tmp_path):
 
 
 def _env(case: Path) -> dict:
-    return dict(line.split("=", 1) for line in (case / "env.txt").read_text().splitlines()
-                if "=" in line and not line.startswith("#"))
+    return dict(
+        line.split("=", 1)
+        for line in (case / "env.txt").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
 
 
 def _case33_facts(tmp_path: Path, with_ld_library_path: bool):
@@ -175,12 +193,28 @@ def _case33_facts(tmp_path: Path, with_ld_library_path: bool):
     needs = re.search(r"undefined symbol: __nvJitLinkComplete_(\d+_\d+)", (case / "traceback.txt").read_text()).group(1)
     dists = dict(re.findall(r"^(torch|nvidia-\S+)\s+(\S+)$", (case / "pip-list.txt").read_text(), re.MULTILINE))
     tk_minor = int(re.search(r"\.so\.12\.(\d+)\.", toolkit_file).group(1))
-    cl.wheel_tree(tmp_path, site=site, toolkit=toolkit, cusparse_needs=needs, toolkit_file=toolkit_file,
-                  toolkit_versions=tuple(f"12_{i}" for i in range(tk_minor + 1)), dists=dists)
+    cl.wheel_tree(
+        tmp_path,
+        site=site,
+        toolkit=toolkit,
+        cusparse_needs=needs,
+        toolkit_file=toolkit_file,
+        toolkit_versions=tuple(f"12_{i}" for i in range(tk_minor + 1)),
+        dists=dists,
+    )
     py = f"{env['VIRTUAL_ENV']}/bin/python"
-    probe = probe_facts(py, torch_facts(dists["torch"], None, installed=True, import_error=(
-        case / "traceback.txt").read_text().strip().splitlines()[-1]), python_version="3.10.12", env=env,
-        site_packages=(site,))
+    probe = probe_facts(
+        py,
+        torch_facts(
+            dists["torch"],
+            None,
+            installed=True,
+            import_error=(case / "traceback.txt").read_text().strip().splitlines()[-1],
+        ),
+        python_version="3.10.12",
+        env=env,
+        site_packages=(site,),
+    )
     tg = targets(target(probe))
     system = fake_system(tmp_path, env=env, runner=ScriptedRunner(default=ok("")))
     ctx = CollectContext(system, CollectOptions(), {"targets": tg})
@@ -196,10 +230,16 @@ def test_case_33_toolkit_on_ld_library_path_shadows_the_wheels_nvjitlink(tmp_pat
     f = run(facts, registry, "cuda.libraries")["cuda.libraries"]
     text = text_of(f)
     assert f.status == Status.FAIL
-    for needle in (toolkit, "LD_LIBRARY_PATH entry 1", "libnvJitLink.so.12", "12.2.140",
-                   dists["nvidia-nvjitlink-cu12"], "__nvJitLinkComplete_12_4"):
+    for needle in (
+        toolkit,
+        "LD_LIBRARY_PATH entry 1",
+        "libnvJitLink.so.12",
+        "12.2.140",
+        dists["nvidia-nvjitlink-cu12"],
+        "__nvJitLinkComplete_12_4",
+    ):
         assert needle in f.summary, needle
-    assert "unset LD_LIBRARY_PATH" in text                      # the only entry: drop it
+    assert "unset LD_LIBRARY_PATH" in text  # the only entry: drop it
     assert f"export LD_LIBRARY_PATH={site}/nvidia/nvjitlink/lib:$LD_LIBRARY_PATH" in text
     assert "Reinstalling torch does not help" in text and "--force-reinstall" not in text
     # the import failure itself is blamed on the search order, not on torch's files
@@ -209,8 +249,10 @@ def test_case_33_toolkit_on_ld_library_path_shadows_the_wheels_nvjitlink(tmp_pat
     model = facts.get("cuda_libraries").targets[0]
     copies = {c.path: c for c in model.copies}
     assert copies[f"{toolkit}/libnvJitLink.so.12"].version_source == "file name"
-    assert copies[f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"].version_source == \
-        "wheel metadata nvidia-nvjitlink-cu12"
+    assert (
+        copies[f"{site}/nvidia/nvjitlink/lib/libnvJitLink.so.12"].version_source
+        == "wheel metadata nvidia-nvjitlink-cu12"
+    )
     assert copies[f"{toolkit}/libnvJitLink.so.12"].origin == "LD_LIBRARY_PATH"
 
 
@@ -229,9 +271,12 @@ def _case07_facts(tmp_path: Path, fixed: bool):
     env = _env(case)
     wsl_dir, wsl_files = _ls(case / "ls-usr-lib-wsl-lib.txt")
     conf_dir, conf_files = _ls(case / "ls-etc-ld.so.conf.d.txt")
-    tree = {"/proc/version": (case / "proc-version.txt").read_text(), "/etc/ld.so.cache": b"cache",
-            "/etc/os-release": "ID=ubuntu\nVERSION_ID=\"22.04\"\nVERSION_CODENAME=jammy\n",
-            "/etc/ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n"}
+    tree = {
+        "/proc/version": (case / "proc-version.txt").read_text(),
+        "/etc/ld.so.cache": b"cache",
+        "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\n',
+        "/etc/ld.so.conf": "include /etc/ld.so.conf.d/*.conf\n",
+    }
     for name in wsl_files:
         tree[f"{wsl_dir}/{name}"] = b"driver library from Windows"
     for name in conf_files:
@@ -240,13 +285,19 @@ def _case07_facts(tmp_path: Path, fixed: bool):
     cudnn_lib = f"{site}/nvidia/cudnn/lib"
     tree[f"{cudnn_lib}/libcudnn_cnn_infer.so.8"] = b"x"
     ldconfig = (case / "ldconfig-p.txt").read_text()
-    if fixed:          # the remedy applied: ld.wsl.conf + ldconfig
+    if fixed:  # the remedy applied: ld.wsl.conf + ldconfig
         tree[f"{conf_dir}/ld.wsl.conf"] = f"{wsl_dir}\n"
         ldconfig = "".join(f"\t{n} (libc6,x86-64) => {wsl_dir}/{n}\n" for n in wsl_files if n.startswith("lib"))
     write_tree(tmp_path, tree)
     runner = ScriptedRunner({("ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")): ok(ldconfig)})
-    probe = probe_facts(f"{env['CONDA_PREFIX']}/bin/python", torch_facts(installed=False), python_version="3.10.9",
-                        env=env, site_packages=(site,), is_conda=True)
+    probe = probe_facts(
+        f"{env['CONDA_PREFIX']}/bin/python",
+        torch_facts(installed=False),
+        python_version="3.10.9",
+        env=env,
+        site_packages=(site,),
+        is_conda=True,
+    )
     tg = targets(target(probe))
     system = fake_system(tmp_path, env=env, runner=runner)
     ctx = CollectContext(system, CollectOptions(), {"targets": tg})
@@ -284,14 +335,20 @@ def test_case_07_healthy_twin_after_ld_wsl_conf(tmp_path, registry):
 def test_a_cudnn_sublibrary_error_naming_libcuda_is_a_driver_problem(wsl, needle, registry):
     error = (CASES / "07-wsl-libcuda-unresolvable" / "traceback.txt").read_text().splitlines()[1]
     lib_error = re.search(r"Error: (.*)$", error).group(1)
-    subs = (LibraryLoad("libcudnn_ops_infer.so.8", True, "/x/libcudnn_ops_infer.so.8"),
-            LibraryLoad("libcudnn_cnn_infer.so.8", False, "/x/libcudnn_cnn_infer.so.8", lib_error))
-    probe = probe_facts(torch=torch_facts("2.0.1+cu118", "11.8", cudnn_compile_version="8.7.0"),
-                        cudnn=CudnnProbe(True, "", 8, "/x/libcudnn.so.8", ("/x/libcudnn.so.8",), 8700, None, ("/x",),
-                                         subs),
-                        libcuda=LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file"))
-    facts = make_facts(targets=targets(target(probe)), os=os_facts("ubuntu", "22.04", "jammy", wsl=wsl),
-                       nvidia=nvidia_facts("535.183.01", "12.2", [nvml_device()]))
+    subs = (
+        LibraryLoad("libcudnn_ops_infer.so.8", True, "/x/libcudnn_ops_infer.so.8"),
+        LibraryLoad("libcudnn_cnn_infer.so.8", False, "/x/libcudnn_cnn_infer.so.8", lib_error),
+    )
+    probe = probe_facts(
+        torch=torch_facts("2.0.1+cu118", "11.8", cudnn_compile_version="8.7.0"),
+        cudnn=CudnnProbe(True, "", 8, "/x/libcudnn.so.8", ("/x/libcudnn.so.8",), 8700, None, ("/x",), subs),
+        libcuda=LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file"),
+    )
+    facts = make_facts(
+        targets=targets(target(probe)),
+        os=os_facts("ubuntu", "22.04", "jammy", wsl=wsl),
+        nvidia=nvidia_facts("535.183.01", "12.2", [nvml_device()]),
+    )
     f = run(facts, registry, "cudnn.load")["cudnn.load"]
     assert f.status == Status.FAIL and "driver/loader problem" in f.summary
     assert needle in f.explanation and "--force-reinstall" not in f.explanation
@@ -332,20 +389,29 @@ def _case35_facts(tmp_path: Path, torch_version=None, add_link=False, extra_env=
     version = torch_version or doc["torch.__version__"]
     cuda = re.search(r"\+cu(\d+)(\d)$", version)
     env = {"PATH": f"{py.rsplit('/', 1)[0]}:/usr/bin:/bin", **(extra_env or {})}
-    probe = probe_facts(py, torch_facts(version, f"{cuda.group(1)}.{cuda.group(2)}", cuda_available=True),
-                        python_version="3.10.14", env=env, is_conda=True,
-                        include_dir=f"{py.rsplit('/bin/', 1)[0]}/include/python3.10",
-                        toolchain=ToolchainFacts(True, "/x/Python.h", "/usr/bin/gcc", "/usr/bin/g++"),
-                        triton=TritonFacts(True, doc["triton"], True))
+    probe = probe_facts(
+        py,
+        torch_facts(version, f"{cuda.group(1)}.{cuda.group(2)}", cuda_available=True),
+        python_version="3.10.14",
+        env=env,
+        is_conda=True,
+        include_dir=f"{py.rsplit('/bin/', 1)[0]}/include/python3.10",
+        toolchain=ToolchainFacts(True, "/x/Python.h", "/usr/bin/gcc", "/usr/bin/g++"),
+        triton=TritonFacts(True, doc["triton"], True),
+    )
     tg = targets(target(probe))
     system = fake_system(tmp_path, env=env, runner=runner)
     ctx = CollectContext(system, CollectOptions(), {"targets": tg})
     loader = collect_loader(ctx)
     libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader}))
     driver = re.match(r"[\d.]+", doc["driver (nvidia-smi)"]).group(0)
-    return make_facts(targets=tg, loader=loader, cuda_libraries=libs, os=os_facts("ubuntu", "18.04", "bionic"),
-                      nvidia=nvidia_facts(driver, "12.1", [nvml_device(name=doc["torch.cuda.get_device_name(0)"],
-                                                                       cc="8.6")]))
+    return make_facts(
+        targets=tg,
+        loader=loader,
+        cuda_libraries=libs,
+        os=os_facts("ubuntu", "18.04", "bionic"),
+        nvidia=nvidia_facts(driver, "12.1", [nvml_device(name=doc["torch.cuda.get_device_name(0)"], cc="8.6")]),
+    )
 
 
 def test_case_35_no_64bit_unversioned_libcuda_for_triton(tmp_path, registry):
@@ -385,21 +451,42 @@ def test_rpath_of_the_executable_reaches_a_library_without_runpath(tmp_path):
     old_dir, wheel_dir, cus_dir, torch_dir = (tmp_path / d for d in ("env/lib", "wheel", "cusparse", "torch"))
     cl.nvjitlink(old_dir / "libnvJitLink.so.12", ("12_0", "12_1"))
     cl.nvjitlink(wheel_dir / "libnvJitLink.so.12", ("12_0", "12_1", "12_4"))
-    cus = cl.build_so(cus_dir / "libcusparse.so.12", "libcusparse.so.12",
-                      "int __nvJitLinkComplete_12_4(void);\nint cusparseCreate(void) "
-                      "{ return __nvJitLinkComplete_12_4(); }\n", link=[wheel_dir / "libnvJitLink.so.12"])
-    tc = cl.build_so(torch_dir / "libtorch_cuda.so", "libtorch_cuda.so",
-                     "int cusparseCreate(void);\nint torch_cuda_init(void) { return cusparseCreate(); }\n",
-                     link=[cus], runpath=[str(cus_dir), str(wheel_dir)])
+    cus = cl.build_so(
+        cus_dir / "libcusparse.so.12",
+        "libcusparse.so.12",
+        "int __nvJitLinkComplete_12_4(void);\nint cusparseCreate(void) { return __nvJitLinkComplete_12_4(); }\n",
+        link=[wheel_dir / "libnvJitLink.so.12"],
+    )
+    tc = cl.build_so(
+        torch_dir / "libtorch_cuda.so",
+        "libtorch_cuda.so",
+        "int cusparseCreate(void);\nint torch_cuda_init(void) { return cusparseCreate(); }\n",
+        link=[cus],
+        runpath=[str(cus_dir), str(wheel_dir)],
+    )
     app = tmp_path / "env/bin/app"
     app.parent.mkdir(parents=True)
     src = tmp_path / "app.c"
-    src.write_text("#include <unistd.h>\nint torch_cuda_init(void);\nint main(int c, char **v) { char b; "
-                   "if (c > 1) return torch_cuda_init(); if (write(1, \"ready\\n\", 6) != 6) return 9; "
-                   "return (int)read(0, &b, 1); }\n")
-    subprocess.run([cl.gcc(), "-o", str(app), str(src), f"-L{torch_dir}", "-l:libtorch_cuda.so", "-Wl,--no-as-needed",
-                    f"-Wl,-rpath,$ORIGIN/../lib:{torch_dir}", "-Wl,--disable-new-dtags", f"-Wl,-rpath-link,{wheel_dir}"],
-                   check=True)
+    src.write_text(
+        "#include <unistd.h>\nint torch_cuda_init(void);\nint main(int c, char **v) { char b; "
+        'if (c > 1) return torch_cuda_init(); if (write(1, "ready\\n", 6) != 6) return 9; '
+        "return (int)read(0, &b, 1); }\n"
+    )
+    subprocess.run(
+        [
+            cl.gcc(),
+            "-o",
+            str(app),
+            str(src),
+            f"-L{torch_dir}",
+            "-l:libtorch_cuda.so",
+            "-Wl,--no-as-needed",
+            f"-Wl,-rpath,$ORIGIN/../lib:{torch_dir}",
+            "-Wl,--disable-new-dtags",
+            f"-Wl,-rpath-link,{wheel_dir}",
+        ],
+        check=True,
+    )
     model = LoaderModel(Files(Path("/")), [], [], [], executable=str(app))
     resolutions = model.load([str(tc)])
     jit = next(r for r in resolutions if r.needed == "libnvJitLink.so.12")
@@ -413,6 +500,7 @@ def test_rpath_of_the_executable_reaches_a_library_without_runpath(tmp_path):
 def test_copy_version_from_exported_symbol_versions(tmp_path):
     """A toolkit copy without a versioned file name gets its version from its `_12_X` symbols."""
     from gpudoctor.collect.libraries import describe_copy
+
     lib = cl.nvjitlink(tmp_path / "tk/libnvJitLink.so.12", ("12_0", "12_1", "12_3"))
     c = describe_copy(Files(Path("/")), str(lib), "LD_LIBRARY_PATH", {}, symbols=True)
     assert (c.version, c.version_source, c.soname, c.elf_class) == ("12.3", "symbol versions", "libnvJitLink.so.12", 64)
@@ -422,10 +510,18 @@ def test_copy_version_from_exported_symbol_versions(tmp_path):
 def test_ld_so_cache_entries_of_another_architecture_are_skipped(tmp_path):
     """`libcuda.so.1 (libc6)` is the 32-bit copy: a 64-bit process never gets it from the cache."""
     from gpudoctor.facts.loader import LdconfigEntry
-    write_tree(tmp_path, {"/usr/lib/i386-linux-gnu/libcuda.so.1": elf_header(32),
-                          "/usr/lib/x86_64-linux-gnu/libcuda.so.1": elf_header(64)})
-    cache = [LdconfigEntry("libcuda.so.1", "libc6", "/usr/lib/i386-linux-gnu/libcuda.so.1"),
-             LdconfigEntry("libcuda.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")]
+
+    write_tree(
+        tmp_path,
+        {
+            "/usr/lib/i386-linux-gnu/libcuda.so.1": elf_header(32),
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1": elf_header(64),
+        },
+    )
+    cache = [
+        LdconfigEntry("libcuda.so.1", "libc6", "/usr/lib/i386-linux-gnu/libcuda.so.1"),
+        LdconfigEntry("libcuda.so.1", "libc6,x86-64", "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+    ]
     model = LoaderModel(Files(tmp_path), [], [], cache, default_dirs=())
     assert model.resolve("libcuda.so.1", None, arch=(64, "EM_X86_64")).path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
     assert model.resolve("libcuda.so.1", None, arch=(32, "EM_386")).path == "/usr/lib/i386-linux-gnu/libcuda.so.1"
@@ -437,22 +533,35 @@ def test_ld_so_cache_entries_of_another_architecture_are_skipped(tmp_path):
 
 @pytest.mark.parametrize("dxg", [True, False])
 def test_wsl_detected_from_dev_dxg_on_an_image_root(tmp_path, dxg):
-    tree = {"/etc/os-release": "ID=ubuntu\nVERSION_ID=\"22.04\"\n"}
+    tree = {"/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\n'}
     if dxg:
         tree["/dev/dxg"] = ""
     write_tree(tmp_path, tree)
     assert collect_os(CollectContext(fake_system(tmp_path), CollectOptions())).wsl is dxg
 
 
-@pytest.mark.parametrize("dists,status,needles", [
-    # torch-free: two frameworks from metadata only, different cuDNN majors
-    ({"onnxruntime_gpu": "1.19.2", "tensorflow": "2.16.1"}, "fail",
-     ["tensorflow 2.16.1 needs cuDNN 8", "onnxruntime-gpu 1.19.2 needs cuDNN 9", "`onnxruntime-gpu>=1.15,<1.18`"]),
-    ({"onnxruntime_gpu": "1.19.2", "tensorflow": "2.18.0"}, "ok", ["cuDNN 9"]),
-    ({"cupy_cuda11x": "13.3.0", "torch": "2.5.1+cu124"}, "fail", ["needs CUDA 11", "needs CUDA 12"]),
-    ({"paddlepaddle_gpu": "2.6.1.post120", "jax_cuda12_plugin": "0.4.35"}, "ok", ["paddlepaddle-gpu 2.6.1.post120 (CUDA 12)",
-                                                                             "jax-cuda12-plugin 0.4.35 (CUDA 12, cuDNN 9)"]),
-])
+@pytest.mark.parametrize(
+    "dists,status,needles",
+    [
+        # torch-free: two frameworks from metadata only, different cuDNN majors
+        (
+            {"onnxruntime_gpu": "1.19.2", "tensorflow": "2.16.1"},
+            "fail",
+            [
+                "tensorflow 2.16.1 needs cuDNN 8",
+                "onnxruntime-gpu 1.19.2 needs cuDNN 9",
+                "`onnxruntime-gpu>=1.15,<1.18`",
+            ],
+        ),
+        ({"onnxruntime_gpu": "1.19.2", "tensorflow": "2.18.0"}, "ok", ["cuDNN 9"]),
+        ({"cupy_cuda11x": "13.3.0", "torch": "2.5.1+cu124"}, "fail", ["needs CUDA 11", "needs CUDA 12"]),
+        (
+            {"paddlepaddle_gpu": "2.6.1.post120", "jax_cuda12_plugin": "0.4.35"},
+            "ok",
+            ["paddlepaddle-gpu 2.6.1.post120 (CUDA 12)", "jax-cuda12-plugin 0.4.35 (CUDA 12, cuDNN 9)"],
+        ),
+    ],
+)
 def test_frameworks_found_from_metadata_without_importing(tmp_path, registry, dists, status, needles):
     site = "/home/user/venv/lib/python3.11/site-packages"
     for dist, version in dists.items():
@@ -476,8 +585,9 @@ def test_a_cpu_torch_build_is_not_a_cuda_framework(tmp_path):
     cl.write_dist(tmp_path, site, "torch", "2.13.0+cpu")
     cl.write_dist(tmp_path, site, "cupy_cuda12x", "13.3.0")
     probe = probe_facts("/venv/bin/python", site_packages=(site,))
-    libs = collect_cuda_libraries(CollectContext(fake_system(tmp_path), CollectOptions(),
-                                                 {"targets": targets(target(probe))}))
+    libs = collect_cuda_libraries(
+        CollectContext(fake_system(tmp_path), CollectOptions(), {"targets": targets(target(probe))})
+    )
     assert [(f.name, f.cuda_major, f.cudnn_major) for f in libs.frameworks] == [("cupy", 12, 0)]
 
 
@@ -499,20 +609,27 @@ def test_case_05_kind_cudnn_module_before_torch_lib(tmp_path, registry, versione
             links[parts[-3]] = parts[-1]
         else:
             stem, _, ver = parts[-1].partition(".so.")
-            cl.build_so(r(f"{module_dir}/{parts[-1]}"), f"{stem}.so.{ver.split('.')[0]}",
-                        "int cudnn_v(void){return 8003;}\n")
+            cl.build_so(
+                r(f"{module_dir}/{parts[-1]}"), f"{stem}.so.{ver.split('.')[0]}", "int cudnn_v(void){return 8003;}\n"
+            )
     for name, link in links.items():
         r(f"{module_dir}/{name}").symlink_to(link)
     bundled = "libcudnn.so.8.3.2" if versioned_file else "libcudnn.so.8"
     cl.build_so(r(f"{torch_lib}/{bundled}"), "libcudnn.so.8", "int cudnn_v(void){return 8302;}\n")
     if versioned_file:
         r(f"{torch_lib}/libcudnn.so.8").symlink_to(bundled)
-    cl.build_so(r(f"{torch_lib}/libtorch_cuda.so"), "libtorch_cuda.so", "int cudnn_v(void);int t(void){return cudnn_v();}\n",
-                link=[r(f"{torch_lib}/libcudnn.so.8")], runpath=["$ORIGIN"])
+    cl.build_so(
+        r(f"{torch_lib}/libtorch_cuda.so"),
+        "libtorch_cuda.so",
+        "int cudnn_v(void);int t(void){return cudnn_v();}\n",
+        link=[r(f"{torch_lib}/libcudnn.so.8")],
+        runpath=["$ORIGIN"],
+    )
     site = torch_lib.rsplit("/torch/lib", 1)[0]
     cl.write_dist(tmp_path, site, "torch", "1.12.0+cu113")
-    probe = probe_facts(f"{env['CONDA_PREFIX']}/bin/python", torch_facts("1.12.0+cu113", "11.3"), env=env,
-                        site_packages=(site,))
+    probe = probe_facts(
+        f"{env['CONDA_PREFIX']}/bin/python", torch_facts("1.12.0+cu113", "11.3"), env=env, site_packages=(site,)
+    )
     tg = targets(target(probe))
     libs = collect_cuda_libraries(CollectContext(fake_system(tmp_path, env=env), CollectOptions(), {"targets": tg}))
     f = run(make_facts(targets=tg, cuda_libraries=libs), registry, "cuda.libraries")["cuda.libraries"]

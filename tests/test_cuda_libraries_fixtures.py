@@ -37,57 +37,143 @@ from gpudoctor.testing import (
 
 HERE = Path(__file__).resolve().parent / "fixtures" / "facts" / "libraries"
 SITE = "/home/user/venv/lib/python3.11/site-packages"
-CHECKS = ("cuda.libraries", "cuda.frameworks", "cuda.wsl", "torch.compile", "cuda.available", "cuda.libcuda",
-          "cudnn.load", "torch.install")
+CHECKS = (
+    "cuda.libraries",
+    "cuda.frameworks",
+    "cuda.wsl",
+    "torch.compile",
+    "cuda.available",
+    "cuda.libcuda",
+    "cudnn.load",
+    "torch.install",
+)
 
 #: fixture -> {check: (status, [needles in summary + explanation], [texts that must NOT appear])}
 EXPECTED = {
-    "libs-nvjitlink-shadow": {"cuda.libraries": ("fail", [
-        "/usr/local/cuda-12.2/lib64 (LD_LIBRARY_PATH entry 1) shadows libnvJitLink.so.12", "12.2.140", "12.4.127",
-        "__nvJitLinkComplete_12_4", "unset LD_LIBRARY_PATH",
-        f"export LD_LIBRARY_PATH={SITE}/nvidia/nvjitlink/lib:$LD_LIBRARY_PATH"], ["--force-reinstall"])},
+    "libs-nvjitlink-shadow": {
+        "cuda.libraries": (
+            "fail",
+            [
+                "/usr/local/cuda-12.2/lib64 (LD_LIBRARY_PATH entry 1) shadows libnvJitLink.so.12",
+                "12.2.140",
+                "12.4.127",
+                "__nvJitLinkComplete_12_4",
+                "unset LD_LIBRARY_PATH",
+                f"export LD_LIBRARY_PATH={SITE}/nvidia/nvjitlink/lib:$LD_LIBRARY_PATH",
+            ],
+            ["--force-reinstall"],
+        )
+    },
     "libs-nvjitlink-ok": {"cuda.libraries": ("ok", ["2 CUDA libraries resolve"], [])},
-    "libs-nccl-system-older": {"cuda.libraries": ("warn", [
-        "older libnccl.so.2 (2.18.3, /usr/lib/x86_64-linux-gnu/libnccl.so.2)", "2.21.5",
-        f"{SITE}/nvidia/nccl/lib"], [])},
+    "libs-nccl-system-older": {
+        "cuda.libraries": (
+            "warn",
+            [
+                "older libnccl.so.2 (2.18.3, /usr/lib/x86_64-linux-gnu/libnccl.so.2)",
+                "2.21.5",
+                f"{SITE}/nvidia/nccl/lib",
+            ],
+            [],
+        )
+    },
     "libs-nccl-system-same": {"cuda.libraries": ("ok", [], [])},
     "libs-cublaslt-not-found": {"cuda.libraries": ("fail", ["libcublasLt.so.12", "found nowhere"], [])},
     "libs-cudnn-shadow-no-torch": {
-        "cuda.libraries": ("fail", ["/opt/apps/cudnn/9.0.0/lib (LD_LIBRARY_PATH entry 1) shadows libcudnn.so.9",
-                                    "9.0.0", "9.1.0.70", "Reinstalling onnxruntime-gpu does not help",
-                                    "unset LD_LIBRARY_PATH"], ["--force-reinstall"]),
-        "cudnn.load": ("skip", [], [])},
-    "libs-cudnn-ok-no-torch": {"cuda.libraries": ("ok", [], []),
-                               "torch.install": ("info", ["it uses onnxruntime-gpu 1.19.2"], []),
-                               "cuda.frameworks": ("ok", ["onnxruntime-gpu 1.19.2 (CUDA 12, cuDNN 9)"], [])},
-    "frameworks-ort-cudnn-missing": {"cuda.frameworks": ("fail", [
-        "onnxruntime-gpu 1.19.2: libonnxruntime_providers_cuda.so does not load",
-        "libcudnn.so.9: cannot open shared object file",
-        '/home/user/venv/bin/python -m pip install "nvidia-cudnn-cu12==9.*"'], ["--force-reinstall"])},
+        "cuda.libraries": (
+            "fail",
+            [
+                "/opt/apps/cudnn/9.0.0/lib (LD_LIBRARY_PATH entry 1) shadows libcudnn.so.9",
+                "9.0.0",
+                "9.1.0.70",
+                "Reinstalling onnxruntime-gpu does not help",
+                "unset LD_LIBRARY_PATH",
+            ],
+            ["--force-reinstall"],
+        ),
+        "cudnn.load": ("skip", [], []),
+    },
+    "libs-cudnn-ok-no-torch": {
+        "cuda.libraries": ("ok", [], []),
+        "torch.install": ("info", ["it uses onnxruntime-gpu 1.19.2"], []),
+        "cuda.frameworks": ("ok", ["onnxruntime-gpu 1.19.2 (CUDA 12, cuDNN 9)"], []),
+    },
+    "frameworks-ort-cudnn-missing": {
+        "cuda.frameworks": (
+            "fail",
+            [
+                "onnxruntime-gpu 1.19.2: libonnxruntime_providers_cuda.so does not load",
+                "libcudnn.so.9: cannot open shared object file",
+                '/home/user/venv/bin/python -m pip install "nvidia-cudnn-cu12==9.*"',
+            ],
+            ["--force-reinstall"],
+        )
+    },
     "frameworks-ct2-libcuda-missing-wsl": {
-        "cuda.frameworks": ("fail", ["libcuda.so.1: cannot open", "NVIDIA **driver**", "export LD_LIBRARY_PATH="
-                                     "/usr/lib/wsl/lib:$LD_LIBRARY_PATH"], ["nvidia-cudnn", "pip install"]),
+        "cuda.frameworks": (
+            "fail",
+            [
+                "libcuda.so.1: cannot open",
+                "NVIDIA **driver**",
+                "export LD_LIBRARY_PATH=/usr/lib/wsl/lib:$LD_LIBRARY_PATH",
+            ],
+            ["nvidia-cudnn", "pip install"],
+        ),
         "cuda.wsl": ("fail", ["libcuda.so.1", "not resolvable"], []),
-        "cuda.available": ("skip", ["torch is not installed", "ctranslate2 4.3.1"], ["no NVIDIA GPU"])},
-    "frameworks-cudnn-conflict": {"cuda.frameworks": ("fail", [
-        "torch 2.5.1+cu124 needs cuDNN 9 but tensorflow 2.16.1 needs cuDNN 8", "`tensorflow>=2.18`",
-        "own virtual environment"], [])},
-    "frameworks-agree": {"cuda.frameworks": ("ok", ["torch 2.5.1+cu124 (CUDA 12, cuDNN 9)",
-                                                    "onnxruntime-gpu 1.19.2 (CUDA 12, cuDNN 9)"], [])},
+        "cuda.available": ("skip", ["torch is not installed", "ctranslate2 4.3.1"], ["no NVIDIA GPU"]),
+    },
+    "frameworks-cudnn-conflict": {
+        "cuda.frameworks": (
+            "fail",
+            [
+                "torch 2.5.1+cu124 needs cuDNN 9 but tensorflow 2.16.1 needs cuDNN 8",
+                "`tensorflow>=2.18`",
+                "own virtual environment",
+            ],
+            [],
+        )
+    },
+    "frameworks-agree": {
+        "cuda.frameworks": (
+            "ok",
+            ["torch 2.5.1+cu124 (CUDA 12, cuDNN 9)", "onnxruntime-gpu 1.19.2 (CUDA 12, cuDNN 9)"],
+            [],
+        )
+    },
     "wsl-libcuda-unresolvable": {
-        "cuda.wsl": ("fail", ["libcuda.so.1 and libcuda.so", "not resolvable", "ld.wsl.conf", "sudo ldconfig",
-                              "Do not install a Linux NVIDIA driver inside WSL"], []),
+        "cuda.wsl": (
+            "fail",
+            [
+                "libcuda.so.1 and libcuda.so",
+                "not resolvable",
+                "ld.wsl.conf",
+                "sudo ldconfig",
+                "Do not install a Linux NVIDIA driver inside WSL",
+            ],
+            [],
+        ),
         "cuda.available": ("fail", [], ["no NVIDIA GPU"]),
-        "cuda.libcuda": ("fail", ["/usr/lib/wsl/lib"], [])},
-    "wsl-nvml-driver-ok": {"cuda.libcuda": ("ok", ["/usr/lib/wsl/lib/libcuda.so.1.1"], []),
-                           "cuda.wsl": ("ok", [], [])},
-    "wsl-linux-driver-inside": {"cuda.wsl": ("fail", [
-        "libcuda.so.1 resolves to /usr/lib/x86_64-linux-gnu/libcuda.so.1, not the Windows driver's copy",
-        "apt-get remove --purge", "Never install a Linux driver inside WSL"], [])},
+        "cuda.libcuda": ("fail", ["/usr/lib/wsl/lib"], []),
+    },
+    "wsl-nvml-driver-ok": {"cuda.libcuda": ("ok", ["/usr/lib/wsl/lib/libcuda.so.1.1"], []), "cuda.wsl": ("ok", [], [])},
+    "wsl-linux-driver-inside": {
+        "cuda.wsl": (
+            "fail",
+            [
+                "libcuda.so.1 resolves to /usr/lib/x86_64-linux-gnu/libcuda.so.1, not the Windows driver's copy",
+                "apt-get remove --purge",
+                "Never install a Linux driver inside WSL",
+            ],
+            [],
+        )
+    },
     "wsl-libcuda-ok": {"cuda.wsl": ("ok", ["/usr/lib/wsl/lib"], []), "cuda.libcuda": ("ok", [], [])},
-    "compile-no-64bit-libcuda-link": {"torch.compile": ("fail", [
-        "no 64-bit libcuda.so", "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so && sudo ldconfig"],
-        [])},
+    "compile-no-64bit-libcuda-link": {
+        "torch.compile": (
+            "fail",
+            ["no 64-bit libcuda.so", "sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so && sudo ldconfig"],
+            [],
+        )
+    },
     "compile-libcuda-link-ok": {"torch.compile": ("info", [], [])},
 }
 
@@ -133,12 +219,14 @@ def test_fixture_verdicts(name, registry):
             assert bad not in text, f"{check}: {bad!r} must not appear in:\n{text}"
 
 
-@pytest.mark.parametrize("name", [n for n, e in EXPECTED.items()
-                                  if all(s in ("ok", "info", "skip") for s, _n, _x in e.values())])
+@pytest.mark.parametrize(
+    "name", [n for n, e in EXPECTED.items() if all(s in ("ok", "info", "skip") for s, _n, _x in e.values())]
+)
 def test_healthy_twins_fail_nowhere(name, registry):
     found = run(load(name), registry)
-    assert not [c for c, f in found.items() if f.status in (Status.FAIL, Status.ERROR)], \
-        {c: f.summary for c, f in found.items() if f.status in (Status.FAIL, Status.ERROR)}
+    assert not [c for c, f in found.items() if f.status in (Status.FAIL, Status.ERROR)], {
+        c: f.summary for c, f in found.items() if f.status in (Status.FAIL, Status.ERROR)
+    }
 
 
 def test_snapshots_without_the_new_domain_still_load(registry):
@@ -170,14 +258,20 @@ def test_real_dlopen_of_a_torch_free_frameworks_provider_reports_missing_cudnn(t
     site = tmp_path / "site"
     dep = tmp_path / "dep"
     cl.build_so(dep / "libcudnn.so.9", "libcudnn.so.9", "int cudnnCreate(void){return 0;}\n")
-    cl.build_so(site / "onnxruntime/capi/libonnxruntime_providers_cuda.so", "libonnxruntime_providers_cuda.so",
-                "int cudnnCreate(void); int provider(void){return cudnnCreate();}\n", link=[dep / "libcudnn.so.9"])
-    (dep / "libcudnn.so.9").unlink()                     # the cuDNN wheel is not installed
+    cl.build_so(
+        site / "onnxruntime/capi/libonnxruntime_providers_cuda.so",
+        "libonnxruntime_providers_cuda.so",
+        "int cudnnCreate(void); int provider(void){return cudnnCreate();}\n",
+        link=[dep / "libcudnn.so.9"],
+    )
+    (dep / "libcudnn.so.9").unlink()  # the cuDNN wheel is not installed
     cl.write_dist(Path("/"), str(site), "onnxruntime_gpu", "1.19.2")
-    code = ("import importlib.util, json, sys\n"
-            f"spec = importlib.util.spec_from_file_location('p', {str(PROBE_SCRIPT)!r})\n"
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-            "print(json.dumps(m.framework_load_test()))\n")
+    code = (
+        "import importlib.util, json, sys\n"
+        f"spec = importlib.util.spec_from_file_location('p', {str(PROBE_SCRIPT)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(json.dumps(m.framework_load_test()))\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("LD_LIBRARY_PATH", None)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
@@ -188,8 +282,12 @@ def test_real_dlopen_of_a_torch_free_frameworks_provider_reports_missing_cudnn(t
     assert "libcudnn.so.9: cannot open shared object file" in ort["loads"][0]["error"]
     loads = tuple(from_jsonable(FrameworkLoad, r) for r in records.values())
     probe = probe_facts(torch=torch_facts(installed=False), frameworks=loads, site_packages=(str(site),))
-    facts = make_facts(targets=targets(target(probe)), os=os_facts("ubuntu", "22.04", "jammy"),
-                       nvidia=nvidia_facts(devices=[nvml_device()]), cuda_libraries=CudaLibrariesFacts())
+    facts = make_facts(
+        targets=targets(target(probe)),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        cuda_libraries=CudaLibrariesFacts(),
+    )
     f = run(facts, registry, ("cuda.frameworks",))["cuda.frameworks"]
     assert f.status == Status.FAIL and "libcudnn.so.9: cannot open" in f.summary
     assert 'pip install "nvidia-cudnn-cu12==9.*"' in f.explanation
@@ -211,11 +309,20 @@ def test_torch_free_cudnn_diagnosis_with_the_real_loader(tmp_path, registry, dri
     drv = tmp_path / "wsl"
     cl.build_so(drv / "libcuda.so", "libcuda.so", "int cuInit(unsigned f){return 0;}\n")
     cl.build_so(lib / "libcudnn.so.8", "libcudnn.so.8", "unsigned long cudnnGetVersion(void){return 8907;}\n")
-    for name in ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_adv_infer.so.8",
-                 "libcudnn_adv_train.so.8", "libcudnn_cnn_train.so.8"):
+    for name in (
+        "libcudnn_ops_infer.so.8",
+        "libcudnn_ops_train.so.8",
+        "libcudnn_adv_infer.so.8",
+        "libcudnn_adv_train.so.8",
+        "libcudnn_cnn_train.so.8",
+    ):
         cl.build_so(lib / name, name, "int f(void){return 0;}\n")
-    cl.build_so(lib / "libcudnn_cnn_infer.so.8", "libcudnn_cnn_infer.so.8",
-                "int cuInit(unsigned f); int g(void){return cuInit(0);}\n", link=[drv / "libcuda.so"])
+    cl.build_so(
+        lib / "libcudnn_cnn_infer.so.8",
+        "libcudnn_cnn_infer.so.8",
+        "int cuInit(unsigned f); int g(void){return cuInit(0);}\n",
+        link=[drv / "libcuda.so"],
+    )
     cl.write_dist(Path("/"), str(site), "nvidia_cudnn_cu11", "8.9.7.29")
     env = {k: val for k, val in os.environ.items() if k != "LD_LIBRARY_PATH"}
     env["PYTHONPATH"] = str(site)
@@ -223,17 +330,23 @@ def test_torch_free_cudnn_diagnosis_with_the_real_loader(tmp_path, registry, dri
         env["LD_LIBRARY_PATH"] = str(drv)
     else:
         (drv / "libcuda.so").unlink()
-    code = ("import importlib.util, json\n"
-            f"spec = importlib.util.spec_from_file_location('p', {str(PROBE_SCRIPT)!r})\n"
-            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
-            "print(json.dumps(m.probe_cudnn({'installed': False}, None, [])))\n")
+    code = (
+        "import importlib.util, json\n"
+        f"spec = importlib.util.spec_from_file_location('p', {str(PROBE_SCRIPT)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "print(json.dumps(m.probe_cudnn({'installed': False}, None, [])))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     from gpudoctor.facts.targets import CudnnProbe
+
     cudnn = from_jsonable(CudnnProbe, json.loads(out.stdout.strip().splitlines()[-1]))
     assert cudnn.applicable and cudnn.expected_major == 8 and cudnn.runtime_version == 8907
     probe = probe_facts(torch=torch_facts(installed=False), cudnn=cudnn, env={"PATH": "/usr/bin"})
-    facts = make_facts(targets=targets(target(probe)), nvidia=nvidia_facts(devices=[nvml_device()]),
-                       os=os_facts("ubuntu", "22.04", "jammy", wsl=True))
+    facts = make_facts(
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        os=os_facts("ubuntu", "22.04", "jammy", wsl=True),
+    )
     f = run(facts, registry, ("cudnn.load",))["cudnn.load"]
     if driver_present:
         assert f.status == Status.OK and "cuDNN 8.9.7" in f.summary and "all 6 sub-libraries" in f.summary

@@ -32,7 +32,7 @@ from gpudoctor.testing import (
     write_tree,
 )
 
-MIB, GIB = 1024 ** 2, 1024 ** 3
+MIB, GIB = 1024**2, 1024**3
 CASES = Path(__file__).parent / "fixtures" / "cases"
 
 
@@ -47,11 +47,18 @@ def one(check, facts):
 
 
 def probe(batch_bytes, workers=4, prefetch=2):
-    return DataLoaderProbeFacts(batch_bytes=batch_bytes, num_workers=workers, prefetch_factor=prefetch,
-                                batch_size=64, python="/venv/bin/python", measured_at="2026-01-01T00:00:00Z")
+    return DataLoaderProbeFacts(
+        batch_bytes=batch_bytes,
+        num_workers=workers,
+        prefetch_factor=prefetch,
+        batch_size=64,
+        python="/venv/bin/python",
+        measured_at="2026-01-01T00:00:00Z",
+    )
 
 
 # --------------------------------------------------------------------------- dataloader.shm from facts
+
 
 def test_shm_default_estimate_fails_at_docker_64m_and_names_every_remedy():
     f = one(SHM_CHECK, make_facts(shm=shm_facts(64 * MIB), os=os_facts(in_container=True, kind="docker")))
@@ -86,8 +93,7 @@ def test_shm_measured_batch_replaces_the_default():
 
 
 def test_shm_fails_below_one_measured_batch():
-    f = one(SHM_CHECK, make_facts(shm=shm_facts(100 * MIB), dataloader_probe=probe(120 * MIB, workers=0,
-                                                                                   prefetch=0)))
+    f = one(SHM_CHECK, make_facts(shm=shm_facts(100 * MIB), dataloader_probe=probe(120 * MIB, workers=0, prefetch=0)))
     assert f.status is Status.FAIL
 
 
@@ -110,8 +116,11 @@ def test_shm_skips_without_facts():
 
 def test_shm_nccl_share_fails_even_when_the_loader_would_fit():
     # measured loader need 4 x 2 x 1 MiB = 8 MiB fits in 512 MiB, but NCCL with 8 GPUs needs 8*7*2*10 MiB
-    facts = make_facts(shm=shm_facts(512 * MIB), dataloader_probe=probe(1 * MIB),
-                       nvidia=nvidia_facts(devices=[nvml_device(i) for i in range(8)]))
+    facts = make_facts(
+        shm=shm_facts(512 * MIB),
+        dataloader_probe=probe(1 * MIB),
+        nvidia=nvidia_facts(devices=[nvml_device(i) for i in range(8)]),
+    )
     f = one(SHM_CHECK, facts)
     assert f.status is Status.FAIL
     assert "NCCL" in f.summary and "NCCL_SHM_DISABLE=1" in f.explanation
@@ -129,26 +138,34 @@ def test_suggested_size_scales_with_need():
 
 # --------------------------------------------------------------------------- cases 23 and 28 through a fake root
 
+
 def df_to_mounts(df_text: str) -> str:
     """A /proc/mounts line for the /dev/shm of a `df -h /dev/shm` output (64M -> size=65536k)."""
     line = [ln for ln in df_text.splitlines() if ln.rstrip().endswith("/dev/shm") and not ln.startswith("$")][0]
     size = line.split()[1]
     number, unit = re.fullmatch(r"([\d.]+)([KMG])", size).groups()
-    kib = int(float(number) * {"K": 1, "M": 1024, "G": 1024 ** 2}[unit])
+    kib = int(float(number) * {"K": 1, "M": 1024, "G": 1024**2}[unit])
     return f"shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,size={kib}k 0 0\n"
 
 
 def case_facts(tmp_path, case: str, gpus: int) -> Facts:
     folder = CASES / case
-    root = write_tree(tmp_path / "root", {
-        "/proc/mounts": "overlay / overlay rw 0 0\n" + df_to_mounts((folder / "df-dev-shm.txt").read_text()),
-        "/.dockerenv": "",
-        "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\nPRETTY_NAME="Ubuntu 22.04"\n',
-    })
+    root = write_tree(
+        tmp_path / "root",
+        {
+            "/proc/mounts": "overlay / overlay rw 0 0\n" + df_to_mounts((folder / "df-dev-shm.txt").read_text()),
+            "/.dockerenv": "",
+            "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\nPRETTY_NAME="Ubuntu 22.04"\n',
+        },
+    )
     (root / "dev" / "shm").mkdir(parents=True)
     c = ctx(root)
-    return make_facts(shm=collect_shm(c), os=collect_os(c), dataloader_probe=collect_dataloader_probe(c),
-                      nvidia=nvidia_facts(devices=[nvml_device(i) for i in range(gpus)]))
+    return make_facts(
+        shm=collect_shm(c),
+        os=collect_os(c),
+        dataloader_probe=collect_dataloader_probe(c),
+        nvidia=nvidia_facts(devices=[nvml_device(i) for i in range(gpus)]),
+    )
 
 
 def test_case_23_docker_64m_bus_error(tmp_path):
@@ -176,9 +193,21 @@ def test_case_28_nccl_four_gpus_64m(tmp_path):
 
 
 def test_saved_probe_result_is_read_from_the_root_home(tmp_path):
-    root = write_tree(tmp_path, {"/home/user/.cache/gpudoctor/dataloader-probe.json": json.dumps(
-        {"batch_bytes": 300 * MIB, "num_workers": 6, "prefetch_factor": 2, "batch_size": 128,
-         "python": "/venv/bin/python", "measured_at": "2026-01-01T00:00:00Z"})})
+    root = write_tree(
+        tmp_path,
+        {
+            "/home/user/.cache/gpudoctor/dataloader-probe.json": json.dumps(
+                {
+                    "batch_bytes": 300 * MIB,
+                    "num_workers": 6,
+                    "prefetch_factor": 2,
+                    "batch_size": 128,
+                    "python": "/venv/bin/python",
+                    "measured_at": "2026-01-01T00:00:00Z",
+                }
+            )
+        },
+    )
     p = collect_dataloader_probe(ctx(root))
     assert isinstance(p, DataLoaderProbeFacts) and p.batch_bytes == 300 * MIB and p.num_workers == 6
     f = one(SHM_CHECK, make_facts(shm=shm_facts(2 * GIB), dataloader_probe=p))
@@ -193,9 +222,15 @@ CPUINFO_8 = "".join(f"processor\t: {i}\nmodel name\t: Example CPU @ 3.0GHz\n\n" 
 
 
 def test_cpu_quota_case_cgroup_v2(tmp_path):
-    root = write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO_8, "/proc/self/cgroup": "0::/\n",
-                                 "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
-                                 "/sys/fs/cgroup/cpu.max": "400000 100000\n"})
+    root = write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO_8,
+            "/proc/self/cgroup": "0::/\n",
+            "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids\n",
+            "/sys/fs/cgroup/cpu.max": "400000 100000\n",
+        },
+    )
     cpu = collect_cpu(ctx(root))
     assert cpu.logical_cpus == 8 and cpu.quota.cpus == 4.0 and cpu.cgroup_version == 2
     assert usable_count(cpu) == 4
@@ -208,9 +243,14 @@ def test_cpu_quota_case_cgroup_v2(tmp_path):
 
 
 def test_cpu_quota_case_cgroup_v1(tmp_path):
-    root = write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO_8,
-                                 "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "400000\n",
-                                 "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"})
+    root = write_tree(
+        tmp_path,
+        {
+            "/proc/cpuinfo": CPUINFO_8,
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "400000\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    )
     cpu = collect_cpu(ctx(root))
     assert cpu.cgroup_version == 1 and usable_count(cpu) == 4
     f = one(CPU_CHECK, make_facts(cpu=cpu))
@@ -218,10 +258,16 @@ def test_cpu_quota_case_cgroup_v1(tmp_path):
     assert "cpu.cfs_quota_us" in f.explanation
 
 
-@pytest.mark.parametrize("files", [
-    {"/sys/fs/cgroup/cgroup.controllers": "cpu\n", "/sys/fs/cgroup/cpu.max": "max 100000\n"},
-    {"/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n", "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n"},
-])
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"/sys/fs/cgroup/cgroup.controllers": "cpu\n", "/sys/fs/cgroup/cpu.max": "max 100000\n"},
+        {
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us": "-1\n",
+            "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us": "100000\n",
+        },
+    ],
+)
 def test_cpu_unlimited_quota_is_ok(tmp_path, files):
     root = write_tree(tmp_path, {"/proc/cpuinfo": CPUINFO_8, **files})
     cpu = collect_cpu(ctx(root))

@@ -81,20 +81,39 @@ def project(tmp_path):
 
 def run_cli(args, cwd, home, timeout=120):
     env = dict(os.environ, HOME=str(home), XDG_CACHE_HOME=str(Path(home) / ".xdg-cache"))
-    return subprocess.run(GPUDOCTOR + list(args), cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(GPUDOCTOR + list(args), cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 # --------------------------------------------------------------------------- the CLI, for real
+
 
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory):
     """One real adaptive search on a CPU-heavy synthetic dataset (budget 12 s)."""
     home = tmp_path_factory.mktemp("probe-home")
     started = time.monotonic()
-    proc = run_cli(["probe", "dataloader", "--synthetic", "image", "--cost-ms", "2", "--image-size", "32",
-                    "--batch-size", "8", "--step-ms", "20", "--budget-s", "12", "--format", "json"],
-                   cwd=home, home=home)
+    proc = run_cli(
+        [
+            "probe",
+            "dataloader",
+            "--synthetic",
+            "image",
+            "--cost-ms",
+            "2",
+            "--image-size",
+            "32",
+            "--batch-size",
+            "8",
+            "--step-ms",
+            "20",
+            "--budget-s",
+            "12",
+            "--format",
+            "json",
+        ],
+        cwd=home,
+        home=home,
+    )
     wall = time.monotonic() - started
     return proc, wall, home
 
@@ -112,14 +131,18 @@ def test_synthetic_stall_is_measured_and_removed(synthetic_run):
     assert base["stall_fraction"] > 0.4
     rec = doc["results"][doc["recommended"]]
     assert rec["config"]["num_workers"] >= 1
-    table = [(r["config"]["num_workers"], r["config"]["prefetch_factor"], r["samples_per_s"], r["stall_fraction"])
-             for r in doc["results"]]
+    table = [
+        (r["config"]["num_workers"], r["config"]["prefetch_factor"], r["samples_per_s"], r["stall_fraction"])
+        for r in doc["results"]
+    ]
     assert rec["stall_fraction"] < 0.5 * base["stall_fraction"], table
     assert rec["samples_per_s"] > base["samples_per_s"]
     assert doc["kwargs"]["num_workers"] == rec["config"]["num_workers"]
     assert doc["kwargs"]["persistent_workers"] is True  # the adaptive search measured the persistent variant
     assert doc["call"].startswith(f"DataLoader(dataset, batch_size=8, num_workers={rec['config']['num_workers']}")
-    assert doc["cpus"]["usable"] >= 1 and max(r["config"]["num_workers"] for r in doc["results"]) <= doc["cpus"]["usable"]
+    assert (
+        doc["cpus"]["usable"] >= 1 and max(r["config"]["num_workers"] for r in doc["results"]) <= doc["cpus"]["usable"]
+    )
     assert doc["limits"] and doc["limits"][0]["kind"] in ("step-bound", "cpu-bound", "io-bound", "more-workers")
 
 
@@ -152,6 +175,7 @@ def test_console_output_has_table_call_and_limits(synthetic_run):
     from rich.console import Console
 
     from gpudoctor.cli.probe import render_console
+
     doc = json.loads(synthetic_run[0].stdout)
     console = Console(record=True, width=140, no_color=True)
     render_console(doc, console)
@@ -163,8 +187,22 @@ def test_console_output_has_table_call_and_limits(synthetic_run):
 
 @pytest.mark.slow
 def test_dataset_raising_in_getitem_is_a_clear_finding(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:broken", "--batch-size", "4",
-                    "--step-ms", "1", "--budget-s", "8"], cwd=project, home=project)
+    proc = run_cli(
+        [
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:broken",
+            "--batch-size",
+            "4",
+            "--step-ms",
+            "1",
+            "--budget-s",
+            "8",
+        ],
+        cwd=project,
+        home=project,
+    )
     assert proc.returncode == 1
     assert "Traceback" not in proc.stdout + proc.stderr
     assert "FAIL the dataset raised while loading a sample: ValueError: corrupt sample 3" in proc.stdout
@@ -174,8 +212,26 @@ def test_dataset_raising_in_getitem_is_a_clear_finding(project):
 
 @pytest.mark.slow
 def test_worker_killed_by_signal_is_a_clear_finding(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:dies", "--batch-size", "4", "--step-ms", "1",
-                    "--budget-s", "8", "--config-s", "0.3", "--format", "json"], cwd=project, home=project)
+    proc = run_cli(
+        [
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:dies",
+            "--batch-size",
+            "4",
+            "--step-ms",
+            "1",
+            "--budget-s",
+            "8",
+            "--config-s",
+            "0.3",
+            "--format",
+            "json",
+        ],
+        cwd=project,
+        home=project,
+    )
     assert proc.returncode == 1
     doc = json.loads(proc.stdout)
     assert doc["error"]["kind"] == "worker-killed"
@@ -187,19 +243,23 @@ def test_worker_killed_by_signal_is_a_clear_finding(project):
 
 @pytest.mark.slow
 def test_missing_factory_is_a_one_line_error(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:nope", "--budget-s", "5"], cwd=project,
-                   home=project)
+    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:nope", "--budget-s", "5"], cwd=project, home=project)
     assert proc.returncode == 2
     assert proc.stderr.strip() == "gpudoctor: error: --dataset userdata:nope: module userdata has no attribute 'nope'"
-    proc = run_cli(["probe", "dataloader", "--dataset", "no_such_module:make", "--budget-s", "5"], cwd=project,
-                   home=project)
+    proc = run_cli(
+        ["probe", "dataloader", "--dataset", "no_such_module:make", "--budget-s", "5"], cwd=project, home=project
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "cannot import no_such_module" in proc.stderr
 
 
 def test_bad_options_are_usage_errors(project):
-    for args in (["--synthetic", "image", "--dataset", "a:b"], [], ["--dataset", "not-a-spec"],
-                 ["--synthetic", "image", "--step-ms", "5", "--model", "m:f"]):
+    for args in (
+        ["--synthetic", "image", "--dataset", "a:b"],
+        [],
+        ["--dataset", "not-a-spec"],
+        ["--synthetic", "image", "--step-ms", "5", "--model", "m:f"],
+    ):
         proc = run_cli(["probe", "dataloader", *args], cwd=project, home=project, timeout=60)
         assert proc.returncode == 2, args
         assert proc.stderr.startswith("gpudoctor: error: ") and "Traceback" not in proc.stderr
@@ -217,9 +277,25 @@ def test_target_without_torch_is_a_one_line_error(tmp_path):
 
 @pytest.mark.slow
 def test_dataloader_factory_reuses_its_dataset_and_batch_size_with_a_real_model_step(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--model", "userdata:model",
-                    "--budget-s", "6", "--max-workers", "1", "--format", "json", "--no-save"],
-                   cwd=project, home=project)
+    proc = run_cli(
+        [
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:heavy_loader",
+            "--model",
+            "userdata:model",
+            "--budget-s",
+            "6",
+            "--max-workers",
+            "1",
+            "--format",
+            "json",
+            "--no-save",
+        ],
+        cwd=project,
+        home=project,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["batch_size"] == 8
@@ -231,12 +307,14 @@ def test_dataloader_factory_reuses_its_dataset_and_batch_size_with_a_real_model_
 
 # --------------------------------------------------------------------------- the Python API, in this process
 
+
 class Cheap:
     def __len__(self):
         return 10000
 
     def __getitem__(self, i):
         import torch
+
         return torch.zeros(16)
 
 
@@ -252,8 +330,10 @@ def test_recommend_api_returns_usable_kwargs():
     from torch.utils.data import DataLoader
 
     from gpudoctor.dataloader import recommend
-    rec = recommend(impl.SyntheticImages(size=16, cost_ms=2.0), batch_size=4, step=8.0, budget_s=4.0,
-                    max_workers=1, cuda=False)
+
+    rec = recommend(
+        impl.SyntheticImages(size=16, cost_ms=2.0), batch_size=4, step=8.0, budget_s=4.0, max_workers=1, cuda=False
+    )
     assert rec.elapsed_s <= 4.0 + 1.0
     assert set(rec.kwargs) >= {"num_workers", "pin_memory"}
     loader = DataLoader(impl.SyntheticImages(size=16, cost_ms=0), batch_size=4, **rec.kwargs)
@@ -265,6 +345,7 @@ def test_recommend_api_returns_usable_kwargs():
 
 def test_recommend_api_raises_a_clear_error_for_a_broken_dataset():
     from gpudoctor.dataloader import DataLoaderProbeError, recommend
+
     with pytest.raises(DataLoaderProbeError) as info:
         recommend(RaisesAt5(), batch_size=4, step=0.0, budget_s=3.0, max_workers=0, cuda=False)
     assert info.value.kind == "dataset"
@@ -280,8 +361,16 @@ def test_empty_dataset_is_a_clear_error():
 
 @pytest.mark.slow
 def test_exhaustive_budget_is_respected_and_marked():
-    doc = impl.search(Cheap(), 8, impl.sleep_step(5), budget_s=2.0, exhaustive=True, config_s=0.5,
-                      max_workers=2, cpus={"logical": 2, "affinity": 2, "quota_cpus": None, "usable": 2})
+    doc = impl.search(
+        Cheap(),
+        8,
+        impl.sleep_step(5),
+        budget_s=2.0,
+        exhaustive=True,
+        config_s=0.5,
+        max_workers=2,
+        cpus={"logical": 2, "affinity": 2, "quota_cpus": None, "usable": 2},
+    )
     assert doc["elapsed_s"] <= 2.0 + 1.0
     assert doc["budget_exhausted"] is True
     assert len(doc["results"]) < len(impl.grid(2, False))
@@ -289,6 +378,7 @@ def test_exhaustive_budget_is_respected_and_marked():
 
 
 # --------------------------------------------------------------------------- pure parts
+
 
 def test_worker_ladder_and_grid():
     assert impl.worker_ladder(0) == [0]
@@ -301,8 +391,13 @@ def test_worker_ladder_and_grid():
 
 
 def _r(w, rate, pf=2, persistent=False, stall=0.5, busy=0.9, host=0.9):
-    return {"config": impl.loader_config(w, pf, persistent), "samples_per_s": rate, "stall_fraction": stall,
-            "workers_cpu_busy": busy, "host_cpu_busy": host}
+    return {
+        "config": impl.loader_config(w, pf, persistent),
+        "samples_per_s": rate,
+        "stall_fraction": stall,
+        "workers_cpu_busy": busy,
+        "host_cpu_busy": host,
+    }
 
 
 def test_choose_cheapest_within_five_percent_prefers_persistent():
@@ -316,8 +411,10 @@ def test_choose_cheapest_within_five_percent_prefers_persistent():
     assert i == 5  # the group's latest measurement
     cfg = impl.recommended_config(results, i)
     assert cfg["num_workers"] == 2 and cfg["prefetch_factor"] == 2 and cfg["persistent_workers"] is True
-    assert impl.call_text(cfg, 16) == ("DataLoader(dataset, batch_size=16, num_workers=2, prefetch_factor=2, "
-                                       "persistent_workers=True, pin_memory=False)")
+    assert impl.call_text(cfg, 16) == (
+        "DataLoader(dataset, batch_size=16, num_workers=2, prefetch_factor=2, "
+        "persistent_workers=True, pin_memory=False)"
+    )
     results.append(_r(2, 150))  # the group's mean (182) decides, not its best measurement (200)
     i = impl.choose(results)
     assert results[i]["config"]["prefetch_factor"] == 4
@@ -327,6 +424,7 @@ def test_choose_cheapest_within_five_percent_prefers_persistent():
 
 
 # --------------------------------------------------------------------------- the adaptive search, with a fake measure
+
 
 class FakeMeasure:
     """Stands in for impl.measure: each (num_workers, prefetch_factor) returns its listed
@@ -340,8 +438,13 @@ class FakeMeasure:
         self.calls.append((dict(config), slice_s))
         seq = self.rates[(config["num_workers"], config["prefetch_factor"] or 2)]
         rate = seq.pop(0) if len(seq) > 1 else seq[0]
-        return {"config": dict(config), "samples_per_s": float(rate), "stall_fraction": 0.4,
-                "workers_cpu_busy": 0.9, "host_cpu_busy": 0.9}
+        return {
+            "config": dict(config),
+            "samples_per_s": float(rate),
+            "stall_fraction": 0.4,
+            "workers_cpu_busy": 0.9,
+            "host_cpu_busy": 0.9,
+        }
 
     def tried(self):
         return [(c["num_workers"], c["prefetch_factor"], c["persistent_workers"]) for c, _ in self.calls]
@@ -350,9 +453,16 @@ class FakeMeasure:
 def _fake_search(monkeypatch, rates, usable, config_s=1.0):
     fake = FakeMeasure(rates)
     from gpudoctor.probe import _dataloader_search
+
     monkeypatch.setattr(_dataloader_search, "measure", fake)
-    doc = impl.search(None, 8, None, budget_s=600, config_s=config_s,
-                      cpus={"logical": usable, "affinity": usable, "quota_cpus": None, "usable": usable})
+    doc = impl.search(
+        None,
+        8,
+        None,
+        budget_s=600,
+        config_s=config_s,
+        cpus={"logical": usable, "affinity": usable, "quota_cpus": None, "usable": usable},
+    )
     return doc, fake
 
 
@@ -376,7 +486,13 @@ def test_adaptive_search_survives_an_unlucky_measurement_of_the_better_worker_co
 
 
 def test_adaptive_search_keeps_a_cheap_pick_the_confirmation_round_upholds(monkeypatch):
-    rates = {(0, 2): [100], (1, 2): [190, 194], (1, 4): [150], (2, 2): [198], (2, 4): [150], }
+    rates = {
+        (0, 2): [100],
+        (1, 2): [190, 194],
+        (1, 4): [150],
+        (2, 2): [198],
+        (2, 4): [150],
+    }
     doc, fake = _fake_search(monkeypatch, rates, usable=2)
     assert (2, 4, False) in fake.tried() and (1, 4, False) in fake.tried()
     cfg = impl.recommended_config(doc["results"], doc["recommended"])
@@ -401,28 +517,29 @@ def test_adaptive_search_skips_the_runner_up_when_it_is_clearly_slower(monkeypat
 
 
 def test_adaptive_ladder_does_not_stop_at_a_rung_within_noise(monkeypatch):
-    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (4, 2): [205], (8, 2): [400], (8, 4): [400],
-             (4, 4): [205]}
+    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (4, 2): [205], (8, 2): [400], (8, 4): [400], (4, 4): [205]}
     doc, fake = _fake_search(monkeypatch, rates, usable=8)
     assert [c["num_workers"] for c, _ in fake.calls][:5] == [0, 1, 2, 4, 8]
     assert doc["kwargs"]["num_workers"] == 8
 
 
 def test_adaptive_ladder_stops_at_a_clearly_worse_rung_and_looks_between(monkeypatch):
-    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (3, 2): [180], (4, 2): [120], (2, 4): [200],
-             (3, 4): [180]}
+    rates = {(0, 2): [50], (1, 2): [100], (2, 2): [200], (3, 2): [180], (4, 2): [120], (2, 4): [200], (3, 4): [180]}
     doc, fake = _fake_search(monkeypatch, rates, usable=8)
     workers = [c["num_workers"] for c, _ in fake.calls]
     assert workers[:5] == [0, 1, 2, 4, 3] and 8 not in workers
     assert doc["kwargs"]["num_workers"] == 2
 
 
-@pytest.mark.parametrize("rec, usable, kind", [
-    (_r(2, 100, stall=0.01), 2, "step-bound"),
-    (_r(2, 100, stall=0.4, busy=0.95), 2, "cpu-bound"),
-    (_r(2, 100, stall=0.4, busy=0.1, host=0.2), 8, "io-bound"),
-    (_r(2, 100, stall=0.4, busy=0.9, host=0.3), 8, "more-workers"),
-])
+@pytest.mark.parametrize(
+    "rec, usable, kind",
+    [
+        (_r(2, 100, stall=0.01), 2, "step-bound"),
+        (_r(2, 100, stall=0.4, busy=0.95), 2, "cpu-bound"),
+        (_r(2, 100, stall=0.4, busy=0.1, host=0.2), 8, "io-bound"),
+        (_r(2, 100, stall=0.4, busy=0.9, host=0.3), 8, "more-workers"),
+    ],
+)
 def test_limits_explain_what_remains(rec, usable, kind):
     cpus = {"usable": usable}
     lim = impl.limits([rec], 0, cpus, budget_exhausted=False)
@@ -452,14 +569,32 @@ def test_probe_quota_reader_v1_and_v2(tmp_path):
 
 def _cuda_available() -> bool:
     import torch
+
     return bool(torch.cuda.is_available())
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU (runs where one is lent)")
 def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
-    proc = run_cli(["probe", "dataloader", "--dataset", "userdata:heavy_loader", "--model", "userdata:model",
-                    "--device", "cuda", "--budget-s", "10", "--format", "json", "--no-save"], cwd=project, home=project)
+    proc = run_cli(
+        [
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:heavy_loader",
+            "--model",
+            "userdata:model",
+            "--device",
+            "cuda",
+            "--budget-s",
+            "10",
+            "--format",
+            "json",
+            "--no-save",
+        ],
+        cwd=project,
+        home=project,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["cuda"] is True and doc["step"].endswith("on cuda")
@@ -468,6 +603,8 @@ def test_gpu_utilisation_is_sampled_with_a_model_on_cuda(project):
 
 
 def test_cli_module_never_imports_torch():
-    code = ("import sys, gpudoctor.cli, gpudoctor.cli.probe; "
-            "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)")
+    code = (
+        "import sys, gpudoctor.cli, gpudoctor.cli.probe; "
+        "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)"
+    )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -96,8 +96,9 @@ def test_plain_attribute_tensor_left_behind_by_to():
     report = gpudoctor.audit(model, torch.empty(2, 4, device="meta"))
     m = report.first_mismatch
     assert m is not None and m.module == "inner.1" and m.module_type == "Gate"
-    assert [(t.name, t.kind, t.shape, t.device) for t in m.offending] == [("inner.1.bias_table", "attribute",
-                                                                           (4, 4), "cpu")]
+    assert [(t.name, t.kind, t.shape, t.device) for t in m.offending] == [
+        ("inner.1.bias_table", "attribute", (4, 4), "cpu")
+    ]
     assert m.devices == ("cpu", "meta")
     assert report.error is not None  # adding a cpu tensor to a meta one raised, and the report still came back
     assert any(t.name == "inner.1.bias_table" and t.kind == "attribute" for t in report.placements)
@@ -136,8 +137,9 @@ def test_submodule_with_a_buffer_on_meta():
     report = gpudoctor.audit(model, torch.randn(3, 4))
     m = report.first_mismatch
     assert m is not None and m.module == "blocks.1.norm" and m.module_type == "LayerNorm"
-    assert [(t.name, t.kind, t.shape, t.device) for t in m.offending] == [("blocks.1.norm.running", "buffer",
-                                                                           (8,), "meta")]
+    assert [(t.name, t.kind, t.shape, t.device) for t in m.offending] == [
+        ("blocks.1.norm.running", "buffer", (8,), "meta")
+    ]
     # the mix did not raise here (the buffer is unused): found by the hooks, not by an exception
     assert report.error is None
     assert set(report.by_device()) == {"cpu", "meta"}

@@ -17,8 +17,15 @@ from gpudoctor.model import Status
 from gpudoctor.registry import load_registry
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "facts" / "devices"
-DEVICE_CHECKS = ("devices.ecc", "devices.throttle", "devices.pcie", "devices.processes", "devices.persistence",
-                 "devices.xid", "devices.smoke")
+DEVICE_CHECKS = (
+    "devices.ecc",
+    "devices.throttle",
+    "devices.pcie",
+    "devices.processes",
+    "devices.persistence",
+    "devices.xid",
+    "devices.smoke",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,53 +48,99 @@ def test_healthy_twin_is_ok_everywhere(registry):
 
 # fixture -> check -> (status, words in the summary, words in the explanation)
 CASES = {
-    "ecc-volatile-uncorrected": {"devices.ecc": (Status.FAIL, ["uncorrectable", "GPU 1"],
-                                                 ["2 uncorrectable ECC errors since the driver loaded",
-                                                  "drain the node", "nvidia-smi -r -i 1", "row remap is pending"])},
-    "ecc-aggregate-unhandled": {"devices.ecc": (Status.FAIL, ["uncorrectable", "GPU 0"],
-                                                ["no retired page or remapped row", "RMA"])},
+    "ecc-volatile-uncorrected": {
+        "devices.ecc": (
+            Status.FAIL,
+            ["uncorrectable", "GPU 1"],
+            [
+                "2 uncorrectable ECC errors since the driver loaded",
+                "drain the node",
+                "nvidia-smi -r -i 1",
+                "row remap is pending",
+            ],
+        )
+    },
+    "ecc-aggregate-unhandled": {
+        "devices.ecc": (Status.FAIL, ["uncorrectable", "GPU 0"], ["no retired page or remapped row", "RMA"])
+    },
     "ecc-aggregate-handled": {"devices.ecc": (Status.OK, ["no uncorrectable"], ["already handled"])},
-    "retired-pages-pending": {"devices.ecc": (Status.WARN, ["pending a reset", "Tesla V100"],
-                                              ["pending retirement", "nvidia-smi -r -i 0"])},
+    "retired-pages-pending": {
+        "devices.ecc": (Status.WARN, ["pending a reset", "Tesla V100"], ["pending retirement", "nvidia-smi -r -i 0"])
+    },
     "remap-pending": {"devices.ecc": (Status.WARN, ["pending a reset"], ["row remap is pending", "idle"])},
     "remap-failure": {"devices.ecc": (Status.FAIL, ["uncorrectable"], ["row remapping failed", "RMA"])},
-    "geforce-no-ecc": {"devices.ecc": (Status.OK, ["no uncorrectable"], ["ECC is not supported"]),
-                       "devices.persistence": (Status.OK, ["fine"], [])},
-    "throttle-hw-slowdown": {"devices.throttle": (Status.WARN, ["heat or power", "GPU 0"],
-                                                  ["hw_slowdown", "power supply"])},
-    "throttle-hw-thermal": {"devices.throttle": (Status.WARN, ["heat or power"],
-                                                 ["hw_thermal_slowdown", "sw_thermal_slowdown", "89 °C", "airflow"])},
+    "geforce-no-ecc": {
+        "devices.ecc": (Status.OK, ["no uncorrectable"], ["ECC is not supported"]),
+        "devices.persistence": (Status.OK, ["fine"], []),
+    },
+    "throttle-hw-slowdown": {
+        "devices.throttle": (Status.WARN, ["heat or power", "GPU 0"], ["hw_slowdown", "power supply"])
+    },
+    "throttle-hw-thermal": {
+        "devices.throttle": (
+            Status.WARN,
+            ["heat or power"],
+            ["hw_thermal_slowdown", "sw_thermal_slowdown", "89 °C", "airflow"],
+        )
+    },
     "throttle-power-brake": {"devices.throttle": (Status.WARN, ["heat or power"], ["hw_power_brake_slowdown"])},
-    "throttle-near-slowdown": {"devices.throttle": (Status.WARN, ["heat or power"],
-                                                    ["88 °C, within 5 °C of its slowdown threshold"])},
+    "throttle-near-slowdown": {
+        "devices.throttle": (Status.WARN, ["heat or power"], ["88 °C, within 5 °C of its slowdown threshold"])
+    },
     "throttle-sw-power-cap": {"devices.throttle": (Status.INFO, ["software power cap"], ["699 W of its 700 W"])},
-    "pcie-x4-gen1-busy": {"devices.pcie": (Status.WARN, ["PCIe link below its maximum", "GPU 1"],
-                                           ["Gen1 x4 (can do Gen5 x16)", "riser", "BIOS"])},
+    "pcie-x4-gen1-busy": {
+        "devices.pcie": (
+            Status.WARN,
+            ["PCIe link below its maximum", "GPU 1"],
+            ["Gen1 x4 (can do Gen5 x16)", "riser", "BIOS"],
+        )
+    },
     "pcie-gen-low-busy": {"devices.pcie": (Status.WARN, ["PCIe link below"], ["Gen3 x16 (can do Gen5 x16)", "88 %"])},
     "pcie-gen-low-idle": {"devices.pcie": (Status.INFO, ["idle"], ["under load"])},
-    "processes-foreign": {"devices.processes": (Status.WARN, ["not visible here", "PID 4242"],
-                                                ["30512 MiB", "another container"])},
+    "processes-foreign": {
+        "devices.processes": (Status.WARN, ["not visible here", "PID 4242"], ["30512 MiB", "another container"])
+    },
     "processes-own": {"devices.processes": (Status.INFO, ["1 process"], ["PID 318", "python3"])},
-    "persistence-off-datacentre": {"devices.persistence": (Status.INFO, ["persistence mode is off on 2"],
-                                                           ["nvidia-smi -pm 1", "nvidia-persistenced"])},
+    "persistence-off-datacentre": {
+        "devices.persistence": (
+            Status.INFO,
+            ["persistence mode is off on 2"],
+            ["nvidia-smi -pm 1", "nvidia-persistenced"],
+        )
+    },
     "compute-mode-prohibited": {"devices.persistence": (Status.WARN, ["prohibited"], ["nvidia-smi -c DEFAULT -i 0"])},
-    "xid-79-fallen-off-bus": {"devices.xid": (Status.FAIL, ["XID 79", "fallen off the bus", "0000:18:00"],
-                                              ["Drain the node", "reboot", "**Fatal.**"])},
+    "xid-79-fallen-off-bus": {
+        "devices.xid": (
+            Status.FAIL,
+            ["XID 79", "fallen off the bus", "0000:18:00"],
+            ["Drain the node", "reboot", "**Fatal.**"],
+        )
+    },
     "xid-48-dbe": {"devices.xid": (Status.FAIL, ["XID 48", "Double-bit"], ["nvidia-smi -r -i"])},
     "xid-13-app": {"devices.xid": (Status.INFO, ["XID 13", "XID 43"], ["compute-sanitizer", "2×"])},
     "xid-63-row-remap": {"devices.xid": (Status.WARN, ["XID 63"], ["Reset the GPU when it is idle"])},
     "xid-unknown": {"devices.xid": (Status.WARN, ["XID 999"], ["not in gpudoctor's XID table", "xid-errors"])},
-    "smoke-matmul-wrong": {"devices.smoke": (Status.FAIL, ["smoke test failed on cuda:1"],
-                                             ["differs from the CPU result", "0.734", "Drain the node"])},
+    "smoke-matmul-wrong": {
+        "devices.smoke": (
+            Status.FAIL,
+            ["smoke test failed on cuda:1"],
+            ["differs from the CPU result", "0.734", "Drain the node"],
+        )
+    },
     "smoke-copy-error": {"devices.smoke": (Status.FAIL, ["cuda:0"], ["illegal memory access", "nvidia-smi -r"])},
     "smoke-peer-corrupt": {"devices.smoke": (Status.FAIL, ["cuda:0 → cuda:1"], ["arrived corrupted"])},
-    "smoke-slow-pinned": {"devices.smoke": (Status.WARN, ["slower than the PCIe link", "cuda:0"],
-                                            ["6.1 GB/s, 10% of what its Gen5 x16 link can carry (63.0 GB/s)",
-                                             "nvidia-smi topo -m"])},
+    "smoke-slow-pinned": {
+        "devices.smoke": (
+            Status.WARN,
+            ["slower than the PCIe link", "cuda:0"],
+            ["6.1 GB/s, 10% of what its Gen5 x16 link can carry (63.0 GB/s)", "nvidia-smi topo -m"],
+        )
+    },
     "smoke-budget-spent": {"devices.smoke": (Status.WARN, ["cuda:0"], ["time budget: d2d"])},
     "smoke-not-run": {"devices.smoke": (Status.SKIP, ["did not run"], [])},
-    "kernel-log-unreadable": {"devices.xid": (Status.SKIP, ["could not be read"],
-                                              ["Operation not permitted", "sudo dmesg"])},
+    "kernel-log-unreadable": {
+        "devices.xid": (Status.SKIP, ["could not be read"], ["Operation not permitted", "sudo dmesg"])
+    },
 }
 
 
@@ -148,9 +201,20 @@ def test_clock_reason_bits_decode():
     assert reason_names(0x8 | 0x80 | 0x4) == ["sw_power_cap", "hw_slowdown", "hw_power_brake_slowdown"]
 
 
-@pytest.mark.parametrize("name, dc", [("NVIDIA H100 80GB HBM3", True), ("NVIDIA A100-SXM4-40GB", True),
-                                      ("Tesla V100-SXM2-16GB", True), ("NVIDIA L40S", True), ("Tesla T4", True),
-                                      ("NVIDIA GeForce RTX 4090", False), ("NVIDIA RTX A6000", False),
-                                      ("Quadro RTX 8000", False), ("NVIDIA H200", True), ("NVIDIA B200", True)])
+@pytest.mark.parametrize(
+    "name, dc",
+    [
+        ("NVIDIA H100 80GB HBM3", True),
+        ("NVIDIA A100-SXM4-40GB", True),
+        ("Tesla V100-SXM2-16GB", True),
+        ("NVIDIA L40S", True),
+        ("Tesla T4", True),
+        ("NVIDIA GeForce RTX 4090", False),
+        ("NVIDIA RTX A6000", False),
+        ("Quadro RTX 8000", False),
+        ("NVIDIA H200", True),
+        ("NVIDIA B200", True),
+    ],
+)
 def test_datacentre_names(name, dc):
     assert is_datacentre(name) is dc

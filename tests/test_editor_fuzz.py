@@ -38,16 +38,36 @@ def _doc(lines, eol, bom):
 
 
 def fuzz_text(pool):
-    return st.builds(_doc, st.lists(st.one_of(st.sampled_from(pool), st.text(max_size=12)), max_size=10),
-                     st.sampled_from(["\n", "\r\n"]), st.booleans())
+    return st.builds(
+        _doc,
+        st.lists(st.one_of(st.sampled_from(pool), st.text(max_size=12)), max_size=10),
+        st.sampled_from(["\n", "\r\n"]),
+        st.booleans(),
+    )
 
 
 # --------------------------------------------------------------------------- pip INI
 
-PIP_LINES = ["[global]", "[install]", "index-url = https://old.example.org/simple", "index_url=https://o.example.org/s",
-             "timeout = 60", "  continuation", "# comment", "; comment", "trusted-host = a.example.org",
-             "extra-index-url = https://x.example.org/s", "", "[global", "key", "=value", "retries: 3", "\t",
-             "INDEX-URL = X", "[GLOBAL]"]
+PIP_LINES = [
+    "[global]",
+    "[install]",
+    "index-url = https://old.example.org/simple",
+    "index_url=https://o.example.org/s",
+    "timeout = 60",
+    "  continuation",
+    "# comment",
+    "; comment",
+    "trusted-host = a.example.org",
+    "extra-index-url = https://x.example.org/s",
+    "",
+    "[global",
+    "key",
+    "=value",
+    "retries: 3",
+    "\t",
+    "INDEX-URL = X",
+    "[GLOBAL]",
+]
 
 
 @FUZZ
@@ -62,8 +82,9 @@ def test_pip_editor_sets_exactly_index_url_or_refuses(text):
     assert problem is None
     assert URL in {v for k, v in values.items() if k.endswith(".index-url")}
     old, _ = pipconf.parse(text.lstrip("\ufeff"))
-    assert {k: v for k, v in old.items() if not k.endswith("index-url")} == \
-        {k: v for k, v in values.items() if not k.endswith("index-url")}
+    assert {k: v for k, v in old.items() if not k.endswith("index-url")} == {
+        k: v for k, v in values.items() if not k.endswith("index-url")
+    }
     if "\r\n" in text and text.count("\r\n") == text.count("\n"):
         assert edit.new_text.count("\r\n") == edit.new_text.count("\n")
     assert edit.new_text.startswith("\ufeff") == text.startswith("\ufeff")  # the editor keeps it where it was
@@ -78,10 +99,23 @@ def test_pip_parser_never_raises(text):
 
 # --------------------------------------------------------------------------- uv TOML
 
-UV_LINES = ['[[index]]', 'url = "https://old.example.org/simple"', "default = true", 'name = "x"',
-            'index-url = "https://legacy.example.org/simple"', '[pip]', 'index = [{url = "https://i.example.org", default = true}]',
-            "# comment", 'url = \'https://single.example.org\'', "default = false", "[[index]] # c", "x = [1, 2",
-            '[tool.uv]', 'python = "3.11"', '']
+UV_LINES = [
+    "[[index]]",
+    'url = "https://old.example.org/simple"',
+    "default = true",
+    'name = "x"',
+    'index-url = "https://legacy.example.org/simple"',
+    "[pip]",
+    'index = [{url = "https://i.example.org", default = true}]',
+    "# comment",
+    "url = 'https://single.example.org'",
+    "default = false",
+    "[[index]] # c",
+    "x = [1, 2",
+    "[tool.uv]",
+    'python = "3.11"',
+    "",
+]
 
 
 @FUZZ
@@ -89,8 +123,13 @@ UV_LINES = ['[[index]]', 'url = "https://old.example.org/simple"', "default = tr
 def test_uv_editor_sets_exactly_the_default_index_or_refuses(text):
     try:
         new = set_default_index(text, URL)
-        edit = verified_edit("/home/u/.config/uv/uv.toml", text, new, "set the default index",
-                             meaning=lambda a, b: default_index_meaning(a, b, URL, False))
+        edit = verified_edit(
+            "/home/u/.config/uv/uv.toml",
+            text,
+            new,
+            "set the default index",
+            meaning=lambda a, b: default_index_meaning(a, b, URL, False),
+        )
     except FixRefused:
         return
     doc = tomllib.loads(edit.new_text)
@@ -101,17 +140,38 @@ def test_uv_inline_array_of_tables_is_refused_with_the_manual_edit():
     text = 'index = [{url = "https://old.example.org/simple", default = true}]\n'
     new = set_default_index(text, URL)
     with pytest.raises(FixRefused, match="Edit it by hand: .*default = true"):
-        verified_edit("/u/uv.toml", text, new, 'add [[index]] with url = "X" and default = true',
-                      meaning=lambda a, b: default_index_meaning(a, b, URL, False))
+        verified_edit(
+            "/u/uv.toml",
+            text,
+            new,
+            'add [[index]] with url = "X" and default = true',
+            meaning=lambda a, b: default_index_meaning(a, b, URL, False),
+        )
 
 
 # --------------------------------------------------------------------------- .condarc YAML
 
-CONDA_LINES = ["channels:", "  - defaults", "  - conda-forge", "default_channels:", "  - https://old.example.org/main",
-               "custom_channels:", "  pytorch: https://c.example.org", "ssl_verify: true", "# comment", "- a",
-               "just a string", "key: [1, 2", "channel_alias: https://a.example.org", "\t- tab", ""]
-BLOCKS = {"default_channels": ["default_channels:", "  - https://mirror.example.org/pkgs/main"],
-          "custom_channels": ["custom_channels:", "  pytorch: https://mirror.example.org/cloud"]}
+CONDA_LINES = [
+    "channels:",
+    "  - defaults",
+    "  - conda-forge",
+    "default_channels:",
+    "  - https://old.example.org/main",
+    "custom_channels:",
+    "  pytorch: https://c.example.org",
+    "ssl_verify: true",
+    "# comment",
+    "- a",
+    "just a string",
+    "key: [1, 2",
+    "channel_alias: https://a.example.org",
+    "\t- tab",
+    "",
+]
+BLOCKS = {
+    "default_channels": ["default_channels:", "  - https://mirror.example.org/pkgs/main"],
+    "custom_channels": ["custom_channels:", "  pytorch: https://mirror.example.org/cloud"],
+}
 
 
 @FUZZ
@@ -119,8 +179,14 @@ BLOCKS = {"default_channels": ["default_channels:", "  - https://mirror.example.
 def test_condarc_editor_sets_exactly_the_blocks_or_refuses(text):
     try:
         new = replace_blocks(text, BLOCKS)
-        edit = verified_edit("/home/u/.condarc", text, new, "set default_channels",
-                             meaning=lambda a, b: blocks_meaning(a, b, BLOCKS), kind="condarc")
+        edit = verified_edit(
+            "/home/u/.condarc",
+            text,
+            new,
+            "set default_channels",
+            meaning=lambda a, b: blocks_meaning(a, b, BLOCKS),
+            kind="condarc",
+        )
     except FixRefused:
         return
     doc = yaml.safe_load(edit.new_text)
@@ -135,14 +201,33 @@ def test_condarc_whose_top_level_is_not_a_mapping_is_refused():
 
 # --------------------------------------------------------------------------- apt
 
-APT_ONE = ["deb http://deb.debian.org/debian bookworm main", "deb-src http://deb.debian.org/debian bookworm main",
-           "deb [arch=amd64 signed-by=/k.gpg] http://deb.debian.org/debian bookworm-updates main contrib",
-           "# deb http://deb.debian.org/debian bookworm main", "deb http://security.debian.org/debian-security bookworm-security main",
-           "deb", "deb [broken http://x.example.org/debian bookworm main", "deb https://download.example.com/linux/debian bookworm stable", ""]
-APT_822 = ["Types: deb", "URIs: http://deb.debian.org/debian", "Suites: bookworm bookworm-updates", "Components: main",
-           "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg", "Enabled: no", "# comment", "", " continuation",
-           "URIs: http://deb.debian.org/debian http://other.example.org/debian", "Types: deb deb-src", "X-Repolib-Name: x",
-           "Suites: bookworm-security", "URIs: http://deb.debian.org/debian-security"]
+APT_ONE = [
+    "deb http://deb.debian.org/debian bookworm main",
+    "deb-src http://deb.debian.org/debian bookworm main",
+    "deb [arch=amd64 signed-by=/k.gpg] http://deb.debian.org/debian bookworm-updates main contrib",
+    "# deb http://deb.debian.org/debian bookworm main",
+    "deb http://security.debian.org/debian-security bookworm-security main",
+    "deb",
+    "deb [broken http://x.example.org/debian bookworm main",
+    "deb https://download.example.com/linux/debian bookworm stable",
+    "",
+]
+APT_822 = [
+    "Types: deb",
+    "URIs: http://deb.debian.org/debian",
+    "Suites: bookworm bookworm-updates",
+    "Components: main",
+    "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg",
+    "Enabled: no",
+    "# comment",
+    "",
+    " continuation",
+    "URIs: http://deb.debian.org/debian http://other.example.org/debian",
+    "Types: deb deb-src",
+    "X-Repolib-Name: x",
+    "Suites: bookworm-security",
+    "URIs: http://deb.debian.org/debian-security",
+]
 
 
 def _mapper(uri, suites, components, enabled):
@@ -156,13 +241,23 @@ def _mapper(uri, suites, components, enabled):
 def test_one_line_apt_editor_rewrites_exactly_the_uris_or_refuses(text):
     try:
         new = rewrite_one_line(text, _mapper)
-        edit = verified_edit("/etc/apt/sources.list", text, new, "replace URIs", kind="apt-list",
-                             meaning=lambda a, b: sources_meaning(a, b, _mapper))
+        edit = verified_edit(
+            "/etc/apt/sources.list",
+            text,
+            new,
+            "replace URIs",
+            kind="apt-list",
+            meaning=lambda a, b: sources_meaning(a, b, _mapper),
+        )
     except FixRefused:
         return
     got, _ = parse_one_line("/etc/apt/sources.list", edit.new_text)
-    assert not any("deb.debian.org/debian" == u.split("//", 1)[-1].rstrip("/") for s in got for u in s.uris
-                   if s.enabled and "security" not in u)
+    assert not any(
+        "deb.debian.org/debian" == u.split("//", 1)[-1].rstrip("/")
+        for s in got
+        for u in s.uris
+        if s.enabled and "security" not in u
+    )
 
 
 @FUZZ
@@ -170,8 +265,14 @@ def test_one_line_apt_editor_rewrites_exactly_the_uris_or_refuses(text):
 def test_deb822_editor_rewrites_exactly_the_uris_or_refuses(text):
     try:
         new = rewrite_deb822(text, _mapper)
-        edit = verified_edit("/etc/apt/sources.list.d/debian.sources", text, new, "replace URIs", kind="apt-deb822",
-                             meaning=lambda a, b: sources_meaning(a, b, _mapper))
+        edit = verified_edit(
+            "/etc/apt/sources.list.d/debian.sources",
+            text,
+            new,
+            "replace URIs",
+            kind="apt-deb822",
+            meaning=lambda a, b: sources_meaning(a, b, _mapper),
+        )
     except (FixRefused, SourcesError):
         return
     parse_deb822("/x.sources", edit.new_text)
@@ -179,28 +280,42 @@ def test_deb822_editor_rewrites_exactly_the_uris_or_refuses(text):
 
 # --------------------------------------------------------------------------- kernel.json
 
+
 @FUZZ
-@given(data=st.dictionaries(st.sampled_from(["argv", "display_name", "language", "env", "metadata"]),
-                            st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                                         lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
-                                         max_leaves=8), max_size=5),
-       indent=st.sampled_from([None, 1, 2, 4, "\t"]), nl=st.booleans())
+@given(
+    data=st.dictionaries(
+        st.sampled_from(["argv", "display_name", "language", "env", "metadata"]),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=4), c, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=5,
+    ),
+    indent=st.sampled_from([None, 1, 2, 4, "\t"]),
+    nl=st.booleans(),
+)
 def test_kernel_json_editor_round_trips(data, indent, nl):
     old = json.dumps({"argv": ["python"]}, indent=indent) + ("\n" if nl else "")
     new = dump_kernel_json(data, JsonStyle.detect(old))
-    edit = verified_edit("/k/kernel.json", old, new, "write it", kind="json",
-                         meaning=lambda a, b: None if b == data else "differs")
+    edit = verified_edit(
+        "/k/kernel.json", old, new, "write it", kind="json", meaning=lambda a, b: None if b == data else "differs"
+    )
     assert json.loads(edit.new_text) == data
     assert edit.new_text.endswith("\n") == nl
 
 
 # --------------------------------------------------------------------------- shapes never edited
 
-@pytest.mark.parametrize("path, old", [
-    ("/etc/pip.conf", "[global]\nindex-url = x\n\x00\x01binary"),
-    ("/home/u/.condarc", "channels:\n  - caf\ufffd\n"),
-    ("/k/kernel.json", '{"argv": ["\udcff"]}'),
-])
+
+@pytest.mark.parametrize(
+    "path, old",
+    [
+        ("/etc/pip.conf", "[global]\nindex-url = x\n\x00\x01binary"),
+        ("/home/u/.condarc", "channels:\n  - caf\ufffd\n"),
+        ("/k/kernel.json", '{"argv": ["\udcff"]}'),
+    ],
+)
 def test_binary_or_undecodable_files_are_refused(path, old):
     with pytest.raises(FixRefused, match="binary|not valid UTF-8.*Edit it by hand"):
         verified_edit(path, old, old + "x", "the manual edit")
@@ -217,6 +332,7 @@ def test_keep_style_keeps_crlf_and_leaves_the_bom_to_the_editor():
 @given(text=st.text(max_size=120), kind=st.sampled_from(["pip", "apt-list", "apt-deb822", "toml", "condarc", "json"]))
 def test_every_parser_either_parses_or_says_why(text, kind):
     from gpudoctor.fixes._verify import NotParsable
+
     try:
         parse_as(kind, text, "/x")
     except NotParsable as exc:

@@ -34,23 +34,30 @@ def release():
 
 
 def ok_check(id_, needs=(), summary="fine"):
-    return Check(id=id_, title=f"{id_} title", needs=tuple(needs),
-                 evaluate=lambda facts: [Check(id_, "", (), None).finding(Status.OK, summary)])
+    return Check(
+        id=id_,
+        title=f"{id_} title",
+        needs=tuple(needs),
+        evaluate=lambda facts: [Check(id_, "", (), None).finding(Status.OK, summary)],
+    )
 
 
 def reads(id_, domain):
     """A check that reports the value of ``domain`` (skips when Unavailable)."""
+
     def evaluate(facts):
         value = facts.get(domain)
         if isinstance(value, Unavailable):
             raise SkipCheck(value.reason)
         return [Check(id_, "", (), None).finding(Status.OK, f"{domain}={value}")]
+
     return Check(id=id_, title=id_, needs=(domain,), evaluate=evaluate)
 
 
 def crashing_check(id_):
     def evaluate(facts):
         raise ZeroDivisionError("division by zero in the check")
+
     return Check(id=id_, title=id_, needs=(), evaluate=evaluate)
 
 
@@ -66,12 +73,21 @@ def system(tmp_path):
 
 
 def test_passing_crashing_skipping_and_empty_checks_in_given_order():
-    checks = [ok_check("a.one"), crashing_check("b.crash"), reads("c.skip", "absent"),
-              Check("d.empty", "Empty check", (), lambda facts: []), ok_check("e.after")]
+    checks = [
+        ok_check("a.one"),
+        crashing_check("b.crash"),
+        reads("c.skip", "absent"),
+        Check("d.empty", "Empty check", (), lambda facts: []),
+        ok_check("e.after"),
+    ]
     findings = evaluate(checks, make_facts())
     assert [(f.check, f.status) for f in findings] == [
-        ("a.one", Status.OK), ("b.crash", Status.ERROR), ("c.skip", Status.SKIP), ("d.empty", Status.OK),
-        ("e.after", Status.OK)]
+        ("a.one", Status.OK),
+        ("b.crash", Status.ERROR),
+        ("c.skip", Status.SKIP),
+        ("d.empty", Status.OK),
+        ("e.after", Status.OK),
+    ]
     crash = findings[1]
     assert crash.summary == "the check itself failed: ZeroDivisionError: division by zero in the check"
     assert "Traceback" in crash.evidence["traceback"] and "ZeroDivisionError" in crash.evidence["traceback"]
@@ -82,6 +98,7 @@ def test_passing_crashing_skipping_and_empty_checks_in_given_order():
 
 def test_require_raises_skip_with_the_reason():
     from gpudoctor.facts.host import ShmFacts
+
     with pytest.raises(SkipCheck, match="statvfs failed"):
         require(make_facts(shm=Unavailable("statvfs failed")), ShmFacts)
     assert require(make_facts(shm=shm_facts()), ShmFacts) == shm_facts()
@@ -90,8 +107,11 @@ def test_require_raises_skip_with_the_reason():
 def test_slow_check_is_timed():
     def slow(facts):
         time.sleep(0.05)
-        return [Check("s.slow", "", (), None).finding(Status.WARN, "slow"),
-                Check("s.slow", "", (), None).finding(Status.INFO, "second")]
+        return [
+            Check("s.slow", "", (), None).finding(Status.WARN, "slow"),
+            Check("s.slow", "", (), None).finding(Status.INFO, "second"),
+        ]
+
     findings = evaluate([Check("s.slow", "slow", (), slow)], make_facts())
     assert [f.status for f in findings] == [Status.WARN, Status.INFO]
     assert sum(f.duration_ms for f in findings) >= 50
@@ -107,13 +127,17 @@ def test_only_needed_domains_are_collected_in_dependency_order(tmp_path):
         def fn(ctx):
             called.append(name)
             return value
+
         return fn
 
-    collectors = {"base": coll("base", fn=record("base", 1)),
-                  # collectors start together; reading a required domain waits for it
-                  "derived": coll("derived", fn=lambda ctx: (ctx.facts["base"] + 1, called.append("derived"))[0],
-                                  requires=["base"]),
-                  "unused": coll("unused", fn=record("unused", 0))}
+    collectors = {
+        "base": coll("base", fn=record("base", 1)),
+        # collectors start together; reading a required domain waits for it
+        "derived": coll(
+            "derived", fn=lambda ctx: (ctx.facts["base"] + 1, called.append("derived"))[0], requires=["base"]
+        ),
+        "unused": coll("unused", fn=record("unused", 0)),
+    }
     checks = [reads("x.derived", "derived")]
     domains = needed_domains(checks, collectors)
     assert domains == ["base", "derived"]
@@ -139,6 +163,7 @@ def test_domain_without_collector_is_unavailable(tmp_path):
 def test_crashing_collector_becomes_error_finding_and_its_checks_skip(tmp_path):
     def boom(ctx):
         raise KeyError("cpu.max")
+
     collectors = {"good": coll("good", "G"), "bad": coll("bad", fn=boom)}
     checks = [reads("a.good", "good"), reads("b.bad", "bad")]
     facts, errors = collect_facts(needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
@@ -148,12 +173,16 @@ def test_crashing_collector_becomes_error_finding_and_its_checks_skip(tmp_path):
     assert "Traceback" in err.evidence["traceback"] and "boom" in err.evidence["traceback"]
     findings = evaluate(checks, facts)
     assert [(f.check, f.status, f.summary) for f in findings] == [
-        ("a.good", Status.OK, "good=G"), ("b.bad", Status.SKIP, "the bad collector crashed: KeyError: 'cpu.max'")]
+        ("a.good", Status.OK, "good=G"),
+        ("b.bad", Status.SKIP, "the bad collector crashed: KeyError: 'cpu.max'"),
+    ]
 
 
 def test_collector_overrunning_its_timeout(tmp_path, release):
-    collectors = {"slow": coll("slow", fn=lambda ctx: release.wait(30) and "late", timeout_s=0.3),
-                  "fast": coll("fast", "F")}
+    collectors = {
+        "slow": coll("slow", fn=lambda ctx: release.wait(30) and "late", timeout_s=0.3),
+        "fast": coll("fast", "F"),
+    }
     checks = [reads("a.slow", "slow"), reads("b.fast", "fast")]
     facts, errors = collect_facts(needed_domains(checks, collectors), system(tmp_path), CollectOptions(), collectors)
     (err,) = errors
@@ -170,6 +199,7 @@ def test_collectors_of_a_wave_run_in_parallel(tmp_path):
     def meet(ctx):
         barrier.wait()  # only returns when all three run at once
         return "met"
+
     collectors = {d: coll(d, fn=meet) for d in ("x", "y", "z")}
     facts, errors = collect_facts(["x", "y", "z"], system(tmp_path), CollectOptions(), collectors)
     assert errors == [] and set(facts.domains.values()) == {"met"}
@@ -185,19 +215,23 @@ def test_durations_are_each_collectors_own(tmp_path, release):
 def test_run_puts_plugin_and_collector_errors_first(tmp_path, monkeypatch):
     from gpudoctor import engine
     from gpudoctor.model import Finding
+
     monkeypatch.setattr(engine, "all_collectors", lambda: {"bad": coll("bad", fn=lambda ctx: 1 / 0)})
     plugin = Finding("gpudoctor.plugins", Status.ERROR, "plug-in broke")
-    report = run([ok_check("a.ok"), reads("b.bad", "bad")], system(tmp_path), CollectOptions(),
-                 extra_findings=[plugin])
+    report = run([ok_check("a.ok"), reads("b.bad", "bad")], system(tmp_path), CollectOptions(), extra_findings=[plugin])
     assert [(f.check, f.status) for f in report.findings] == [
-        ("gpudoctor.plugins", Status.ERROR), ("collect.bad", Status.ERROR), ("a.ok", Status.OK),
-        ("b.bad", Status.SKIP)]
+        ("gpudoctor.plugins", Status.ERROR),
+        ("collect.bad", Status.ERROR),
+        ("a.ok", Status.OK),
+        ("b.bad", Status.SKIP),
+    ]
     assert report.worst is Status.ERROR
     assert report.exit_code() == 3  # incomplete verdict: not healthy, not a machine failure either
 
 
 def test_run_replays_facts_without_collecting(tmp_path, monkeypatch):
     from gpudoctor import engine
+
     monkeypatch.setattr(engine, "all_collectors", lambda: pytest.fail("must not collect"))
     report = run([reads("a.x", "x")], system(tmp_path), CollectOptions(), facts=make_facts(x=5))
     assert [f.summary for f in report.findings] == ["x=5"]
@@ -210,18 +244,22 @@ def test_builtin_collectors_are_discovered():
 # ----------------------------------------------------------------- exit codes
 
 
-@pytest.mark.parametrize("statuses, normal, strict", [
-    ([Status.OK, Status.INFO, Status.SKIP], 0, 0),
-    ([Status.OK, Status.WARN], 0, 1),
-    ([Status.WARN, Status.FAIL], 1, 1),
-    ([Status.ERROR], 3, 3),
-    ([Status.ERROR, Status.WARN], 3, 1),
-    ([Status.ERROR, Status.FAIL], 1, 1),
-    ([], 0, 0),
-])
+@pytest.mark.parametrize(
+    "statuses, normal, strict",
+    [
+        ([Status.OK, Status.INFO, Status.SKIP], 0, 0),
+        ([Status.OK, Status.WARN], 0, 1),
+        ([Status.WARN, Status.FAIL], 1, 1),
+        ([Status.ERROR], 3, 3),
+        ([Status.ERROR, Status.WARN], 3, 1),
+        ([Status.ERROR, Status.FAIL], 1, 1),
+        ([], 0, 0),
+    ],
+)
 def test_report_exit_codes(statuses, normal, strict):
     from gpudoctor.engine import Report
     from gpudoctor.model import Finding
+
     report = Report(tuple(Finding("a.b", s, "x") for s in statuses), make_facts())
     assert (report.exit_code(), report.exit_code(strict=True)) == (normal, strict)
 
@@ -229,18 +267,29 @@ def test_report_exit_codes(statuses, normal, strict):
 # ----------------------------------------------------------------- selection
 
 
-CHECKS = {c.id: c for c in (ok_check("nvidia.driver"), ok_check("torch.install"), ok_check("torch.arch"),
-                            ok_check("dataloader.shm"), ok_check("dataloader.cpu"))}
+CHECKS = {
+    c.id: c
+    for c in (
+        ok_check("nvidia.driver"),
+        ok_check("torch.install"),
+        ok_check("torch.arch"),
+        ok_check("dataloader.shm"),
+        ok_check("dataloader.cpu"),
+    )
+}
 
 
-@pytest.mark.parametrize("ids, skip, chosen", [
-    ((), (), ["nvidia.driver", "torch.install", "torch.arch", "dataloader.shm", "dataloader.cpu"]),
-    (("torch",), (), ["torch.install", "torch.arch"]),
-    (("torch.",), (), ["torch.install", "torch.arch"]),
-    (("dataloader.shm", "nvidia"), (), ["nvidia.driver", "dataloader.shm"]),
-    ((), ("dataloader",), ["nvidia.driver", "torch.install", "torch.arch"]),
-    (("torch",), ("torch.arch",), ["torch.install"]),
-])
+@pytest.mark.parametrize(
+    "ids, skip, chosen",
+    [
+        ((), (), ["nvidia.driver", "torch.install", "torch.arch", "dataloader.shm", "dataloader.cpu"]),
+        (("torch",), (), ["torch.install", "torch.arch"]),
+        (("torch.",), (), ["torch.install", "torch.arch"]),
+        (("dataloader.shm", "nvidia"), (), ["nvidia.driver", "dataloader.shm"]),
+        ((), ("dataloader",), ["nvidia.driver", "torch.install", "torch.arch"]),
+        (("torch",), ("torch.arch",), ["torch.install"]),
+    ],
+)
 def test_select_by_id_prefix_and_skip_keeps_registry_order(ids, skip, chosen):
     assert [c.id for c in select_checks(CHECKS, ids, skip)] == chosen
 
@@ -256,25 +305,32 @@ def test_builtin_order_is_stable_and_causal():
     ids = list(load_registry().checks)
     assert ids == list(load_registry().checks)
     # the causal chain: hardware/driver, then the torch build, then the data pipeline, then package sources
-    assert ids.index("nvidia.driver") < ids.index("cuda.toolkit") < ids.index("torch.install") \
-        < ids.index("dataloader.cpu") < ids.index("pip.config")
+    assert (
+        ids.index("nvidia.driver")
+        < ids.index("cuda.toolkit")
+        < ids.index("torch.install")
+        < ids.index("dataloader.cpu")
+        < ids.index("pip.config")
+    )
 
 
 # ----------------------------------------------------------------- the doctor never imports torch
 
 
 def test_doctor_process_never_imports_torch():
-    code = ("import sys\n"
-            "from gpudoctor import engine\n"
-            "from gpudoctor.collect import CollectOptions\n"
-            "from gpudoctor.registry import load_registry\n"
-            "from gpudoctor.system import System\n"
-            "from gpudoctor.render import render\n"
-            "reg = load_registry()\n"
-            "report = engine.run(list(reg.checks.values()), System.live('/'), CollectOptions())\n"
-            "render(report, 'json'); render(report, 'markdown')\n"
-            "assert any(f.check == 'torch.install' for f in report.findings)\n"
-            "print('torch' in sys.modules, 'torch.cuda' in sys.modules)\n")
+    code = (
+        "import sys\n"
+        "from gpudoctor import engine\n"
+        "from gpudoctor.collect import CollectOptions\n"
+        "from gpudoctor.registry import load_registry\n"
+        "from gpudoctor.system import System\n"
+        "from gpudoctor.render import render\n"
+        "reg = load_registry()\n"
+        "report = engine.run(list(reg.checks.values()), System.live('/'), CollectOptions())\n"
+        "render(report, 'json'); render(report, 'markdown')\n"
+        "assert any(f.check == 'torch.install' for f in report.findings)\n"
+        "print('torch' in sys.modules, 'torch.cuda' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False False"

@@ -33,8 +33,11 @@ def _manifests():
 def test_manifests_parse_and_have_the_expected_kinds():
     docs = _manifests()
     kinds = {name: [d["kind"] for d in ds] for name, ds in docs.items()}
-    assert kinds == {"daemonset-textfile.yaml": ["DaemonSet"], "gpu-pod-gate.yaml": ["Pod"],
-                     "node-problem-detector.yaml": ["ConfigMap"]}
+    assert kinds == {
+        "daemonset-textfile.yaml": ["DaemonSet"],
+        "gpu-pod-gate.yaml": ["Pod"],
+        "node-problem-detector.yaml": ["ConfigMap"],
+    }
     ds = docs["daemonset-textfile.yaml"][0]["spec"]["template"]["spec"]
     mount = ds["containers"][0]["volumeMounts"][0]["mountPath"]
     assert "--output " + mount + "/gpudoctor.prom" in ds["containers"][0]["args"][0]
@@ -59,11 +62,16 @@ def test_npd_wrapper_maps_exit_codes_to_the_npd_contract(tmp_path, gate_rc, expe
     script.write_text(_manifests()["node-problem-detector.yaml"][0]["data"]["gpudoctor-npd.sh"])
     fake = tmp_path / "bin" / "gpudoctor"
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\necho 'noise'\necho 'gpudoctor gate: failed: cuda.context: no context' >&2\n"
-                    f"exit {gate_rc}\n")
+    fake.write_text(
+        f"#!/bin/sh\necho 'noise'\necho 'gpudoctor gate: failed: cuda.context: no context' >&2\nexit {gate_rc}\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    proc = subprocess.run(["sh", str(script)], capture_output=True, text=True,
-                          env=dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}"))
+    proc = subprocess.run(
+        ["sh", str(script)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}"),
+    )
     assert proc.returncode == expected
     assert proc.stdout.strip() == "gpudoctor gate: failed: cuda.context: no context"
 
@@ -76,7 +84,10 @@ def _commands():
         for argv in re.findall(r'\["gpudoctor", [^\]]*\]', text):
             found.append((name, json.loads(argv)[1:]))
     sources = [p for p in EXAMPLES.rglob("*") if p.suffix in (".sh", ".nhc")]
-    sources += [EXAMPLES / "kubernetes" / "daemonset-textfile.yaml", EXAMPLES / "kubernetes" / "node-problem-detector.yaml"]
+    sources += [
+        EXAMPLES / "kubernetes" / "daemonset-textfile.yaml",
+        EXAMPLES / "kubernetes" / "node-problem-detector.yaml",
+    ]
     for path in sources:
         text = path.read_text().replace("\\\n", " ")
         for line in text.splitlines():
@@ -90,6 +101,7 @@ def _commands():
 
 def test_every_gpudoctor_command_in_the_examples_is_valid(monkeypatch):
     from gpudoctor.cli import cli
+
     monkeypatch.setenv("GPUDOCTOR_CONFIG", "")
     commands = _commands()
     assert len(commands) >= 8
@@ -127,7 +139,7 @@ def test_dockerfile_instructions_are_the_ones_the_docs_describe():
     entry = json.loads(kw["ENTRYPOINT"])
     assert entry[:2] == ["gpudoctor", "gate"] and entry[-1] == "--"
     health = kw["HEALTHCHECK"]
-    assert json.loads(health[health.index("CMD") + 4:])[:2] == ["gpudoctor", "gate"]
+    assert json.loads(health[health.index("CMD") + 4 :])[:2] == ["gpudoctor", "gate"]
     assert json.loads(kw["CMD"]) == ["python", "train.py"]
 
 
@@ -148,6 +160,7 @@ def test_dockerfile_entrypoint_gates_and_execs_for_real(tmp_path):
     assert healthy.returncode == 5, healthy.stderr  # the job's own status: it was exec'd
     # the same ENTRYPOINT on a node whose GPU cannot open a context, waiting 2 s instead of 120 s
     short = [("2" if i and argv[i - 1] == "--wait" else a) for i, a in enumerate(argv)]
-    broken = subprocess.run(short, capture_output=True, text=True, timeout=120,
-                            env=dict(env, FAKE_CUDA_COUNT="1", FAKE_CUDA_CTX_FAIL="0"))
+    broken = subprocess.run(
+        short, capture_output=True, text=True, timeout=120, env=dict(env, FAKE_CUDA_COUNT="1", FAKE_CUDA_CTX_FAIL="0")
+    )
     assert broken.returncode == 1 and "cuda.context" in broken.stderr and "job not started" in broken.stderr

@@ -25,60 +25,126 @@ PY = sys.executable
 #: words the remedy must contain, status)
 CASE_EXPECTATIONS = {
     "01-driver-470-vs-torch-cu121/traceback.txt": (
-        "cuda.driver-too-old", {"driver_api": "11040", "driver_cuda": "11.4"}, ["driver too old", "11.4"],
-        ["nvidia-driver-", "--index-url https://download.pytorch.org/whl/cu118"], Status.FAIL),
+        "cuda.driver-too-old",
+        {"driver_api": "11040", "driver_cuda": "11.4"},
+        ["driver too old", "11.4"],
+        ["nvidia-driver-", "--index-url https://download.pytorch.org/whl/cu118"],
+        Status.FAIL,
+    ),
     "05-cudnn-ld-library-path-shadow/traceback.txt": (
-        "cudnn.version-incompatible", {"compiled_version": "8.3.2", "runtime_version": "8.0.3"},
-        ["cuDNN 8.0.3", "8.3.2"], ["module unload cudnn", "LD_LIBRARY_PATH"], Status.FAIL),
+        "cudnn.version-incompatible",
+        {"compiled_version": "8.3.2", "runtime_version": "8.0.3"},
+        ["cuDNN 8.0.3", "8.3.2"],
+        ["module unload cudnn", "LD_LIBRARY_PATH"],
+        Status.FAIL,
+    ),
     "07-wsl-libcuda-unresolvable/traceback.txt": (
-        "lib.libcuda-missing", {"library": "libcuda.so"}, ["driver library libcuda.so"],
-        ["/usr/lib/wsl/lib", "sudo ldconfig", "Do not install a Linux driver inside WSL"], Status.FAIL),
+        "lib.libcuda-missing",
+        {"library": "libcuda.so"},
+        ["driver library libcuda.so"],
+        ["/usr/lib/wsl/lib", "sudo ldconfig", "Do not install a Linux driver inside WSL"],
+        Status.FAIL,
+    ),
     "09-device-order-fastest-first/user-report.txt": (
-        "cuda.device-order-mismatch", {"smi_index": "1"}, ["number the GPUs differently"],
-        ["export CUDA_DEVICE_ORDER=PCI_BUS_ID", "UUID"], Status.WARN),
+        "cuda.device-order-mismatch",
+        {"smi_index": "1"},
+        ["number the GPUs differently"],
+        ["export CUDA_DEVICE_ORDER=PCI_BUS_ID", "UUID"],
+        Status.WARN,
+    ),
     "17-debian12-sources-list-absent/build-output.txt": (
-        "apt.sources-list-absent", {"path": "/etc/apt/sources.list"}, ["deb822"],
-        ["/etc/apt/sources.list.d/debian.sources"], Status.FAIL),
+        "apt.sources-list-absent",
+        {"path": "/etc/apt/sources.list"},
+        ["deb822"],
+        ["/etc/apt/sources.list.d/debian.sources"],
+        Status.FAIL,
+    ),
     "18-ubuntu2404-sed-noop/build-output.txt": (
-        "apt.mirror-sync", {"host": "archive.ubuntu.com", "got": "2401883", "expected": "2401874"},
-        ["archive.ubuntu.com", "mid-sync"], ["/etc/apt/sources.list.d/*.sources", "gpudoctor fix apt.mirror"],
-        Status.WARN),
+        "apt.mirror-sync",
+        {"host": "archive.ubuntu.com", "got": "2401883", "expected": "2401874"},
+        ["archive.ubuntu.com", "mid-sync"],
+        ["/etc/apt/sources.list.d/*.sources", "gpudoctor fix apt.mirror"],
+        Status.WARN,
+    ),
     "20-pip-conf-no-section-header/pip-output.txt": (
-        "pip.conf-no-section-header", {"path": "/home/user/.config/pip/pip.conf", "lineno": "1"},
-        ["/home/user/.config/pip/pip.conf", "line 1"], ["[global]", "pip config list"], Status.FAIL),
+        "pip.conf-no-section-header",
+        {"path": "/home/user/.config/pip/pip.conf", "lineno": "1"},
+        ["/home/user/.config/pip/pip.conf", "line 1"],
+        ["[global]", "pip config list"],
+        Status.FAIL,
+    ),
     "23-docker-shm-64m-bus-error/traceback.txt": (
-        "dataloader.bus-error", {"pid": "572"}, ["/dev/shm is too small"],
-        ["--shm-size=16g", "--ipc=host", "medium: Memory"], Status.FAIL),
+        "dataloader.bus-error",
+        {"pid": "572"},
+        ["/dev/shm is too small"],
+        ["--shm-size=16g", "--ipc=host", "medium: Memory"],
+        Status.FAIL,
+    ),
     "26-torch-compile-missing-python-h/traceback.txt": (
-        "compile.python-h-missing", {"python_version": "3.10", "include_dir": "/usr/include/python3.10"},
-        ["Python.h (Python 3.10 headers) is missing"], ["sudo apt-get install python3.10-dev"], Status.FAIL),
+        "compile.python-h-missing",
+        {"python_version": "3.10", "include_dir": "/usr/include/python3.10"},
+        ["Python.h (Python 3.10 headers) is missing"],
+        ["sudo apt-get install python3.10-dev"],
+        Status.FAIL,
+    ),
     "26-torch-compile-missing-python-h/probe-output.txt": (
-        "python.headers-absent", {"python_version": "3.10"}, ["Python 3.10"], ["python3.10-dev"], Status.FAIL),
+        "python.headers-absent",
+        {"python_version": "3.10"},
+        ["Python 3.10"],
+        ["python3.10-dev"],
+        Status.FAIL,
+    ),
     "28-nccl-shm-docker-64m/nccl-output.txt": (
-        "nccl.shm-no-space", {"size": "9637888"}, ["/dev/shm is too small"],
-        ["--ipc=host", "--shm-size=1g", "NCCL_SHM_DISABLE=1"], Status.FAIL),
+        "nccl.shm-no-space",
+        {"size": "9637888"},
+        ["/dev/shm is too small"],
+        ["--ipc=host", "--shm-size=1g", "NCCL_SHM_DISABLE=1"],
+        Status.FAIL,
+    ),
     "30-uv-ignores-pip-conf/install-output.txt": (
-        "uv.default-index", {"package": "ruff"}, ["public default index"],
-        ["UV_DEFAULT_INDEX=", "[[index]]", "default = true"], Status.WARN),
+        "uv.default-index",
+        {"package": "ruff"},
+        ["public default index"],
+        ["UV_DEFAULT_INDEX=", "[[index]]", "default = true"],
+        Status.WARN,
+    ),
     "33-nvjitlink-ld-library-path-shadow/traceback.txt": (
-        "lib.nvjitlink-too-old", {"library": "libcusparse.so.12", "needed_version": "12.4",
-                                  "symbol": "__nvJitLinkComplete_12_4"},
-        ["libcusparse.so.12", "nvJitLink 12.4"], ["LD_LIBRARY_PATH", "nvidia.nvjitlink"], Status.FAIL),
+        "lib.nvjitlink-too-old",
+        {"library": "libcusparse.so.12", "needed_version": "12.4", "symbol": "__nvJitLinkComplete_12_4"},
+        ["libcusparse.so.12", "nvJitLink 12.4"],
+        ["LD_LIBRARY_PATH", "nvidia.nvjitlink"],
+        Status.FAIL,
+    ),
     "35-torch-compile-no-unversioned-libcuda/compile-output.txt": (
-        "compile.lcuda-only-32bit", {"path": "/usr/lib/i386-linux-gnu/libcuda.so"}, ["32-bit", "-lcuda"],
-        ["sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so", "LIBRARY_PATH"], Status.FAIL),
+        "compile.lcuda-only-32bit",
+        {"path": "/usr/lib/i386-linux-gnu/libcuda.so"},
+        ["32-bit", "-lcuda"],
+        ["sudo ln -s libcuda.so.1 /usr/lib/x86_64-linux-gnu/libcuda.so", "LIBRARY_PATH"],
+        Status.FAIL,
+    ),
     "39-k8s-pod-no-nvidia-runtimeclass/pod-events.txt": (
-        "k8s.pod-without-nvidia-runtime", {}, ["without the NVIDIA runtime"],
-        ["runtimeClassName: nvidia", "--set-as-default", "does not apply to Kubernetes"], Status.FAIL),
+        "k8s.pod-without-nvidia-runtime",
+        {},
+        ["without the NVIDIA runtime"],
+        ["runtimeClassName: nvidia", "--set-as-default", "does not apply to Kubernetes"],
+        Status.FAIL,
+    ),
     "39-k8s-pod-no-nvidia-runtimeclass/in-pod.txt": (
-        "container.no-device-nodes", {"path": "/dev/nvidia*"}, ["/dev/nvidia*"], ["runtimeClassName: nvidia"],
-        Status.FAIL),
+        "container.no-device-nodes",
+        {"path": "/dev/nvidia*"},
+        ["/dev/nvidia*"],
+        ["runtimeClassName: nvidia"],
+        Status.FAIL,
+    ),
 }
 
 
 def test_every_case_output_file_is_covered():
-    wanted = {str(p.relative_to(CASES)) for p in CASES.glob("*/*.txt")
-              if p.name in ("traceback.txt", "user-report.txt", "build-output.txt") or p.name.endswith("-output.txt")}
+    wanted = {
+        str(p.relative_to(CASES))
+        for p in CASES.glob("*/*.txt")
+        if p.name in ("traceback.txt", "user-report.txt", "build-output.txt") or p.name.endswith("-output.txt")
+    }
     assert wanted <= set(CASE_EXPECTATIONS), wanted - set(CASE_EXPECTATIONS)
 
 
@@ -104,14 +170,17 @@ def test_nccl_case_also_names_the_top_level_error_below_the_cause():
 
 def test_compile_cases_name_the_cause_not_the_wrapper():
     # BackendCompilerFailed and the plain "cannot find -lcuda" yield to the specific cause
-    for case, cause in (("35-torch-compile-no-unversioned-libcuda/compile-output.txt", "compile.lcuda-only-32bit"),
-                        ("26-torch-compile-missing-python-h/traceback.txt", "compile.python-h-missing")):
+    for case, cause in (
+        ("35-torch-compile-no-unversioned-libcuda/compile-output.txt", "compile.lcuda-only-32bit"),
+        ("26-torch-compile-missing-python-h/traceback.txt", "compile.python-h-missing"),
+    ):
         assert [m.signature.id for m in explain_file(str(CASES / case)).matches] == [cause]
     alone = explain_text("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nKeyError: 'x'")
     assert [m.signature.id for m in alone.matches] == ["compile.backend-failed"]
 
 
 # ----------------------------------------------------------------- files, stdin, formats
+
 
 def test_explain_file_console_lists_cause_remedy_and_the_confirm_command():
     proc = run_gpudoctor("explain", "--no-check", str(CASES / "01-driver-470-vs-torch-cu121/traceback.txt"))
@@ -131,8 +200,9 @@ def test_explain_stdin_dash_and_plain_pipe():
 
 
 def test_json_format_parses_and_carries_values_and_confirming_ids():
-    proc = run_gpudoctor("explain", "--no-check", "--format", "json",
-                         str(CASES / "33-nvjitlink-ld-library-path-shadow/traceback.txt"))
+    proc = run_gpudoctor(
+        "explain", "--no-check", "--format", "json", str(CASES / "33-nvjitlink-ld-library-path-shadow/traceback.txt")
+    )
     doc = json.loads(proc.stdout)
     assert doc["kind"] == "explain" and doc["matched"] is True and doc["checks"] is None
     (d,) = doc["diagnosis"]
@@ -143,8 +213,9 @@ def test_json_format_parses_and_carries_values_and_confirming_ids():
 
 
 def test_markdown_format():
-    proc = run_gpudoctor("explain", "--no-check", "--format", "markdown",
-                         str(CASES / "20-pip-conf-no-section-header/pip-output.txt"))
+    proc = run_gpudoctor(
+        "explain", "--no-check", "--format", "markdown", str(CASES / "20-pip-conf-no-section-header/pip-output.txt")
+    )
     assert proc.stdout.startswith("## gpudoctor explain")
     assert "### ✗ fail: `pip.conf-no-section-header`" in proc.stdout and "```text" in proc.stdout
 
@@ -170,8 +241,10 @@ def test_list_has_one_line_per_signature():
 
 def test_gzip_log_and_crlf_lines(tmp_path):
     log = tmp_path / "job.log.gz"
-    body = ("step 1\r\nConfiguration file could not be loaded.\r\nFile contains no section headers.\r\n"
-            "file: '/etc/pip.conf', line: 1\r\n")
+    body = (
+        "step 1\r\nConfiguration file could not be loaded.\r\nFile contains no section headers.\r\n"
+        "file: '/etc/pip.conf', line: 1\r\n"
+    )
     log.write_bytes(gzip.compress(body.encode()))
     (m,) = explain_file(str(log)).matches
     assert m.signature.id == "pip.conf-no-section-header" and m.values["path"] == "/etc/pip.conf"
@@ -179,9 +252,11 @@ def test_gzip_log_and_crlf_lines(tmp_path):
 
 def test_secrets_never_reach_any_format(tmp_path):
     log = tmp_path / "pip.log"
-    log.write_text("export HF_TOKEN=hf_abcdefSECRET123\n"
-                   "Could not fetch URL https://bob:Hunter2Secret@pypi.corp.example.org/simple/pip/: There was a problem "
-                   "confirming the ssl certificate: HTTPSConnectionPool(host='pypi.corp.example.org', port=443)\n")
+    log.write_text(
+        "export HF_TOKEN=hf_abcdefSECRET123\n"
+        "Could not fetch URL https://bob:Hunter2Secret@pypi.corp.example.org/simple/pip/: There was a problem "
+        "confirming the ssl certificate: HTTPSConnectionPool(host='pypi.corp.example.org', port=443)\n"
+    )
     for fmt in ("console", "json", "markdown"):
         proc = run_gpudoctor("explain", "--no-check", "-v", "--format", fmt, str(log))
         assert "pip.ssl-certificate" in proc.stdout
@@ -190,18 +265,28 @@ def test_secrets_never_reach_any_format(tmp_path):
 
 def test_output_file(tmp_path):
     out = tmp_path / "x.json"
-    proc = run_gpudoctor("explain", "--no-check", "--format", "json", "-o", str(out),
-                         str(CASES / "17-debian12-sources-list-absent/build-output.txt"))
+    proc = run_gpudoctor(
+        "explain",
+        "--no-check",
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        str(CASES / "17-debian12-sources-list-absent/build-output.txt"),
+    )
     assert proc.stdout == "" and json.loads(out.read_text())["diagnosis"][0]["signature"] == "apt.sources-list-absent"
 
 
-@pytest.mark.parametrize("args, words", [
-    (("explain", "/nonexistent/file.log"), "No such file"),
-    (("explain", "/"), "is a directory"),
-    (("explain", "x.log", "--", "true"), "not both"),
-    (("explain", "--"), "nothing to run"),
-    (("explain", "--list", "x.log"), "--list takes no"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("explain", "/nonexistent/file.log"), "No such file"),
+        (("explain", "/"), "is a directory"),
+        (("explain", "x.log", "--", "true"), "not both"),
+        (("explain", "--"), "nothing to run"),
+        (("explain", "--list", "x.log"), "--list takes no"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words):
     proc = run_gpudoctor(*args, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2, proc.stderr
@@ -210,16 +295,20 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
 
 # ----------------------------------------------------------------- running a command
 
+
 def _run_bytes(*args, timeout=180):
-    return subprocess.run([*GPUDOCTOR, *args], capture_output=True, env=env_with(), timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*GPUDOCTOR, *args], capture_output=True, env=env_with(), timeout=timeout, stdin=subprocess.DEVNULL
+    )
 
 
 def test_command_output_diagnosis_confirming_checks_and_its_exit_code():
-    code = ("import sys\n"
-            "print('loading model', flush=True)\n"
-            "sys.stderr.write('RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\\n')\n"
-            "sys.exit(7)\n")
+    code = (
+        "import sys\n"
+        "print('loading model', flush=True)\n"
+        "sys.stderr.write('RuntimeError: The NVIDIA driver on your system is too old (found version 11040).\\n')\n"
+        "sys.exit(7)\n"
+    )
     proc = _run_bytes("explain", "--offline", "--", PY, "-c", code)
     assert proc.returncode == 7
     assert proc.stdout == b"loading model\n"  # the command's stdout, untouched and alone
@@ -250,10 +339,12 @@ def test_command_raising_a_known_python_error_keeps_its_exit_code():
 
 
 def test_command_output_passes_through_byte_for_byte():
-    code = ("import sys\n"
-            "sys.stdout.buffer.write(b'\\xff\\xfe raw \\r progress 50%\\r progress 100%')\n"
-            "sys.stdout.flush()\n"
-            "sys.stderr.buffer.write(b'no newline at end')\n")
+    code = (
+        "import sys\n"
+        "sys.stdout.buffer.write(b'\\xff\\xfe raw \\r progress 50%\\r progress 100%')\n"
+        "sys.stdout.flush()\n"
+        "sys.stderr.buffer.write(b'no newline at end')\n"
+    )
     proc = _run_bytes("explain", "--", PY, "-c", code)
     assert proc.returncode == 0
     assert proc.stdout == b"\xff\xfe raw \r progress 50%\r progress 100%"
@@ -291,12 +382,18 @@ def test_command_json_to_a_file(tmp_path):
 
 
 def test_sigterm_is_forwarded_to_the_command(tmp_path):
-    code = ("import signal, sys, time\n"
-            "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
-            "print('ready', flush=True)\n"
-            "time.sleep(30)\n")
-    proc = subprocess.Popen([*GPUDOCTOR, "explain", "--no-check", "--", PY, "-c", code], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=env_with())
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (print('got TERM', flush=True), sys.exit(42)))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "explain", "--no-check", "--", PY, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_with(),
+    )
     assert proc.stdout.readline() == b"ready\n"
     proc.terminate()
     out, _ = proc.communicate(timeout=30)
@@ -304,6 +401,7 @@ def test_sigterm_is_forwarded_to_the_command(tmp_path):
 
 
 # ----------------------------------------------------------------- which interpreter to confirm with
+
 
 def test_target_python_from_argv_and_shebang(tmp_path):
     assert target_python([PY, "train.py"]) == os.path.abspath(PY)
@@ -343,8 +441,10 @@ def test_explain_text_is_reentrant_between_calls():
 
 def test_json_with_confirming_checks_embeds_a_valid_report():
     from _foundation import validator
-    proc = run_gpudoctor("explain", "--offline", "--format", "json",
-                         str(CASES / "20-pip-conf-no-section-header/pip-output.txt"))
+
+    proc = run_gpudoctor(
+        "explain", "--offline", "--format", "json", str(CASES / "20-pip-conf-no-section-header/pip-output.txt")
+    )
     doc = json.loads(proc.stdout)
     assert doc["checks_run"] == ["pip.config"] and doc["unresolved_checks"] == []
     validator("report.schema.json").validate(doc["checks"])
@@ -355,6 +455,7 @@ def test_json_with_confirming_checks_embeds_a_valid_report():
 
 def test_no_input_on_a_terminal_is_a_usage_error():
     import pty
+
     master, slave = pty.openpty()
     proc = subprocess.Popen([*GPUDOCTOR, "explain"], stdout=slave, stderr=slave, stdin=slave, env=env_with())
     os.close(slave)
@@ -371,9 +472,22 @@ def test_no_input_on_a_terminal_is_a_usage_error():
     assert b"give a FILE to explain" in out and b"Traceback" not in out
 
 
-_HEALTHY_INPUT_PATTERNS = ("ls-*.txt", "ldconfig-p.txt", "nvidia-smi*.txt", "nvidia-smi-q.xml", "pip-list.txt",
-                           "env.txt", "*.json", "*.sources", "pip.conf", "os-release.txt", "ldd-*.txt",
-                           "pip-config-debug.txt", "df-dev-shm.txt", "proc-driver-nvidia-version.txt")
+_HEALTHY_INPUT_PATTERNS = (
+    "ls-*.txt",
+    "ldconfig-p.txt",
+    "nvidia-smi*.txt",
+    "nvidia-smi-q.xml",
+    "pip-list.txt",
+    "env.txt",
+    "*.json",
+    "*.sources",
+    "pip.conf",
+    "os-release.txt",
+    "ldd-*.txt",
+    "pip-config-debug.txt",
+    "df-dev-shm.txt",
+    "proc-driver-nvidia-version.txt",
+)
 
 
 def test_machine_state_files_of_the_cases_are_not_mistaken_for_errors():
@@ -388,13 +502,20 @@ def test_stream_reader_handles_chunk_boundaries_progress_bars_and_bad_bytes():
     import io
 
     from gpudoctor.explain_run import CHUNK, explain_stream
+
     pad = b"x" * (CHUNK - 1)
-    data = (pad + "é\n".encode()  # a two-byte character split across the chunk boundary
-            + b"\xff\xfe garbage\n"
-            + b"epoch 1  10%\repoch 1  50%\rRuntimeError: No CUDA GPUs are available\n"
-            + b"step " * 5000 + b"\n"  # a long line without the error
-            + b"E: Unable to locate package cuda-toolkit-12-4")  # no final newline
+    data = (
+        pad
+        + "é\n".encode()  # a two-byte character split across the chunk boundary
+        + b"\xff\xfe garbage\n"
+        + b"epoch 1  10%\repoch 1  50%\rRuntimeError: No CUDA GPUs are available\n"
+        + b"step " * 5000
+        + b"\n"  # a long line without the error
+        + b"E: Unable to locate package cuda-toolkit-12-4"
+    )  # no final newline
     result = explain_stream(io.BytesIO(data))
-    assert [(m.signature.id, m.line) for m in result.matches] == [("cuda.no-gpus-available", 3),
-                                                                  ("apt.unable-to-locate", 5)]
+    assert [(m.signature.id, m.line) for m in result.matches] == [
+        ("cuda.no-gpus-available", 3),
+        ("apt.unable-to-locate", 5),
+    ]
     assert result.lines_read == 5

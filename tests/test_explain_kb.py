@@ -27,13 +27,27 @@ NOISY = sorted((FIXTURES / "explain").glob("*-ok.log"))
 
 # ----------------------------------------------------------------- the table itself
 
+
 def test_table_has_the_promised_breadth():
     assert len(SIGNATURES) >= 65
     ids = [s.id for s in SIGNATURES]
     assert len(ids) == len(set(ids))
     families = {i.split(".")[0] for i in ids}
-    for family in ("cuda", "lib", "cudnn", "nvml", "nccl", "dataloader", "compile", "docker", "container",
-                   "pip", "uv", "conda", "apt"):
+    for family in (
+        "cuda",
+        "lib",
+        "cudnn",
+        "nvml",
+        "nccl",
+        "dataloader",
+        "compile",
+        "docker",
+        "container",
+        "pip",
+        "uv",
+        "conda",
+        "apt",
+    ):
         assert family in families, family
 
 
@@ -42,7 +56,9 @@ def test_signature_is_complete(sig):
     assert CHECK_ID_RE.match(sig.id)
     assert sig.title and sig.meaning and sig.remedy and sig.source
     assert "`" in sig.remedy or "\n" in sig.remedy, "a remedy names exact commands"
-    assert re.search(r"https?://|\.(?:cpp|cc|py|h|hpp|cu)\b|\(\d\)|docs|PEP|README|guide", sig.source, re.IGNORECASE), sig.source
+    assert re.search(r"https?://|\.(?:cpp|cc|py|h|hpp|cu)\b|\(\d\)|docs|PEP|README|guide", sig.source, re.IGNORECASE), (
+        sig.source
+    )
     assert set(sig.groups) == set(sig.pattern.groupindex)
     assert all(len(desc) > 5 for desc in sig.groups.values())
     assert sig.status in (Status.FAIL, Status.WARN)
@@ -78,8 +94,7 @@ def test_no_example_is_claimed_first_by_another_signature():
         # matched alone against every other signature: a generic one may match too, but must rank lower
         rivals = explain_text(sig.example, others).matches
         mine = explain_text(sig.example).matches[0]
-        better = [m.signature.id for m in rivals if m.line == mine.line
-                  and m.signature.specificity >= sig.specificity]
+        better = [m.signature.id for m in rivals if m.line == mine.line and m.signature.specificity >= sig.specificity]
         if better:
             wrong[sig.id] = better
     assert not wrong
@@ -118,30 +133,42 @@ def test_resolve_checks_takes_ids_and_prefixes_and_drops_unknown():
 
 # ----------------------------------------------------------------- validation of the table
 
+
 def _doc(**override):
-    row = {"id": "x.sample", "title": "bad {thing}", "regex": r"boom (?P<thing>\w+)",
-           "groups": {"thing": "the thing that broke"}, "meaning": "m", "remedy": "`r`", "checks": [],
-           "source": "https://example.org/docs", "example": "boom gear"}
+    row = {
+        "id": "x.sample",
+        "title": "bad {thing}",
+        "regex": r"boom (?P<thing>\w+)",
+        "groups": {"thing": "the thing that broke"},
+        "meaning": "m",
+        "remedy": "`r`",
+        "checks": [],
+        "source": "https://example.org/docs",
+        "example": "boom gear",
+    }
     row.update(override)
     return {"signature": [row]}
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"regex": r"boom (?P<thing>\w+"}, "does not compile"),
-    ({"groups": {}}, "undocumented"),
-    ({"groups": {"thing": "x thing", "other": "not in the regex"}}, "not in regex"),
-    ({"title": "bad {nothing}"}, "{nothing}"),
-    ({"id": "NoDots"}, "dotted lowercase"),
-    ({"checks": ["Not An Id"]}, "checks"),
-    ({"status": "broken"}, "not a status"),
-    ({"lines": 0}, "lines"),
-    ({"regex": r"boom\n(?P<thing>\w+)"}, "spans lines"),
-    ({"expect": {"other": "1"}}, "expect"),
-    ({"derive": {"v": {"kind": "nonsense", "from": "thing"}}}, "derive"),
-    ({"colour": "red"}, "unknown key"),
-    ({"yields_to": ["x.other"]}, "yields_to names no other signature"),
-    ({"yields_to": "x.other"}, "yields_to"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"regex": r"boom (?P<thing>\w+"}, "does not compile"),
+        ({"groups": {}}, "undocumented"),
+        ({"groups": {"thing": "x thing", "other": "not in the regex"}}, "not in regex"),
+        ({"title": "bad {nothing}"}, "{nothing}"),
+        ({"id": "NoDots"}, "dotted lowercase"),
+        ({"checks": ["Not An Id"]}, "checks"),
+        ({"status": "broken"}, "not a status"),
+        ({"lines": 0}, "lines"),
+        ({"regex": r"boom\n(?P<thing>\w+)"}, "spans lines"),
+        ({"expect": {"other": "1"}}, "expect"),
+        ({"derive": {"v": {"kind": "nonsense", "from": "thing"}}}, "derive"),
+        ({"colour": "red"}, "unknown key"),
+        ({"yields_to": ["x.other"]}, "yields_to names no other signature"),
+        ({"yields_to": "x.other"}, "yields_to"),
+    ],
+)
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
     with pytest.raises(SignatureError) as err:
         parse_signatures(_doc(**override))
@@ -165,6 +192,7 @@ def test_shipped_table_parses_with_the_same_validator():
 
 # ----------------------------------------------------------------- matching behaviour
 
+
 def test_needles_prefilter_agrees_with_the_regex_on_every_example():
     for sig in SIGNATURES:
         for line in sig.example.splitlines():
@@ -174,36 +202,54 @@ def test_needles_prefilter_agrees_with_the_regex_on_every_example():
 
 
 def test_same_error_twice_is_one_finding_with_a_count():
-    text = ("warn: The NVIDIA driver on your system is too old (found version 10020).\n"
-            "RuntimeError: The NVIDIA driver on your system is too old (found version 10020).\n")
+    text = (
+        "warn: The NVIDIA driver on your system is too old (found version 10020).\n"
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 10020).\n"
+    )
     (m,) = explain_text(text).matches
     assert m.count == 2 and m.line == 1 and m.values["driver_cuda"] == "10.2"
 
 
 def test_two_different_libraries_give_two_findings():
-    text = ("OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
-            "OSError: libcublas.so.11: cannot open shared object file: No such file or directory\n")
+    text = (
+        "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+        "OSError: libcublas.so.11: cannot open shared object file: No such file or directory\n"
+    )
     got = {(m.signature.id, m.values["library"]) for m in explain_text(text).matches}
     assert got == {("lib.cudart-missing", "libcudart.so.11.0"), ("lib.cublas-missing", "libcublas.so.11")}
 
 
-@pytest.mark.parametrize("library, expected", [
-    ("libcudart.so.12", "lib.cudart-missing"), ("libcublasLt.so.12", "lib.cublas-missing"),
-    ("libcudnn.so.9", "lib.cudnn-missing"), ("libcudnn_graph.so.9", "lib.cudnn-missing"),
-    ("libnccl.so.2", "lib.nccl-missing"), ("libnvrtc.so.12", "lib.nvrtc-missing"),
-    ("libcufft.so.11", "lib.cuda-math-missing"), ("libcurand.so.10", "lib.cuda-math-missing"),
-    ("libcusolver.so.11", "lib.cuda-math-missing"), ("libnvJitLink.so.12", "lib.cuda-math-missing"),
-    ("libcupti.so.12", "lib.cuda-tools-missing"), ("libnvToolsExt.so.1", "lib.cuda-tools-missing"),
-    ("libnvinfer.so.8", "lib.tensorrt-missing"), ("libcuda.so.1", "lib.libcuda-missing"),
-    ("libcuda.so", "lib.libcuda-missing"), ("libnvidia-ml.so.1", "lib.nvml-missing"),
-    ("libnvcuvid.so.1", "lib.cuda-family-missing"), ("libcudss.so.0", "lib.cuda-math-missing"),
-])
+@pytest.mark.parametrize(
+    "library, expected",
+    [
+        ("libcudart.so.12", "lib.cudart-missing"),
+        ("libcublasLt.so.12", "lib.cublas-missing"),
+        ("libcudnn.so.9", "lib.cudnn-missing"),
+        ("libcudnn_graph.so.9", "lib.cudnn-missing"),
+        ("libnccl.so.2", "lib.nccl-missing"),
+        ("libnvrtc.so.12", "lib.nvrtc-missing"),
+        ("libcufft.so.11", "lib.cuda-math-missing"),
+        ("libcurand.so.10", "lib.cuda-math-missing"),
+        ("libcusolver.so.11", "lib.cuda-math-missing"),
+        ("libnvJitLink.so.12", "lib.cuda-math-missing"),
+        ("libcupti.so.12", "lib.cuda-tools-missing"),
+        ("libnvToolsExt.so.1", "lib.cuda-tools-missing"),
+        ("libnvinfer.so.8", "lib.tensorrt-missing"),
+        ("libcuda.so.1", "lib.libcuda-missing"),
+        ("libcuda.so", "lib.libcuda-missing"),
+        ("libnvidia-ml.so.1", "lib.nvml-missing"),
+        ("libnvcuvid.so.1", "lib.cuda-family-missing"),
+        ("libcudss.so.0", "lib.cuda-math-missing"),
+    ],
+)
 def test_every_cuda_family_library_is_named(library, expected):
-    for form in (f"OSError: {library}: cannot open shared object file: No such file or directory",
-                 f"./app: error while loading shared libraries: {library}: cannot open shared object file: No such "
-                 f"file or directory",
-                 f"Could not load dynamic library '{library}'; dlerror: {library}: cannot open shared object file: "
-                 f"No such file or directory"):
+    for form in (
+        f"OSError: {library}: cannot open shared object file: No such file or directory",
+        f"./app: error while loading shared libraries: {library}: cannot open shared object file: No such "
+        f"file or directory",
+        f"Could not load dynamic library '{library}'; dlerror: {library}: cannot open shared object file: "
+        f"No such file or directory",
+    ):
         top = explain_text(form).matches[0]
         assert top.signature.id == expected, (form, top.signature.id)
         if "library" in top.signature.groups:
@@ -220,43 +266,83 @@ def test_cudnn_wrapper_names_the_real_missing_dependency():
     assert top.signature.id == "lib.cublas-missing" and top.values["library"] == "libcublasLt.so.12"
 
 
-@pytest.mark.parametrize("text, sig_id, values", [
-    ("ImportError: /e/lib/python3.12/site-packages/nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
-     "__nvJitLinkCreate_12_8, version libnvJitLink.so.12", "lib.nvjitlink-too-old",
-     {"library": "libcusparse.so.12", "needed_version": "12.8"}),
-    ("ImportError: /e/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommWindowRegister",
-     "nccl.undefined-symbol", {"symbol": "ncclCommWindowRegister"}),
-    ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version "
-     "(8, 5, 0).", "cudnn.version-incompatible", {"compiled_version": "8.9.2", "runtime_version": "8.5.0"}),
-    ("UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12020).",
-     "cuda.driver-too-old", {"driver_cuda": "12.2"}),
-    ("NVIDIA GeForce GTX 680 with CUDA capability sm_30 is not compatible with the current PyTorch installation.",
-     "cuda.arch-not-compatible", {"arch": "sm_30", "gpu_name": "NVIDIA GeForce GTX 680"}),
-])
+@pytest.mark.parametrize(
+    "text, sig_id, values",
+    [
+        (
+            "ImportError: /e/lib/python3.12/site-packages/nvidia/cusparse/lib/libcusparse.so.12: undefined symbol: "
+            "__nvJitLinkCreate_12_8, version libnvJitLink.so.12",
+            "lib.nvjitlink-too-old",
+            {"library": "libcusparse.so.12", "needed_version": "12.8"},
+        ),
+        (
+            "ImportError: /e/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommWindowRegister",
+            "nccl.undefined-symbol",
+            {"symbol": "ncclCommWindowRegister"},
+        ),
+        (
+            "RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against (8, 9, 2) but found runtime version "
+            "(8, 5, 0).",
+            "cudnn.version-incompatible",
+            {"compiled_version": "8.9.2", "runtime_version": "8.5.0"},
+        ),
+        (
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old (found version 12020).",
+            "cuda.driver-too-old",
+            {"driver_cuda": "12.2"},
+        ),
+        (
+            "NVIDIA GeForce GTX 680 with CUDA capability sm_30 is not compatible with the current PyTorch installation.",
+            "cuda.arch-not-compatible",
+            {"arch": "sm_30", "gpu_name": "NVIDIA GeForce GTX 680"},
+        ),
+    ],
+)
 def test_neighbour_versions_and_libraries(text, sig_id, values):
     top = explain_text(text).matches[0]
     assert top.signature.id == sig_id
     assert {k: top.values[k] for k in values} == values
 
 
-@pytest.mark.parametrize("text, sig_id, values", [
-    ("gpu-a:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
-     "nccl.shm-no-space", {"shm_size": "9637892"}),
-    ("main.c:5:10: fatal error: 'Python.h' file not found", "compile.python-h-missing", {}),
-    ("x.c:1:10: fatal error: Python.h: No such file or directory\ncompilation terminated.\n"
-     "subprocess.CalledProcessError: Command '['gcc', 'x.c', '-I/opt/py/include/python3.13t', '-lcuda']'",
-     "compile.python-h-missing", {"python_version": "3.13", "include_dir": "/opt/py/include/python3.13t"}),
-    ("cp: cannot stat '/etc/apt/sources.list': No such file or directory", "apt.sources-list-absent",
-     {"path": "/etc/apt/sources.list"}),
-    ("ERROR: Configuration file could not be loaded.\nFile contains no section headers.\n"
-     "file: '/etc/xdg/pip/pip.conf', line: 2\n'x = 1\\n'", "pip.conf-no-section-header",
-     {"path": "/etc/xdg/pip/pip.conf", "lineno": "2"}),
-    ("  Caused by: error sending request for url (https://pypi.org/simple/numpy/)", "uv.default-index",
-     {"package": "numpy"}),
-    ("nvidia-smi shows the process running on GPU 3 although the script uses cuda:0", "cuda.device-order-mismatch",
-     {"smi_index": "3"}),
-    ("DEBUG Sending fresh GET request for https://pypi.org/simple/ruff/", "uv.default-index", {"host": "pypi.org"}),
-])
+@pytest.mark.parametrize(
+    "text, sig_id, values",
+    [
+        (
+            "gpu-a:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab12Cd to 9637892 bytes",
+            "nccl.shm-no-space",
+            {"shm_size": "9637892"},
+        ),
+        ("main.c:5:10: fatal error: 'Python.h' file not found", "compile.python-h-missing", {}),
+        (
+            "x.c:1:10: fatal error: Python.h: No such file or directory\ncompilation terminated.\n"
+            "subprocess.CalledProcessError: Command '['gcc', 'x.c', '-I/opt/py/include/python3.13t', '-lcuda']'",
+            "compile.python-h-missing",
+            {"python_version": "3.13", "include_dir": "/opt/py/include/python3.13t"},
+        ),
+        (
+            "cp: cannot stat '/etc/apt/sources.list': No such file or directory",
+            "apt.sources-list-absent",
+            {"path": "/etc/apt/sources.list"},
+        ),
+        (
+            "ERROR: Configuration file could not be loaded.\nFile contains no section headers.\n"
+            "file: '/etc/xdg/pip/pip.conf', line: 2\n'x = 1\\n'",
+            "pip.conf-no-section-header",
+            {"path": "/etc/xdg/pip/pip.conf", "lineno": "2"},
+        ),
+        (
+            "  Caused by: error sending request for url (https://pypi.org/simple/numpy/)",
+            "uv.default-index",
+            {"package": "numpy"},
+        ),
+        (
+            "nvidia-smi shows the process running on GPU 3 although the script uses cuda:0",
+            "cuda.device-order-mismatch",
+            {"smi_index": "3"},
+        ),
+        ("DEBUG Sending fresh GET request for https://pypi.org/simple/ruff/", "uv.default-index", {"host": "pypi.org"}),
+    ],
+)
 def test_other_wordings_of_the_same_faults(text, sig_id, values):
     result = explain_text(text)
     assert [m.signature.id for m in result.matches] == [sig_id]
@@ -264,17 +350,25 @@ def test_other_wordings_of_the_same_faults(text, sig_id, values):
 
 
 def test_generic_signatures_yield_to_specific_ones():
-    text = ("ERROR: Could not find a version that satisfies the requirement torch==9.0 (from versions: none)\n"
-            "ERROR: No matching distribution found for torch==9.0\n")
+    text = (
+        "ERROR: Could not find a version that satisfies the requirement torch==9.0 (from versions: none)\n"
+        "ERROR: No matching distribution found for torch==9.0\n"
+    )
     assert [m.signature.id for m in explain_text(text).matches] == ["pip.no-versions-at-all"]
     alone = explain_text("ERROR: No matching distribution found for torch==9.0")
     assert [m.signature.id for m in alone.matches] == ["pip.no-matching-distribution"]
 
 
 def test_multi_line_signature_sees_a_window_and_reports_its_first_line():
-    text = "\n".join(["$ pip list", "noise"] * 3 + [
-        "Configuration file could not be loaded.", "File contains no section headers.",
-        "file: '/srv/venv/pip.conf', line: 3", "'url = x\\n'"])
+    text = "\n".join(
+        ["$ pip list", "noise"] * 3
+        + [
+            "Configuration file could not be loaded.",
+            "File contains no section headers.",
+            "file: '/srv/venv/pip.conf', line: 3",
+            "'url = x\\n'",
+        ]
+    )
     (m,) = explain_text(text).matches
     assert m.signature.id == "pip.conf-no-section-header"
     assert m.line == 8 and m.values == {"path": "/srv/venv/pip.conf", "lineno": "3"}
@@ -289,8 +383,11 @@ def test_absent_optional_values_read_naturally():
 
 
 def test_multi_line_signature_does_not_match_lines_too_far_apart():
-    text = "Configuration file could not be loaded.\nFile contains no section headers.\n" + "x\n" * 10 + \
-           "file: '/srv/venv/pip.conf', line: 3\n"
+    text = (
+        "Configuration file could not be loaded.\nFile contains no section headers.\n"
+        + "x\n" * 10
+        + "file: '/srv/venv/pip.conf', line: 3\n"
+    )
     ids = [m.signature.id for m in explain_text(text).matches]
     assert ids == ["pip.conf-unparsable"]
 
@@ -312,8 +409,10 @@ def test_matcher_memory_stays_bounded_on_a_long_log():
 
 
 def test_secrets_in_matched_lines_are_redacted_in_findings():
-    text = ("Could not fetch URL https://alice:S3cr3tPass@pypi.corp.example.org/simple/pip/: There was a problem "
-            "confirming the ssl certificate: HTTPSConnectionPool(host='pypi.corp.example.org', port=443)")
+    text = (
+        "Could not fetch URL https://alice:S3cr3tPass@pypi.corp.example.org/simple/pip/: There was a problem "
+        "confirming the ssl certificate: HTTPSConnectionPool(host='pypi.corp.example.org', port=443)"
+    )
     (m,) = explain_text(text).matches
     finding = match_finding(m)
     blob = repr(finding.to_json())
@@ -326,8 +425,10 @@ def test_signature_ids_are_not_check_ids():
 
 # ----------------------------------------------------------------- the pre-filter never loses a match
 
+
 def _bare():
     import dataclasses
+
     return [dataclasses.replace(s, needles=(), any_needles=()) for s in SIGNATURES]
 
 
@@ -353,8 +454,18 @@ def test_prefilter_agrees_on_mangled_examples():
     lines = [ln for s in SIGNATURES for ln in s.example.splitlines() if ln.strip()]
 
     @settings(max_examples=150, deadline=None)
-    @given(st.lists(st.tuples(st.sampled_from(lines), st.integers(0, 400), st.integers(0, 400),
-                              st.text(alphabet="ab :'\"()[]/._-0123456789é\t", max_size=12)), min_size=1, max_size=6))
+    @given(
+        st.lists(
+            st.tuples(
+                st.sampled_from(lines),
+                st.integers(0, 400),
+                st.integers(0, 400),
+                st.text(alphabet="ab :'\"()[]/._-0123456789é\t", max_size=12),
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
     def check(parts):
         # cut, splice and glue example lines: matches may appear or vanish, but both matchers agree
         text = "\n".join(line[a:] + junk + line[:b] for line, a, b, junk in parts)

@@ -52,19 +52,32 @@ def copy(tmp_path):
         root = tmp_path / name
         shutil.copytree(GOLDEN / name / "before", root)
         return root
+
     return make
 
 
 def test_case17_diagnosed_then_fixed_through_the_deb822_file(copy):
     root = copy("case17")
-    code, out = run("check", "apt.sources", "--root", str(root), "--offline", "--dockerfile", str(CASE17 / "Dockerfile"))
+    code, out = run(
+        "check", "apt.sources", "--root", str(root), "--offline", "--dockerfile", str(CASE17 / "Dockerfile")
+    )
     assert code == 1
     assert "mirror rewrite targets /etc/apt/sources.list, which does not exist" in out
     assert "fix: gpudoctor fix apt.mirror" in out
     before = tree(root)
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror",
-                    "http://mirror.example.edu.cn/debian", "--allow-insecure", "--yes",
-                    "--set", "security-mirror=http://mirror.example.edu.cn/debian-security")
+    code, out = run(
+        "fix",
+        "apt.mirror",
+        "--root",
+        str(root),
+        "--offline",
+        "--mirror",
+        "http://mirror.example.edu.cn/debian",
+        "--allow-insecure",
+        "--yes",
+        "--set",
+        "security-mirror=http://mirror.example.edu.cn/debian-security",
+    )
     assert code == 0, out
     assert tree(root) == tree(GOLDEN / "case17" / "after") != before  # named by the user: moved
     assert "apt-get update" in out and "/var/lib/apt/lists" in out
@@ -73,8 +86,9 @@ def test_case17_diagnosed_then_fixed_through_the_deb822_file(copy):
 
 def test_ubuntu_2404_sources(copy):
     root = copy("ubuntu2404")
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror",
-                    "https://mirror.example.org/ubuntu", "--yes")
+    code, out = run(
+        "fix", "apt.mirror", "--root", str(root), "--offline", "--mirror", "https://mirror.example.org/ubuntu", "--yes"
+    )
     assert code == 0, out
     assert tree(root) == tree(GOLDEN / "ubuntu2404" / "after")
 
@@ -83,8 +97,9 @@ def test_mixed_formats_by_catalogue_name(copy, tmp_path):
     root = copy("mixed")
     cat = tmp_path / "cat.toml"
     cat.write_text('[[mirror]]\nname = "example"\ndebian = "https://mirror.example.org/debian"\nsource = "test"\n')
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--catalogue", str(cat),
-                    "--mirror", "example", "--yes")
+    code, out = run(
+        "fix", "apt.mirror", "--root", str(root), "--offline", "--catalogue", str(cat), "--mirror", "example", "--yes"
+    )
     assert code == 0, out
     assert tree(root) == tree(GOLDEN / "mixed" / "after")
     assert "Kept on the official host" in out
@@ -93,15 +108,27 @@ def test_mixed_formats_by_catalogue_name(copy, tmp_path):
 def test_several_stanzas_http_needs_allow_insecure_then_undo(copy):
     root = copy("stanzas")
     before = tree(root)
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror", "http://mirror.example.org/",
-                    "--yes")
+    code, out = run(
+        "fix", "apt.mirror", "--root", str(root), "--offline", "--mirror", "http://mirror.example.org/", "--yes"
+    )
     assert code == 1 and "--allow-insecure" in out
     assert tree(root) == before
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror", "http://mirror.example.org/",
-                    "--allow-insecure", "--yes", "--format", "json")
+    code, out = run(
+        "fix",
+        "apt.mirror",
+        "--root",
+        str(root),
+        "--offline",
+        "--mirror",
+        "http://mirror.example.org/",
+        "--allow-insecure",
+        "--yes",
+        "--format",
+        "json",
+    )
     assert code == 0, out
     assert tree(root) == security_kept(tree(GOLDEN / "stanzas" / "after"), before) != before
-    txn = json.loads(out[out.index("{\n"):])["transaction"]
+    txn = json.loads(out[out.index("{\n") :])["transaction"]
     code, out = run("fix", "--undo", txn)
     assert code == 0, out
     assert tree(root) == before
@@ -109,19 +136,41 @@ def test_several_stanzas_http_needs_allow_insecure_then_undo(copy):
 
 @pytest.mark.slow
 def test_mirror_fastest_ranks_local_servers_and_switches(tmp_path):
-    with FakeMirror(delay_ms=500) as slow, FakeMirror(prefix="/debian") as fast, \
-            FakeMirror(fault="stall", prefix="/debian") as stalled:
+    with (
+        FakeMirror(delay_ms=500) as slow,
+        FakeMirror(prefix="/debian") as fast,
+        FakeMirror(fault="stall", prefix="/debian") as stalled,
+    ):
         root = tmp_path / "root"
         shutil.copytree(GOLDEN / "case17" / "before", root)
         src = root / "etc/apt/sources.list.d/debian.sources"
         src.write_text(src.read_text().replace("http://ftp.debian.org", slow.url))
         cat = tmp_path / "cat.toml"
-        cat.write_text("replace = true\n" + "".join(
-            f'[[mirror]]\nname = "{n}"\ndebian = "{u}"\nofficial = {str(o).lower()}\n'
-            for n, u, o in (("upstream", slow.url + "/debian", True), ("quick", fast.url, False),
-                            ("hung", stalled.url, False))))
-        code, out = run("fix", "apt.mirror", "--root", str(root), "--catalogue", str(cat), "--mirror", "fastest",
-                        "--allow-insecure", "--mirror-budget", "3", "--yes")
+        cat.write_text(
+            "replace = true\n"
+            + "".join(
+                f'[[mirror]]\nname = "{n}"\ndebian = "{u}"\nofficial = {str(o).lower()}\n'
+                for n, u, o in (
+                    ("upstream", slow.url + "/debian", True),
+                    ("quick", fast.url, False),
+                    ("hung", stalled.url, False),
+                )
+            )
+        )
+        code, out = run(
+            "fix",
+            "apt.mirror",
+            "--root",
+            str(root),
+            "--catalogue",
+            str(cat),
+            "--mirror",
+            "fastest",
+            "--allow-insecure",
+            "--mirror-budget",
+            "3",
+            "--yes",
+        )
         assert code == 0, out
         text = src.read_text()
         assert f"URIs: {fast.url}\n" in text
@@ -138,16 +187,32 @@ def test_pip_mirror_ranked_then_pip_index_url_by_name(tmp_path, monkeypatch):
         (root / "etc").mkdir(parents=True)
         (root / "etc/pip.conf").write_text(f"[global]\n# company index\nindex-url = {slow.url}/simple\n")
         cat = tmp_path / "cat.toml"
-        cat.write_text(f'replace = true\n[[mirror]]\nname = "pypi"\nofficial = true\npypi = "{slow.url}/simple"\n'
-                       f'[[mirror]]\nname = "quick"\npypi = "{fast.url}/simple"\n')
-        code, out = run("check", "pip.mirror", "--root", str(root), "--catalogue", str(cat), "--rank-mirrors",
-                        "--format", "json")
+        cat.write_text(
+            f'replace = true\n[[mirror]]\nname = "pypi"\nofficial = true\npypi = "{slow.url}/simple"\n'
+            f'[[mirror]]\nname = "quick"\npypi = "{fast.url}/simple"\n'
+        )
+        code, out = run(
+            "check", "pip.mirror", "--root", str(root), "--catalogue", str(cat), "--rank-mirrors", "--format", "json"
+        )
         (finding,) = json.loads(out)["findings"]
         assert finding["status"] == "warn" and finding["summary"].startswith("quick answers in"), out
         assert finding["fixes"] == ["pip.index-url"]
         assert any(p["url"] == f"{slow.url}/simple" for p in finding["evidence"]["configured"])
-        code, out = run("fix", "pip.index-url", "--root", str(root), "--offline", "--catalogue", str(cat),
-                        "--mirror", "quick", "--allow-insecure", "--scope", "global", "--yes")
+        code, out = run(
+            "fix",
+            "pip.index-url",
+            "--root",
+            str(root),
+            "--offline",
+            "--catalogue",
+            str(cat),
+            "--mirror",
+            "quick",
+            "--allow-insecure",
+            "--scope",
+            "global",
+            "--yes",
+        )
         assert code == 0, out
         assert f"index-url = {fast.url}/simple" in (root / "etc/pip.conf").read_text()
 
@@ -160,10 +225,11 @@ def test_pip_unknown_mirror_name_is_a_usage_error(tmp_path):
 
 def test_fix_ranks_only_when_asked_and_never_offline():
     from gpudoctor.mirrors.cli_options import fix_mirror_extra
+
     assert fix_mirror_extra(None, ("apt.mirror",), False)["rank_mirrors"] is True
     assert fix_mirror_extra(None, ("apt.mirror",), False)["rank_ecosystems"] == ("apt",)
     assert fix_mirror_extra(None, ("apt.mirror",), True)["rank_mirrors"] is False
     assert fix_mirror_extra("tuna", ("apt.mirror",), False)["rank_mirrors"] is False
-    assert fix_mirror_extra(None, (), False)["rank_mirrors"] is False          # --all without --mirror
+    assert fix_mirror_extra(None, (), False)["rank_mirrors"] is False  # --all without --mirror
     assert fix_mirror_extra("fastest", (), False)["rank_mirrors"] is True
     assert fix_mirror_extra(None, ("pip.index-url",), False)["rank_mirrors"] is False

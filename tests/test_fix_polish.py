@@ -43,8 +43,11 @@ def test_read_only_journal_raises_journal_unavailable(root, monkeypatch, tmp_pat
 
     monkeypatch.setattr(ap.Journal, "_ensure", erofs)
     writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"))], Files(root))
-    with pytest.raises(ap.JournalUnavailable, match=r"cannot write the backup journal .*ro-state/journal: "
-                                                    r"Read-only file system; nothing was changed"):
+    with pytest.raises(
+        ap.JournalUnavailable,
+        match=r"cannot write the backup journal .*ro-state/journal: "
+        r"Read-only file system; nothing was changed",
+    ):
         ap.apply(writes, Files(root), journal)
     assert (root / "etc/a.conf").read_text() == "a1\n"
 
@@ -102,8 +105,9 @@ def test_erofs_during_the_write_rolls_back_and_says_read_only(root, isolated_hom
                 raise OSError(errno.EROFS, "Read-only file system", str(path))
             super().write(path, data, mode, owner)
 
-    writes = ap.prepare([plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/b.conf", "b1\n", "b2\n"))],
-                        Files(root))
+    writes = ap.prepare(
+        [plan("f.x", FileEdit("/etc/a.conf", "a1\n", "a2\n"), FileEdit("/etc/b.conf", "b1\n", "b2\n"))], Files(root)
+    )
     with pytest.raises(ap.CannotWrite, match="/etc/b.conf: the file system is read-only") as info:
         ap.apply(writes, Files(root), ap.Journal(), ops=Erofs(), rerun="sudo gpudoctor fix f.x")
     assert "sudo" not in str(info.value).replace("sudo mount", "")
@@ -128,8 +132,9 @@ def test_scope_global_puts_trusted_host_in_the_global_file(tmp_path, capsys, mon
             monkeypatch.delenv(var, raising=False)
     user_text = "[global]\nindex-url = http://mirror.example.org/simple\n"
     root = write_tree(tmp_path / "root", {USER_CONF: user_text, "/etc/pip.conf": "[global]\ntimeout = 30\n"})
-    code, out, _ = run(capsys, "fix", "--scope", "global", "--all", "--allow-insecure", "--dry-run",
-                       "--root", str(root))
+    code, out, _ = run(
+        capsys, "fix", "--scope", "global", "--all", "--allow-insecure", "--dry-run", "--root", str(root)
+    )
     assert code == 0, out
     assert "+++ /etc/pip.conf" in out and "+trusted-host = mirror.example.org" in out
     assert f"+++ {USER_CONF}" not in out and "trust mirror.example.org (trusted-host) in /etc/pip.conf" in out
@@ -150,13 +155,18 @@ def _hand_registry(monkeypatch, offers=()):
     from gpudoctor.model import Check, Fix, Status
     from gpudoctor.registry import Registry
 
-    hand = Check(id="demo.hand", title="hand", needs=(),
-                 evaluate=lambda facts: [hand.finding(Status.FAIL, "edit /etc/hand.conf by hand", fixes=offers)])
+    hand = Check(
+        id="demo.hand",
+        title="hand",
+        needs=(),
+        evaluate=lambda facts: [hand.finding(Status.FAIL, "edit /etc/hand.conf by hand", fixes=offers)],
+    )
     other = Fix(id="demo.other", title="unrelated", addresses=("demo.hand",), plan=lambda f, x, o: None)
-    reg = Registry(checks={"demo.check": demo.CHECK, "demo.hand": hand},
-                   fixes={"demo.fast": demo.FIX, "demo.other": other},
-                   providers={"check:demo.check": "t", "check:demo.hand": "t", "fix:demo.fast": "t",
-                              "fix:demo.other": "t"})
+    reg = Registry(
+        checks={"demo.check": demo.CHECK, "demo.hand": hand},
+        fixes={"demo.fast": demo.FIX, "demo.other": other},
+        providers={"check:demo.check": "t", "check:demo.hand": "t", "fix:demo.fast": "t", "fix:demo.other": "t"},
+    )
     monkeypatch.setattr(cli_fix, "load_registry", lambda: reg)
 
 
@@ -231,6 +241,7 @@ def test_forced_undo_saves_the_later_edit_in_the_journal_first(root, capsys):
 
 def test_forced_undo_of_a_created_file_keeps_its_later_content(root, capsys, tmp_path):
     from gpudoctor.system import Files as F
+
     (root / "etc/new.conf").unlink(missing_ok=True)
     writes = ap.prepare([plan("f.new", FileEdit("/etc/new.conf", None, "v1\n"))], F(root))
     txn = ap.apply(writes, F(root), ap.Journal())
@@ -282,8 +293,9 @@ def test_pip_conf_directory_is_called_a_directory(tmp_path, capsys, monkeypatch)
         if var.startswith("PIP_") or var in ("XDG_CONFIG_DIRS", "VIRTUAL_ENV", "CONDA_PREFIX"):
             monkeypatch.delenv(var, raising=False)
     root = write_tree(tmp_path / "root", {USER_CONF + "/stray.txt": "oops\n"})
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "user", "--yes",
-                       "--root", str(root))
+    code, out, _ = run(
+        capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "user", "--yes", "--root", str(root)
+    )
     assert code == 1
     assert f"{USER_CONF} is a directory, not a file" in out and "permissions" not in out
     assert (root / USER_CONF.lstrip("/") / "stray.txt").read_text() == "oops\n"

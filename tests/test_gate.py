@@ -29,8 +29,13 @@ from gpudoctor.testing import fake_system
 
 
 def _check(cid, status, tags=("gate",)):
-    return Check(id=cid, title=cid, needs=(), tags=tags,
-                 evaluate=lambda facts: [Check(cid, cid, (), lambda f: []).finding(status, f"{cid} says {status.value}")])
+    return Check(
+        id=cid,
+        title=cid,
+        needs=(),
+        tags=tags,
+        evaluate=lambda facts: [Check(cid, cid, (), lambda f: []).finding(status, f"{cid} says {status.value}")],
+    )
 
 
 def test_gate_selects_only_tagged_checks():
@@ -53,17 +58,20 @@ def test_builtin_gate_runs_light_checks_and_leaves_full_ones_to_deep():
 
 def test_builtin_gate_ids_are_exactly_the_gate_tagged_builtins():
     from gpudoctor.gate import BUILTIN_GATE_IDS, load_gate_registry
+
     reg = load_registry()
     own = {cid for cid in reg.checks if reg.provider(cid).split(" ")[0] == "gpudoctor"}
     assert BUILTIN_GATE_IDS == {cid for cid in own if "gate" in reg.checks[cid].tags}
     from gpudoctor.gate import BUILTIN_DEEP_ONLY
+
     light = load_gate_registry()
     assert set(light.checks) == (BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY) | (set(reg.checks) - own) and not light.fixes
     assert set(light.check_ids) == set(reg.checks)  # unknown --skip ids are still recognised
     assert set(load_gate_registry(deep=True).checks) >= BUILTIN_GATE_IDS
     # deep-only: the gate-tagged built-ins the light probe does not serve (or whose collector is costly)
-    assert BUILTIN_DEEP_ONLY == {cid for cid in BUILTIN_GATE_IDS
-                                 if "targets" in reg.checks[cid].needs and reg.checks[cid].probe_level != "light"}
+    assert BUILTIN_DEEP_ONLY == {
+        cid for cid in BUILTIN_GATE_IDS if "targets" in reg.checks[cid].needs and reg.checks[cid].probe_level != "light"
+    }
 
 
 def test_fail_blocks_and_warn_blocks_only_when_strict(tmp_path):
@@ -115,6 +123,7 @@ def test_write_atomic_replaces_whole_file_or_leaves_the_old_one(tmp_path, monkey
 
 # --------------------------------------------------------------------------- the real CLI
 
+
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
     try:
@@ -134,15 +143,35 @@ def _env(fake=None, **extra):
 
 
 def _gate(*args, env=None, cwd=None, timeout=120):
-    return subprocess.run([sys.executable, "-m", "gpudoctor", "gate", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env or _env(), cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudoctor", "gate", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or _env(),
+        cwd=cwd,
+    )
 
 
 def test_healthy_gate_execs_the_job_in_the_same_process(fake, tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "gate", "--require-gpus", "2", "--",
-                             sys.executable, "-c", "import os, sys; print(os.getpid()); sys.exit(7)"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(fake, FAKE_CUDA_COUNT="2"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpudoctor",
+            "gate",
+            "--require-gpus",
+            "2",
+            "--",
+            sys.executable,
+            "-c",
+            "import os, sys; print(os.getpid()); sys.exit(7)",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(fake, FAKE_CUDA_COUNT="2"),
+    )
     out, err = proc.communicate(timeout=120)
     # same PID (exec, not a child) and the job's own exit status
     assert proc.returncode == 7, err
@@ -164,8 +193,17 @@ def test_unhealthy_node_exits_1_and_never_runs_the_job(fake, tmp_path):
 
 def test_missing_required_gpus_are_labelled_required_not_skip(fake, tmp_path):
     marker = tmp_path / "ran"
-    proc = _gate("--require-gpus", "4", "--min-gpu-memory-gib", "80", "--", sys.executable, "-c",
-                 f"open({str(marker)!r}, 'w')", env=_env(fake, FAKE_CUDA_COUNT="2", FAKE_CUDA_MEM_MIB="40960"))
+    proc = _gate(
+        "--require-gpus",
+        "4",
+        "--min-gpu-memory-gib",
+        "80",
+        "--",
+        sys.executable,
+        "-c",
+        f"open({str(marker)!r}, 'w')",
+        env=_env(fake, FAKE_CUDA_COUNT="2", FAKE_CUDA_MEM_MIB="40960"),
+    )
     assert proc.returncode == 1 and not marker.exists()
     assert "gpudoctor gate: required: gate.gpus: 2 of the 4 required GPUs are visible" in proc.stderr
     assert "gpudoctor gate: required: gate.gpu-memory: GPU memory below the required 80 GiB" in proc.stderr
@@ -193,11 +231,30 @@ def test_wait_retries_until_the_gpus_come_up(fake, tmp_path):
     count = tmp_path / "count"
     count.write_text("0")
     status = tmp_path / "status.json"
-    proc = subprocess.Popen([sys.executable, "-m", "gpudoctor", "gate", "--require-gpus", "1", "--wait", "120",
-                             "--interval", "0.5", "--status-file", str(status),
-                             "--", sys.executable, "-c", "print('job ran')"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(fake, FAKE_CUDA_COUNT_FILE=str(count)))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gpudoctor",
+            "gate",
+            "--require-gpus",
+            "1",
+            "--wait",
+            "120",
+            "--interval",
+            "0.5",
+            "--status-file",
+            str(status),
+            "--",
+            sys.executable,
+            "-c",
+            "print('job ran')",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(fake, FAKE_CUDA_COUNT_FILE=str(count)),
+    )
     first = proc.stderr.readline()  # the first attempt found no GPU ...
     assert "not healthy yet" in first and "gate.gpus" in first and "retrying" in first
     count.write_text("1")  # ... then the node's GPU comes up
@@ -212,8 +269,21 @@ def test_wait_gives_up_when_the_time_is_up(fake, tmp_path):
     status = tmp_path / "status.json"
     marker = tmp_path / "ran"
     start = time.monotonic()
-    proc = _gate("--require-gpus", "1", "--wait", "3", "--interval", "1", "--status-file", str(status),
-                 "--", sys.executable, "-c", f"open({str(marker)!r}, 'w')", env=_env(fake, FAKE_CUDA_COUNT="0"))
+    proc = _gate(
+        "--require-gpus",
+        "1",
+        "--wait",
+        "3",
+        "--interval",
+        "1",
+        "--status-file",
+        str(status),
+        "--",
+        sys.executable,
+        "-c",
+        f"open({str(marker)!r}, 'w')",
+        env=_env(fake, FAKE_CUDA_COUNT="0"),
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode == 1 and not marker.exists()
     assert elapsed >= 3
@@ -236,6 +306,7 @@ def test_gate_reports_a_missing_command_with_127():
 
 def test_the_gate_does_not_look_for_jupyter_kernels():
     from gpudoctor.system import System
+
     checks = [c for c in gate_checks(load_registry().checks)[0] if c.id == "torch.install"]
     result = run_gate(checks, System.live())
     jupyter = result.report.facts.get("jupyter")
@@ -247,6 +318,7 @@ def test_the_gate_does_not_look_for_jupyter_kernels():
 
 def test_collectors_for_imports_only_what_the_selection_needs():
     from gpudoctor.collect import all_collectors, collectors_for
+
     every = all_collectors()
     some = collectors_for(["targets", "shm"])
     assert set(some) == {"targets", "jupyter", "shm", "os", "cpu"}  # targets requires jupyter; host.py holds 3
@@ -258,6 +330,7 @@ def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
     import dataclasses
 
     from gpudoctor.system import System
+
     system = dataclasses.replace(System.live(), env=_env(fake, FAKE_CUDA_COUNT="1"))
     checks = [load_registry().checks["torch.install"]]
     light = run_gate(checks, system, GateOptions())
@@ -276,6 +349,7 @@ def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
     import shutil
 
     from gpudoctor.system import System
+
     site, libdir = fake
     broken = tmp_path / "site"
     shutil.copytree(site, broken, symlinks=True)

@@ -24,8 +24,14 @@ def test_script_parses():
 def test_script_records_facts_and_report(tmp_path):
     out = tmp_path / "recorded"
     env = dict(os.environ, PYTHON=sys.executable, NO_COLOR="1")
-    r = subprocess.run(["bash", str(SCRIPT), "--no-tests", str(out)], env=env, capture_output=True, text=True,
-                       timeout=600, cwd=Path(__file__).resolve().parents[1])
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "--no-tests", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     facts_files = [p for p in out.glob("*.json") if not p.name.endswith(".report.json")]
     assert len(facts_files) == 1

@@ -67,8 +67,15 @@ from gpudoctor.testing import (
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 GPU_FIXTURES = FIXTURES / "facts" / "gpu"
 CASES = FIXTURES / "cases"
-GPU_CHECKS = ("cuda.available", "cuda.driver", "cuda.libcuda", "cuda.arch", "cudnn.load", "cuda.devices",
-              "torch.compile")
+GPU_CHECKS = (
+    "cuda.available",
+    "cuda.driver",
+    "cuda.libcuda",
+    "cuda.arch",
+    "cudnn.load",
+    "cuda.devices",
+    "torch.compile",
+)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +128,7 @@ def test_wheel_table_agrees_with_the_driver_table():
             assert (t, build["variant"]) not in seen, f"two rows for torch {t} {build['variant']}"
             seen.add((t, build["variant"]))
             first, newest = variants[build["variant"]]["first_torch"], variants[build["variant"]]["newest_torch"]
-            assert v(first[:len(t)]) <= v(t) <= v(".".join(newest.split(".")[:2])), (t, build["variant"])
+            assert v(first[: len(t)]) <= v(t) <= v(".".join(newest.split(".")[:2])), (t, build["variant"])
         for item in build["arch_list"].split(";"):
             assert re.fullmatch(r"\d+\.\d(\+PTX)?", item), build
             assert item.replace("+PTX", "") in archs, f"compute capability {item} missing from gpu_arch.toml"
@@ -129,27 +136,30 @@ def test_wheel_table_agrees_with_the_driver_table():
 
 def test_driver_rules_follow_the_release_notes():
     assert judge_driver("470.86", "12.1").fit == "too-old"
-    assert judge_driver("470.86", "11.8").fit == "minor-compat"   # 11.x floor 450.80.02
+    assert judge_driver("470.86", "11.8").fit == "minor-compat"  # 11.x floor 450.80.02
     assert judge_driver("525.60.13", "12.8").fit == "minor-compat"
     assert judge_driver("570.26", "12.8").fit == "full"
-    assert judge_driver("575.57.08", "13.0").fit == "too-old"     # 13.x needs >= 580
+    assert judge_driver("575.57.08", "13.0").fit == "too-old"  # 13.x needs >= 580
     assert judge_driver("440.33", "10.2").fit == "full"
-    assert judge_driver("418.39", "10.2").fit == "too-old"        # no minor-version compat for 10.x
+    assert judge_driver("418.39", "10.2").fit == "too-old"  # no minor-version compat for 10.x
     assert variant_for("2.1.0+cu121", "470.86")["name"] == "cu118"
     assert variant_for("2.13.0+cu130", "550.54.15")["name"] == "cu126"
     assert variant_for(None, "440.0") is None
 
 
-@pytest.mark.parametrize("cc,arch,expect", [
-    ((8, 6), ["sm_80"], "sm_80"),            # same major, higher minor runs the cubin
-    ((8, 0), ["sm_86"], None),               # lower minor does not
-    ((9, 0), ["sm_86"], None),               # never across majors
-    ((12, 0), ["sm_90", "compute_90"], "compute_90"),   # PTX JIT forward
-    ((9, 0), ["sm_90a"], "sm_90a"),
-    ((10, 3), ["sm_100a"], None),            # arch-specific: exact only
-    ((10, 3), ["sm_100f"], "sm_100f"),       # family: same major
-    ((12, 1), table_arch_list("2.7.0+cu128", "12.8"), "sm_120"),
-])
+@pytest.mark.parametrize(
+    "cc,arch,expect",
+    [
+        ((8, 6), ["sm_80"], "sm_80"),  # same major, higher minor runs the cubin
+        ((8, 0), ["sm_86"], None),  # lower minor does not
+        ((9, 0), ["sm_86"], None),  # never across majors
+        ((12, 0), ["sm_90", "compute_90"], "compute_90"),  # PTX JIT forward
+        ((9, 0), ["sm_90a"], "sm_90a"),
+        ((10, 3), ["sm_100a"], None),  # arch-specific: exact only
+        ((10, 3), ["sm_100f"], "sm_100f"),  # family: same major
+        ((12, 1), table_arch_list("2.7.0+cu128", "12.8"), "sm_120"),
+    ],
+)
 def test_cubin_and_ptx_rules(cc, arch, expect):
     cubin, ptx = coverage(cc, parse_arch_list(arch))
     assert (cubin or ptx).text == expect if expect else (cubin is None and ptx is None)
@@ -160,9 +170,17 @@ def test_cubin_and_ptx_rules(cc, arch, expect):
 #: fixture -> {check: (status, [substrings of summary + explanation])}
 EXPECTED = {
     "driver-too-old-a100": {
-        "cuda.driver": ("fail", ["470.82.01", "CUDA 12.1", "525.60.13",
-                                 "--index-url https://download.pytorch.org/whl/cu118", "torch==2.5.1",
-                                 "cuda-compat-12-1"]),
+        "cuda.driver": (
+            "fail",
+            [
+                "470.82.01",
+                "CUDA 12.1",
+                "525.60.13",
+                "--index-url https://download.pytorch.org/whl/cu118",
+                "torch==2.5.1",
+                "cuda-compat-12-1",
+            ],
+        ),
         "cuda.available": ("fail", ["CUDA is unavailable in /home/user/venv/bin/python: the NVIDIA driver 470.82.01"]),
     },
     "driver-new-enough": {"cuda.driver": ("ok", ["550.54.15"]), "cuda.available": ("ok", ["CUDA works"])},
@@ -173,27 +191,46 @@ EXPECTED = {
     },
     "arch-blackwell-on-cu128": {"cuda.arch": ("ok", ["sm_120"]), "cuda.available": ("ok", [])},
     "arch-ptx-only": {"cuda.arch": ("ok", ["only by compute_90 PTX", "JIT"])},
-    "arch-ptx-only-driver-too-old": {"cuda.arch": ("fail", ["compute_90", "550.54.15", "≥ 570.26",
-                                                            "unsupported toolchain"])},
+    "arch-ptx-only-driver-too-old": {
+        "cuda.arch": ("fail", ["compute_90", "550.54.15", "≥ 570.26", "unsupported toolchain"])
+    },
     "arch-sm86-on-sm80": {"cuda.arch": ("ok", ["sm_86 runs the sm_80 kernels"])},
     "arch-v100-on-2.11-cu128": {"cuda.arch": ("fail", ["sm_70", "2.11.0+cu128", "whl/cu126"])},
     "cudnn-ok": {"cudnn.load": ("ok", ["cuDNN 9.1.0", "nvidia/cudnn/lib/libcudnn.so.9", "7 sub-libraries"])},
     "cudnn-sublib-missing": {
-        "cudnn.load": ("fail", ["libcudnn_engines_precompiled.so.9: cannot open shared object file",
-                                "pip install --force-reinstall nvidia-cudnn-cu12==9.1.0.70"]),
+        "cudnn.load": (
+            "fail",
+            [
+                "libcudnn_engines_precompiled.so.9: cannot open shared object file",
+                "pip install --force-reinstall nvidia-cudnn-cu12==9.1.0.70",
+            ],
+        ),
     },
     "cudnn-system-shadow": {
-        "cudnn.load": ("fail", ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn.so.9",
-                                "ld.so cache", "apt-get remove"]),
+        "cudnn.load": (
+            "fail",
+            [
+                "/usr/lib/x86_64-linux-gnu/libcudnn.so.9",
+                "nvidia/cudnn/lib/libcudnn.so.9",
+                "ld.so cache",
+                "apt-get remove",
+            ],
+        ),
     },
-    "cudnn-wheel-dir-on-path": {"cudnn.load": ("fail", ["on PATH", "export LD_LIBRARY_PATH=/home/user/venv/lib/"
-                                                                  "python3.11/site-packages/nvidia/cudnn/lib:"])},
+    "cudnn-wheel-dir-on-path": {
+        "cudnn.load": (
+            "fail",
+            ["on PATH", "export LD_LIBRARY_PATH=/home/user/venv/lib/python3.11/site-packages/nvidia/cudnn/lib:"],
+        )
+    },
     "libcuda-missing-wsl": {
         "cuda.libcuda": ("fail", ["cannot open shared object file", "export LD_LIBRARY_PATH=/usr/lib/wsl/lib:"]),
         "cuda.available": ("fail", ["libcuda.so.1"]),
     },
-    "libcuda-missing-in-container": {"cuda.libcuda": ("fail", ["--gpus all"]),
-                                     "cuda.available": ("fail", ["--gpus all"])},
+    "libcuda-missing-in-container": {
+        "cuda.libcuda": ("fail", ["--gpus all"]),
+        "cuda.available": ("fail", ["--gpus all"]),
+    },
     "libcuda-version-mismatch": {"cuda.libcuda": ("fail", ["535.183.01", "550.54.15", "Reboot"])},
     "devices-ok": {"cuda.devices": ("ok", ["indices match nvidia-smi"])},
     "devices-cuda-visible-empty": {
@@ -207,8 +244,11 @@ EXPECTED = {
     "compile-triton-missing": {"torch.compile": ("fail", ["Triton", "not installed"])},
     "no-gpu-cpu-torch": {
         "cuda.available": ("info", ["no NVIDIA GPU and no NVIDIA driver"]),
-        "cuda.driver": ("skip", ["CPU-only"]), "cuda.arch": ("skip", []), "cudnn.load": ("skip", ["CPU-only"]),
-        "cuda.libcuda": ("skip", []), "cuda.devices": ("skip", []),
+        "cuda.driver": ("skip", ["CPU-only"]),
+        "cuda.arch": ("skip", []),
+        "cudnn.load": ("skip", ["CPU-only"]),
+        "cuda.libcuda": ("skip", []),
+        "cuda.devices": ("skip", []),
     },
 }
 
@@ -270,37 +310,54 @@ def test_headline_is_shown_first(registry):
 
 
 def _torch_from_case(doc: dict, **extra):
-    return torch_facts(doc["torch.__version__"], doc.get("torch.version.cuda"),
-                       cuda_available=doc.get("torch.cuda.is_available()"),
-                       device_count=doc.get("torch.cuda.device_count()", 0),
-                       driver_api_version=doc.get("torch._C._cuda_getDriverVersion()"), **extra)
+    return torch_facts(
+        doc["torch.__version__"],
+        doc.get("torch.version.cuda"),
+        cuda_available=doc.get("torch.cuda.is_available()"),
+        device_count=doc.get("torch.cuda.device_count()", 0),
+        driver_api_version=doc.get("torch._C._cuda_getDriverVersion()"),
+        **extra,
+    )
 
 
 def test_case_01_driver_470_vs_torch_cu121(tmp_path, registry):
     case = CASES / "01-driver-470-vs-torch-cu121"
     doc = json.loads((case / "torch-facts.json").read_text())
-    root = write_tree(tmp_path, {
-        "/proc/driver/nvidia/version": (case / "proc-driver-nvidia-version.txt").read_text(),
-        "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
-        "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
-        "/sys/bus/pci/devices/0000:01:00.0/device": "0x25a2\n",
-    })
+    root = write_tree(
+        tmp_path,
+        {
+            "/proc/driver/nvidia/version": (case / "proc-driver-nvidia-version.txt").read_text(),
+            "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
+            "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
+            "/sys/bus/pci/devices/0000:01:00.0/device": "0x25a2\n",
+        },
+    )
     ctx = CollectContext(fake_system(root), CollectOptions())
     nv, pci = collect_nvidia(ctx), collect_gpu(ctx)
     assert nv.driver_version == "470.86" and len(pci.devices) == 1
     warning = re.search(r"UserWarning: CUDA initialization: (.*)", (case / "traceback.txt").read_text()).group(1)
-    probe = probe_facts(doc["sys.executable"], _torch_from_case(doc, cudnn_version=doc["torch.backends.cudnn.version()"],
-                                                                cuda_error=warning), python_version="3.10.12",
-                        libcuda=LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.470.86", None, 11040))
+    probe = probe_facts(
+        doc["sys.executable"],
+        _torch_from_case(doc, cudnn_version=doc["torch.backends.cudnn.version()"], cuda_error=warning),
+        python_version="3.10.12",
+        libcuda=LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.470.86", None, 11040),
+    )
     facts = make_facts(nvidia=nv, gpu=pci, os=os_facts("ubuntu", "22.04", "jammy"), targets=targets(target(probe)))
     found = run_checks(facts, registry, ("cuda.available", "cuda.driver", "cuda.arch", "cuda.libcuda"))
     drv = found["cuda.driver"]
     assert drv.status == Status.FAIL
-    for needle in ("470.86", "2.1.0+cu121", "CUDA 12.1", "≥ 525.60.13", "CUDA ≤ 11.4", "Upgrade the NVIDIA driver",
-                   f"{doc['sys.executable']} -m pip install --force-reinstall torch==2.1.0 "
-                   "--index-url https://download.pytorch.org/whl/cu118"):
+    for needle in (
+        "470.86",
+        "2.1.0+cu121",
+        "CUDA 12.1",
+        "≥ 525.60.13",
+        "CUDA ≤ 11.4",
+        "Upgrade the NVIDIA driver",
+        f"{doc['sys.executable']} -m pip install --force-reinstall torch==2.1.0 "
+        "--index-url https://download.pytorch.org/whl/cu118",
+    ):
         assert needle in drv.summary + drv.explanation, needle
-    assert "cuda-compat" not in drv.explanation          # a GeForce laptop GPU: forward compat does not apply
+    assert "cuda-compat" not in drv.explanation  # a GeForce laptop GPU: forward compat does not apply
     head = found["cuda.available"]
     assert head.status == Status.FAIL
     assert head.summary.startswith(f"CUDA is unavailable in {doc['sys.executable']}: the NVIDIA driver 470.86")
@@ -337,26 +394,43 @@ def test_case_05_cudnn_shadowed_by_ld_library_path(tmp_path, registry):
             (host / name).symlink_to(link) if link else (host / name).write_bytes(b"\x7fELF")
     site = torch_lib.rsplit("/torch/lib", 1)[0]
     # what the loader does: the first LD_LIBRARY_PATH entry holding libcudnn.so.8 wins (no RPATH in 1.12 wheels)
-    first = next(d for d in env["LD_LIBRARY_PATH"].split(":") if d and (tmp_path / d.lstrip("/") / "libcudnn.so.8").exists())
+    first = next(
+        d for d in env["LD_LIBRARY_PATH"].split(":") if d and (tmp_path / d.lstrip("/") / "libcudnn.so.8").exists()
+    )
     loaded = str(Path(first) / Path((tmp_path / first.lstrip("/") / "libcudnn.so.8").resolve()).name)
-    linked = tuple(int(x) for x in re.search(r"linked against \((\d+), (\d+), (\d+)\)",
-                                             (case / "traceback.txt").read_text()).groups())
+    linked = tuple(
+        int(x)
+        for x in re.search(r"linked against \((\d+), (\d+), (\d+)\)", (case / "traceback.txt").read_text()).groups()
+    )
     error = (case / "traceback.txt").read_text().strip().splitlines()[-1]
-    probe = probe_facts(doc["sys.executable"],
-                        _torch_from_case(doc, cudnn_compile_version=".".join(map(str, doc["torch._C._cudnn.getCompileVersion()"])),
-                                         cuda_error="torch.backends.cudnn.version(): " + error),
-                        python_version="3.8.13", env=env, site_packages=(site,),
-                        cudnn=CudnnProbe(True, "", 8, loaded, (loaded,), linked[0] * 1000 + linked[1] * 100 + linked[2]),
-                        libcuda=LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 11040))
+    probe = probe_facts(
+        doc["sys.executable"],
+        _torch_from_case(
+            doc,
+            cudnn_compile_version=".".join(map(str, doc["torch._C._cudnn.getCompileVersion()"])),
+            cuda_error="torch.backends.cudnn.version(): " + error,
+        ),
+        python_version="3.8.13",
+        env=env,
+        site_packages=(site,),
+        cudnn=CudnnProbe(True, "", 8, loaded, (loaded,), linked[0] * 1000 + linked[1] * 100 + linked[2]),
+        libcuda=LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 11040),
+    )
     tg = targets(target(probe))
-    ctx = CollectContext(fake_system(tmp_path, env=env, runner=ScriptedRunner(default=ok(""))), CollectOptions(),
-                         {"targets": tg})
+    ctx = CollectContext(
+        fake_system(tmp_path, env=env, runner=ScriptedRunner(default=ok(""))), CollectOptions(), {"targets": tg}
+    )
     loader, wheels = collect_loader(ctx), collect_cuda_wheels(ctx)
     assert loader.ld_library_path[0] == module_dir
     shadow = next(d for d in loader.dirs if d.path == module_dir)
     assert ("libcudnn.so.8", "libcudnn.so.8.0.3") in {(f.name, f.link_target) for f in shadow.libraries}
-    facts = make_facts(nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(cc="8.0", name="NVIDIA A100-PCIE-40GB")]),
-                       targets=tg, loader=loader, cuda_wheels=wheels, os=os_facts("centos", "7", ""))
+    facts = make_facts(
+        nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(cc="8.0", name="NVIDIA A100-PCIE-40GB")]),
+        targets=tg,
+        loader=loader,
+        cuda_wheels=wheels,
+        os=os_facts("centos", "7", ""),
+    )
     found = run_checks(facts, registry, ("cudnn.load", "cuda.available"))
     f = found["cudnn.load"]
     text = f.summary + "\n" + f.explanation
@@ -364,9 +438,9 @@ def test_case_05_cudnn_shadowed_by_ld_library_path(tmp_path, registry):
     assert "cuDNN 8.0.3" in f.summary and "older than the 8.3.2" in f.summary and module_dir in f.summary
     assert "entry 1 of `LD_LIBRARY_PATH` (the first)" in text
     assert "module unload cudnn" in text
-    assert f"{torch_lib}/libcudnn.so.8" in text                     # names the wheel's own copy too
+    assert f"{torch_lib}/libcudnn.so.8" in text  # names the wheel's own copy too
     rest = env["LD_LIBRARY_PATH"].split(":", 1)[1]
-    assert f"export LD_LIBRARY_PATH={rest}\n" in text               # exact new value, other entries kept
+    assert f"export LD_LIBRARY_PATH={rest}\n" in text  # exact new value, other entries kept
     assert found["cuda.available"].status == Status.FAIL
     assert "cuDNN 8.0.3" in found["cuda.available"].summary
 
@@ -379,14 +453,19 @@ def test_case_26_torch_compile_missing_python_h(registry):
     gcc = re.search(r"\$ which gcc\n(\S+)", listing).group(1)
     include = doc["sysconfig.get_paths()['include']"]
     cuda = re.search(r"\+cu(\d+)(\d)$", doc["torch.__version__"]).groups()
-    probe = probe_facts(doc["sys.executable"],
-                        torch_facts(doc["torch.__version__"], ".".join(cuda),
-                                    cuda_available=doc["torch.cuda.is_available()"]),
-                        python_version=doc["sys.version"], include_dir=include,
-                        toolchain=ToolchainFacts(False, f"{include}/Python.h", gcc, None, others),
-                        triton=TritonFacts(True, doc["triton.__version__"], True))
-    facts = make_facts(targets=targets(target(probe)), os=os_facts("ubuntu", "20.04", "focal"),
-                       nvidia=nvidia_facts(devices=[nvml_device()]))
+    probe = probe_facts(
+        doc["sys.executable"],
+        torch_facts(doc["torch.__version__"], ".".join(cuda), cuda_available=doc["torch.cuda.is_available()"]),
+        python_version=doc["sys.version"],
+        include_dir=include,
+        toolchain=ToolchainFacts(False, f"{include}/Python.h", gcc, None, others),
+        triton=TritonFacts(True, doc["triton.__version__"], True),
+    )
+    facts = make_facts(
+        targets=targets(target(probe)),
+        os=os_facts("ubuntu", "20.04", "focal"),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+    )
     f = run_checks(facts, registry, ("torch.compile",))["torch.compile"]
     assert f.status == Status.FAIL
     assert "Python.h for Python 3.10 is missing" in f.summary
@@ -398,8 +477,16 @@ def _nvml_from_xml(path: Path):
     root = ET.parse(path).getroot()
     out = []
     for i, g in enumerate(root.findall("gpu")):
-        out.append(nvml_device(i, g.findtext("product_name"), g.findtext("compute_cap"),
-                               int(g.findtext("fb_memory_usage/total").split()[0]), g.findtext("uuid"), g.get("id")))
+        out.append(
+            nvml_device(
+                i,
+                g.findtext("product_name"),
+                g.findtext("compute_cap"),
+                int(g.findtext("fb_memory_usage/total").split()[0]),
+                g.findtext("uuid"),
+                g.get("id"),
+            )
+        )
     return root.findtext("driver_version"), root.findtext("cuda_version"), out
 
 
@@ -410,15 +497,24 @@ def test_case_09_device_order_fastest_first(order, registry):
     driver, cuda, nvml = _nvml_from_xml(case / "nvidia-smi-q.xml")
     env = dict(line.split("=", 1) for line in (case / "env.txt").read_text().splitlines() if "=" in line)
     n = doc["torch.cuda.device_count()"]
-    devices = [CudaDevice(i, doc[f"torch.cuda.get_device_name({i})"], "0.0",
-                          f"0000:{doc[f'torch.cuda.get_device_properties({i}).pci_bus_id']:02x}:00.0") for i in range(n)]
-    if order:                      # the healthy twin: PCI order requested, CUDA numbers like nvidia-smi
+    devices = [
+        CudaDevice(
+            i,
+            doc[f"torch.cuda.get_device_name({i})"],
+            "0.0",
+            f"0000:{doc[f'torch.cuda.get_device_properties({i}).pci_bus_id']:02x}:00.0",
+        )
+        for i in range(n)
+    ]
+    if order:  # the healthy twin: PCI order requested, CUDA numbers like nvidia-smi
         env["CUDA_DEVICE_ORDER"] = order
         devices = sorted(devices, key=lambda d: d.pci_bus_id)
         devices = [CudaDevice(i, d.name, d.capability, d.pci_bus_id) for i, d in enumerate(devices)]
-    probe = probe_facts("/home/user/venvs/exp/bin/python",
-                        torch_facts(doc["torch.__version__"], "11.6", cuda_available=True, device_count=n,
-                                    devices=tuple(devices)), env=env)
+    probe = probe_facts(
+        "/home/user/venvs/exp/bin/python",
+        torch_facts(doc["torch.__version__"], "11.6", cuda_available=True, device_count=n, devices=tuple(devices)),
+        env=env,
+    )
     facts = make_facts(nvidia=nvidia_facts(driver, cuda, nvml), targets=targets(target(probe)))
     f = run_checks(facts, registry, ("cuda.devices", "cuda.available"))
     dev = f["cuda.devices"]
@@ -430,7 +526,7 @@ def test_case_09_device_order_fastest_first(order, registry):
     assert "| 0 | 1 | NVIDIA GeForce GTX 1080 Ti | 00000000:02:00.0 |" in dev.explanation
     assert "| 1 | 0 | NVIDIA GeForce GTX 745 | 00000000:01:00.0 |" in dev.explanation
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in dev.explanation
-    assert f["cuda.available"].status == Status.OK     # a warning, not a reason CUDA is unusable
+    assert f["cuda.available"].status == Status.OK  # a warning, not a reason CUDA is unusable
 
 
 # --------------------------------------------------------------------------- collectors
@@ -450,8 +546,9 @@ def test_ldconfig_parsed_in_python_keeps_cuda_libraries_only():
 
 
 def test_loader_collector_on_an_image_root_uses_the_roots_cache(tmp_path):
-    write_tree(tmp_path, {"/etc/ld.so.cache": b"cache", "/opt/cudnn/lib/libcudnn.so.9": b"x",
-                          "/opt/cudnn/lib/libz.so.1": b"x"})
+    write_tree(
+        tmp_path, {"/etc/ld.so.cache": b"cache", "/opt/cudnn/lib/libcudnn.so.9": b"x", "/opt/cudnn/lib/libz.so.1": b"x"}
+    )
     cache = str(tmp_path / "etc" / "ld.so.cache")
     runner = ScriptedRunner({("ldconfig", "-p", "-C", cache): ok(LDCONFIG)})
     env = {"LD_LIBRARY_PATH": "/opt/cudnn/lib::/missing", "LD_PRELOAD": "/opt/x.so", "PATH": "/usr/bin"}
@@ -466,10 +563,15 @@ def test_loader_collector_on_an_image_root_uses_the_roots_cache(tmp_path):
 
 def test_cuda_wheels_collector_finds_cu12_and_cu13_layouts(tmp_path):
     site = "/venv/lib/python3.12/site-packages"
-    write_tree(tmp_path, {f"{site}/nvidia/cudnn/lib/libcudnn.so.9": b"x",
-                          f"{site}/nvidia/cu13/lib/libcudart.so.13": b"x",
-                          f"{site}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA": "Name: nvidia-cudnn-cu12\n",
-                          f"{site}/torch/lib/libtorch_cuda.so": b"x"})
+    write_tree(
+        tmp_path,
+        {
+            f"{site}/nvidia/cudnn/lib/libcudnn.so.9": b"x",
+            f"{site}/nvidia/cu13/lib/libcudart.so.13": b"x",
+            f"{site}/nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA": "Name: nvidia-cudnn-cu12\n",
+            f"{site}/torch/lib/libtorch_cuda.so": b"x",
+        },
+    )
     probe = probe_facts("/venv/bin/python", site_packages=(site,))
     ctx = CollectContext(fake_system(tmp_path), CollectOptions(), {"targets": targets(target(probe))})
     wheels = collect_cuda_wheels(ctx).targets[0]
@@ -500,6 +602,7 @@ def live_report():
 
 def test_probe_maps_real_libraries_and_reports_no_cudnn_for_the_cpu_build(live_report):
     from importlib import metadata
+
     probe = live_report.get("targets").targets[0].probe
     assert probe.torch.version == metadata.version("torch") and probe.torch.cuda is None
     torch_lib = Path(importlib.util.find_spec("torch").origin).parent / "lib"
@@ -542,9 +645,20 @@ def broken_libs(tmp_path_factory):
     (dep / "m.c").write_text("int gpudoctor_missing_fn(void) { return 1; }\n")
     subprocess.run([gcc, "-shared", "-fPIC", "-o", str(dep / "libgpudoctor_missing.so"), str(dep / "m.c")], check=True)
     (d / "c.c").write_text("int gpudoctor_missing_fn(void); int f(void) { return gpudoctor_missing_fn(); }\n")
-    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(d / "libcudnn_cnn.so.9"), str(d / "c.c"),
-                    f"-L{dep}", "-lgpudoctor_missing"], check=True)
-    (dep / "libgpudoctor_missing.so").unlink()          # now the dependency is gone
+    subprocess.run(
+        [
+            gcc,
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(d / "libcudnn_cnn.so.9"),
+            str(d / "c.c"),
+            f"-L{dep}",
+            "-lgpudoctor_missing",
+        ],
+        check=True,
+    )
+    (dep / "libgpudoctor_missing.so").unlink()  # now the dependency is gone
     return d
 
 
@@ -559,7 +673,7 @@ def test_cudnn_load_test_reports_real_loader_errors_verbatim(broken_libs):
     cnn = results["libcudnn_cnn.so.9"]
     assert cnn["ok"] is False
     assert "libgpudoctor_missing.so: cannot open shared object file: No such file or directory" in cnn["error"]
-    adv = results["libcudnn_adv.so.9"]          # absent everywhere: a bare-name dlopen through the loader's search
+    adv = results["libcudnn_adv.so.9"]  # absent everywhere: a bare-name dlopen through the loader's search
     assert adv["ok"] is False and adv["path"] is None
     assert adv["error"] == "libcudnn_adv.so.9: cannot open shared object file: No such file or directory"
     assert probe.cudnn_runtime_version(str(broken_libs / "libcudnn.so.9")) == 90100
@@ -569,13 +683,21 @@ def test_cudnn_load_failures_from_the_real_loader_become_a_fail_with_the_error(b
     probe_mod = _load_probe_module()
     records = probe_mod.cudnn_load_test(9, [str(broken_libs)])
     shim = str(broken_libs / "libcudnn.so.9")
-    doc = {"applicable": True, "expected_major": 9, "library_path": shim, "loaded_paths": [shim],
-           "runtime_version": probe_mod.cudnn_runtime_version(shim), "search_dirs": [str(broken_libs)],
-           "sublibraries": records}
+    doc = {
+        "applicable": True,
+        "expected_major": 9,
+        "library_path": shim,
+        "loaded_paths": [shim],
+        "runtime_version": probe_mod.cudnn_runtime_version(shim),
+        "search_dirs": [str(broken_libs)],
+        "sublibraries": records,
+    }
     from gpudoctor.facts.base import from_jsonable
+
     cudnn = from_jsonable(CudnnProbe, doc)
-    probe = probe_facts(torch=torch_facts("2.6.0+cu124", "12.4", cudnn_compile_version="9.1.0",
-                                          cuda_available=True), cudnn=cudnn)
+    probe = probe_facts(
+        torch=torch_facts("2.6.0+cu124", "12.4", cudnn_compile_version="9.1.0", cuda_available=True), cudnn=cudnn
+    )
     facts = make_facts(targets=targets(target(probe)))
     f = run_checks(facts, registry, ("cudnn.load",))["cudnn.load"]
     assert f.status == Status.FAIL
@@ -602,6 +724,7 @@ OLD_PYTHON = Path("/root/.pyenv/versions/3.6.15/bin/python")
 def test_probe_runs_under_python_3_6_without_torch():
     from gpudoctor.probe import probe_target
     from gpudoctor.system import System
+
     probe = probe_target(System.live(), str(OLD_PYTHON), timeout_s=60)
     assert probe.python_version.startswith("3.6.")
     assert probe.torch.installed is False
@@ -613,8 +736,9 @@ def test_probe_runs_under_python_3_6_without_torch():
 @pytest.mark.parametrize("driver,index", [("550.54.15", "whl/cu126"), ("470.86", "whl/cu118")])
 def test_torch_install_still_offers_a_cuda_build_the_driver_runs(driver, index, registry):
     probe = probe_facts(torch=torch_facts("2.13.0+cpu"))
-    facts = make_facts(targets=targets(target(probe)), nvidia=nvidia_facts(driver, None, [nvml_device()]),
-                       gpu=pci_gpus(1))
+    facts = make_facts(
+        targets=targets(target(probe)), nvidia=nvidia_facts(driver, None, [nvml_device()]), gpu=pci_gpus(1)
+    )
     found = run_checks(facts, registry, ("torch.install", "cuda.available"))
     assert found["torch.install"].status == Status.FAIL and index in found["torch.install"].explanation
     assert found["cuda.available"].status == Status.FAIL
@@ -626,42 +750,63 @@ def test_nvidia_visible_devices_none_matters_only_in_a_container(in_container, s
     facts = load_fixture("devices-ok")
     probe = facts.get("targets").targets[0].probe
     from dataclasses import replace
+
     probe = replace(probe, env={**probe.env, "NVIDIA_VISIBLE_DEVICES": "void"})
-    facts = facts.with_domains(targets=targets(target(probe)),
-                               os=os_facts("ubuntu", "22.04", "jammy", in_container=in_container, kind="docker"))
+    facts = facts.with_domains(
+        targets=targets(target(probe)),
+        os=os_facts("ubuntu", "22.04", "jammy", in_container=in_container, kind="docker"),
+    )
     f = run_checks(facts, registry, ("cuda.devices",))["cuda.devices"]
     assert f.status.value == status
     if in_container:
         assert "--gpus all" in f.explanation
 
 
-@pytest.mark.parametrize("runtime,torch_reports,paths,needle", [
-    (8902, None, ("/opt/cudnn8/libcudnn.so.8",), "a different major than the 9.1.0"),
-    (90100, 90100, ("/opt/a/libcudnn.so.9", "/opt/b/libcudnn.so.9"), "two cuDNN copies are mapped"),
-    (90100, 90500, ("/opt/a/libcudnn.so.9",), "torch reports cuDNN 9.5.0 but the mapped /opt/a/libcudnn.so.9 is 9.1.0"),
-])
+@pytest.mark.parametrize(
+    "runtime,torch_reports,paths,needle",
+    [
+        (8902, None, ("/opt/cudnn8/libcudnn.so.8",), "a different major than the 9.1.0"),
+        (90100, 90100, ("/opt/a/libcudnn.so.9", "/opt/b/libcudnn.so.9"), "two cuDNN copies are mapped"),
+        (
+            90100,
+            90500,
+            ("/opt/a/libcudnn.so.9",),
+            "torch reports cuDNN 9.5.0 but the mapped /opt/a/libcudnn.so.9 is 9.1.0",
+        ),
+    ],
+)
 def test_cudnn_version_and_duplicate_faults(runtime, torch_reports, paths, needle, registry):
     cudnn = CudnnProbe(True, "", 9, paths[0], paths, runtime)
-    probe = probe_facts(torch=torch_facts("2.6.0+cu124", "12.4", cudnn_compile_version="9.1.0",
-                                          cudnn_version=torch_reports, cuda_available=True), cudnn=cudnn)
+    probe = probe_facts(
+        torch=torch_facts(
+            "2.6.0+cu124", "12.4", cudnn_compile_version="9.1.0", cudnn_version=torch_reports, cuda_available=True
+        ),
+        cudnn=cudnn,
+    )
     f = run_checks(make_facts(targets=targets(target(probe))), registry, ("cudnn.load",))["cudnn.load"]
     assert f.status == Status.FAIL and needle in f.summary
 
 
-@pytest.mark.parametrize("gpu_name,compat,status,needle", [
-    ("NVIDIA A100-SXM4-80GB", "570.124.06", "ok", "forward-compatibility package"),
-    ("NVIDIA GeForce RTX 3090", "570.124.06", "fail", "error 804"),
-    ("NVIDIA A100-SXM4-80GB", "535.183.01", "fail", "error 803"),
-])
+@pytest.mark.parametrize(
+    "gpu_name,compat,status,needle",
+    [
+        ("NVIDIA A100-SXM4-80GB", "570.124.06", "ok", "forward-compatibility package"),
+        ("NVIDIA GeForce RTX 3090", "570.124.06", "fail", "error 804"),
+        ("NVIDIA A100-SXM4-80GB", "535.183.01", "fail", "error 803"),
+    ],
+)
 def test_forward_compatibility_libcuda(gpu_name, compat, status, needle, registry):
     lc = LibcudaProbe(True, f"/usr/local/cuda-12.8/compat/libcuda.so.{compat}", None, 12080)
     probe = probe_facts(torch=torch_facts("2.7.0+cu128", "12.8", cuda_available=status == "ok"), libcuda=lc)
-    facts = make_facts(targets=targets(target(probe)), gpu=pci_gpus(1),
-                       nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device(name=gpu_name, cc="8.0")]))
+    facts = make_facts(
+        targets=targets(target(probe)),
+        gpu=pci_gpus(1),
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device(name=gpu_name, cc="8.0")]),
+    )
     found = run_checks(facts, registry, ("cuda.libcuda", "cuda.driver"))
     f = found["cuda.libcuda"]
     assert f.status.value == status and needle in f.summary + f.explanation
-    if status == "ok":     # the old kernel driver is bridged, so cuda.driver does not fail either
+    if status == "ok":  # the old kernel driver is bridged, so cuda.driver does not fail either
         facts = facts.with_domains(nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(name=gpu_name, cc="8.0")]))
         drv = run_checks(facts, registry, ("cuda.driver",))["cuda.driver"]
         assert drv.status == Status.OK and "forward-compatibility libcuda 570.124.06" in drv.summary

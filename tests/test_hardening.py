@@ -41,16 +41,24 @@ def _wait_for(path: Path, timeout: float = 30.0) -> str:
 
 # --------------------------------------------------------------------------- signals
 
-@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up"),
-                                             (signal.SIGINT, 130, "interrupted")])
+
+@pytest.mark.parametrize(
+    "sig, code, word",
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up"), (signal.SIGINT, 130, "interrupted")],
+)
 def test_termination_signals_kill_every_probe_group(tmp_path, sig, code, word):
     pidfile = tmp_path / "pids"
     hang = tmp_path / "python-that-hangs"
     # the fake interpreter starts a grandchild and records both pids, then hangs
     hang.write_text(f"#!/bin/sh\nsleep 300 &\necho $$ $! > {pidfile}\nwait\n")
     hang.chmod(0o755)
-    proc = subprocess.Popen([*GPUDOCTOR, "check", "torch.install", "--python", str(hang)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_with())
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "check", "torch.install", "--python", str(hang)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_with(),
+    )
     pids = [int(p) for p in _wait_for(pidfile).split()]
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
@@ -64,7 +72,9 @@ def test_termination_signals_kill_every_probe_group(tmp_path, sig, code, word):
 
 def test_a_grandchild_holding_the_pipe_is_not_a_hang(tmp_path):
     # the command exits at once but leaves a daemon holding stdout: not a timeout
-    script = "import os, subprocess, sys; subprocess.Popen(['sleep', '60']); print('done'); sys.stdout.flush(); os._exit(0)"
+    script = (
+        "import os, subprocess, sys; subprocess.Popen(['sleep', '60']); print('done'); sys.stdout.flush(); os._exit(0)"
+    )
     start = time.monotonic()
     r = SubprocessRunner().run([sys.executable, "-c", script], timeout_s=30)
     assert r.error is None and r.returncode == 0 and r.stdout == "done\n"
@@ -73,26 +83,32 @@ def test_a_grandchild_holding_the_pipe_is_not_a_hang(tmp_path):
 
 # --------------------------------------------------------------------------- probe budget
 
+
 def test_a_collector_waiting_for_the_probe_waits_as_long_as_probe_timeout(tmp_path):
     def slow_probe(ctx):
         time.sleep(1.5)  # stands in for a 25 s torch import
         return {"ok": True}
 
-    collectors = {"targets": Collector("targets", slow_probe, timeout_s=0.5, runs_probes=True),
-                  "loader": Collector("loader", lambda ctx: dict(ctx.facts["targets"]), requires=("targets",),
-                                      timeout_s=0.5)}
+    collectors = {
+        "targets": Collector("targets", slow_probe, timeout_s=0.5, runs_probes=True),
+        "loader": Collector("loader", lambda ctx: dict(ctx.facts["targets"]), requires=("targets",), timeout_s=0.5),
+    }
     system = System(runner=ScriptedRunner(default=not_found()), files=Files(tmp_path), env={})
     facts, errors = collect_facts(["targets", "loader"], system, CollectOptions(probe_timeout_s=5.0), collectors)
     assert errors == []
     assert facts.domains["loader"] == {"ok": True}
     # with the default probe timeout too short, the same probe is an error naming the budget
-    facts, errors = collect_facts(["targets"], system, CollectOptions(probe_timeout_s=0.0),
-                                  {"targets": Collector("targets", lambda c: time.sleep(40), timeout_s=0.5,
-                                                        runs_probes=True)})
+    facts, errors = collect_facts(
+        ["targets"],
+        system,
+        CollectOptions(probe_timeout_s=0.0),
+        {"targets": Collector("targets", lambda c: time.sleep(40), timeout_s=0.5, runs_probes=True)},
+    )
     assert [e.check for e in errors] == ["collect.targets"] and "30 s" in errors[0].summary
 
 
 # --------------------------------------------------------------------------- plug-ins
+
 
 def _check(cid, fn):
     return Check(id=cid, title=cid, needs=(), evaluate=fn)
@@ -101,18 +117,22 @@ def _check(cid, fn):
 def _raises(exc):
     def fn(facts):
         raise exc
+
     return fn
 
 
-@pytest.mark.parametrize("cid, fn, expect", [
-    ("p.exit", _raises(SystemExit(3)), "SystemExit"),
-    ("p.kbd", _raises(KeyboardInterrupt()), "KeyboardInterrupt"),
-    ("p.generator", _raises(GeneratorExit()), "GeneratorExit"),
-    ("p.none", lambda facts: None, "NoneType"),
-    ("p.str", lambda facts: "all good", "str"),
-    ("p.dicts", lambda facts: [{"status": "ok"}], "dict"),
-    ("p.int", lambda facts: 42, "int"),
-])
+@pytest.mark.parametrize(
+    "cid, fn, expect",
+    [
+        ("p.exit", _raises(SystemExit(3)), "SystemExit"),
+        ("p.kbd", _raises(KeyboardInterrupt()), "KeyboardInterrupt"),
+        ("p.generator", _raises(GeneratorExit()), "GeneratorExit"),
+        ("p.none", lambda facts: None, "NoneType"),
+        ("p.str", lambda facts: "all good", "str"),
+        ("p.dicts", lambda facts: [{"status": "ok"}], "dict"),
+        ("p.int", lambda facts: 42, "int"),
+    ],
+)
 def test_a_broken_check_is_an_error_finding_naming_it(cid, fn, expect):
     good = _check("p.good", lambda facts: [Finding("p.good", Status.OK, "fine")])
     findings = evaluate([_check(cid, fn), good], Facts(domains={}))
@@ -124,9 +144,14 @@ def test_a_broken_check_is_an_error_finding_naming_it(cid, fn, expect):
 
 
 def test_a_check_past_its_budget_is_abandoned():
-    findings = evaluate([_check("p.slow", lambda facts: time.sleep(30)),
-                         _check("p.good", lambda facts: [Finding("p.good", Status.OK, "fine")])],
-                        Facts(domains={}), check_timeout_s=0.3)
+    findings = evaluate(
+        [
+            _check("p.slow", lambda facts: time.sleep(30)),
+            _check("p.good", lambda facts: [Finding("p.good", Status.OK, "fine")]),
+        ],
+        Facts(domains={}),
+        check_timeout_s=0.3,
+    )
     assert findings[0].status is Status.ERROR and "did not finish within 0.3 s" in findings[0].summary
     assert findings[1].status is Status.OK
 
@@ -144,14 +169,17 @@ def test_a_collector_returning_garbage_is_an_error(tmp_path, value, word):
 def test_a_collector_raising_anything_is_an_error(tmp_path, exc):
     def boom(ctx):
         raise exc
+
     system = System(runner=ScriptedRunner(default=not_found()), files=Files(tmp_path), env={})
-    facts, errors = collect_facts(["x", "y"], system, CollectOptions(),
-                                  {"x": Collector("x", boom), "y": Collector("y", lambda ctx: {"fine": 1})})
+    facts, errors = collect_facts(
+        ["x", "y"], system, CollectOptions(), {"x": Collector("x", boom), "y": Collector("y", lambda ctx: {"fine": 1})}
+    )
     assert isinstance(facts.domains["x"], Unavailable) and facts.domains["y"] == {"fine": 1}
     assert errors[0].check == "collect.x" and type(exc).__name__ in errors[0].summary
 
 
 # --------------------------------------------------------------------------- probe dataloader result cache
+
 
 def test_saved_probe_result_lives_in_the_xdg_cache_dir(tmp_path, monkeypatch):
     from gpudoctor.cli.probe import saved_result_path
@@ -159,19 +187,21 @@ def test_saved_probe_result_lives_in_the_xdg_cache_dir(tmp_path, monkeypatch):
     from gpudoctor.collect.dataloader_probe import collect_dataloader_probe, saved_result_file
     from gpudoctor.facts.dataloader import DataLoaderProbeFacts
     from gpudoctor.testing import fake_system, write_tree
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     assert saved_result_path() == tmp_path / "xdg-cache" / "gpudoctor" / "dataloader-probe.json"
     # the collector reads the same place, inside the root, and falls back to ~/.cache
     assert saved_result_file("/home/u", {"XDG_CACHE_HOME": "/xdg"}) == "/xdg/gpudoctor/dataloader-probe.json"
-    assert saved_result_file("/home/u", {"XDG_CACHE_HOME": "relative"}) == \
-        "/home/u/.cache/gpudoctor/dataloader-probe.json"
+    assert (
+        saved_result_file("/home/u", {"XDG_CACHE_HOME": "relative"}) == "/home/u/.cache/gpudoctor/dataloader-probe.json"
+    )
     doc = json.dumps({"batch_bytes": 1024, "num_workers": 2, "prefetch_factor": 2, "batch_size": 8})
     root = write_tree(tmp_path / "root", {"/xdg/gpudoctor/dataloader-probe.json": doc})
     got = collect_dataloader_probe(CollectContext(fake_system(root, env={"XDG_CACHE_HOME": "/xdg"}), CollectOptions()))
     assert isinstance(got, DataLoaderProbeFacts) and got.source == "/xdg/gpudoctor/dataloader-probe.json"
 
 
-HANGING_DATASET = '''
+HANGING_DATASET = """
 import time, torch
 
 class Hangs:
@@ -184,21 +214,42 @@ class Hangs:
 
 def hangs():
     return Hangs()
-'''
+"""
 
 
 @pytest.mark.slow
 def test_probe_dataloader_stops_at_its_budget_when_a_dataset_item_hangs(tmp_path):
     from gpudoctor.cli.probe import GRACE_S
+
     (tmp_path / "userdata.py").write_text(HANGING_DATASET)
     start = time.monotonic()
-    proc = subprocess.run([*GPUDOCTOR, "probe", "dataloader", "--dataset", "userdata:hangs", "--batch-size", "2",
-                           "--step-ms", "1", "--budget-s", "3"], cwd=tmp_path, capture_output=True, text=True,
-                          env=env_with(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache")), timeout=120)
+    proc = subprocess.run(
+        [
+            *GPUDOCTOR,
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:hangs",
+            "--batch-size",
+            "2",
+            "--step-ms",
+            "1",
+            "--budget-s",
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env_with(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache")),
+        timeout=120,
+    )
     wall = time.monotonic() - start
     # either the probe's own deadline ends the measurement (nothing measured) or the doctor kills it
-    assert (proc.returncode == 1 and "a dataset item, collate_fn or worker hung" in proc.stderr) or \
-        (proc.returncode == 0 and "No configuration could be measured within the budget" in proc.stdout), proc
+    assert (proc.returncode == 1 and "a dataset item, collate_fn or worker hung" in proc.stderr) or (
+        proc.returncode == 0 and "No configuration could be measured within the budget" in proc.stdout
+    ), proc
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert wall < 3 + GRACE_S + 40  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
+    assert (
+        wall < 3 + GRACE_S + 40
+    )  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
     assert not list(tmp_path.rglob("dataloader-probe.json"))

@@ -35,8 +35,9 @@ def discover(package_dir: Path, package: str) -> dict[str, Path]:
 
 
 def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _module_level_imports(body: list[ast.stmt]):
@@ -82,7 +83,7 @@ def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
             else:
                 if node.level:
                     base_parts = module.split(".") if is_package else module.split(".")[:-1]
-                    base_parts = base_parts[:len(base_parts) - (node.level - 1)]
+                    base_parts = base_parts[: len(base_parts) - (node.level - 1)]
                     base = ".".join(base_parts + ([node.module] if node.module else []))
                 else:
                     base = node.module or ""
@@ -169,17 +170,20 @@ def _write_package(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_detector_finds_module_level_cycles_and_ignores_deferred_imports(tmp_path):
-    pkg = _write_package(tmp_path, {
-        "__init__.py": "from pkg import a\n",
-        "a.py": "from pkg.b import thing\n",
-        "b.py": "import pkg.c\nthing = 1\n",
-        "c.py": "from . import a\n",  # relative: pkg.a -> pkg.b -> pkg.c -> pkg.a
-        "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n",
-        "e.py": "def f():\n    from pkg import d\n",  # inside a function: no edge
-        "sub/__init__.py": "from .x import y\n",
-        "sub/x.py": "try:\n    from ..sub import z\nexcept ImportError:\n    pass\ny = 1\n",
-        "sub/z.py": "from pkg.sub import x\n",  # pkg.sub.x <-> pkg.sub.z through a try block
-    })
+    pkg = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "from pkg import a\n",
+            "a.py": "from pkg.b import thing\n",
+            "b.py": "import pkg.c\nthing = 1\n",
+            "c.py": "from . import a\n",  # relative: pkg.a -> pkg.b -> pkg.c -> pkg.a
+            "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import e\n",
+            "e.py": "def f():\n    from pkg import d\n",  # inside a function: no edge
+            "sub/__init__.py": "from .x import y\n",
+            "sub/x.py": "try:\n    from ..sub import z\nexcept ImportError:\n    pass\ny = 1\n",
+            "sub/z.py": "from pkg.sub import x\n",  # pkg.sub.x <-> pkg.sub.z through a try block
+        },
+    )
     modules = discover(pkg, "pkg")
     graph = import_graph(modules)
     assert graph["pkg.c"] == {"pkg.a"}

@@ -60,8 +60,12 @@ def bare_python(tmp_path_factory) -> str:
 
 
 def live_system(home: Path, **env) -> System:
-    base = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "XDG_DATA_HOME": str(home / ".local" / "share"), "JUPYTER_PREFER_ENV_PATH": "0"}
+    base = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "JUPYTER_PREFER_ENV_PATH": "0",
+    }
     base.update({k: str(v) for k, v in env.items()})
     return System(env=base, home=str(home))
 
@@ -76,9 +80,11 @@ def collect_domains(system: System, options: CollectOptions, *checks):
 
 def jupyter_client_listing(env: dict) -> dict:
     """What jupyter_client itself lists (name -> {resource_dir, argv}), in a clean process with ``env``."""
-    code = ("import json; from jupyter_client.kernelspec import KernelSpecManager as K; m = K(); "
-            "print(json.dumps({n: {'resource_dir': d['resource_dir'], 'argv': d['spec']['argv']} "
-            "for n, d in m.get_all_specs().items()}))")
+    code = (
+        "import json; from jupyter_client.kernelspec import KernelSpecManager as K; m = K(); "
+        "print(json.dumps({n: {'resource_dir': d['resource_dir'], 'argv': d['spec']['argv']} "
+        "for n, d in m.get_all_specs().items()}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -96,37 +102,80 @@ def test_collector_finds_every_kernelspec_as_jupyter_does_and_resolves_interpret
     (conda / "envs" / "ml" / "bin").mkdir(parents=True)
     os.symlink(python, conda / "envs" / "ml" / "bin" / "python")
     write_spec(jp1, "Plain", spec_json(ipk_argv("python"), "Plain"))
-    write_spec(jp1, "condaml", spec_json([str(conda / "bin" / "conda"), "run", "--no-capture-output", "-n", "ml",
-                                          "python", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "ML"))
-    write_spec(jp1, "wrapped", spec_json(["env", "OMP_NUM_THREADS=4", "CUDA_DEVICE_ORDER=PCI_BUS_ID",
-                                          "python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"], "W",
-                                         env={"LD_LIBRARY_PATH": "/opt/cudnn/lib:${LD_LIBRARY_PATH}",
-                                              "X": "$UNSET_VAR"}))
+    write_spec(
+        jp1,
+        "condaml",
+        spec_json(
+            [
+                str(conda / "bin" / "conda"),
+                "run",
+                "--no-capture-output",
+                "-n",
+                "ml",
+                "python",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
+            ],
+            "ML",
+        ),
+    )
+    write_spec(
+        jp1,
+        "wrapped",
+        spec_json(
+            [
+                "env",
+                "OMP_NUM_THREADS=4",
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                "python3",
+                "-m",
+                "ipykernel_launcher",
+                "-f",
+                "{connection_file}",
+            ],
+            "W",
+            env={"LD_LIBRARY_PATH": "/opt/cudnn/lib:${LD_LIBRARY_PATH}", "X": "$UNSET_VAR"},
+        ),
+    )
     write_spec(jp1, "gone", spec_json(ipk_argv("/nonexistent/venv/bin/python"), "Gone"))
     write_spec(jp1, "ir", spec_json(["R", "--slave", "-f", "{connection_file}"], "R", language="R"))
     write_spec(jp2, "gone", spec_json(ipk_argv(python), "Gone (older copy)"))
     write_spec(data / "kernels", "datadir", spec_json(ipk_argv(python), "From JUPYTER_DATA_DIR"))
     (jp1 / "broken").mkdir()
     (jp1 / "broken" / "kernel.json").write_text("{not json")
-    system = live_system(home, JUPYTER_PATH=f"{jp1.parent}{os.pathsep}{jp2.parent}", JUPYTER_DATA_DIR=data,
-                         LD_LIBRARY_PATH="/usr/local/cuda/lib64", PATH=f"{Path(python).parent}:/usr/bin:/bin")
+    system = live_system(
+        home,
+        JUPYTER_PATH=f"{jp1.parent}{os.pathsep}{jp2.parent}",
+        JUPYTER_DATA_DIR=data,
+        LD_LIBRARY_PATH="/usr/local/cuda/lib64",
+        PATH=f"{Path(python).parent}:/usr/bin:/bin",
+    )
     facts = collect_jupyter(CollectContext(system, CollectOptions(extra={"jupyter_python": python})))
     assert isinstance(facts, JupyterFacts)
 
     # same names and directories as jupyter_client itself lists with that environment
     listed = jupyter_client_listing(dict(system.env))
     ours = {k.name: k for k in facts.kernels}
-    assert {n: d["resource_dir"] for n, d in listed.items()} == \
-        {n: k.resource_dir for n, k in ours.items() if k.error is None}
+    assert {n: d["resource_dir"] for n, d in listed.items()} == {
+        n: k.resource_dir for n, k in ours.items() if k.error is None
+    }
     assert facts.kernel_dirs[:2] == (str(jp1), str(jp2))
     assert str(data / "kernels") in facts.kernel_dirs and facts.data_dir == str(data)
 
     plain = ours["plain"]  # directory "Plain": the name is lower-cased
-    assert plain.interpreter == KernelInterpreter(python, 0, "server-python", True,
-                                                  note="`python` is replaced by the Jupyter server's interpreter")
+    assert plain.interpreter == KernelInterpreter(
+        python, 0, "server-python", True, note="`python` is replaced by the Jupyter server's interpreter"
+    )
     ml = ours["condaml"].interpreter
-    assert (ml.via, ml.conda_env, ml.path, ml.argv_index, ml.exists) == \
-        ("conda-run", "ml", str(conda / "envs" / "ml" / "bin" / "python"), 5, True)
+    assert (ml.via, ml.conda_env, ml.path, ml.argv_index, ml.exists) == (
+        "conda-run",
+        "ml",
+        str(conda / "envs" / "ml" / "bin" / "python"),
+        5,
+        True,
+    )
     w = ours["wrapped"]
     assert w.interpreter.via == "env" and w.interpreter.argv_index == 3
     assert w.interpreter.path == str(Path(python).parent / "python3")
@@ -162,8 +211,9 @@ def test_resolve_interpreter_cases(tmp_path):
     assert (other.via, other.exists, other.path) == ("path-lookup", False, "python3.8")  # not the server's version
     same = resolve_interpreter(("python3.11",), "/srv/py", "3.11", env, files)
     assert (same.via, same.path) == ("server-python", "/srv/py")
-    missing_env = resolve_interpreter(("conda", "run", "-n", "nope", "python"), "/srv/py", "3.11",
-                                      env, files, home=str(tmp_path))
+    missing_env = resolve_interpreter(
+        ("conda", "run", "-n", "nope", "python"), "/srv/py", "3.11", env, files, home=str(tmp_path)
+    )
     assert missing_env.via == "conda-run" and missing_env.exists is False
 
 
@@ -231,22 +281,42 @@ def kspec(name="train", argv0="/usr/bin/python3", env=None, text=None, via="abso
     argv = tuple(ipk_argv(argv0))
     text = text if text is not None else spec_json(argv, display or name, env)
     path = f"/home/user/.local/share/jupyter/kernels/{name}/kernel.json"
-    return KernelSpecFacts(name=name, resource_dir=path.rsplit("/", 1)[0], kernel_json=path, kernel_json_text=text,
-                           builtin=False, error=None, display_name=display or name, language="python", argv=argv,
-                           env=dict(env or {}), env_resolved=dict(env or {}), is_python=True,
-                           interpreter=KernelInterpreter(argv0, 0, via, kw.pop("exists", True)), **kw)
+    return KernelSpecFacts(
+        name=name,
+        resource_dir=path.rsplit("/", 1)[0],
+        kernel_json=path,
+        kernel_json_text=text,
+        builtin=False,
+        error=None,
+        display_name=display or name,
+        language="python",
+        argv=argv,
+        env=dict(env or {}),
+        env_resolved=dict(env or {}),
+        is_python=True,
+        interpreter=KernelInterpreter(argv0, 0, via, kw.pop("exists", True)),
+        **kw,
+    )
 
 
 def jfacts(*kernels):
-    return JupyterFacts("/usr/bin/python3", "test", "3.11", "8.10.0", "/home/user/.local/share/jupyter",
-                        ("/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"), kernels)
+    return JupyterFacts(
+        "/usr/bin/python3",
+        "test",
+        "3.11",
+        "8.10.0",
+        "/home/user/.local/share/jupyter",
+        ("/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+        kernels,
+    )
 
 
-CUDA_TERMINAL = probe_facts("/home/user/venvs/train/bin/python",
-                            torch_facts("2.3.1+cu121", cuda="12.1", cuda_available=True, device_count=2,
-                                        cudnn_version=8902),
-                            env={"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64:/opt/cudnn/lib"},
-                            distributions={"ipykernel": "7.4.0"})
+CUDA_TERMINAL = probe_facts(
+    "/home/user/venvs/train/bin/python",
+    torch_facts("2.3.1+cu121", cuda="12.1", cuda_available=True, device_count=2, cudnn_version=8902),
+    env={"LD_LIBRARY_PATH": "/usr/local/cuda-12.1/lib64:/opt/cudnn/lib"},
+    distributions={"ipykernel": "7.4.0"},
+)
 
 
 def facts_for(kernels, kernel_probes):
@@ -255,8 +325,9 @@ def facts_for(kernels, kernel_probes):
 
 
 def test_cpu_torch_in_kernel_while_terminal_has_cuda_fails_naming_both():
-    kernel_probe = probe_facts("/usr/bin/python3", torch_facts("2.3.1+cpu"), prefix="/usr",
-                               distributions={"ipykernel": "6.29.5"})
+    kernel_probe = probe_facts(
+        "/usr/bin/python3", torch_facts("2.3.1+cpu"), prefix="/usr", distributions={"ipykernel": "6.29.5"}
+    )
     facts = facts_for([kspec()], {"train": kernel_probe})
     f = CHECK.evaluate(facts)[0]
     assert f.status is Status.FAIL
@@ -266,8 +337,11 @@ def test_cpu_torch_in_kernel_while_terminal_has_cuda_fails_naming_both():
 
 
 def test_loader_path_missing_in_kernel_only():
-    same = replace(CUDA_TERMINAL, env={}, torch=torch_facts("2.3.1+cu121", cuda="12.1", cuda_available=False,
-                                                            cudnn_version=None, device_count=0))
+    same = replace(
+        CUDA_TERMINAL,
+        env={},
+        torch=torch_facts("2.3.1+cu121", cuda="12.1", cuda_available=False, cudnn_version=None, device_count=0),
+    )
     k = kspec(argv0=CUDA_TERMINAL.executable)
     facts = facts_for([k], {"train": same})
     f = CHECK.evaluate(facts)[0]
@@ -280,10 +354,12 @@ def test_loader_path_missing_in_kernel_only():
 
 
 def test_kernel_env_plan_keeps_order_and_indentation_and_only_removes_hiders():
-    text = ('{\n    "display_name": "GPU",\n    "env": {\n        "CUDA_VISIBLE_DEVICES": "-1",\n'
-            '        "OMP_NUM_THREADS": "8"\n    },\n    "argv": [\n        "/usr/bin/python3",\n'
-            '        "-m",\n        "ipykernel_launcher",\n        "-f",\n        "{connection_file}"\n    ],\n'
-            '    "language": "python"\n}')
+    text = (
+        '{\n    "display_name": "GPU",\n    "env": {\n        "CUDA_VISIBLE_DEVICES": "-1",\n'
+        '        "OMP_NUM_THREADS": "8"\n    },\n    "argv": [\n        "/usr/bin/python3",\n'
+        '        "-m",\n        "ipykernel_launcher",\n        "-f",\n        "{connection_file}"\n    ],\n'
+        '    "language": "python"\n}'
+    )
     k = kspec(env={"CUDA_VISIBLE_DEVICES": "-1", "OMP_NUM_THREADS": "8"}, text=text)
     facts = facts_for([k], {"train": replace(CUDA_TERMINAL, executable="/usr/bin/python3", prefix="/usr")})
     f = CHECK.evaluate(facts)[0]
@@ -300,9 +376,20 @@ def test_malformed_kernel_json_is_refused_not_guessed():
         jupyter_kernel_env.plan(facts, f, {})
 
 
-@pytest.mark.parametrize("value,hides", [("", True), ("-1", True), ("none", True), ("-1,0", True), ("0", False),
-                                         ("0,1", False), ("GPU-8f2c1a3e-aaaa", False), ("MIG-1c2d", False),
-                                         ("1,-1,0", False)])
+@pytest.mark.parametrize(
+    "value,hides",
+    [
+        ("", True),
+        ("-1", True),
+        ("none", True),
+        ("-1,0", True),
+        ("0", False),
+        ("0,1", False),
+        ("GPU-8f2c1a3e-aaaa", False),
+        ("MIG-1c2d", False),
+        ("1,-1,0", False),
+    ],
+)
 def test_cuda_visible_devices_values(value, hides):
     assert cvd_hides_all(value) is hides
 
@@ -327,8 +414,12 @@ def test_no_python_kernel_is_info_with_registration_command_and_plan():
 def test_register_writes_what_ipykernel_install_writes(tmp_path, python):
     """Same bytes as `python -m ipykernel install --user --name NAME` (run for real here)."""
     env = {"HOME": str(tmp_path), "JUPYTER_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
-    subprocess.run([python, "-m", "ipykernel", "install", "--user", "--name", "Train-GPU"], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [python, "-m", "ipykernel", "install", "--user", "--name", "Train-GPU"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     expected = (tmp_path / "data" / "kernels" / "train-gpu" / "kernel.json").read_text()
     terminal = probe_facts(python, distributions={"ipykernel": "7.4.0"})
     facts = make_facts(jupyter=replace(jfacts(), data_dir=str(tmp_path / "data")), targets=targets(target(terminal)))
@@ -344,21 +435,41 @@ def test_register_writes_what_ipykernel_install_writes(tmp_path, python):
 def case13_facts(kernel_text: str, kernel_path: str, argv0: str) -> Facts:
     terminal_doc = json.loads((CASE13 / "terminal-facts.json").read_text())
     notebook_doc = json.loads((CASE13 / "notebook-facts.json").read_text())
-    terminal = probe_facts(terminal_doc["sys.executable"],
-                           torch_facts(terminal_doc["torch.__version__"], cuda="12.1",
-                                       cuda_available=terminal_doc["torch.cuda.is_available()"], device_count=1),
-                           distributions={"ipykernel": "7.4.0"})
-    notebook = probe_facts(argv0, torch_facts(notebook_doc["torch.__version__"], cuda=notebook_doc["torch.version.cuda"]),
-                           prefix="/usr", is_venv=False, distributions={"ipykernel": "6.29.5"})
+    terminal = probe_facts(
+        terminal_doc["sys.executable"],
+        torch_facts(
+            terminal_doc["torch.__version__"],
+            cuda="12.1",
+            cuda_available=terminal_doc["torch.cuda.is_available()"],
+            device_count=1,
+        ),
+        distributions={"ipykernel": "7.4.0"},
+    )
+    notebook = probe_facts(
+        argv0,
+        torch_facts(notebook_doc["torch.__version__"], cuda=notebook_doc["torch.version.cuda"]),
+        prefix="/usr",
+        is_venv=False,
+        distributions={"ipykernel": "6.29.5"},
+    )
     data = json.loads(kernel_text)
     spec = KernelSpecFacts(
-        name=notebook_doc["kernel"], resource_dir=kernel_path.rsplit("/", 1)[0], kernel_json=kernel_path,
-        kernel_json_text=kernel_text, builtin=False, error=None, display_name=data["display_name"],
-        language="python", argv=tuple(data["argv"]), is_python=True,
-        interpreter=KernelInterpreter(argv0, 0, "absolute", True))
+        name=notebook_doc["kernel"],
+        resource_dir=kernel_path.rsplit("/", 1)[0],
+        kernel_json=kernel_path,
+        kernel_json_text=kernel_text,
+        builtin=False,
+        error=None,
+        display_name=data["display_name"],
+        language="python",
+        argv=tuple(data["argv"]),
+        is_python=True,
+        interpreter=KernelInterpreter(argv0, 0, "absolute", True),
+    )
     j = replace(jfacts(spec), data_dir=kernel_path.split("/kernels/")[0])
-    return make_facts(jupyter=j, targets=targets(target(terminal),
-                                                 target(notebook, label="kernel:train-venv", kind="kernel")))
+    return make_facts(
+        jupyter=j, targets=targets(target(terminal), target(notebook, label="kernel:train-venv", kind="kernel"))
+    )
 
 
 def test_case13_kernel_runs_system_python_with_cpu_torch():
@@ -371,8 +482,9 @@ def test_case13_kernel_runs_system_python_with_cpu_torch():
     assert "/usr/bin/python3" in f.summary and "/home/user/venvs/train/bin/python" in f.summary
     assert "2.3.1+cpu" in f.summary and "2.3.1+cu121" in f.summary
     assert set(f.fixes) == {"jupyter.kernel-argv", "jupyter.register"}
-    assert ("/home/user/venvs/train/bin/python -m ipykernel install --user --name train-venv "
-            "--display-name train-venv") in f.explanation
+    assert (
+        "/home/user/venvs/train/bin/python -m ipykernel install --user --name train-venv --display-name train-venv"
+    ) in f.explanation
     assert findings[-1].status is Status.FAIL
     plan = jupyter_kernel_argv.plan(facts, f, {})
     (edit,) = plan.edits
@@ -430,8 +542,9 @@ def test_deep_launches_real_kernels_and_probes_inside(tmp_path, python, bare_pyt
     write_spec(jp, "good", spec_json(ipk_argv(python), "Good", env={"GPUDOCTOR_TEST_VAR": "${HOME}/x"}))
     write_spec(jp, "bare", spec_json(ipk_argv(bare_python), "Bare"))
     system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
-    j = collect_jupyter(CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60,
-                                                              extra={"jupyter_python": python})))
+    j = collect_jupyter(
+        CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60, extra={"jupyter_python": python}))
+    )
     good, bare = j.kernel("good"), j.kernel("bare")
     assert j.deep is True
     assert good.launch.ok, good.launch
@@ -443,8 +556,14 @@ def test_deep_launches_real_kernels_and_probes_inside(tmp_path, python, bare_pyt
 
     assert from_jsonable(JupyterFacts, json.loads(json.dumps(to_jsonable(j)))) == j  # snapshot round trip
 
-    findings = CHECK.evaluate(make_facts(jupyter=j, targets=targets(target(
-        probe_facts(python, torch_facts("2.13.0+cpu"), distributions={"ipykernel": "7.4.0"})))))
+    findings = CHECK.evaluate(
+        make_facts(
+            jupyter=j,
+            targets=targets(
+                target(probe_facts(python, torch_facts("2.13.0+cpu"), distributions={"ipykernel": "7.4.0"}))
+            ),
+        )
+    )
     by = {f.evidence.get("kernel"): f for f in findings if f.evidence.get("kernel")}
     assert by["good"].status is Status.OK and "launch_ms" in by["good"].evidence
     assert by["bare"].status is Status.FAIL and "died on start" in by["bare"].summary
@@ -454,11 +573,13 @@ def test_deep_launches_real_kernels_and_probes_inside(tmp_path, python, bare_pyt
 def test_deep_kills_and_reports_a_kernel_that_hangs_on_start(tmp_path, python):
     token = f"gpudoctor-hang-{os.getpid()}-{tmp_path.name}"
     jp = tmp_path / "jp" / "kernels"
-    write_spec(jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}",
-                                      "{connection_file}"], "Hang"))
+    write_spec(
+        jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}", "{connection_file}"], "Hang")
+    )
     system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
-    j = collect_jupyter(CollectContext(system, CollectOptions(deep=True, probe_timeout_s=3,
-                                                              extra={"jupyter_python": python})))
+    j = collect_jupyter(
+        CollectContext(system, CollectOptions(deep=True, probe_timeout_s=3, extra={"jupyter_python": python}))
+    )
     hang = j.kernel("hang")
     assert hang.launch.ok is False and "did not answer within 3 s and was killed" in hang.launch.error
     assert _running_with(token) == []
@@ -470,6 +591,7 @@ def test_deep_kills_and_reports_a_kernel_that_hangs_on_start(tmp_path, python):
 @pytest.mark.slow
 def test_cli_check_deep_reports_a_kernel_without_ipykernel(tmp_path, monkeypatch, bare_python, capsys):
     from gpudoctor.cli import main
+
     jp = tmp_path / "jp" / "kernels"
     write_spec(jp, "bare", spec_json(ipk_argv(bare_python), "Bare venv"))
     monkeypatch.setenv("JUPYTER_PATH", str(jp.parent))
@@ -486,23 +608,38 @@ def test_cli_check_deep_reports_a_kernel_without_ipykernel(tmp_path, monkeypatch
 
 
 def test_kernel_argv_plan_drops_a_conda_run_wrapper_and_keeps_an_env_wrapper():
-    conda_argv = ["/opt/conda/bin/conda", "run", "-n", "cpu-env", "python", "-m", "ipykernel_launcher", "-f",
-                  "{connection_file}"]
+    conda_argv = [
+        "/opt/conda/bin/conda",
+        "run",
+        "-n",
+        "cpu-env",
+        "python",
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        "{connection_file}",
+    ]
     text = spec_json(conda_argv, "conda cpu-env")
-    k = replace(kspec(name="cpu-env", text=text), argv=tuple(conda_argv),
-                interpreter=KernelInterpreter("/opt/conda/envs/cpu-env/bin/python", 4, "conda-run", True, "cpu-env"))
-    kprobe = probe_facts("/opt/conda/envs/cpu-env/bin/python", torch_facts("2.3.1+cpu"),
-                         distributions={"ipykernel": "6.29.5"})
+    k = replace(
+        kspec(name="cpu-env", text=text),
+        argv=tuple(conda_argv),
+        interpreter=KernelInterpreter("/opt/conda/envs/cpu-env/bin/python", 4, "conda-run", True, "cpu-env"),
+    )
+    kprobe = probe_facts(
+        "/opt/conda/envs/cpu-env/bin/python", torch_facts("2.3.1+cpu"), distributions={"ipykernel": "6.29.5"}
+    )
     facts = facts_for([k], {"cpu-env": kprobe})
     f = CHECK.evaluate(facts)[0]
     assert f.status is Status.FAIL and "jupyter.kernel-argv" in f.fixes
     new = json.loads(jupyter_kernel_argv.plan(facts, f, {}).edits[0].new_text)
     assert new["argv"] == [CUDA_TERMINAL.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
 
-    env_argv = ["env", "OMP_NUM_THREADS=4", "/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
-                "{connection_file}"]
-    k2 = replace(kspec(name="wrapped", text=spec_json(env_argv, "wrapped")), argv=tuple(env_argv),
-                 interpreter=KernelInterpreter("/usr/bin/python3", 2, "env", True, wrapper_env={"OMP_NUM_THREADS": "4"}))
+    env_argv = ["env", "OMP_NUM_THREADS=4", "/usr/bin/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    k2 = replace(
+        kspec(name="wrapped", text=spec_json(env_argv, "wrapped")),
+        argv=tuple(env_argv),
+        interpreter=KernelInterpreter("/usr/bin/python3", 2, "env", True, wrapper_env={"OMP_NUM_THREADS": "4"}),
+    )
     facts2 = facts_for([k2], {"wrapped": replace(kprobe, executable="/usr/bin/python3", prefix="/usr")})
     f2 = CHECK.evaluate(facts2)[0]
     new2 = json.loads(jupyter_kernel_argv.plan(facts2, f2, {"python": "/srv/venv/bin/python"}).edits[0].new_text)
@@ -527,14 +664,15 @@ def test_kernel_argv_refuses_an_unknown_kernel_name_and_a_relative_python():
 def test_gpu_hiding_variable_in_an_env_wrapper_is_flagged_like_kernel_env(tmp_path, python):
     jp = tmp_path / "jp" / "kernels"
     write_spec(jp, "wrapped", spec_json(["/usr/bin/env", "CUDA_VISIBLE_DEVICES=-1"] + ipk_argv(python), "Wrapped"))
-    write_spec(jp, "mixed", spec_json(["env", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES="] + ipk_argv(python),
-                                      "Mixed"))
+    write_spec(
+        jp, "mixed", spec_json(["env", "OMP_NUM_THREADS=4", "CUDA_VISIBLE_DEVICES="] + ipk_argv(python), "Mixed")
+    )
     write_spec(jp, "fine", spec_json(["env", "CUDA_VISIBLE_DEVICES=0"] + ipk_argv(python), "Fine"))
     system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
     facts = collect_domains(system, CollectOptions(extra={"jupyter_python": python}), CHECK)
     by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
     assert by["wrapped"].status is Status.FAIL and "hides-gpus" in by["wrapped"].evidence["problems"]
-    assert "argv runs `env CUDA_VISIBLE_DEVICES=\"-1\" ...`" in by["wrapped"].summary
+    assert 'argv runs `env CUDA_VISIBLE_DEVICES="-1" ...`' in by["wrapped"].summary
     assert by["wrapped"].fixes == ("jupyter.kernel-env",)
     assert by["mixed"].status is Status.FAIL and by["fine"].status is Status.OK
     (edit,) = jupyter_kernel_env.plan(facts, by["wrapped"], {}).edits
@@ -544,12 +682,21 @@ def test_gpu_hiding_variable_in_an_env_wrapper_is_flagged_like_kernel_env(tmp_pa
 
 
 def test_register_writes_where_jupyter_finds_it_first_and_names_the_environment():
-    shadowing = replace(kspec(name="train", argv0="/usr/bin/python3"),
-                        kernel_json="/opt/jp/kernels/train/kernel.json", resource_dir="/opt/jp/kernels/train")
+    shadowing = replace(
+        kspec(name="train", argv0="/usr/bin/python3"),
+        kernel_json="/opt/jp/kernels/train/kernel.json",
+        resource_dir="/opt/jp/kernels/train",
+    )
     stale = kspec(name="py38-old", argv0="/opt/old/bin/python", exists=False)
-    jf = JupyterFacts("/usr/bin/python3", "test", "3.11", "8.10.0", "/home/user/.local/share/jupyter",
-                      ("/opt/jp/kernels", "/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
-                      (shadowing, stale))
+    jf = JupyterFacts(
+        "/usr/bin/python3",
+        "test",
+        "3.11",
+        "8.10.0",
+        "/home/user/.local/share/jupyter",
+        ("/opt/jp/kernels", "/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+        (shadowing, stale),
+    )
     facts = make_facts(jupyter=jf, targets=targets(target(CUDA_TERMINAL)))
     by = {f.evidence.get("kernel"): f for f in CHECK.evaluate(facts) if f.evidence.get("kernel")}
     # the stale kernel's finding: the new kernel is named after the environment (train), not py38-old,
@@ -570,16 +717,19 @@ def test_interrupt_during_deep_kills_a_hung_kernel_at_once(tmp_path, python):
     import time
 
     from gpudoctor.system import kill_running_commands
+
     token = f"gpudoctor-intr-{os.getpid()}-{tmp_path.name}"
     jp = tmp_path / "jp" / "kernels"
-    write_spec(jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}",
-                                      "{connection_file}"], "Hang"))
+    write_spec(
+        jp, "hang", spec_json([python, "-c", f"import time; time.sleep(120)  # {token}", "{connection_file}"], "Hang")
+    )
     system = live_system(tmp_path, JUPYTER_PATH=jp.parent)
     done = threading.Event()
 
     def work():
-        collect_jupyter(CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60,
-                                                              extra={"jupyter_python": python})))
+        collect_jupyter(
+            CollectContext(system, CollectOptions(deep=True, probe_timeout_s=60, extra={"jupyter_python": python}))
+        )
         done.set()
 
     threading.Thread(target=work, daemon=True).start()

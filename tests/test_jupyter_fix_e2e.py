@@ -30,15 +30,16 @@ def run(capsys, *args):
 
 
 def listed_argv(env: dict, name: str) -> list:
-    code = ("import json, sys; from jupyter_client.kernelspec import KernelSpecManager as K; "
-            "print(json.dumps(K().get_kernel_spec(sys.argv[1]).argv))")
+    code = (
+        "import json, sys; from jupyter_client.kernelspec import KernelSpecManager as K; "
+        "print(json.dumps(K().get_kernel_spec(sys.argv[1]).argv))"
+    )
     out = subprocess.run([sys.executable, "-c", code, name], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
 
 @pytest.mark.slow
-def test_case13_fixed_through_gpudoctor_fix_and_undone_byte_for_byte(tmp_path, isolated_home, monkeypatch,
-                                                                     capsys):
+def test_case13_fixed_through_gpudoctor_fix_and_undone_byte_for_byte(tmp_path, isolated_home, monkeypatch, capsys):
     bare = tmp_path / "system-python"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     bare_python = str(bare / "bin" / "python")
@@ -79,8 +80,13 @@ def _kernel(home: Path, name: str, python: str, one_line: bool = False) -> Path:
     kfile.parent.mkdir(parents=True)
     argv = [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     if one_line:
-        text = ('{\n "argv": ' + json.dumps(argv) + ',\n "display_name": "' + name +
-                '",\n "language": "python",\n "env": {"OMP_NUM_THREADS": "4"}\n}\n')
+        text = (
+            '{\n "argv": '
+            + json.dumps(argv)
+            + ',\n "display_name": "'
+            + name
+            + '",\n "language": "python",\n "env": {"OMP_NUM_THREADS": "4"}\n}\n'
+        )
     else:
         text = json.dumps({"argv": argv, "display_name": name, "language": "python"}, indent=1)
     kfile.write_text(text)

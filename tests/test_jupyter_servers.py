@@ -34,8 +34,9 @@ def server(tmp_path):
         proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], env=env)
         procs.append(proc)
         runtime.mkdir(parents=True, exist_ok=True)
-        (runtime / f"jpserver-{proc.pid}.json").write_text(json.dumps(
-            {"pid": proc.pid, "url": "http://127.0.0.1:8888/", "root_dir": str(tmp_path), "token": "secret"}))
+        (runtime / f"jpserver-{proc.pid}.json").write_text(
+            json.dumps({"pid": proc.pid, "url": "http://127.0.0.1:8888/", "root_dir": str(tmp_path), "token": "secret"})
+        )
         return proc
 
     yield start
@@ -47,9 +48,16 @@ def server(tmp_path):
 def _facts(tmp_path, python, runtime, terminal_ld):
     jp = tmp_path / "jp" / "kernels"
     write_spec(jp, "train", spec_json(ipk_argv(python), "Train"))
-    write_spec(jp, "pinned", spec_json(ipk_argv(python), "Pinned", env={"LD_LIBRARY_PATH": f"{CUDA_LIB}:${{LD_LIBRARY_PATH}}"}))
-    system = live_system(tmp_path, JUPYTER_PATH=jp.parent, JUPYTER_RUNTIME_DIR=runtime,
-                         LD_LIBRARY_PATH=terminal_ld, CUDA_HOME="/usr/local/cuda-12.1")
+    write_spec(
+        jp, "pinned", spec_json(ipk_argv(python), "Pinned", env={"LD_LIBRARY_PATH": f"{CUDA_LIB}:${{LD_LIBRARY_PATH}}"})
+    )
+    system = live_system(
+        tmp_path,
+        JUPYTER_PATH=jp.parent,
+        JUPYTER_RUNTIME_DIR=runtime,
+        LD_LIBRARY_PATH=terminal_ld,
+        CUDA_HOME="/usr/local/cuda-12.1",
+    )
     return collect_domains(system, CollectOptions(extra={"jupyter_python": python}), CHECK)
 
 
@@ -72,8 +80,14 @@ def test_kernel_losing_the_terminals_loader_path_fails_naming_variables_and_sett
 @pytest.mark.slow
 def test_jupyterhub_server_names_the_spawner_setting_and_a_complete_server_is_ok(tmp_path, python, server):
     runtime = tmp_path / "runtime"
-    server({"PATH": "/usr/bin:/bin", "JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api",
-            "JUPYTERHUB_API_TOKEN": "t0ken"}, runtime)
+    server(
+        {
+            "PATH": "/usr/bin:/bin",
+            "JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api",
+            "JUPYTERHUB_API_TOKEN": "t0ken",
+        },
+        runtime,
+    )
     facts = _facts(tmp_path, python, runtime, CUDA_LIB)
     (f,) = CHECK.evaluate(facts)
     assert f.status is Status.FAIL and "started by JupyterHub" in f.summary
@@ -130,6 +144,7 @@ def test_deep_asks_running_kernels_and_warns_on_a_late_cuda_visible_devices(tmp_
     from jupyter_client import KernelManager
 
     from gpudoctor.checks.jupyter_running_kernels import CHECK as RUNNING
+
     runtime = tmp_path / "runtime"
     runtime.mkdir()
     kms = []
@@ -140,9 +155,12 @@ def test_deep_asks_running_kernels_and_warns_on_a_late_cuda_visible_devices(tmp_
             km.start_kernel(env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
             kms.append(km)
         # in "late": CUDA is up (a stand-in torch module reports it), then a cell changes the variable
-        _run(kms[0], "import os, sys, types\ntorch = types.ModuleType('torch')\n"
-                     "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\nsys.modules['torch'] = torch\n"
-                     "os.environ['CUDA_VISIBLE_DEVICES'] = '1'")
+        _run(
+            kms[0],
+            "import os, sys, types\ntorch = types.ModuleType('torch')\n"
+            "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True)\nsys.modules['torch'] = torch\n"
+            "os.environ['CUDA_VISIBLE_DEVICES'] = '1'",
+        )
         history = _ask(kms[0], "len(In)")
         # the server's sessions API (a real HTTP server on 127.0.0.1) names the notebook of kernel "late"
         import threading
@@ -162,8 +180,9 @@ def test_deep_asks_running_kernels_and_warns_on_a_late_cuda_visible_devices(tmp_
 
         httpd = HTTPServer(("127.0.0.1", 0), Sessions)
         threading.Thread(target=httpd.serve_forever, daemon=True).start()
-        (runtime / f"jpserver-{os.getpid()}.json").write_text(json.dumps(
-            {"pid": os.getpid(), "url": f"http://127.0.0.1:{httpd.server_address[1]}/", "token": "s3cret"}))
+        (runtime / f"jpserver-{os.getpid()}.json").write_text(
+            json.dumps({"pid": os.getpid(), "url": f"http://127.0.0.1:{httpd.server_address[1]}/", "token": "s3cret"})
+        )
         system = live_system(tmp_path, JUPYTER_RUNTIME_DIR=runtime)
         facts = collect_domains(system, CollectOptions(deep=True), RUNNING)
         httpd.shutdown()

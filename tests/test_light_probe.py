@@ -19,11 +19,33 @@ from _fakecuda import GccMissing, build_fake_cuda
 from gpudoctor.facts import Unavailable
 from gpudoctor.probe import LIGHT_SCRIPT, PROBE_SCRIPT, parse_probe_output
 
-TORCH_FIELDS = ("installed", "dist_version", "version", "cuda", "hip", "cuda_available", "device_count",
-                "devices", "driver_api_version")
-HEADER_FIELDS = ("probe_version", "executable", "python_version", "implementation", "prefix", "base_prefix",
-                 "is_venv", "is_conda", "include_dir", "env", "site_packages", "distributions", "libcuda",
-                 "cuda_driver")
+TORCH_FIELDS = (
+    "installed",
+    "dist_version",
+    "version",
+    "cuda",
+    "hip",
+    "cuda_available",
+    "device_count",
+    "devices",
+    "driver_api_version",
+)
+HEADER_FIELDS = (
+    "probe_version",
+    "executable",
+    "python_version",
+    "implementation",
+    "prefix",
+    "base_prefix",
+    "is_venv",
+    "is_conda",
+    "include_dir",
+    "env",
+    "site_packages",
+    "distributions",
+    "libcuda",
+    "cuda_driver",
+)
 
 
 def _run(script, env):
@@ -54,8 +76,9 @@ def assert_agree(light, full):
         assert lc.expected_major == fc.expected_major
         assert _real(lc.library_path) == _real(fc.library_path)
         assert lc.runtime_version == fc.runtime_version
-        assert [(s.name, s.ok, _real(s.path)) for s in lc.sublibraries] == \
-               [(s.name, s.ok, _real(s.path)) for s in fc.sublibraries]
+        assert [(s.name, s.ok, _real(s.path)) for s in lc.sublibraries] == [
+            (s.name, s.ok, _real(s.path)) for s in fc.sublibraries
+        ]
     # what only an import can tell is reported as not known, never guessed
     assert isinstance(light.mapped_libraries, Unavailable) and isinstance(light.triton, Unavailable)
 
@@ -94,12 +117,15 @@ def test_fake_cuda_torch_two_gpus_agree_and_carry_the_driver_api(fake):
     assert light.cudnn.runtime_version == 90100 and all(s.ok for s in light.cudnn.sublibraries)
 
 
-@pytest.mark.parametrize("extra,available", [
-    ({"FAKE_CUDA_INIT_RC": "100"}, False),         # cuInit: no device
-    ({"FAKE_CUDA_DRIVER": "11080"}, False),        # driver older than the CUDA 12 runtime
-    ({"FAKE_CUDA_COUNT": "0"}, False),
-    ({"FAKE_CUDA_CTX_FAIL": "1", "FAKE_CUDA_COUNT": "3"}, True),
-])
+@pytest.mark.parametrize(
+    "extra,available",
+    [
+        ({"FAKE_CUDA_INIT_RC": "100"}, False),  # cuInit: no device
+        ({"FAKE_CUDA_DRIVER": "11080"}, False),  # driver older than the CUDA 12 runtime
+        ({"FAKE_CUDA_COUNT": "0"}, False),
+        ({"FAKE_CUDA_CTX_FAIL": "1", "FAKE_CUDA_COUNT": "3"}, True),
+    ],
+)
 def test_fake_cuda_faults_light_and_full_agree(fake, extra, available):
     light, full = _both(_fake_env(fake, **extra))
     assert_agree(light, full)
@@ -114,6 +140,7 @@ def test_fake_cuda_faults_light_and_full_agree(fake, extra, available):
 
 def test_missing_cudnn_sublibrary_is_seen_by_both(fake, tmp_path):
     import shutil
+
     site, libdir = fake
     broken = tmp_path / "site"
     shutil.copytree(site, broken, symlinks=True)
@@ -136,6 +163,7 @@ def test_no_libcuda_on_a_cuda_build(fake, tmp_path):
 def test_light_probe_never_imports_a_framework(fake, tmp_path):
     """A torch whose import would crash the process does not disturb the light probe."""
     import shutil
+
     site, libdir = fake
     poisoned = tmp_path / "site"
     shutil.copytree(site, poisoned, symlinks=True)
@@ -167,7 +195,9 @@ def test_checks_declare_levels_and_the_engine_runs_the_cheapest(fake):
         assert probe.level == level, (ids, probe)
         assert probe.torch.version == "2.4.0+cu124"  # the fake torch, through PYTHONPATH in the target's env
     # --deep pins the full probe even for a light selection
-    report = engine.run([checks["torch.install"]], system, CollectOptions(offline=True, kernels=False,
-                                                                          probe_level="full",
-                                                                          probe_level_fixed=True))
+    report = engine.run(
+        [checks["torch.install"]],
+        system,
+        CollectOptions(offline=True, kernels=False, probe_level="full", probe_level_fixed=True),
+    )
     assert report.facts.get("targets").targets[0].probe.level == "full"

@@ -28,16 +28,34 @@ DEBIAN_OS = 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\nPRETTY_NAME=
 
 def probe(name="m", eco="apt", status="ok", median=100.0, role="candidate", url=None, reason="", **kw):
     base = url or f"https://{name}.example.org/debian"
-    return MirrorProbe(name=name, ecosystem=eco, archive="debian", base_url=base, probe_url=base + "/dists/x/InRelease",
-                       role=role, official=kw.pop("official", False), status=status, reason=reason,
-                       median_ms=median if status == "ok" else None, samples_ms=(median,) if status == "ok" else (),
-                       **kw)
+    return MirrorProbe(
+        name=name,
+        ecosystem=eco,
+        archive="debian",
+        base_url=base,
+        probe_url=base + "/dists/x/InRelease",
+        role=role,
+        official=kw.pop("official", False),
+        status=status,
+        reason=reason,
+        median_ms=median if status == "ok" else None,
+        samples_ms=(median,) if status == "ok" else (),
+        **kw,
+    )
 
 
 def mirrors(configured=(), rankings=None, offline=False):
-    return make_facts(mirrors=MirrorsFacts(offline=offline, ranked=rankings is not None, budget_s=5.0,
-                                           catalogue_origin="test", catalogue=(), configured=tuple(configured),
-                                           rankings=rankings or {}))
+    return make_facts(
+        mirrors=MirrorsFacts(
+            offline=offline,
+            ranked=rankings is not None,
+            budget_s=5.0,
+            catalogue_origin="test",
+            catalogue=(),
+            configured=tuple(configured),
+            rankings=rankings or {},
+        )
+    )
 
 
 def test_failing_configured_index_fails_and_offers_the_fastest():
@@ -69,6 +87,7 @@ def test_unhealthy_candidates_never_win():
 
 def test_offline_and_no_network_skip_with_reason():
     from gpudoctor import engine
+
     findings = engine.evaluate([uv_mirror.CHECK], mirrors(offline=True))
     assert findings[0].status is Status.SKIP and findings[0].summary == uv_mirror.NOT_CONFIGURED
     down = probe("configured", eco="conda", role="configured", status="no-network", reason="name resolution failed")
@@ -79,15 +98,28 @@ def test_offline_and_no_network_skip_with_reason():
 
 
 def test_local_index_is_ok_without_probing():
-    conf = MirrorProbe("configured", "pip", "pypi", "file:///srv/simple", "file:///srv/simple/six/", "configured",
-                       False, "local", "local index")
+    conf = MirrorProbe(
+        "configured",
+        "pip",
+        "pypi",
+        "file:///srv/simple",
+        "file:///srv/simple/six/",
+        "configured",
+        False,
+        "local",
+        "local index",
+    )
     (f,) = pip_mirror.evaluate(mirrors([conf]))
     assert f.status is Status.OK and "local" in f.summary
 
 
 def test_ranking_table_columns():
-    table = ranking_table([probe("a", median=12.0, throughput_kib_s=2048.0, lag_hours=0.2),
-                           probe("b", status="tls-error", reason="TLS certificate verification failed")])
+    table = ranking_table(
+        [
+            probe("a", median=12.0, throughput_kib_s=2048.0, lag_hours=0.2),
+            probe("b", status="tls-error", reason="TLS certificate verification failed"),
+        ]
+    )
     lines = table.splitlines()
     assert lines[0] == "| mirror | median ms | throughput | status | freshness | why skipped |"
     assert "| 12 | 2.0 MiB/s | ok | current |" in lines[2]
@@ -100,8 +132,10 @@ def test_ranking_table_columns():
 def catalogue_file(tmp: Path, servers: dict, archive: str, suffix: str = "") -> Path:
     rows = ["replace = true", '[probe]\nconda_subdir = "noarch"']
     for name, (server, official) in servers.items():
-        rows.append(f'[[mirror]]\nname = "{name}"\n{archive} = "{server.url}{suffix}"\n'
-                    f'official = {str(official).lower()}\nsource = "test"')
+        rows.append(
+            f'[[mirror]]\nname = "{name}"\n{archive} = "{server.url}{suffix}"\n'
+            f'official = {str(official).lower()}\nsource = "test"'
+        )
     path = tmp / "catalogue.toml"
     path.write_text("\n\n".join(rows) + "\n")
     return path
@@ -109,13 +143,15 @@ def catalogue_file(tmp: Path, servers: dict, archive: str, suffix: str = "") -> 
 
 def debian_root(tmp: Path, uri: str) -> Path:
     root = tmp / "root"
-    write_tree(root, {
-        "/etc/os-release": DEBIAN_OS,
-        "/etc/ssl/certs/ca-certificates.crt": "",
-        "/etc/apt/sources.list.d/debian.sources":
-            f"Types: deb\nURIs: {uri}\nSuites: bookworm bookworm-updates\nComponents: main\n"
+    write_tree(
+        root,
+        {
+            "/etc/os-release": DEBIAN_OS,
+            "/etc/ssl/certs/ca-certificates.crt": "",
+            "/etc/apt/sources.list.d/debian.sources": f"Types: deb\nURIs: {uri}\nSuites: bookworm bookworm-updates\nComponents: main\n"
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n",
-    })
+        },
+    )
     return root
 
 
@@ -127,23 +163,31 @@ def test_check_rank_mirrors_warns_and_fix_plans_the_fastest(tmp_path):
         bad = stack.enter_context(FakeMirror(fault="500"))
         cat = catalogue_file(tmp_path, {"official": (slow, True), "fast": (fast, False), "bad": (bad, False)}, "debian")
         root = debian_root(tmp_path, slow.url)
-        result = CliRunner().invoke(cli, ["check", "apt.mirror", "--root", str(root), "--catalogue", str(cat),
-                                          "--rank-mirrors", "--format", "json"])
+        result = CliRunner().invoke(
+            cli,
+            ["check", "apt.mirror", "--root", str(root), "--catalogue", str(cat), "--rank-mirrors", "--format", "json"],
+        )
         assert result.exit_code == 0, result.output
         doc = json.loads(result.stdout)
         (f,) = doc["findings"]
         assert f["status"] == "warn" and f["summary"].startswith("fast answers in")
         assert f["fixes"] == ["apt.mirror"]
-        assert {r["name"]: r["status"] for r in f["evidence"]["ranking"]} == {"fast": "ok", "official": "ok",
-                                                                              "bad": "http-error"}
+        assert {r["name"]: r["status"] for r in f["evidence"]["ranking"]} == {
+            "fast": "ok",
+            "official": "ok",
+            "bad": "http-error",
+        }
         # the planner picks the fastest healthy mirror from the same facts
         from gpudoctor import engine
         from gpudoctor.collect import CollectOptions
         from gpudoctor.mirrors.catalogue import load
         from gpudoctor.system import System
-        facts, _ = engine.collect_facts(["os", "apt", "uv", "conda", "pip", "mirrors"], System.live(str(root)),
-                                        CollectOptions(extra={"catalogue": load(str(cat)), "rank_mirrors": True,
-                                                              "rank_ecosystems": ("apt",)}))
+
+        facts, _ = engine.collect_facts(
+            ["os", "apt", "uv", "conda", "pip", "mirrors"],
+            System.live(str(root)),
+            CollectOptions(extra={"catalogue": load(str(cat)), "rank_mirrors": True, "rank_ecosystems": ("apt",)}),
+        )
         plan = apt_fix.plan(facts, None, {"mirror": "fastest", "allow_insecure": "true"})
         (edit,) = plan.edits
         assert f"URIs: {fast.url}\n" in edit.new_text and "Signed-By: /usr/share/keyrings" in edit.new_text
@@ -169,11 +213,25 @@ def test_mirrors_command_ranks_with_a_local_catalogue(tmp_path):
         a = stack.enter_context(FakeMirror(delay_ms=250))
         b = stack.enter_context(FakeMirror(json_pages=True))
         stall = stack.enter_context(FakeMirror(fault="stall"))
-        cat = catalogue_file(tmp_path, {"slowish": (a, False), "quick": (b, True), "stalled": (stall, False)},
-                             "pypi", "/simple")
+        cat = catalogue_file(
+            tmp_path, {"slowish": (a, False), "quick": (b, True), "stalled": (stall, False)}, "pypi", "/simple"
+        )
         (tmp_path / "empty").mkdir()
-        result = CliRunner().invoke(cli, ["mirrors", "pip", "--root", str(tmp_path / "empty"), "--catalogue", str(cat),
-                                          "--budget", "2", "--timeout", "1"])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "mirrors",
+                "pip",
+                "--root",
+                str(tmp_path / "empty"),
+                "--catalogue",
+                str(cat),
+                "--budget",
+                "2",
+                "--timeout",
+                "1",
+            ],
+        )
         assert result.exit_code == 0, result.output
         lines = [ln for ln in result.output.splitlines() if ln.startswith("| ") and "`127.0.0.1" in ln]
         assert [ln.split()[1] for ln in lines] == ["quick", "slowish", "stalled"]
@@ -184,6 +242,7 @@ def test_mirrors_command_ranks_with_a_local_catalogue(tmp_path):
 
 def test_mirrors_facts_json_round_trip():
     from gpudoctor.facts import Facts
+
     conf = probe("configured", role="configured", median=321.5, throughput_kib_s=99.0, lag_hours=1.5)
     facts = mirrors([conf], {"apt": (probe("fast", median=4.0), probe("x", status="timeout", reason="stalled"))})
     again = Facts.from_json(json.loads(json.dumps(facts.to_json())))
@@ -195,13 +254,19 @@ def test_user_catalogue_file_from_the_environment(tmp_path, monkeypatch):
     path.write_text('[[mirror]]\nname = "corp"\npypi = "https://pypi.corp.example.org/simple"\n')
     monkeypatch.setenv("GPUDOCTOR_CATALOGUE", str(path))
     from gpudoctor.mirrors.cli_options import mirror_extra
+
     cat = mirror_extra()["catalogue"]
     assert cat.by_name("corp") is not None and cat.origin == f"built-in + {path}"
 
 
 def test_failing_third_party_apt_repo_fails_without_offering_the_mirror_switch():
-    conf = probe("configured", role="configured", status="http-error", reason="HTTP 404 Not Found",
-                 url="https://download.example.org/linux/debian")
+    conf = probe(
+        "configured",
+        role="configured",
+        status="http-error",
+        reason="HTTP 404 Not Found",
+        url="https://download.example.org/linux/debian",
+    )
     conf = MirrorProbe(**{**conf.__dict__, "archive": "other"})
     (f,) = apt_mirror.evaluate(mirrors([conf]))
     assert f.status is Status.FAIL and f.fixes == () and "third-party" in f.explanation
@@ -210,6 +275,7 @@ def test_failing_third_party_apt_repo_fails_without_offering_the_mirror_switch()
 def test_offline_names_the_configured_indexes():
     conf = probe("configured", role="configured", status="offline", reason="--offline: not probed")
     from gpudoctor import engine
+
     (f,) = engine.evaluate([apt_mirror.CHECK], mirrors([conf], offline=True))
     assert f.status is Status.SKIP and "https://configured.example.org/debian" in f.summary
 
@@ -217,9 +283,19 @@ def test_offline_names_the_configured_indexes():
 def test_index_credentials_never_reach_the_report():
     from gpudoctor import engine
     from gpudoctor.render import render
+
     url = "https://alice:s3cret@pypi.corp.example.org/simple"
-    conf = MirrorProbe("configured", "pip", "pypi", url, url + "/six/", "configured", False, "http-error",
-                       f"HTTP 503 Service Unavailable for {url}/six/")
+    conf = MirrorProbe(
+        "configured",
+        "pip",
+        "pypi",
+        url,
+        url + "/six/",
+        "configured",
+        False,
+        "http-error",
+        f"HTTP 503 Service Unavailable for {url}/six/",
+    )
     report = engine.Report(tuple(engine.evaluate([pip_mirror.CHECK], mirrors([conf]))), mirrors([conf]))
     assert report.findings[0].status is Status.FAIL
     for fmt in ("json", "markdown"):

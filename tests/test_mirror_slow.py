@@ -34,8 +34,9 @@ def check(root: Path, *extra: str) -> dict:
 
 
 def catalogue(tmp: Path, **servers: FakeMirror) -> Path:
-    rows = ["replace = true"] + [f'[[mirror]]\nname = "{n}"\npypi = "{s.url}/simple"\nsource = "test"'
-                                 for n, s in servers.items()]
+    rows = ["replace = true"] + [
+        f'[[mirror]]\nname = "{n}"\npypi = "{s.url}/simple"\nsource = "test"' for n, s in servers.items()
+    ]
     path = tmp / "catalogue.toml"
     path.write_text("\n\n".join(rows) + "\n")
     return path
@@ -87,8 +88,13 @@ def test_slow_body_is_slow_not_an_index_that_lists_no_files(tmp_path):
 def test_check_probes_only_the_indexes_of_selected_checks(tmp_path):
     with FakeMirror() as pip_index, FakeMirror(prefix="/debian") as apt_archive:
         root = pip_root(tmp_path, f"{pip_index.url}/simple")
-        write_tree(root, {"/etc/os-release": 'ID=debian\nVERSION_CODENAME=bookworm\n',
-                          "/etc/apt/sources.list": f"deb {apt_archive.url} bookworm main\n"})
+        write_tree(
+            root,
+            {
+                "/etc/os-release": "ID=debian\nVERSION_CODENAME=bookworm\n",
+                "/etc/apt/sources.list": f"deb {apt_archive.url} bookworm main\n",
+            },
+        )
         result = CliRunner().invoke(cli, ["check", "apt.mirror", "--root", str(root), "--format", "json"])
         assert json.loads(result.stdout)["findings"][0]["status"] == "ok", result.output
         assert pip_index.requests == [] and apt_archive.requests

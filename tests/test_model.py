@@ -20,13 +20,30 @@ def test_status_order_by_severity():
 
 
 def test_finding_json_round_trip():
-    f = Finding("cuda.driver", Status.FAIL, "driver too old", "**upgrade**", {"driver": "470.86", "n": [1, 2]},
-                ("a.b",), "https://docs.example.org/x", "kernel:py311", 12.34567)
+    f = Finding(
+        "cuda.driver",
+        Status.FAIL,
+        "driver too old",
+        "**upgrade**",
+        {"driver": "470.86", "n": [1, 2]},
+        ("a.b",),
+        "https://docs.example.org/x",
+        "kernel:py311",
+        12.34567,
+    )
     doc = f.to_json()
-    assert doc == {"check": "cuda.driver", "status": "fail", "summary": "driver too old", "explanation": "**upgrade**",
-                   "evidence": {"driver": "470.86", "n": [1, 2]}, "fixes": ["a.b"],
-                   "doc_url": "https://docs.example.org/x", "target": "kernel:py311", "duration_ms": 12.346,
-                   "area": "gpu"}   # not set on the finding: derived from the id prefix
+    assert doc == {
+        "check": "cuda.driver",
+        "status": "fail",
+        "summary": "driver too old",
+        "explanation": "**upgrade**",
+        "evidence": {"driver": "470.86", "n": [1, 2]},
+        "fixes": ["a.b"],
+        "doc_url": "https://docs.example.org/x",
+        "target": "kernel:py311",
+        "duration_ms": 12.346,
+        "area": "gpu",
+    }  # not set on the finding: derived from the id prefix
     back = Finding.from_json(doc)
     assert back.status is Status.FAIL and back.fixes == ("a.b",) and back.duration_ms == 12.346
     assert back.area == "gpu" and Finding.from_json({**doc, "area": "platform"}).to_json()["area"] == "platform"
@@ -40,7 +57,13 @@ def test_check_finding_shorthand():
     c = Check("a.b", "title", ("x",), lambda facts: [])
     f = c.finding(Status.WARN, "sum", "expl", evidence={"k": 1}, target="current")
     assert (f.check, f.status, f.summary, f.explanation, f.evidence, f.target) == (
-        "a.b", Status.WARN, "sum", "expl", {"k": 1}, "current")
+        "a.b",
+        Status.WARN,
+        "sum",
+        "expl",
+        {"k": 1},
+        "current",
+    )
 
 
 def test_file_edit_and_plan_detect_no_ops():
@@ -53,8 +76,19 @@ def test_file_edit_and_plan_detect_no_ops():
     assert issubclass(FixRefused, Exception)
 
 
-@pytest.mark.parametrize("id_, valid", [
-    ("nvidia.driver", True), ("pip.index-url", True), ("a.b.c_d", True), ("cuda", False), ("Cuda.driver", False),
-    (".a.b", False), ("a..b", False), ("a.b.", False), ("a b.c", False)])
+@pytest.mark.parametrize(
+    "id_, valid",
+    [
+        ("nvidia.driver", True),
+        ("pip.index-url", True),
+        ("a.b.c_d", True),
+        ("cuda", False),
+        ("Cuda.driver", False),
+        (".a.b", False),
+        ("a..b", False),
+        ("a.b.", False),
+        ("a b.c", False),
+    ],
+)
 def test_check_id_format(id_, valid):
     assert bool(CHECK_ID_RE.match(id_)) is valid

@@ -52,16 +52,34 @@ def alive(pid: int) -> bool:
 
 
 def test_healthy_fake_library_gives_every_fact(tmp_path):
-    lib = build_fake_nvml(tmp_path / "lib", DEVICE_COUNT=2, PROC_PID=os.getpid(), TEMP=57, POWER_MW=301250,
-                          POWER_LIMIT_MW=700000, UTIL_GPU=93, UTIL_MEM=41, ECC_AGG_CORR=7, CLOCK_REASONS=4,
-                          PCIE_GEN_CUR=5, PCIE_GEN_MAX=5, DRIVER_VERSION="550.54.15", CUDA_VERSION=12040)
+    lib = build_fake_nvml(
+        tmp_path / "lib",
+        DEVICE_COUNT=2,
+        PROC_PID=os.getpid(),
+        TEMP=57,
+        POWER_MW=301250,
+        POWER_LIMIT_MW=700000,
+        UTIL_GPU=93,
+        UTIL_MEM=41,
+        ECC_AGG_CORR=7,
+        CLOCK_REASONS=4,
+        PCIE_GEN_CUR=5,
+        PCIE_GEN_MAX=5,
+        DRIVER_VERSION="550.54.15",
+        CUDA_VERSION=12040,
+    )
     facts = collect_nvidia(live_ctx(lib))
     assert (facts.source, facts.nvml, facts.nvml_outcome) == ("nvml", "ok", "ok")
     assert (facts.driver_version, facts.cuda_driver_version) == ("550.54.15", "12.4")
     assert [d.index for d in facts.devices] == [0, 1]
     d0 = facts.devices[0]
-    assert (d0.name, d0.compute_capability, d0.memory_total_mib, d0.pci_bus_id, d0.mig_mode) == \
-        ("NVIDIA H100 80GB HBM3", "9.0", 81559, "00000000:18:00.0", False)
+    assert (d0.name, d0.compute_capability, d0.memory_total_mib, d0.pci_bus_id, d0.mig_mode) == (
+        "NVIDIA H100 80GB HBM3",
+        "9.0",
+        81559,
+        "00000000:18:00.0",
+        False,
+    )
     h = d0.health
     assert isinstance(h, GpuHealth)
     assert (h.ecc_enabled, h.ecc_volatile_uncorrected, h.ecc_aggregate_corrected) == (True, 0, 7)
@@ -85,15 +103,22 @@ def test_mig_devices_are_listed(tmp_path):
     assert d0.mig_mode is True and d1.mig_mode is False
     assert [(m.uuid, m.profile, m.gpu_instance, m.compute_instance) for m in d0.mig_instances] == [
         ("MIG-00000000-aaaa-bbbb-cccc-dddddddddddd", "1g.10gb", 7, 0),
-        ("MIG-00000001-aaaa-bbbb-cccc-dddddddddddd", "1g.10gb", 8, 0)]
+        ("MIG-00000001-aaaa-bbbb-cccc-dddddddddddd", "1g.10gb", 8, 0),
+    ]
     assert d1.mig_instances == ()
 
 
 def test_not_supported_queries_become_unavailable(tmp_path):
     lib = build_fake_nvml(tmp_path / "lib", NO_ECC=True)
     h = collect_nvidia(live_ctx(lib)).devices[0].health
-    for field in ("ecc_enabled", "ecc_volatile_uncorrected", "retired_pages_dbe", "retired_pages_pending",
-                  "remapped_rows_uncorrectable", "remap_failure"):
+    for field in (
+        "ecc_enabled",
+        "ecc_volatile_uncorrected",
+        "retired_pages_dbe",
+        "retired_pages_pending",
+        "remapped_rows_uncorrectable",
+        "remap_failure",
+    ):
         value = getattr(h, field)
         assert isinstance(value, Unavailable) and "Not Supported" in value.reason, field
     assert h.temperature_c == 41  # the rest still answers
@@ -107,8 +132,16 @@ def test_a_pid_outside_this_namespace_is_marked_not_visible(tmp_path):
 
 
 FAULTS = [
-    ({}, {"devices.ecc": Status.OK, "devices.throttle": Status.OK, "devices.pcie": Status.OK,
-          "devices.processes": Status.OK, "devices.persistence": Status.OK}),
+    (
+        {},
+        {
+            "devices.ecc": Status.OK,
+            "devices.throttle": Status.OK,
+            "devices.pcie": Status.OK,
+            "devices.processes": Status.OK,
+            "devices.persistence": Status.OK,
+        },
+    ),
     ({"ECC_VOL_UNC": 2, "ECC_AGG_UNC": 2}, {"devices.ecc": Status.FAIL}),
     ({"ROWS_UNC": 3, "ROWS_FAILURE": 1, "ECC_AGG_UNC": 3}, {"devices.ecc": Status.FAIL}),
     ({"RETIRED_SBE": 2, "RETIRED_PENDING": 1}, {"devices.ecc": Status.WARN}),
@@ -125,8 +158,9 @@ FAULTS = [
 ]
 
 
-@pytest.mark.parametrize("defines, expected", FAULTS,
-                         ids=lambda v: ",".join(map(str, v)) if isinstance(v, dict) else "")
+@pytest.mark.parametrize(
+    "defines, expected", FAULTS, ids=lambda v: ",".join(map(str, v)) if isinstance(v, dict) else ""
+)
 def test_fake_library_values_reach_the_checks(tmp_path, defines, expected):
     defines = dict(defines)
     if defines.get("PROC_PID") == "FOREIGN":
@@ -150,10 +184,13 @@ def test_segfaulting_library_is_an_unavailable_naming_the_signal(tmp_path):
     assert facts.devices == ()
 
 
-@pytest.mark.parametrize("define, outcome, words", [
-    ({"GARBAGE_IN_INIT": True}, "garbage", "no result document"),
-    ({"EXIT_IN_INIT": 4}, "failed", "exit status 4"),
-])
+@pytest.mark.parametrize(
+    "define, outcome, words",
+    [
+        ({"GARBAGE_IN_INIT": True}, "garbage", "no result document"),
+        ({"EXIT_IN_INIT": 4}, "failed", "exit status 4"),
+    ],
+)
 def test_garbage_or_exit_status_is_an_unavailable(tmp_path, define, outcome, words):
     lib = build_fake_nvml(tmp_path / "lib", **define)
     facts = collect_nvidia(live_ctx(lib))
@@ -190,8 +227,14 @@ def test_hanging_library_is_killed_with_its_process_group(tmp_path):
 
 def cli(args, libdir, tmp_path, **env):
     environ = dict(os.environ, LD_LIBRARY_PATH=str(libdir), NO_COLOR="1", **env)
-    return subprocess.run([sys.executable, "-m", "gpudoctor", *args], env=environ, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudoctor", *args],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
 
 
 def test_cli_survives_a_segfaulting_nvml(tmp_path):
@@ -231,24 +274,34 @@ def test_cli_survives_a_hanging_nvml_and_leaves_no_process(tmp_path):
 def test_the_doctor_process_never_maps_libnvidia_ml(tmp_path):
     """In a fresh interpreter (other tests may import pynvml in this one): collect, then look at our own maps."""
     lib = build_fake_nvml(tmp_path / "lib")
-    code = ("import sys\n"
-            "from gpudoctor.collect import CollectContext, CollectOptions\n"
-            "from gpudoctor.collect.nvidia import collect_nvidia\n"
-            "from gpudoctor.system import System\n"
-            "facts = collect_nvidia(CollectContext(System(), CollectOptions()))\n"
-            "maps = open('/proc/self/maps').read()\n"
-            "print(facts.nvml_outcome, facts.devices[0].name, 'pynvml' in sys.modules, 'libnvidia-ml' in maps)\n")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, LD_LIBRARY_PATH=str(lib)),
-                       capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\n"
+        "from gpudoctor.collect import CollectContext, CollectOptions\n"
+        "from gpudoctor.collect.nvidia import collect_nvidia\n"
+        "from gpudoctor.system import System\n"
+        "facts = collect_nvidia(CollectContext(System(), CollectOptions()))\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print(facts.nvml_outcome, facts.devices[0].name, 'pynvml' in sys.modules, 'libnvidia-ml' in maps)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, LD_LIBRARY_PATH=str(lib)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.stdout.split() == ["ok", "NVIDIA", "H100", "80GB", "HBM3", "False", "False"], r.stderr
 
 
-@pytest.mark.parametrize("stdout, words", [
-    ("", "no result document"),
-    ("@@gpudoctor-nvml@@\n{not json\n@@gpudoctor-nvml@@\n", "not valid JSON"),
-    ("@@gpudoctor-nvml@@\n[1, 2]\n@@gpudoctor-nvml@@\n", "version-1"),
-    ("@@gpudoctor-nvml@@\n{\"worker\": 7, \"ok\": true}\n@@gpudoctor-nvml@@\n", "version-1"),
-])
+@pytest.mark.parametrize(
+    "stdout, words",
+    [
+        ("", "no result document"),
+        ("@@gpudoctor-nvml@@\n{not json\n@@gpudoctor-nvml@@\n", "not valid JSON"),
+        ("@@gpudoctor-nvml@@\n[1, 2]\n@@gpudoctor-nvml@@\n", "version-1"),
+        ('@@gpudoctor-nvml@@\n{"worker": 7, "ok": true}\n@@gpudoctor-nvml@@\n', "version-1"),
+    ],
+)
 def test_worker_output_parser_refuses_garbage(stdout, words):
     with pytest.raises(ValueError, match=words):
         parse_worker_output(stdout)
@@ -267,13 +320,19 @@ def test_the_worker_is_not_started_where_no_driver_can_answer(tmp_path):
     assert (outcome, doc) == ("not-loaded", None)
     assert "no NVIDIA driver installed" in detail and "not started" in detail
     # each sign of a driver makes it worth trying
-    for extra in ({"dev/nvidiactl": ""}, {"dev/dxg": ""}, {"proc/driver/nvidia/version": "NVRM"},
-                  {"usr/lib64/libnvidia-ml.so.1": ""}, {"usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15": ""}):
+    for extra in (
+        {"dev/nvidiactl": ""},
+        {"dev/dxg": ""},
+        {"proc/driver/nvidia/version": "NVRM"},
+        {"usr/lib64/libnvidia-ml.so.1": ""},
+        {"usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15": ""},
+    ):
         other = write_tree(tmp_path / str(len(list(tmp_path.iterdir()))), extra)
         assert nvml_worth_trying(CollectContext(fake_system(other), CollectOptions())) is None, extra
     lib = write_tree(tmp_path / "opt", {"fake/libnvidia-ml.so.1": ""})
-    env_ctx = CollectContext(fake_system(root, env={"LD_LIBRARY_PATH": f"/nonexistent:{lib / 'fake'}"}),
-                             CollectOptions())
+    env_ctx = CollectContext(
+        fake_system(root, env={"LD_LIBRARY_PATH": f"/nonexistent:{lib / 'fake'}"}), CollectOptions()
+    )
     # LD_LIBRARY_PATH entries are paths inside the root
     assert nvml_worth_trying(env_ctx) is not None
     inside = write_tree(root, {"opt/fake/libnvidia-ml.so.1": ""})

@@ -73,10 +73,18 @@ def test_network_line_from_facts_counts_distinct_hosts_and_skips_local():
 
     def p(url, status="ok", role="candidate"):
         return MirrorProbe("m", "pip", "pypi", url, url + "/six/", role, False, status)
-    facts = make_facts(mirrors=MirrorsFacts(
-        offline=False, ranked=True, budget_s=5.0, catalogue_origin="test", catalogue=(),
-        configured=(p("https://a.example.org/simple", role="configured"), p("file:///srv/wheels", "local")),
-        rankings={"pip": (p("https://b.example.org/pypi/simple", "timeout"), p("https://a.example.org/x"))}))
+
+    facts = make_facts(
+        mirrors=MirrorsFacts(
+            offline=False,
+            ranked=True,
+            budget_s=5.0,
+            catalogue_origin="test",
+            catalogue=(),
+            configured=(p("https://a.example.org/simple", role="configured"), p("file:///srv/wheels", "local")),
+            rankings={"pip": (p("https://b.example.org/pypi/simple", "timeout"), p("https://a.example.org/x"))},
+        )
+    )
     assert network_line(facts) == "contacted 2 hosts: a.example.org, b.example.org"
     assert network_line(facts, replayed=True).endswith("(when the snapshot was collected)")
     assert network_line(make_facts()) is None
@@ -85,16 +93,19 @@ def test_network_line_from_facts_counts_distinct_hosts_and_skips_local():
 # --------------------------------------------------------------------------- 2. contradictory flags
 
 
-@pytest.mark.parametrize("args, a, b", [
-    (["check", "--offline", "--rank-mirrors"], "--offline", "--rank-mirrors"),
-    (["check", "--offline", "--mirror-budget", "3"], "--offline", "--mirror-budget"),
-    (["check", "--facts", "snapshot.json", "--rank-mirrors"], "--facts", "--rank-mirrors"),
-    (["check", "--facts", "snapshot.json", "--deep"], "--facts", "--deep"),
-    (["mirrors", "--offline", "--budget", "2"], "--offline", "--budget"),
-    (["mirrors", "--offline", "--timeout", "1"], "--offline", "--timeout"),
-    (["fix", "--offline", "--rank-mirrors", "apt.mirror"], "--offline", "--rank-mirrors"),
-    (["fix", "--offline", "--mirror", "fastest", "apt.mirror"], "--offline", "--mirror fastest"),
-])
+@pytest.mark.parametrize(
+    "args, a, b",
+    [
+        (["check", "--offline", "--rank-mirrors"], "--offline", "--rank-mirrors"),
+        (["check", "--offline", "--mirror-budget", "3"], "--offline", "--mirror-budget"),
+        (["check", "--facts", "snapshot.json", "--rank-mirrors"], "--facts", "--rank-mirrors"),
+        (["check", "--facts", "snapshot.json", "--deep"], "--facts", "--deep"),
+        (["mirrors", "--offline", "--budget", "2"], "--offline", "--budget"),
+        (["mirrors", "--offline", "--timeout", "1"], "--offline", "--timeout"),
+        (["fix", "--offline", "--rank-mirrors", "apt.mirror"], "--offline", "--rank-mirrors"),
+        (["fix", "--offline", "--mirror", "fastest", "apt.mirror"], "--offline", "--mirror fastest"),
+    ],
+)
 def test_contradictory_flags_are_a_usage_error_naming_both(tmp_path, args, a, b):
     (tmp_path / "snapshot.json").write_text("{}")
     proc = subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
@@ -113,16 +124,26 @@ def test_compatible_neighbours_are_still_accepted():
 # --------------------------------------------------------------------------- 3. advice that fits the machine
 
 #: A recorded measurement of a CPU-bound loader: both usable CPUs busy decoding, 40 % data stall.
-CPU_BOUND = {"config": {"num_workers": 2, "prefetch_factor": 2, "persistent_workers": True, "pin_memory": False},
-             "samples_per_s": 410.0, "stall_fraction": 0.4, "workers_cpu_busy": 0.96, "host_cpu_busy": 0.97}
+CPU_BOUND = {
+    "config": {"num_workers": 2, "prefetch_factor": 2, "persistent_workers": True, "pin_memory": False},
+    "samples_per_s": 410.0,
+    "stall_fraction": 0.4,
+    "workers_cpu_busy": 0.96,
+    "host_cpu_busy": 0.97,
+}
 
 
 def test_cpu_bound_without_a_gpu_advises_cpu_side_remedies_only():
     (lim,) = report.limits([CPU_BOUND], 0, {"usable": 2}, budget_exhausted=False, gpu_usable=False)
     assert lim["kind"] == "cpu-bound"
     detail = lim["detail"]
-    for remedy in ("pre-process offline into ready tensors", "Pillow-SIMD", "reduced-size", "cache decoded samples",
-                   "cgroup quota"):
+    for remedy in (
+        "pre-process offline into ready tensors",
+        "Pillow-SIMD",
+        "reduced-size",
+        "cache decoded samples",
+        "cgroup quota",
+    ):
         assert remedy in detail
     assert "DALI" not in detail and "device='cuda'" not in detail
     assert "no CUDA device is usable" in detail
@@ -137,9 +158,11 @@ def test_cpu_bound_with_a_gpu_advises_gpu_decoding_first():
 
 def test_search_reports_whether_a_gpu_was_usable(monkeypatch):
     from gpudoctor.probe import _dataloader_search as search_mod
+
     monkeypatch.setattr(search_mod, "measure", lambda *a, **k: dict(CPU_BOUND, config=a[2]))
-    doc = search_mod.search(None, 8, None, budget_s=2.0, config_s=0.3, cpus={"usable": 2, "logical": 2},
-                            gpu_usable=False)
+    doc = search_mod.search(
+        None, 8, None, budget_s=2.0, config_s=0.3, cpus={"usable": 2, "logical": 2}, gpu_usable=False
+    )
     assert doc["gpu_usable"] is False
     assert all("DALI" not in lim["detail"] for lim in doc["limits"])
 
@@ -156,10 +179,33 @@ SLACK_S = 3.0
 def test_probe_budget_bounds_the_whole_command(tmp_path):
     env = dict(os.environ, HOME=str(tmp_path))
     started = time.monotonic()
-    proc = subprocess.run([*GPUDOCTOR, "probe", "dataloader", "--synthetic", "image", "--cost-ms", "1",
-                           "--image-size", "16", "--batch-size", "4", "--step-ms", "5", "--budget-s", str(BUDGET_S),
-                           "--format", "json", "--no-save"], capture_output=True, text=True, cwd=tmp_path, env=env,
-                          timeout=120)
+    proc = subprocess.run(
+        [
+            *GPUDOCTOR,
+            "probe",
+            "dataloader",
+            "--synthetic",
+            "image",
+            "--cost-ms",
+            "1",
+            "--image-size",
+            "16",
+            "--batch-size",
+            "4",
+            "--step-ms",
+            "5",
+            "--budget-s",
+            str(BUDGET_S),
+            "--format",
+            "json",
+            "--no-save",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     wall = time.monotonic() - started
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
@@ -174,6 +220,7 @@ def test_probe_budget_bounds_the_whole_command(tmp_path):
     assert doc["command_elapsed_s"] <= bound, (doc["command_elapsed_s"], doc["startup_s"])
     assert wall <= bound + 0.5, (wall, doc["command_elapsed_s"], doc["wall_s"], doc["startup_s"])
     import torch
+
     assert doc["gpu_usable"] is torch.cuda.is_available()
 
 
@@ -227,8 +274,9 @@ def test_python27_target_is_a_clear_finding(tmp_path):
 
 def test_python27_dataloader_probe_says_so(tmp_path):
     for py in _py27_candidates(tmp_path):
-        result = CliRunner().invoke(cli, ["probe", "dataloader", "--synthetic", "image", "--python", py,
-                                          "--budget-s", "3", "--no-save"])
+        result = CliRunner().invoke(
+            cli, ["probe", "dataloader", "--synthetic", "image", "--python", py, "--budget-s", "3", "--no-save"]
+        )
         assert result.exit_code == 2
         assert f"--python {py} is Python 2.7; the DataLoader probe runs on Python 3.7 or newer" in result.output
         assert "1.4.0" in result.output
@@ -238,6 +286,7 @@ def test_python36_without_torch_is_offered_a_torch_it_can_install():
     from gpudoctor.checks import torch_install
     from gpudoctor.facts.targets import TorchFacts
     from gpudoctor.testing import make_facts, probe_facts, target, targets
+
     for version, pin in (("3.6.15", "torch==1.10.2"), ("3.8.18", "torch==2.4.1"), ("3.9.18", "torch==2.8.0")):
         probe = probe_facts("/opt/old/bin/python", TorchFacts(installed=False), python_version=version)
         (f,) = torch_install.evaluate(make_facts(targets=targets(target(probe))))
@@ -255,6 +304,7 @@ def test_cuda_variants_offered_to_an_old_python_carry_its_torch():
         pip_install_command,
         variant_fits_python,
     )
+
     for version, last in (("3.6", "1.10.2"), ("3.7", "1.13.1"), ("3.8", "2.4.1"), ("3.9", "2.8.0")):
         row = best_variant_for_driver("580.65.06", version)
         assert row is not None and variant_fits_python(row, version)
@@ -263,8 +313,9 @@ def test_cuda_variants_offered_to_an_old_python_carry_its_torch():
         assert f"torch=={last}" in cmd or Version(row["newest_torch"]) <= Version(last), cmd
         # a newer torch asked for explicitly is capped too
         assert f"torch=={last} " in pip_install_command("py", row, "2.13.0", python_version=version)
-    assert "torch==2.13.0" in pip_install_command("py", best_variant_for_driver("580.65.06", "3.12"), "2.13.0",
-                                                  python_version="3.12.1")
+    assert "torch==2.13.0" in pip_install_command(
+        "py", best_variant_for_driver("580.65.06", "3.12"), "2.13.0", python_version="3.12.1"
+    )
 
 
 # --------------------------------------------------------------------------- 7. counting words
@@ -281,9 +332,15 @@ def _broken_kernels(home: Path, n: int) -> None:
     for i in range(n):
         d = home / ".local/share/jupyter/kernels" / f"gone{i}"
         d.mkdir(parents=True)
-        (d / "kernel.json").write_text(json.dumps({
-            "argv": [f"/nonexistent/env{i}/bin/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": f"Gone {i}", "language": "python"}))
+        (d / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [f"/nonexistent/env{i}/bin/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": f"Gone {i}",
+                    "language": "python",
+                }
+            )
+        )
 
 
 _KERNELS_RE = re.compile(r"(\d+) of (\d+) (Python kernels?) (is|are) broken or (does|do) not see")

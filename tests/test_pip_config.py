@@ -32,23 +32,33 @@ def check(pip: PipFacts):
 
 
 def test_files_in_pips_order_with_variants(tmp_path):
-    root = write_tree(tmp_path, {
-        "/etc/xdg/pip/pip.conf": "[global]\ntimeout = 10\n",
-        "/opt/xdg2/pip/pip.conf": "[global]\ntimeout = 11\n",
-        "/etc/pip.conf": "[global]\nindex-url = https://global.example.org/simple\n",
-        f"{HOME}/.pip/pip.conf": "[global]\nindex-url = https://legacy.example.org/simple\nretries = 3\n",
-        f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://user.example.org/simple\n",
-        "/venvs/app/pip.conf": "[install]\nno-cache-dir = true\n",
-    })
+    root = write_tree(
+        tmp_path,
+        {
+            "/etc/xdg/pip/pip.conf": "[global]\ntimeout = 10\n",
+            "/opt/xdg2/pip/pip.conf": "[global]\ntimeout = 11\n",
+            "/etc/pip.conf": "[global]\nindex-url = https://global.example.org/simple\n",
+            f"{HOME}/.pip/pip.conf": "[global]\nindex-url = https://legacy.example.org/simple\nretries = 3\n",
+            f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://user.example.org/simple\n",
+            "/venvs/app/pip.conf": "[install]\nno-cache-dir = true\n",
+        },
+    )
     pip = collect_pip(root, env={"XDG_CONFIG_DIRS": "/etc/xdg:/opt/xdg2", "VIRTUAL_ENV": "/venvs/app"})
     assert [(f.variant, f.path) for f in pip.files] == [
-        ("global", "/etc/xdg/pip/pip.conf"), ("global", "/opt/xdg2/pip/pip.conf"), ("global", "/etc/pip.conf"),
-        ("user", f"{HOME}/.pip/pip.conf"), ("user", f"{HOME}/.config/pip/pip.conf"),
-        ("site", "/venvs/app/pip.conf")]
+        ("global", "/etc/xdg/pip/pip.conf"),
+        ("global", "/opt/xdg2/pip/pip.conf"),
+        ("global", "/etc/pip.conf"),
+        ("user", f"{HOME}/.pip/pip.conf"),
+        ("user", f"{HOME}/.config/pip/pip.conf"),
+        ("site", "/venvs/app/pip.conf"),
+    ]
     assert all(f.loaded for f in pip.files)
     eff = pip.effective
-    assert (eff["index-url"].value, eff["index-url"].source, eff["index-url"].line) == \
-        ("https://user.example.org/simple", f"{HOME}/.config/pip/pip.conf", 2)
+    assert (eff["index-url"].value, eff["index-url"].source, eff["index-url"].line) == (
+        "https://user.example.org/simple",
+        f"{HOME}/.config/pip/pip.conf",
+        2,
+    )
     assert (eff["timeout"].value, eff["timeout"].source) == ("11", "/opt/xdg2/pip/pip.conf")
     assert eff["retries"].source == f"{HOME}/.pip/pip.conf"
     assert (eff["no-cache-dir"].section, eff["no-cache-dir"].variant) == ("install", "site")
@@ -56,11 +66,13 @@ def test_files_in_pips_order_with_variants(tmp_path):
 
 
 def test_install_section_beats_global_and_env_beats_files(tmp_path):
-    root = write_tree(tmp_path, {
-        "/etc/pip.conf": "[install]\nindex-url = https://install.example.org/simple\n",
-        f"{HOME}/.config/pip/pip.conf": "[global]\nindex_url = https://user.example.org/simple\n"
-                                        "trusted-host =\n",
-    })
+    root = write_tree(
+        tmp_path,
+        {
+            "/etc/pip.conf": "[install]\nindex-url = https://install.example.org/simple\n",
+            f"{HOME}/.config/pip/pip.conf": "[global]\nindex_url = https://user.example.org/simple\ntrusted-host =\n",
+        },
+    )
     pip = collect_pip(root)
     assert pip.effective["index-url"].value == "https://install.example.org/simple"
     assert "trusted-host" not in pip.effective  # empty values are ignored, as pip does
@@ -71,11 +83,14 @@ def test_install_section_beats_global_and_env_beats_files(tmp_path):
 
 
 def test_pip_config_file_skips_user_files_and_devnull_skips_all(tmp_path):
-    root = write_tree(tmp_path, {
-        f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://user.example.org/simple\n",
-        "/srv/pip.conf": "[global]\nindex-url = https://env-file.example.org/simple\n",
-        "/etc/pip.conf": "[global]\ntimeout = 30\n",
-    })
+    root = write_tree(
+        tmp_path,
+        {
+            f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://user.example.org/simple\n",
+            "/srv/pip.conf": "[global]\nindex-url = https://env-file.example.org/simple\n",
+            "/etc/pip.conf": "[global]\ntimeout = 30\n",
+        },
+    )
     pip = collect_pip(root, env={"PIP_CONFIG_FILE": "/srv/pip.conf"})
     user = pip.file(f"{HOME}/.config/pip/pip.conf")
     assert user.exists and not user.loaded and "PIP_CONFIG_FILE=/srv/pip.conf exists" in user.note
@@ -135,20 +150,38 @@ def test_symlinked_and_undecodable_files(tmp_path):
     assert finding.status == Status.FAIL and "not valid UTF-8" in finding.summary and finding.fixes == ()
 
 
-@pytest.mark.parametrize("conf,status,summary", [
-    ("[global]\nindex-url = http://mirror.example.org/simple\n", Status.FAIL,
-     "pip ignores the index http://mirror.example.org/simple: plain http without a matching trusted-host"),
-    ("[global]\nindex-url = http://mirror.example.org:8080/simple\ntrusted-host = mirror.example.org:8080\n",
-     Status.WARN, "pip uses the plain-http index http://mirror.example.org:8080/simple (trusted-host)"),
-    ("[global]\nindex-url = http://mirror.example.org:8080/simple\ntrusted-host = mirror.example.org:9090\n",
-     Status.FAIL, "pip ignores the index"),
-    ("[global]\nextra-index-url = https://a.example.org/simple\n  http://b.example.org/simple\n", Status.FAIL,
-     "pip ignores the index http://b.example.org/simple"),
-    ("[global]\nindex-url = http://127.0.0.1:3141/root/pypi/+simple/\n", Status.OK, "pip reads its configuration"),
-    ("[global]\nindex-url = https://mirror.example.org/simple\n", Status.OK,
-     "pip reads its configuration; index-url https://mirror.example.org/simple from /etc/pip.conf line 2 ([global])"),
-    ("", Status.OK, "pip reads its configuration; it uses the default index https://pypi.org/simple"),
-])
+@pytest.mark.parametrize(
+    "conf,status,summary",
+    [
+        (
+            "[global]\nindex-url = http://mirror.example.org/simple\n",
+            Status.FAIL,
+            "pip ignores the index http://mirror.example.org/simple: plain http without a matching trusted-host",
+        ),
+        (
+            "[global]\nindex-url = http://mirror.example.org:8080/simple\ntrusted-host = mirror.example.org:8080\n",
+            Status.WARN,
+            "pip uses the plain-http index http://mirror.example.org:8080/simple (trusted-host)",
+        ),
+        (
+            "[global]\nindex-url = http://mirror.example.org:8080/simple\ntrusted-host = mirror.example.org:9090\n",
+            Status.FAIL,
+            "pip ignores the index",
+        ),
+        (
+            "[global]\nextra-index-url = https://a.example.org/simple\n  http://b.example.org/simple\n",
+            Status.FAIL,
+            "pip ignores the index http://b.example.org/simple",
+        ),
+        ("[global]\nindex-url = http://127.0.0.1:3141/root/pypi/+simple/\n", Status.OK, "pip reads its configuration"),
+        (
+            "[global]\nindex-url = https://mirror.example.org/simple\n",
+            Status.OK,
+            "pip reads its configuration; index-url https://mirror.example.org/simple from /etc/pip.conf line 2 ([global])",
+        ),
+        ("", Status.OK, "pip reads its configuration; it uses the default index https://pypi.org/simple"),
+    ],
+)
 def test_index_security(tmp_path, conf, status, summary):
     root = write_tree(tmp_path, {"/etc/pip.conf": conf})
     findings = check(collect_pip(root))
@@ -159,8 +192,10 @@ def test_index_security(tmp_path, conf, status, summary):
 
 
 def test_credentials_warned_and_redacted_everywhere(tmp_path):
-    root = write_tree(tmp_path, {
-        f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://alice:hunter2@mirror.example.org/simple\n"})
+    root = write_tree(
+        tmp_path,
+        {f"{HOME}/.config/pip/pip.conf": "[global]\nindex-url = https://alice:hunter2@mirror.example.org/simple\n"},
+    )
     pip = collect_pip(root)
     findings = check(pip)
     [warn] = [f for f in findings if f.status == Status.WARN]
@@ -184,6 +219,11 @@ def test_environment_override_is_info(tmp_path):
     assert "unset PIP_INDEX_URL" in info.explanation
     ok = [f for f in findings if f.status == Status.OK][0]
     assert "the environment variable PIP_INDEX_URL" in ok.summary
-    findings = check(collect_pip(write_tree(tmp_path / "r2", {}), env={"PIP_EXTRA_INDEX_URL": "https://c.example.org/s"}))
-    assert any(f.status == Status.INFO and f.summary == "extra-index-url is set by the environment variable "
-               "PIP_EXTRA_INDEX_URL" for f in findings)
+    findings = check(
+        collect_pip(write_tree(tmp_path / "r2", {}), env={"PIP_EXTRA_INDEX_URL": "https://c.example.org/s"})
+    )
+    assert any(
+        f.status == Status.INFO
+        and f.summary == "extra-index-url is set by the environment variable PIP_EXTRA_INDEX_URL"
+        for f in findings
+    )

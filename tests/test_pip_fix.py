@@ -53,8 +53,10 @@ OK = Finding(check="pip.config", status=Status.OK, summary="fine")
 
 
 def test_plan_edits_exact_file_text_and_keeps_comments(tmp_path):
-    text = "# lab mirror\n[global]\n; old index below\nindex-url = https://old.example.org/simple\ntimeout = 60\n\n" \
-           "[install]\nno-cache-dir = true\n"
+    text = (
+        "# lab mirror\n[global]\n; old index below\nindex-url = https://old.example.org/simple\ntimeout = 60\n\n"
+        "[install]\nno-cache-dir = true\n"
+    )
     root = write_tree(tmp_path, {"/etc/pip.conf": text})
     p = plan(facts_for(root), OK, {"index-url": MIRROR})
     [edit] = p.edits
@@ -87,6 +89,7 @@ def test_plan_when_pip_config_file_is_set_targets_that_file(tmp_path):
 
 def test_fix_is_registered():
     from gpudoctor.registry import load_registry
+
     reg = load_registry()
     assert reg.fixes["pip.index-url"] is FIX and "pip.config" in reg.checks
 
@@ -133,32 +136,55 @@ def test_set_index_url_creates_user_file_then_already_fixed(tmp_path, env, capsy
 
 
 def test_diff_shown_equals_change_written_for_pip_conf(tmp_path, env, capsys):
-    text = "# ours\n[global]\ntimeout = 60\nindex-url = https://old.example.org/simple\n  https://continued\n" \
-           "# trailing comment\n[install]\nretries = 2"
+    text = (
+        "# ours\n[global]\ntimeout = 60\nindex-url = https://old.example.org/simple\n  https://continued\n"
+        "# trailing comment\n[install]\nretries = 2"
+    )
     root = write_tree(tmp_path / "root", {"/etc/pip.conf": text})
     code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--dry-run", "--root", str(root))
     assert code == 0 and (root / "etc/pip.conf").read_text() == text
-    diff = out[out.index("--- /etc/pip.conf"):out.index("dry run")].rstrip("\n") + "\n"
+    diff = out[out.index("--- /etc/pip.conf") : out.index("dry run")].rstrip("\n") + "\n"
     code, out2, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--yes", "--root", str(root))
     assert code == 0
     written = (root / "etc/pip.conf").read_text()
     assert patch(text, diff) == written
-    assert written == "# ours\n[global]\ntimeout = 60\nindex-url = " + MIRROR + "\n# trailing comment\n[install]\nretries = 2"
+    assert (
+        written
+        == "# ours\n[global]\ntimeout = 60\nindex-url = " + MIRROR + "\n# trailing comment\n[install]\nretries = 2"
+    )
 
 
 def test_scope_choice_and_precedence_notes(tmp_path, env, capsys, monkeypatch):
-    root = write_tree(tmp_path / "root", {USER_CONF: "[global]\nindex-url = https://user.example.org/simple\n",
-                                          "/etc/pip.conf": "[global]\ntimeout = 30\n"})
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes",
-                       "--root", str(root))
+    root = write_tree(
+        tmp_path / "root",
+        {
+            USER_CONF: "[global]\nindex-url = https://user.example.org/simple\n",
+            "/etc/pip.conf": "[global]\ntimeout = 30\n",
+        },
+    )
+    code, out, _ = run(
+        capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes", "--root", str(root)
+    )
     assert (root / "etc/pip.conf").read_text() == f"[global]\ntimeout = 30\nindex-url = {MIRROR}\n"
-    assert f"index-url in ~/.config/pip/pip.conf ([global]) still wins: gpudoctor fix pip.index-url --index-url " \
-           f"{MIRROR} --scope user" in out
+    assert (
+        f"index-url in ~/.config/pip/pip.conf ([global]) still wins: gpudoctor fix pip.index-url --index-url "
+        f"{MIRROR} --scope user" in out
+    )
     monkeypatch.setenv("PIP_INDEX_URL", "https://caller.example.org/simple")  # the caller's: not the image's
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text("FROM debian:12\nENV PIP_INDEX_URL=https://env.example.org/simple\n")
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--yes", "--root", str(root),
-                       "--dockerfile", str(dockerfile))
+    code, out, _ = run(
+        capsys,
+        "fix",
+        "pip.index-url",
+        "--index-url",
+        MIRROR,
+        "--yes",
+        "--root",
+        str(root),
+        "--dockerfile",
+        str(dockerfile),
+    )
     assert "PIP_INDEX_URL is set in the environment and still overrides pip.conf: unset PIP_INDEX_URL" in out
     # default scope: the file that set the effective index-url (the user file), not /etc
     assert (root / USER_CONF.lstrip("/")).read_text() == f"[global]\nindex-url = {MIRROR}\n"
@@ -168,10 +194,24 @@ def test_site_scope_uses_virtual_env(tmp_path, env, capsys, monkeypatch):
     root = write_tree(tmp_path / "root", {"/venvs/app/bin/.keep": ""})
     monkeypatch.setenv("VIRTUAL_ENV", "/elsewhere/caller-venv")  # the caller's: not the image's
     dockerfile = tmp_path / "Dockerfile"
-    dockerfile.write_text("FROM python:3.12\nRUN python -m venv /venvs/app\nENV VIRTUAL_ENV=/venvs/app \\\n"
-                          "    PATH=/venvs/app/bin:$PATH\n")
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "site", "--yes",
-                       "--root", str(root), "--dockerfile", str(dockerfile))
+    dockerfile.write_text(
+        "FROM python:3.12\nRUN python -m venv /venvs/app\nENV VIRTUAL_ENV=/venvs/app \\\n"
+        "    PATH=/venvs/app/bin:$PATH\n"
+    )
+    code, out, _ = run(
+        capsys,
+        "fix",
+        "pip.index-url",
+        "--index-url",
+        MIRROR,
+        "--scope",
+        "site",
+        "--yes",
+        "--root",
+        str(root),
+        "--dockerfile",
+        str(dockerfile),
+    )
     assert code == 0 and (root / "venvs/app/pip.conf").read_text() == f"[global]\nindex-url = {MIRROR}\n"
 
 
@@ -183,9 +223,10 @@ def test_symlinked_pip_conf_edits_the_target(tmp_path, env, capsys):
     code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--yes", "--root", str(root))
     assert code == 0
     assert link.is_symlink() and os.readlink(link) == "/home/user/dotfiles/pip.conf"
-    assert (root / "home/user/dotfiles/pip.conf").read_text() == f"[global]\n# keep me\ntimeout = 9\nindex-url = {MIRROR}\n"
-    assert (f"edit /home/user/dotfiles/pip.conf (the target of the symlink {USER_CONF}; "
-            f"in --root {root})") in out
+    assert (
+        root / "home/user/dotfiles/pip.conf"
+    ).read_text() == f"[global]\n# keep me\ntimeout = 9\nindex-url = {MIRROR}\n"
+    assert (f"edit /home/user/dotfiles/pip.conf (the target of the symlink {USER_CONF}; in --root {root})") in out
     assert "is a symlink; its target /home/user/dotfiles/pip.conf was edited" in out
 
 
@@ -196,11 +237,13 @@ def test_plain_http_needs_allow_insecure(tmp_path, env, capsys):
     code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", http, "--yes", "--root", str(root))
     assert code == 1 and "refused" in out and "--allow-insecure" in out
     assert not (root / "home").exists()
-    code, out, _ = run(capsys, "fix", "pip.index-url", "--index-url", http, "--allow-insecure", "--yes",
-                       "--root", str(root))
+    code, out, _ = run(
+        capsys, "fix", "pip.index-url", "--index-url", http, "--allow-insecure", "--yes", "--root", str(root)
+    )
     assert code == 0
-    assert (root / USER_CONF.lstrip("/")).read_text() == \
-        f"[global]\nindex-url = {http}\ntrusted-host = mirror.example.org:8080\n"
+    assert (
+        root / USER_CONF.lstrip("/")
+    ).read_text() == f"[global]\nindex-url = {http}\ntrusted-host = mirror.example.org:8080\n"
     assert "pip.config: ok -> warn" in out
 
 
@@ -218,16 +261,23 @@ def test_unwritable_global_file_names_file_and_sudo_command(tmp_path, env, capsy
     text = "[global]\nindex-url = https://old.example.org/simple\n"
     root = write_tree(tmp_path / "root", {"/etc/pip.conf": text})
     real_can_write = ap.FileOps.can_write
-    monkeypatch.setattr(ap.FileOps, "can_write",
-                        lambda self, path: False if path.name == "pip.conf" and path.parent.name == "etc"
-                        else real_can_write(self, path))
+    monkeypatch.setattr(
+        ap.FileOps,
+        "can_write",
+        lambda self, path: (
+            False if path.name == "pip.conf" and path.parent.name == "etc" else real_can_write(self, path)
+        ),
+    )
     monkeypatch.setattr(ap.FileOps, "is_root", lambda self: False)  # an ordinary user: sudo helps
-    code, _, err = run(capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes",
-                       "--root", str(root))
+    code, _, err = run(
+        capsys, "fix", "pip.index-url", "--index-url", MIRROR, "--scope", "global", "--yes", "--root", str(root)
+    )
     assert code == 1
-    assert err.strip() == (f"gpudoctor: error: cannot write /etc/pip.conf: permission denied; rerun as root: "
-                           f"sudo gpudoctor fix pip.index-url --root {root} --scope global --index-url {MIRROR} "
-                           f"--yes. Nothing was changed.")
+    assert err.strip() == (
+        f"gpudoctor: error: cannot write /etc/pip.conf: permission denied; rerun as root: "
+        f"sudo gpudoctor fix pip.index-url --root {root} --scope global --index-url {MIRROR} "
+        f"--yes. Nothing was changed."
+    )
     assert (root / "etc/pip.conf").read_text() == text and ap.Journal().transactions() == []
 
 
@@ -248,8 +298,9 @@ def test_credentials_never_printed(tmp_path, env, capsys):
 def _pip_config_list(home: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    return subprocess.run([sys.executable, "-m", "pip", "config", "list"], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_real_pip_reads_the_repaired_and_updated_file(isolated_home, capsys, monkeypatch):
@@ -299,13 +350,33 @@ def test_really_unwritable_file_as_an_unprivileged_user(tmp_path):
         else:  # pragma: no cover - CI runs unprivileged
             os.chmod(root / "etc", _stat.S_IRUSR | _stat.S_IXUSR)
             os.chmod(root / "etc/pip.conf", 0o444)
-        proc = subprocess.run(prefix + [sys.executable, "-m", "gpudoctor", "fix", "pip.index-url", "--index-url", MIRROR,
-                               "--scope", "global", "--yes", "--root", str(root)], env=env, cwd="/",
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            prefix
+            + [
+                sys.executable,
+                "-m",
+                "gpudoctor",
+                "fix",
+                "pip.index-url",
+                "--index-url",
+                MIRROR,
+                "--scope",
+                "global",
+                "--yes",
+                "--root",
+                str(root),
+            ],
+            env=env,
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 1, proc.stderr
         assert proc.stderr.strip().splitlines()[-1] == (
             f"gpudoctor: error: cannot write /etc/pip.conf: permission denied; rerun as root: sudo gpudoctor fix "
-            f"pip.index-url --root {root} --scope global --index-url {MIRROR} --yes. Nothing was changed.")
+            f"pip.index-url --root {root} --scope global --index-url {MIRROR} --yes. Nothing was changed."
+        )
         assert (root / "etc/pip.conf").read_text() == "[global]\ntimeout = 5\n"
         assert not list(state.rglob("manifest.json"))
     finally:

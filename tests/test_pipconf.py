@@ -18,8 +18,10 @@ from gpudoctor import pipconf
 
 TEXT = st.text(alphabet=st.sampled_from("abcxyz019 ./:=#;%-_[]"), min_size=0, max_size=12)
 WORD = st.text(alphabet=st.sampled_from("abcdefgh"), min_size=1, max_size=6)
-KEYS = st.one_of(st.sampled_from(["index-url", "index_url", "timeout", "trusted-host", "extra-index-url",
-                                  "Index-Url", "retries"]), WORD)
+KEYS = st.one_of(
+    st.sampled_from(["index-url", "index_url", "timeout", "trusted-host", "extra-index-url", "Index-Url", "retries"]),
+    WORD,
+)
 URL = st.builds(lambda h, p: f"https://{h}.example.org/{p}", WORD, WORD)
 
 
@@ -30,22 +32,30 @@ def conf_files(draw, first_section_strict=False):
     if not first_section_strict:
         for _ in range(draw(st.integers(0, 2))):
             out.append(draw(st.sampled_from(["", "   ", "# top comment", "; semi"])) + eol)
-    names = draw(st.lists(st.one_of(st.sampled_from(["global", "install", "download"]), WORD),
-                          min_size=1, max_size=4, unique=True))
+    names = draw(
+        st.lists(
+            st.one_of(st.sampled_from(["global", "install", "download"]), WORD), min_size=1, max_size=4, unique=True
+        )
+    )
     if first_section_strict and "global" not in names:
         names = ["global"] + names[:3]
     if first_section_strict:
         names = ["global"] + [n for n in names if n != "global"]
     for si, name in enumerate(names):
         out.append(f"[{name}]{eol}")
-        keys = draw(st.lists(KEYS, min_size=1 if first_section_strict and si == 0 else 0, max_size=5,
-                             unique_by=lambda k: k.lower()))
+        keys = draw(
+            st.lists(
+                KEYS, min_size=1 if first_section_strict and si == 0 else 0, max_size=5, unique_by=lambda k: k.lower()
+            )
+        )
         for ki, key in enumerate(keys):
             if not (first_section_strict and si == 0 and ki == 0):
                 for _ in range(draw(st.integers(0, 2))):
                     kind = draw(st.sampled_from(["blank", "comment", "indented-comment"]))
-                    out.append({"blank": "", "comment": "# " + draw(TEXT),
-                                "indented-comment": "   ; " + draw(TEXT)}[kind] + eol)
+                    out.append(
+                        {"blank": "", "comment": "# " + draw(TEXT), "indented-comment": "   ; " + draw(TEXT)}[kind]
+                        + eol
+                    )
             delim = draw(st.sampled_from(["=", " = ", ":", " : ", "= ", "  =  "]))
             value = draw(TEXT).strip()
             out.append(f"{key}{delim}{value}{eol}")
@@ -91,8 +101,9 @@ def test_set_option_changes_only_that_key(text, url):
     new = pipconf.set_option(text, "index-url", url)
     before, after = configparser_values(text), configparser_values(new)
     # every other key keeps its value, no key appears or disappears except index-url
-    assert {k: v for k, v in before.items() if not k.endswith(".index-url")} == \
-        {k: v for k, v in after.items() if not k.endswith(".index-url")}
+    assert {k: v for k, v in before.items() if not k.endswith(".index-url")} == {
+        k: v for k, v in after.items() if not k.endswith(".index-url")
+    }
     old_sections = {k for k in before if k.endswith(".index-url")}
     if old_sections:
         assert {k for k in after if k.endswith(".index-url")} == old_sections
@@ -115,8 +126,12 @@ def test_set_option_changes_only_that_key(text, url):
             assert i in touched or gained_eol, (line, text, new)
         for nl in new_lines[j1:j2]:
             body = nl.strip()
-            assert body in ("", "[global]") or body.startswith("index") or nl.rstrip("\r\n") in old_lines \
-                or any(old.startswith(body.split("=")[0].split(":")[0]) for old in old_lines), (nl, new)
+            assert (
+                body in ("", "[global]")
+                or body.startswith("index")
+                or nl.rstrip("\r\n") in old_lines
+                or any(old.startswith(body.split("=")[0].split(":")[0]) for old in old_lines)
+            ), (nl, new)
     # idempotent: setting the same value again changes nothing
     assert pipconf.set_option(new, "index-url", url) == new
 
@@ -126,7 +141,7 @@ def test_set_option_changes_only_that_key(text, url):
 def test_repair_header_restores_a_lost_global_header(text, damage):
     lines = pipconf.split_lines(text)
     assert lines[0].rstrip("\r\n") == "[global]"
-    ending = lines[0][len("[global]"):]
+    ending = lines[0][len("[global]") :]
     broken = "".join(lines[1:]) if damage == "delete" else damage + ending + "".join(lines[1:])
     values, problem = pipconf.parse(broken)
     assert problem is not None and problem.kind == "no-section-header" and problem.line == 1
@@ -139,14 +154,19 @@ def test_set_option_examples():
     text = "# mirror for the lab\n[global]\ntimeout=5\n\n[install]\nno-cache-dir = true\n"
     assert pipconf.set_option(text, "index-url", "https://m.example.org/simple") == (
         "# mirror for the lab\n[global]\ntimeout=5\nindex-url = https://m.example.org/simple\n\n"
-        "[install]\nno-cache-dir = true\n")
+        "[install]\nno-cache-dir = true\n"
+    )
     # existing key keeps its spelling and delimiter; continuation lines go, comments among them stay
     text = "[global]\nindex_url=https://a.example.org/simple\n  https://b\n# keep\n  https://c\nx=1"
-    assert pipconf.set_option(text, "index-url", "https://m.example.org/simple") == \
-        "[global]\nindex_url=https://m.example.org/simple\n# keep\nx=1"
+    assert (
+        pipconf.set_option(text, "index-url", "https://m.example.org/simple")
+        == "[global]\nindex_url=https://m.example.org/simple\n# keep\nx=1"
+    )
     # no [global]: appended as a new section, CRLF kept
-    assert pipconf.set_option("[install]\r\nx = 1", "index-url", "https://m") == \
-        "[install]\r\nx = 1\r\n\r\n[global]\r\nindex-url = https://m\r\n"
+    assert (
+        pipconf.set_option("[install]\r\nx = 1", "index-url", "https://m")
+        == "[install]\r\nx = 1\r\n\r\n[global]\r\nindex-url = https://m\r\n"
+    )
     assert pipconf.set_option(None, "index-url", "https://m") == "[global]\nindex-url = https://m\n"
     with pytest.raises(ValueError):
         pipconf.set_option("[global]\n", "index-url", "a\nb")
@@ -154,13 +174,16 @@ def test_set_option_examples():
         pipconf.set_option("index-url = x\n", "index-url", "y")
 
 
-@pytest.mark.parametrize("text,kind,line,hint", [
-    ("tall]\nindex-url = x\n", "no-section-header", 1, None),
-    ("[global]\nindex-url = x\njunk line\n", "syntax", 3, "neither a [section] header"),
-    ("[global]\nx = 1\n[global]\ny = 2\n", "duplicate-section", 3, "merge the two sections"),
-    ("[global]\ntimeout = 1\ntimeout = 2\n", "duplicate-option", 3, "delete one of the two lines"),
-    ("# c\nhello world\n[global]\n", "no-section-header", 2, "put a [global] line above"),
-])
+@pytest.mark.parametrize(
+    "text,kind,line,hint",
+    [
+        ("tall]\nindex-url = x\n", "no-section-header", 1, None),
+        ("[global]\nindex-url = x\njunk line\n", "syntax", 3, "neither a [section] header"),
+        ("[global]\nx = 1\n[global]\ny = 2\n", "duplicate-section", 3, "merge the two sections"),
+        ("[global]\ntimeout = 1\ntimeout = 2\n", "duplicate-option", 3, "delete one of the two lines"),
+        ("# c\nhello world\n[global]\n", "no-section-header", 2, "put a [global] line above"),
+    ],
+)
 def test_parse_problems_and_manual_instructions(text, kind, line, hint):
     values, problem = pipconf.parse(text)
     assert values == {} and problem.kind == kind and problem.line == line

@@ -144,7 +144,7 @@ def _case39_env():
     lines = (CASE39 / "in-pod.txt").read_text().splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("$ env"))
     env = {}
-    for ln in lines[start + 1:]:
+    for ln in lines[start + 1 :]:
         if ln.startswith("$"):
             break
         key, _, value = ln.partition("=")
@@ -161,15 +161,23 @@ def _case39_root(tmp_path, runtime_class: bool):
     files = {
         "/proc/driver/nvidia/version": nvrm + "\n",
         "/proc/self/mountinfo": f"1570 1480 0:312 / / rw,relatime - overlay overlay rw,lowerdir={task}/rootfs\n"
-                                "1589 1570 0:59 / /var/run/secrets/kubernetes.io/serviceaccount ro - tmpfs tmpfs ro\n",
+        "1589 1570 0:59 / /var/run/secrets/kubernetes.io/serviceaccount ro - tmpfs tmpfs ro\n",
         "/proc/self/cgroup": "0::/\n",
         "/var/run/secrets/kubernetes.io/serviceaccount/token": "redacted\n",
         "/etc/os-release": 'ID=ubuntu\nVERSION_ID="22.04"\nVERSION_CODENAME=jammy\nPRETTY_NAME="Ubuntu 22.04.3 LTS"\n',
         "/dev/null": "",
     }
     if runtime_class:  # what the NVIDIA runtime hook injects with runtimeClassName: nvidia
-        files.update({"/dev/nvidia0": "", "/dev/nvidiactl": "", "/dev/nvidia-uvm": "", "/usr/bin/nvidia-smi": "",
-                      "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": ""})
+        files.update(
+            {
+                "/dev/nvidia0": "",
+                "/dev/nvidiactl": "",
+                "/dev/nvidia-uvm": "",
+                "/usr/bin/nvidia-smi": "",
+                "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "",
+                "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "",
+            }
+        )
     return write_tree(tmp_path / ("ok" if runtime_class else "runc"), files)
 
 
@@ -178,19 +186,29 @@ def _case39_facts(tmp_path, runtime_class: bool) -> Facts:
     root = _case39_root(tmp_path, runtime_class)
     c = ctx(root, env)
     version, available = re.search(r"^(\S+) (True|False)$", (CASE39 / "in-pod.txt").read_text(), re.MULTILINE).groups()
-    libcuda = LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 12030) if runtime_class else \
-        LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file: No such file or directory")
-    probe = probe_facts("/usr/bin/python3", torch_facts(version, "12.1", cuda_available=available == "True"),
-                        python_version="3.10.12", env=env, libcuda=libcuda)
+    libcuda = (
+        LibcudaProbe(True, "/usr/lib/x86_64-linux-gnu/libcuda.so.1", None, 12030)
+        if runtime_class
+        else LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file: No such file or directory")
+    )
+    probe = probe_facts(
+        "/usr/bin/python3",
+        torch_facts(version, "12.1", cuda_available=available == "True"),
+        python_version="3.10.12",
+        env=env,
+        libcuda=libcuda,
+    )
     from gpudoctor.collect.host import collect_os
-    from_proc = collect_nvidia(c)       # on a fake root NVML is not tried; the kernel module comes from /proc
+
+    from_proc = collect_nvidia(c)  # on a fake root NVML is not tried; the kernel module comes from /proc
     assert from_proc.driver_version == "545.23.08" and from_proc.source == "proc"
     # live in the pod, NVML is tried first and fails (no libnvidia-ml.so.1), then /proc answers
     nv = from_proc if runtime_class else nvidia_facts(from_proc.driver_version, source="proc")
     if runtime_class:
         nv = nvidia_facts(from_proc.driver_version, "12.3", [nvml_device(0, "NVIDIA GeForce RTX 4090", uuid=UUID)])
-    return make_facts(platform=collect_platform(c), nvidia=nv, gpu=collect_gpu(c), os=collect_os(c),
-                      targets=targets(target(probe)))
+    return make_facts(
+        platform=collect_platform(c), nvidia=nv, gpu=collect_gpu(c), os=collect_os(c), targets=targets(target(probe))
+    )
 
 
 def test_case_39_pod_without_runtime_class(tmp_path, registry):
@@ -228,13 +246,23 @@ def test_case_39_cluster_side_containerd_defaults_to_runc(tmp_path, registry):
     # the node's containerd template, rebuilt from the lines the case grepped
     lines = (CASE39 / "cluster-facts.txt").read_text().splitlines()
     grep = [ln.split(":", 1)[1] for ln in lines if re.match(r"^\d+:", ln)]
-    root = write_tree(tmp_path, {"/var/snap/microk8s/current/args/containerd-template.toml": "\n".join(grep) + "\n",
-                                 "/usr/bin/nvidia-ctk": "", "/usr/bin/nvidia-container-runtime": ""})
+    root = write_tree(
+        tmp_path,
+        {
+            "/var/snap/microk8s/current/args/containerd-template.toml": "\n".join(grep) + "\n",
+            "/usr/bin/nvidia-ctk": "",
+            "/usr/bin/nvidia-container-runtime": "",
+        },
+    )
     host = container_host_facts(fake_system(root).files, None)
     assert host.containerd[0].default_runtime == "runc" and "nvidia" in host.containerd[0].runtimes
-    facts = make_facts(container_host=host, platform=PlatformFacts(kind="bare-metal"),
-                       nvidia=nvidia_facts("545.23.08", "12.3", [nvml_device(0)]), gpu=pci_gpus(1),
-                       os=os_facts("ubuntu", "22.04", "jammy"))
+    facts = make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="bare-metal"),
+        nvidia=nvidia_facts("545.23.08", "12.3", [nvml_device(0)]),
+        gpu=pci_gpus(1),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+    )
     f = one(registry, facts, "platform.toolkit")
     assert f.status is Status.INFO and "runtimeClassName: nvidia" in f.explanation
 
@@ -242,24 +270,63 @@ def test_case_39_cluster_side_containerd_defaults_to_runc(tmp_path, registry):
 # --------------------------------------------------------------------------- where am I
 
 
-@pytest.mark.parametrize("files,env,kind,runtime,kube,scheduler", [
-    ({"/.dockerenv": "", "/proc/self/cgroup": "0::/\n"}, {}, "container", "docker", False, ""),
-    ({"/run/.containerenv": "engine=\"podman-4.9.3\"\n"}, {}, "container", "podman", False, ""),
-    ({"/proc/self/cgroup": "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-7f3e.scope\n"}, {},
-     "container", "containerd", True, ""),
-    ({"/proc/self/cgroup": "12:devices:/docker/4b1d9c\n"}, {}, "container", "docker", False, ""),
-    ({"/proc/self/cgroup": "0::/\n", "/proc/self/mountinfo":
-      "612 598 259:1 /var/lib/docker/containers/4b1d9c/hostname /etc/hostname rw - ext4 /dev/nvme0n1p1 rw\n"},
-     {}, "container", "docker", False, ""),
-    ({"/proc/self/cgroup": "0::/kubepods.slice/kubepods-pod1a2b.slice/crio-9f8e.scope\n"}, {},
-     "container", "cri-o", True, ""),
-    ({"/proc/cpuinfo": "flags\t\t: fpu vme hypervisor\n", "/sys/class/dmi/id/sys_vendor": "QEMU\n",
-      "/sys/class/dmi/id/product_name": "Standard PC (Q35 + ICH9, 2009)\n"}, {}, "vm", "", False, ""),
-    ({"/proc/sys/kernel/osrelease": "5.15.167.4-microsoft-standard-WSL2\n"}, {}, "wsl", "", False, ""),
-    ({"/proc/cpuinfo": "flags\t\t: fpu vme sse\n"}, {"SLURM_JOB_ID": "81234", "SLURM_JOB_GPUS": "0"},
-     "bare-metal", "", False, "slurm"),
-    ({"/.dockerenv": ""}, {"RAY_RAYLET_PID": "4242", "RAY_NODE_ID": "ab12"}, "container", "docker", False, "ray"),
-])
+@pytest.mark.parametrize(
+    "files,env,kind,runtime,kube,scheduler",
+    [
+        ({"/.dockerenv": "", "/proc/self/cgroup": "0::/\n"}, {}, "container", "docker", False, ""),
+        ({"/run/.containerenv": 'engine="podman-4.9.3"\n'}, {}, "container", "podman", False, ""),
+        (
+            {"/proc/self/cgroup": "0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-7f3e.scope\n"},
+            {},
+            "container",
+            "containerd",
+            True,
+            "",
+        ),
+        ({"/proc/self/cgroup": "12:devices:/docker/4b1d9c\n"}, {}, "container", "docker", False, ""),
+        (
+            {
+                "/proc/self/cgroup": "0::/\n",
+                "/proc/self/mountinfo": "612 598 259:1 /var/lib/docker/containers/4b1d9c/hostname /etc/hostname rw - ext4 /dev/nvme0n1p1 rw\n",
+            },
+            {},
+            "container",
+            "docker",
+            False,
+            "",
+        ),
+        (
+            {"/proc/self/cgroup": "0::/kubepods.slice/kubepods-pod1a2b.slice/crio-9f8e.scope\n"},
+            {},
+            "container",
+            "cri-o",
+            True,
+            "",
+        ),
+        (
+            {
+                "/proc/cpuinfo": "flags\t\t: fpu vme hypervisor\n",
+                "/sys/class/dmi/id/sys_vendor": "QEMU\n",
+                "/sys/class/dmi/id/product_name": "Standard PC (Q35 + ICH9, 2009)\n",
+            },
+            {},
+            "vm",
+            "",
+            False,
+            "",
+        ),
+        ({"/proc/sys/kernel/osrelease": "5.15.167.4-microsoft-standard-WSL2\n"}, {}, "wsl", "", False, ""),
+        (
+            {"/proc/cpuinfo": "flags\t\t: fpu vme sse\n"},
+            {"SLURM_JOB_ID": "81234", "SLURM_JOB_GPUS": "0"},
+            "bare-metal",
+            "",
+            False,
+            "slurm",
+        ),
+        ({"/.dockerenv": ""}, {"RAY_RAYLET_PID": "4242", "RAY_NODE_ID": "ab12"}, "container", "docker", False, "ray"),
+    ],
+)
 def test_where_am_i(tmp_path, files, env, kind, runtime, kube, scheduler, registry):
     p = collect_platform(ctx(write_tree(tmp_path, files), env))
     assert (p.kind, p.container_runtime, p.kubernetes, p.scheduler) == (kind, runtime, kube, scheduler)
@@ -268,15 +335,23 @@ def test_where_am_i(tmp_path, files, env, kind, runtime, kube, scheduler, regist
 
 
 def test_a_host_that_runs_containers_is_not_one(tmp_path):
-    mounts = ("22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
-              "812 22 0:71 / /var/lib/docker/overlay2/9c1e/merged rw - overlay overlay rw,lowerdir=/var/lib/docker/x\n"
-              "930 22 0:80 / /var/lib/kubelet/pods/1a2b/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs "
-              "tmpfs rw\n"
-              "944 22 0:81 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs rw - overlay overlay "
-              "rw\n")
-    root = write_tree(tmp_path, {"/proc/self/mountinfo": mounts, "/proc/1/cgroup": "0::/init.scope\n",
-                                 "/proc/self/cgroup": "0::/user.slice/session-3.scope\n",
-                                 "/proc/cpuinfo": "flags\t\t: fpu sse\n"})
+    mounts = (
+        "22 1 259:2 / / rw,relatime shared:1 - ext4 /dev/nvme0n1p2 rw\n"
+        "812 22 0:71 / /var/lib/docker/overlay2/9c1e/merged rw - overlay overlay rw,lowerdir=/var/lib/docker/x\n"
+        "930 22 0:80 / /var/lib/kubelet/pods/1a2b/volumes/kubernetes.io~projected/kube-api-access rw - tmpfs "
+        "tmpfs rw\n"
+        "944 22 0:81 / /run/containerd/io.containerd.runtime.v2.task/k8s.io/3f2a/rootfs rw - overlay overlay "
+        "rw\n"
+    )
+    root = write_tree(
+        tmp_path,
+        {
+            "/proc/self/mountinfo": mounts,
+            "/proc/1/cgroup": "0::/init.scope\n",
+            "/proc/self/cgroup": "0::/user.slice/session-3.scope\n",
+            "/proc/cpuinfo": "flags\t\t: fpu sse\n",
+        },
+    )
     p = collect_platform(ctx(root))
     assert (p.kind, p.container_runtime, p.kubernetes) == ("bare-metal", "", False), p.markers
 
@@ -296,9 +371,16 @@ def test_service_account_mount_alone_means_kubernetes(tmp_path):
 
 
 def _container(runtime: str, env=None, nodes=(), libs=(), proc=NVRM_PROPRIETARY_LINE, kube=False):
-    return PlatformFacts(kind="container", container_runtime=runtime, markers=("test",), kubernetes=kube,
-                         env=dict(env or {}), device_nodes=tuple(nodes), driver_libraries=tuple(libs),
-                         proc_driver_version=proc)
+    return PlatformFacts(
+        kind="container",
+        container_runtime=runtime,
+        markers=("test",),
+        kubernetes=kube,
+        env=dict(env or {}),
+        device_nodes=tuple(nodes),
+        driver_libraries=tuple(libs),
+        proc_driver_version=proc,
+    )
 
 
 LIBS = ("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1")
@@ -314,8 +396,11 @@ def test_docker_container_started_without_gpus(registry):
 
 @pytest.mark.parametrize("runtime,kube", [("containerd", True), ("docker", False)])
 def test_image_default_all_is_not_an_allocation(runtime, kube, registry):
-    f = one(registry, make_facts(platform=_container(runtime, {"NVIDIA_VISIBLE_DEVICES": "all"}, kube=kube)),
-            "platform.container")
+    f = one(
+        registry,
+        make_facts(platform=_container(runtime, {"NVIDIA_VISIBLE_DEVICES": "all"}, kube=kube)),
+        "platform.container",
+    )
     assert f.status is Status.FAIL and "CUDA images' default" in f.summary
     if kube:
         assert "nvidia.com/gpu: 1" in f.explanation and "already requests" not in f.explanation
@@ -324,8 +409,9 @@ def test_image_default_all_is_not_an_allocation(runtime, kube, registry):
 
 
 def test_podman_container_gets_the_cdi_remedy(registry):
-    f = one(registry, make_facts(platform=_container("podman", {"NVIDIA_VISIBLE_DEVICES": "all"})),
-            "platform.container")
+    f = one(
+        registry, make_facts(platform=_container("podman", {"NVIDIA_VISIBLE_DEVICES": "all"})), "platform.container"
+    )
     assert f.status is Status.FAIL and "--device nvidia.com/gpu=all" in f.explanation
     assert "--gpus" not in f.explanation
 
@@ -341,27 +427,39 @@ def test_cpu_only_container_is_info(registry):
 
 
 def test_devices_without_compute_capability(registry):
-    facts = make_facts(platform=_container("docker", {"NVIDIA_DRIVER_CAPABILITIES": "utility"}, NODES,
-                                           LIBS[1:]))
+    facts = make_facts(platform=_container("docker", {"NVIDIA_DRIVER_CAPABILITIES": "utility"}, NODES, LIBS[1:]))
     f = one(registry, facts, "platform.container")
     assert f.status is Status.FAIL and "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in f.explanation
 
 
 def _nvml_unknown_error():
     reason = "Unknown Error"
-    return NvidiaDriverFacts("550.120", "proc", Unavailable("NVML is needed: " + reason), Unavailable(reason), (),
-                             (SourceAttempt("nvml", False, reason), SourceAttempt("proc", True, "read 550.120")))
+    return NvidiaDriverFacts(
+        "550.120",
+        "proc",
+        Unavailable("NVML is needed: " + reason),
+        Unavailable(reason),
+        (),
+        (SourceAttempt("nvml", False, reason), SourceAttempt("proc", True, "read 550.120")),
+    )
 
 
 def test_nvml_unknown_error_with_device_nodes_is_the_lost_device_cgroup(registry):
-    facts = make_facts(platform=_container("docker", {"NVIDIA_VISIBLE_DEVICES": "all"}, NODES, LIBS),
-                       nvidia=_nvml_unknown_error())
+    facts = make_facts(
+        platform=_container("docker", {"NVIDIA_VISIBLE_DEVICES": "all"}, NODES, LIBS), nvidia=_nvml_unknown_error()
+    )
     f = one(registry, facts, "platform.container")
     assert f.status is Status.FAIL and "device cgroup" in f.summary
     assert "daemon-reload" in f.explanation and "create-dev-char-symlinks" in f.explanation
     # the healthy twin: same container, NVML answers
-    ok = one(registry, make_facts(platform=_container("docker", {"NVIDIA_VISIBLE_DEVICES": "all"}, NODES, LIBS),
-                                  nvidia=nvidia_facts("550.120", "12.4", [nvml_device(0)])), "platform.container")
+    ok = one(
+        registry,
+        make_facts(
+            platform=_container("docker", {"NVIDIA_VISIBLE_DEVICES": "all"}, NODES, LIBS),
+            nvidia=nvidia_facts("550.120", "12.4", [nvml_device(0)]),
+        ),
+        "platform.container",
+    )
     assert ok.status is Status.OK
 
 
@@ -369,14 +467,24 @@ def test_nvml_unknown_error_with_device_nodes_is_the_lost_device_cgroup(registry
 
 
 def _host_facts(host: ContainerHostFacts, driver="550.120", os_id=("ubuntu", "22.04", "jammy")):
-    return make_facts(container_host=host, platform=PlatformFacts(kind="bare-metal"),
-                      nvidia=nvidia_facts(driver, "12.4", [nvml_device(0)]), gpu=pci_gpus(1), os=os_facts(*os_id))
+    return make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="bare-metal"),
+        nvidia=nvidia_facts(driver, "12.4", [nvml_device(0)]),
+        gpu=pci_gpus(1),
+        os=os_facts(*os_id),
+    )
 
 
 def test_docker_host_without_toolkit(tmp_path, fakebin, registry):
     fakebin("docker", "docker-info-runc-only.txt")
-    root = write_tree(tmp_path, {"/usr/bin/docker": "", "/var/lib/dpkg/status":
-                                 "Package: docker-ce\nStatus: install ok installed\nVersion: 5:28.2.2-1\n\n"})
+    root = write_tree(
+        tmp_path,
+        {
+            "/usr/bin/docker": "",
+            "/var/lib/dpkg/status": "Package: docker-ce\nStatus: install ok installed\nVersion: 5:28.2.2-1\n\n",
+        },
+    )
     host = container_host_facts(fake_system(root).files, SubprocessRunner())
     assert isinstance(host.docker, DockerInfo) and "nvidia" not in host.docker.runtimes
     assert isinstance(host.toolkit_version, Unavailable) and "not found" in host.toolkit_version.reason
@@ -391,10 +499,16 @@ def test_docker_host_without_toolkit(tmp_path, fakebin, registry):
 def test_docker_host_with_toolkit_configured(tmp_path, fakebin, registry):
     fakebin("docker", "docker-info-nvidia-runtime.txt")
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
-    root = write_tree(tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": "",
-                                 "/usr/bin/nvidia-container-runtime": "", "/var/lib/dpkg/status":
-                                 "Package: nvidia-container-toolkit\nStatus: install ok installed\n"
-                                 "Version: 1.17.3-1\n"})
+    root = write_tree(
+        tmp_path,
+        {
+            "/usr/bin/docker": "",
+            "/usr/bin/nvidia-ctk": "",
+            "/usr/bin/nvidia-container-runtime": "",
+            "/var/lib/dpkg/status": "Package: nvidia-container-toolkit\nStatus: install ok installed\n"
+            "Version: 1.17.3-1\n",
+        },
+    )
     host = container_host_facts(fake_system(root).files, SubprocessRunner())
     assert host.toolkit_version == "1.17.3" and "nvidia" in host.docker.runtimes
     assert host.toolkit_packages == ("nvidia-container-toolkit 1.17.3-1",)
@@ -406,13 +520,15 @@ def test_toolkit_installed_but_docker_runtime_not_registered(tmp_path, fakebin, 
     fakebin("docker", "docker-info-runc-only.txt")
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
     root = write_tree(tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": ""})
-    f = one(registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())),
-            "platform.toolkit")
+    f = one(
+        registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())), "platform.toolkit"
+    )
     assert f.status is Status.WARN and "sudo nvidia-ctk runtime configure --runtime=docker" in f.explanation
 
 
 def test_a_hung_docker_is_killed_at_its_timeout(fakebin, monkeypatch):
     import gpudoctor.collect.platform as plat
+
     monkeypatch.setattr(plat, "COMMAND_TIMEOUT_S", 0.5)
     fakebin("docker", "docker-info-nvidia-runtime.txt")
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
@@ -451,8 +567,9 @@ containerEdits:
 
 @pytest.mark.parametrize("spec_driver,status", [("545.23.08", Status.FAIL), ("550.120", Status.OK)])
 def test_podman_cdi_spec_stale_after_driver_upgrade(tmp_path, spec_driver, status, registry):
-    root = write_tree(tmp_path, {"/usr/bin/podman": "", "/usr/bin/nvidia-ctk": "",
-                                 "/etc/cdi/nvidia.yaml": CDI.format(v=spec_driver)})
+    root = write_tree(
+        tmp_path, {"/usr/bin/podman": "", "/usr/bin/nvidia-ctk": "", "/etc/cdi/nvidia.yaml": CDI.format(v=spec_driver)}
+    )
     host = container_host_facts(fake_system(root).files, None)
     assert host.cdi_specs[0].kind == "nvidia.com/gpu" and host.cdi_specs[0].devices == ("0", "all")
     f = one(registry, _host_facts(host, driver="550.120"), "platform.toolkit")
@@ -468,28 +585,37 @@ def test_podman_without_cdi_spec(tmp_path, registry):
 
 
 def test_containerd_without_nvidia_runtime(tmp_path, registry):
-    root = write_tree(tmp_path, {"/etc/containerd/config.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri"'
-                                 '.containerd]\n  default_runtime_name = "runc"\n[plugins."io.containerd.grpc.v1.cri"'
-                                 '.containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n',
-                                 "/usr/bin/nvidia-ctk": ""})
+    root = write_tree(
+        tmp_path,
+        {
+            "/etc/containerd/config.toml": 'version = 2\n[plugins."io.containerd.grpc.v1.cri"'
+            '.containerd]\n  default_runtime_name = "runc"\n[plugins."io.containerd.grpc.v1.cri"'
+            '.containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n',
+            "/usr/bin/nvidia-ctk": "",
+        },
+    )
     f = one(registry, _host_facts(container_host_facts(fake_system(root).files, None)), "platform.toolkit")
     assert f.status is Status.FAIL and "--runtime=containerd" in f.explanation
 
 
 def test_toolkit_skips_inside_a_container_and_without_gpu(registry):
     host = ContainerHostFacts(engines=("docker",))
-    assert one(registry, make_facts(container_host=host, platform=_container("docker")),
-               "platform.toolkit").status is Status.SKIP
+    assert (
+        one(registry, make_facts(container_host=host, platform=_container("docker")), "platform.toolkit").status
+        is Status.SKIP
+    )
 
 
 # --------------------------------------------------------------------------- kernel module
 
 
 def _pci_root(tmp_path, device="0x2b85", driver="nvidia", extra=None):
-    files = {"/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
-             "/sys/bus/pci/devices/0000:01:00.0/device": device + "\n",
-             "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
-             "/proc/sys/kernel/osrelease": "6.8.0-51-generic\n"}
+    files = {
+        "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
+        "/sys/bus/pci/devices/0000:01:00.0/device": device + "\n",
+        "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
+        "/proc/sys/kernel/osrelease": "6.8.0-51-generic\n",
+    }
     files.update(extra or {})
     root = write_tree(tmp_path, files)
     if driver:
@@ -507,23 +633,32 @@ def _kmod_facts(root, modinfo_recording=None, fakebin=None):
         runner = SubprocessRunner()
     km = kernel_module_facts(system.files, runner)
     c = ctx(root)
-    return km, make_facts(kmod=km, gpu=collect_gpu(c), nvidia=collect_nvidia(c),
-                          platform=PlatformFacts(kind="bare-metal"), os=os_facts("ubuntu", "24.04", "noble"))
+    return km, make_facts(
+        kmod=km,
+        gpu=collect_gpu(c),
+        nvidia=collect_nvidia(c),
+        platform=PlatformFacts(kind="bare-metal"),
+        os=os_facts("ubuntu", "24.04", "noble"),
+    )
 
 
 def test_blackwell_on_the_proprietary_module(tmp_path, fakebin, registry):
-    root = _pci_root(tmp_path, extra={"/proc/driver/nvidia/version": NVRM_PROPRIETARY, "/sys/module/nvidia/version":
-                                      "570.133.07\n"})
+    root = _pci_root(
+        tmp_path, extra={"/proc/driver/nvidia/version": NVRM_PROPRIETARY, "/sys/module/nvidia/version": "570.133.07\n"}
+    )
     km, facts = _kmod_facts(root, "modinfo-nvidia-proprietary-550.txt", fakebin)
     assert km.flavour == "proprietary" and km.modinfo.license == "NVIDIA"
     f = one(registry, facts, "platform.kernel-module")
     assert f.status is Status.FAIL and "needs the open NVIDIA kernel modules" in f.summary and "0x2b85" in f.summary
     assert "sudo apt install nvidia-driver-570-open" in f.explanation and "No devices were found" in f.explanation
     # the headline names it as the root cause (NVML answers, with no device)
-    probe = probe_facts("/v/bin/python", torch_facts("2.7.0+cu128", "12.8", cuda_available=False,
-                                                     cuda_error="No CUDA GPUs are available"))
-    facts = make_facts(**{**facts.domains, "nvidia": nvidia_facts("570.133.07", "12.8", []),
-                          "targets": targets(target(probe))})
+    probe = probe_facts(
+        "/v/bin/python",
+        torch_facts("2.7.0+cu128", "12.8", cuda_available=False, cuda_error="No CUDA GPUs are available"),
+    )
+    facts = make_facts(
+        **{**facts.domains, "nvidia": nvidia_facts("570.133.07", "12.8", []), "targets": targets(target(probe))}
+    )
     head = one(registry, facts, "cuda.available")
     assert head.status is Status.FAIL and head.evidence["root_cause_check"] == "platform.kernel-module"
 
@@ -565,9 +700,15 @@ def test_module_loaded_but_gpu_unbound(tmp_path, registry):
 
 
 def test_dkms_built_for_another_kernel(tmp_path, registry):
-    root = _pci_root(tmp_path, device="0x2204", driver=None,
-                     extra={"/lib/modules/6.8.0-49-generic/updates/dkms/nvidia.ko.zst": "",
-                            "/lib/modules/6.8.0-51-generic/kernel/drivers/net/e1000.ko.zst": ""})
+    root = _pci_root(
+        tmp_path,
+        device="0x2204",
+        driver=None,
+        extra={
+            "/lib/modules/6.8.0-49-generic/updates/dkms/nvidia.ko.zst": "",
+            "/lib/modules/6.8.0-51-generic/kernel/drivers/net/e1000.ko.zst": "",
+        },
+    )
     km, facts = _kmod_facts(root)
     assert km.installed_for == ("6.8.0-49-generic",)
     f = one(registry, facts, "platform.kernel-module")
@@ -576,9 +717,15 @@ def test_dkms_built_for_another_kernel(tmp_path, registry):
 
 
 def test_secure_boot_refuses_the_module(tmp_path, registry):
-    root = _pci_root(tmp_path, device="0x2204", driver=None, extra={
-        "/lib/modules/6.8.0-51-generic/updates/dkms/nvidia.ko.zst": "",
-        "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c": b"\x06\x00\x00\x00\x01"})
+    root = _pci_root(
+        tmp_path,
+        device="0x2204",
+        driver=None,
+        extra={
+            "/lib/modules/6.8.0-51-generic/updates/dkms/nvidia.ko.zst": "",
+            "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c": b"\x06\x00\x00\x00\x01",
+        },
+    )
     km, facts = _kmod_facts(root)
     assert km.secure_boot is True
     f = one(registry, facts, "platform.kernel-module")
@@ -595,28 +742,45 @@ def test_blackwell_needs_r570_even_where_the_cuda_floor_is_met(tmp_path, registr
     root = _pci_root(tmp_path, extra={"/proc/driver/nvidia/version": NVRM_OPEN.replace("570.133.07", "560.35.03")})
     c = ctx(root)
     probe = probe_facts("/opt/venv/bin/python", torch_facts("2.6.0+cu124", "12.4", cuda_available=False))
-    facts = make_facts(nvidia=collect_nvidia(c), gpu=collect_gpu(c), os=os_facts("ubuntu", "24.04", "noble"),
-                       targets=targets(target(probe)))
+    facts = make_facts(
+        nvidia=collect_nvidia(c),
+        gpu=collect_gpu(c),
+        os=os_facts("ubuntu", "24.04", "noble"),
+        targets=targets(target(probe)),
+    )
     f = one(registry, facts, "platform.driver-branch")
     assert f.status is Status.FAIL and "R570" in f.summary and "560.35.03" in f.summary
-    assert ("/opt/venv/bin/python -m pip install --force-reinstall torch==2.7.0 torchvision==0.22.0 "
-            "torchaudio==2.7.0 --index-url https://download.pytorch.org/whl/cu128") in f.explanation
+    assert (
+        "/opt/venv/bin/python -m pip install --force-reinstall torch==2.7.0 torchvision==0.22.0 "
+        "torchaudio==2.7.0 --index-url https://download.pytorch.org/whl/cu128"
+    ) in f.explanation
     assert "nvidia-driver-570-open" in f.explanation
     head = one(registry, facts, "cuda.available")
     assert head.status is Status.FAIL and head.evidence["root_cause_check"] == "platform.driver-branch"
 
 
 def test_driver_branch_pins_the_targets_torch_when_cu128_has_it(registry):
-    facts = make_facts(nvidia=nvidia_facts("565.57.01", "12.7", [nvml_device(0, "NVIDIA B200", "10.0")]),
-                       targets=targets(target(probe_facts("/v/bin/python", torch_facts("2.8.0+cu126", "12.6")))))
+    facts = make_facts(
+        nvidia=nvidia_facts("565.57.01", "12.7", [nvml_device(0, "NVIDIA B200", "10.0")]),
+        targets=targets(target(probe_facts("/v/bin/python", torch_facts("2.8.0+cu126", "12.6")))),
+    )
     f = one(registry, facts, "platform.driver-branch")
     assert f.status is Status.FAIL
-    assert "torch==2.8.0 torchvision==0.23.0 torchaudio==2.8.0 --index-url https://download.pytorch.org/whl/cu128" \
+    assert (
+        "torch==2.8.0 torchvision==0.23.0 torchaudio==2.8.0 --index-url https://download.pytorch.org/whl/cu128"
         in f.explanation
+    )
 
 
-@pytest.mark.parametrize("driver,cc,status", [("570.133.07", "12.0", Status.OK), ("550.120", "8.9", Status.OK),
-                                              ("575.51.03", "10.3", Status.OK), ("570.133.07", "10.3", Status.FAIL)])
+@pytest.mark.parametrize(
+    "driver,cc,status",
+    [
+        ("570.133.07", "12.0", Status.OK),
+        ("550.120", "8.9", Status.OK),
+        ("575.51.03", "10.3", Status.OK),
+        ("570.133.07", "10.3", Status.FAIL),
+    ],
+)
 def test_driver_branch_twins(driver, cc, status, registry):
     facts = make_facts(nvidia=nvidia_facts(driver, "12.8", [nvml_device(0, "GPU", cc)]), targets=targets())
     assert one(registry, facts, "platform.driver-branch").status is status
@@ -626,11 +790,19 @@ def test_driver_branch_twins(driver, cc, status, registry):
 
 
 def _vis(env, torch="2.4.1+cu124", platform_env=None, scheduler="", kube=False, devices=None):
-    p = PlatformFacts(kind="container" if kube else "bare-metal", kubernetes=kube, scheduler=scheduler,
-                      env=dict(platform_env or {}), container_runtime="containerd" if kube else "")
+    p = PlatformFacts(
+        kind="container" if kube else "bare-metal",
+        kubernetes=kube,
+        scheduler=scheduler,
+        env=dict(platform_env or {}),
+        container_runtime="containerd" if kube else "",
+    )
     probe = probe_facts("/v/bin/python", torch_facts(torch, "12.4"), env=env)
-    return make_facts(platform=p, targets=targets(target(probe)),
-                      nvidia=nvidia_facts(devices=devices if devices is not None else [nvml_device(0), nvml_device(1)]))
+    return make_facts(
+        platform=p,
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=devices if devices is not None else [nvml_device(0), nvml_device(1)]),
+    )
 
 
 def test_ray_worker_with_no_gpu_reserved(registry):
@@ -640,8 +812,11 @@ def test_ray_worker_with_no_gpu_reserved(registry):
 
 
 def test_slurm_job_without_gres(registry):
-    f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, scheduler="slurm",
-                           platform_env={"SLURM_JOB_ID": "81234"}), "platform.visibility")
+    f = one(
+        registry,
+        _vis({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, scheduler="slurm", platform_env={"SLURM_JOB_ID": "81234"}),
+        "platform.visibility",
+    )
     assert f.status is Status.FAIL and "Slurm" in f.summary and "--gres=gpu:1" in f.explanation
 
 
@@ -650,11 +825,14 @@ def test_pod_with_nvidia_visible_devices_void(registry):
     assert f.status is Status.FAIL and "nvidia.com/gpu: 1" in f.explanation
 
 
-@pytest.mark.parametrize("sched,value,ask", [("ray", "3", "num_gpus=1"), ("slurm", "-1", "--gres=gpu:1"),
-                                                   ("kubernetes", "", "nvidia.com/gpu: 1")])
+@pytest.mark.parametrize(
+    "sched,value,ask",
+    [("ray", "3", "num_gpus=1"), ("slurm", "-1", "--gres=gpu:1"), ("kubernetes", "", "nvidia.com/gpu: 1")],
+)
 def test_all_invalid_value_from_a_scheduler_names_the_request(sched, value, ask, registry):
-    facts = _vis({"CUDA_VISIBLE_DEVICES": value}, scheduler="" if sched == "kubernetes" else sched,
-                 kube=sched == "kubernetes")
+    facts = _vis(
+        {"CUDA_VISIBLE_DEVICES": value}, scheduler="" if sched == "kubernetes" else sched, kube=sched == "kubernetes"
+    )
     f = one(registry, facts, "platform.visibility")
     assert f.status is Status.FAIL and ask in f.explanation
     # cuda.devices (the headline's visibility cause) no longer says "unset it" for a scheduler's value
@@ -675,11 +853,17 @@ def test_empty_value_without_scheduler_is_the_users(registry):
 
 def test_gpu_uuid_on_torch_1_13(registry):
     devs = [nvml_device(0, uuid="GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")]
-    f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}, torch="1.13.1+cu117", devices=devs),
-            "platform.visibility")
+    f = one(
+        registry,
+        _vis({"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}, torch="1.13.1+cu117", devices=devs),
+        "platform.visibility",
+    )
     assert f.status is Status.FAIL and "fixed in torch 2.0.0" in f.summary and "#90543" in f.explanation
-    ok = one(registry, _vis({"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}, torch="2.0.0+cu118", devices=devs),
-             "platform.visibility")
+    ok = one(
+        registry,
+        _vis({"CUDA_VISIBLE_DEVICES": "GPU-8932f937"}, torch="2.0.0+cu118", devices=devs),
+        "platform.visibility",
+    )
     assert ok.status is Status.OK
 
 
@@ -689,8 +873,12 @@ def test_mig_uuid_on_torch_2_0(registry):
     devs = [devs[0].__class__(**{**devs[0].__dict__, "mig_instances": (MigInstance(mig, "1g.10gb", 7, 0),)})]
     f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": mig}, torch="2.0.1+cu118", devices=devs), "platform.visibility")
     assert f.status is Status.FAIL and "fixed in torch 2.1.0" in f.summary
-    assert one(registry, _vis({"CUDA_VISIBLE_DEVICES": mig}, torch="2.1.0+cu121", devices=devs),
-               "platform.visibility").status is Status.OK
+    assert (
+        one(
+            registry, _vis({"CUDA_VISIBLE_DEVICES": mig}, torch="2.1.0+cu121", devices=devs), "platform.visibility"
+        ).status
+        is Status.OK
+    )
 
 
 def test_several_mig_instances_in_one_process(registry):
@@ -711,8 +899,7 @@ def _wrapper(tmp_path, nofile: str, memlock: str) -> str:
     if shutil.which("prlimit", path="/usr/bin:/bin") is None:
         pytest.skip("prlimit (util-linux) is not installed")
     script = tmp_path / f"python-{nofile.replace(':', '-')}"
-    script.write_text(f"#!/bin/sh\nexec /usr/bin/prlimit --nofile={nofile} --memlock={memlock} "
-                      f"/usr/bin/python3 \"$@\"\n")
+    script.write_text(f'#!/bin/sh\nexec /usr/bin/prlimit --nofile={nofile} --memlock={memlock} /usr/bin/python3 "$@"\n')
     script.chmod(0o755)
     return str(script)
 
@@ -728,8 +915,11 @@ def test_probe_reads_the_targets_limits(tmp_path, nofile, status, registry):
     probe = probe_target(system, python, timeout_s=60)
     soft, hard = (int(x) for x in nofile.split(":"))
     assert probe.limits.nofile == RLimit(soft, hard) and probe.limits.memlock == RLimit(65536, 65536)
-    f = one(registry, make_facts(targets=targets(target(probe)), platform=PlatformFacts(kind="bare-metal")),
-            "platform.limits")
+    f = one(
+        registry,
+        make_facts(targets=targets(target(probe)), platform=PlatformFacts(kind="bare-metal")),
+        "platform.limits",
+    )
     assert f.status is status
     if status is Status.WARN:
         assert "ulimit -n 4096" in f.explanation and "--ulimit nofile=65536:65536" in f.explanation
@@ -751,10 +941,16 @@ def test_proc_pid_limits_of_a_real_child():
 
 
 def test_hard_limit_too_low_needs_root(registry, tmp_path):
-    root = write_tree(tmp_path, {"/proc/self/limits": (
-        "Limit                     Soft Limit           Hard Limit           Units     \n"
-        "Max open files            1024                 1024                 files     \n"
-        "Max locked memory         unlimited            unlimited            bytes     \n")})
+    root = write_tree(
+        tmp_path,
+        {
+            "/proc/self/limits": (
+                "Limit                     Soft Limit           Hard Limit           Units     \n"
+                "Max open files            1024                 1024                 files     \n"
+                "Max locked memory         unlimited            unlimited            bytes     \n"
+            )
+        },
+    )
     lim = collect_limits(ctx(root))
     assert lim.process.memlock == RLimit(None, None)
     f = one(registry, make_facts(limits=lim, platform=_container("docker")), "platform.limits")
@@ -765,9 +961,14 @@ def test_hard_limit_too_low_needs_root(registry, tmp_path):
 
 
 def _rdma_root(tmp_path, dev=True, capeff="00000000a80425fb", extra=None):
-    files = {"/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n", "/sys/class/net/eth0/mtu": "1500\n",
-             "/sys/class/net/ib0/mtu": "2044\n", "/sys/class/net/lo/mtu": "65536\n", "/.dockerenv": "",
-             "/proc/self/status": f"Name:\tpython\nCapEff:\t{capeff}\n"}
+    files = {
+        "/sys/class/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n",
+        "/sys/class/net/eth0/mtu": "1500\n",
+        "/sys/class/net/ib0/mtu": "2044\n",
+        "/sys/class/net/lo/mtu": "65536\n",
+        "/.dockerenv": "",
+        "/proc/self/status": f"Name:\tpython\nCapEff:\t{capeff}\n",
+    }
     if dev:
         files["/dev/infiniband/uverbs0"] = ""
     files.update(extra or {})
@@ -776,8 +977,11 @@ def _rdma_root(tmp_path, dev=True, capeff="00000000a80425fb", extra=None):
 
 def _rdma_facts(root, env=None, memlock=RLimit(None, None)):
     c = ctx(root, env)
-    return make_facts(rdma=collect_rdma(c), platform=collect_platform(c),
-                      limits=LimitsFacts(ProcessLimits("/proc/self/limits", RLimit(65536, 65536), memlock)))
+    return make_facts(
+        rdma=collect_rdma(c),
+        platform=collect_platform(c),
+        limits=LimitsFacts(ProcessLimits("/proc/self/limits", RLimit(65536, 65536), memlock)),
+    )
 
 
 def test_container_without_dev_infiniband(tmp_path, registry):
@@ -799,12 +1003,17 @@ def test_low_memlock_without_ipc_lock(tmp_path, registry):
     assert f.status is Status.WARN and "65536" in f.summary and "--ulimit memlock=-1" in f.explanation
 
 
-@pytest.mark.parametrize("env,warn", [({"NCCL_SOCKET_IFNAME": "ens"}, "NCCL_SOCKET_IFNAME"),
-                                      ({"NCCL_SOCKET_IFNAME": "=eth"}, "NCCL_SOCKET_IFNAME"),
-                                      ({"NCCL_IB_HCA": "mlx5_1:1"}, "NCCL_IB_HCA"),
-                                      ({"NCCL_SOCKET_IFNAME": "eth"}, None),
-                                      ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, None),
-                                      ({"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0:1"}, None)])
+@pytest.mark.parametrize(
+    "env,warn",
+    [
+        ({"NCCL_SOCKET_IFNAME": "ens"}, "NCCL_SOCKET_IFNAME"),
+        ({"NCCL_SOCKET_IFNAME": "=eth"}, "NCCL_SOCKET_IFNAME"),
+        ({"NCCL_IB_HCA": "mlx5_1:1"}, "NCCL_IB_HCA"),
+        ({"NCCL_SOCKET_IFNAME": "eth"}, None),
+        ({"NCCL_SOCKET_IFNAME": "^docker,lo"}, None),
+        ({"NCCL_SOCKET_IFNAME": "=eth0", "NCCL_IB_HCA": "=mlx5_0:1"}, None),
+    ],
+)
 def test_nccl_names_interfaces_and_hcas(tmp_path, env, warn, registry):
     facts = _rdma_facts(_rdma_root(tmp_path, capeff="00000000a80465fb"), env)
     findings = run(registry, facts, "platform.rdma")["platform.rdma"]
@@ -855,8 +1064,9 @@ def test_every_snapshot_is_listed():
 
 @pytest.mark.parametrize("fixture,check,status,words", EXPECTED)
 def test_snapshot_replayed_by_the_cli(fixture, check, status, words, tmp_path):
-    proc = run_gpudoctor("check", "platform", "--facts", str(SNAPSHOTS / fixture), "--format", "json",
-                         env=env_with(HOME=str(tmp_path)))
+    proc = run_gpudoctor(
+        "check", "platform", "--facts", str(SNAPSHOTS / fixture), "--format", "json", env=env_with(HOME=str(tmp_path))
+    )
     report = json.loads(proc.stdout)
     mine = [f for f in report["findings"] if f["check"] == check]
     assert status in [f["status"] for f in mine], mine

@@ -59,8 +59,12 @@ def test_probe_real_torch_cpu_build(real_torch_probe):
 
 @pytest.mark.slow
 def test_probe_reports_relevant_environment_only():
-    env = env_with(CUDA_VISIBLE_DEVICES="1,0", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
-                   LD_LIBRARY_PATH="/opt/lib", GD_UNRELATED="x")
+    env = env_with(
+        CUDA_VISIBLE_DEVICES="1,0",
+        PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
+        LD_LIBRARY_PATH="/opt/lib",
+        GD_UNRELATED="x",
+    )
     p = probe_target(System(env=env), sys.executable, timeout_s=120)
     assert isinstance(p, ProbeFacts), p
     assert p.env["CUDA_VISIBLE_DEVICES"] == "1,0"
@@ -82,7 +86,7 @@ def test_probe_bare_venv_without_torch(bare_python):
 def test_probe_torch_import_oserror_comes_back_as_data(bare_python, cudnn_broken_torch):
     p = probe_target(System(env=env_with(PYTHONPATH=cudnn_broken_torch)), bare_python, timeout_s=60)
     assert isinstance(p, ProbeFacts), p
-    assert p.torch.installed is True          # importable from PYTHONPATH, even without metadata
+    assert p.torch.installed is True  # importable from PYTHONPATH, even without metadata
     assert p.torch.import_ok is False
     assert p.torch.import_error == f"OSError: {CUDNN_ERROR}"
 
@@ -105,8 +109,9 @@ def test_probe_noise_on_stdout_does_not_corrupt_the_document(bare_python, tmp_pa
 def test_probe_hanging_target_is_killed_and_reported(bare_python, hanging_torch):
     p = probe_target(System(env=env_with(PYTHONPATH=hanging_torch)), bare_python, timeout_s=1.5)
     assert isinstance(p, Unavailable)
-    assert p.reason == (f"the probe in {bare_python} did not finish within 1.5 s and was killed "
-                        f"(a hung import or CUDA initialisation)")
+    assert p.reason == (
+        f"the probe in {bare_python} did not finish within 1.5 s and was killed (a hung import or CUDA initialisation)"
+    )
 
 
 def test_probe_missing_interpreter(tmp_path):
@@ -140,6 +145,7 @@ def test_probe_uses_argv_env_and_timeout_through_the_runner():
 
 def test_probe_crash_reports_stderr_tail():
     from gpudoctor.system import CommandResult
+
     crash = CommandResult(("pyfake",), 139, "", "line1\nline2\nline3\nSegmentation fault\n")
     p = probe_target(System(runner=ScriptedRunner({tuple(probe_argv("pyfake")): crash})), "pyfake")
     assert isinstance(p, Unavailable)
@@ -151,11 +157,14 @@ def test_probe_not_found_through_runner():
     assert p == Unavailable("the interpreter pyfake was not found")
 
 
-@pytest.mark.parametrize("stdout, message", [
-    ("", "printed no result document"),
-    (f"{MARKER}{{not json{MARKER}", "not valid JSON"),
-    (f"{MARKER}{{\"probe_version\": 1}}{MARKER}", "does not match this gpudoctor"),
-])
+@pytest.mark.parametrize(
+    "stdout, message",
+    [
+        ("", "printed no result document"),
+        (f"{MARKER}{{not json{MARKER}", "not valid JSON"),
+        (f'{MARKER}{{"probe_version": 1}}{MARKER}', "does not match this gpudoctor"),
+    ],
+)
 def test_parse_probe_output_errors(stdout, message):
     with pytest.raises(ProbeError, match=message):
         parse_probe_output(stdout)
@@ -165,6 +174,7 @@ def test_parse_probe_output_takes_the_last_document(real_torch_probe):
     import json
 
     from gpudoctor.facts.base import to_jsonable
+
     doc = json.dumps(to_jsonable(real_torch_probe))
     noisy = f"{MARKER}garbage{MARKER}\nwarning\n{MARKER}{doc}{MARKER}\n"
     assert parse_probe_output(noisy) == real_torch_probe

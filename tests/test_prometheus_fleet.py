@@ -27,8 +27,9 @@ def _samples(text):
 
 
 def _run(*args, env=None, cwd=None):
-    return subprocess.run([sys.executable, "-m", "gpudoctor", *args], capture_output=True, text=True,
-                          timeout=120, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "gpudoctor", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
+    )
 
 
 def _env(**extra):
@@ -40,9 +41,15 @@ def _env(**extra):
 
 def test_state_set_and_severity_per_check():
     facts = Facts(domains={})
-    report = Report((Finding("a.one", Status.OK, "fine"), Finding("b.two", Status.FAIL, "broken", target="current"),
-                     Finding("b.two", Status.WARN, "meh", target="current"),
-                     Finding("c.loader", Status.WARN, "slow", evidence={"data_stall_fraction": 0.35})), facts)
+    report = Report(
+        (
+            Finding("a.one", Status.OK, "fine"),
+            Finding("b.two", Status.FAIL, "broken", target="current"),
+            Finding("b.two", Status.WARN, "meh", target="current"),
+            Finding("c.loader", Status.WARN, "slow", evidence={"data_stall_fraction": 0.35}),
+        ),
+        facts,
+    )
     s = _samples(render_prometheus(report, gate={"healthy": False}))
     states = {(l["check"], l["status"]): v for l, v in s["gpudoctor_check_status"]}
     assert states[("b.two", "fail")] == 1 and states[("b.two", "warn")] == 0 and states[("a.one", "ok")] == 1
@@ -65,9 +72,16 @@ def fake(tmp_path_factory):
 def test_gate_writes_the_textfile_atomically_and_it_parses(fake, tmp_path):
     site, libdir = fake
     out = tmp_path / "gpudoctor.prom"
-    proc = _run("gate", "--require-gpus", "2", "--format", "prometheus", "-o", str(out),
-                env=_env(PYTHONPATH=str(site), LD_LIBRARY_PATH=str(libdir), FAKE_CUDA_COUNT="2",
-                         FAKE_CUDA_MEM_MIB="81920"))
+    proc = _run(
+        "gate",
+        "--require-gpus",
+        "2",
+        "--format",
+        "prometheus",
+        "-o",
+        str(out),
+        env=_env(PYTHONPATH=str(site), LD_LIBRARY_PATH=str(libdir), FAKE_CUDA_COUNT="2", FAKE_CUDA_MEM_MIB="81920"),
+    )
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["gpudoctor.prom"]  # no temporary file left
     s = _samples(out.read_text())
@@ -82,17 +96,41 @@ def test_gate_writes_the_textfile_atomically_and_it_parses(fake, tmp_path):
 def test_check_prints_prometheus_to_stdout():
     proc = _run("check", "dataloader.shm", "--format", "prometheus", env=_env())
     s = _samples(proc.stdout)
-    assert ("dataloader.shm" in {l["check"] for l, _v in s["gpudoctor_check_severity"]})
+    assert "dataloader.shm" in {l["check"] for l, _v in s["gpudoctor_check_severity"]}
     assert "gpudoctor_healthy" not in s  # only the gate gives a verdict
 
 
 # --------------------------------------------------------------------------- report merge
 
+
 def _report(path, host, statuses):
-    findings = [{"check": c, "status": st, "summary": f"{c} is {st}", "explanation": "", "evidence": {},
-                 "fixes": [], "doc_url": None, "target": None, "duration_ms": 0} for c, st in statuses.items()]
-    path.write_text(json.dumps({"schema_version": 1, "gpudoctor_version": "x", "hostname": host, "status": "ok",
-                                "counts": {}, "duration_ms": 1, "findings": findings}))
+    findings = [
+        {
+            "check": c,
+            "status": st,
+            "summary": f"{c} is {st}",
+            "explanation": "",
+            "evidence": {},
+            "fixes": [],
+            "doc_url": None,
+            "target": None,
+            "duration_ms": 0,
+        }
+        for c, st in statuses.items()
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "gpudoctor_version": "x",
+                "hostname": host,
+                "status": "ok",
+                "counts": {},
+                "duration_ms": 1,
+                "findings": findings,
+            }
+        )
+    )
 
 
 def test_merge_three_reports_failing_nodes_first(tmp_path):
@@ -102,9 +140,11 @@ def test_merge_three_reports_failing_nodes_first(tmp_path):
     nodes = load_reports([str(tmp_path)])
     header, rows = merge_table(nodes)
     assert header == ["node", "verdict", "cuda.context", "dataloader.shm", "nvidia.driver"]
-    assert rows == [["gpu-b", "FAILING", "FAIL", "-", "ok"],
-                    ["gpu-c", "warn", "-", "ok", "WARN"],
-                    ["gpu-a", "healthy", "ok", "-", "ok"]]
+    assert rows == [
+        ["gpu-b", "FAILING", "FAIL", "-", "ok"],
+        ["gpu-c", "warn", "-", "ok", "WARN"],
+        ["gpu-a", "healthy", "ok", "-", "ok"],
+    ]
     summary = merge_summary(nodes)
     assert summary["nodes"] == 3 and summary["healthy"] == 2
     assert [f["node"] for f in summary["failing"]] == ["gpu-b"]
@@ -117,8 +157,14 @@ def test_merge_cli_reads_check_reports_and_gate_status_files(tmp_path):
     (tmp_path / "node1.json").write_text(check.stdout)
     nolib = tmp_path / "nolib"
     nolib.mkdir()
-    _run("gate", "--require-gpus", "1", "--status-file", str(tmp_path / "node2.json"),
-         env=_env(LD_LIBRARY_PATH=str(nolib)))
+    _run(
+        "gate",
+        "--require-gpus",
+        "1",
+        "--status-file",
+        str(tmp_path / "node2.json"),
+        env=_env(LD_LIBRARY_PATH=str(nolib)),
+    )
     doc = json.loads((tmp_path / "node2.json").read_text())
     doc["hostname"] = "node2"
     (tmp_path / "node2.json").write_text(json.dumps(doc))

@@ -26,21 +26,61 @@ SECRETS = ("pa55w0rd", "hf_abcdefghijklmnop", "nvapi-0123456789", "s3cr3t-uv-pas
 
 #: (name, is it secret?) -- both directions of the rule, env variables and JSON field names alike
 NAMES = [
-    ("HF_TOKEN", True), ("GITHUB_TOKEN", True), ("token", True), ("HUGGING_FACE_HUB_TOKEN", True),
-    ("AWS_SECRET_ACCESS_KEY", True), ("AWS_SESSION_TOKEN", True), ("PIP_PASSWORD", True), ("API_KEY", True),
-    ("api_key", True), ("apiKey", True), ("NVIDIA_API_KEY", True), ("OPENAI_APIKEY", True), ("SSH_KEY", True),
-    ("UV_INDEX_PRIVATE_PASSWORD", True), ("db_passwd", True), ("DBPASSWORD", True), ("client_secret", True),
-    ("GOOGLE_APPLICATION_CREDENTIALS", True), ("Authorization", True), ("--password", True),
-    ("WANDB_API_KEY", True), ("accessToken", True), ("GPG_PASSPHRASE", True), ("MYTOKEN", True),
+    ("HF_TOKEN", True),
+    ("GITHUB_TOKEN", True),
+    ("token", True),
+    ("HUGGING_FACE_HUB_TOKEN", True),
+    ("AWS_SECRET_ACCESS_KEY", True),
+    ("AWS_SESSION_TOKEN", True),
+    ("PIP_PASSWORD", True),
+    ("API_KEY", True),
+    ("api_key", True),
+    ("apiKey", True),
+    ("NVIDIA_API_KEY", True),
+    ("OPENAI_APIKEY", True),
+    ("SSH_KEY", True),
+    ("UV_INDEX_PRIVATE_PASSWORD", True),
+    ("db_passwd", True),
+    ("DBPASSWORD", True),
+    ("client_secret", True),
+    ("GOOGLE_APPLICATION_CREDENTIALS", True),
+    ("Authorization", True),
+    ("--password", True),
+    ("WANDB_API_KEY", True),
+    ("accessToken", True),
+    ("GPG_PASSPHRASE", True),
+    ("MYTOKEN", True),
     # not secrets
-    ("key", False), ("KEY", False), ("keys", False), ("key_name", False), ("KEY_FILE", False),
-    ("TOKENIZERS_PARALLELISM", False), ("PATH", False), ("LD_LIBRARY_PATH", False),
-    ("CUDA_VISIBLE_DEVICES", False), ("PIP_INDEX_URL", False), ("KEYBOARD", False), ("MONKEY_PATCH", False),
-    ("HOME", False), ("value", False), ("index-url", False), ("max_tokens", True), ("SSH_KEY_PATH", False),
-    ("author", False), ("hotkey", True),
-    ("HF_TOKEN2", True), ("NVIDIA_API_KEY_2", True), ("MY_AUTH", True), ("OAUTH_CLIENT", True), ("X_AUTH_HEADER", True),
-    ("DB_PASSWORD_3", True), ("NGC_CREDENTIAL_X", True), ("my_secret_value", True), ("PIP_KEYRING_PROVIDER", False),
-    ("AUTHORS", False), ("HF_TOKEN_PATH", False),
+    ("key", False),
+    ("KEY", False),
+    ("keys", False),
+    ("key_name", False),
+    ("KEY_FILE", False),
+    ("TOKENIZERS_PARALLELISM", False),
+    ("PATH", False),
+    ("LD_LIBRARY_PATH", False),
+    ("CUDA_VISIBLE_DEVICES", False),
+    ("PIP_INDEX_URL", False),
+    ("KEYBOARD", False),
+    ("MONKEY_PATCH", False),
+    ("HOME", False),
+    ("value", False),
+    ("index-url", False),
+    ("max_tokens", True),
+    ("SSH_KEY_PATH", False),
+    ("author", False),
+    ("hotkey", True),
+    ("HF_TOKEN2", True),
+    ("NVIDIA_API_KEY_2", True),
+    ("MY_AUTH", True),
+    ("OAUTH_CLIENT", True),
+    ("X_AUTH_HEADER", True),
+    ("DB_PASSWORD_3", True),
+    ("NGC_CREDENTIAL_X", True),
+    ("my_secret_value", True),
+    ("PIP_KEYRING_PROVIDER", False),
+    ("AUTHORS", False),
+    ("HF_TOKEN_PATH", False),
 ]
 
 
@@ -49,114 +89,205 @@ def test_secret_names_both_directions(name, secret):
     assert is_secret_name(name) is secret
 
 
-@pytest.mark.parametrize("name, secret", [
-    ("token", True), ("auth", True), ("AUTH", True), ("key", True), ("api_key", True), ("api-key", True),
-    ("apikey", True), ("ApiKey", True), ("password", True), ("passwd", True), ("secret", True),
-    ("signature", True), ("sig", True), ("access_token", True), ("access-token", True), ("credential", True),
-    ("X-Amz-Signature", True), ("X-Amz-Credential", True), ("X-Amz-Security-Token", True),
-    ("X-Goog-Signature", True), ("private_token", True),
-    ("page", False), ("q", False), ("format", False), ("author", False), ("keyword", False),
-    ("sort", False), ("X-Amz-Date", False), ("x", False), ("tokenizer", False),
-])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("token", True),
+        ("auth", True),
+        ("AUTH", True),
+        ("key", True),
+        ("api_key", True),
+        ("api-key", True),
+        ("apikey", True),
+        ("ApiKey", True),
+        ("password", True),
+        ("passwd", True),
+        ("secret", True),
+        ("signature", True),
+        ("sig", True),
+        ("access_token", True),
+        ("access-token", True),
+        ("credential", True),
+        ("X-Amz-Signature", True),
+        ("X-Amz-Credential", True),
+        ("X-Amz-Security-Token", True),
+        ("X-Goog-Signature", True),
+        ("private_token", True),
+        ("page", False),
+        ("q", False),
+        ("format", False),
+        ("author", False),
+        ("keyword", False),
+        ("sort", False),
+        ("X-Amz-Date", False),
+        ("x", False),
+        ("tokenizer", False),
+    ],
+)
 def test_secret_query_names(name, secret):
     assert is_secret_query_name(name) is secret
 
 
-@pytest.mark.parametrize("text, expected", [
-    (MIRROR, "https://****@mirror.example.org/simple"),
-    ("pip install -i https://tok@mirror.example.org/simple x", "pip install -i https://****@mirror.example.org/simple x"),
-    ("git+ssh://git@github.example.org/a.git", "git+ssh://****@github.example.org/a.git"),
-    ("HF_TOKEN=hf_abc and PATH=/usr/bin", "HF_TOKEN=**** and PATH=/usr/bin"),
-    ("https://****@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
-    ("no secrets here: user@example.org", "no secrets here: user@example.org"),
-    ("curl -H 'Authorization: Bearer eyJhbGciOi.x-y_z' url", "curl -H 'Authorization: Bearer ****' url"),
-    ("Authorization: Basic YWxpY2U6cGFzcw==", "Authorization: Basic ****"),
-    ("cuBLAS: Basic Linear Algebra Subprograms", "cuBLAS: Basic Linear Algebra Subprograms"),
-    ("Bearer ****", "Bearer ****"),
-    ("", ""),
-    # query-string credentials: the value goes, the parameter name and the other parameters stay
-    ("index-url = https://mirror.example.org/simple?auth=QS1&api_key=QS2",
-     "index-url = https://mirror.example.org/simple?auth=****&api_key=****"),
-    ("https://h.example.org/s?page=2&TOKEN=abc#frag", "https://h.example.org/s?page=2&TOKEN=****#frag"),
-    ("https://s3.example.org/b?X-Amz-Credential=AK&X-Amz-Signature=ff&X-Amz-Date=1",
-     "https://s3.example.org/b?X-Amz-Credential=****&X-Amz-Signature=****&X-Amz-Date=1"),
-    ("'https://h.example.org/s?sig=abc' done", "'https://h.example.org/s?sig=****' done"),
-    ("https://h.example.org/s?q=tokens&page=2", "https://h.example.org/s?q=tokens&page=2"),
-    ("/simple/?key=", "/simple/?key="),
-    # a raw "@" in the password: the userinfo ends at the LAST "@" of the authority
-    ("https://alice:Summer@2024@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
-    ("PIP_INDEX_URL='https://alice:Summer@2024@mirror.example.org/simple'",
-     "PIP_INDEX_URL='https://****@mirror.example.org/simple'"),
-    ("https://a:b@c@mirror.example.org?x=y@z", "https://****@mirror.example.org?x=y@z"),
-    ("https://mirror.example.org/simple/pkg@1.0 and bob@example.org",
-     "https://mirror.example.org/simple/pkg@1.0 and bob@example.org"),
-    ("https://****@2024@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
-    # quoted assignments, options and reprs
-    ('export HF_TOKEN="hf_abc def"', 'export HF_TOKEN="****"'),
-    ("pip --password=hunter2 install x", "pip --password=**** install x"),
-    ("{'AWS_SECRET_ACCESS_KEY': 'a\\'b', 'key': 'index-url'}", "{'AWS_SECRET_ACCESS_KEY': '****', 'key': 'index-url'}"),
-    ('{"HF_TOKEN": "hf_x", "PATH": "/usr/bin"}', '{"HF_TOKEN": "****", "PATH": "/usr/bin"}'),
-    # INI lines (a pip.conf's text in a snapshot) and anaconda.org channel tokens
-    ("[global]\npassword = hunter 2\nindex-url = https://h.example.org/s\n  token=abc  \n",
-     "[global]\npassword = ****\nindex-url = https://h.example.org/s\n  token=****  \n"),
-    ("channel https://conda.anaconda.org/t/tk-123abc/mychan/linux-64",
-     "channel https://conda.anaconda.org/t/****/mychan/linux-64"),
-    # ordinary text stays as it is
-    ("see /t/abc/ here", "see /t/abc/ here"),
-    ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
-    ("mail user@example.org about key=value and TOKENIZERS_PARALLELISM=false",
-     "mail user@example.org about key=value and TOKENIZERS_PARALLELISM=false"),
-    ("set index-url = https://mirror.example.org/simple (key: index-url)",
-     "set index-url = https://mirror.example.org/simple (key: index-url)"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (MIRROR, "https://****@mirror.example.org/simple"),
+        (
+            "pip install -i https://tok@mirror.example.org/simple x",
+            "pip install -i https://****@mirror.example.org/simple x",
+        ),
+        ("git+ssh://git@github.example.org/a.git", "git+ssh://****@github.example.org/a.git"),
+        ("HF_TOKEN=hf_abc and PATH=/usr/bin", "HF_TOKEN=**** and PATH=/usr/bin"),
+        ("https://****@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
+        ("no secrets here: user@example.org", "no secrets here: user@example.org"),
+        ("curl -H 'Authorization: Bearer eyJhbGciOi.x-y_z' url", "curl -H 'Authorization: Bearer ****' url"),
+        ("Authorization: Basic YWxpY2U6cGFzcw==", "Authorization: Basic ****"),
+        ("cuBLAS: Basic Linear Algebra Subprograms", "cuBLAS: Basic Linear Algebra Subprograms"),
+        ("Bearer ****", "Bearer ****"),
+        ("", ""),
+        # query-string credentials: the value goes, the parameter name and the other parameters stay
+        (
+            "index-url = https://mirror.example.org/simple?auth=QS1&api_key=QS2",
+            "index-url = https://mirror.example.org/simple?auth=****&api_key=****",
+        ),
+        ("https://h.example.org/s?page=2&TOKEN=abc#frag", "https://h.example.org/s?page=2&TOKEN=****#frag"),
+        (
+            "https://s3.example.org/b?X-Amz-Credential=AK&X-Amz-Signature=ff&X-Amz-Date=1",
+            "https://s3.example.org/b?X-Amz-Credential=****&X-Amz-Signature=****&X-Amz-Date=1",
+        ),
+        ("'https://h.example.org/s?sig=abc' done", "'https://h.example.org/s?sig=****' done"),
+        ("https://h.example.org/s?q=tokens&page=2", "https://h.example.org/s?q=tokens&page=2"),
+        ("/simple/?key=", "/simple/?key="),
+        # a raw "@" in the password: the userinfo ends at the LAST "@" of the authority
+        ("https://alice:Summer@2024@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
+        (
+            "PIP_INDEX_URL='https://alice:Summer@2024@mirror.example.org/simple'",
+            "PIP_INDEX_URL='https://****@mirror.example.org/simple'",
+        ),
+        ("https://a:b@c@mirror.example.org?x=y@z", "https://****@mirror.example.org?x=y@z"),
+        (
+            "https://mirror.example.org/simple/pkg@1.0 and bob@example.org",
+            "https://mirror.example.org/simple/pkg@1.0 and bob@example.org",
+        ),
+        ("https://****@2024@mirror.example.org/simple", "https://****@mirror.example.org/simple"),
+        # quoted assignments, options and reprs
+        ('export HF_TOKEN="hf_abc def"', 'export HF_TOKEN="****"'),
+        ("pip --password=hunter2 install x", "pip --password=**** install x"),
+        (
+            "{'AWS_SECRET_ACCESS_KEY': 'a\\'b', 'key': 'index-url'}",
+            "{'AWS_SECRET_ACCESS_KEY': '****', 'key': 'index-url'}",
+        ),
+        ('{"HF_TOKEN": "hf_x", "PATH": "/usr/bin"}', '{"HF_TOKEN": "****", "PATH": "/usr/bin"}'),
+        # INI lines (a pip.conf's text in a snapshot) and anaconda.org channel tokens
+        (
+            "[global]\npassword = hunter 2\nindex-url = https://h.example.org/s\n  token=abc  \n",
+            "[global]\npassword = ****\nindex-url = https://h.example.org/s\n  token=****  \n",
+        ),
+        (
+            "channel https://conda.anaconda.org/t/tk-123abc/mychan/linux-64",
+            "channel https://conda.anaconda.org/t/****/mychan/linux-64",
+        ),
+        # ordinary text stays as it is
+        ("see /t/abc/ here", "see /t/abc/ here"),
+        ("git@github.com:org/repo.git", "git@github.com:org/repo.git"),
+        (
+            "mail user@example.org about key=value and TOKENIZERS_PARALLELISM=false",
+            "mail user@example.org about key=value and TOKENIZERS_PARALLELISM=false",
+        ),
+        (
+            "set index-url = https://mirror.example.org/simple (key: index-url)",
+            "set index-url = https://mirror.example.org/simple (key: index-url)",
+        ),
+    ],
+)
 def test_redact_text(text, expected):
     assert redact_text(text) == expected
     assert redact_text(expected) == expected  # idempotent
 
 
 def test_redact_value_recurses_and_keeps_shape():
-    doc = {"env": {"HF_TOKEN": "hf_x", "PIP_INDEX_URL": MIRROR, "EMPTY_TOKEN": ""}, "list": [MIRROR, 3, None],
-           "n": 1.5, "api_key": {"nested": "not a string so recurse"}}
+    doc = {
+        "env": {"HF_TOKEN": "hf_x", "PIP_INDEX_URL": MIRROR, "EMPTY_TOKEN": ""},
+        "list": [MIRROR, 3, None],
+        "n": 1.5,
+        "api_key": {"nested": "not a string so recurse"},
+    }
     out = redact_value(doc)
-    assert out == {"env": {"HF_TOKEN": REDACTED, "PIP_INDEX_URL": "https://****@mirror.example.org/simple",
-                           "EMPTY_TOKEN": ""},
-                   "list": ["https://****@mirror.example.org/simple", 3, None], "n": 1.5,
-                   "api_key": {"nested": "not a string so recurse"}}
+    assert out == {
+        "env": {"HF_TOKEN": REDACTED, "PIP_INDEX_URL": "https://****@mirror.example.org/simple", "EMPTY_TOKEN": ""},
+        "list": ["https://****@mirror.example.org/simple", 3, None],
+        "n": 1.5,
+        "api_key": {"nested": "not a string so recurse"},
+    }
     assert doc["env"]["HF_TOKEN"] == "hf_x"  # the input is not modified
 
 
 def test_redact_value_keeps_pip_option_names_and_redacts_their_secrets():
-    setting = {"key": "index-url", "value": "https://a:Summer@2024@mirror.example.org/simple?api_key=QS2",
-               "keys": ["index-url"], "key_name": "global.index-url"}
-    assert redact_value({"settings": [setting]}) == {"settings": [{
-        "key": "index-url", "value": "https://****@mirror.example.org/simple?api_key=****",
-        "keys": ["index-url"], "key_name": "global.index-url"}]}
+    setting = {
+        "key": "index-url",
+        "value": "https://a:Summer@2024@mirror.example.org/simple?api_key=QS2",
+        "keys": ["index-url"],
+        "key_name": "global.index-url",
+    }
+    assert redact_value({"settings": [setting]}) == {
+        "settings": [
+            {
+                "key": "index-url",
+                "value": "https://****@mirror.example.org/simple?api_key=****",
+                "keys": ["index-url"],
+                "key_name": "global.index-url",
+            }
+        ]
+    }
 
 
 def test_redact_value_redacts_the_value_of_a_record_named_like_a_secret():
-    doc = {"settings": [{"key": "password", "value": "Yy1", "source": "PIP_PASSWORD"},
-                        {"key": "index-url", "value": "https://h.example.org/s", "source": "/etc/pip.conf"},
-                        {"name": "HF_TOKEN", "value": "hf_x"}, {"name": "/etc/secret/x", "value": "plain"}]}
-    assert redact_value(doc) == {"settings": [
-        {"key": "password", "value": REDACTED, "source": "PIP_PASSWORD"},
-        {"key": "index-url", "value": "https://h.example.org/s", "source": "/etc/pip.conf"},
-        {"name": "HF_TOKEN", "value": REDACTED}, {"name": "/etc/secret/x", "value": "plain"}]}
+    doc = {
+        "settings": [
+            {"key": "password", "value": "Yy1", "source": "PIP_PASSWORD"},
+            {"key": "index-url", "value": "https://h.example.org/s", "source": "/etc/pip.conf"},
+            {"name": "HF_TOKEN", "value": "hf_x"},
+            {"name": "/etc/secret/x", "value": "plain"},
+        ]
+    }
+    assert redact_value(doc) == {
+        "settings": [
+            {"key": "password", "value": REDACTED, "source": "PIP_PASSWORD"},
+            {"key": "index-url", "value": "https://h.example.org/s", "source": "/etc/pip.conf"},
+            {"name": "HF_TOKEN", "value": REDACTED},
+            {"name": "/etc/secret/x", "value": "plain"},
+        ]
+    }
 
 
 def test_redaction_is_idempotent_on_documents():
-    doc = {"env": {"HF_TOKEN": "hf_x", "PIP_INDEX_URL": "https://u:p@w@h.example.org/s?token=t&page=1",
-                   "TOKENIZERS_PARALLELISM": "false"},
-           "log": "Authorization: Basic YWxpY2U6cGFzcw== HF_TOKEN='q' --password=z"}
+    doc = {
+        "env": {
+            "HF_TOKEN": "hf_x",
+            "PIP_INDEX_URL": "https://u:p@w@h.example.org/s?token=t&page=1",
+            "TOKENIZERS_PARALLELISM": "false",
+        },
+        "log": "Authorization: Basic YWxpY2U6cGFzcw== HF_TOKEN='q' --password=z",
+    }
     once = redact_value(doc)
     assert redact_value(once) == once
     assert once["env"]["TOKENIZERS_PARALLELISM"] == "false"
 
 
 def test_redact_env():
-    assert redact_env({"HF_TOKEN": "hf_x", "PIP_EXTRA_INDEX_URL": MIRROR, "CUDA_HOME": "/usr/local/cuda",
-                       "TOKENIZERS_PARALLELISM": "false"}) == {
-        "HF_TOKEN": REDACTED, "PIP_EXTRA_INDEX_URL": "https://****@mirror.example.org/simple",
-        "CUDA_HOME": "/usr/local/cuda", "TOKENIZERS_PARALLELISM": "false"}
+    assert redact_env(
+        {
+            "HF_TOKEN": "hf_x",
+            "PIP_EXTRA_INDEX_URL": MIRROR,
+            "CUDA_HOME": "/usr/local/cuda",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    ) == {
+        "HF_TOKEN": REDACTED,
+        "PIP_EXTRA_INDEX_URL": "https://****@mirror.example.org/simple",
+        "CUDA_HOME": "/usr/local/cuda",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
 
 
 # ------------------------------------------------------------------------- property tests
@@ -170,9 +301,26 @@ _QUERY_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-.
 _PROSE = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPRSTUVWXYZ0123456789 .,:;!()\n-", max_size=40)
 _HOST = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,10}){1,3}", fullmatch=True)
 _PATH = st.from_regex(r"(/[a-z0-9._-]{0,8}){0,3}", fullmatch=True)
-_SECRET_PARAM = st.sampled_from(["token", "auth", "key", "api_key", "API-KEY", "apikey", "password", "passwd",
-                                 "secret", "signature", "sig", "access_token", "Access-Token", "credential",
-                                 "X-Amz-Signature", "private_token"])
+_SECRET_PARAM = st.sampled_from(
+    [
+        "token",
+        "auth",
+        "key",
+        "api_key",
+        "API-KEY",
+        "apikey",
+        "password",
+        "passwd",
+        "secret",
+        "signature",
+        "sig",
+        "access_token",
+        "Access-Token",
+        "credential",
+        "X-Amz-Signature",
+        "private_token",
+    ]
+)
 _PLAIN_PARAM = st.sampled_from(["page", "q", "format", "sort", "author"])
 
 
@@ -203,8 +351,13 @@ def _url_with_secrets(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(before=_PROSE, glue=st.sampled_from(["", " ", "\n", "(", ",", "_", "-"]), found=_url_with_secrets(),
-       after=_PROSE, quote=st.sampled_from(["", "'", "\"", "`", "<"]))
+@given(
+    before=_PROSE,
+    glue=st.sampled_from(["", " ", "\n", "(", ",", "_", "-"]),
+    found=_url_with_secrets(),
+    after=_PROSE,
+    quote=st.sampled_from(["", "'", '"', "`", "<"]),
+)
 def test_generated_secrets_never_survive(before, glue, found, after, quote):
     url, secrets = found
     closing = {"<": ">"}.get(quote, quote)
@@ -219,8 +372,9 @@ def test_generated_secrets_never_survive(before, glue, found, after, quote):
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!()@/-_\n",
-                    max_size=80))
+@given(
+    text=st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,:;!()@/-_\n", max_size=80)
+)
 def test_text_without_secrets_is_unchanged(text):
     """Prose with "@", ":" and "/" but no scheme, no "=" and no Bearer/Authorization is left alone."""
     assert redact_text(text) == text
@@ -232,10 +386,18 @@ def test_text_without_secrets_is_unchanged(text):
 @pytest.fixture(scope="module")
 def leaky_target(tmp_path_factory, bare_python):
     """A bare venv whose environment holds secrets and whose (fake) torch fails with them in the message."""
-    path = fake_torch(tmp_path_factory.mktemp("leaky"),
-                      f"raise ImportError('could not fetch wheel from {MIRROR} with HF_TOKEN=hf_abcdefghijklmnop')\n")
-    env = env_with(PYTHONPATH=path, HF_TOKEN="hf_abcdefghijklmnop", NVIDIA_API_KEY="nvapi-0123456789",
-                   PIP_INDEX_URL=MIRROR, UV_INDEX_PRIVATE_PASSWORD="s3cr3t-uv-pass", NO_COLOR="1")
+    path = fake_torch(
+        tmp_path_factory.mktemp("leaky"),
+        f"raise ImportError('could not fetch wheel from {MIRROR} with HF_TOKEN=hf_abcdefghijklmnop')\n",
+    )
+    env = env_with(
+        PYTHONPATH=path,
+        HF_TOKEN="hf_abcdefghijklmnop",
+        NVIDIA_API_KEY="nvapi-0123456789",
+        PIP_INDEX_URL=MIRROR,
+        UV_INDEX_PRIVATE_PASSWORD="s3cr3t-uv-pass",
+        NO_COLOR="1",
+    )
     return bare_python, env
 
 
@@ -281,13 +443,31 @@ extra-index-url = https://bob:Rr5PASSC@extra.example.org/simple?token=Qc3QUERYC&
 """
 ENV_SECRETS = {
     "PIP_EXTRA_INDEX_URL": "https://carol:Tt6PASSD@Uu7PASSE@envmirror.example.org/simple?sig=Qe5QUERYE",
-    "HF_TOKEN": "hf_Vv8ENVSECRETA", "NVIDIA_API_KEY": "nvapi-Ww9ENVSECRETB",
-    "UV_INDEX_PRIVATE_PASSWORD": "Xx0ENVSECRETC", "PIP_PASSWORD": "Yy1ENVSECRETD",
+    "HF_TOKEN": "hf_Vv8ENVSECRETA",
+    "NVIDIA_API_KEY": "nvapi-Ww9ENVSECRETB",
+    "UV_INDEX_PRIVATE_PASSWORD": "Xx0ENVSECRETC",
+    "PIP_PASSWORD": "Yy1ENVSECRETD",
 }
 NEW_INDEX = "https://dave:Zz2PASSF@new@new.example.org/simple?access_token=Qf6QUERYF&page=3"
-E2E_SECRETS = ("Kq7vPASSA", "Wz4pPASSB", "Qa1QUERYA", "Qb2QUERYB", "Rr5PASSC", "Qc3QUERYC", "Qd4QUERYD",
-               "Tt6PASSD", "Uu7PASSE", "Qe5QUERYE", "Vv8ENVSECRETA", "Ww9ENVSECRETB", "Xx0ENVSECRETC",
-               "Yy1ENVSECRETD", "Zz2PASSF", "new@new", "Qf6QUERYF")
+E2E_SECRETS = (
+    "Kq7vPASSA",
+    "Wz4pPASSB",
+    "Qa1QUERYA",
+    "Qb2QUERYB",
+    "Rr5PASSC",
+    "Qc3QUERYC",
+    "Qd4QUERYD",
+    "Tt6PASSD",
+    "Uu7PASSE",
+    "Qe5QUERYE",
+    "Vv8ENVSECRETA",
+    "Ww9ENVSECRETB",
+    "Xx0ENVSECRETC",
+    "Yy1ENVSECRETD",
+    "Zz2PASSF",
+    "new@new",
+    "Qf6QUERYF",
+)
 
 
 @pytest.fixture
@@ -308,8 +488,11 @@ REDACTED_INDEX = "https://****@mirror.example.org/simple?auth=****&api_key=****"
 REDACTED_EXTRA = "https://****@extra.example.org/simple?token=****&X-Amz-Signature=****&page=2"
 
 
-@pytest.mark.parametrize("args", [("-v",), ("-v", "--format", "json"), ("-v", "--format", "markdown"), ()],
-                         ids=["console-v", "json", "markdown", "console"])
+@pytest.mark.parametrize(
+    "args",
+    [("-v",), ("-v", "--format", "json"), ("-v", "--format", "markdown"), ()],
+    ids=["console-v", "json", "markdown", "console"],
+)
 def test_check_output_never_shows_config_or_environment_secrets(secret_home, args):
     python, env = secret_home
     proc = run_gpudoctor("check", "--offline", "--python", python, *args, env=env)
@@ -330,8 +513,12 @@ def test_facts_snapshot_never_shows_secrets_and_keeps_option_names(secret_home, 
     text = json.dumps(pip)
     assert REDACTED_INDEX in text and REDACTED_EXTRA in text
     assert pip["effective"]["index-url"]["key"] == "index-url"  # option names survive
-    assert pip["effective"]["password"] == {**pip["effective"]["password"], "key": "password", "value": REDACTED,
-                                            "source": "PIP_PASSWORD"}
+    assert pip["effective"]["password"] == {
+        **pip["effective"]["password"],
+        "key": "password",
+        "value": REDACTED,
+        "source": "PIP_PASSWORD",
+    }
     assert pip["env"]["PIP_EXTRA_INDEX_URL"] == "https://****@envmirror.example.org/simple?sig=****"
     (t,) = [t for t in doc["domains"]["targets"]["targets"] if t["kind"] != "kernel"]
     assert t["probe"]["env"]["NVIDIA_API_KEY"] == REDACTED
@@ -347,8 +534,19 @@ def test_facts_snapshot_never_shows_secrets_and_keeps_option_names(secret_home, 
 @pytest.mark.parametrize("fmt", ["console", "json"])
 def test_fix_dry_run_diff_never_shows_old_or_new_secrets(secret_home, fmt, isolated_home):
     python, env = secret_home
-    proc = run_gpudoctor("fix", "pip.index-url", "--offline", "--python", python, "--index-url", NEW_INDEX,
-                         "--dry-run", "--format", fmt, env=env)
+    proc = run_gpudoctor(
+        "fix",
+        "pip.index-url",
+        "--offline",
+        "--python",
+        python,
+        "--index-url",
+        NEW_INDEX,
+        "--dry-run",
+        "--format",
+        fmt,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_no_e2e_secret(proc.stdout + proc.stderr)
     out = proc.stdout if fmt == "console" else json.dumps(json.loads(proc.stdout))
@@ -363,15 +561,23 @@ def test_internal_error_crash_log_lands_in_the_per_test_tmpdir(private_tmpdir):
     import subprocess
     import sys
     import tempfile
+
     assert tempfile.gettempdir() == str(private_tmpdir)
-    crash = ("import sys, gpudoctor.engine as e\n"
-             "def boom(*a, **k): raise AttributeError('boom in engine.run')\n"
-             "e.run = boom\n"
-             "from gpudoctor.cli import main\n"
-             "main(sys.argv[1:])\n")
+    crash = (
+        "import sys, gpudoctor.engine as e\n"
+        "def boom(*a, **k): raise AttributeError('boom in engine.run')\n"
+        "e.run = boom\n"
+        "from gpudoctor.cli import main\n"
+        "main(sys.argv[1:])\n"
+    )
     snap = Path(__file__).parent / "fixtures" / "facts" / "empty.json"
-    proc = subprocess.run([sys.executable, "-c", crash, "check", "--facts", str(snap)], capture_output=True,
-                          text=True, env=env_with(), timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", crash, "check", "--facts", str(snap)],
+        capture_output=True,
+        text=True,
+        env=env_with(),
+        timeout=60,
+    )
     assert proc.returncode == 3, proc.stderr
     (log,) = private_tmpdir.glob("gpudoctor-crash-*.log")
     assert str(log) in proc.stderr and "boom in engine.run" in log.read_text()

@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -20,8 +21,24 @@ from gpudoctor.render.console import render_console
 from gpudoctor.render.json import render_json
 from gpudoctor.render.markdown import render_markdown
 
-_WORD = st.sampled_from(["TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "CREDENTIAL", "CREDENTIALS", "AUTH",
-                         "token", "secret", "password", "apiKey", "Auth", "Key"])
+_WORD = st.sampled_from(
+    [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "KEY",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "AUTH",
+        "token",
+        "secret",
+        "password",
+        "apiKey",
+        "Auth",
+        "Key",
+    ]
+)
 _AFFIX = st.from_regex(r"[A-Z]{0,6}(_[A-Z0-9]{1,5}){0,2}", fullmatch=True)
 _SUFFIX = st.from_regex(r"(_?[0-9]{0,2})(_[A-Z]{1,4}[0-9]?)?", fullmatch=True)
 #: secret values start with "Qz" and never contain it elsewhere by chance in the surrounding text
@@ -43,19 +60,27 @@ def secret_name(draw):
 @settings(max_examples=200, deadline=None)
 @given(prefix=_AFFIX, word=_WORD, suffix=st.from_regex(r"[0-9]{0,2}", fullmatch=True))
 def test_names_with_any_affix_are_secret(prefix, word, suffix):
-    for name in (f"{prefix}_{word}{suffix}", f"{prefix}_{word}_{suffix}" if suffix else f"{word}_2",
-                 f"{word}{suffix}"):
+    for name in (f"{prefix}_{word}{suffix}", f"{prefix}_{word}_{suffix}" if suffix else f"{word}_2", f"{word}{suffix}"):
         if name.lower() not in ("key", "keys"):  # a bare key is a field name
             assert is_secret_name(name), name
 
 
 def _report(name: str, value: str, url_secret: str) -> Report:
     env = {name: value, "PATH": "/usr/bin", "NVIDIA_VISIBLE_DEVICES": "all"}
-    text = (f"the probe said {name}={value} while fetching https://user:{url_secret}@mirror.example.org/simple"
-            f"?token={url_secret}x\n# {name.lower()} = {value}\n  {name}: {value}\n"
-            f"machine h.example.org login u password {value}")
-    findings = (Finding("x.leak", Status.FAIL, f"leak {name}={value}", text,
-                        evidence={"env": env, "log": text, name: value, "kernel": {"env": env}}),)
+    text = (
+        f"the probe said {name}={value} while fetching https://user:{url_secret}@mirror.example.org/simple"
+        f"?token={url_secret}x\n# {name.lower()} = {value}\n  {name}: {value}\n"
+        f"machine h.example.org login u password {value}"
+    )
+    findings = (
+        Finding(
+            "x.leak",
+            Status.FAIL,
+            f"leak {name}={value}",
+            text,
+            evidence={"env": env, "log": text, name: value, "kernel": {"env": env}},
+        ),
+    )
     facts = Facts(domains={"x": {"env": env, "text": text}})
     return Report(findings, facts)
 
@@ -72,8 +97,15 @@ def test_no_secret_survives_any_renderer(name, value, url_secret):
     outputs["markdown"] = render_markdown(report, verbose=True)
     outputs["facts"] = json.dumps(report.facts.to_json())
     old = f"[global]\n{name.lower()} = {value}\n"
-    write = PreparedWrite("/etc/pip.conf", "/etc/pip.conf", Path("/nonexistent/pip.conf"), old,
-                          old + f"index-url = https://u:{url_secret}@h.example.org/s\n", 0o644, ("f",))
+    write = PreparedWrite(
+        "/etc/pip.conf",
+        "/etc/pip.conf",
+        Path("/nonexistent/pip.conf"),
+        old,
+        old + f"index-url = https://u:{url_secret}@h.example.org/s\n",
+        0o644,
+        ("f",),
+    )
     outputs["diff"] = unified_diff(write)
     sink = io.StringIO()
     stream = RedactingStream(sink)
@@ -114,18 +146,46 @@ def test_huge_lines_are_cut_with_a_note_and_json_stays_valid():
 
 
 def test_redact_value_covers_kernel_env_and_nvidia_variables():
-    doc = {"kernels": [{"env": {"NVIDIA_API_KEY_2": "nv-1", "NVIDIA_DRIVER_CAPABILITIES": "all",
-                                "HF_TOKEN2": "hf-2", "MY_AUTH": "a-3"}}]}
+    doc = {
+        "kernels": [
+            {
+                "env": {
+                    "NVIDIA_API_KEY_2": "nv-1",
+                    "NVIDIA_DRIVER_CAPABILITIES": "all",
+                    "HF_TOKEN2": "hf-2",
+                    "MY_AUTH": "a-3",
+                }
+            }
+        ]
+    }
     env = redact_value(doc)["kernels"][0]["env"]
-    assert env == {"NVIDIA_API_KEY_2": REDACTED, "NVIDIA_DRIVER_CAPABILITIES": "all", "HF_TOKEN2": REDACTED,
-                   "MY_AUTH": REDACTED}
+    assert env == {
+        "NVIDIA_API_KEY_2": REDACTED,
+        "NVIDIA_DRIVER_CAPABILITIES": "all",
+        "HF_TOKEN2": REDACTED,
+        "MY_AUTH": REDACTED,
+    }
 
 
 def test_secret_assignments_in_config_files_comments_included():
-    conf = ("[global]\n# password = hunter2\n; token=abc123\nindex-url = https://h.example.org/s\n"
-            "channels:\n  - defaults\n# api_key: cafe42\nauth: bead99\n"
-            "machine h.example.org login bob password dead77\nexport HF_TOKEN=face11\n")
+    conf = (
+        "[global]\n# password = hunter2\n; token=abc123\nindex-url = https://h.example.org/s\n"
+        "channels:\n  - defaults\n# api_key: cafe42\nauth: bead99\n"
+        "machine h.example.org login bob password dead77\nexport HF_TOKEN=face11\n"
+    )
     out = redact_text(conf)
     for secret in ("hunter2", "abc123", "cafe42", "bead99", "dead77", "face11"):
         assert secret not in out
     assert "index-url = https://h.example.org/s" in out and "  - defaults" in out
+
+
+def test_bytes_written_to_the_guard_are_text_and_redacted():
+    """click.echo(bytes) (shell completion) writes bytes; the guard takes them as UTF-8, redacted."""
+    sink = io.StringIO()
+    stream = RedactingStream(sink)
+    stream.write(b"complete -F _gpudoctor gpudoctor\nHF_TOKEN=hf_abcdef123456\n")
+    stream.flush()
+    assert sink.getvalue().startswith("complete -F _gpudoctor gpudoctor\n")
+    assert "hf_abcdef123456" not in sink.getvalue()
+    with pytest.raises(TypeError):
+        stream.write(42)  # type: ignore[arg-type]

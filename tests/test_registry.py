@@ -43,10 +43,14 @@ def stub_fix(id_, addresses=("a.b",)):
 
 
 def test_good_plugins_load_in_stable_order_with_providers():
-    reg = load_registry(check_eps=[FakeEP("zeta.one", stub_check("zeta.one")),
-                                   FakeEP("dataloader.shm", stub_check("dataloader.shm"), ("gpudoctor", "0.1.0")),
-                                   FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("gpudoctor", "0.1.0"))],
-                        fix_eps=[FakeEP("pip.index-url", stub_fix("pip.index-url", ("pip.index",)))])
+    reg = load_registry(
+        check_eps=[
+            FakeEP("zeta.one", stub_check("zeta.one")),
+            FakeEP("dataloader.shm", stub_check("dataloader.shm"), ("gpudoctor", "0.1.0")),
+            FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("gpudoctor", "0.1.0")),
+        ],
+        fix_eps=[FakeEP("pip.index-url", stub_fix("pip.index-url", ("pip.index",)))],
+    )
     assert reg.problems == []
     assert list(reg.checks) == ["nvidia.driver", "dataloader.shm", "zeta.one"]
     assert reg.provider("zeta.one") == "thirdparty 1.0"
@@ -57,22 +61,32 @@ def test_good_plugins_load_in_stable_order_with_providers():
 
 
 def test_broken_plugin_is_an_error_finding_naming_the_distribution_and_the_rest_load():
-    reg = load_registry(check_eps=[FakeEP("broken.check", error=ImportError("No module named 'brokenplug_impl'"),
-                                          dist=("brokenplug", "0.3")),
-                                   FakeEP("good.check", stub_check("good.check"))], fix_eps=[])
+    reg = load_registry(
+        check_eps=[
+            FakeEP("broken.check", error=ImportError("No module named 'brokenplug_impl'"), dist=("brokenplug", "0.3")),
+            FakeEP("good.check", stub_check("good.check")),
+        ],
+        fix_eps=[],
+    )
     assert list(reg.checks) == ["good.check"]
     (p,) = reg.problems
     assert (p.check, p.status) == (PLUGIN_CHECK_ID, Status.ERROR)
-    assert p.summary == ("plug-in check 'broken.check' from brokenplug 0.3 failed to load: "
-                         "ImportError: No module named 'brokenplug_impl'")
+    assert p.summary == (
+        "plug-in check 'broken.check' from brokenplug 0.3 failed to load: "
+        "ImportError: No module named 'brokenplug_impl'"
+    )
     assert "brokenplug" in p.explanation
     assert "Traceback" in p.evidence["traceback"]
 
 
 def test_duplicate_id_is_refused_naming_both_providers_builtin_kept():
-    reg = load_registry(check_eps=[FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("dupplug", "2.0")),
-                                   FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("gpudoctor", "0.1.0"))],
-                        fix_eps=[])
+    reg = load_registry(
+        check_eps=[
+            FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("dupplug", "2.0")),
+            FakeEP("nvidia.driver", stub_check("nvidia.driver"), ("gpudoctor", "0.1.0")),
+        ],
+        fix_eps=[],
+    )
     assert reg.provider("nvidia.driver") == "gpudoctor 0.1.0"
     (p,) = reg.problems
     assert p.status is Status.ERROR
@@ -81,18 +95,26 @@ def test_duplicate_id_is_refused_naming_both_providers_builtin_kept():
 
 
 def test_duplicate_fix_between_two_third_parties():
-    reg = load_registry(check_eps=[], fix_eps=[FakeEP("pip.x-y", stub_fix("pip.x-y"), ("first", "1")),
-                                               FakeEP("pip.x-y", stub_fix("pip.x-y"), ("second", "1"))])
+    reg = load_registry(
+        check_eps=[],
+        fix_eps=[
+            FakeEP("pip.x-y", stub_fix("pip.x-y"), ("first", "1")),
+            FakeEP("pip.x-y", stub_fix("pip.x-y"), ("second", "1")),
+        ],
+    )
     assert reg.provider("pip.x-y", "fix") == "first 1"
     assert "by first 1 and by second 1" in reg.problems[0].summary
 
 
-@pytest.mark.parametrize("ep, problem", [
-    (FakeEP("a.check", obj="not a check"), "points at a str, not a Check"),
-    (FakeEP("a.check", obj=stub_check("b.check")), "is registered as 'a.check' but its id is 'b.check'"),
-    (FakeEP("Bad_ID", obj=stub_check("Bad_ID")), "has an invalid id 'Bad_ID'"),
-    (FakeEP("a.fixish", obj=stub_fix("a.fixish")), "points at a Fix, not a Check"),
-])
+@pytest.mark.parametrize(
+    "ep, problem",
+    [
+        (FakeEP("a.check", obj="not a check"), "points at a str, not a Check"),
+        (FakeEP("a.check", obj=stub_check("b.check")), "is registered as 'a.check' but its id is 'b.check'"),
+        (FakeEP("Bad_ID", obj=stub_check("Bad_ID")), "has an invalid id 'Bad_ID'"),
+        (FakeEP("a.fixish", obj=stub_fix("a.fixish")), "points at a Fix, not a Check"),
+    ],
+)
 def test_wrong_plugin_objects_are_refused(ep, problem):
     reg = load_registry(check_eps=[ep], fix_eps=[])
     assert reg.checks == {}
@@ -109,8 +131,10 @@ def test_installed_builtins():
     reg = load_registry()
     assert reg.problems == []
     assert {"nvidia.driver", "torch.install", "dataloader.shm", "dataloader.cpu"} <= set(reg.checks)
-    assert all(reg.provider(cid).startswith("gpudoctor ") for cid in
-               ("nvidia.driver", "torch.install", "dataloader.shm", "dataloader.cpu"))
+    assert all(
+        reg.provider(cid).startswith("gpudoctor ")
+        for cid in ("nvidia.driver", "torch.install", "dataloader.shm", "dataloader.cpu")
+    )
 
 
 # ----------------------------------------------------------------- a real throw-away distribution
@@ -129,16 +153,32 @@ def plugin_site(tmp_path_factory) -> Path:
         for mod, text in modules.items():
             (site / f"{mod}.py").write_text(text)
 
-    dist("goodplug", "1.2", "[gpudoctor.checks]\ngoodplug.hello = goodplug_checks:CHECK\n",
-         {"goodplug_checks": "from gpudoctor.model import Check, Status\n"
-                             "def evaluate(facts):\n"
-                             "    return [CHECK.finding(Status.WARN, 'hello from a plug-in')]\n"
-                             "CHECK = Check(id='goodplug.hello', title='Says hello', needs=(), evaluate=evaluate)\n"})
-    dist("brokenplug", "0.3", "[gpudoctor.checks]\nbrokenplug.check = brokenplug_checks:CHECK\n",
-         {"brokenplug_checks": "import brokenplug_missing_dependency\n"})
-    dist("dupplug", "2.0", "[gpudoctor.checks]\nnvidia.driver = dupplug_checks:CHECK\n",
-         {"dupplug_checks": "from gpudoctor.model import Check\n"
-                            "CHECK = Check(id='nvidia.driver', title='impostor', needs=(), evaluate=lambda f: [])\n"})
+    dist(
+        "goodplug",
+        "1.2",
+        "[gpudoctor.checks]\ngoodplug.hello = goodplug_checks:CHECK\n",
+        {
+            "goodplug_checks": "from gpudoctor.model import Check, Status\n"
+            "def evaluate(facts):\n"
+            "    return [CHECK.finding(Status.WARN, 'hello from a plug-in')]\n"
+            "CHECK = Check(id='goodplug.hello', title='Says hello', needs=(), evaluate=evaluate)\n"
+        },
+    )
+    dist(
+        "brokenplug",
+        "0.3",
+        "[gpudoctor.checks]\nbrokenplug.check = brokenplug_checks:CHECK\n",
+        {"brokenplug_checks": "import brokenplug_missing_dependency\n"},
+    )
+    dist(
+        "dupplug",
+        "2.0",
+        "[gpudoctor.checks]\nnvidia.driver = dupplug_checks:CHECK\n",
+        {
+            "dupplug_checks": "from gpudoctor.model import Check\n"
+            "CHECK = Check(id='nvidia.driver', title='impostor', needs=(), evaluate=lambda f: [])\n"
+        },
+    )
     return site
 
 

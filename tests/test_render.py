@@ -24,18 +24,44 @@ MIRROR = "https://alice:pa55w0rd@mirror.example.org/simple"
 
 
 def report():
-    return Report((
-        Finding("nvidia.driver", Status.OK, "NVIDIA driver 550.54.15", evidence={"driver_version": "550.54.15"}),
-        Finding("torch.install", Status.FAIL, "torch | pipes in summary", "Run:\n\n```\npip install torch\n```",
-                evidence={"python": "/venv/bin/python"}, fixes=("pip.index-url",), target="/venv/bin/python"),
-        Finding("pip.index", Status.WARN, f"index {MIRROR} is slow", f"The index {MIRROR} took 9 s; HF_TOKEN=hf_zzz",
-                evidence={"index_url": MIRROR, "HF_TOKEN": "hf_zzz", "headers": {"Authorization": "Bearer abc"},
-                          "urls": [MIRROR], "tb": "line1\nline2 API_KEY=k-123"}),
-        Finding("dataloader.cpu", Status.SKIP, "not applicable", "skip explanation"),
-        Finding("collect.gpu", Status.ERROR, "the gpu collector crashed: KeyError", "a bug",
-                evidence={"traceback": "Traceback (most recent call last):\nKeyError: 'x'"}),
-        Finding("torch.install", Status.INFO, "cpu build", target="current"),
-    ), make_facts(), duration_ms=1234.5)
+    return Report(
+        (
+            Finding("nvidia.driver", Status.OK, "NVIDIA driver 550.54.15", evidence={"driver_version": "550.54.15"}),
+            Finding(
+                "torch.install",
+                Status.FAIL,
+                "torch | pipes in summary",
+                "Run:\n\n```\npip install torch\n```",
+                evidence={"python": "/venv/bin/python"},
+                fixes=("pip.index-url",),
+                target="/venv/bin/python",
+            ),
+            Finding(
+                "pip.index",
+                Status.WARN,
+                f"index {MIRROR} is slow",
+                f"The index {MIRROR} took 9 s; HF_TOKEN=hf_zzz",
+                evidence={
+                    "index_url": MIRROR,
+                    "HF_TOKEN": "hf_zzz",
+                    "headers": {"Authorization": "Bearer abc"},
+                    "urls": [MIRROR],
+                    "tb": "line1\nline2 API_KEY=k-123",
+                },
+            ),
+            Finding("dataloader.cpu", Status.SKIP, "not applicable", "skip explanation"),
+            Finding(
+                "collect.gpu",
+                Status.ERROR,
+                "the gpu collector crashed: KeyError",
+                "a bug",
+                evidence={"traceback": "Traceback (most recent call last):\nKeyError: 'x'"},
+            ),
+            Finding("torch.install", Status.INFO, "cpu build", target="current"),
+        ),
+        make_facts(),
+        duration_ms=1234.5,
+    )
 
 
 SECRETS = ("pa55w0rd", "hf_zzz", "k-123", "Bearer abc")
@@ -43,8 +69,15 @@ SECRETS = ("pa55w0rd", "hf_zzz", "k-123", "Bearer abc")
 
 def console_text(verbose=False, plain=True):
     buf = io.StringIO()
-    console = Console(file=buf, no_color=plain, force_terminal=not plain, width=120, highlight=False,
-                      soft_wrap=plain, color_system="truecolor" if not plain else None)
+    console = Console(
+        file=buf,
+        no_color=plain,
+        force_terminal=not plain,
+        width=120,
+        highlight=False,
+        soft_wrap=plain,
+        color_system="truecolor" if not plain else None,
+    )
     render_console(report(), console, verbose)
     return buf.getvalue()
 
@@ -63,14 +96,14 @@ def test_console_plain_layout():
         "[warn] Package sources (1 check): 1 warning",
     ]
     assert "  [FAIL] torch.install  [/venv/bin/python] torch | pipes in summary" in lines
-    assert "      pip install torch" in lines                     # the explanation, indented
+    assert "      pip install torch" in lines  # the explanation, indented
     assert "      fix: gpudoctor fix pip.index-url" in lines
     assert "  1 not applicable: not applicable (dataloader.cpu)" in lines  # folded into the area
-    assert not any(ln.startswith("  [skip]") for ln in lines)   # skips are folded into their area
-    assert not any(ln.startswith("  [ok]") for ln in lines)     # ok findings too
-    assert "skip explanation" not in out                         # skip explanations only with -v
+    assert not any(ln.startswith("  [skip]") for ln in lines)  # skips are folded into their area
+    assert not any(ln.startswith("  [ok]") for ln in lines)  # ok findings too
+    assert "skip explanation" not in out  # skip explanations only with -v
     assert "  [ERROR] collect.gpu  the gpu collector crashed: KeyError" in lines
-    assert "  [info] torch.install  cpu build" in lines           # the "current" target is not shown
+    assert "  [info] torch.install  cpu build" in lines  # the "current" target is not shown
     assert "Traceback" not in out
     assert "6 findings in 4 areas: 1 failed, 1 error, 1 warning, 1 info, 1 ok, 1 not applicable (1.2 s)" in lines
     # the next steps come last, numbered, failures first
@@ -98,7 +131,7 @@ def test_console_rich_uses_glyphs_and_colour():
     assert "\x1b[" in out
     for glyph in ("✗", "!", "‼"):
         assert glyph in out
-    assert "✓" in console_text(verbose=True, plain=False)   # ok findings are shown with -v
+    assert "✓" in console_text(verbose=True, plain=False)  # ok findings are shown with -v
     for s in SECRETS:
         assert s not in out
 
@@ -110,6 +143,7 @@ def test_make_console_is_plain_for_pipes_and_no_color(monkeypatch):
     class TTY(io.StringIO):
         def isatty(self):
             return True
+
     assert not is_plain(make_console(TTY()))
     monkeypatch.setenv("NO_COLOR", "1")
     assert is_plain(make_console(TTY()))
@@ -133,14 +167,19 @@ def test_json_render_validates_and_redacts():
     assert doc["counts"] == {"ok": 1, "info": 1, "skip": 1, "warn": 1, "fail": 1, "error": 1}
     assert doc["duration_ms"] == 1234.5
     f = doc["findings"][1]
-    assert (f["check"], f["status"], f["fixes"], f["target"]) == ("torch.install", "fail", ["pip.index-url"],
-                                                                   "/venv/bin/python")
+    assert (f["check"], f["status"], f["fixes"], f["target"]) == (
+        "torch.install",
+        "fail",
+        ["pip.index-url"],
+        "/venv/bin/python",
+    )
     assert doc["findings"][2]["evidence"]["HF_TOKEN"] == "****"
     assert doc["findings"][2]["evidence"]["headers"] == {"Authorization": "****"}
 
 
 def test_json_with_facts_validates_against_both_schemas():
     from gpudoctor.render.json import render_json
+
     doc = json.loads(render_json(report(), include_facts=True))
     validator("report.schema.json").validate(doc)
     assert doc["facts"]["schema_version"] == 2
@@ -165,11 +204,16 @@ def test_markdown_folds_ok_and_skip_without_verbose():
     assert "- 1 check ok: `nvidia.driver`" in md
     assert "- not applicable: not applicable (`dataloader.cpu`)" in md
     assert "skip explanation" not in md
-    assert md.count("<details") == md.count("</details>") == 4   # one block per area
+    assert md.count("<details") == md.count("</details>") == 4  # one block per area
 
 
 def test_text_helpers():
-    f = Finding("a.b", Status.WARN, "s", evidence={"empty": [], "nums": [1, 2], "d": {"k": 1}, "multi": "x\ny"},
-                target="kernel:py311")
+    f = Finding(
+        "a.b",
+        Status.WARN,
+        "s",
+        evidence={"empty": [], "nums": [1, 2], "d": {"k": 1}, "multi": "x\ny"},
+        target="kernel:py311",
+    )
     assert finding_title(f) == "[kernel:py311] s"
     assert evidence_lines(f) == ["empty:", "    (none)", "nums: [1, 2]", 'd: {"k": 1}', "multi:", "    x", "    y"]

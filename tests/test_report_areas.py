@@ -74,7 +74,7 @@ def test_broken_machine_headline_details_and_next_steps():
     assert "      root cause and remedy: see cuda.driver below" in lines
     # the next steps come last, numbered, the preferred remedy first
     i = lines.index("Next steps:")
-    steps = lines[i + 1:]
+    steps = lines[i + 1 :]
     assert steps and all(re.match(rf"^  {n}\. ", s) for n, s in enumerate(steps, 1))
     assert steps[0] == "  1. sudo ubuntu-drivers install   # cuda.driver"
 
@@ -98,8 +98,12 @@ def test_cpu_only_machine_folds_every_skip_into_its_area():
 
 @pytest.mark.slow
 def test_live_offline_report_lists_no_skip_on_its_own_line_and_verbose_lists_them(tmp_path):
-    env = env_with(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"),
-                   XDG_STATE_HOME=str(tmp_path / "state"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env = env_with(
+        HOME=str(tmp_path),
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+    )
     plain = run_gpudoctor("check", "--offline", env=env)
     assert plain.returncode in (0, 1), plain.stderr
     assert not [ln for ln in plain.stdout.splitlines() if "[skip]" in ln]
@@ -113,7 +117,7 @@ def test_live_offline_report_lists_no_skip_on_its_own_line_and_verbose_lists_the
 def test_area_for_uses_the_declared_area_then_the_longest_id_prefix():
     assert area_for("cudnn.load") == "libraries"
     assert area_for("cuda.driver") == "gpu"
-    assert area_for("cuda.libraries") == "libraries"        # the longer prefix wins over "cuda"
+    assert area_for("cuda.libraries") == "libraries"  # the longer prefix wins over "cuda"
     assert area_for("pip.mirror") == "sources"
     assert area_for("jupyter.kernels") == "notebooks"
     assert area_for("acme.thing") == "other"
@@ -122,9 +126,15 @@ def test_area_for_uses_the_declared_area_then_the_longest_id_prefix():
 
 
 def test_a_plugin_declares_its_own_area_and_it_gets_a_header():
-    plugin = Check("acme.fabric", "fabric", (), lambda facts: [Finding("acme.fabric", Status.WARN, "fabric degraded",
-                                                                       "Run:\n\n```\nacme-ctl repair --all\n```")],
-                   area="Acme fabric")
+    plugin = Check(
+        "acme.fabric",
+        "fabric",
+        (),
+        lambda facts: [
+            Finding("acme.fabric", Status.WARN, "fabric degraded", "Run:\n\n```\nacme-ctl repair --all\n```")
+        ],
+        area="Acme fabric",
+    )
     builtin = Check("cuda.toolkit", "toolkit", (), lambda facts: [Finding("cuda.toolkit", Status.OK, "fine")])
     findings = evaluate([builtin, plugin], make_facts())
     assert [f.area for f in findings] == ["gpu", "Acme fabric"]
@@ -138,8 +148,10 @@ def test_a_plugin_declares_its_own_area_and_it_gets_a_header():
 
 
 def test_first_command_takes_the_earliest_command_in_the_explanation():
-    text = ("Upgrade: `sudo apt-get install nvidia-driver-550`, or\n\n```\n# comment\n"
-            "/opt/venv/bin/python -m pip install torch\n```")
+    text = (
+        "Upgrade: `sudo apt-get install nvidia-driver-550`, or\n\n```\n# comment\n"
+        "/opt/venv/bin/python -m pip install torch\n```"
+    )
     assert first_command(text) == "sudo apt-get install nvidia-driver-550"
     assert first_command("```yaml\nspec:\n  runtimeClassName: nvidia\n```") is None
     assert first_command("```\nexport A=1 \\\n  B=2\n```") == "export A=1 \\\n  B=2"
@@ -147,11 +159,13 @@ def test_first_command_takes_the_earliest_command_in_the_explanation():
 
 
 def test_info_summaries_are_said_once_and_the_headline_is_not_repeated():
-    fs = (Finding("cuda.available", Status.INFO, "CUDA is unavailable: no GPU", area="gpu"),
-          Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
-          Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
-          Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"),
-          Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"))
+    fs = (
+        Finding("cuda.available", Status.INFO, "CUDA is unavailable: no GPU", area="gpu"),
+        Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
+        Finding("jupyter.kernels", Status.INFO, "pitfall", target="kernel:a"),
+        Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"),
+        Finding("jupyter.kernels", Status.SKIP, "no kernel", target="kernel:b"),
+    )
     lay = layout(Report(fs, make_facts()))
     gpu, notebooks = lay.areas
     assert gpu.info == () and lay.headline == "CUDA is unavailable: no GPU"
@@ -162,10 +176,14 @@ def test_info_summaries_are_said_once_and_the_headline_is_not_repeated():
 def test_every_installed_check_has_a_known_area():
     """A built-in check never lands in ``other``: its id prefix (or its declared area) names one."""
     from gpudoctor.registry import load_registry
+
     registry = load_registry()
     assert registry.checks
-    unplaced = [c.id for c in registry.checks.values() if area_for(c.id, c.area) not in AREAS or
-                area_for(c.id, c.area) == "other"]
+    unplaced = [
+        c.id
+        for c in registry.checks.values()
+        if area_for(c.id, c.area) not in AREAS or area_for(c.id, c.area) == "other"
+    ]
     assert unplaced == []
 
 
@@ -180,17 +198,24 @@ def test_the_headline_names_the_worst_problem_even_when_cuda_works():
 def test_several_failures_are_counted_in_the_headline_and_each_target_is_labelled():
     out = check("--facts", str(FIXTURES / "facts" / "three-targets.json")).stdout
     assert re.match(r"^\[FAIL\] gpudoctor: FAIL — torch\.install: .* \(\+1 more\); CUDA is unavailable", out)
-    assert "  [info] torch.install  [current] torch 2.13.0+cpu" in out     # several targets: each one named
+    assert "  [info] torch.install  [current] torch 2.13.0+cpu" in out  # several targets: each one named
     assert "GPU stack (9 checks, 23 findings)" in out or re.search(r"GPU stack \(\d+ checks, \d+ findings\)", out)
 
 
 def test_next_steps_skip_placeholders_and_repeated_verdicts():
-    fs = (Finding("cuda.available", Status.FAIL, "CUDA is unusable: Ray gave no GPU", "See `platform.visibility`."),
-          Finding("platform.visibility", Status.FAIL, "Ray gave no GPU", "Ask for one: `@ray.remote(num_gpus=1)`."),
-          Finding("cuda.devices", Status.FAIL, "Ray gave no GPU", "Same."),
-          Finding("torch.install", Status.WARN, "old", "Run `pip install torch ... --index-url` then\n\n"
-                  "```\n/venv/bin/python -m pip install torch==2.5.1\n```"))
+    fs = (
+        Finding("cuda.available", Status.FAIL, "CUDA is unusable: Ray gave no GPU", "See `platform.visibility`."),
+        Finding("platform.visibility", Status.FAIL, "Ray gave no GPU", "Ask for one: `@ray.remote(num_gpus=1)`."),
+        Finding("cuda.devices", Status.FAIL, "Ray gave no GPU", "Same."),
+        Finding(
+            "torch.install",
+            Status.WARN,
+            "old",
+            "Run `pip install torch ... --index-url` then\n\n```\n/venv/bin/python -m pip install torch==2.5.1\n```",
+        ),
+    )
     steps = layout(Report(fs, make_facts())).next_steps
     assert [(s.command, s.check) for s in steps] == [
         ("read platform.visibility above", "platform.visibility"),
-        ("/venv/bin/python -m pip install torch==2.5.1", "torch.install")]
+        ("/venv/bin/python -m pip install torch==2.5.1", "torch.install"),
+    ]

@@ -18,15 +18,20 @@ from gpudoctor.testing import ScriptedRunner, not_found, write_tree
 def hostile(tmp_path):
     """A root next to a 'host' secret, with every kind of link that tries to reach it."""
     host_secret = tmp_path / "host" / "secret.conf"
-    write_tree(tmp_path, {"/host/secret.conf": "[global]\nindex-url = https://host-only.example.org/simple\n",
-                          "/root/etc/real.conf": "inside\n",
-                          "/root/host/secret.conf": "re-rooted copy\n"})
+    write_tree(
+        tmp_path,
+        {
+            "/host/secret.conf": "[global]\nindex-url = https://host-only.example.org/simple\n",
+            "/root/etc/real.conf": "inside\n",
+            "/root/host/secret.conf": "re-rooted copy\n",
+        },
+    )
     root = tmp_path / "root"
-    os.symlink(str(host_secret), root / "etc" / "abs-host.conf")            # absolute host path
-    os.symlink("/etc/real.conf", root / "etc" / "abs-inside.conf")           # absolute, inside
-    os.symlink("../../host/secret.conf", root / "etc" / "rel-up.conf")       # climbs out with ..
+    os.symlink(str(host_secret), root / "etc" / "abs-host.conf")  # absolute host path
+    os.symlink("/etc/real.conf", root / "etc" / "abs-inside.conf")  # absolute, inside
+    os.symlink("../../host/secret.conf", root / "etc" / "rel-up.conf")  # climbs out with ..
     os.symlink("../../../../../../../../host/secret.conf", root / "etc" / "deep.conf")
-    os.symlink(str(tmp_path / "host"), root / "hostdir")                     # a directory link
+    os.symlink(str(tmp_path / "host"), root / "hostdir")  # a directory link
     os.symlink("/etc/loop-b", root / "etc" / "loop-a")
     os.symlink("loop-a", root / "etc" / "loop-b")
     os.symlink("self", root / "etc" / "self")
@@ -55,7 +60,9 @@ def test_dotdot_in_a_link_stops_at_the_root(hostile):
 def test_directory_link_to_the_host_is_rerooted(hostile):
     root, host_secret = hostile
     files = Files(root)
-    assert not files.exists("/hostdir/secret.conf") or files.read_text("/hostdir/secret.conf") != host_secret.read_text()
+    assert (
+        not files.exists("/hostdir/secret.conf") or files.read_text("/hostdir/secret.conf") != host_secret.read_text()
+    )
     assert files.host_path("/hostdir/secret.conf").is_relative_to(root)
     assert list(files.glob("/hostdir", "*")) == []
 
@@ -112,8 +119,9 @@ def test_collectors_get_the_jail_and_the_report_names_the_links(hostile):
     os.symlink(str(host_secret), root / "etc" / "pip.conf")
     (root / "etc" / "apt").mkdir()
     os.symlink("/etc/apt/sources.list", root / "etc" / "apt" / "sources.list")
-    system = System(runner=ScriptedRunner(default=not_found()), files=Files(root), env={"PATH": "/usr/bin"},
-                    home="/root")
+    system = System(
+        runner=ScriptedRunner(default=not_found()), files=Files(root), env={"PATH": "/usr/bin"}, home="/root"
+    )
     facts, findings = collect_facts(["os", "pip", "apt"], system, CollectOptions())
     text = repr(facts.to_json(redact=False))
     assert "host-only.example.org" not in text
@@ -124,6 +132,7 @@ def test_collectors_get_the_jail_and_the_report_names_the_links(hostile):
 
 def test_jail_finding_info_for_clamped_links_only():
     from gpudoctor.system import JailIncident
+
     f = jail_finding([JailIncident("/a", "/a", "../../b", "climbs-above-root")], "/img")
     assert f.status is Status.INFO and "climbs above it" in f.summary
     assert jail_finding([], "/img") is None

@@ -22,8 +22,7 @@ FACTS_VALIDATOR = validator("facts.schema.json")
 
 @pytest.mark.parametrize("name", ["facts.schema.json", "report.schema.json"])
 def test_published_schema_equals_generated(name):
-    assert published_schema(name) == generated_schemas()[name], \
-        "regenerate with: python -m gpudoctor.schemas"
+    assert published_schema(name) == generated_schemas()[name], "regenerate with: python -m gpudoctor.schemas"
 
 
 def test_every_domain_is_in_the_facts_schema():
@@ -37,11 +36,13 @@ def test_hand_written_snapshots_validate(path):
 
 
 def test_schema_rejects_what_from_json_rejects():
-    bad = {"schema_version": 1, "domains": {"shm": {"path": "/dev/shm", "mounted": "yes",
-                                                    "total_bytes": 1, "free_bytes": 1}}}
+    bad = {
+        "schema_version": 1,
+        "domains": {"shm": {"path": "/dev/shm", "mounted": "yes", "total_bytes": 1, "free_bytes": 1}},
+    }
     assert not FACTS_VALIDATOR.is_valid(bad)
     assert not FACTS_VALIDATOR.is_valid({"schema_version": 3, "domains": {}})
-    assert FACTS_VALIDATOR.is_valid({"schema_version": 1, "domains": {}})   # older snapshots stay valid
+    assert FACTS_VALIDATOR.is_valid({"schema_version": 1, "domains": {}})  # older snapshots stay valid
 
 
 # ----------------------------------------------------------------- generated values
@@ -70,7 +71,7 @@ def strategy_for(tp: typing.Any) -> st.SearchStrategy:
     if tp is bool:
         return st.booleans()
     if tp is int:
-        return st.integers(min_value=-(2 ** 53), max_value=2 ** 53)
+        return st.integers(min_value=-(2**53), max_value=2**53)
     if tp is float:
         return st.floats(allow_nan=False, allow_infinity=False)
     if tp is str:
@@ -79,10 +80,17 @@ def strategy_for(tp: typing.Any) -> st.SearchStrategy:
 
 
 facts_strategy = st.builds(
-    lambda domains, version: Facts(domains=domains, gpudoctor_version=version, collected_at="2026-11-30T00:00:00+00:00"),
-    st.fixed_dictionaries({}, optional={name: st.one_of(strategy_for(cls), strategy_for(Unavailable))
-                                        for name, cls in registered_domains().items()}),
-    text)
+    lambda domains, version: Facts(
+        domains=domains, gpudoctor_version=version, collected_at="2026-11-30T00:00:00+00:00"
+    ),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            name: st.one_of(strategy_for(cls), strategy_for(Unavailable)) for name, cls in registered_domains().items()
+        },
+    ),
+    text,
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -54,6 +54,7 @@ def test_no_finding_suggests_a_command_that_does_not_exist():
     import re
 
     from gpudoctor.cli import cli
+
     report = cli.get_command(None, "report")
     assert report is not None and set(report.commands) == {"merge"}
     assert {m for s in sources for m in re.findall(r"gpudoctor report ([a-z-]+)", s)} <= {"merge"}

@@ -38,9 +38,14 @@ def run(*args):
 
 def ubuntu_root(tmp_path: Path) -> Path:
     root = tmp_path / "noble"
-    write_tree(root, {"/etc/os-release": 'ID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n',
-                      "/etc/apt/sources.list": (CASE18 / "sources.list").read_text(),
-                      "/etc/apt/sources.list.d/ubuntu.sources": (CASE18 / "ubuntu.sources").read_text()})
+    write_tree(
+        root,
+        {
+            "/etc/os-release": 'ID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n',
+            "/etc/apt/sources.list": (CASE18 / "sources.list").read_text(),
+            "/etc/apt/sources.list.d/ubuntu.sources": (CASE18 / "ubuntu.sources").read_text(),
+        },
+    )
     return root
 
 
@@ -55,19 +60,32 @@ def check_json(root: Path, *extra: str) -> list:
 
 def test_case18_sed_noop_is_mirror_not_in_effect(tmp_path):
     root = ubuntu_root(tmp_path)
-    code, out = run("check", "apt.sources", "--root", str(root), "--offline", "--dockerfile", str(CASE18 / "Dockerfile"))
+    code, out = run(
+        "check", "apt.sources", "--root", str(root), "--offline", "--dockerfile", str(CASE18 / "Dockerfile")
+    )
     assert code == 0, out  # warn: nothing failed, the build goes on with the public archive
     assert "[warn] apt.sources" in out
     assert "http://apt-cache.internal.example:3142/ubuntu is not in effect" in out
     assert "/etc/apt/sources.list, which has no active entries" in out
     assert "ubuntu.sources still points to archive.ubuntu.com, security.ubuntu.com" in out
-    assert ("for f in /etc/apt/sources.list /etc/apt/sources.list.d/ubuntu.sources; do [ -f \"$f\" ] && sed -i "
-            "\"s|http://archive.ubuntu.com/ubuntu|http://apt-cache.internal.example:3142/ubuntu|g; "
-            "s|http://security.ubuntu.com/ubuntu|http://apt-cache.internal.example:3142/ubuntu|g\" \"$f\"; done") in out
+    assert (
+        'for f in /etc/apt/sources.list /etc/apt/sources.list.d/ubuntu.sources; do [ -f "$f" ] && sed -i '
+        '"s|http://archive.ubuntu.com/ubuntu|http://apt-cache.internal.example:3142/ubuntu|g; '
+        's|http://security.ubuntu.com/ubuntu|http://apt-cache.internal.example:3142/ubuntu|g" "$f"; done'
+    ) in out
     assert "fix: gpudoctor fix apt.mirror" in out
     # the offered fix, with the URL as the Dockerfile gives it, rewrites the deb822 file to exactly that URL
-    code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror",
-                    "http://apt-cache.internal.example:3142/ubuntu", "--allow-insecure", "--yes")
+    code, out = run(
+        "fix",
+        "apt.mirror",
+        "--root",
+        str(root),
+        "--offline",
+        "--mirror",
+        "http://apt-cache.internal.example:3142/ubuntu",
+        "--allow-insecure",
+        "--yes",
+    )
     assert code == 0, out
     text = (root / "etc/apt/sources.list.d/ubuntu.sources").read_text()
     assert text.count("URIs: http://apt-cache.internal.example:3142/ubuntu/\n") == 2
@@ -81,9 +99,10 @@ def test_case18_fixed_dockerfile_is_ok(tmp_path):
     fixed.write_text(
         "FROM ubuntu:24.04\nARG APT_MIRROR=http://apt-cache.internal.example:3142/ubuntu\n"
         "RUN for f in /etc/apt/sources.list /etc/apt/sources.list.d/ubuntu.sources; do \\\n"
-        "      [ -f \"$f\" ] && sed -i \"s|http://archive.ubuntu.com/ubuntu|${APT_MIRROR}|g; "
-        "s|http://security.ubuntu.com/ubuntu|${APT_MIRROR}|g\" \"$f\"; \\\n    done\n"
-        "RUN apt-get update\n")
+        '      [ -f "$f" ] && sed -i "s|http://archive.ubuntu.com/ubuntu|${APT_MIRROR}|g; '
+        's|http://security.ubuntu.com/ubuntu|${APT_MIRROR}|g" "$f"; \\\n    done\n'
+        "RUN apt-get update\n"
+    )
     (finding,) = [f for f in check_json(root, "--dockerfile", str(fixed)) if f["check"] == "apt.sources"]
     assert finding["status"] == "ok", finding
 
@@ -91,8 +110,10 @@ def test_case18_fixed_dockerfile_is_ok(tmp_path):
 def test_rewrite_covering_only_the_security_archive_still_warns(tmp_path):
     root = ubuntu_root(tmp_path)
     df = tmp_path / "Dockerfile"
-    df.write_text("FROM ubuntu:24.04\nRUN sed -i -e 's|security.ubuntu.com|mirror.example.org|' "
-                  "/etc/apt/sources.list.d/ubuntu.sources && apt-get update\n")
+    df.write_text(
+        "FROM ubuntu:24.04\nRUN sed -i -e 's|security.ubuntu.com|mirror.example.org|' "
+        "/etc/apt/sources.list.d/ubuntu.sources && apt-get update\n"
+    )
     (finding,) = [f for f in check_json(root, "--dockerfile", str(df)) if f["check"] == "apt.sources"]
     assert finding["status"] == "warn"
     assert "mirror.example.org is not in effect" in finding["summary"]
@@ -102,8 +123,10 @@ def test_rewrite_covering_only_the_security_archive_still_warns(tmp_path):
 def test_echo_into_sources_list_while_deb822_still_official(tmp_path):
     root = ubuntu_root(tmp_path)
     df = tmp_path / "Dockerfile"
-    df.write_text("FROM ubuntu:24.04\nRUN echo 'deb http://mirror.example.org/ubuntu noble main' > "
-                  "/etc/apt/sources.list; apt-get update\n")
+    df.write_text(
+        "FROM ubuntu:24.04\nRUN echo 'deb http://mirror.example.org/ubuntu noble main' > "
+        "/etc/apt/sources.list; apt-get update\n"
+    )
     findings = [f for f in check_json(root, "--dockerfile", str(df)) if f["check"] == "apt.sources"]
     assert findings[0]["status"] == "warn"
     assert "http://mirror.example.org/ubuntu is not in effect" in findings[0]["summary"]
@@ -111,11 +134,20 @@ def test_echo_into_sources_list_while_deb822_still_official(tmp_path):
 
 def test_case17_dockerfile_still_fails(tmp_path):
     root = tmp_path / "bookworm"
-    write_tree(root, {"/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
-                      "/etc/apt/sources.list.d/debian.sources":
-                          (CASES / "17-debian12-sources-list-absent" / "debian.sources").read_text()})
-    findings = [f for f in check_json(root, "--dockerfile", str(CASES / "17-debian12-sources-list-absent" /
-                                                                "Dockerfile")) if f["check"] == "apt.sources"]
+    write_tree(
+        root,
+        {
+            "/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
+            "/etc/apt/sources.list.d/debian.sources": (
+                CASES / "17-debian12-sources-list-absent" / "debian.sources"
+            ).read_text(),
+        },
+    )
+    findings = [
+        f
+        for f in check_json(root, "--dockerfile", str(CASES / "17-debian12-sources-list-absent" / "Dockerfile"))
+        if f["check"] == "apt.sources"
+    ]
     assert findings[0]["status"] == "fail" and "does not exist" in findings[0]["summary"]
 
 
@@ -123,17 +155,19 @@ def test_case17_dockerfile_still_fails(tmp_path):
 
 
 def test_dockerfile_commands_like_a_shell(tmp_path):
-    text = ("# escape=\\\nFROM debian:12\nARG M=http://m.example.org\n"
-            "SHELL [\"/bin/bash\", \"-o\", \"pipefail\", \"-c\"]\n"
-            "RUN if [ -f /etc/apt/sources.list ]; then \\\n"
-            "      sed -i -e 's|a;b|c|g' -e \"s|x|${M}|\" /etc/apt/sources.list; \\\n"
-            "    else true; fi || echo failed\n"
-            "RUN <<EOF\nset -e\necho \"[global]\" > /etc/pip.conf  # comment; here\n"
-            "printf 'index-url = %s\\n' \"$M/simple\" >> /etc/pip.conf\nEOF\n"
-            "RUN cat > /etc/uv/uv.toml <<'TOML' && echo done\n[[index]]\nurl = \"$M\"\nTOML\n"
-            "COPY <<EOF /root/.condarc\nchannels: [defaults]\nEOF\n"
-            "RUN [\"/bin/sh\", \"-c\", \"sed -i 's/a;b/c/' /etc/pip.conf\"]\n"
-            "SHELL [\"pwsh\", \"-c\"]\nRUN Write-Host hi\n")
+    text = (
+        "# escape=\\\nFROM debian:12\nARG M=http://m.example.org\n"
+        'SHELL ["/bin/bash", "-o", "pipefail", "-c"]\n'
+        "RUN if [ -f /etc/apt/sources.list ]; then \\\n"
+        "      sed -i -e 's|a;b|c|g' -e \"s|x|${M}|\" /etc/apt/sources.list; \\\n"
+        "    else true; fi || echo failed\n"
+        'RUN <<EOF\nset -e\necho "[global]" > /etc/pip.conf  # comment; here\n'
+        "printf 'index-url = %s\\n' \"$M/simple\" >> /etc/pip.conf\nEOF\n"
+        "RUN cat > /etc/uv/uv.toml <<'TOML' && echo done\n[[index]]\nurl = \"$M\"\nTOML\n"
+        "COPY <<EOF /root/.condarc\nchannels: [defaults]\nEOF\n"
+        'RUN ["/bin/sh", "-c", "sed -i \'s/a;b/c/\' /etc/pip.conf"]\n'
+        'SHELL ["pwsh", "-c"]\nRUN Write-Host hi\n'
+    )
     parsed = commands("Dockerfile", text)
     argvs = [c.argv for c in parsed.commands]
     assert ("sed", "-i", "-e", "s|a;b|c|g", "-e", "s|x|http://m.example.org|", "/etc/apt/sources.list") in argvs
@@ -150,14 +184,26 @@ def test_dockerfile_commands_like_a_shell(tmp_path):
 
 
 def test_sed_scripts_several_commands_bre_and_ere():
-    subs, files = sed_invocation(["sed", "-i.bak", "-e", "s|deb.debian.org|m.example.org|g; s/\\(http\\):/\\1s:/",
-                                  "--expression=s,zzz,y,", "/etc/apt/sources.list"])
+    subs, files = sed_invocation(
+        [
+            "sed",
+            "-i.bak",
+            "-e",
+            "s|deb.debian.org|m.example.org|g; s/\\(http\\):/\\1s:/",
+            "--expression=s,zzz,y,",
+            "/etc/apt/sources.list",
+        ]
+    )
     assert [s.old for s in subs] == ["deb.debian.org", "\\(http\\):", "zzz"] and files == ["/etc/apt/sources.list"]
-    assert apply_sed(subs, "deb http://deb.debian.org/debian bookworm main\n") == \
-        "deb https://m.example.org/debian bookworm main\n"
+    assert (
+        apply_sed(subs, "deb http://deb.debian.org/debian bookworm main\n")
+        == "deb https://m.example.org/debian bookworm main\n"
+    )
     ere = parse_sed_script("s#(archive|security)\\.ubuntu\\.com#m.example.org#g", extended=True)
-    assert apply_sed(ere, "http://archive.ubuntu.com http://security.ubuntu.com") == \
-        "http://m.example.org http://m.example.org"
+    assert (
+        apply_sed(ere, "http://archive.ubuntu.com http://security.ubuntu.com")
+        == "http://m.example.org http://m.example.org"
+    )
     assert sed_invocation(["sed", "s/a/b/", "/etc/apt/sources.list"]) is None  # not in place: prints only
 
 
@@ -166,8 +212,14 @@ def test_sed_scripts_several_commands_bre_and_ere():
 
 def case30_root(tmp_path: Path) -> Path:
     root = tmp_path / "host"
-    write_tree(root, {"/etc/pip.conf": (CASE30 / "pip.conf").read_text(), "/etc/os-release": "ID=debian\n",
-                      "/usr/local/bin/uv": "#!/bin/sh\nexit 0\n"})  # uv is installed
+    write_tree(
+        root,
+        {
+            "/etc/pip.conf": (CASE30 / "pip.conf").read_text(),
+            "/etc/os-release": "ID=debian\n",
+            "/usr/local/bin/uv": "#!/bin/sh\nexit 0\n",
+        },
+    )  # uv is installed
     (root / "usr/local/bin/uv").chmod(0o755)
     return root
 
@@ -177,8 +229,10 @@ def test_case30_uv_ignores_pip_conf_then_fixed_at_the_same_scope(tmp_path):
     code, out = run("check", "index.consistency", "--root", str(root), "--offline")
     assert code == 0, out
     assert "[warn] index.consistency" in out
-    assert ("uv has no index configured and falls back to the public default index, while pip uses "
-            "https://pypi.mirror.example.org/simple (/etc/pip.conf line 3): uv never reads pip.conf") in out
+    assert (
+        "uv has no index configured and falls back to the public default index, while pip uses "
+        "https://pypi.mirror.example.org/simple (/etc/pip.conf line 3): uv never reads pip.conf"
+    ) in out
     assert "fix: gpudoctor fix uv.index-url" in out and "Do not edit pip.conf" in out
     code, out = run("fix", "uv.index-url", "--root", str(root), "--offline", "--yes")
     assert code == 0, out
@@ -186,13 +240,16 @@ def test_case30_uv_ignores_pip_conf_then_fixed_at_the_same_scope(tmp_path):
     assert (root / "etc/pip.conf").read_text() == (CASE30 / "pip.conf").read_text()
     (finding,) = check_json(root, "index.consistency")
     assert finding["status"] == "ok"
-    assert finding["summary"] == "the tools pointed at a mirror agree: pip -> pypi.mirror.example.org, " \
-                                 "uv -> pypi.mirror.example.org"
+    assert (
+        finding["summary"] == "the tools pointed at a mirror agree: pip -> pypi.mirror.example.org, "
+        "uv -> pypi.mirror.example.org"
+    )
 
 
 def collect(root, env=None, home="/home/user"):
-    facts, errors = engine.collect_facts(["pip", "uv", "conda"], fake_system(root, env=env, home=home),
-                                         CollectOptions(offline=True), all_collectors())
+    facts, errors = engine.collect_facts(
+        ["pip", "uv", "conda"], fake_system(root, env=env, home=home), CollectOptions(offline=True), all_collectors()
+    )
     assert errors == []
     return facts
 
@@ -212,8 +269,13 @@ def test_user_scope_pip_conf_gets_user_scope_uv_toml(tmp_path):
 
 
 def test_uv_agreeing_or_set_in_env_is_ok(tmp_path):
-    write_tree(tmp_path, {"/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
-                          "/etc/xdg/uv/uv.toml": f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n'})
+    write_tree(
+        tmp_path,
+        {
+            "/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+            "/etc/xdg/uv/uv.toml": f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n',
+        },
+    )
     (finding,) = index_consistency.evaluate(collect(tmp_path))
     assert finding.status == Status.OK
     (tmp_path / "etc/xdg/uv/uv.toml").unlink()
@@ -223,6 +285,7 @@ def test_uv_agreeing_or_set_in_env_is_ok(tmp_path):
 
 def test_nothing_mirrored_is_skip_and_uv_ahead_of_pip_offers_pip_fix(tmp_path):
     from gpudoctor.checks import SkipCheck
+
     with pytest.raises(SkipCheck):
         index_consistency.evaluate(collect(tmp_path))
     write_tree(tmp_path, {"/etc/uv/uv.toml": f'index-url = "{MIRROR}"\n'})
@@ -236,24 +299,29 @@ def test_nothing_mirrored_is_skip_and_uv_ahead_of_pip_offers_pip_fix(tmp_path):
 
 
 def test_conda_named_channels_bypass_a_defaults_mirror(tmp_path):
-    condarc = ("channels:\n  - defaults\n  - conda-forge\ndefault_channels:\n"
-               "  - https://mirrors.example.org/anaconda/pkgs/main\n  - https://mirrors.example.org/anaconda/pkgs/r\n"
-               "custom_channels:\n  bioconda: https://other.example.org/cloud\n")
+    condarc = (
+        "channels:\n  - defaults\n  - conda-forge\ndefault_channels:\n"
+        "  - https://mirrors.example.org/anaconda/pkgs/main\n  - https://mirrors.example.org/anaconda/pkgs/r\n"
+        "custom_channels:\n  bioconda: https://other.example.org/cloud\n"
+    )
     write_tree(tmp_path, {"/home/user/.condarc": condarc})
     facts = collect(tmp_path)
     (finding,) = index_consistency.evaluate(facts)
     assert finding.status == Status.WARN and finding.fixes == ("conda.channels",)
     assert "conda-forge" in finding.summary and "https://conda.anaconda.org" in finding.summary
     (edit,) = conda_channels.plan(facts, finding, {}).edits
-    assert edit.new_text.endswith("custom_channels:\n  bioconda: https://other.example.org/cloud\n"
-                                  "  conda-forge: https://mirrors.example.org/anaconda/cloud\n"
-                                  "  pytorch: https://mirrors.example.org/anaconda/cloud\n")
+    assert edit.new_text.endswith(
+        "custom_channels:\n  bioconda: https://other.example.org/cloud\n"
+        "  conda-forge: https://mirrors.example.org/anaconda/cloud\n"
+        "  pytorch: https://mirrors.example.org/anaconda/cloud\n"
+    )
     assert "default_channels:\n  - https://mirrors.example.org/anaconda/pkgs/main\n" in edit.new_text
     # applied: the named channels now resolve to the mirror, and the check is quiet
     (tmp_path / "home/user/.condarc").write_text(edit.new_text)
     conda = collect(tmp_path).get("conda")
-    assert [c.url for c in conda.channels if c.name == "conda-forge"] == \
-        ["https://mirrors.example.org/anaconda/cloud/conda-forge"]
+    assert [c.url for c in conda.channels if c.name == "conda-forge"] == [
+        "https://mirrors.example.org/anaconda/cloud/conda-forge"
+    ]
     (finding,) = index_consistency.evaluate(collect(tmp_path))
     assert finding.status == Status.OK
 
@@ -265,6 +333,7 @@ def test_pip_fix_sets_timeout_and_retries_when_asked(tmp_path):
     write_tree(tmp_path, {"/etc/pip.conf": f"# site\n[global]\nindex-url = {MIRROR}\n"})
     facts = collect(tmp_path)
     from gpudoctor.model import Finding
+
     finding = Finding(check="pip.mirror", status=Status.WARN, summary="slow", fixes=("pip.index-url",))
     (edit,) = pip_index_url.plan(facts, finding, {"timeout": "60", "retries": "10"}).edits
     assert edit.path == "/etc/pip.conf"
@@ -275,10 +344,16 @@ def test_pip_fix_sets_timeout_and_retries_when_asked(tmp_path):
 
 def test_apt_mirror_url_is_used_as_given(tmp_path):
     root = tmp_path / "bookworm"
-    write_tree(root, {"/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
-                      "/etc/ssl/certs/ca-certificates.crt": "",
-                      "/etc/apt/sources.list.d/debian.sources":
-                          (CASES / "17-debian12-sources-list-absent" / "debian.sources").read_text()})
+    write_tree(
+        root,
+        {
+            "/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
+            "/etc/ssl/certs/ca-certificates.crt": "",
+            "/etc/apt/sources.list.d/debian.sources": (
+                CASES / "17-debian12-sources-list-absent" / "debian.sources"
+            ).read_text(),
+        },
+    )
     proxy = "https://nexus.example.org/repository/apt-debian-proxy"
     code, out = run("fix", "apt.mirror", "--root", str(root), "--offline", "--mirror", proxy, "--yes")
     assert code == 0, out
@@ -292,12 +367,27 @@ def test_debian_security_moves_only_when_the_mirror_serves_it(tmp_path):
     src = (CASES / "17-debian12-sources-list-absent" / "debian.sources").read_text()
     for prefix, moved in (("", True), ("/debian", False)):
         root = tmp_path / f"r{moved}"
-        write_tree(root, {"/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
-                          "/etc/apt/sources.list.d/debian.sources": src})
+        write_tree(
+            root,
+            {
+                "/etc/os-release": "ID=debian\nVERSION_ID=12\nVERSION_CODENAME=bookworm\n",
+                "/etc/apt/sources.list.d/debian.sources": src,
+            },
+        )
         with FakeMirror(prefix=prefix) as m:
             base = m.url if prefix else m.url + "/debian"
-            code, out = run("fix", "apt.mirror", "--root", str(root), "--mirror", base, "--allow-insecure", "--yes",
-                            "--mirror-budget", "3")
+            code, out = run(
+                "fix",
+                "apt.mirror",
+                "--root",
+                str(root),
+                "--mirror",
+                base,
+                "--allow-insecure",
+                "--yes",
+                "--mirror-budget",
+                "3",
+            )
         assert code == 0, out
         text = (root / "etc/apt/sources.list.d/debian.sources").read_text()
         assert f"URIs: {base}\n" in text
@@ -308,7 +398,9 @@ def test_debian_security_moves_only_when_the_mirror_serves_it(tmp_path):
 def test_catalogue_replace_must_be_a_boolean():
     with pytest.raises(CatalogueError, match="replace must be true or false"):
         from_text('replace = "false"\n[[mirror]]\nname = "x"\npypi = "https://x.example.org/simple"\n', "cat.toml")
-    assert from_text('replace = false\n[[mirror]]\nname = "x"\npypi = "https://x.example.org/simple"\n', "cat.toml").by_name("tuna")
+    assert from_text(
+        'replace = false\n[[mirror]]\nname = "x"\npypi = "https://x.example.org/simple"\n', "cat.toml"
+    ).by_name("tuna")
 
 
 def test_mirrors_offline_claims_no_probe_time():
@@ -319,13 +411,16 @@ def test_mirrors_offline_claims_no_probe_time():
 
 def test_a_uri_listed_twice_in_one_stanza_is_rewritten_once():
     from gpudoctor.mirrors.aptsources import replace_base, rewrite_deb822
-    text = ("Types: deb\nURIs: http://ftp.debian.org/debian http://ftp.debian.org/debian/\nSuites: bookworm\n"
-            "Components: main\n\nTypes: deb\nURIs: http://ftp.debian.org/debian\nSuites: bookworm-updates\n"
-            "Components: main\n")
+
+    text = (
+        "Types: deb\nURIs: http://ftp.debian.org/debian http://ftp.debian.org/debian/\nSuites: bookworm\n"
+        "Components: main\n\nTypes: deb\nURIs: http://ftp.debian.org/debian\nSuites: bookworm-updates\n"
+        "Components: main\n"
+    )
     new = rewrite_deb822(text, lambda u, s, c, e: replace_base(u, "http://m.example.org/debian"))
-    assert new == text.replace("http://ftp.debian.org/debian http://ftp.debian.org/debian/",
-                               "http://m.example.org/debian").replace("URIs: http://ftp.debian.org/debian\n",
-                                                                      "URIs: http://m.example.org/debian\n")
+    assert new == text.replace(
+        "http://ftp.debian.org/debian http://ftp.debian.org/debian/", "http://m.example.org/debian"
+    ).replace("URIs: http://ftp.debian.org/debian\n", "URIs: http://m.example.org/debian\n")
 
 
 def test_under_root_the_image_is_the_world(tmp_path, monkeypatch, isolated_home):
@@ -334,22 +429,29 @@ def test_under_root_the_image_is_the_world(tmp_path, monkeypatch, isolated_home)
     monkeypatch.setenv("PIP_INDEX_URL", "https://caller.example.org/simple")
     monkeypatch.setenv("UV_DEFAULT_INDEX", "https://caller.example.org/simple")
     root = tmp_path / "img"
-    write_tree(root, {"/etc/os-release": "ID=debian\n",
-                      "/root/.config/pip/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
-                      str(isolated_home) + "/.config/uv/uv.toml": 'index-url = "https://caller-home.example.org/s"\n',
-                      "/etc/passwd": "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/srv/app:/bin/sh\n",
-                      "/srv/app/.config/uv/uv.toml": f'index-url = "{MIRROR}"\n'})
+    write_tree(
+        root,
+        {
+            "/etc/os-release": "ID=debian\n",
+            "/root/.config/pip/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+            str(isolated_home) + "/.config/uv/uv.toml": 'index-url = "https://caller-home.example.org/s"\n',
+            "/etc/passwd": "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/srv/app:/bin/sh\n",
+            "/srv/app/.config/uv/uv.toml": f'index-url = "{MIRROR}"\n',
+        },
+    )
     (finding,) = [f for f in check_json(root, "index.consistency") if f["check"] == "index.consistency"]
     assert finding["evidence"]["pip_source"] == "/root/.config/pip/pip.conf"
     assert finding["evidence"]["uv_origin"] == "built-in"  # neither the caller's variable nor the caller's home
     df = tmp_path / "Dockerfile"
     df.write_text(f"FROM debian:12\nENV UV_DEFAULT_INDEX={MIRROR}\n")
-    (finding,) = [f for f in check_json(root, "index.consistency", "--dockerfile", str(df))
-                  if f["check"] == "index.consistency"]
+    (finding,) = [
+        f for f in check_json(root, "index.consistency", "--dockerfile", str(df)) if f["check"] == "index.consistency"
+    ]
     assert finding["status"] == "ok" and "uv -> pypi.mirror.example.org" in finding["summary"]
     df.write_text("FROM debian:12\nUSER app\n")  # app's home is /srv/app: its pip.conf is not there, uv.toml is
-    (finding,) = [f for f in check_json(root, "index.consistency", "--dockerfile", str(df))
-                  if f["check"] == "index.consistency"]
+    (finding,) = [
+        f for f in check_json(root, "index.consistency", "--dockerfile", str(df)) if f["check"] == "index.consistency"
+    ]
     assert finding["status"] == "warn" and "pip never reads uv.toml" in finding["summary"]
     assert finding["evidence"]["uv_origin"] == "/srv/app/.config/uv/uv.toml"
 
@@ -366,18 +468,22 @@ def test_build_writes_judged_against_the_files_each_tool_reads(tmp_path):
         "RUN echo 'index-url = \"https://m.example.org/simple\"' > /etc/uv.toml\n"
         "RUN printf 'channels:\\n  - defaults\\n' > /root/condarc && cp /root/condarc /root/.condarc\n"
         "RUN sed -i 's|pypi.org|m.example.org|' /root/.config/pip/pip.conf\n"
-        "COPY <<EOF /etc/uv/uv.toml\n[[index]]\nurl = \"https://m.example.org/simple\"\ndefault = true\nEOF\n")
+        'COPY <<EOF /etc/uv/uv.toml\n[[index]]\nurl = "https://m.example.org/simple"\ndefault = true\nEOF\n'
+    )
     findings = list(check_json(root, "build.sources", "--dockerfile", str(df)))
     summaries = [(f["status"], f["summary"]) for f in findings]
     assert summaries == [
         ("fail", "Dockerfile:7: sed edits /root/.config/pip/pip.conf, which does not exist at that point of the build"),
         ("warn", "Dockerfile:3: /etc/pip/pip.conf is never read by pip; it reads /etc/pip.conf"),
         ("warn", "Dockerfile:5: /etc/uv.toml is never read by uv; it reads /etc/uv/uv.toml"),
-        ("warn", "Dockerfile:6: /root/condarc is never read by conda; it reads /root/.condarc")]
+        ("warn", "Dockerfile:6: /root/condarc is never read by conda; it reads /root/.condarc"),
+    ]
     # the healthy twin: the same settings where the tools look
-    df.write_text("FROM python:3.12\nRUN python -m venv /opt/venv && echo '[global]' > /opt/venv/pip.conf\n"
-                  "RUN printf '[global]\\nindex-url = https://m.example.org/simple\\n' | tee /etc/pip.conf\n"
-                  "RUN echo 'index-url = \"https://m.example.org/simple\"' > /etc/uv/uv.toml\n"
-                  "RUN printf 'channels:\\n  - defaults\\n' > /opt/conda/.condarc\n")
+    df.write_text(
+        "FROM python:3.12\nRUN python -m venv /opt/venv && echo '[global]' > /opt/venv/pip.conf\n"
+        "RUN printf '[global]\\nindex-url = https://m.example.org/simple\\n' | tee /etc/pip.conf\n"
+        "RUN echo 'index-url = \"https://m.example.org/simple\"' > /etc/uv/uv.toml\n"
+        "RUN printf 'channels:\\n  - defaults\\n' > /opt/conda/.condarc\n"
+    )
     (finding,) = check_json(root, "build.sources", "--dockerfile", str(df))
     assert finding["status"] == "ok" and "4 edits" in finding["summary"], finding

@@ -16,8 +16,13 @@ from gpudoctor.testing import fake_system, write_tree
 
 def _root(tmp_path, toolkit=True):
     if toolkit:
-        write_tree(tmp_path, {"/usr/local/cuda-12.4/version.json": json.dumps({"cuda": {"version": "12.4.1"}}),
-                              "/usr/local/cuda-12.4/bin/nvcc": "#!/bin/sh\n"})
+        write_tree(
+            tmp_path,
+            {
+                "/usr/local/cuda-12.4/version.json": json.dumps({"cuda": {"version": "12.4.1"}}),
+                "/usr/local/cuda-12.4/bin/nvcc": "#!/bin/sh\n",
+            },
+        )
         os.symlink("/usr/local/cuda-12.4", tmp_path / "usr" / "local" / "cuda")
     else:
         (tmp_path / "usr").mkdir()

@@ -34,15 +34,20 @@ def _alive(pid: int) -> bool:
 
 
 def test_runner_captures_output_and_status():
-    r = SubprocessRunner().run([sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"])
+    r = SubprocessRunner().run(
+        [sys.executable, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"]
+    )
     assert (r.returncode, r.stdout, r.stderr, r.error) == (3, "out\n", "err\n", None)
     assert not r.ok
     assert r.describe_failure().endswith("exited with status 3: err")
 
 
 def test_runner_passes_env_and_stdin():
-    r = SubprocessRunner().run([sys.executable, "-c", "import os, sys; print(os.environ['GD_X'] + sys.stdin.read())"],
-                               env={"GD_X": "a", "PATH": os.environ["PATH"]}, input_text="b")
+    r = SubprocessRunner().run(
+        [sys.executable, "-c", "import os, sys; print(os.environ['GD_X'] + sys.stdin.read())"],
+        env={"GD_X": "a", "PATH": os.environ["PATH"]},
+        input_text="b",
+    )
     assert r.ok and r.stdout == "ab\n"
 
 
@@ -87,7 +92,10 @@ def test_runner_never_uses_a_shell(tmp_path):
 
 
 def test_files_are_read_inside_the_root(tmp_path):
-    write_tree(tmp_path, {"/etc/pip.conf": "[global]\n", "/etc/apt/sources.list.d/a.list": "", "/etc/apt/sources.list.d/b.sources": ""})
+    write_tree(
+        tmp_path,
+        {"/etc/pip.conf": "[global]\n", "/etc/apt/sources.list.d/a.list": "", "/etc/apt/sources.list.d/b.sources": ""},
+    )
     files = Files(tmp_path)
     assert files.host_path("/etc/pip.conf") == tmp_path / "etc" / "pip.conf"
     assert files.read_text("/etc/pip.conf") == "[global]\n"
@@ -144,9 +152,15 @@ def test_live_system():
 
 
 def test_scripted_runner_answers_and_records():
-    runner = ScriptedRunner({("nvidia-smi", "-L"): ok("GPU 0: H200\n"), ("nvcc", "--version"): exits(1, stderr="x"),
-                             ("ldconfig", "-p"): not_found(), ("hang",): timed_out(2.0),
-                             ("fixed",): CommandResult(("fixed",), 0, "fixed\n")})
+    runner = ScriptedRunner(
+        {
+            ("nvidia-smi", "-L"): ok("GPU 0: H200\n"),
+            ("nvcc", "--version"): exits(1, stderr="x"),
+            ("ldconfig", "-p"): not_found(),
+            ("hang",): timed_out(2.0),
+            ("fixed",): CommandResult(("fixed",), 0, "fixed\n"),
+        }
+    )
     assert runner.run(["nvidia-smi", "-L"], timeout_s=5).stdout == "GPU 0: H200\n"
     assert runner.run(["nvcc", "--version"]).returncode == 1
     assert runner.run(["ldconfig", "-p"]).error == "not-found"

@@ -105,6 +105,7 @@ def _user_file(env: Mapping[str, str]) -> Path:
     if xdg:
         return Path(xdg) / "gpudoctor" / "gpudoctor.toml"
     import platformdirs
+
     return Path(platformdirs.user_config_dir("gpudoctor")) / "gpudoctor.toml"
 
 
@@ -153,10 +154,10 @@ def load_config(cwd: str | None = None, env: Mapping[str, str] | None = None) ->
     for src in sources:
         for key, value in src.data.items():
             if isinstance(value, dict) and key not in COMMANDS:
-                raise ConfigError(f"config file {src.path}: unknown table [{key}] (known: "
-                                  f"{', '.join(f'[{c}]' for c in COMMANDS)})")
+                raise ConfigError(
+                    f"config file {src.path}: unknown table [{key}] (known: {', '.join(f'[{c}]' for c in COMMANDS)})"
+                )
     return Config(tuple(reversed(sources)))
-
 
 
 class ConfiguredCommand(click.Command):
@@ -169,8 +170,9 @@ class ConfiguredCommand(click.Command):
 
     def make_context(self, info_name, args, parent=None, **extra):
         extra.setdefault("auto_envvar_prefix", ENV_PREFIX)
-        if "default_map" not in extra and not (parent is not None and parent.default_map
-                                               and self.name in parent.default_map):
+        if "default_map" not in extra and not (
+            parent is not None and parent.default_map and self.name in parent.default_map
+        ):
             config = load_config()
             known = {p.name: p for p in self.params if isinstance(p, click.Option)}
             table = {}
@@ -178,9 +180,11 @@ class ConfiguredCommand(click.Command):
                 if key not in known:
                     if not in_table:
                         continue  # a top-level key for another command
-                    raise ConfigError(f"config file {path}: unknown option {key.replace('_', '-')!r} for "
-                                      f"`gpudoctor {self.name}` (known: "
-                                      f"{', '.join(sorted(k.replace('_', '-') for k in known))})")
+                    raise ConfigError(
+                        f"config file {path}: unknown option {key.replace('_', '-')!r} for "
+                        f"`gpudoctor {self.name}` (known: "
+                        f"{', '.join(sorted(k.replace('_', '-') for k in known))})"
+                    )
                 if known[key].multiple and isinstance(value, str):
                     value = value.split()
                 table[key] = value

@@ -35,8 +35,14 @@ class DataLoaderProbeError(RuntimeError):
         results: measurements completed before the failure.
     """
 
-    def __init__(self, kind: str, message: str, where: str | None = None,
-                 config: dict[str, Any] | None = None, results: list[dict[str, Any]] | None = None):
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        where: str | None = None,
+        config: dict[str, Any] | None = None,
+        results: list[dict[str, Any]] | None = None,
+    ):
         super().__init__(f"{kind}: {message}" + (f" (at {where})" if where else ""))
         self.kind, self.message, self.where = kind, message, where
         self.config = config
@@ -76,10 +82,18 @@ class Recommendation:
     document: dict[str, Any] = field(repr=False, default_factory=dict)
 
 
-def recommend(dataset: Any, batch_size: int, step: Callable[[Any], Any] | float | None = None,
-              budget_s: float = 30.0, *, exhaustive: bool = False, config_s: float | None = None,
-              collate_fn: Callable | None = None, cuda: bool | None = None,
-              max_workers: int | None = None) -> Recommendation:
+def recommend(
+    dataset: Any,
+    batch_size: int,
+    step: Callable[[Any], Any] | float | None = None,
+    budget_s: float = 30.0,
+    *,
+    exhaustive: bool = False,
+    config_s: float | None = None,
+    collate_fn: Callable | None = None,
+    cuda: bool | None = None,
+    max_workers: int | None = None,
+) -> Recommendation:
     """Measure DataLoader configurations on ``dataset`` and return the cheapest within 5 % of the best.
 
     Args:
@@ -115,18 +129,34 @@ def recommend(dataset: Any, batch_size: int, step: Callable[[Any], Any] | float 
         step_fn = _impl.sleep_step(float(step))
     if cuda is None:
         import torch
+
         cuda = bool(torch.cuda.is_available())
     try:
-        doc = _impl.search(dataset, int(batch_size), step_fn, budget_s=budget_s, exhaustive=exhaustive,
-                           config_s=config_s, collate_fn=collate_fn, cuda=cuda, max_workers=max_workers)
+        doc = _impl.search(
+            dataset,
+            int(batch_size),
+            step_fn,
+            budget_s=budget_s,
+            exhaustive=exhaustive,
+            config_s=config_s,
+            collate_fn=collate_fn,
+            cuda=cuda,
+            max_workers=max_workers,
+        )
     except _impl.ProbeFailure as exc:
-        raise DataLoaderProbeError(exc.kind, exc.message, exc.where, exc.config,
-                                   getattr(exc, "results", [])) from None
+        raise DataLoaderProbeError(exc.kind, exc.message, exc.where, exc.config, getattr(exc, "results", [])) from None
     rec = doc["recommended"]
     if rec is None:
         raise DataLoaderProbeError("budget", f"no configuration could be measured in {budget_s:g} s")
     r = doc["results"][rec]
-    return Recommendation(kwargs=dict(doc["kwargs"]), call=doc["call"], samples_per_s=r["samples_per_s"],
-                          stall_fraction=r["stall_fraction"], measurements=list(doc["results"]),
-                          limits=list(doc["limits"]), cpus=dict(doc["cpus"]), elapsed_s=doc["elapsed_s"],
-                          document=doc)
+    return Recommendation(
+        kwargs=dict(doc["kwargs"]),
+        call=doc["call"],
+        samples_per_s=r["samples_per_s"],
+        stall_fraction=r["stall_fraction"],
+        measurements=list(doc["results"]),
+        limits=list(doc["limits"]),
+        cpus=dict(doc["cpus"]),
+        elapsed_s=doc["elapsed_s"],
+        document=doc,
+    )

@@ -112,8 +112,7 @@ class AuditReport:
         m = self.first_mismatch
         if m is not None:
             moved = ", ".join(f"{t.name} ({t.device})" for t in m.offending[:4])
-            return (f"module {_show(m.module)} ({m.module_type}) mixes devices {' and '.join(m.devices)}: "
-                    f"{moved}")
+            return f"module {_show(m.module)} ({m.module_type}) mixes devices {' and '.join(m.devices)}: {moved}"
         if self.error:
             return f"no device mix found, but the forward raised {self.error}"
         devices = list(self.by_device())
@@ -128,11 +127,15 @@ class AuditReport:
         attrs = [t for t in m.offending if t.kind == "attribute"]
         lines = [f"Move the offending tensors to {target}."]
         if attrs:
-            lines.append("Plain tensor attributes are not moved by model.to(): register them with "
-                         "self.register_buffer(name, tensor) (persistent=False to keep them out of the state dict).")
+            lines.append(
+                "Plain tensor attributes are not moved by model.to(): register them with "
+                "self.register_buffer(name, tensor) (persistent=False to keep them out of the state dict)."
+            )
         if any(t.kind in ("parameter", "buffer") for t in m.offending):
-            lines.append(f"model.to({target!r}) moves every parameter and registered buffer; a tensor created "
-                         f"later in __init__ or in a hook must be created on that device too.")
+            lines.append(
+                f"model.to({target!r}) moves every parameter and registered buffer; a tensor created "
+                f"later in __init__ or in a hook must be created on that device too."
+            )
         if any(t.kind == "input" for t in m.offending):
             lines.append(f"Inputs must be on the model's device: x = x.to({target!r}).")
         return " ".join(lines)
@@ -160,9 +163,12 @@ class AuditReport:
         for col in ("device", "parameters", "buffers", "attributes", "MiB", "names"):
             where.add_column(col)
         for device, items in self.by_device().items():
-            where.add_row(device, *(str(sum(1 for t in items if t.kind == k)) for k in ("parameter", "buffer",
-                                                                                         "attribute")),
-                          f"{_mib(items):.1f}", _names(items))
+            where.add_row(
+                device,
+                *(str(sum(1 for t in items if t.kind == k)) for k in ("parameter", "buffer", "attribute")),
+                f"{_mib(items):.1f}",
+                _names(items),
+            )
         parts.append(where)
         return Group(*parts)
 
@@ -192,8 +198,17 @@ def _shape(shape: tuple[int, ...]) -> str:
 
 
 def _mib(items: list[TensorInfo]) -> float:
-    sizes = {"torch.float64": 8, "torch.int64": 8, "torch.complex64": 8, "torch.float16": 2, "torch.bfloat16": 2,
-             "torch.int16": 2, "torch.int8": 1, "torch.uint8": 1, "torch.bool": 1}
+    sizes = {
+        "torch.float64": 8,
+        "torch.int64": 8,
+        "torch.complex64": 8,
+        "torch.float16": 2,
+        "torch.bfloat16": 2,
+        "torch.int16": 2,
+        "torch.int8": 1,
+        "torch.uint8": 1,
+        "torch.bool": 1,
+    }
     total = 0
     for t in items:
         n = 1
@@ -272,8 +287,7 @@ def _home_device(placements: tuple[TensorInfo, ...]) -> str | None:
     return max(sorted(elements), key=lambda d: elements[d]) if elements else None
 
 
-def _mismatch(module: str, module_type: str, tensors: list[TensorInfo],
-              home: str | None = None) -> Mismatch | None:
+def _mismatch(module: str, module_type: str, tensors: list[TensorInfo], home: str | None = None) -> Mismatch | None:
     """A Mismatch when ``tensors`` span devices; the offenders are those off the model's
     ``home`` device (or off the module's own majority when home is not among them)."""
     considered = [t for t in tensors if _counts(t)]
@@ -327,6 +341,7 @@ def audit(model: Any, *example_inputs: Any, **example_kwargs: Any) -> AuditRepor
             m = _mismatch(name, type(mod).__name__, tensors, home)
             if m is not None:
                 found.append(m)
+
         return hook
 
     training = {name: mod.training for name, mod in modules}

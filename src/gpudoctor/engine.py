@@ -154,8 +154,7 @@ def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Se
 def probe_level(checks: Iterable[Check]) -> str:
     """The cheapest probe level (``light`` < ``full``) that serves every check reading ``targets``;
     ``light`` when none does (no probe runs then anyway)."""
-    levels = [c.probe_level if c.probe_level in ("light", "full") else "full"
-              for c in checks if "targets" in c.needs]
+    levels = [c.probe_level if c.probe_level in ("light", "full") else "full" for c in checks if "targets" in c.needs]
     return "full" if "full" in levels else "light"
 
 
@@ -187,8 +186,9 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
 CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
 
 
-def _run_with_timeout(fn: Callable[[], Any], timeout_s: float,
-                      paused_s: Callable[[], float] = lambda: 0.0) -> tuple[str, Any]:
+def _run_with_timeout(
+    fn: Callable[[], Any], timeout_s: float, paused_s: Callable[[], float] = lambda: 0.0
+) -> tuple[str, Any]:
     """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", (exception, tb text))
     or ("timeout", None). Anything ``fn`` raises is caught, ``BaseException`` included
     (``sys.exit``, a ``KeyboardInterrupt`` raised by its own code): the caller's main
@@ -255,9 +255,13 @@ class _ReadyFacts(Mapping[str, Any]):
         return len(self._names)
 
 
-def collect_facts(domains: Sequence[str], system: System, options: CollectOptions,
-                  collectors: Mapping[str, Collector] | None = None,
-                  progress: Progress | None = None) -> tuple[Facts, list[Finding]]:
+def collect_facts(
+    domains: Sequence[str],
+    system: System,
+    options: CollectOptions,
+    collectors: Mapping[str, Collector] | None = None,
+    progress: Progress | None = None,
+) -> tuple[Facts, list[Finding]]:
     """Collect ``domains`` (in dependency order, see :func:`needed_domains`) concurrently.
 
     Every collector starts at once, in its own thread, under its own timeout;
@@ -298,32 +302,44 @@ def collect_facts(domains: Sequence[str], system: System, options: CollectOption
         elif kind == "timeout":
             finish(name, Unavailable(f"collecting the {name} facts took longer than {budget:g} s"))
             with lock:
-                errors.append(Finding(
-                    check=f"collect.{name}", status=Status.ERROR,
-                    summary=f"collecting the {name} facts timed out after {budget:g} s",
-                    explanation="A collector did not finish in time; checks that need these facts were skipped. "
-                                "Run again with `-v` and report it if it repeats.",
-                    evidence={"domain": name, "timeout_s": budget, "provider": _provider(coll.collect)}))
+                errors.append(
+                    Finding(
+                        check=f"collect.{name}",
+                        status=Status.ERROR,
+                        summary=f"collecting the {name} facts timed out after {budget:g} s",
+                        explanation="A collector did not finish in time; checks that need these facts were skipped. "
+                        "Run again with `-v` and report it if it repeats.",
+                        evidence={"domain": name, "timeout_s": budget, "provider": _provider(coll.collect)},
+                    )
+                )
         elif kind == "bad":
             finish(name, Unavailable(f"the {name} collector {value}"))
             with lock:
-                errors.append(Finding(
-                    check=f"collect.{name}", status=Status.ERROR,
-                    summary=f"the {name} collector ({_provider(coll.collect)}) {value}",
-                    explanation="This is a bug in the collector (or the plug-in that provides it); checks that "
-                                "need these facts were skipped, the others ran.",
-                    evidence={"domain": name, "provider": _provider(coll.collect)}))
+                errors.append(
+                    Finding(
+                        check=f"collect.{name}",
+                        status=Status.ERROR,
+                        summary=f"the {name} collector ({_provider(coll.collect)}) {value}",
+                        explanation="This is a bug in the collector (or the plug-in that provides it); checks that "
+                        "need these facts were skipped, the others ran.",
+                        evidence={"domain": name, "provider": _provider(coll.collect)},
+                    )
+                )
         else:
             value = value[1]
             last = value.strip().splitlines()[-1] if value else "unknown error"
             finish(name, Unavailable(f"the {name} collector crashed: {last}"))
             with lock:
-                errors.append(Finding(
-                    check=f"collect.{name}", status=Status.ERROR,
-                    summary=f"the {name} collector crashed: {last}",
-                    explanation="This is a bug in gpudoctor (or a plug-in); checks that need these facts were "
-                                "skipped, the others ran. Please report it with the traceback (`-v`).",
-                    evidence={"domain": name, "traceback": value}))
+                errors.append(
+                    Finding(
+                        check=f"collect.{name}",
+                        status=Status.ERROR,
+                        summary=f"the {name} collector crashed: {last}",
+                        explanation="This is a bug in gpudoctor (or a plug-in); checks that need these facts were "
+                        "skipped, the others ran. Please report it with the traceback (`-v`).",
+                        evidence={"domain": name, "traceback": value},
+                    )
+                )
         progress.finished(name)
 
     threads: list[threading.Thread] = []
@@ -368,34 +384,47 @@ def jail_finding(incidents: Sequence[Any], root: str) -> Finding | None:
     if not incidents:
         return None
     bad = [i for i in incidents if i.kind in ("loop", "escape")]
-    words = {"loop": "is a symlink loop (not followed)",
-             "escape": "resolves outside the root (not followed)",
-             "climbs-above-root": "climbs above the root with `..` (resolved inside the root)"}
+    words = {
+        "loop": "is a symlink loop (not followed)",
+        "escape": "resolves outside the root (not followed)",
+        "climbs-above-root": "climbs above the root with `..` (resolved inside the root)",
+    }
     lines = [f"- `{i.link}` -> `{i.target}` {words.get(i.kind, i.kind)}" for i in incidents[:20]]
     if len(incidents) > 20:
         lines.append(f"- ... and {len(incidents) - 20} more")
     n = len(bad) if bad else len(incidents)
-    summary = (f"{n} symlink{'s' if n != 1 else ''} under --root {root} "
-               + ("loop or point outside it; those files were not read" if n != 1
-                  else "loops or points outside it; that file was not read") if bad else
-               f"{n} symlink{'s' if n != 1 else ''} under --root {root} climb{'s' if n == 1 else ''} above it; "
-               "resolved inside the root")
+    summary = (
+        f"{n} symlink{'s' if n != 1 else ''} under --root {root} "
+        + (
+            "loop or point outside it; those files were not read"
+            if n != 1
+            else "loops or points outside it; that file was not read"
+        )
+        if bad
+        else f"{n} symlink{'s' if n != 1 else ''} under --root {root} climb{'s' if n == 1 else ''} above it; "
+        "resolved inside the root"
+    )
     return Finding(
-        check="root.symlinks", status=Status.WARN if bad else Status.INFO, summary=summary,
+        check="root.symlinks",
+        status=Status.WARN if bad else Status.INFO,
+        summary=summary,
         explanation="`--root` is a jail: symlinks are resolved inside it as `chroot` would (an absolute "
-                    "target is read inside the root, `..` stops at the root). These links could not be "
-                    "followed that way, so the facts that depend on them are missing or partial:\n\n"
-                    + "\n".join(lines)
-                    + "\n\nCheck them with `ls -l` inside the image; a loop or an escaping link in an image "
-                      "is usually a packaging mistake.",
-        evidence={"links": [{"path": i.path, "link": i.link, "target": i.target, "kind": i.kind}
-                            for i in incidents[:100]]})
+        "target is read inside the root, `..` stops at the root). These links could not be "
+        "followed that way, so the facts that depend on them are missing or partial:\n\n"
+        + "\n".join(lines)
+        + "\n\nCheck them with `ls -l` inside the image; a loop or an escaping link in an image "
+        "is usually a packaging mistake.",
+        evidence={
+            "links": [{"path": i.path, "link": i.link, "target": i.target, "kind": i.kind} for i in incidents[:100]]
+        },
+    )
 
 
 def _stdout_to_stderr() -> contextlib.redirect_stdout[TextIO]:
     """While plug-in code runs, what it prints goes to stderr (still through the redaction
     guard): stdout carries only the report."""
     import sys
+
     return contextlib.redirect_stdout(sys.stderr)
 
 
@@ -416,6 +445,7 @@ def _is_facts_value(value: Any) -> bool:
     import json
 
     from gpudoctor.facts.base import to_jsonable
+
     if value is None:
         return False
     try:
@@ -440,17 +470,24 @@ def _provider(obj: Any) -> str:
 
 def _check_error(check: Check, summary: str, evidence: Mapping[str, Any]) -> Finding:
     return check.finding(
-        Status.ERROR, summary,
+        Status.ERROR,
+        summary,
         f"This is a bug in the check `{check.id}` (`{_provider(check)}`), not a verdict on your machine; "
         "the other checks ran. Please report it with the traceback (`gpudoctor check -v`).",
-        evidence=dict(evidence, provider=_provider(check)))
+        evidence=dict(evidence, provider=_provider(check)),
+    )
 
 
 def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
     kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
     if kind == "timeout":
-        return [_check_error(check, f"the check {check.id} did not finish within {timeout_s:g} s and was abandoned",
-                             {"timeout_s": timeout_s})]
+        return [
+            _check_error(
+                check,
+                f"the check {check.id} did not finish within {timeout_s:g} s and was abandoned",
+                {"timeout_s": timeout_s},
+            )
+        ]
     if kind == "raised":
         exc, tb = value
         if isinstance(exc, SkipCheck):
@@ -458,13 +495,19 @@ def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
         return [_check_error(check, f"the check itself failed: {type(exc).__name__}: {exc}", {"traceback": tb})]
     bad = [f for f in value if not isinstance(f, Finding)]
     if bad:
-        return [_check_error(check, f"the check {check.id} returned {_describe(bad[0])}, not a Finding",
-                             {"returned": repr(bad[0])[:500]})]
+        return [
+            _check_error(
+                check,
+                f"the check {check.id} returned {_describe(bad[0])}, not a Finding",
+                {"returned": repr(bad[0])[:500]},
+            )
+        ]
     return value or [check.finding(Status.OK, f"{check.title}: nothing to report")]
 
 
-def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = None,
-             check_timeout_s: float = CHECK_TIMEOUT_S) -> list[Finding]:
+def evaluate(
+    checks: Sequence[Check], facts: Facts, progress: Progress | None = None, check_timeout_s: float = CHECK_TIMEOUT_S
+) -> list[Finding]:
     """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault.
 
     Each check runs in a worker thread under ``check_timeout_s``: one that raises
@@ -485,9 +528,15 @@ def evaluate(checks: Sequence[Check], facts: Facts, progress: Progress | None = 
     return findings
 
 
-def run(checks: Sequence[Check], system: System, options: CollectOptions,
-        progress: Progress | None = None, facts: Facts | None = None,
-        extra_findings: Sequence[Finding] = (), collectors: Mapping[str, Collector] | None = None) -> Report:
+def run(
+    checks: Sequence[Check],
+    system: System,
+    options: CollectOptions,
+    progress: Progress | None = None,
+    facts: Facts | None = None,
+    extra_findings: Sequence[Finding] = (),
+    collectors: Mapping[str, Collector] | None = None,
+) -> Report:
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
 
     ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
@@ -504,5 +553,7 @@ def run(checks: Sequence[Check], system: System, options: CollectOptions,
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
     findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
     import socket
-    return Report(tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(),
-                  replayed=replayed)
+
+    return Report(
+        tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(), replayed=replayed
+    )

@@ -135,6 +135,7 @@ class Signature:
 
 # --------------------------------------------------------------------------- derived values
 
+
 def _cuda_int(value: str) -> str | None:
     """CUDA API integer (``cudaDriverGetVersion``: 1000*major + 10*minor) -> ``"11.4"``."""
     if not value.isdigit():
@@ -170,6 +171,7 @@ DERIVATIONS = {
 
 
 # --------------------------------------------------------------------------- pattern analysis
+
 
 def _analyse(regex: str) -> tuple[int, tuple[str, ...]]:
     """(number of literal characters, required literal needles) of a regex.
@@ -322,6 +324,7 @@ def _prefilter(regex: str) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
 
 # --------------------------------------------------------------------------- loading
 
+
 def _fail(sig_id: str, message: str) -> SignatureError:
     return SignatureError(f"errors.toml: signature {sig_id!r}: {message}")
 
@@ -391,11 +394,26 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         needles = tuple(x.lower() for x in needles)
         any_needles = tuple(x.lower() for x in any_needles)
     return Signature(
-        id=raw["id"], title=raw["title"].strip(), pattern=pattern, regex=raw["regex"], groups=dict(groups),
-        meaning=raw["meaning"].strip(), remedy=raw["remedy"].strip(), checks=tuple(checks),
-        source=raw["source"].strip(), example=raw["example"].strip("\n"), expect=dict(expect), priority=priority,
-        lines=lines, status=status, derive=derive, needles=needles, any_needles=any_needles,
-        yields_to=tuple(yields_to), literal_chars=literal)
+        id=raw["id"],
+        title=raw["title"].strip(),
+        pattern=pattern,
+        regex=raw["regex"],
+        groups=dict(groups),
+        meaning=raw["meaning"].strip(),
+        remedy=raw["remedy"].strip(),
+        checks=tuple(checks),
+        source=raw["source"].strip(),
+        example=raw["example"].strip("\n"),
+        expect=dict(expect),
+        priority=priority,
+        lines=lines,
+        status=status,
+        derive=derive,
+        needles=needles,
+        any_needles=any_needles,
+        yields_to=tuple(yields_to),
+        literal_chars=literal,
+    )
 
 
 def parse_signatures(doc: Mapping[str, Any]) -> tuple[Signature, ...]:
@@ -426,10 +444,12 @@ def parse_signatures(doc: Mapping[str, Any]) -> tuple[Signature, ...]:
 def load_signatures() -> tuple[Signature, ...]:
     """The shipped knowledge base (``data/errors.toml``), parsed and compiled once per process."""
     from gpudoctor.data import load_table
+
     return parse_signatures(load_table("errors"))
 
 
 # --------------------------------------------------------------------------- matching
+
 
 @dataclass(frozen=True)
 class Match:
@@ -454,11 +474,13 @@ class Match:
     def fill(self, template: str) -> str:
         """``template`` with ``{name}`` replaced by extracted values; an absent value becomes the
         default of ``{name|default}``, else ``<name>``."""
+
         def one(m: re.Match[str]) -> str:
             value = self.values.get(m.group(1))
             if value:
                 return value
             return m.group(2) if m.group(2) is not None else f"<{m.group(1)}>"
+
         return _PLACEHOLDER.sub(one, template)
 
     @property
@@ -585,7 +607,7 @@ class Matcher:
                     self._armed[sig.id] = self.lines_read
                 if self.lines_read - self._armed.get(sig.id, -MAX_WINDOW_LINES) >= sig.lines:
                     continue  # its first needle is not in the window: it cannot match
-            lines = list(self._window)[-sig.lines:]
+            lines = list(self._window)[-sig.lines :]
             text = "\n".join(lines)
             start_of_last = len(text) - len(line)
             for m in sig.pattern.finditer(text):
@@ -595,7 +617,7 @@ class Matcher:
                 first = self.lines_read - len(lines) + 1 + text.count("\n", 0, m.start())
                 line_start = text.rfind("\n", 0, m.start()) + 1
                 line_end = text.find("\n", m.end())
-                self._record(sig, m, first, text[line_start: None if line_end < 0 else line_end])
+                self._record(sig, m, first, text[line_start : None if line_end < 0 else line_end])
 
     def feed_text(self, text: str) -> None:
         """Feed every line of ``text``."""
@@ -622,8 +644,9 @@ def rank(matches: Iterable[Match]) -> list[Match]:
     folded: list[Match] = []
     for m in matches:
         items = set(m.values.items())
-        richer = [o for o in matches if o is not m and o.signature.id == m.signature.id
-                  and items < set(o.values.items())]
+        richer = [
+            o for o in matches if o is not m and o.signature.id == m.signature.id and items < set(o.values.items())
+        ]
         if richer:
             continue
         # occurrences of the poorer twins count towards the richer match
@@ -643,6 +666,7 @@ def rank(matches: Iterable[Match]) -> list[Match]:
 
 
 # --------------------------------------------------------------------------- explanations
+
 
 @dataclass(frozen=True)
 class Explanation:
@@ -678,8 +702,13 @@ def match_finding(m: Match) -> Finding:
     if m.count > 1:
         evidence["occurrences"] = m.count
     evidence.update({f"value.{k}": v for k, v in m.values.items()})
-    return Finding(check=sig.id, status=sig.status, summary=redact_text(m.summary),
-                   explanation=redact_text("\n".join(parts)), evidence=redact_value(evidence))
+    return Finding(
+        check=sig.id,
+        status=sig.status,
+        summary=redact_text(m.summary),
+        explanation=redact_text("\n".join(parts)),
+        evidence=redact_value(evidence),
+    )
 
 
 def explain_lines(lines: Iterable[str], signatures: Sequence[Signature] | None = None) -> Explanation:

@@ -65,7 +65,7 @@ class _LineSplitter:
         *lines, self._buf = self._buf.split("\n")
         if len(self._buf) > 4 * MAX_LINE_CHARS:  # a progress bar redrawn with \r, no newline yet
             cut = self._buf.rfind("\r")
-            self._buf = self._buf[cut + 1:] if cut >= 0 else self._buf[:MAX_LINE_CHARS]
+            self._buf = self._buf[cut + 1 :] if cut >= 0 else self._buf[:MAX_LINE_CHARS]
         if final and self._buf:
             lines.append(self._buf)
             self._buf = ""
@@ -120,7 +120,7 @@ def exit_status(returncode: int) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
@@ -148,8 +148,9 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
             break
 
 
-def run_command(argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2,
-                env: dict | None = None) -> CommandOutcome:
+def run_command(
+    argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2, env: dict | None = None
+) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
     ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
     command exits and both pipes are drained.
@@ -160,8 +161,10 @@ def run_command(argv: Sequence[str], stdout: int | None = 1, stderr: int | None 
     """
     proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
-    threads = [threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True)]
+    threads = [
+        threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
+    ]
     for t in threads:
         t.start()
     previous = {}
@@ -260,12 +263,12 @@ def confirm(explanation: Explanation, registry, system, options, progress=None) 
         return Confirmation(None, (), tuple(unresolved))
     if not any(cid.startswith("jupyter.") for cid in ids) and getattr(options, "kernels", False):
         from dataclasses import replace
+
         options = replace(options, kernels=False)  # the failing process is no notebook kernel
     order = {cid: i for i, cid in enumerate(ids)}
     selected = sorted((registry.checks[i] for i in ids), key=lambda c: order[c.id])
     report = engine.run(selected, system, options, progress=progress, extra_findings=registry.problems)
     return Confirmation(report, tuple(ids), tuple(unresolved))
-
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,7 @@ class ExplainResult:
         if self.command_exit is not None:
             return self.command_exit
         from gpudoctor.model import Status
+
         statuses = [f.status for f in self.explanation.findings]
         report = self.confirmation.report if self.confirmation else None
         if report is not None:
@@ -308,9 +312,17 @@ class ExplainResult:
         diagnosis = []
         for m in self.explanation.matches:
             doc = match_finding(m).to_json()
-            doc.update({"signature": m.signature.id, "values": dict(m.values), "line": m.line,
-                        "stream": m.stream or None, "occurrences": m.count, "source": m.signature.source,
-                        "confirming_checks": list(m.signature.checks)})
+            doc.update(
+                {
+                    "signature": m.signature.id,
+                    "values": dict(m.values),
+                    "line": m.line,
+                    "stream": m.stream or None,
+                    "occurrences": m.count,
+                    "source": m.signature.source,
+                    "confirming_checks": list(m.signature.checks),
+                }
+            )
             diagnosis.append(doc)
         conf = self.confirmation
         report = conf.report if conf else None
@@ -327,8 +339,11 @@ class ExplainResult:
             "checks": report.to_json() if report is not None else None,  # type: ignore[attr-defined]
             "checks_run": list(conf.check_ids) if conf and report is not None else [],
             # whether a confirming check warns or fails here (null: none ran)
-            "confirmed_here": (any(f.status.value in ("warn", "fail") for f in report.findings)  # type: ignore[attr-defined]
-                               if report is not None else None),
+            "confirmed_here": (
+                any(f.status.value in ("warn", "fail") for f in report.findings)  # type: ignore[attr-defined]
+                if report is not None
+                else None
+            ),
             "confirm_with": list(conf.check_ids) if conf else [],
             "unresolved_checks": list(conf.unresolved) if conf else [],
             "suggestion": None if self.explanation.matches else "gpudoctor check",

@@ -19,8 +19,14 @@ from gpudoctor.model import Status
 __all__ = ["NodeReport", "ReportError", "load_reports", "merge_summary", "merge_table", "render_table"]
 
 #: short cell text per status
-CELL = {Status.OK: "ok", Status.INFO: "info", Status.SKIP: "skip", Status.WARN: "WARN", Status.FAIL: "FAIL",
-        Status.ERROR: "ERROR"}
+CELL = {
+    Status.OK: "ok",
+    Status.INFO: "info",
+    Status.SKIP: "skip",
+    Status.WARN: "WARN",
+    Status.FAIL: "FAIL",
+    Status.ERROR: "ERROR",
+}
 
 
 class ReportError(ValueError):
@@ -147,9 +153,19 @@ def merge_summary(nodes: Sequence[NodeReport]) -> dict:
     return {
         "nodes": len(nodes),
         "healthy": sum(1 for n in nodes if n.healthy),
-        "failing": [{"node": n.node, "worst": n.worst.value, "failures": list(n.failures), "source": n.source}
-                    for n in ordered if not n.healthy],
+        "failing": [
+            {"node": n.node, "worst": n.worst.value, "failures": list(n.failures), "source": n.source}
+            for n in ordered
+            if not n.healthy
+        ],
         "by_check": {c: by_check[c] for c in sorted(by_check)},
-        "rows": [{"node": n.node, "healthy": n.healthy, "worst": n.worst.value,
-                  "checks": {c: s.value for c, s in sorted(n.checks.items())}} for n in ordered],
+        "rows": [
+            {
+                "node": n.node,
+                "healthy": n.healthy,
+                "worst": n.worst.value,
+                "checks": {c: s.value for c, s in sorted(n.checks.items())},
+            }
+            for n in ordered
+        ],
     }

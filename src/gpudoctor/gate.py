@@ -49,13 +49,28 @@ GATE_TAG = "gate"
 
 #: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
 #: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
-BUILTIN_GATE_IDS = frozenset({
-    "nvidia.driver", "cuda.available", "cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.context", "cudnn.load",
-    "torch.install", "dataloader.shm", "cuda.libraries", "cuda.wsl",  # issues 11, 14
-    "platform.container", "platform.kernel-module", "platform.driver-branch", "platform.toolkit",
-    "platform.visibility",  # issue 12
-    "devices.ecc", "devices.xid",  # issue 15
-})
+BUILTIN_GATE_IDS = frozenset(
+    {
+        "nvidia.driver",
+        "cuda.available",
+        "cuda.driver",
+        "cuda.libcuda",
+        "cuda.arch",
+        "cuda.context",
+        "cudnn.load",
+        "torch.install",
+        "dataloader.shm",
+        "cuda.libraries",
+        "cuda.wsl",  # issues 11, 14
+        "platform.container",
+        "platform.kernel-module",
+        "platform.driver-branch",
+        "platform.toolkit",
+        "platform.visibility",  # issue 12
+        "devices.ecc",
+        "devices.xid",  # issue 15
+    }
+)
 
 
 #: the built-in gate checks that need the full probe or a costly collector: only ``--deep`` runs them
@@ -67,6 +82,7 @@ def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):
     checks in :data:`BUILTIN_GATE_IDS` imported (less :data:`BUILTIN_DEEP_ONLY` unless ``deep``).
     ``Registry.check_ids`` still lists every id."""
     from gpudoctor.registry import load_registry
+
     if ids:
         return load_registry(load_fixes=False)
     wanted = BUILTIN_GATE_IDS if deep else BUILTIN_GATE_IDS - BUILTIN_DEEP_ONLY
@@ -123,11 +139,18 @@ def _unavailable(why: str) -> Callable[[CollectContext], Unavailable]:
 
 def skip_ids(skip: Sequence[str]):
     """The deep-only built-in ids that the ``--skip`` patterns leave out."""
-    return {cid for cid in BUILTIN_DEEP_ONLY for s in skip if cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".")}
+    return {
+        cid for cid in BUILTIN_DEEP_ONLY for s in skip if cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".")
+    }
 
 
-def gate_checks(checks: dict[str, Check], skip: Sequence[str] = (), ids: Sequence[str] = (),
-                deep: bool = False, known_ids: Sequence[str] | None = None) -> tuple[list[Check], list[str]]:
+def gate_checks(
+    checks: dict[str, Check],
+    skip: Sequence[str] = (),
+    ids: Sequence[str] = (),
+    deep: bool = False,
+    known_ids: Sequence[str] | None = None,
+) -> tuple[list[Check], list[str]]:
     """The checks the gate runs and the gate checks it leaves out.
 
     With ``ids``: exactly those (any check, by id or prefix; the engine then probes
@@ -140,21 +163,29 @@ def gate_checks(checks: dict[str, Check], skip: Sequence[str] = (), ids: Sequenc
     if ids:
         return select_checks(checks, ids, skip), []
     # unknown --skip ids are a usage error, as in `check`
-    select_checks({cid: Check(cid, cid, (), lambda facts: []) for cid in (known_ids if known_ids is not None
-                                                                          else checks)}, (), skip)
+    select_checks(
+        {cid: Check(cid, cid, (), lambda facts: []) for cid in (known_ids if known_ids is not None else checks)},
+        (),
+        skip,
+    )
     tagged = {cid: c for cid, c in checks.items() if GATE_TAG in c.tags}
-    chosen = select_checks(tagged, (), [s for s in skip if any(cid == s.rstrip(".") or cid.startswith(
-        s.rstrip(".") + ".") for cid in tagged)])
+    chosen = select_checks(
+        tagged,
+        (),
+        [s for s in skip if any(cid == s.rstrip(".") or cid.startswith(s.rstrip(".") + ".") for cid in tagged)],
+    )
     if deep:
         return chosen, []
-    light = [c for c in chosen if ("targets" not in c.needs or c.probe_level == "light")
-             and c.id not in BUILTIN_DEEP_ONLY]
+    light = [
+        c for c in chosen if ("targets" not in c.needs or c.probe_level == "light") and c.id not in BUILTIN_DEEP_ONLY
+    ]
     unloaded = [cid for cid in BUILTIN_DEEP_ONLY if cid not in checks and cid not in skip_ids(skip)]
     return light, [c.id for c in chosen if c not in light] + sorted(unloaded)
 
 
 def _reference_probe(facts: Facts):
     from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+
     targets = facts.of(TargetsFacts) if "targets" in facts.domains else None
     if targets is None or isinstance(targets, Unavailable) or not targets.targets:
         return None
@@ -169,18 +200,21 @@ def _visible_gpus(facts: Facts) -> tuple[list[tuple[str, int | None]] | None, st
     else NVML (every GPU on the node)."""
     from gpudoctor.facts.nvidia import NvidiaDriverFacts
     from gpudoctor.facts.targets import CudaDriverProbe
+
     probe = _reference_probe(facts)
     if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe):
         drv = probe.cuda_driver
         if drv.loaded and drv.init_ok:
-            return [(d.name or f"cuda:{d.index}", d.total_memory_mib) for d in drv.devices], \
-                "the CUDA driver API in the job's interpreter"
+            return [
+                (d.name or f"cuda:{d.index}", d.total_memory_mib) for d in drv.devices
+            ], "the CUDA driver API in the job's interpreter"
         if drv.loaded:
             return [], f"the CUDA driver API (cuInit failed: {drv.init_error})"
     nv = facts.of(NvidiaDriverFacts) if "nvidia" in facts.domains else None
     if nv is not None and not isinstance(nv, Unavailable) and nv.devices:
-        return [(d.name, d.memory_total_mib if isinstance(d.memory_total_mib, int) else None)
-                for d in nv.devices], "NVML"
+        return [
+            (d.name, d.memory_total_mib if isinstance(d.memory_total_mib, int) else None) for d in nv.devices
+        ], "NVML"
     if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe) and not probe.cuda_driver.loaded:
         return [], f"libcuda.so.1 cannot be loaded ({probe.cuda_driver.error})"
     if nv is not None and not isinstance(nv, Unavailable):
@@ -198,34 +232,61 @@ def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
     evidence = {"source": source, "visible": [f"{n} ({m} MiB)" if m is not None else n for n, m in gpus or []]}
     if opts.require_gpus:
         if count < opts.require_gpus:
-            out.append(Finding(
-                check="gate.gpus", status=Status.FAIL,
-                summary=f"{count} of the {opts.require_gpus} required GPUs are visible (from {source})",
-                explanation=("The job asked for GPUs this node does not give it. Check `nvidia-smi -L`, the "
-                             "container's GPU request (`--gpus all`, `resources.limits: nvidia.com/gpu`) and "
-                             "`CUDA_VISIBLE_DEVICES`."),
-                evidence={**evidence, "required": opts.require_gpus}))
+            out.append(
+                Finding(
+                    check="gate.gpus",
+                    status=Status.FAIL,
+                    summary=f"{count} of the {opts.require_gpus} required GPUs are visible (from {source})",
+                    explanation=(
+                        "The job asked for GPUs this node does not give it. Check `nvidia-smi -L`, the "
+                        "container's GPU request (`--gpus all`, `resources.limits: nvidia.com/gpu`) and "
+                        "`CUDA_VISIBLE_DEVICES`."
+                    ),
+                    evidence={**evidence, "required": opts.require_gpus},
+                )
+            )
         else:
-            out.append(Finding(check="gate.gpus", status=Status.OK,
-                               summary=f"{count} GPUs visible (≥ {opts.require_gpus} required)", evidence=evidence))
+            out.append(
+                Finding(
+                    check="gate.gpus",
+                    status=Status.OK,
+                    summary=f"{count} GPUs visible (≥ {opts.require_gpus} required)",
+                    evidence=evidence,
+                )
+            )
     if opts.min_gpu_memory_gib:
         need_mib = int(opts.min_gpu_memory_gib * 1024)
         small = [(n, m) for n, m in gpus or [] if m is None or m < need_mib]
         if gpus and not small:
-            out.append(Finding(check="gate.gpu-memory", status=Status.OK,
-                               summary=f"every GPU has ≥ {opts.min_gpu_memory_gib:g} GiB", evidence=evidence))
+            out.append(
+                Finding(
+                    check="gate.gpu-memory",
+                    status=Status.OK,
+                    summary=f"every GPU has ≥ {opts.min_gpu_memory_gib:g} GiB",
+                    evidence=evidence,
+                )
+            )
         elif gpus:
             shown = ", ".join(f"{n}: {m / 1024:.1f} GiB" if m is not None else f"{n}: unknown" for n, m in small)
-            out.append(Finding(
-                check="gate.gpu-memory", status=Status.FAIL,
-                summary=f"GPU memory below the required {opts.min_gpu_memory_gib:g} GiB: {shown}",
-                explanation="Schedule the job on a node with larger GPUs, or lower `--min-gpu-memory-gib`.",
-                evidence={**evidence, "required_mib": need_mib}))
+            out.append(
+                Finding(
+                    check="gate.gpu-memory",
+                    status=Status.FAIL,
+                    summary=f"GPU memory below the required {opts.min_gpu_memory_gib:g} GiB: {shown}",
+                    explanation="Schedule the job on a node with larger GPUs, or lower `--min-gpu-memory-gib`.",
+                    evidence={**evidence, "required_mib": need_mib},
+                )
+            )
         elif not opts.require_gpus:
-            out.append(Finding(
-                check="gate.gpu-memory", status=Status.FAIL,
-                summary=f"no GPU is visible, so none has the required {opts.min_gpu_memory_gib:g} GiB (from {source})",
-                explanation="Check `nvidia-smi -L` and the container's GPU request.", evidence=evidence))
+            out.append(
+                Finding(
+                    check="gate.gpu-memory",
+                    status=Status.FAIL,
+                    summary=f"no GPU is visible, so none has the required {opts.min_gpu_memory_gib:g} GiB (from {source})",
+                    explanation="Check `nvidia-smi -L` and the container's GPU request.",
+                    evidence=evidence,
+                )
+            )
     return out
 
 
@@ -245,12 +306,13 @@ def _reason(f: Finding, strict: bool) -> str | None:
 #: leaves them Unavailable; ``--deep`` and ``gpudoctor check`` collect them)
 COSTLY_DOMAINS = {
     "cuda_libraries": "the light gate does not build the CUDA library model (ELF reads of every framework "
-                      "library); `gpudoctor gate --deep` and `gpudoctor check` do",
+    "library); `gpudoctor gate --deep` and `gpudoctor check` do",
 }
 
 
 def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
     from gpudoctor.collect import Collector, collectors_for
+
     found = dict(collectors_for([d for c in checks for d in c.needs]))
     if opts.light_model and not opts.deep:
         for dom, why in COSTLY_DOMAINS.items():
@@ -261,19 +323,32 @@ def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
 
 def collect_options(opts: GateOptions) -> CollectOptions:
     """How the gate collects: offline, no Jupyter kernels, the light probe unless ``deep``."""
-    return CollectOptions(offline=True, probe_timeout_s=opts.timeout_s, kernels=False,
-                          probe_level="full" if opts.deep else "light", probe_level_fixed=opts.deep)
+    return CollectOptions(
+        offline=True,
+        probe_timeout_s=opts.timeout_s,
+        kernels=False,
+        probe_level="full" if opts.deep else "light",
+        probe_level_fixed=opts.deep,
+    )
 
 
-def run_gate(checks: Sequence[Check], system: System, opts: GateOptions | None = None,
-             left_out: Sequence[str] = ()) -> GateResult:
+def run_gate(
+    checks: Sequence[Check], system: System, opts: GateOptions | None = None, left_out: Sequence[str] = ()
+) -> GateResult:
     """Evaluate the gate once: offline, no Jupyter kernels, light probe unless ``opts.deep``."""
     opts = opts or GateOptions()
     options = collect_options(opts)
     needs_gpu_facts = opts.require_gpus or opts.min_gpu_memory_gib
     if needs_gpu_facts:  # the requirements read the target's driver API and NVML
-        checks = list(checks) + [Check(id="gate.requirements", title="", needs=("targets", "nvidia"),
-                                       evaluate=lambda facts: [], probe_level="light")]
+        checks = list(checks) + [
+            Check(
+                id="gate.requirements",
+                title="",
+                needs=("targets", "nvidia"),
+                evaluate=lambda facts: [],
+                probe_level="light",
+            )
+        ]
     report = run(checks, system, options, collectors=_gate_collectors(checks, opts))
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
@@ -282,10 +357,14 @@ def run_gate(checks: Sequence[Check], system: System, opts: GateOptions | None =
     return GateResult(not blocking, blocking, report, tuple(left_out))
 
 
-def gate_until_healthy(attempt: Callable[[], GateResult], wait_s: float, interval_s: float,
-                       clock: Callable[[], float] = time.monotonic,
-                       sleep: Callable[[float], None] = time.sleep,
-                       on_retry: Callable[[GateResult, float], None] | None = None) -> tuple[GateResult, int]:
+def gate_until_healthy(
+    attempt: Callable[[], GateResult],
+    wait_s: float,
+    interval_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_retry: Callable[[GateResult, float], None] | None = None,
+) -> tuple[GateResult, int]:
     """Run ``attempt`` until healthy or ``wait_s`` seconds have passed; returns (last result, attempts).
 
     Never sleeps past the deadline; ``wait_s`` 0 means one attempt.
@@ -314,12 +393,16 @@ def _first_command(markdown: str) -> str:
     """The first command in a finding's explanation (a fenced block line, else an inline `code` span
     that looks like a command), or ""."""
     import re
+
     m = re.search(r"```[a-z]*\n(.+?)\n", markdown or "")
     if m and m.group(1).strip():
         return m.group(1).strip()
     for span in re.findall(r"`([^`\n]{4,200})`", markdown or ""):
-        if " " in span and re.match(r"(sudo |pip|python|export |nvidia-smi|apt|dnf|conda|uv |docker|"
-                                    r"kubectl|gpudoctor|/)", span):
+        if " " in span and re.match(
+            r"(sudo |pip|python|export |nvidia-smi|apt|dnf|conda|uv |docker|"
+            r"kubectl|gpudoctor|/)",
+            span,
+        ):
             return span
     return ""
 
@@ -327,6 +410,7 @@ def _first_command(markdown: str) -> str:
 def status_document(result: GateResult, attempts: int = 1, now: float | None = None) -> dict:
     """The status file's JSON: healthy, time (UTC ISO 8601), hostname, checks {id: status}, failures."""
     import datetime as dt
+
     when = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.timezone.utc)
     checks: dict[str, str] = {}
     for f in result.report.findings:
@@ -339,8 +423,17 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
         "hostname": socket.gethostname(),
         "attempts": attempts,
         "checks": checks,
-        "failures": [{"reason": r, "check": f.check, "status": f.status.value, "target": f.target,
-                      "summary": f.summary, "remedy": _first_command(f.explanation)} for r, f in result.blocking],
+        "failures": [
+            {
+                "reason": r,
+                "check": f.check,
+                "status": f.status.value,
+                "target": f.target,
+                "summary": f.summary,
+                "remedy": _first_command(f.explanation),
+            }
+            for r, f in result.blocking
+        ],
         "left_out": list(result.left_out),
     }
 

@@ -38,6 +38,7 @@ def image_environment(files: Files, dockerfile: tuple[str, str] | None = None) -
     user = "root"
     if dockerfile:
         from gpudoctor.mirrors.dockerfile import commands, instructions
+
         name, text = dockerfile
         parsed = commands(name, text)
         env.update({k: parsed.env[k] for k in parsed.env_set if k in parsed.env})

@@ -31,8 +31,11 @@ class InputError(ValueError):
 def read_user_file(path: str, lenient: bool = False, max_bytes: int = MAX_INPUT_BYTES) -> str:
     """The text of ``path`` (``-`` reads stdin). Raises :class:`InputError` (see the module)."""
     if path == "-":
-        data = sys.stdin.buffer.read(max_bytes + 1) if hasattr(sys.stdin, "buffer") else \
-            sys.stdin.read(max_bytes + 1).encode("utf-8", "surrogateescape")
+        data = (
+            sys.stdin.buffer.read(max_bytes + 1)
+            if hasattr(sys.stdin, "buffer")
+            else sys.stdin.read(max_bytes + 1).encode("utf-8", "surrogateescape")
+        )
     else:
         try:
             st = os.stat(path)
@@ -45,8 +48,9 @@ def read_user_file(path: str, lenient: bool = False, max_bytes: int = MAX_INPUT_
         if not stat.S_ISREG(st.st_mode):
             raise InputError(f"{path}: not a regular file (a pipe, socket or device)")
         if st.st_size > max_bytes:
-            raise InputError(f"{path}: too large ({st.st_size / 1048576:.0f} MiB; the limit is "
-                             f"{max_bytes / 1048576:.0f} MiB)")
+            raise InputError(
+                f"{path}: too large ({st.st_size / 1048576:.0f} MiB; the limit is {max_bytes / 1048576:.0f} MiB)"
+            )
         try:
             with open(path, "rb") as fh:
                 data = fh.read(max_bytes + 1)

@@ -38,12 +38,14 @@ _SAFE_NAME = re.compile(r"[^a-z0-9._-]")
 def probe_code() -> str:
     """Python source the kernel executes: the probe script's functions, then ``main()``."""
     source = PROBE_SCRIPT.read_text(encoding="utf-8")
-    return ("def __gpudoctor_probe():\n"
-            "    ns = {'__name__': 'gpudoctor_probe'}\n"
-            f"    exec(compile({source!r}, '<gpudoctor-probe>', 'exec'), ns)\n"
-            "    ns['main']()\n"
-            "__gpudoctor_probe()\n"
-            "del __gpudoctor_probe\n")
+    return (
+        "def __gpudoctor_probe():\n"
+        "    ns = {'__name__': 'gpudoctor_probe'}\n"
+        f"    exec(compile({source!r}, '<gpudoctor-probe>', 'exec'), ns)\n"
+        "    ns['main']()\n"
+        "__gpudoctor_probe()\n"
+        "del __gpudoctor_probe\n"
+    )
 
 
 #: stderr lines every ipykernel >= 7 prints on a TCP transport: noise, not a cause
@@ -64,8 +66,9 @@ def _ms(start: float) -> float:
     return (time.monotonic() - start) * 1000.0
 
 
-def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapping[str, str],
-                     timeout_s: float = 60.0) -> KernelLaunch:
+def launch_and_probe(
+    spec: KernelSpecFacts, server_python: str, server_env: Mapping[str, str], timeout_s: float = 60.0
+) -> KernelLaunch:
     """Start ``spec``'s kernel, execute the probe in it, shut it down; all within ``timeout_s`` seconds.
 
     Returns a :class:`KernelLaunch`; never raises for a kernel's fault.
@@ -80,8 +83,7 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
         from jupyter_client.kernelspec import KernelSpecManager
         from jupyter_client.manager import KernelManager
     except ImportError as exc:  # pragma: no cover - jupyter_client is a dependency
-        return KernelLaunch(False, 0.0, f"jupyter_client is not importable: {exc}",
-                            Unavailable("kernel not launched"))
+        return KernelLaunch(False, 0.0, f"jupyter_client is not importable: {exc}", Unavailable("kernel not launched"))
     tmp = tempfile.mkdtemp(prefix="gpudoctor-kernel-")
     name = _SAFE_NAME.sub("-", spec.name.lower()) or "kernel"
     stderr_path = os.path.join(tmp, "stderr.log")
@@ -95,9 +97,14 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
         argv = [a.replace("{resource_dir}", spec.resource_dir) for a in argv]
         kdir = os.path.join(tmp, "kernels", name)
         os.makedirs(kdir)
-        copy = {"argv": argv, "display_name": spec.display_name, "language": spec.language,
-                "interrupt_mode": spec.interrupt_mode, "env": dict(spec.env),
-                "metadata": json.loads(spec.metadata_json or "{}")}
+        copy = {
+            "argv": argv,
+            "display_name": spec.display_name,
+            "language": spec.language,
+            "interrupt_mode": spec.interrupt_mode,
+            "env": dict(spec.env),
+            "metadata": json.loads(spec.metadata_json or "{}"),
+        }
         with open(os.path.join(kdir, "kernel.json"), "w", encoding="utf-8") as fh:
             json.dump(copy, fh)
         ksm = KernelSpecManager(kernel_dirs=[os.path.join(tmp, "kernels")], ensure_native_kernel=False)
@@ -118,8 +125,10 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
         except RuntimeError:
             alive = km.is_alive()
             if alive:
-                msg = (f"the kernel did not answer within {timeout_s:g} s and was killed "
-                       f"(hung at start: a startup file, an import, or a blocked network mount)")
+                msg = (
+                    f"the kernel did not answer within {timeout_s:g} s and was killed "
+                    f"(hung at start: a startup file, an import, or a blocked network mount)"
+                )
             else:
                 code = _exit_code(km)
                 msg = "the kernel died on start" + (f" (exit status {code})" if code is not None else "")
@@ -136,8 +145,9 @@ def launch_and_probe(spec: KernelSpecFacts, server_python: str, server_env: Mapp
                 errors.append(f"{content.get('ename', '?')}: {content.get('evalue', '')}")
 
         try:
-            kc.execute_interactive(probe_code(), timeout=left(), output_hook=hook, store_history=False,
-                                   allow_stdin=False, silent=False)
+            kc.execute_interactive(
+                probe_code(), timeout=left(), output_hook=hook, store_history=False, allow_stdin=False, silent=False
+            )
         except TimeoutError:
             msg = f"the kernel started, but the probe did not finish within {timeout_s:g} s; the kernel was killed"
             return KernelLaunch(False, _ms(start), msg, Unavailable(msg), _tail(stderr_path))

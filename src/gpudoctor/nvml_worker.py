@@ -67,8 +67,10 @@ def _first_supported(*calls):
 def _processes(nv, handle):
     out = []
     reasons = []
-    for kind, fn in (("compute", getattr(nv, "nvmlDeviceGetComputeRunningProcesses", None)),
-                     ("graphics", getattr(nv, "nvmlDeviceGetGraphicsRunningProcesses", None))):
+    for kind, fn in (
+        ("compute", getattr(nv, "nvmlDeviceGetComputeRunningProcesses", None)),
+        ("graphics", getattr(nv, "nvmlDeviceGetGraphicsRunningProcesses", None)),
+    ):
         if fn is None:
             reasons.append(f"{kind}: not in this nvidia-ml-py")
             continue
@@ -78,8 +80,13 @@ def _processes(nv, handle):
             continue
         for p in procs:
             used = getattr(p, "usedGpuMemory", None)
-            out.append({"pid": int(p.pid), "kind": kind,
-                        "used_memory_mib": int(used) // MIB if isinstance(used, int) else _na("not reported by NVML")})
+            out.append(
+                {
+                    "pid": int(p.pid),
+                    "kind": kind,
+                    "used_memory_mib": int(used) // MIB if isinstance(used, int) else _na("not reported by NVML"),
+                }
+            )
     if not out and len(reasons) == 2:
         return _na("; ".join(reasons))
     return out
@@ -93,11 +100,15 @@ def _health(nv, h):
         "ecc_pending": _map(ecc, lambda v: bool(v[1])),
     }
     for counter, ctype in (("volatile", nv.NVML_VOLATILE_ECC), ("aggregate", nv.NVML_AGGREGATE_ECC)):
-        for kind, etype in (("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
-                            ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)):
+        for kind, etype in (
+            ("corrected", nv.NVML_MEMORY_ERROR_TYPE_CORRECTED),
+            ("uncorrected", nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED),
+        ):
             health[f"ecc_{counter}_{kind}"] = _map(_query(nv.nvmlDeviceGetTotalEccErrors, h, etype, ctype), int)
-    for key, cause in (("sbe", nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
-                       ("dbe", nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)):
+    for key, cause in (
+        ("sbe", nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS),
+        ("dbe", nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR),
+    ):
         health[f"retired_pages_{key}"] = _map(_query(nv.nvmlDeviceGetRetiredPages, h, cause), len)
     health["retired_pages_pending"] = _map(_query(nv.nvmlDeviceGetRetiredPagesPendingStatus, h), bool)
     rows = _query(nv.nvmlDeviceGetRemappedRows, h)
@@ -105,24 +116,36 @@ def _health(nv, h):
         health[key] = _map(rows, lambda v, i=i: int(v[i]))
     health["remap_pending"] = _map(rows, lambda v: bool(v[2]))
     health["remap_failure"] = _map(rows, lambda v: bool(v[3]))
-    health["clock_event_reasons"] = _map(_first_supported(
-        (getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons,
-         (h,)),
-        (nv.nvmlDeviceGetCurrentClocksThrottleReasons, (h,))), int)
-    for key, fn in (("pcie_gen_current", nv.nvmlDeviceGetCurrPcieLinkGeneration),
-                    ("pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration),
-                    ("pcie_width_current", nv.nvmlDeviceGetCurrPcieLinkWidth),
-                    ("pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth)):
+    health["clock_event_reasons"] = _map(
+        _first_supported(
+            (
+                getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or nv.nvmlDeviceGetCurrentClocksThrottleReasons,
+                (h,),
+            ),
+            (nv.nvmlDeviceGetCurrentClocksThrottleReasons, (h,)),
+        ),
+        int,
+    )
+    for key, fn in (
+        ("pcie_gen_current", nv.nvmlDeviceGetCurrPcieLinkGeneration),
+        ("pcie_gen_max", nv.nvmlDeviceGetMaxPcieLinkGeneration),
+        ("pcie_width_current", nv.nvmlDeviceGetCurrPcieLinkWidth),
+        ("pcie_width_max", nv.nvmlDeviceGetMaxPcieLinkWidth),
+    ):
         health[key] = _map(_query(fn, h), int)
     health["temperature_c"] = _map(_query(nv.nvmlDeviceGetTemperature, h, nv.NVML_TEMPERATURE_GPU), int)
-    health["temperature_slowdown_c"] = _map(_query(nv.nvmlDeviceGetTemperatureThreshold, h,
-                                                   nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN), int)
-    health["temperature_shutdown_c"] = _map(_query(nv.nvmlDeviceGetTemperatureThreshold, h,
-                                                   nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN), int)
+    health["temperature_slowdown_c"] = _map(
+        _query(nv.nvmlDeviceGetTemperatureThreshold, h, nv.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN), int
+    )
+    health["temperature_shutdown_c"] = _map(
+        _query(nv.nvmlDeviceGetTemperatureThreshold, h, nv.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN), int
+    )
     health["power_draw_w"] = _map(_query(nv.nvmlDeviceGetPowerUsage, h), lambda mw: round(mw / 1000.0, 3))
-    health["power_limit_w"] = _map(_first_supported((nv.nvmlDeviceGetEnforcedPowerLimit, (h,)),
-                                                    (nv.nvmlDeviceGetPowerManagementLimit, (h,))),
-                                   lambda mw: round(mw / 1000.0, 3))
+    health["power_limit_w"] = _map(
+        _first_supported((nv.nvmlDeviceGetEnforcedPowerLimit, (h,)), (nv.nvmlDeviceGetPowerManagementLimit, (h,))),
+        lambda mw: round(mw / 1000.0, 3),
+    )
     health["persistence_mode"] = _map(_query(nv.nvmlDeviceGetPersistenceMode, h), bool)
     modes = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
     health["compute_mode"] = _map(_query(nv.nvmlDeviceGetComputeMode, h), lambda m: modes.get(int(m), f"mode {m}"))
@@ -150,8 +173,14 @@ def _mig_instances(nv, h, mig):
         profile = name.rsplit(" MIG ", 1)[1] if isinstance(name, str) and " MIG " in name else ""
         gi = _query(nv.nvmlDeviceGetGpuInstanceId, m)
         ci = _query(nv.nvmlDeviceGetComputeInstanceId, m)
-        out.append({"uuid": str(uuid), "profile": profile, "gpu_instance": None if _is_na(gi) else int(gi),
-                    "compute_instance": None if _is_na(ci) else int(ci)})
+        out.append(
+            {
+                "uuid": str(uuid),
+                "profile": profile,
+                "gpu_instance": None if _is_na(gi) else int(gi),
+                "compute_instance": None if _is_na(ci) else int(ci),
+            }
+        )
     return out
 
 
@@ -195,8 +224,14 @@ def collect():
         cuda = _query(nv.nvmlSystemGetCudaDriverVersion)
         count = _query(nv.nvmlDeviceGetCount)
         devices = [d for d in (_device(nv, i) for i in range(count if isinstance(count, int) else 0)) if d]
-        return {"worker": VERSION, "ok": True, "driver_version": _query(nv.nvmlSystemGetDriverVersion),
-                "cuda_driver_version": cuda, "device_count": count, "devices": devices}
+        return {
+            "worker": VERSION,
+            "ok": True,
+            "driver_version": _query(nv.nvmlSystemGetDriverVersion),
+            "cuda_driver_version": cuda,
+            "device_count": count,
+            "devices": devices,
+        }
     finally:
         try:
             nv.nvmlShutdown()

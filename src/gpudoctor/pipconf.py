@@ -96,22 +96,28 @@ def parse(text: str) -> tuple[dict[str, str], ParseProblem | None]:
         parser.read_string(_universal(text))
     except configparser.MissingSectionHeaderError as exc:
         line = lines[exc.lineno - 1].rstrip("\r\n") if exc.lineno <= len(lines) else ""
-        return {}, ParseProblem(exc.lineno, "no-section-header",
-                                "no section header: the first setting is not under a [section] such as [global]",
-                                line)
+        return {}, ParseProblem(
+            exc.lineno,
+            "no-section-header",
+            "no section header: the first setting is not under a [section] such as [global]",
+            line,
+        )
     except configparser.DuplicateSectionError as exc:
         line = lines[exc.lineno - 1].rstrip("\r\n") if exc.lineno and exc.lineno <= len(lines) else ""
-        return {}, ParseProblem(exc.lineno or 0, "duplicate-section",
-                                f"section [{exc.section}] appears twice in one file", line)
+        return {}, ParseProblem(
+            exc.lineno or 0, "duplicate-section", f"section [{exc.section}] appears twice in one file", line
+        )
     except configparser.DuplicateOptionError as exc:
         line = lines[exc.lineno - 1].rstrip("\r\n") if exc.lineno and exc.lineno <= len(lines) else ""
-        return {}, ParseProblem(exc.lineno or 0, "duplicate-option",
-                                f"option {exc.option!r} is set twice in [{exc.section}]", line)
+        return {}, ParseProblem(
+            exc.lineno or 0, "duplicate-option", f"option {exc.option!r} is set twice in [{exc.section}]", line
+        )
     except configparser.ParsingError as exc:
         lineno = exc.errors[0][0] if exc.errors else 0
         line = lines[lineno - 1].rstrip("\r\n") if 0 < lineno <= len(lines) else ""
-        return {}, ParseProblem(lineno, "syntax",
-                                "line is neither a [section] header nor a `key = value` setting", line)
+        return {}, ParseProblem(
+            lineno, "syntax", "line is neither a [section] header nor a `key = value` setting", line
+        )
     except configparser.Error as exc:  # pragma: no cover - other configparser errors
         return {}, ParseProblem(0, "syntax", str(exc).splitlines()[0])
     values: dict[str, str] = {}
@@ -166,8 +172,13 @@ class Scan:
         when it has no options); None when there is no such section."""
         for i, (sect, header) in enumerate(self.sections):
             if sect == name:
-                mine = [e.end for e in self.entries if e.section == name and e.start > header and
-                        (i + 1 >= len(self.sections) or e.start < self.sections[i + 1][1])]
+                mine = [
+                    e.end
+                    for e in self.entries
+                    if e.section == name
+                    and e.start > header
+                    and (i + 1 >= len(self.sections) or e.start < self.sections[i + 1][1])
+                ]
                 return max(mine) if mine else header + 1
         return None
 
@@ -207,14 +218,20 @@ def scan(text: str) -> Scan:
             name = mo.group("option").rstrip()
             if current is None:
                 preamble = True
-            open_entry = {"section": current if current is not None else "", "name": name,
-                          "key": normalize_name(name), "start": idx, "end": idx + 1,
-                          "parts": [mo.group("value").strip()]}
+            open_entry = {
+                "section": current if current is not None else "",
+                "name": name,
+                "key": normalize_name(name),
+                "start": idx,
+                "end": idx + 1,
+                "parts": [mo.group("value").strip()],
+            }
             entries.append(open_entry)
         else:
             open_entry = None
-    out = tuple(Entry(e["section"], e["name"], e["key"], e["start"], e["end"], "\n".join(e["parts"]).rstrip())
-                for e in entries)
+    out = tuple(
+        Entry(e["section"], e["name"], e["key"], e["start"], e["end"], "\n".join(e["parts"]).rstrip()) for e in entries
+    )
     return Scan(tuple(lines), tuple(sections), out, preamble)
 
 
@@ -259,12 +276,15 @@ def set_option(text: str | None, key: str, value: str, section: str = "global") 
                 continue
             line = lines[e.start]
             body = line.rstrip("\r\n")
-            ending = line[len(body):] or ""
+            ending = line[len(body) :] or ""
             mo = re.match(r"(?P<prefix>\s*" + re.escape(e.name) + r"\s*[=:]\s*)", body)
             prefix = mo.group("prefix") if mo else f"{e.name} = "
-            kept = [ln for ln in lines[e.start + 1:e.end] if not ln.strip() or
-                    any(ln.strip().startswith(p) for p in _COMMENT_PREFIXES)]
-            lines[e.start:e.end] = [prefix + value + (ending or (eol if e.end < len(lines) else ""))] + kept
+            kept = [
+                ln
+                for ln in lines[e.start + 1 : e.end]
+                if not ln.strip() or any(ln.strip().startswith(p) for p in _COMMENT_PREFIXES)
+            ]
+            lines[e.start : e.end] = [prefix + value + (ending or (eol if e.end < len(lines) else ""))] + kept
         return "".join(lines)
     end = doc.section_end(section)
     new_line = f"{key} = {value}{eol}"
@@ -308,7 +328,7 @@ def repair_header(text: str, path: str = "pip.conf", section: str = "global") ->
     idx = problem.line - 1
     line = lines[idx]
     body = line.rstrip("\r\n")
-    ending = line[len(body):] or _eol(tuple(lines))
+    ending = line[len(body) :] or _eol(tuple(lines))
     stripped = body.strip()
     if "=" not in stripped and ":" not in stripped and (stripped.endswith("]") or stripped.startswith("[")):
         lines[idx] = f"[{section}]{ending}"
@@ -333,13 +353,17 @@ def manual_instructions(problem: ParseProblem, path: str) -> str:
     where = f"{path} line {problem.line}"
     text = f" ({problem.text.strip()!r})" if problem.text.strip() else ""
     if problem.kind == "no-section-header":
-        return (f"{where}{text} comes before any section header: put a [global] line above the first "
-                f"setting (or move the file aside), then check with `pip config list`")
+        return (
+            f"{where}{text} comes before any section header: put a [global] line above the first "
+            f"setting (or move the file aside), then check with `pip config list`"
+        )
     if problem.kind == "duplicate-section":
         return f"{where}{text}: {problem.message}; merge the two sections into one, then run `pip config list`"
     if problem.kind == "duplicate-option":
         return f"{where}{text}: {problem.message}; delete one of the two lines, then run `pip config list`"
     if problem.kind == "encoding":
         return f"{path}: {problem.message}; save it as UTF-8, then run `pip config list`"
-    return (f"{where}{text} is neither a [section] header nor `key = value`: fix or delete that line, "
-            f"then run `pip config list`")
+    return (
+        f"{where}{text} is neither a [section] header nor `key = value`: fix or delete that line, "
+        f"then run `pip config list`"
+    )

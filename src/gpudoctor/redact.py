@@ -26,7 +26,18 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "redact_text", "clean_text", "RedactingStream", "guard_streams", "MAX_LINE_CHARS", "is_secret_name", "is_secret_query_name", "redact_value", "redact_env"]
+__all__ = [
+    "REDACTED",
+    "redact_text",
+    "clean_text",
+    "RedactingStream",
+    "guard_streams",
+    "MAX_LINE_CHARS",
+    "is_secret_name",
+    "is_secret_query_name",
+    "redact_value",
+    "redact_env",
+]
 
 REDACTED = "****"
 
@@ -44,41 +55,69 @@ _AUTH_SCHEME = re.compile(r"(?P<scheme>\bBearer|\bAuthorization:\s*Basic)\s+(?P<
 # nor inside a word or a dashed name (``X-Amz-Credential=`` is a query parameter's name).
 _INLINE_ASSIGN = re.compile(
     r"(?<![\w?&-])(?P<name>-{0,2}[A-Za-z_][A-Za-z0-9_-]*)=(?P<value>\"(?:[^\"\\]|\\.)*\"|'[^']*'|"
-    r"(?:[^\s'\"\\]|\\(?![ntru\"/]))+)")
+    r"(?:[^\s'\"\\]|\\(?![ntru\"/]))+)"
+)
 # name = value lines of INI files (pip.conf, .npmrc), shown in evidence and snapshots: the value
 # runs to the end of the line (blanks around "="; NAME=value without blanks is _INLINE_ASSIGN's)
-_INI_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*(?:(?:[#;]+|//)[ \t]*)?(?:export[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
-                       r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
+_INI_LINE = re.compile(
+    r"(?m)^(?P<lead>[ \t]*(?:(?:[#;]+|//)[ \t]*)?(?:export[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]+=[ \t]*|=[ \t]+)"
+    r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$"
+)
 # name: value lines of YAML files (.condarc), comments and list items included: ``  token: abc``,
 # ``# password: x``, ``- api_key: y``; the value runs to the end of the line
-_YAML_LINE = re.compile(r"(?m)^(?P<lead>[ \t]*(?:#+[ \t]*)?(?:-[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]+)"
-                        r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$")
+_YAML_LINE = re.compile(
+    r"(?m)^(?P<lead>[ \t]*(?:#+[ \t]*)?(?:-[ \t]+)?)(?P<name>[A-Za-z_][\w.-]*)(?P<sep>[ \t]*:[ \t]+)"
+    r"(?P<value>[^\n]*?)(?P<trail>[ \t]*)$"
+)
 # netrc / apt auth.conf lines: ``machine h login u password p`` (comment or not)
-_NETRC = re.compile(r"(?m)^(?P<lead>[ \t]*(?:#[ \t]*)?(?:machine[ \t]+\S+[ \t]+)?(?:login[ \t]+\S+[ \t]+)?)"
-                    r"(?P<kw>password|passwd)[ \t]+(?P<value>[^\s=:]\S*)")
+_NETRC = re.compile(
+    r"(?m)^(?P<lead>[ \t]*(?:#[ \t]*)?(?:machine[ \t]+\S+[ \t]+)?(?:login[ \t]+\S+[ \t]+)?)"
+    r"(?P<kw>password|passwd)[ \t]+(?P<value>[^\s=:]\S*)"
+)
 # terminal control: CSI/OSC/other ESC sequences and C0/C1 controls other than tab and newline
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
-                      r"|\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]")
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]?"
+    r"|\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]"
+)
 #: longest line shown; longer ones are cut with a note (a minified file, a binary blob)
 MAX_LINE_CHARS = 4000
 _LONG_LINE = re.compile(rf"[^\n]{{{MAX_LINE_CHARS + 1},}}")
 _CUT_NOTE = re.compile(r" \[\.\.\. \d+ more characters cut\]$")
 # anaconda.org tokens in channel URLs: https://conda.anaconda.org/t/<token>/channel (bounded
 # host and prefix so that redaction stays linear in the length of the text)
-_CONDA_TOKEN = re.compile(r"(?P<pre>://[^\s\"'<>/]{1,255}(?:/[^\s\"'<>/]{1,64}){0,2}?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])")
+_CONDA_TOKEN = re.compile(
+    r"(?P<pre>://[^\s\"'<>/]{1,255}(?:/[^\s\"'<>/]{1,64}){0,2}?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])"
+)
 # "NAME": "value" / 'NAME': 'value' (JSON or Python reprs printed in free text)
 _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)(?P<sep>\s*:\s*)"
-    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')")
+    r"(?P<value>\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')"
+)
 
 # A name is secret when one of its words (split on "_", "-", ".", camelCase and digits)
 # CONTAINS one of these: HF_TOKEN2, NVIDIA_API_KEY_2, MYTOKEN, OAUTH_CLIENT, DBPASSWORD.
 _SECRET_PARTS = ("token", "secret", "password", "passwd", "passphrase", "credential", "auth", "key")
 # ...unless the word is one of these ordinary words (their values are settings, not secrets).
-_BENIGN_WORDS = frozenset({
-    "tokenizer", "tokenizers", "tokenize", "tokenization", "keyboard", "keyboards", "keyword", "keywords",
-    "monkey", "author", "authors", "authored", "authority", "authorities", "keyring", "keyrings",
-})
+_BENIGN_WORDS = frozenset(
+    {
+        "tokenizer",
+        "tokenizers",
+        "tokenize",
+        "tokenization",
+        "keyboard",
+        "keyboards",
+        "keyword",
+        "keywords",
+        "monkey",
+        "author",
+        "authors",
+        "authored",
+        "authority",
+        "authorities",
+        "keyring",
+        "keyrings",
+    }
+)
 # ...or the name ends in a word that says the value only points at the secret (a path, a name).
 _POINTER_WORDS = frozenset({"file", "path", "dir", "name", "names", "id", "type", "provider"})
 # Query-parameter names that are secret on their own (on top of the words above).
@@ -174,13 +213,15 @@ def _redact_secrets(text: str) -> str:
     text = _URL_USERINFO.sub(_userinfo, text)
     text = _QUERY_PARAM.sub(_query, text)
     text = _CONDA_TOKEN.sub(lambda m: f"{m.group('pre')}{REDACTED}", text)
-    text = _AUTH_SCHEME.sub(lambda m: m.group(0) if m.group("cred") == REDACTED else f"{m.group('scheme')} {REDACTED}",
-                            text)
+    text = _AUTH_SCHEME.sub(
+        lambda m: m.group(0) if m.group("cred") == REDACTED else f"{m.group('scheme')} {REDACTED}", text
+    )
     text = _QUOTED_PAIR.sub(_pair, text)
     text = _INI_LINE.sub(_ini, text)
     text = _YAML_LINE.sub(_ini, text)
-    text = _NETRC.sub(lambda m: m.group(0) if m.group("value") == REDACTED
-                      else f"{m.group('lead')}{m.group('kw')} {REDACTED}", text)
+    text = _NETRC.sub(
+        lambda m: m.group(0) if m.group("value") == REDACTED else f"{m.group('lead')}{m.group('kw')} {REDACTED}", text
+    )
     return _INLINE_ASSIGN.sub(_assign, text)
 
 
@@ -219,8 +260,9 @@ _VALUE_FIELDS = frozenset({"value", "values", "raw", "raw_value"})
 
 
 def _names_a_secret(record: Mapping) -> bool:
-    return any(isinstance(record.get(f), str) and "/" not in record[f] and is_secret_name(record[f])
-               for f in _NAME_FIELDS)
+    return any(
+        isinstance(record.get(f), str) and "/" not in record[f] and is_secret_name(record[f]) for f in _NAME_FIELDS
+    )
 
 
 def redact_value(value: Any, key: str | None = None) -> Any:
@@ -238,8 +280,10 @@ def redact_value(value: Any, key: str | None = None) -> Any:
         return redact_text(value)
     if isinstance(value, Mapping):
         if _names_a_secret(value):
-            return {k: REDACTED if str(k) in _VALUE_FIELDS and isinstance(v, str) and v else redact_value(v, str(k))
-                    for k, v in value.items()}
+            return {
+                k: REDACTED if str(k) in _VALUE_FIELDS and isinstance(v, str) and v else redact_value(v, str(k))
+                for k, v in value.items()
+            }
         return {k: redact_value(v, str(k)) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_value(v) for v in value]
@@ -284,8 +328,12 @@ class RedactingStream:
         text = _redact_secrets(text) if self._tty else _ESCAPES.sub("", _redact_secrets(text))
         return text if self._encoding is None else encodable(text, self._encoding)
 
-    def write(self, text: str) -> int:
-        if not isinstance(text, str):  # pragma: no cover - mirrors TextIO's error
+    def write(self, text: str | bytes) -> int:
+        if isinstance(text, (bytes, bytearray)):
+            # click.echo(bytes) writes to the binary buffer, which this guard does not
+            # expose: take the bytes as UTF-8 text so they pass the same redaction
+            text = bytes(text).decode("utf-8", errors="replace")
+        if not isinstance(text, str):
             raise TypeError(f"write() argument must be str, not {type(text).__name__}")
         data = self._pending + text
         cut = data.rfind("\n")
@@ -295,8 +343,8 @@ class RedactingStream:
                 self._stream.write(self._scrub(self._pending))
                 self._pending = ""
             return len(text)
-        self._pending = data[cut + 1:]
-        self._stream.write(self._scrub(data[:cut + 1]))
+        self._pending = data[cut + 1 :]
+        self._stream.write(self._scrub(data[: cut + 1]))
         return len(text)
 
     def flush(self) -> None:
@@ -327,11 +375,34 @@ class RedactingStream:
 
 
 #: ASCII stand-ins for the symbols gpudoctor prints, for an output encoding without them
-_ASCII = {"\u2713": "v", "\u2714": "v", "\u2717": "x", "\u2718": "x", "\u26a0": "!", "\u2192": "->",
-          "\u2190": "<-", "\u2264": "<=", "\u2265": ">=", "\u2014": "--", "\u2013": "-", "\u2026": "...",
-          "\u00d7": "x", "\u2022": "*", "\u00b7": ".", "\u2018": "'", "\u2019": "'", "\u201c": '"',
-          "\u201d": '"', "\u2248": "~", "\u2260": "!=", "\u00a0": " ", "\u2500": "-", "\u2502": "|",
-          "\u2139": "i", "\u00b5": "u"}
+_ASCII = {
+    "\u2713": "v",
+    "\u2714": "v",
+    "\u2717": "x",
+    "\u2718": "x",
+    "\u26a0": "!",
+    "\u2192": "->",
+    "\u2190": "<-",
+    "\u2264": "<=",
+    "\u2265": ">=",
+    "\u2014": "--",
+    "\u2013": "-",
+    "\u2026": "...",
+    "\u00d7": "x",
+    "\u2022": "*",
+    "\u00b7": ".",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u2248": "~",
+    "\u2260": "!=",
+    "\u00a0": " ",
+    "\u2500": "-",
+    "\u2502": "|",
+    "\u2139": "i",
+    "\u00b5": "u",
+}
 
 
 def encodable(text: str, encoding: str) -> str:
@@ -352,6 +423,7 @@ def encodable(text: str, encoding: str) -> str:
 def guard_streams() -> None:
     """Wrap ``sys.stdout`` and ``sys.stderr`` in :class:`RedactingStream` (once)."""
     import sys
+
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, RedactingStream):

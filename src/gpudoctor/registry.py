@@ -29,15 +29,37 @@ _SELF = "gpudoctor"
 
 #: Display order of check families: the causal chain of a GPU job, from the
 #: hardware up to the data pipeline and package sources. Others follow by id.
-FAMILY_ORDER = ("gpudoctor", "collect", "platform", "nvidia", "cuda", "cudnn", "torch", "gpu", "jupyter",
-                "dataloader", "nccl", "pip", "uv", "conda", "apt")
+FAMILY_ORDER = (
+    "gpudoctor",
+    "collect",
+    "platform",
+    "nvidia",
+    "cuda",
+    "cudnn",
+    "torch",
+    "gpu",
+    "jupyter",
+    "dataloader",
+    "nccl",
+    "pip",
+    "uv",
+    "conda",
+    "apt",
+)
 
 
 #: Checks shown before every family: headlines that summarise the others.
 PINNED_FIRST = ("cuda.available",)
 #: Checks shown first within their family, in this (causal) order; the rest follow by id.
-FAMILY_LEADS = ("cuda.driver", "cuda.libcuda", "cuda.arch", "cuda.devices", "platform.container",
-                "platform.kernel-module", "platform.driver-branch")
+FAMILY_LEADS = (
+    "cuda.driver",
+    "cuda.libcuda",
+    "cuda.arch",
+    "cuda.devices",
+    "platform.container",
+    "platform.kernel-module",
+    "platform.driver-branch",
+)
 
 
 def sort_key(id_: str) -> tuple:
@@ -98,9 +120,12 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
     return unique
 
 
-def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = None,
-                  load_fixes: bool = True,
-                  check_filter: Callable[[str, bool], bool] | None = None) -> Registry:
+def load_registry(
+    check_eps: Iterable | None = None,
+    fix_eps: Iterable | None = None,
+    load_fixes: bool = True,
+    check_filter: Callable[[str, bool], bool] | None = None,
+) -> Registry:
     """Load every check and fix plug-in.
 
     ``check_eps``/``fix_eps`` default to the installed entry points; tests pass
@@ -129,29 +154,46 @@ def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = 
             provider = _provider_name(ep)
             key = f"{kind}:{ep.name}"
             if ep.name in target:
-                reg.problems.append(Finding(
-                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
-                    summary=f"{kind} id {ep.name!r} is claimed twice: by {reg.providers[key]} and by {provider}; "
-                            f"the second was refused",
-                    explanation=(f"Two installed distributions register the {kind} `{ep.name}` "
-                                 f"(entry-point group `{group}`). Uninstall or rename one of them: "
-                                 f"`{reg.providers[key]}` was kept, `{provider}` ({ep.value}) refused."),
-                    evidence={"id": ep.name, "kept": reg.providers[key], "refused": provider, "value": ep.value}))
+                reg.problems.append(
+                    Finding(
+                        check=PLUGIN_CHECK_ID,
+                        status=Status.ERROR,
+                        summary=f"{kind} id {ep.name!r} is claimed twice: by {reg.providers[key]} and by {provider}; "
+                        f"the second was refused",
+                        explanation=(
+                            f"Two installed distributions register the {kind} `{ep.name}` "
+                            f"(entry-point group `{group}`). Uninstall or rename one of them: "
+                            f"`{reg.providers[key]}` was kept, `{provider}` ({ep.value}) refused."
+                        ),
+                        evidence={"id": ep.name, "kept": reg.providers[key], "refused": provider, "value": ep.value},
+                    )
+                )
                 continue
             try:
                 obj = ep.load()
             except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a broken plug-in must not break the doctor
                 from gpudoctor import signals
+
                 if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
                     raise  # a real Ctrl-C/SIGTERM while loading, not the plug-in's own doing
-                reg.problems.append(Finding(
-                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
-                    summary=f"plug-in {kind} {ep.name!r} from {provider} failed to load: {type(exc).__name__}: {exc}",
-                    explanation=(f"The entry point `{ep.name} = {ep.value}` (group `{group}`) raised while "
-                                 f"importing. Reinstall or upgrade `{provider.split(' ')[0]}`, or uninstall it; "
-                                 f"the other checks ran normally."),
-                    evidence={"id": ep.name, "provider": provider, "value": ep.value,
-                              "traceback": traceback.format_exc()}))
+                reg.problems.append(
+                    Finding(
+                        check=PLUGIN_CHECK_ID,
+                        status=Status.ERROR,
+                        summary=f"plug-in {kind} {ep.name!r} from {provider} failed to load: {type(exc).__name__}: {exc}",
+                        explanation=(
+                            f"The entry point `{ep.name} = {ep.value}` (group `{group}`) raised while "
+                            f"importing. Reinstall or upgrade `{provider.split(' ')[0]}`, or uninstall it; "
+                            f"the other checks ran normally."
+                        ),
+                        evidence={
+                            "id": ep.name,
+                            "provider": provider,
+                            "value": ep.value,
+                            "traceback": traceback.format_exc(),
+                        },
+                    )
+                )
                 continue
             problem = None
             if not isinstance(obj, expected):
@@ -161,11 +203,15 @@ def load_registry(check_eps: Iterable | None = None, fix_eps: Iterable | None = 
             elif not CHECK_ID_RE.match(obj.id):
                 problem = f"has an invalid id {obj.id!r} (dotted lowercase, e.g. 'cuda.driver')"
             if problem:
-                reg.problems.append(Finding(
-                    check=PLUGIN_CHECK_ID, status=Status.ERROR,
-                    summary=f"plug-in {kind} {ep.name!r} from {provider} {problem}",
-                    explanation=f"Fix the entry point `{ep.name} = {ep.value}` in `{provider.split(' ')[0]}`.",
-                    evidence={"id": ep.name, "provider": provider, "value": ep.value}))
+                reg.problems.append(
+                    Finding(
+                        check=PLUGIN_CHECK_ID,
+                        status=Status.ERROR,
+                        summary=f"plug-in {kind} {ep.name!r} from {provider} {problem}",
+                        explanation=f"Fix the entry point `{ep.name} = {ep.value}` in `{provider.split(' ')[0]}`.",
+                        evidence={"id": ep.name, "provider": provider, "value": ep.value},
+                    )
+                )
                 continue
             target[ep.name] = obj
             reg.providers[key] = provider

@@ -90,6 +90,7 @@ class CommandResult:
 def signal_name(number: int) -> str:
     """``11`` -> ``SIGSEGV`` (``signal 99`` for unknown numbers)."""
     import signal
+
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -99,9 +100,13 @@ def signal_name(number: int) -> str:
 class Runner(Protocol):
     """Runs argv lists. Implementations must never raise for a failed command."""
 
-    def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
-        ...
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult: ...
 
 
 _RUNNING: set[subprocess.Popen] = set()
@@ -155,8 +160,13 @@ class SubprocessRunner:
     (DataLoader workers, compilers) does not linger.
     """
 
-    def run(self, argv: Sequence[str], timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
-            env: Mapping[str, str] | None = None, input_text: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult:
         argv = tuple(str(a) for a in argv)
         start = time.monotonic()
         try:
@@ -185,8 +195,9 @@ class SubprocessRunner:
                 _RUNNING.discard(proc)
 
     @staticmethod
-    def _finish(proc: subprocess.Popen, argv: tuple, input_text: str | None, timeout_s: float,
-                start: float) -> CommandResult:
+    def _finish(
+        proc: subprocess.Popen, argv: tuple, input_text: str | None, timeout_s: float, start: float
+    ) -> CommandResult:
         """Wait for the command itself (not for its pipes: a grandchild that keeps them open
         must not turn a finished command into a timeout), then collect the output; members
         of its process group still running after it exited are killed."""
@@ -202,17 +213,21 @@ class SubprocessRunner:
             except (OSError, ValueError):
                 pass
 
-        readers = [threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
-                   threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True)]
+        readers = [
+            threading.Thread(target=pump, args=(proc.stdout, "out"), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, "err"), daemon=True),
+        ]
         for t in readers:
             t.start()
         if input_text is not None and proc.stdin is not None:
+
             def feed() -> None:
                 try:
                     proc.stdin.write(input_text.encode())
                     proc.stdin.close()
                 except (OSError, ValueError):
                     pass
+
             threading.Thread(target=feed, daemon=True).start()
         timed_out = False
         try:
@@ -343,8 +358,11 @@ class Files:
             link = "/" + "/".join(candidate)
             if hops > MAX_SYMLINK_HOPS:
                 self._note(JailIncident(str(path), link, target, "loop"))
-                raise SymlinkLoop(errno.ELOOP, f"too many levels of symbolic links under --root "
-                                  f"(a symlink loop through {link} -> {target})", str(path))
+                raise SymlinkLoop(
+                    errno.ELOOP,
+                    f"too many levels of symbolic links under --root (a symlink loop through {link} -> {target})",
+                    str(path),
+                )
             tparts = [p for p in PurePosixPath(target).parts if p not in ("/", "", ".")]
             if not target.startswith("/"):
                 depth = len(current)
@@ -369,8 +387,9 @@ class Files:
         real = os.path.realpath(host)
         if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
             self._note(JailIncident(str(path), "/" + "/".join(parts), real, "escape"))
-            raise RootEscape(errno.EXDEV, f"{path} resolves to {real}, outside --root {self.root}: not followed",
-                             str(path))
+            raise RootEscape(
+                errno.EXDEV, f"{path} resolves to {real}, outside --root {self.root}: not followed", str(path)
+            )
         return host
 
     def _lexical(self, path: str) -> list[str]:
@@ -414,8 +433,9 @@ class Files:
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 self._note(JailIncident(str(path), str(path), "(changed while read)", "escape"))
-                raise RootEscape(errno.EXDEV, f"{path} became a symlink while it was read: not followed",
-                                 str(path)) from None
+                raise RootEscape(
+                    errno.EXDEV, f"{path} became a symlink while it was read: not followed", str(path)
+                ) from None
             raise
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):

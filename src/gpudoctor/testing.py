@@ -97,8 +97,13 @@ class ScriptedRunner:
     default: Response | None = None
     calls: list[tuple[tuple[str, ...], float, Mapping[str, str] | None]] = field(default_factory=list)
 
-    def run(self, argv: Sequence[str], timeout_s: float = 10.0, env: Mapping[str, str] | None = None,
-            input_text: str | None = None) -> CommandResult:
+    def run(
+        self,
+        argv: Sequence[str],
+        timeout_s: float = 10.0,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult:
         key = tuple(str(a) for a in argv)
         self.calls.append((key, timeout_s, env))
         response = self.script.get(key, self.default)
@@ -107,11 +112,16 @@ class ScriptedRunner:
         return response(key) if callable(response) else response
 
 
-def fake_system(root: str | Path, env: Mapping[str, str] | None = None,
-                runner: ScriptedRunner | None = None, home: str = "/home/user") -> System:
+def fake_system(
+    root: str | Path,
+    env: Mapping[str, str] | None = None,
+    runner: ScriptedRunner | None = None,
+    home: str = "/home/user",
+) -> System:
     """A System whose files live under ``root``, with a scripted runner (nothing scripted by default)."""
-    return System(runner=runner or ScriptedRunner(), files=Files(Path(root)), env=dict(env or {}),
-                  clock=Clock(), home=home)
+    return System(
+        runner=runner or ScriptedRunner(), files=Files(Path(root)), env=dict(env or {}), clock=Clock(), home=home
+    )
 
 
 def write_tree(root: str | Path, files: Mapping[str, str | bytes]) -> Path:
@@ -130,76 +140,156 @@ def write_tree(root: str | Path, files: Mapping[str, str | bytes]) -> Path:
 # --------------------------------------------------------------------------- facts builders
 
 
-def os_facts(id: str = "debian", version: str = "12", codename: str = "bookworm",
-             in_container: bool = False, kind: str | None = None, **kw: Any) -> OsFacts:
+def os_facts(
+    id: str = "debian",
+    version: str = "12",
+    codename: str = "bookworm",
+    in_container: bool = False,
+    kind: str | None = None,
+    **kw: Any,
+) -> OsFacts:
     pretty = kw.pop("pretty_name", f"{id} {version} ({codename})")
-    return OsFacts(id=id, version=version, codename=codename, pretty_name=pretty, kernel=kw.pop("kernel", "6.1.0"),
-                   machine=kw.pop("machine", "x86_64"),
-                   container=ContainerFacts(in_container, kind, ("test marker",) if in_container else ()), **kw)
+    return OsFacts(
+        id=id,
+        version=version,
+        codename=codename,
+        pretty_name=pretty,
+        kernel=kw.pop("kernel", "6.1.0"),
+        machine=kw.pop("machine", "x86_64"),
+        container=ContainerFacts(in_container, kind, ("test marker",) if in_container else ()),
+        **kw,
+    )
 
 
-def cpu_facts(logical: int = 8, affinity: int | Unavailable | None = None,
-              quota_cpus: float | None = None, cgroup_version: int = 2, period_us: int = 100000) -> CpuFacts:
+def cpu_facts(
+    logical: int = 8,
+    affinity: int | Unavailable | None = None,
+    quota_cpus: float | None = None,
+    cgroup_version: int = 2,
+    period_us: int = 100000,
+) -> CpuFacts:
     quota: CpuQuota | None = None
     if quota_cpus is not None:
         source = "/sys/fs/cgroup/cpu.max" if cgroup_version == 2 else "/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us"
         quota = CpuQuota(cgroup_version, int(quota_cpus * period_us), period_us, source)
-    return CpuFacts(logical_cpus=logical, affinity_cpus=logical if affinity is None else affinity,
-                    cgroup_version=cgroup_version, quota=quota)
+    return CpuFacts(
+        logical_cpus=logical,
+        affinity_cpus=logical if affinity is None else affinity,
+        cgroup_version=cgroup_version,
+        quota=quota,
+    )
 
 
-def shm_facts(total_bytes: int | Unavailable = 16 * 1024 ** 3, free_bytes: int | None = None,
-              options: str = "rw,nosuid,nodev") -> ShmFacts:
+def shm_facts(
+    total_bytes: int | Unavailable = 16 * 1024**3, free_bytes: int | None = None, options: str = "rw,nosuid,nodev"
+) -> ShmFacts:
     free = total_bytes if free_bytes is None else free_bytes
     return ShmFacts("/dev/shm", True, total_bytes, free, "tmpfs", options)
 
 
 def pci_gpus(n: int = 1, driver: str | None = "nvidia", device_id: str = "0x2684") -> PciGpuFacts:
-    return PciGpuFacts(tuple(PciDevice(f"0000:{i + 1:02x}:00.0", "0x10de", device_id, "0x030000", driver)
-                             for i in range(n)))
+    return PciGpuFacts(
+        tuple(PciDevice(f"0000:{i + 1:02x}:00.0", "0x10de", device_id, "0x030000", driver) for i in range(n))
+    )
 
 
-def nvml_device(index: int = 0, name: str = "NVIDIA GeForce RTX 4090", cc: str = "8.9", memory_mib: int = 24564,
-                uuid: str | None = None, bus: str | None = None, mig: bool | Unavailable = False,
-                health: GpuHealth | Unavailable | None = None) -> NvmlDevice:
-    return NvmlDevice(index=index, name=name, uuid=uuid or f"GPU-{index:08d}-0000-0000-0000-000000000000",
-                      pci_bus_id=bus or f"00000000:{index + 1:02X}:00.0", compute_capability=cc,
-                      memory_total_mib=memory_mib, mig_mode=mig,
-                      health=health if health is not None else Unavailable("not queried"))
+def nvml_device(
+    index: int = 0,
+    name: str = "NVIDIA GeForce RTX 4090",
+    cc: str = "8.9",
+    memory_mib: int = 24564,
+    uuid: str | None = None,
+    bus: str | None = None,
+    mig: bool | Unavailable = False,
+    health: GpuHealth | Unavailable | None = None,
+) -> NvmlDevice:
+    return NvmlDevice(
+        index=index,
+        name=name,
+        uuid=uuid or f"GPU-{index:08d}-0000-0000-0000-000000000000",
+        pci_bus_id=bus or f"00000000:{index + 1:02X}:00.0",
+        compute_capability=cc,
+        memory_total_mib=memory_mib,
+        mig_mode=mig,
+        health=health if health is not None else Unavailable("not queried"),
+    )
 
 
 def gpu_health(**overrides: Any) -> GpuHealth:
     """A healthy data-centre GPU at idle (H100 SXM values as NVML documents them: ECC on, no
     errors, idle clock reason, PCIe Gen5 x16, 41 °C of slowdown 92 / shutdown 97, 68 W of 700 W,
     persistence on, default compute mode, no processes); ``overrides`` replace fields."""
-    base = GpuHealth(ecc_enabled=True, ecc_pending=True, ecc_volatile_corrected=0, ecc_volatile_uncorrected=0,
-                     ecc_aggregate_corrected=0, ecc_aggregate_uncorrected=0, retired_pages_sbe=0,
-                     retired_pages_dbe=0, retired_pages_pending=False, remapped_rows_correctable=0,
-                     remapped_rows_uncorrectable=0, remap_pending=False, remap_failure=False,
-                     clock_event_reasons=0x1, pcie_gen_current=5, pcie_gen_max=5, pcie_width_current=16,
-                     pcie_width_max=16, temperature_c=41, temperature_slowdown_c=92, temperature_shutdown_c=97,
-                     power_draw_w=68.1, power_limit_w=700.0, persistence_mode=True, compute_mode="default",
-                     processes=(), utilization_gpu_pct=0, utilization_memory_pct=0)
+    base = GpuHealth(
+        ecc_enabled=True,
+        ecc_pending=True,
+        ecc_volatile_corrected=0,
+        ecc_volatile_uncorrected=0,
+        ecc_aggregate_corrected=0,
+        ecc_aggregate_uncorrected=0,
+        retired_pages_sbe=0,
+        retired_pages_dbe=0,
+        retired_pages_pending=False,
+        remapped_rows_correctable=0,
+        remapped_rows_uncorrectable=0,
+        remap_pending=False,
+        remap_failure=False,
+        clock_event_reasons=0x1,
+        pcie_gen_current=5,
+        pcie_gen_max=5,
+        pcie_width_current=16,
+        pcie_width_max=16,
+        temperature_c=41,
+        temperature_slowdown_c=92,
+        temperature_shutdown_c=97,
+        power_draw_w=68.1,
+        power_limit_w=700.0,
+        persistence_mode=True,
+        compute_mode="default",
+        processes=(),
+        utilization_gpu_pct=0,
+        utilization_memory_pct=0,
+    )
     return dataclasses.replace(base, **overrides)
 
 
-def nvidia_facts(driver: str = "550.54.15", cuda: str | None = "12.4",
-                 devices: Iterable[NvmlDevice] = (), source: str = "nvml") -> NvidiaDriverFacts:
+def nvidia_facts(
+    driver: str = "550.54.15", cuda: str | None = "12.4", devices: Iterable[NvmlDevice] = (), source: str = "nvml"
+) -> NvidiaDriverFacts:
     devs = tuple(devices)
     if source == "nvml":
-        return NvidiaDriverFacts(driver, "nvml", cuda if cuda else Unavailable("not reported"), "ok", devs,
-                                 (SourceAttempt("nvml", True, f"NVML reports driver {driver}"),))
+        return NvidiaDriverFacts(
+            driver,
+            "nvml",
+            cuda if cuda else Unavailable("not reported"),
+            "ok",
+            devs,
+            (SourceAttempt("nvml", True, f"NVML reports driver {driver}"),),
+        )
     reason = "libnvidia-ml.so.1 could not be loaded"
-    return NvidiaDriverFacts(driver, source, Unavailable("NVML is needed: " + reason), Unavailable(reason), devs,
-                             (SourceAttempt("nvml", False, reason), SourceAttempt(source, True, f"read {driver}")))
+    return NvidiaDriverFacts(
+        driver,
+        source,
+        Unavailable("NVML is needed: " + reason),
+        Unavailable(reason),
+        devs,
+        (SourceAttempt("nvml", False, reason), SourceAttempt(source, True, f"read {driver}")),
+    )
 
 
 def no_nvidia() -> NvidiaDriverFacts:
     reason = "no NVIDIA driver found"
-    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable("libnvidia-ml.so.1 missing"),
-                             (), (SourceAttempt("nvml", False, "libnvidia-ml.so.1 could not be loaded"),
-                                  SourceAttempt("proc", False, "/proc/driver/nvidia/version does not exist"),
-                                  SourceAttempt("sysmodule", False, "/sys/module/nvidia/version does not exist")))
+    return NvidiaDriverFacts(
+        Unavailable(reason),
+        "",
+        Unavailable(reason),
+        Unavailable("libnvidia-ml.so.1 missing"),
+        (),
+        (
+            SourceAttempt("nvml", False, "libnvidia-ml.so.1 could not be loaded"),
+            SourceAttempt("proc", False, "/proc/driver/nvidia/version does not exist"),
+            SourceAttempt("sysmodule", False, "/sys/module/nvidia/version does not exist"),
+        ),
+    )
 
 
 def torch_facts(version: str | None = "2.13.0+cpu", cuda: str | None = None, **kw: Any) -> TorchFacts:
@@ -213,19 +303,38 @@ def torch_facts(version: str | None = "2.13.0+cpu", cuda: str | None = None, **k
     return TorchFacts(installed=True, dist_version=version, import_ok=True, version=version, cuda=cuda, **kw)
 
 
-def probe_facts(executable: str = "/home/user/venv/bin/python", torch: TorchFacts | None = None,
-                python_version: str = "3.11.7", env: Mapping[str, str] | None = None, **kw: Any) -> ProbeFacts:
+def probe_facts(
+    executable: str = "/home/user/venv/bin/python",
+    torch: TorchFacts | None = None,
+    python_version: str = "3.11.7",
+    env: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> ProbeFacts:
     prefix = kw.pop("prefix", executable.rsplit("/bin/", 1)[0])
     minor = ".".join(python_version.split(".")[:2])
-    return ProbeFacts(probe_version=1, executable=executable, python_version=python_version,
-                      implementation="cpython", prefix=prefix, base_prefix=kw.pop("base_prefix", "/usr"),
-                      is_venv=kw.pop("is_venv", True), is_conda=kw.pop("is_conda", False),
-                      include_dir=kw.pop("include_dir", f"/usr/include/python{minor}"),
-                      torch=torch or torch_facts(), env=dict(env or {}), **kw)
+    return ProbeFacts(
+        probe_version=1,
+        executable=executable,
+        python_version=python_version,
+        implementation="cpython",
+        prefix=prefix,
+        base_prefix=kw.pop("base_prefix", "/usr"),
+        is_venv=kw.pop("is_venv", True),
+        is_conda=kw.pop("is_conda", False),
+        include_dir=kw.pop("include_dir", f"/usr/include/python{minor}"),
+        torch=torch or torch_facts(),
+        env=dict(env or {}),
+        **kw,
+    )
 
 
-def target(probe: ProbeFacts | Unavailable | None = None, label: str = "current",
-           kind: str = "current", python: str | None = None, **kw: Any) -> TargetFacts:
+def target(
+    probe: ProbeFacts | Unavailable | None = None,
+    label: str = "current",
+    kind: str = "current",
+    python: str | None = None,
+    **kw: Any,
+) -> TargetFacts:
     probe = probe if probe is not None else probe_facts()
     py = python or (probe.executable if isinstance(probe, ProbeFacts) else "/usr/bin/python3")
     return TargetFacts(label=label, python=py, kind=kind, probe=probe, **kw)

@@ -20,8 +20,12 @@ from pathlib import Path
 from _foundation import GPUDOCTOR
 
 #: secrets every case carries in its environment; none may be printed
-SECRETS = {"HF_TOKEN2": "hf_QzSecretHF0001", "NVIDIA_API_KEY_2": "nvapi-QzSecretNV02",
-           "MY_SERVICE_AUTH": "QzSecretAuth03", "UV_INDEX_PRIVATE_PASSWORD": "QzSecretUv04"}
+SECRETS = {
+    "HF_TOKEN2": "hf_QzSecretHF0001",
+    "NVIDIA_API_KEY_2": "nvapi-QzSecretNV02",
+    "MY_SERVICE_AUTH": "QzSecretAuth03",
+    "UV_INDEX_PRIVATE_PASSWORD": "QzSecretUv04",
+}
 URL_SECRET = "QzUrlPass05"
 ALL_SECRETS = tuple(SECRETS.values()) + (URL_SECRET, "QzHostSecret06", "QzPrinted07")
 #: an uncaught traceback starts a line (a traceback kept as -v evidence is indented or inside a JSON string)
@@ -81,7 +85,8 @@ class Ctx:
         """A shared library built with gcc whose constructor runs ``constructor_body`` (C)."""
         src = self.dir / "c" / f"{name}.c"
         src.parent.mkdir(parents=True, exist_ok=True)
-        src.write_text(textwrap.dedent(f"""
+        src.write_text(
+            textwrap.dedent(f"""
             #include <signal.h>
             #include <stdio.h>
             #include <stdlib.h>
@@ -93,7 +98,8 @@ class Ctx:
             }}
             int nvmlInitWithFlags(unsigned int flags) {{ return 0; }}
             int cuInit(unsigned int flags) {{ return 0; }}
-        """))
+        """)
+        )
         out = self.dir / "lib" / name
         out.parent.mkdir(parents=True, exist_ok=True)
         subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(src)], check=True, capture_output=True)
@@ -189,20 +195,36 @@ def run_case(case: Case, base: Path) -> Result:
     ctx = Ctx(base / case.id)
     for d in (ctx.home, ctx.bin, ctx.root, ctx.host, ctx.pids, ctx.dir / "tmp"):
         d.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PIP_", "UV_", "CONDA", "JUPYTER", "GPUDOCTOR_", "XDG_", "CUDA_"))}
-    env.update(HOME=str(ctx.home), XDG_CONFIG_HOME=str(ctx.home / ".config"),
-               XDG_STATE_HOME=str(ctx.home / ".local/state"), XDG_CACHE_HOME=str(ctx.home / ".cache"),
-               XDG_DATA_HOME=str(ctx.home / ".local/share"), TMPDIR=str(ctx.dir / "tmp"),
-               PATH=f"{ctx.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}", NO_COLOR="1",
-               GPUDOCTOR_LOOPBACK_ONLY="1", PIP_INDEX_URL=f"https://user:{URL_SECRET}@mirror.example.org/simple",
-               **SECRETS)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PIP_", "UV_", "CONDA", "JUPYTER", "GPUDOCTOR_", "XDG_", "CUDA_"))
+    }
+    env.update(
+        HOME=str(ctx.home),
+        XDG_CONFIG_HOME=str(ctx.home / ".config"),
+        XDG_STATE_HOME=str(ctx.home / ".local/state"),
+        XDG_CACHE_HOME=str(ctx.home / ".cache"),
+        XDG_DATA_HOME=str(ctx.home / ".local/share"),
+        TMPDIR=str(ctx.dir / "tmp"),
+        PATH=f"{ctx.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        NO_COLOR="1",
+        GPUDOCTOR_LOOPBACK_ONLY="1",
+        PIP_INDEX_URL=f"https://user:{URL_SECRET}@mirror.example.org/simple",
+        **SECRETS,
+    )
     ctx.env = env
     case.setup(ctx)
     before = _snapshot(ctx)
     start = time.monotonic()
-    proc = subprocess.Popen([*GPUDOCTOR, *ctx.argv], stdin=subprocess.PIPE if ctx.stdin is not None else subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ctx.env, cwd=ctx.dir)
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, *ctx.argv],
+        stdin=subprocess.PIPE if ctx.stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ctx.env,
+        cwd=ctx.dir,
+    )
     if case.signal_at:
         sig, trigger = case.signal_at
 
@@ -214,6 +236,7 @@ def run_case(case: Case, base: Path) -> Result:
                     proc.send_signal(sig)
                     return
                 time.sleep(0.05)
+
         threading.Thread(target=send, daemon=True).start()
     killed = False
     try:
@@ -235,8 +258,17 @@ def run_case(case: Case, base: Path) -> Result:
             pass
     after = _snapshot(ctx)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
-    return Result(case, ctx, proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                  wall, survivors, changed, killed)
+    return Result(
+        case,
+        ctx,
+        proc.returncode,
+        out.decode("utf-8", "replace"),
+        err.decode("utf-8", "replace"),
+        wall,
+        survivors,
+        changed,
+        killed,
+    )
 
 
 def run_matrix(cases: Sequence[Case], base: Path, workers: int = 10) -> dict[str, Result]:

@@ -5,8 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ApplyError", "StaleEdit", "OutsideHome", "ConflictingEdits", "NeedsPrivilege", "CannotWrite", "WriteFailed",
-           "UndoRefused", "NoSuchUndo", "JournalUnavailable"]
+__all__ = [
+    "ApplyError",
+    "StaleEdit",
+    "OutsideHome",
+    "ConflictingEdits",
+    "NeedsPrivilege",
+    "CannotWrite",
+    "WriteFailed",
+    "UndoRefused",
+    "NoSuchUndo",
+    "JournalUnavailable",
+]
 
 
 # --------------------------------------------------------------------------- errors
@@ -21,8 +31,9 @@ class StaleEdit(ApplyError):
 
     def __init__(self, path: str, detail: str = "it changed since gpudoctor read it"):
         self.path = path
-        super().__init__(f"{path}: {detail}; nothing was written. Run `gpudoctor fix` again to plan on the "
-                         f"current contents.")
+        super().__init__(
+            f"{path}: {detail}; nothing was written. Run `gpudoctor fix` again to plan on the current contents."
+        )
 
 
 class OutsideHome(ApplyError):
@@ -31,9 +42,11 @@ class OutsideHome(ApplyError):
 
     def __init__(self, path: str, target: str, home: str):
         self.path = path
-        super().__init__(f"{path} is a dangling symlink to {target}, outside {home}; gpudoctor does not create "
-                         f"files through it. Create {target} yourself, or remove the link (rm {path}) and run "
-                         f"`gpudoctor fix` again; nothing was written.")
+        super().__init__(
+            f"{path} is a dangling symlink to {target}, outside {home}; gpudoctor does not create "
+            f"files through it. Create {target} yourself, or remove the link (rm {path}) and run "
+            f"`gpudoctor fix` again; nothing was written."
+        )
 
 
 class ConflictingEdits(ApplyError):
@@ -41,8 +54,10 @@ class ConflictingEdits(ApplyError):
 
     def __init__(self, path: str, fixes: Sequence[str]):
         self.path = path
-        super().__init__(f"{path}: fixes {', '.join(fixes)} both edit this file; apply them one at a time "
-                         f"(gpudoctor fix {fixes[0]}, then gpudoctor fix {fixes[-1]}).")
+        super().__init__(
+            f"{path}: fixes {', '.join(fixes)} both edit this file; apply them one at a time "
+            f"(gpudoctor fix {fixes[0]}, then gpudoctor fix {fixes[-1]})."
+        )
 
 
 class NeedsPrivilege(ApplyError):
@@ -63,13 +78,13 @@ class CannotWrite(ApplyError):
         self.path = path
         self.read_only = read_only
         if read_only:
-            why = ("the file system is read-only, so it cannot be written even as root; remount it read-write "
-                   "(sudo mount -o remount,rw MOUNTPOINT) or change the image it comes from")
+            why = (
+                "the file system is read-only, so it cannot be written even as root; remount it read-write "
+                "(sudo mount -o remount,rw MOUNTPOINT) or change the image it comes from"
+            )
         else:
-            why = ("permission denied even as root (an immutable file? see `lsattr`; a root-squashed network "
-                   "mount?)")
+            why = "permission denied even as root (an immutable file? see `lsattr`; a root-squashed network mount?)"
         super().__init__(f"cannot write {path}: {why}. Nothing was changed.")
-
 
 
 class WriteFailed(ApplyError):
@@ -97,6 +112,8 @@ class JournalUnavailable(ApplyError):
 
     def __init__(self, directory: Path, reason: str):
         self.directory = directory
-        super().__init__(f"cannot write the backup journal {directory}: {reason}; nothing was changed. "
-                         f"Point it at a writable directory and rerun, e.g. XDG_STATE_HOME=/var/tmp/gpudoctor-state "
-                         f"gpudoctor fix ...")
+        super().__init__(
+            f"cannot write the backup journal {directory}: {reason}; nothing was changed. "
+            f"Point it at a writable directory and rerun, e.g. XDG_STATE_HOME=/var/tmp/gpudoctor-state "
+            f"gpudoctor fix ..."
+        )

@@ -170,8 +170,7 @@ def encode_text(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogateescape")
 
 
-def denied_error(target: str, host: Path, ops: FileOps, rerun: str | None,
-                 exc: OSError | None = None) -> ApplyError:
+def denied_error(target: str, host: Path, ops: FileOps, rerun: str | None, exc: OSError | None = None) -> ApplyError:
     """The error for a file we may not write: :class:`CannotWrite` on a read-only file system or when we
     are root already, else :class:`NeedsPrivilege` with the ``sudo`` command to rerun."""
     if (exc is not None and exc.errno == errno.EROFS) or ops.read_only(host):

@@ -23,8 +23,13 @@ def sudo_command(argv: Sequence[str]) -> str:
     return "sudo " + shlex.join(list(argv))
 
 
-def apply(writes: Sequence[PreparedWrite], files: Files, journal: Journal | None = None,
-          ops: FileOps | None = None, rerun: str | None = None) -> Transaction | None:
+def apply(
+    writes: Sequence[PreparedWrite],
+    files: Files,
+    journal: Journal | None = None,
+    ops: FileOps | None = None,
+    rerun: str | None = None,
+) -> Transaction | None:
     """Write ``writes`` (from :func:`prepare`) as one transaction; returns it (None when ``writes`` is empty).
 
     ``rerun`` is the command line to suggest with sudo when a file may not be

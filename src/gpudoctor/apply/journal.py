@@ -70,15 +70,33 @@ class JournalFile:
     created_dirs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "target": self.target, "existed": self.existed, "mode": oct(self.mode),
-                "uid": self.uid, "gid": self.gid, "sha256_before": self.sha256_before,
-                "sha256_after": self.sha256_after, "backup": self.backup, "created_dirs": list(self.created_dirs)}
+        return {
+            "path": self.path,
+            "target": self.target,
+            "existed": self.existed,
+            "mode": oct(self.mode),
+            "uid": self.uid,
+            "gid": self.gid,
+            "sha256_before": self.sha256_before,
+            "sha256_after": self.sha256_after,
+            "backup": self.backup,
+            "created_dirs": list(self.created_dirs),
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> JournalFile:
-        return cls(d["path"], d["target"], bool(d["existed"]), int(str(d["mode"]), 0), int(d["uid"]),
-                   int(d["gid"]), d.get("sha256_before"), d["sha256_after"], d.get("backup"),
-                   tuple(d.get("created_dirs") or ()))
+        return cls(
+            d["path"],
+            d["target"],
+            bool(d["existed"]),
+            int(str(d["mode"]), 0),
+            int(d["uid"]),
+            int(d["gid"]),
+            d.get("sha256_before"),
+            d["sha256_after"],
+            d.get("backup"),
+            tuple(d.get("created_dirs") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -115,11 +133,18 @@ class Transaction:
     seq: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema_version": MANIFEST_SCHEMA_VERSION, "id": self.id, "seq": self.seq,
-                "created_at": self.created_at,
-                "root": self.root, "fixes": list(self.fixes), "status": self.status,
-                "undone_at": self.undone_at, "saved_by": self.saved_by,
-                "files": [f.to_json() for f in self.files]}
+        return {
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "id": self.id,
+            "seq": self.seq,
+            "created_at": self.created_at,
+            "root": self.root,
+            "fixes": list(self.fixes),
+            "status": self.status,
+            "undone_at": self.undone_at,
+            "saved_by": self.saved_by,
+            "files": [f.to_json() for f in self.files],
+        }
 
 
 def _now() -> str:
@@ -174,11 +199,13 @@ class Journal:
 
     def load(self, txn_id: str) -> Transaction:
         """The transaction ``txn_id`` (a unique prefix is enough). Raises :class:`NoSuchUndo` if unknown."""
-        matches = [t for t in self.transactions() if t.id == txn_id] or \
-                  [t for t in self.transactions() if t.id.startswith(txn_id)]
+        matches = [t for t in self.transactions() if t.id == txn_id] or [
+            t for t in self.transactions() if t.id.startswith(txn_id)
+        ]
         if not matches:
-            raise NoSuchUndo(f"no transaction {txn_id!r} in the journal {self.directory} "
-                              f"(see `gpudoctor fix --history`)")
+            raise NoSuchUndo(
+                f"no transaction {txn_id!r} in the journal {self.directory} (see `gpudoctor fix --history`)"
+            )
         if len(matches) > 1:
             raise NoSuchUndo(f"{txn_id!r} matches several transactions: {', '.join(t.id for t in matches)}")
         return matches[0]
@@ -195,10 +222,20 @@ class Journal:
             try:
                 doc = json.loads(manifest.read_text(encoding="utf-8"))
                 seq = doc.get("seq", 0)
-                out.append(Transaction(doc["id"], doc["created_at"], doc["root"], tuple(doc["fixes"]),
-                                       tuple(JournalFile.from_json(f) for f in doc["files"]), doc["status"],
-                                       d, doc.get("undone_at"), doc.get("saved_by"),
-                                       seq if isinstance(seq, int) and not isinstance(seq, bool) else 0))
+                out.append(
+                    Transaction(
+                        doc["id"],
+                        doc["created_at"],
+                        doc["root"],
+                        tuple(doc["fixes"]),
+                        tuple(JournalFile.from_json(f) for f in doc["files"]),
+                        doc["status"],
+                        d,
+                        doc.get("undone_at"),
+                        doc.get("saved_by"),
+                        seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
+                    )
+                )
             except (OSError, ValueError, KeyError, TypeError):
                 continue
         out.sort(key=lambda t: (t.seq, t.id))
@@ -246,8 +283,7 @@ class Journal:
 
     # -- undo
 
-    def undo(self, txn_id: str | None = None, force: bool = False,
-             ops: FileOps | None = None) -> Transaction:
+    def undo(self, txn_id: str | None = None, force: bool = False, ops: FileOps | None = None) -> Transaction:
         """Restore the files of ``txn_id`` (default: the last applied transaction) byte for byte.
 
         Files the transaction created are removed (and the directories it
@@ -267,8 +303,9 @@ class Journal:
             else:
                 applied = [t for t in self.transactions() if t.status == "applied"]
                 if not applied:
-                    raise NoSuchUndo("nothing to undo: the journal holds no applied transaction "
-                                      "(see `gpudoctor fix --history`)")
+                    raise NoSuchUndo(
+                        "nothing to undo: the journal holds no applied transaction (see `gpudoctor fix --history`)"
+                    )
                 txn = applied[-1]
             files = Files(Path(txn.root))
             changed = []
@@ -278,8 +315,10 @@ class Journal:
                 if sha256_hex(now) != jf.sha256_after:
                     changed.append(jf.target)
             if changed and not force:
-                raise UndoRefused(f"{', '.join(changed)} changed since transaction {txn.id}; undo refused, "
-                                  f"nothing restored. Rerun with --force to restore the backup anyway.")
+                raise UndoRefused(
+                    f"{', '.join(changed)} changed since transaction {txn.id}; undo refused, "
+                    f"nothing restored. Rerun with --force to restore the backup anyway."
+                )
             saved = self._save_current(txn, files, ops) if changed else None
             for jf in txn.files:
                 host = files.host_path(jf.target)
@@ -289,15 +328,27 @@ class Journal:
                         ops.write(host, data, jf.mode, (jf.uid, jf.gid))
                     except OSError as exc:
                         if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                            raise denied_error(jf.target, host, ops, f"sudo gpudoctor fix --undo {txn.id}", exc) from None
+                            raise denied_error(
+                                jf.target, host, ops, f"sudo gpudoctor fix --undo {txn.id}", exc
+                            ) from None
                         raise WriteFailed(jf.target, exc.strerror or str(exc), []) from None
                 else:
                     with contextlib.suppress(FileNotFoundError):
                         ops.remove(host)
                     for d in reversed(jf.created_dirs):
                         ops.rmdir(files.host_path(d))
-            done = Transaction(txn.id, txn.created_at, txn.root, txn.fixes, txn.files, "undone",
-                               txn.directory, _now(), saved.id if saved else None, seq=txn.seq)
+            done = Transaction(
+                txn.id,
+                txn.created_at,
+                txn.root,
+                txn.fixes,
+                txn.files,
+                "undone",
+                txn.directory,
+                _now(),
+                saved.id if saved else None,
+                seq=txn.seq,
+            )
             self._write_manifest(done)
             return done
 
@@ -324,10 +375,21 @@ class Journal:
                     raise
             restored = (txn.directory / jf.backup).read_bytes() if jf.existed and jf.backup else None
             mode, uid, gid = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) if st else (jf.mode, jf.uid, jf.gid)
-            entries.append(JournalFile(jf.path, jf.target, data is not None, mode, uid, gid, sha256_hex(data),
-                                       sha256_hex(restored), backup))
-        saved = Transaction(txn_id, _now(), txn.root, (f"undo --force {txn.id}",), tuple(entries), "applied",
-                            directory, seq=self._next_seq())
+            entries.append(
+                JournalFile(
+                    jf.path, jf.target, data is not None, mode, uid, gid, sha256_hex(data), sha256_hex(restored), backup
+                )
+            )
+        saved = Transaction(
+            txn_id,
+            _now(),
+            txn.root,
+            (f"undo --force {txn.id}",),
+            tuple(entries),
+            "applied",
+            directory,
+            seq=self._next_seq(),
+        )
         try:
             self._write_manifest(saved)
         except OSError as exc:
@@ -337,8 +399,9 @@ class Journal:
 
     # -- apply
 
-    def record_and_write(self, writes: Sequence[PreparedWrite], files: Files, fixes: Sequence[str],
-                         ops: FileOps, rerun: str | None) -> Transaction:
+    def record_and_write(
+        self, writes: Sequence[PreparedWrite], files: Files, fixes: Sequence[str], ops: FileOps, rerun: str | None
+    ) -> Transaction:
         """Back up, then write, every file; see :func:`apply`."""
         with self.locked():
             txn_id, directory = self._new_directory()
@@ -366,10 +429,29 @@ class Journal:
                         raise denied_error(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, f"cannot read it: {exc.strerror or exc}", []) from None
                 originals.append(data)
-                entries.append(JournalFile(w.path, w.target, data is not None, mode, uid, gid, sha256_hex(data),
-                                           sha256_hex(encode_text(w.new_text)) or "", backup))
-            txn = Transaction(txn_id, _now(), str(files.root), tuple(fixes), tuple(entries), "pending", directory,
-                              seq=self._next_seq())
+                entries.append(
+                    JournalFile(
+                        w.path,
+                        w.target,
+                        data is not None,
+                        mode,
+                        uid,
+                        gid,
+                        sha256_hex(data),
+                        sha256_hex(encode_text(w.new_text)) or "",
+                        backup,
+                    )
+                )
+            txn = Transaction(
+                txn_id,
+                _now(),
+                str(files.root),
+                tuple(fixes),
+                tuple(entries),
+                "pending",
+                directory,
+                seq=self._next_seq(),
+            )
             try:
                 self._write_manifest(txn)
             except OSError as exc:
@@ -383,8 +465,18 @@ class Journal:
                     created = ops.makedirs(w.host_path.parent)
                     if created:
                         rel = tuple("/" + str(p.relative_to(files.host_path("/"))) for p in created)
-                        entries[i] = jf = JournalFile(jf.path, jf.target, jf.existed, jf.mode, jf.uid, jf.gid,
-                                                      jf.sha256_before, jf.sha256_after, jf.backup, rel)
+                        entries[i] = jf = JournalFile(
+                            jf.path,
+                            jf.target,
+                            jf.existed,
+                            jf.mode,
+                            jf.uid,
+                            jf.gid,
+                            jf.sha256_before,
+                            jf.sha256_after,
+                            jf.backup,
+                            rel,
+                        )
                     # last look before replacing: refuse a change made after the backup
                     current = ops.read(w.host_path)
                     if sha256_hex(current) != jf.sha256_before:
@@ -394,23 +486,38 @@ class Journal:
                     done.append(i)
                 except (OSError, ApplyError) as exc:
                     restored = self._roll_back(writes, entries, originals, done, files, ops, skip_dirs_of=i)
-                    failed = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries),
-                                         "rolled-back", directory, seq=txn.seq)
+                    failed = Transaction(
+                        txn_id,
+                        txn.created_at,
+                        txn.root,
+                        txn.fixes,
+                        tuple(entries),
+                        "rolled-back",
+                        directory,
+                        seq=txn.seq,
+                    )
                     self._write_manifest(failed)
                     if isinstance(exc, ApplyError):
                         raise
                     if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
                         raise denied_error(w.target, w.host_path, ops, rerun, exc) from None
                     raise WriteFailed(w.target, exc.strerror or str(exc), restored) from None
-            txn = Transaction(txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory,
-                              seq=txn.seq)
+            txn = Transaction(
+                txn_id, txn.created_at, txn.root, txn.fixes, tuple(entries), "applied", directory, seq=txn.seq
+            )
             self._write_manifest(txn)
             return txn
 
     @staticmethod
-    def _roll_back(writes: Sequence[PreparedWrite], entries: Sequence[JournalFile],
-                   originals: Sequence[bytes | None], done: Sequence[int], files: Files, ops: FileOps,
-                   skip_dirs_of: int) -> list[str]:
+    def _roll_back(
+        writes: Sequence[PreparedWrite],
+        entries: Sequence[JournalFile],
+        originals: Sequence[bytes | None],
+        done: Sequence[int],
+        files: Files,
+        ops: FileOps,
+        skip_dirs_of: int,
+    ) -> list[str]:
         restored = []
         for i in list(reversed(done)) + [skip_dirs_of]:
             w, jf, data = writes[i], entries[i], originals[i]

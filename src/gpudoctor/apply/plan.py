@@ -67,7 +67,6 @@ class PreparedWrite:
         return f"{verb} {in_root(self.path, self.root)}"
 
 
-
 def _check_dangling(edit_path: str, target: str, host: Path, files: Files) -> None:
     """Refuse to create ``target`` through the dangling link ``edit_path`` when the link is in the
     user's home and its target is not (under ``--root`` the jail already keeps it in the root)."""
@@ -107,8 +106,16 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) 
             if target in by_target:
                 prev = by_target[target]
                 if edit.old_text == prev.new_text or edit.new_text == prev.new_text:
-                    by_target[target] = PreparedWrite(prev.path, target, host, prev.old_text,
-                                                      edit.new_text, prev.mode, prev.fixes + (plan.fix,), prev.root)
+                    by_target[target] = PreparedWrite(
+                        prev.path,
+                        target,
+                        host,
+                        prev.old_text,
+                        edit.new_text,
+                        prev.mode,
+                        prev.fixes + (plan.fix,),
+                        prev.root,
+                    )
                     continue
                 raise ConflictingEdits(edit.path, prev.fixes + (plan.fix,))
             try:
@@ -122,8 +129,9 @@ def prepare(plans: Sequence[FixPlan], files: Files, ops: FileOps | None = None) 
                 if current_text is None:
                     raise StaleEdit(edit.path, "it was deleted since gpudoctor read it")
                 raise StaleEdit(edit.path)
-            by_target[target] = PreparedWrite(edit.path, target, host, edit.old_text, edit.new_text,
-                                              edit.mode, (plan.fix,), str(files.root))
+            by_target[target] = PreparedWrite(
+                edit.path, target, host, edit.old_text, edit.new_text, edit.mode, (plan.fix,), str(files.root)
+            )
             order.append(target)
     return [by_target[t] for t in order if by_target[t].old_text != by_target[t].new_text]
 
@@ -156,7 +164,7 @@ def unified_diff(write: PreparedWrite, redact: bool = True, context: int = 3) ->
     while tail < n - head and old_lines[-1 - tail] == new_lines[-1 - tail]:
         tail += 1
     lo, cut = max(0, head - context), max(0, tail - context)
-    a, b = old_lines[lo:len(old_lines) - cut], new_lines[lo:len(new_lines) - cut]
+    a, b = old_lines[lo : len(old_lines) - cut], new_lines[lo : len(new_lines) - cut]
     lines = []
     for line in difflib.unified_diff(a, b, fromfile=fromfile, tofile=shown, n=context):
         if lo and line.startswith("@@ "):

@@ -13,8 +13,8 @@ from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 
-GIB = 1024 ** 3
-MIB = 1024 ** 2
+GIB = 1024**3
+MIB = 1024**2
 
 
 def fmt_bytes(n: int) -> str:
@@ -118,14 +118,16 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
 
     def newest(r: dict[str, Any]) -> Version:
         return min(_v(r["newest_torch"]), _v(last)) if last else _v(r["newest_torch"])
+
     newest_torch = max(newest(r) for r in fitting)
     current = [r for r in fitting if newest(r) == newest_torch]
     native = [r for r in current if _v(driver) >= _v(r.get("toolkit_driver") or r["min_driver"])]
     return (native or current)[-1]
 
 
-def pip_install_command(python: str, variant: dict[str, Any], torch_version: str | None = None,
-                        python_version: str | None = None) -> str:
+def pip_install_command(
+    python: str, variant: dict[str, Any], torch_version: str | None = None, python_version: str | None = None
+) -> str:
     """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``.
 
     With ``python_version`` (the target's, e.g. ``3.8.18``) the command never

@@ -85,8 +85,11 @@ def cc_tuple(cc: str) -> tuple[int, int]:
 def toolkit_driver(cuda: str) -> str | None:
     """Table 3 driver of CUDA ``X.Y`` (the newest listed release <= X.Y of the same major), or None."""
     target = v(cuda)
-    rows = [r for r in load_table("cuda_drivers")["release"]
-            if v(r["cuda"]).major == target.major and v(r["cuda"]) <= target]
+    rows = [
+        r
+        for r in load_table("cuda_drivers")["release"]
+        if v(r["cuda"]).major == target.major and v(r["cuda"]) <= target
+    ]
     return max(rows, key=lambda r: v(r["cuda"]))["toolkit_driver"] if rows else None
 
 
@@ -294,12 +297,19 @@ def gpu_devices(facts: Facts, probe: ProbeFacts | None = None) -> list[GpuDevice
     """GPUs from NVML; else the target's CUDA devices; else none."""
     nv = facts.of(NvidiaDriverFacts)
     if not isinstance(nv, Unavailable) and nv.devices:
-        return [GpuDevice(d.index, d.name, d.compute_capability if isinstance(d.compute_capability, str) else None,
-                          d.pci_bus_id, d.uuid, d.mig_mode if isinstance(d.mig_mode, bool) else None)
-                for d in nv.devices]
+        return [
+            GpuDevice(
+                d.index,
+                d.name,
+                d.compute_capability if isinstance(d.compute_capability, str) else None,
+                d.pci_bus_id,
+                d.uuid,
+                d.mig_mode if isinstance(d.mig_mode, bool) else None,
+            )
+            for d in nv.devices
+        ]
     if probe is not None and probe.torch.devices:
-        return [GpuDevice(d.index, d.name, d.capability, d.pci_bus_id or "", d.uuid or "")
-                for d in probe.torch.devices]
+        return [GpuDevice(d.index, d.name, d.capability, d.pci_bus_id or "", d.uuid or "") for d in probe.torch.devices]
     return []
 
 
@@ -308,6 +318,7 @@ def wsl_driver(facts: Facts) -> bool:
     though WSL shows no NVIDIA PCI function and no ``/proc/driver/nvidia`` (CUDA on WSL User Guide)."""
     from gpudoctor.facts.host import OsFacts
     from gpudoctor.facts.libraries import CudaLibrariesFacts
+
     os_facts, cl = facts.of(OsFacts), facts.of(CudaLibrariesFacts)
     if isinstance(os_facts, Unavailable) or not os_facts.wsl or isinstance(cl, Unavailable):
         return False
@@ -338,8 +349,9 @@ def target_probes(facts: Facts) -> list[tuple[TargetFacts, ProbeFacts | None]]:
     return [(t, t.probe if isinstance(t.probe, ProbeFacts) else None) for t in distinct_targets(targets)]
 
 
-def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts], Finding]
-               ) -> Callable[[Facts], list[Finding]]:
+def per_target(
+    check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts], Finding]
+) -> Callable[[Facts], list[Finding]]:
     """An ``evaluate`` that runs ``assess`` once per probed target.
 
     Targets whose probe failed get a ``skip`` naming the interpreter (the
@@ -352,8 +364,14 @@ def per_target(check_id: str, assess: Callable[[Facts, TargetFacts, ProbeFacts],
         out = []
         for t, probe in target_probes(facts):
             if probe is None:
-                out.append(Finding(check=check_id, status=Status.SKIP,
-                                   summary=f"the probe of {t.python} failed (see torch.install)", target=t.label))
+                out.append(
+                    Finding(
+                        check=check_id,
+                        status=Status.SKIP,
+                        summary=f"the probe of {t.python} failed (see torch.install)",
+                        target=t.label,
+                    )
+                )
             else:
                 out.append(assess(facts, t, probe))
         return out

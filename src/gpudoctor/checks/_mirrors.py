@@ -54,11 +54,15 @@ def _host(url: str) -> str:
 
 def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
     """Markdown table: mirror, median ms, throughput, status, freshness, why skipped."""
-    lines = ["| mirror | median ms | throughput | status | freshness | why skipped |",
-             "|---|---:|---:|---|---|---|"]
+    lines = ["| mirror | median ms | throughput | status | freshness | why skipped |", "|---|---:|---:|---|---|---|"]
     for r in list(rows)[:limit]:
-        tput = "-" if r.throughput_kib_s is None else f"{r.throughput_kib_s / 1024:.1f} MiB/s" \
-            if r.throughput_kib_s >= 1024 else f"{r.throughput_kib_s:.0f} KiB/s"
+        tput = (
+            "-"
+            if r.throughput_kib_s is None
+            else f"{r.throughput_kib_s / 1024:.1f} MiB/s"
+            if r.throughput_kib_s >= 1024
+            else f"{r.throughput_kib_s:.0f} KiB/s"
+        )
         fresh = "-"
         if r.lag_hours is not None:
             fresh = f"{r.lag_hours:.0f} h behind" if r.lag_hours >= 1 else "current"
@@ -79,7 +83,10 @@ def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Mi
             continue
         if cand.base_url.rstrip("/") == current.base_url.rstrip("/"):
             continue
-        if cand.median_ms * SPEEDUP_FACTOR <= current.median_ms and current.median_ms - cand.median_ms >= SPEEDUP_MIN_MS:
+        if (
+            cand.median_ms * SPEEDUP_FACTOR <= current.median_ms
+            and current.median_ms - cand.median_ms >= SPEEDUP_MIN_MS
+        ):
             return cand
         return None  # ranking is sorted: if the fastest does not qualify, none does
     return None
@@ -93,6 +100,7 @@ def config_problem(facts: Facts, eco: str) -> str | None:
     """Why the ``eco`` configuration files could not be read (invalid YAML/TOML, unreadable),
     or None: the conda domain is Unavailable with that reason, uv lists ``problems``."""
     from gpudoctor.facts import Unavailable
+
     cfg = facts.get(eco)
     if isinstance(cfg, Unavailable):
         reason = cfg.reason
@@ -110,11 +118,16 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
     ranking = tuple(mirrors.rankings.get(eco, ()))
     broken = config_problem(facts, eco)
     if broken and not conf:  # an unreadable or invalid file is not "not configured"
-        return [check.finding(
-            Status.WARN, f"the {eco} configuration cannot be read: {broken}",
-            f"{broken}.\n\n{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
-            f"one you configured. Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check "
-            f"{check.id}` again.", evidence={"problem": broken})]
+        return [
+            check.finding(
+                Status.WARN,
+                f"the {eco} configuration cannot be read: {broken}",
+                f"{broken}.\n\n{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
+                f"one you configured. Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check "
+                f"{check.id}` again.",
+                evidence={"problem": broken},
+            )
+        ]
     if mirrors.offline:
         if not conf:
             raise SkipCheck(not_configured)
@@ -124,46 +137,81 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         raise SkipCheck(not_configured)
     unprobed = [p for p in conf if p.status == "offline"]
     if unprobed and all(p.status in ("offline", "local") for p in conf) and not any(r.median_ms for r in ranking):
-        raise SkipCheck(f"the configured {WHAT[eco]} {_host(unprobed[0].base_url)} was not probed "
-                        f"({unprobed[0].reason})")
+        raise SkipCheck(
+            f"the configured {WHAT[eco]} {_host(unprobed[0].base_url)} was not probed ({unprobed[0].reason})"
+        )
     conf = [p for p in conf if p.status != "offline"]
     if network_absent(conf + list(ranking)):
         first = (conf + list(ranking))[0]
         raise SkipCheck(f"no network: every probe failed before reaching a server ({first.reason})")
     fix = FIX_IDS[eco]
     best = best_healthy(ranking)
-    table = f"\n\nRanking (probed concurrently, budget {mirrors.budget_s:g} s, catalogue {mirrors.catalogue_origin}):\n\n" \
-            f"{ranking_table(ranking)}" if ranking else ""
-    evidence = {"configured": [{"url": p.base_url, "status": p.status, "median_ms": p.median_ms,
-                                "connect_ms": p.connect_ms, "reason": p.reason} for p in conf]}
+    table = (
+        f"\n\nRanking (probed concurrently, budget {mirrors.budget_s:g} s, catalogue {mirrors.catalogue_origin}):\n\n"
+        f"{ranking_table(ranking)}"
+        if ranking
+        else ""
+    )
+    evidence = {
+        "configured": [
+            {
+                "url": p.base_url,
+                "status": p.status,
+                "median_ms": p.median_ms,
+                "connect_ms": p.connect_ms,
+                "reason": p.reason,
+            }
+            for p in conf
+        ]
+    }
     if ranking:
-        evidence["ranking"] = [{"name": r.name, "url": r.base_url, "status": r.status, "median_ms": r.median_ms}
-                               for r in ranking]
+        evidence["ranking"] = [
+            {"name": r.name, "url": r.base_url, "status": r.status, "median_ms": r.median_ms} for r in ranking
+        ]
     bad = [p for p in conf if not p.healthy and p.status != "slow"]
     if bad:
-        third_party = "  (a third-party repository: the mirror switch does not touch it; check its URL and key, " \
-                      "or disable it)"
-        lines = "\n".join(f"- `{p.probe_url}`: **{p.status}** — {p.reason}"
-                          + (third_party if p.archive == "other" else "") for p in bad)
+        third_party = (
+            "  (a third-party repository: the mirror switch does not touch it; check its URL and key, or disable it)"
+        )
+        lines = "\n".join(
+            f"- `{p.probe_url}`: **{p.status}** — {p.reason}" + (third_party if p.archive == "other" else "")
+            for p in bad
+        )
         if all(p.archive == "other" for p in bad):
-            return [check.finding(
-                Status.FAIL, f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
-                f"`apt-get update` will report errors for it.\n\n{lines}", evidence=evidence)]
+            return [
+                check.finding(
+                    Status.FAIL,
+                    f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
+                    f"`apt-get update` will report errors for it.\n\n{lines}",
+                    evidence=evidence,
+                )
+            ]
         if best is not None:
-            todo = (f"Switch to the fastest healthy mirror ({best.name}, {_ms(best.median_ms)} ms): "
-                    f"`gpudoctor fix {fix} --mirror fastest` (or `--mirror NAME|URL`).")
+            todo = (
+                f"Switch to the fastest healthy mirror ({best.name}, {_ms(best.median_ms)} ms): "
+                f"`gpudoctor fix {fix} --mirror fastest` (or `--mirror NAME|URL`)."
+            )
         elif ranking:
-            todo = "No catalogue mirror answered correctly either; check the proxy/firewall, or add a mirror you " \
-                   "can reach with `--catalogue FILE`."
+            todo = (
+                "No catalogue mirror answered correctly either; check the proxy/firewall, or add a mirror you "
+                "can reach with `--catalogue FILE`."
+            )
         else:
-            todo = (f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
-                    f"`gpudoctor fix {fix} --mirror fastest`.")
+            todo = (
+                f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
+                f"`gpudoctor fix {fix} --mirror fastest`."
+            )
         head = bad[0]
-        return [check.finding(
-            Status.FAIL, f"the configured {WHAT[eco]} {_host(head.base_url)} is failing: {head.status} ({head.reason})",
-            f"Installs will stall or fail: the {WHAT[eco]} this machine is configured to use does not serve what "
-            f"is needed.\n\n{lines}\n\n{todo}{table}",
-            evidence=evidence, fixes=(fix,) if best is not None or not ranking else ())]
+        return [
+            check.finding(
+                Status.FAIL,
+                f"the configured {WHAT[eco]} {_host(head.base_url)} is failing: {head.status} ({head.reason})",
+                f"Installs will stall or fail: the {WHAT[eco]} this machine is configured to use does not serve what "
+                f"is needed.\n\n{lines}\n\n{todo}{table}",
+                evidence=evidence,
+                fixes=(fix,) if best is not None or not ranking else (),
+            )
+        ]
     slow = [p for p in conf if p.status == "slow" or (p.status == "ok" and (p.median_ms or 0.0) > SLOW_TTFB_MS)]
     if slow:
         worst = max(slow, key=lambda p: (p.status == "slow", p.median_ms or 0.0))
@@ -171,57 +219,108 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             f"- `{p.probe_url}`: time to first byte {', '.join(f'{x:.0f}' for x in p.samples_ms) or '-'} ms "
             f"(median {_ms(p.median_ms)} ms), connect {_ms(p.connect_ms)} ms"
             + (f", {p.throughput_kib_s:.0f} KiB/s" if p.throughput_kib_s is not None else "")
-            + (f" — {p.reason}" if p.reason else "") for p in slow)
-        faster = next((r for r in ranking if r.status == "ok" and r.median_ms is not None
-                       and r.base_url.rstrip("/") != worst.base_url.rstrip("/")
-                       and r.median_ms < (worst.median_ms or float("inf"))), None)
+            + (f" — {p.reason}" if p.reason else "")
+            for p in slow
+        )
+        faster = next(
+            (
+                r
+                for r in ranking
+                if r.status == "ok"
+                and r.median_ms is not None
+                and r.base_url.rstrip("/") != worst.base_url.rstrip("/")
+                and r.median_ms < (worst.median_ms or float("inf"))
+            ),
+            None,
+        )
         if faster is not None:
-            todo = (f"Faster from here: {faster.name} (`{_host(faster.base_url)}`, median {_ms(faster.median_ms)} ms). "
-                    f"Switch: `gpudoctor fix {fix} --mirror {faster.name}`.")
+            todo = (
+                f"Faster from here: {faster.name} (`{_host(faster.base_url)}`, median {_ms(faster.median_ms)} ms). "
+                f"Switch: `gpudoctor fix {fix} --mirror {faster.name}`."
+            )
         elif ranking:
             todo = "No catalogue mirror answered faster from here."
         else:
-            todo = (f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
-                    f"`gpudoctor fix {fix} --mirror fastest`.")
+            todo = (
+                f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
+                f"`gpudoctor fix {fix} --mirror fastest`."
+            )
         if eco == "pip":
-            todo += (" To keep installs from aborting meanwhile, raise pip's socket timeout and retries: "
-                     "`gpudoctor fix pip.index-url --set timeout=60 --set retries=10`.")
-        what = "its body came too slowly to check" if worst.status == "slow" else \
-            f"median time to first byte {_ms(worst.median_ms)} ms"
-        return [check.finding(
-            Status.WARN,
-            f"the configured {WHAT[eco]} {_host(worst.base_url)} is usable but slow: {what}"
-            + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
-            f"It answers, so installs work, but every request waits (threshold: {SLOW_TTFB_MS:.0f} ms to the "
-            f"first byte; pip and uv make one request per package while resolving).\n\n{figures}\n\n{todo}{table}",
-            evidence={**evidence, "slow_threshold_ms": SLOW_TTFB_MS},
-            fixes=(fix,) if faster is not None or eco == "pip" else ())]
+            todo += (
+                " To keep installs from aborting meanwhile, raise pip's socket timeout and retries: "
+                "`gpudoctor fix pip.index-url --set timeout=60 --set retries=10`."
+            )
+        what = (
+            "its body came too slowly to check"
+            if worst.status == "slow"
+            else f"median time to first byte {_ms(worst.median_ms)} ms"
+        )
+        return [
+            check.finding(
+                Status.WARN,
+                f"the configured {WHAT[eco]} {_host(worst.base_url)} is usable but slow: {what}"
+                + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
+                f"It answers, so installs work, but every request waits (threshold: {SLOW_TTFB_MS:.0f} ms to the "
+                f"first byte; pip and uv make one request per package while resolving).\n\n{figures}\n\n{todo}{table}",
+                evidence={**evidence, "slow_threshold_ms": SLOW_TTFB_MS},
+                fixes=(fix,) if faster is not None or eco == "pip" else (),
+            )
+        ]
     timed = [p for p in conf if p.median_ms is not None]
     if timed:
         slowest = max(timed, key=lambda p: p.median_ms or 0.0)
         cand = faster_candidate(slowest, ranking)
         if cand is not None:
-            return [check.finding(
-                Status.WARN,
-                f"{cand.name} answers in {_ms(cand.median_ms)} ms, the configured {WHAT[eco]} "
-                f"{_host(slowest.base_url)} in {_ms(slowest.median_ms)} ms",
-                f"Every package download pays this latency. A healthy mirror is at least "
-                f"{SPEEDUP_FACTOR:g}x and {SPEEDUP_MIN_MS:.0f} ms faster from here.\n\n"
-                f"Switch: `gpudoctor fix {fix} --mirror {cand.name}` (or `--mirror fastest`).{table}",
-                evidence=evidence, fixes=(fix,))]
+            return [
+                check.finding(
+                    Status.WARN,
+                    f"{cand.name} answers in {_ms(cand.median_ms)} ms, the configured {WHAT[eco]} "
+                    f"{_host(slowest.base_url)} in {_ms(slowest.median_ms)} ms",
+                    f"Every package download pays this latency. A healthy mirror is at least "
+                    f"{SPEEDUP_FACTOR:g}x and {SPEEDUP_MIN_MS:.0f} ms faster from here.\n\n"
+                    f"Switch: `gpudoctor fix {fix} --mirror {cand.name}` (or `--mirror fastest`).{table}",
+                    evidence=evidence,
+                    fixes=(fix,),
+                )
+            ]
         summary = f"the configured {WHAT[eco]} {_host(slowest.base_url)} answers in {_ms(slowest.median_ms)} ms"
         if len(conf) > 1:
-            summary = f"{len(conf)} configured {WHATS[eco]} answer; slowest {_host(slowest.base_url)} " \
-                      f"in {_ms(slowest.median_ms)} ms"
+            summary = (
+                f"{len(conf)} configured {WHATS[eco]} answer; slowest {_host(slowest.base_url)} "
+                f"in {_ms(slowest.median_ms)} ms"
+            )
         hint = "" if ranking else f"\n\nCompare with known mirrors: `gpudoctor check --rank-mirrors {check.id}`."
-        return [check.finding(Status.OK, summary, f"No healthy mirror is {SPEEDUP_FACTOR:g}x and "
-                              f"{SPEEDUP_MIN_MS:.0f} ms faster.{hint}{table}", evidence=evidence)]
+        return [
+            check.finding(
+                Status.OK,
+                summary,
+                f"No healthy mirror is {SPEEDUP_FACTOR:g}x and {SPEEDUP_MIN_MS:.0f} ms faster.{hint}{table}",
+                evidence=evidence,
+            )
+        ]
     if conf:  # local indexes only
-        return [check.finding(Status.OK, f"the configured {WHAT[eco]} is local ({conf[0].base_url}): nothing to probe",
-                              evidence=evidence)]
+        return [
+            check.finding(
+                Status.OK,
+                f"the configured {WHAT[eco]} is local ({conf[0].base_url}): nothing to probe",
+                evidence=evidence,
+            )
+        ]
     if best is not None:
-        return [check.finding(Status.INFO, f"no {WHAT[eco]} configured; fastest mirror from here: {best.name} "
-                              f"({_ms(best.median_ms)} ms)", f"To use it: `gpudoctor fix {fix} --mirror {best.name}`.{table}",
-                              evidence=evidence, fixes=(fix,))]
-    return [check.finding(Status.WARN, f"no catalogue mirror for {eco} answered correctly",
-                          f"Every candidate failed.{table}", evidence=evidence)]
+        return [
+            check.finding(
+                Status.INFO,
+                f"no {WHAT[eco]} configured; fastest mirror from here: {best.name} ({_ms(best.median_ms)} ms)",
+                f"To use it: `gpudoctor fix {fix} --mirror {best.name}`.{table}",
+                evidence=evidence,
+                fixes=(fix,),
+            )
+        ]
+    return [
+        check.finding(
+            Status.WARN,
+            f"no catalogue mirror for {eco} answered correctly",
+            f"Every candidate failed.{table}",
+            evidence=evidence,
+        )
+    ]

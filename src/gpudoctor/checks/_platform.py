@@ -65,37 +65,49 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
     """
     p = platform_of(facts)
     if p is not None and p.kubernetes:
-        request = ("The pod already requests a GPU (the device plugin assigned one), so the request is not the "
-                   "problem: the container was created by the plain runtime (runc), which ignores it. Run the pod "
-                   "with the NVIDIA runtime class:"
-                   if gpu_requested else
-                   "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`; an image's "
-                   "own `NVIDIA_VISIBLE_DEVICES` allocates nothing) and run the pod with the NVIDIA runtime class:")
-        return (f"{request}\n\n{K8S_RUNTIME_CLASS}\n\n"
-                "(`kubectl get runtimeclass` lists it; the GPU Operator creates `nvidia`), or make `nvidia` "
-                "containerd's default runtime on the GPU nodes: "
-                "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
-                "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
-                "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
-                "pod: the kubelet creates the container.")
+        request = (
+            "The pod already requests a GPU (the device plugin assigned one), so the request is not the "
+            "problem: the container was created by the plain runtime (runc), which ignores it. Run the pod "
+            "with the NVIDIA runtime class:"
+            if gpu_requested
+            else "Request a GPU from the NVIDIA device plugin (`resources.limits: nvidia.com/gpu: 1`; an image's "
+            "own `NVIDIA_VISIBLE_DEVICES` allocates nothing) and run the pod with the NVIDIA runtime class:"
+        )
+        return (
+            f"{request}\n\n{K8S_RUNTIME_CLASS}\n\n"
+            "(`kubectl get runtimeclass` lists it; the GPU Operator creates `nvidia`), or make `nvidia` "
+            "containerd's default runtime on the GPU nodes: "
+            "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
+            "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
+            "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
+            "pod: the kubelet creates the container."
+        )
     runtime = p.container_runtime if p is not None else ""
     if runtime == "podman":
-        return ("Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "
-                "(on the host, once: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`; "
-                "`nvidia-ctk cdi list` shows the device names).")
+        return (
+            "Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "
+            "(on the host, once: `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`; "
+            "`nvidia-ctk cdi list` shows the device names)."
+        )
     if runtime in ("containerd", "cri-o"):
-        return (f"Start the container through the NVIDIA runtime: with nerdctl `nerdctl run --gpus all ...`; "
-                f"for {runtime} generally, register it on the host with "
-                f"`sudo nvidia-ctk runtime configure --runtime={runtime.replace('-', '')}` and restart {runtime}, "
-                f"or use CDI (`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).")
+        return (
+            f"Start the container through the NVIDIA runtime: with nerdctl `nerdctl run --gpus all ...`; "
+            f"for {runtime} generally, register it on the host with "
+            f"`sudo nvidia-ctk runtime configure --runtime={runtime.replace('-', '')}` and restart {runtime}, "
+            f"or use CDI (`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)."
+        )
     if runtime == "docker":
-        return ("Start the container with the GPU: `docker run --gpus all ...` (NVIDIA Container Toolkit on the "
-                "host; `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` once), "
-                f"or in Docker Compose reserve it:\n\n{COMPOSE}")
-    return ("Start the container through the NVIDIA Container Toolkit: Docker `docker run --gpus all ...` (Compose: "
-            "`deploy.resources.reservations.devices` with `driver: nvidia`), Podman "
-            "`podman run --device nvidia.com/gpu=all ...` (CDI), Kubernetes `runtimeClassName: nvidia` with "
-            "`nvidia.com/gpu: 1`.")
+        return (
+            "Start the container with the GPU: `docker run --gpus all ...` (NVIDIA Container Toolkit on the "
+            "host; `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` once), "
+            f"or in Docker Compose reserve it:\n\n{COMPOSE}"
+        )
+    return (
+        "Start the container through the NVIDIA Container Toolkit: Docker `docker run --gpus all ...` (Compose: "
+        "`deploy.resources.reservations.devices` with `driver: nvidia`), Podman "
+        "`podman run --device nvidia.com/gpu=all ...` (CDI), Kubernetes `runtimeClassName: nvidia` with "
+        "`nvidia.com/gpu: 1`."
+    )
 
 
 def scheduler_of(p: PlatformFacts | None) -> str:
@@ -108,15 +120,24 @@ def scheduler_of(p: PlatformFacts | None) -> str:
 
 
 REQUEST = {
-    "ray": ("Ray", "Ray sets `CUDA_VISIBLE_DEVICES` for each task and actor to the GPUs it reserved, and to an empty "
-                   "value when it reserved none. Reserve GPUs where the work is declared: "
-                   "`@ray.remote(num_gpus=1)` (tasks/actors), `ScalingConfig(num_workers=N, use_gpu=True)` "
-                   "(Ray Train), `ray_actor_options={\"num_gpus\": 1}` (Ray Serve)."),
-    "slurm": ("Slurm", "Slurm exports the GPUs of the job's allocation; a job that asked for none gets no GPU "
-                       "(older releases export `NoDevFiles`). Request them: `#SBATCH --gres=gpu:1` (or "
-                       "`--gpus=1`), or `srun --gres=gpu:1 ...`."),
-    "kubernetes": ("Kubernetes", "In a pod the GPUs come from the NVIDIA device plugin: request them in the "
-                                 "container's `resources.limits: nvidia.com/gpu: 1` (and run it with "
-                                 "`runtimeClassName: nvidia`); setting the variable in the image or the pod spec "
-                                 "does not allocate a GPU."),
+    "ray": (
+        "Ray",
+        "Ray sets `CUDA_VISIBLE_DEVICES` for each task and actor to the GPUs it reserved, and to an empty "
+        "value when it reserved none. Reserve GPUs where the work is declared: "
+        "`@ray.remote(num_gpus=1)` (tasks/actors), `ScalingConfig(num_workers=N, use_gpu=True)` "
+        '(Ray Train), `ray_actor_options={"num_gpus": 1}` (Ray Serve).',
+    ),
+    "slurm": (
+        "Slurm",
+        "Slurm exports the GPUs of the job's allocation; a job that asked for none gets no GPU "
+        "(older releases export `NoDevFiles`). Request them: `#SBATCH --gres=gpu:1` (or "
+        "`--gpus=1`), or `srun --gres=gpu:1 ...`.",
+    ),
+    "kubernetes": (
+        "Kubernetes",
+        "In a pod the GPUs come from the NVIDIA device plugin: request them in the "
+        "container's `resources.limits: nvidia.com/gpu: 1` (and run it with "
+        "`runtimeClassName: nvidia`); setting the variable in the image or the pod spec "
+        "does not allocate a GPU.",
+    ),
 }

@@ -31,8 +31,21 @@ from gpudoctor.words import noun, verb
 APT_UPDATE = "apt-get update"
 #: Debian and Ubuntu release codenames (Debian wiki "DebianReleases", Ubuntu wiki "Releases").
 KNOWN_CODENAMES = {
-    "buster", "bullseye", "bookworm", "trixie", "forky", "sid",
-    "bionic", "focal", "jammy", "lunar", "mantic", "noble", "oracular", "plucky", "questing",
+    "buster",
+    "bullseye",
+    "bookworm",
+    "trixie",
+    "forky",
+    "sid",
+    "bionic",
+    "focal",
+    "jammy",
+    "lunar",
+    "mantic",
+    "noble",
+    "oracular",
+    "plucky",
+    "questing",
 }
 
 
@@ -76,43 +89,72 @@ def _rewrite_findings(apt: AptFacts) -> list[Finding]:
         deb822 = active[0].path if active else "/etc/apt/sources.list.d/debian.sources"
         sed = " && ".join(f"sed -i 's|{h}|{new_host}|g' {deb822}" for h in old_hosts)
         scheme = urlsplit(pointing[0]).scheme if pointing else "http"
-        summary = (f"mirror rewrite targets {', '.join(targets)}, which does not exist; apt reads "
-                   f"{', '.join(f.path.rsplit('/', 1)[-1] for f in active) or 'no sources'}"
-                   + (f" (still pointing to {', '.join(f'{urlsplit(u).scheme}://{_host(u)}' for u in pointing[:1])})"
-                      if pointing else ""))
+        summary = (
+            f"mirror rewrite targets {', '.join(targets)}, which does not exist; apt reads "
+            f"{', '.join(f.path.rsplit('/', 1)[-1] for f in active) or 'no sources'}"
+            + (
+                f" (still pointing to {', '.join(f'{urlsplit(u).scheme}://{_host(u)}' for u in pointing[:1])})"
+                if pointing
+                else ""
+            )
+        )
         cmds = "\n".join(f"- `{r.origin}`: `{r.command}`" for r in absent)
-        expl = (f"The build edits {', '.join(f'`{t}`' for t in targets)}, but that file is not in this image: "
-                f"since Debian 12 and Ubuntu 24.04 the distribution's apt sources are deb822 files in "
-                f"`/etc/apt/sources.list.d/` ({where}). `sed` exits 2 and the build stops; where it is ignored, "
-                f"apt keeps using the original hosts.\n\n{cmds}\n\n"
-                f"Edit the deb822 file instead (one substitution covers both `/debian` and `/debian-security`):\n\n"
-                f"    {sed}\n\n"
-                f"A Dockerfile that works on both layouts tests which file exists:\n\n"
-                f"    if [ -f {deb822} ]; then {sed}; else sed -i 's|{old_hosts[0]}|{new_host}|g' "
-                f"/etc/apt/sources.list; fi\n\n"
-                f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror "
-                f"{scheme}://{new_host}/{'ubuntu' if apt.distro_id == 'ubuntu' else 'debian'}`"
-                f"{' --allow-insecure' if scheme == 'http' else ''}, then `{APT_UPDATE}`.")
-        out.append(Finding(check="apt.sources", status=Status.FAIL, summary=summary, explanation=expl,
-                           evidence={"rewrites": [r.command for r in absent], "absent": targets,
-                                     "active_files": [f.path for f in active], "uris": pointing},
-                           fixes=("apt.mirror",)))
+        expl = (
+            f"The build edits {', '.join(f'`{t}`' for t in targets)}, but that file is not in this image: "
+            f"since Debian 12 and Ubuntu 24.04 the distribution's apt sources are deb822 files in "
+            f"`/etc/apt/sources.list.d/` ({where}). `sed` exits 2 and the build stops; where it is ignored, "
+            f"apt keeps using the original hosts.\n\n{cmds}\n\n"
+            f"Edit the deb822 file instead (one substitution covers both `/debian` and `/debian-security`):\n\n"
+            f"    {sed}\n\n"
+            f"A Dockerfile that works on both layouts tests which file exists:\n\n"
+            f"    if [ -f {deb822} ]; then {sed}; else sed -i 's|{old_hosts[0]}|{new_host}|g' "
+            f"/etc/apt/sources.list; fi\n\n"
+            f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror "
+            f"{scheme}://{new_host}/{'ubuntu' if apt.distro_id == 'ubuntu' else 'debian'}`"
+            f"{' --allow-insecure' if scheme == 'http' else ''}, then `{APT_UPDATE}`."
+        )
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=summary,
+                explanation=expl,
+                evidence={
+                    "rewrites": [r.command for r in absent],
+                    "absent": targets,
+                    "active_files": [f.path for f in active],
+                    "uris": pointing,
+                },
+                fixes=("apt.mirror",),
+            )
+        )
     not_in_effect = _not_in_effect(apt, official_domains())
     out += not_in_effect
     no_match = [r for r in apt.rewrites if r.target_exists and not r.matches]
     official = official_domains()
-    if not_in_effect or (apt.build_file and apt.built_sources and not any(
+    if not_in_effect or (
+        apt.build_file
+        and apt.built_sources
+        and not any(
             s.enabled and is_distro_source(s) and any(is_official(_host(u), official) for u in s.uris)
-            for s in apt.built_sources)):
+            for s in apt.built_sources
+        )
+    ):
         no_match = []  # reported above, or harmless: after the build apt reads only the mirror
     if no_match:
         lines = "\n".join(f"- `{r.origin}`: `{r.pattern}` does not occur in `{r.target}`" for r in no_match)
-        out.append(Finding(check="apt.sources", status=Status.WARN,
-                           summary=f"mirror rewrite pattern {no_match[0].pattern!r} matches nothing in {no_match[0].target}",
-                           explanation=f"The `sed` command succeeds but changes nothing, so apt keeps using the "
-                                       f"original host.\n\n{lines}\n\nLook at the URIs actually in the file "
-                                       f"(`grep -r URIs /etc/apt/sources.list.d/`) and match those.",
-                           evidence={"rewrites": [r.command for r in no_match]}, fixes=("apt.mirror",)))
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.WARN,
+                summary=f"mirror rewrite pattern {no_match[0].pattern!r} matches nothing in {no_match[0].target}",
+                explanation=f"The `sed` command succeeds but changes nothing, so apt keeps using the "
+                f"original host.\n\n{lines}\n\nLook at the URIs actually in the file "
+                f"(`grep -r URIs /etc/apt/sources.list.d/`) and match those.",
+                evidence={"rewrites": [r.command for r in no_match]},
+                fixes=("apt.mirror",),
+            )
+        )
     return out
 
 
@@ -141,44 +183,67 @@ def _not_in_effect(apt: AptFacts, official: set[str]) -> list[Finding]:
                     intended.append(m.group(0))
     if not intended:
         return []
-    still = [s for s in apt.built_sources if s.enabled and is_distro_source(s)
-             and any(is_official(_host(u), official) for u in s.uris)]
+    still = [
+        s
+        for s in apt.built_sources
+        if s.enabled and is_distro_source(s) and any(is_official(_host(u), official) for u in s.uris)
+    ]
     if not still:
         return []
     files = sorted({s.file for s in still})
     hosts = sorted({_host(u) for s in still for u in s.uris if is_official(_host(u), official)})
     mirror = intended[0]
     noop = [e for e in apt.build_edits if e.action == "sed" and e.target_exists and not e.changed]
-    empty_targets = sorted({e.path for e in noop
-                            if not any(s.enabled for s in apt.built_sources if s.file == e.path)})
+    empty_targets = sorted({e.path for e in noop if not any(s.enabled for s in apt.built_sources if s.file == e.path)})
     if empty_targets:
-        why = (f"the rewrite edits {', '.join(empty_targets)}, which has no active entries "
-               f"(only comments), so `sed` succeeds and changes nothing")
+        why = (
+            f"the rewrite edits {', '.join(empty_targets)}, which has no active entries "
+            f"(only comments), so `sed` succeeds and changes nothing"
+        )
     elif noop:
         why = f"the rewrite's pattern `{noop[0].pattern}` matches nothing in {noop[0].path}"
     else:
         why = "the build edits other files than the ones apt reads for these archives"
-    summary = (f"configured apt mirror {mirror} is not in effect: {why.split(', so')[0]}; "
-               f"{', '.join(files)} still point{'s' if len(files) == 1 else ''} to {', '.join(hosts)}")
+    summary = (
+        f"configured apt mirror {mirror} is not in effect: {why.split(', so')[0]}; "
+        f"{', '.join(files)} still point{'s' if len(files) == 1 else ''} to {', '.join(hosts)}"
+    )
     subs = [e for e in noop if e.pattern] or [e for e in apt.build_edits if e.action == "sed" and e.pattern]
     script = "; ".join(dict.fromkeys(f"s|{e.pattern}|{e.replacement}|g" for e in subs))
     targets = list(dict.fromkeys([e.path for e in noop] + files))
     lines = "\n".join(dict.fromkeys(f"- `{e.origin}`: `{e.command}`" for e in (noop or apt.build_edits)))
-    expl = (f"The build means apt to use `{mirror}`, but {why}. apt reads the deb822 "
-            f"{noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)} (Debian 12 and Ubuntu 24.04 "
-            f"moved the distribution's sources there), and {verb(len(files), 'it', 'they')} still "
-            f"{verb(len(files), 'names', 'name')} {', '.join(f'`{h}`' for h in hosts)}: every `apt-get update` goes to "
-            f"the public archive.\n\n{lines}\n\n")
+    expl = (
+        f"The build means apt to use `{mirror}`, but {why}. apt reads the deb822 "
+        f"{noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)} (Debian 12 and Ubuntu 24.04 "
+        f"moved the distribution's sources there), and {verb(len(files), 'it', 'they')} still "
+        f"{verb(len(files), 'names', 'name')} {', '.join(f'`{h}`' for h in hosts)}: every `apt-get update` goes to "
+        f"the public archive.\n\n{lines}\n\n"
+    )
     if script:
-        expl += ("Apply the rewrite to whichever of the files exists:\n\n"
-                 f"    for f in {' '.join(targets)}; do [ -f \"$f\" ] && sed -i \"{script}\" \"$f\"; done\n\n"
-                 "(deb822 `URIs:` often end in `/`; a pattern without the trailing slash still matches.) ")
-    expl += (f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror {mirror}"
-             f"{' --allow-insecure' if mirror.startswith('http://') else ''}`, then `{APT_UPDATE}`.")
-    return [Finding(check="apt.sources", status=Status.WARN, summary=summary, explanation=expl,
-                    evidence={"mirror": mirror, "still_official": files, "hosts": hosts,
-                              "noop_rewrites": [e.command for e in noop]},
-                    fixes=("apt.mirror",))]
+        expl += (
+            "Apply the rewrite to whichever of the files exists:\n\n"
+            f'    for f in {" ".join(targets)}; do [ -f "$f" ] && sed -i "{script}" "$f"; done\n\n'
+            "(deb822 `URIs:` often end in `/`; a pattern without the trailing slash still matches.) "
+        )
+    expl += (
+        f"Or let gpudoctor edit the image root: `gpudoctor fix apt.mirror --root DIR --mirror {mirror}"
+        f"{' --allow-insecure' if mirror.startswith('http://') else ''}`, then `{APT_UPDATE}`."
+    )
+    return [
+        Finding(
+            check="apt.sources",
+            status=Status.WARN,
+            summary=summary,
+            explanation=expl,
+            evidence={
+                "mirror": mirror,
+                "still_official": files,
+                "hosts": hosts,
+                "noop_rewrites": [e.command for e in noop],
+            },
+            fixes=("apt.mirror",),
+        )
+    ]
 
 
 def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
@@ -197,20 +262,26 @@ def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
         untouched = sorted(h for h in d822 if is_official(h, official))
         if switched and untouched:
             mirror, still = switched[0], untouched[0]
-            files = sorted({s.file for s in enabled if s.format == "deb822"
-                            and any(_host(u) == still for u in s.uris)})
-            return [Finding(
-                check="apt.sources", status=Status.FAIL,
-                summary=f"sources.list was switched to {mirror}, but {', '.join(files)} still points at {still}",
-                explanation=(f"The mirror rewrite edited the one-line `sources.list`, while apt also reads the "
-                             f"deb822 {noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)}, which still "
-                             f"{verb(len(files), 'uses', 'use')} `{still}`: apt "
-                             f"fetches every index from both hosts and the slow one still dominates.\n\n"
-                             f"Rewrite the deb822 file too: `gpudoctor fix apt.mirror --mirror "
-                             f"{urlsplit(next(u for s in enabled for u in s.uris if _host(u) == mirror)).scheme}://"
-                             f"{mirror}/...` (or `sed -i 's|{still}|{mirror}|g' {files[0]}`), and remove the "
-                             f"duplicate lines from `/etc/apt/sources.list`; then `{APT_UPDATE}`."),
-                evidence={"one_line_hosts": sorted(one), "deb822_hosts": sorted(d822)}, fixes=("apt.mirror",))]
+            files = sorted({s.file for s in enabled if s.format == "deb822" and any(_host(u) == still for u in s.uris)})
+            return [
+                Finding(
+                    check="apt.sources",
+                    status=Status.FAIL,
+                    summary=f"sources.list was switched to {mirror}, but {', '.join(files)} still points at {still}",
+                    explanation=(
+                        f"The mirror rewrite edited the one-line `sources.list`, while apt also reads the "
+                        f"deb822 {noun(len(files), 'file')} {', '.join(f'`{f}`' for f in files)}, which still "
+                        f"{verb(len(files), 'uses', 'use')} `{still}`: apt "
+                        f"fetches every index from both hosts and the slow one still dominates.\n\n"
+                        f"Rewrite the deb822 file too: `gpudoctor fix apt.mirror --mirror "
+                        f"{urlsplit(next(u for s in enabled for u in s.uris if _host(u) == mirror)).scheme}://"
+                        f"{mirror}/...` (or `sed -i 's|{still}|{mirror}|g' {files[0]}`), and remove the "
+                        f"duplicate lines from `/etc/apt/sources.list`; then `{APT_UPDATE}`."
+                    ),
+                    evidence={"one_line_hosts": sorted(one), "deb822_hosts": sorted(d822)},
+                    fixes=("apt.mirror",),
+                )
+            ]
     return []
 
 
@@ -223,16 +294,23 @@ def evaluate(facts: Facts) -> list[Finding]:
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:
         where = ", ".join(sorted({_describe(s) for s in https})[:4])
-        findings.append(Finding(
-            check="apt.sources", status=Status.FAIL,
-            summary="https apt sources, but ca-certificates is not installed: apt cannot verify the mirror",
-            explanation=(f"{where} use https, and `/etc/ssl/certs/ca-certificates.crt` does not exist, so "
-                         f"`apt-get update` fails with 'No system certificates available' / certificate errors "
-                         f"(slim images leave ca-certificates out).\n\nInstall it over http first, then switch: "
-                         f"`apt-get update && apt-get install -y ca-certificates` with an http:// mirror "
-                         f"(`gpudoctor fix apt.mirror --mirror URL --allow-insecure`), or keep http sources "
-                         f"(the archive is signed; https only hides which packages you fetch)."),
-            evidence={"https_sources": [_describe(s) for s in https]}, fixes=("apt.mirror",)))
+        findings.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary="https apt sources, but ca-certificates is not installed: apt cannot verify the mirror",
+                explanation=(
+                    f"{where} use https, and `/etc/ssl/certs/ca-certificates.crt` does not exist, so "
+                    f"`apt-get update` fails with 'No system certificates available' / certificate errors "
+                    f"(slim images leave ca-certificates out).\n\nInstall it over http first, then switch: "
+                    f"`apt-get update && apt-get install -y ca-certificates` with an http:// mirror "
+                    f"(`gpudoctor fix apt.mirror --mirror URL --allow-insecure`), or keep http sources "
+                    f"(the archive is signed; https only hides which packages you fetch)."
+                ),
+                evidence={"https_sources": [_describe(s) for s in https]},
+                fixes=("apt.mirror",),
+            )
+        )
     if apt.codename:
         wrong = []
         for s in enabled:
@@ -244,15 +322,21 @@ def evaluate(facts: Facts) -> list[Finding]:
                     wrong.append((s, suite))
         if wrong:
             s, suite = wrong[0]
-            findings.append(Finding(
-                check="apt.sources", status=Status.FAIL,
-                summary=f"apt suite {suite!r} in {_describe(s)} does not match this system's release ({apt.codename})",
-                explanation=(f"Mixing releases pulls libraries built for another {apt.distro_id or 'distribution'} "
-                             f"release and breaks dependencies on the next upgrade.\n\n"
-                             + "\n".join(f"- `{_describe(x)}`: suite `{y}`" for x, y in wrong)
-                             + f"\n\nReplace `{suite.split('-')[0]}` with `{apt.codename}` in those entries, then "
-                               f"`{APT_UPDATE}`."),
-                evidence={"codename": apt.codename, "suites": [y for _, y in wrong]}))
+            findings.append(
+                Finding(
+                    check="apt.sources",
+                    status=Status.FAIL,
+                    summary=f"apt suite {suite!r} in {_describe(s)} does not match this system's release ({apt.codename})",
+                    explanation=(
+                        f"Mixing releases pulls libraries built for another {apt.distro_id or 'distribution'} "
+                        f"release and breaks dependencies on the next upgrade.\n\n"
+                        + "\n".join(f"- `{_describe(x)}`: suite `{y}`" for x, y in wrong)
+                        + f"\n\nReplace `{suite.split('-')[0]}` with `{apt.codename}` in those entries, then "
+                        f"`{APT_UPDATE}`."
+                    ),
+                    evidence={"codename": apt.codename, "suites": [y for _, y in wrong]},
+                )
+            )
     seen: dict[tuple[str, str, str, str], AptSource] = {}
     dups: list[tuple[AptSource, AptSource, str]] = []
     for s in enabled:
@@ -267,35 +351,56 @@ def evaluate(facts: Facts) -> list[Finding]:
                             seen.setdefault(key, s)
     if dups:
         a, b, what = dups[0]
-        findings.append(Finding(
-            check="apt.sources", status=Status.WARN,
-            summary=f"apt source listed twice: {what} ({_describe(a)} and {_describe(b)})",
-            explanation=("apt prints 'Target ... is configured multiple times' and downloads the indexes twice. "
-                         "Typical after converting to deb822 without removing the old line (or running `apt "
-                         "modernize-sources`). Remove one of them:\n\n"
-                         + "\n".join(f"- `{x.file}:{x.line}` = `{y.file}:{y.line}`: {w}" for x, y, w in dups[:8])),
-            evidence={"duplicates": [w for _, _, w in dups[:50]], "duplicate_count": len(dups)}))
+        findings.append(
+            Finding(
+                check="apt.sources",
+                status=Status.WARN,
+                summary=f"apt source listed twice: {what} ({_describe(a)} and {_describe(b)})",
+                explanation=(
+                    "apt prints 'Target ... is configured multiple times' and downloads the indexes twice. "
+                    "Typical after converting to deb822 without removing the old line (or running `apt "
+                    "modernize-sources`). Remove one of them:\n\n"
+                    + "\n".join(f"- `{x.file}:{x.line}` = `{y.file}:{y.line}`: {w}" for x, y, w in dups[:8])
+                ),
+                evidence={"duplicates": [w for _, _, w in dups[:50]], "duplicate_count": len(dups)},
+            )
+        )
     broken = [f for f in apt.files if f.note and not f.ignored]
     if broken:
-        findings.append(Finding(
-            check="apt.sources", status=Status.FAIL, summary=f"apt cannot read part of {broken[0].path}",
-            explanation="\n".join(f"- {f.note}" for f in broken) + "\n\napt refuses a malformed entry with "
-                        "\"E: Malformed entry ... The list of sources could not be read\" and then does nothing "
-                        "(`apt-get update` and every install fail). Fix them by hand (gpudoctor does not guess "
-                        "what was meant), then run `apt-get update`.",
-            evidence={"files": [f.path for f in broken]}))
+        findings.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt cannot read part of {broken[0].path}",
+                explanation="\n".join(f"- {f.note}" for f in broken) + "\n\napt refuses a malformed entry with "
+                '"E: Malformed entry ... The list of sources could not be read" and then does nothing '
+                "(`apt-get update` and every install fail). Fix them by hand (gpudoctor does not guess "
+                "what was meant), then run `apt-get update`.",
+                evidence={"files": [f.path for f in broken]},
+            )
+        )
     if findings:
         return sorted(findings, key=lambda f: -f.status.severity)
     if not enabled:
-        raise SkipCheck("no enabled apt sources") if not apt.files else SkipCheck(
-            "every apt source is disabled (Enabled: no) or commented out")
+        raise (
+            SkipCheck("no enabled apt sources")
+            if not apt.files
+            else SkipCheck("every apt source is disabled (Enabled: no) or commented out")
+        )
     files = sorted({s.file for s in enabled})
     formats = sorted({s.format for s in enabled})
-    return [Finding(check="apt.sources", status=Status.OK,
-                    summary=(f"{len(enabled)} apt source{'s' if len(enabled) != 1 else ''} in {len(files)} "
-                             f"file{'s' if len(files) != 1 else ''} ({', '.join(formats)}) "
-                             f"look{'s' if len(enabled) == 1 else ''} consistent"),
-                    evidence={"files": files, "codename": apt.codename})]
+    return [
+        Finding(
+            check="apt.sources",
+            status=Status.OK,
+            summary=(
+                f"{len(enabled)} apt source{'s' if len(enabled) != 1 else ''} in {len(files)} "
+                f"file{'s' if len(files) != 1 else ''} ({', '.join(formats)}) "
+                f"look{'s' if len(enabled) == 1 else ''} consistent"
+            ),
+            evidence={"files": files, "codename": apt.codename},
+        )
+    ]
 
 
 CHECK = Check(

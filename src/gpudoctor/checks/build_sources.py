@@ -31,49 +31,76 @@ def evaluate(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     for e in edits:
         if e.action == "sed" and not e.target_exists:
-            out.append(Finding(
-                check=CHECK_ID, status=Status.FAIL,
-                summary=f"{e.origin}: sed edits {e.path}, which does not exist at that point of the build",
-                explanation=(f"`{e.command}` exits 2 (\"can't read {e.path}\") and the build stops. Write the "
-                             f"file instead of editing it (`printf '[global]\\nindex-url = URL\\n' > {e.path}` for "
-                             f"pip), or create it earlier in the build."),
-                evidence={"origin": e.origin, "path": e.path, "command": e.command}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.FAIL,
+                    summary=f"{e.origin}: sed edits {e.path}, which does not exist at that point of the build",
+                    explanation=(
+                        f'`{e.command}` exits 2 ("can\'t read {e.path}") and the build stops. Write the '
+                        f"file instead of editing it (`printf '[global]\\nindex-url = URL\\n' > {e.path}` for "
+                        f"pip), or create it earlier in the build."
+                    ),
+                    evidence={"origin": e.origin, "path": e.path, "command": e.command},
+                )
+            )
         elif e.read is False:
-            out.append(Finding(
-                check=CHECK_ID, status=Status.WARN,
-                summary=f"{e.origin}: {e.path} is never read by {WHO[e.tool]}; it reads {e.reads_instead}",
-                explanation=(f"`{e.command}` writes `{e.path}`, but {WHO[e.tool]} does not look there, so the "
-                             f"setting has no effect in the image (home {build.home}). Write it to "
-                             f"`{e.reads_instead}` instead.\n\nWhere {WHO[e.tool]} reads its configuration: "
-                             + {"pip": "`/etc/xdg/pip/pip.conf`, `/etc/pip.conf`, `~/.pip/pip.conf`, "
-                                       "`~/.config/pip/pip.conf`, `<venv>/pip.conf`, `$PIP_CONFIG_FILE` "
-                                       "(`pip config debug` lists them).",
-                                "uv": "`$UV_CONFIG_FILE`, a project `uv.toml`/`pyproject.toml`, "
-                                      "`~/.config/uv/uv.toml`, `/etc/xdg/uv/uv.toml`, `/etc/uv/uv.toml`.",
-                                "conda": "`/etc/conda/.condarc`, `/etc/conda/condarc.d/`, `<conda root>/.condarc`, "
-                                         "`~/.config/conda/.condarc`, `~/.conda/.condarc`, `~/.condarc`, "
-                                         "`$CONDA_PREFIX/.condarc`, `$CONDARC` (`conda config --show-sources`)."
-                                }[e.tool]),
-                evidence={"origin": e.origin, "path": e.path, "reads_instead": e.reads_instead}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.WARN,
+                    summary=f"{e.origin}: {e.path} is never read by {WHO[e.tool]}; it reads {e.reads_instead}",
+                    explanation=(
+                        f"`{e.command}` writes `{e.path}`, but {WHO[e.tool]} does not look there, so the "
+                        f"setting has no effect in the image (home {build.home}). Write it to "
+                        f"`{e.reads_instead}` instead.\n\nWhere {WHO[e.tool]} reads its configuration: "
+                        + {
+                            "pip": "`/etc/xdg/pip/pip.conf`, `/etc/pip.conf`, `~/.pip/pip.conf`, "
+                            "`~/.config/pip/pip.conf`, `<venv>/pip.conf`, `$PIP_CONFIG_FILE` "
+                            "(`pip config debug` lists them).",
+                            "uv": "`$UV_CONFIG_FILE`, a project `uv.toml`/`pyproject.toml`, "
+                            "`~/.config/uv/uv.toml`, `/etc/xdg/uv/uv.toml`, `/etc/uv/uv.toml`.",
+                            "conda": "`/etc/conda/.condarc`, `/etc/conda/condarc.d/`, `<conda root>/.condarc`, "
+                            "`~/.config/conda/.condarc`, `~/.conda/.condarc`, `~/.condarc`, "
+                            "`$CONDA_PREFIX/.condarc`, `$CONDARC` (`conda config --show-sources`).",
+                        }[e.tool]
+                    ),
+                    evidence={"origin": e.origin, "path": e.path, "reads_instead": e.reads_instead},
+                )
+            )
         elif e.action == "sed" and not e.changed:
-            out.append(Finding(
-                check=CHECK_ID, status=Status.WARN,
-                summary=f"{e.origin}: sed pattern {e.pattern!r} matches nothing in {e.path}",
-                explanation=f"`{e.command}` succeeds but changes nothing: {WHO[e.tool]} keeps its old setting.",
-                evidence={"origin": e.origin, "path": e.path, "pattern": e.pattern}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.WARN,
+                    summary=f"{e.origin}: sed pattern {e.pattern!r} matches nothing in {e.path}",
+                    explanation=f"`{e.command}` succeeds but changes nothing: {WHO[e.tool]} keeps its old setting.",
+                    evidence={"origin": e.origin, "path": e.path, "pattern": e.pattern},
+                )
+            )
     if build.notes:
-        out.append(Finding(check=CHECK_ID, status=Status.INFO,
-                           summary=f"parts of {build.file} were not read: {build.notes[0]}",
-                           explanation="\n".join(f"- {n}" for n in build.notes),
-                           evidence={"notes": list(build.notes)}))
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.INFO,
+                summary=f"parts of {build.file} were not read: {build.notes[0]}",
+                explanation="\n".join(f"- {n}" for n in build.notes),
+                evidence={"notes": list(build.notes)},
+            )
+        )
     if out:
         return sorted(out, key=lambda f: -f.status.severity)
     if not edits:
         raise SkipCheck(f"{build.file} does not configure pip, uv or conda through files")
-    return [Finding(check=CHECK_ID, status=Status.OK,
-                    summary=f"{build.file}: {len(edits)} edit{'s' if len(edits) != 1 else ''} of pip/uv/conda "
-                            f"configuration land in files the tools read",
-                    evidence={"paths": sorted({e.path for e in edits})})]
+    return [
+        Finding(
+            check=CHECK_ID,
+            status=Status.OK,
+            summary=f"{build.file}: {len(edits)} edit{'s' if len(edits) != 1 else ''} of pip/uv/conda "
+            f"configuration land in files the tools read",
+            evidence={"paths": sorted({e.path for e in edits})},
+        )
+    ]
 
 
 CHECK = Check(

@@ -45,14 +45,21 @@ from gpudoctor.model import Check, Finding, Status
 def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
     builds = first_covering(cc)
     if not builds:
-        return ("No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
-                f"`TORCH_CUDA_ARCH_LIST=\"{cc[0]}.{cc[1]}\"`.")
+        return (
+            "No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
+            f'`TORCH_CUDA_ARCH_LIST="{cc[0]}.{cc[1]}"`.'
+        )
     first_torch, first_variant = builds[0]
     variants: dict[str, dict[str, Any]] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
     # the newest build covering the GPU whose variant the driver can run
-    runnable = [b for b in builds if b[1] in variants and variant_fits_python(variants[b[1]], probe.python_version)
-                and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))]
+    runnable = [
+        b
+        for b in builds
+        if b[1] in variants
+        and variant_fits_python(variants[b[1]], probe.python_version)
+        and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))
+    ]
     text = f"The first official build that covers it is **torch {first_torch} with {first_variant}**"
     if runnable:
         best_torch, best_variant = runnable[-1]
@@ -62,8 +69,10 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
         cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
         return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
     need = variants.get(first_variant, {}).get("min_driver", "?")
-    return text + (f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
-                   f"{variants.get(first_variant, {}).get('index_url', 'the PyTorch index')}.")
+    return text + (
+        f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
+        f"{variants.get(first_variant, {}).get('index_url', 'the PyTorch index')}."
+    )
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -79,15 +88,23 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     source = "torch.cuda.get_arch_list()"
     if arch_list is None:
         arch_list = table_arch_list(tf.version or "", tf.cuda)
-        source = ("the official wheel's arch list (gpudoctor data table; "
-                  + ("the light probe does not import torch)" if not tf.import_tried else
-                     "CUDA is unavailable so torch reports none)"))
+        source = "the official wheel's arch list (gpudoctor data table; " + (
+            "the light probe does not import torch)"
+            if not tf.import_tried
+            else "CUDA is unavailable so torch reports none)"
+        )
     if not arch_list:
-        return CHECK.finding(Status.SKIP, f"torch {tf.version} reports no arch list and is not an official build "
-                                          f"gpudoctor knows", target=t.label)
+        return CHECK.finding(
+            Status.SKIP,
+            f"torch {tf.version} reports no arch list and is not an official build gpudoctor knows",
+            target=t.label,
+        )
     entries = parse_arch_list(arch_list)
-    evidence = {"arch_list": " ".join(arch_list), "arch_list_source": source,
-                "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus]}
+    evidence = {
+        "arch_list": " ".join(arch_list),
+        "arch_list_source": source,
+        "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus],
+    }
     failures: list[tuple[str, str]] = []
     notes: list[str] = []
     driver = driver_version(facts)
@@ -103,33 +120,41 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         if ptx:
             need = toolkit_driver(tf.cuda or "")
             if driver and need and v(driver) < v(need):
-                failures.append((
-                    f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",
-                    f"{label} has no matching cubin in torch {tf.version}; only {ptx.text} PTX, which the driver "
-                    f"must JIT-compile. PTX from CUDA {tf.cuda} needs driver ≥ {need}, this is {driver}: kernels fail "
-                    f"with `the provided PTX was compiled with an unsupported toolchain`. Upgrade the driver to ≥ "
-                    f"{need}. " + _remedy(facts, probe, cc)))
+                failures.append(
+                    (
+                        f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",
+                        f"{label} has no matching cubin in torch {tf.version}; only {ptx.text} PTX, which the driver "
+                        f"must JIT-compile. PTX from CUDA {tf.cuda} needs driver ≥ {need}, this is {driver}: kernels fail "
+                        f"with `the provided PTX was compiled with an unsupported toolchain`. Upgrade the driver to ≥ "
+                        f"{need}. " + _remedy(facts, probe, cc),
+                    )
+                )
             else:
-                notes.append(f"{g.name}: {sm} is covered only by {ptx.text} PTX (JIT-compiled on first use; the "
-                             f"first run is slower)")
+                notes.append(
+                    f"{g.name}: {sm} is covered only by {ptx.text} PTX (JIT-compiled on first use; the "
+                    f"first run is slower)"
+                )
             continue
         listed = " ".join(e.text for e in entries)
-        failures.append((
-            f"{g.name} ({sm}) is not supported by torch {tf.version}, whose kernels cover {listed}",
-            f"{label} has neither a cubin of its major nor PTX it could JIT in torch {tf.version} (arch list: "
-            f"`{listed}`). CUDA calls fail with `no kernel image is available for execution on the device` (and "
-            f"torch warns `{sm} is not compatible with the current PyTorch installation`). "
-            + _remedy(facts, probe, cc)))
+        failures.append(
+            (
+                f"{g.name} ({sm}) is not supported by torch {tf.version}, whose kernels cover {listed}",
+                f"{label} has neither a cubin of its major nor PTX it could JIT in torch {tf.version} (arch list: "
+                f"`{listed}`). CUDA calls fail with `no kernel image is available for execution on the device` (and "
+                f"torch warns `{sm} is not compatible with the current PyTorch installation`). "
+                + _remedy(facts, probe, cc),
+            )
+        )
     if failures:
         summary = "; ".join(s for s, _ in failures)
-        return CHECK.finding(Status.FAIL, summary, "\n\n".join(e for _, e in failures), evidence=evidence,
-                             target=t.label)
+        return CHECK.finding(
+            Status.FAIL, summary, "\n\n".join(e for _, e in failures), evidence=evidence, target=t.label
+        )
     ptx_only = [n for n in notes if "PTX" in n]
-    summary = (f"torch {tf.version} has kernels for every GPU" + (": " + "; ".join(ptx_only) if ptx_only else
-                                                                  f" ({'; '.join(notes)})"))
+    summary = f"torch {tf.version} has kernels for every GPU" + (
+        ": " + "; ".join(ptx_only) if ptx_only else f" ({'; '.join(notes)})"
+    )
     return CHECK.finding(Status.OK, summary, evidence=evidence, target=t.label)
-
-
 
 
 CHECK = Check(

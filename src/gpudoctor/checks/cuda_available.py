@@ -48,6 +48,7 @@ def _platform_fault(facts: Facts) -> Finding | None:
     """The first ``fail`` of the platform checks below the driver: GPU not injected into the
     container, wrong or missing kernel module."""
     from gpudoctor.checks import SkipCheck, platform_container, platform_kernel_module
+
     for evaluate in (platform_container.evaluate, platform_kernel_module.evaluate_module):
         try:
             found = [f for f in evaluate(facts) if f.status == Status.FAIL]
@@ -61,6 +62,7 @@ def _platform_fault(facts: Facts) -> Finding | None:
 def _branch(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """``platform.driver-branch`` as a per-target step (its verdict does not depend on the target)."""
     from gpudoctor.checks import SkipCheck, platform_kernel_module
+
     try:
         return platform_kernel_module.evaluate_branch(facts)[0]
     except SkipCheck as exc:
@@ -84,10 +86,13 @@ def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | Non
         return fault
     tf = probe.torch
     if tf.is_cpu_build:
-        return Finding(check="torch.install", status=Status.FAIL,
-                       summary=f"torch {tf.version} is a CPU-only build",
-                       explanation="A CPU-only build never uses the GPU; see `torch.install` for the exact "
-                                   "`pip install ... --index-url` command of a CUDA build this driver runs.")
+        return Finding(
+            check="torch.install",
+            status=Status.FAIL,
+            summary=f"torch {tf.version} is a CPU-only build",
+            explanation="A CPU-only build never uses the GPU; see `torch.install` for the exact "
+            "`pip install ... --index-url` command of a CUDA build this driver runs.",
+        )
     for _cid, fn in ORDER:
         finding = fn(facts, t, probe)
         if finding.status == Status.FAIL:
@@ -100,30 +105,49 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     tf = probe.torch
     python = probe.executable
     gpu = has_nvidia_gpu(facts)
-    evidence = {"python": python, "torch": tf.version or tf.dist_version, "torch.cuda.is_available()":
-                tf.cuda_available}
+    evidence = {
+        "python": python,
+        "torch": tf.version or tf.dist_version,
+        "torch.cuda.is_available()": tf.cuda_available,
+    }
     if not gpu:
-        where = ("no NVIDIA GPU and no NVIDIA driver on this machine" if gpu is False else
-                 "no NVIDIA driver is visible (and the PCI bus could not be listed to look for a GPU)")
-        return CHECK.finding(Status.INFO, f"CUDA is unavailable in {python}: {where}",
-                             "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
-                             "In a container on a GPU host, `platform.container` says how to give it the GPU on this "
-                             "platform.",
-                             evidence=evidence, target=t.label)
+        where = (
+            "no NVIDIA GPU and no NVIDIA driver on this machine"
+            if gpu is False
+            else "no NVIDIA driver is visible (and the PCI bus could not be listed to look for a GPU)"
+        )
+        return CHECK.finding(
+            Status.INFO,
+            f"CUDA is unavailable in {python}: {where}",
+            "Nothing to repair on a machine without an NVIDIA GPU; the GPU checks are skipped. "
+            "In a container on a GPU host, `platform.container` says how to give it the GPU on this "
+            "platform.",
+            evidence=evidence,
+            target=t.label,
+        )
     if not tf.installed:
         # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
         from gpudoctor.checks.cuda_frameworks import frameworks_of
+
         others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if others:
-            return CHECK.finding(Status.SKIP, f"torch is not installed in {python}; its GPU framework"
-                                              f"{'s are' if len(others) > 1 else ' is'} "
-                                              f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
-                                              f"(see cuda.frameworks and cuda.libraries)", target=t.label)
+            return CHECK.finding(
+                Status.SKIP,
+                f"torch is not installed in {python}; its GPU framework"
+                f"{'s are' if len(others) > 1 else ' is'} "
+                f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
+                f"(see cuda.frameworks and cuda.libraries)",
+                target=t.label,
+            )
     if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
-        return CHECK.finding(Status.FAIL, f"CUDA is unavailable in {python}: {what}",
-                             "See `torch.install` for the cause and the exact command.", evidence=evidence,
-                             target=t.label)
+        return CHECK.finding(
+            Status.FAIL,
+            f"CUDA is unavailable in {python}: {what}",
+            "See `torch.install` for the cause and the exact command.",
+            evidence=evidence,
+            target=t.label,
+        )
     if tf.hip:
         return CHECK.finding(Status.SKIP, f"torch {tf.version} is a ROCm build; CUDA does not apply", target=t.label)
     cause = root_cause(facts, t, probe)
@@ -132,22 +156,31 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         evidence.update({"root_cause_check": cause.check})
         evidence.update({f"{cause.check}.{k}": val for k, val in dict(cause.evidence).items()})
         return CHECK.finding(
-            Status.FAIL, f"CUDA is {verb} in {python}: {cause.summary}",
+            Status.FAIL,
+            f"CUDA is {verb} in {python}: {cause.summary}",
             f"Root cause (from `{cause.check}`; checked in the order driver → libcuda → arch → libraries → "
-            f"visibility):\n\n{cause.explanation}", evidence=evidence, target=t.label)
+            f"visibility):\n\n{cause.explanation}",
+            evidence=evidence,
+            target=t.label,
+        )
     if tf.cuda_available:
         n = tf.device_count if tf.device_count is not None else len(tf.devices)
         names = ", ".join(d.name for d in tf.devices)
-        return CHECK.finding(Status.OK, f"CUDA works in {python}: {n} GPU{'s' if n != 1 else ''}"
-                                        + (f" ({names})" if names else ""), evidence=evidence, target=t.label)
+        return CHECK.finding(
+            Status.OK,
+            f"CUDA works in {python}: {n} GPU{'s' if n != 1 else ''}" + (f" ({names})" if names else ""),
+            evidence=evidence,
+            target=t.label,
+        )
     message = tf.cuda_error or "torch gave no message"
     return CHECK.finding(
-        Status.FAIL, f"CUDA is unavailable in {python}: no known cause matched; torch says: {message.splitlines()[0]}",
+        Status.FAIL,
+        f"CUDA is unavailable in {python}: no known cause matched; torch says: {message.splitlines()[0]}",
         f"None of the driver, libcuda, arch, cuDNN or visibility checks found a fault. torch reported:\n\n```\n"
         f"{message}\n```\n\nRun `gpudoctor check --format markdown -v` and include its output in a bug report.",
-        evidence=evidence, target=t.label)
-
-
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 CHECK = Check(

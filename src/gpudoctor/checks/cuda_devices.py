@@ -80,8 +80,11 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
     # only the NVIDIA container runtime reads it; on a host it changes nothing
     if in_container(facts) and nvd is not None and nvd.strip().lower() in ("void", "none", ""):
-        return (Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
-                "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False))
+        return (
+            Status.FAIL,
+            f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
+            "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False),
+        )
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
         return None
@@ -90,12 +93,18 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
         sched = scheduler_of(platform_of(facts))
         if sched in REQUEST:  # set for the job: unsetting it would take GPUs the job was not given
             who, how = REQUEST[sched]
-            return (Status.FAIL, f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
-                    f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}")
-        return (Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA",
-                f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
-                f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
-                f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.")
+            return (
+                Status.FAIL,
+                f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
+                f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}",
+            )
+        return (
+            Status.FAIL,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU from CUDA",
+            f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
+            f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
+            f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.",
+        )
     if nvml:
         bad = [i for i, e in enumerate(entries) if not _visible_entry_ok(e, nvml)]
         if bad:
@@ -103,18 +112,24 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             hidden = entries[first:]
             status = Status.FAIL if first == 0 else Status.WARN
             ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
-            return (status, f"CUDA_VISIBLE_DEVICES={cvd!r}: entry {entries[first]!r} matches no GPU, so "
-                            f"{', '.join(hidden)} {'are' if len(hidden) > 1 else 'is'} hidden",
-                    f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
-                    f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
-                    f"(`nvidia-smi -L`).")
+            return (
+                status,
+                f"CUDA_VISIBLE_DEVICES={cvd!r}: entry {entries[first]!r} matches no GPU, so "
+                f"{', '.join(hidden)} {'are' if len(hidden) > 1 else 'is'} hidden",
+                f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
+                f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
+                f"(`nvidia-smi -L`).",
+            )
         mig = [g for g in nvml if g.mig]
         named = [e for e in entries if not e.startswith("MIG-")]
         if mig and named:
-            return (Status.WARN, f"CUDA_VISIBLE_DEVICES={cvd!r} names a GPU in MIG mode by GPU index/UUID",
-                    f"{', '.join(f'GPU {g.index} ({g.name})' for g in mig)} {'is' if len(mig) == 1 else 'are'} in MIG "
-                    f"mode: CUDA uses its MIG devices, which must be selected by `MIG-<uuid>` from `nvidia-smi -L`, "
-                    f"e.g. `export CUDA_VISIBLE_DEVICES=MIG-...`.")
+            return (
+                Status.WARN,
+                f"CUDA_VISIBLE_DEVICES={cvd!r} names a GPU in MIG mode by GPU index/UUID",
+                f"{', '.join(f'GPU {g.index} ({g.name})' for g in mig)} {'is' if len(mig) == 1 else 'are'} in MIG "
+                f"mode: CUDA uses its MIG devices, which must be selected by `MIG-<uuid>` from `nvidia-smi -L`, "
+                f"e.g. `export CUDA_VISIBLE_DEVICES=MIG-...`.",
+            )
     return None
 
 
@@ -130,7 +145,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not has_nvidia_gpu(facts):
         return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here", target=t.label)
     env = probe.env
-    evidence: dict[str, Any] = {k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env}
+    evidence: dict[str, Any] = {
+        k: env[k] for k in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES") if k in env
+    }
     nvml = _nvml(facts)
     evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
     fault = visibility(facts, probe)
@@ -152,23 +169,33 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"and use it as `cuda:<index>` or in `CUDA_VISIBLE_DEVICES` land on another GPU:\n\n{_table(rows)}\n\n"
                 f"Make CUDA use the PCI bus order (before the process initialises CUDA), in the shell profile or "
                 f"job environment:\n\n```\n{FIX_ORDER}\n```\n\nor select GPUs by UUID in `CUDA_VISIBLE_DEVICES`.",
-                evidence=evidence, target=t.label)
-        return CHECK.finding(Status.OK, f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "
-                                        f"({', '.join(d.name for d in devices)}); indices match nvidia-smi"
-                             + (" within CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
-                             evidence=evidence, target=t.label)
+                evidence=evidence,
+                target=t.label,
+            )
+        return CHECK.finding(
+            Status.OK,
+            f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "
+            f"({', '.join(d.name for d in devices)}); indices match nvidia-smi"
+            + (" within CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
+            evidence=evidence,
+            target=t.label,
+        )
     distinct = {(g.name, g.cc) for g in nvml}
     if len(nvml) > 1 and len(distinct) > 1 and order != "PCI_BUS_ID":
         return CHECK.finding(
-            Status.INFO, f"{len(nvml)} different GPU models and CUDA_DEVICE_ORDER unset: CUDA indices may not match "
-                         f"nvidia-smi's",
+            Status.INFO,
+            f"{len(nvml)} different GPU models and CUDA_DEVICE_ORDER unset: CUDA indices may not match nvidia-smi's",
             f"CUDA orders GPUs fastest first unless `CUDA_DEVICE_ORDER=PCI_BUS_ID`; with mixed models `cuda:0` may be "
             f"a different card than nvidia-smi's GPU 0.\n\n```\n{FIX_ORDER}\n```",
-            evidence=evidence, target=t.label)
-    return CHECK.finding(Status.OK, f"{plural(len(nvml) or len(devices), 'GPU')} visible; no index or visibility problem found",
-                         evidence=evidence, target=t.label)
-
-
+            evidence=evidence,
+            target=t.label,
+        )
+    return CHECK.finding(
+        Status.OK,
+        f"{plural(len(nvml) or len(devices), 'GPU')} visible; no index or visibility problem found",
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 CHECK = Check(

@@ -41,14 +41,29 @@ def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
 
 def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
     """``framework`` release ranges whose ``key`` (``cudnn_major``/``cuda_major``) equals ``major``."""
-    return [f"{framework}{row['versions']}" for row in load_table("frameworks")["requirement"]
-            if row["framework"] == framework and row.get(key) == major]
+    return [
+        f"{framework}{row['versions']}"
+        for row in load_table("frameworks")["requirement"]
+        if row["framework"] == framework and row.get(key) == major
+    ]
 
 
 #: family -> nvidia-* wheel name stem (PyPI ``nvidia-<stem>-cu<CUDA major>``)
-WHEEL_STEM = {"cudart": "cuda-runtime", "cublas": "cublas", "cublasLt": "cublas", "cufft": "cufft",
-              "curand": "curand", "cusolver": "cusolver", "cusparse": "cusparse", "nvJitLink": "nvjitlink",
-              "nvrtc": "cuda-nvrtc", "cupti": "cuda-cupti", "cudnn": "cudnn", "nccl": "nccl", "nvshmem": "nvshmem"}
+WHEEL_STEM = {
+    "cudart": "cuda-runtime",
+    "cublas": "cublas",
+    "cublasLt": "cublas",
+    "cufft": "cufft",
+    "curand": "curand",
+    "cusolver": "cusolver",
+    "cusparse": "cusparse",
+    "nvJitLink": "nvjitlink",
+    "nvrtc": "cuda-nvrtc",
+    "cupti": "cuda-cupti",
+    "cudnn": "cudnn",
+    "nccl": "nccl",
+    "nvshmem": "nvshmem",
+}
 
 _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared object file")
 
@@ -56,27 +71,36 @@ _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared o
 def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str) -> str:
     """What to do about one failed ``dlopen`` of a framework library (Markdown)."""
     from gpudoctor.collect.libraries import family_of
+
     m = _MISSING.search(error)
     lib = m.group(1) if m else ""
     if lib.startswith("libcuda.so") or lib.startswith("libnvidia-ml"):
         from gpudoctor.checks.cuda_libcuda import _remedy
-        return (f"`{lib}` belongs to the NVIDIA **driver**, not to the framework or cuDNN: reinstalling them does "
-                f"not help.\n\n" + _remedy(facts, probe))
+
+        return (
+            f"`{lib}` belongs to the NVIDIA **driver**, not to the framework or cuDNN: reinstalling them does "
+            f"not help.\n\n" + _remedy(facts, probe)
+        )
     if "undefined symbol" in error or "version `" in error:
-        return ("The library was found but an older copy of one of its dependencies was loaded instead of the one "
-                "it was built against — see `cuda.libraries` for the directory that shadows it and the "
-                "`LD_LIBRARY_PATH` change.")
+        return (
+            "The library was found but an older copy of one of its dependencies was loaded instead of the one "
+            "it was built against — see `cuda.libraries` for the directory that shadows it and the "
+            "`LD_LIBRARY_PATH` change."
+        )
     fam = family_of(lib) if lib else None
     if fam in WHEEL_STEM:
         so_major = re.search(r"\.so\.(\d+)", lib)
-        cuda = fw.cuda_major if fw and fw.cuda_major else (int(so_major.group(1)) if so_major and fam != "cudnn"
-                                                          else 12)
+        cuda = (
+            fw.cuda_major if fw and fw.cuda_major else (int(so_major.group(1)) if so_major and fam != "cudnn" else 12)
+        )
         pin = f"=={so_major.group(1)}.*" if so_major and fam == "cudnn" else ""
         wheel = f"nvidia-{WHEEL_STEM[fam]}-cu{cuda}"
-        return (f"`{lib}` is not installed where the loader looks. Install it from its wheel:\n\n```\n"
-                f"{probe.executable} -m pip install \"{wheel}{pin}\"\n```\n\nSome frameworks do not search the "
-                f"`nvidia/*/lib` wheel directories by themselves; if the error stays, add the wheel's `lib` "
-                f"directory to `LD_LIBRARY_PATH` in the environment's activation script.")
+        return (
+            f"`{lib}` is not installed where the loader looks. Install it from its wheel:\n\n```\n"
+            f'{probe.executable} -m pip install "{wheel}{pin}"\n```\n\nSome frameworks do not search the '
+            f"`nvidia/*/lib` wheel directories by themselves; if the error stays, add the wheel's `lib` "
+            f"directory to `LD_LIBRARY_PATH` in the environment's activation script."
+        )
     return "Reinstall the framework's GPU package, or fix the file the loader names."
 
 
@@ -88,21 +112,26 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
         bad = [x for x in fl.loads if not x.ok]
         fw = next((f for f in fws if f.name == fl.name), None)
         if fl.error and not bad:
-            return CHECK.finding(Status.FAIL, f"the GPU libraries of {fl.dist} {fl.version} could not be load-tested: "
-                                              f"{fl.error}",
-                                 f"The probe's `dlopen` test of {fl.dist} did not complete ({fl.error}). A crash "
-                                 f"inside a library's initialiser usually means mixed CUDA versions in one process.",
-                                 evidence={"python": probe.executable}, target=t.label)
+            return CHECK.finding(
+                Status.FAIL,
+                f"the GPU libraries of {fl.dist} {fl.version} could not be load-tested: {fl.error}",
+                f"The probe's `dlopen` test of {fl.dist} did not complete ({fl.error}). A crash "
+                f"inside a library's initialiser usually means mixed CUDA versions in one process.",
+                evidence={"python": probe.executable},
+                target=t.label,
+            )
         if bad:
             first = bad[0]
             return CHECK.finding(
-                Status.FAIL, f"{fl.dist} {fl.version}: {first.name} does not load: {first.error}",
+                Status.FAIL,
+                f"{fl.dist} {fl.version}: {first.name} does not load: {first.error}",
                 f"The probe opened {fl.dist}'s GPU provider libraries with `dlopen` (RTLD_NOW) in "
                 f"`{probe.executable}`:\n\n```\n" + "\n".join(f"{x.name}: {x.error}" for x in bad) + "\n```\n\n"
                 f"Without them {fl.dist} falls back to the CPU or fails at its first GPU call.\n\n"
                 + load_remedy(facts, probe, fw, first.error or ""),
                 evidence={"python": probe.executable, "failed": [f"{x.path}: {x.error}" for x in bad]},
-                target=t.label)
+                target=t.label,
+            )
     return None
 
 
@@ -122,13 +151,25 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if failed is not None:
         return failed
     if fws is None:
-        return CHECK.finding(Status.SKIP, "GPU frameworks were not looked for (no cuda_libraries facts)",
-                             target=t.label)
+        return CHECK.finding(
+            Status.SKIP, "GPU frameworks were not looked for (no cuda_libraries facts)", target=t.label
+        )
     if not fws:
         return CHECK.finding(Status.SKIP, f"no GPU framework is installed in {probe.executable}", target=t.label)
-    evidence = {"python": probe.executable,
-                "frameworks": [{"name": f.name, "dist": f.dist, "version": f.version, "cuda_major": f.cuda_major,
-                                "cudnn_major": f.cudnn_major, "source": f.source} for f in fws]}
+    evidence = {
+        "python": probe.executable,
+        "frameworks": [
+            {
+                "name": f.name,
+                "dist": f.dist,
+                "version": f.version,
+                "cuda_major": f.cuda_major,
+                "cudnn_major": f.cudnn_major,
+                "source": f.source,
+            }
+            for f in fws
+        ],
+    }
     for key, what in (("cudnn_major", "cuDNN"), ("cuda_major", "CUDA")):
         for a, b in combinations(fws, 2):
             ma, mb = getattr(a, key), getattr(b, key)
@@ -138,11 +179,13 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             fix_a = agreeing_releases(a.name, key, mb)
             options = []
             if fix_b:
-                options.append(f"keep {a.dist} {a.version} and install {' or '.join(f'`{x}`' for x in fix_b)} "
-                               f"({what} {ma})")
+                options.append(
+                    f"keep {a.dist} {a.version} and install {' or '.join(f'`{x}`' for x in fix_b)} ({what} {ma})"
+                )
             if fix_a:
-                options.append(f"keep {b.dist} {b.version} and install {' or '.join(f'`{x}`' for x in fix_a)} "
-                               f"({what} {mb})")
+                options.append(
+                    f"keep {b.dist} {b.version} and install {' or '.join(f'`{x}`' for x in fix_a)} ({what} {mb})"
+                )
             options.append("or give each framework its own virtual environment")
             return CHECK.finding(
                 Status.FAIL,
@@ -150,11 +193,16 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"{probe.executable}",
                 f"A process loads one `{'libcudnn.so' if key == 'cudnn_major' else 'libcudart.so'}` per major; "
                 f"whichever framework is imported first decides, and the other fails to load its GPU provider "
-                f"(or falls back to the CPU). Versions that agree: " + "; ".join(options) + ".\n\nSources: "
+                f"(or falls back to the CPU). Versions that agree: "
+                + "; ".join(options)
+                + ".\n\nSources: "
                 + "; ".join(f"{f.dist}: {f.source}" for f in (a, b) if f.source),
-                evidence=evidence, target=t.label)
-    return CHECK.finding(Status.OK, "GPU frameworks agree: " + ", ".join(_desc(f) for f in fws),
-                         evidence=evidence, target=t.label)
+                evidence=evidence,
+                target=t.label,
+            )
+    return CHECK.finding(
+        Status.OK, "GPU frameworks agree: " + ", ".join(_desc(f) for f in fws), evidence=evidence, target=t.label
+    )
 
 
 CHECK = Check(

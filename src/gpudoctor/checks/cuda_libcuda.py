@@ -46,28 +46,43 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
     wsl = not isinstance(os_facts, Unavailable) and os_facts.wsl
     caps = probe.env.get("NVIDIA_DRIVER_CAPABILITIES")
     if wsl:
-        return (f"Under WSL 2 the driver libraries come from Windows and live in `{WSL_LIB}`. Put that directory on "
-                f"the loader path:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n(or add it to "
-                f"`/etc/ld.so.conf.d/ld.wsl.conf` and run `sudo ldconfig`). If `{WSL_LIB}/libcuda.so.1` does not "
-                f"exist, install or update the NVIDIA driver **on Windows**; do not install a Linux driver in WSL.")
+        return (
+            f"Under WSL 2 the driver libraries come from Windows and live in `{WSL_LIB}`. Put that directory on "
+            f"the loader path:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n(or add it to "
+            f"`/etc/ld.so.conf.d/ld.wsl.conf` and run `sudo ldconfig`). If `{WSL_LIB}/libcuda.so.1` does not "
+            f"exist, install or update the NVIDIA driver **on Windows**; do not install a Linux driver in WSL."
+        )
     if in_container(facts):
         if caps is not None and not ({"compute", "all"} & {c.strip() for c in caps.split(",")}):
-            return (f"This container runs with `NVIDIA_DRIVER_CAPABILITIES={caps}`: the NVIDIA runtime then injects "
-                    f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
-                    f"(or `all`).")
-        return ("This container was started without the NVIDIA runtime, so the host's driver libraries are not "
-                "mounted in. " + injection_remedy(facts) + " Do not install a driver inside the image.")
+            return (
+                f"This container runs with `NVIDIA_DRIVER_CAPABILITIES={caps}`: the NVIDIA runtime then injects "
+                f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
+                f"(or `all`)."
+            )
+        return (
+            "This container was started without the NVIDIA runtime, so the host's driver libraries are not "
+            "mounted in. " + injection_remedy(facts) + " Do not install a driver inside the image."
+        )
     branch = (driver_version(facts) or "").split(".")[0]
     pkg_ubuntu = f"libnvidia-compute-{branch}" if branch else "libnvidia-compute-<driver branch>"
-    return ("The kernel driver is present but its user-space compute library is not on the loader path. Install "
-            f"the package matching the driver (Ubuntu: `sudo apt-get install {pkg_ubuntu}`; Debian: "
-            "`sudo apt-get install libcuda1`; RHEL/Fedora: `sudo dnf install nvidia-driver-cuda-libs`), then "
-            "`sudo ldconfig`. If it is installed in a non-standard directory, add that directory to "
-            "`/etc/ld.so.conf.d/` and run `sudo ldconfig`.")
+    return (
+        "The kernel driver is present but its user-space compute library is not on the loader path. Install "
+        f"the package matching the driver (Ubuntu: `sudo apt-get install {pkg_ubuntu}`; Debian: "
+        "`sudo apt-get install libcuda1`; RHEL/Fedora: `sudo dnf install nvidia-driver-cuda-libs`), then "
+        "`sudo ldconfig`. If it is installed in a non-standard directory, add that directory to "
+        "`/etc/ld.so.conf.d/` and run `sudo ldconfig`."
+    )
 
 
-def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, compat_version: str,
-                    kernel: str | None, evidence: dict[str, Any]) -> Finding | None:
+def _forward_compat(
+    facts: Facts,
+    probe: ProbeFacts,
+    t: TargetFacts,
+    path: str,
+    compat_version: str,
+    kernel: str | None,
+    evidence: dict[str, Any],
+) -> Finding | None:
     """Judge a cuda-compat ``libcuda`` (NVIDIA CUDA Compatibility guide, Forward Compatibility;
     runtime errors 803 ``cudaErrorSystemDriverMismatch`` and 804 ``cudaErrorCompatNotSupportedOnDevice``)."""
     compat_dir = os.path.dirname(path)
@@ -80,7 +95,9 @@ def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, 
             f"Jetson. On this GPU CUDA fails with error 804 (`forward compatibility was attempted on non supported "
             f"HW`). Remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then `sudo ldconfig`) and "
             f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     if kernel and v(compat_version) < v(kernel):
         return CHECK.finding(
             Status.FAIL,
@@ -88,10 +105,16 @@ def _forward_compat(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, 
             f"cuda-compat only helps when it is *newer* than the kernel driver; an older one fails with error 803 "
             f"(`system has unsupported display driver / cuda driver combination`). The installed driver is already "
             f"new enough: remove `{compat_dir}` from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` and run `sudo ldconfig`.",
-            evidence=evidence, target=t.label)
-    return CHECK.finding(Status.OK, f"libcuda.so.1 loads from the forward-compatibility package {path} "
-                                    f"(driver {compat_version} on kernel module {kernel or '?'})",
-                         evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
+    return CHECK.finding(
+        Status.OK,
+        f"libcuda.so.1 loads from the forward-compatibility package {path} "
+        f"(driver {compat_version} on kernel module {kernel or '?'})",
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -107,14 +130,21 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if probe.env.get("LD_LIBRARY_PATH") is not None:
         evidence["LD_LIBRARY_PATH"] = probe.env["LD_LIBRARY_PATH"]
     if not gpu and not lc.loaded:
-        return CHECK.finding(Status.SKIP, "no NVIDIA GPU or driver here, so libcuda.so.1 is not expected",
-                             evidence=evidence, target=t.label)
+        return CHECK.finding(
+            Status.SKIP,
+            "no NVIDIA GPU or driver here, so libcuda.so.1 is not expected",
+            evidence=evidence,
+            target=t.label,
+        )
     if not lc.loaded:
         return CHECK.finding(
-            Status.FAIL, f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",
+            Status.FAIL,
+            f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",
             f"The dynamic loader says:\n\n```\n{lc.error}\n```\n\nWithout `libcuda.so.1` no CUDA program can start "
             f"(`torch.cuda.is_available()` is False).\n\n{_remedy(facts, probe)}",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     kernel = driver_version(facts)
     m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
     compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
@@ -128,17 +158,18 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.FAIL,
             f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
             f"`{lc.path}` belongs to driver {m.group(1)}, but the running kernel module is {kernel}. CUDA and NVML "
-            f"fail with \"Driver/library version mismatch\". This happens after a driver upgrade without a reboot, "
+            f'fail with "Driver/library version mismatch". This happens after a driver upgrade without a reboot, '
             f"or when a second driver's libraries (a cuda-compat directory, an old copy on `LD_LIBRARY_PATH`) "
             f"shadow the system ones. Reboot (or reload the `nvidia` module); if that does not help, remove the "
             f"foreign `libcuda.so*` from the loader path.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     api = lc.driver_api_version
     cuda = f" (driver supports CUDA ≤ {api // 1000}.{(api % 1000) // 10})" if api else ""
-    return CHECK.finding(Status.OK, f"libcuda.so.1 loads from {lc.path or 'the loader path'}{cuda}",
-                         evidence=evidence, target=t.label)
-
-
+    return CHECK.finding(
+        Status.OK, f"libcuda.so.1 loads from {lc.path or 'the loader path'}{cuda}", evidence=evidence, target=t.label
+    )
 
 
 CHECK = Check(

@@ -89,24 +89,32 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
     good_dir = os.path.dirname(good) if good else None
     if res.via.startswith("LD_LIBRARY_PATH"):
         rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
-        drop = (f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH")
-        text = (f"Take `{d}` out of `LD_LIBRARY_PATH` for this environment (delete it where it is set: "
-                f"`~/.bashrc`, the job script, an environment module — `module unload` — or the toolkit's "
-                f"profile script):\n\n```\n{drop}\n```\n\npip wheels carry their own CUDA libraries and need no "
-                f"system toolkit on the loader path.")
+        drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
+        text = (
+            f"Take `{d}` out of `LD_LIBRARY_PATH` for this environment (delete it where it is set: "
+            f"`~/.bashrc`, the job script, an environment module — `module unload` — or the toolkit's "
+            f"profile script):\n\n```\n{drop}\n```\n\npip wheels carry their own CUDA libraries and need no "
+            f"system toolkit on the loader path."
+        )
         if good_dir:
-            text += (f" If that directory must stay for other work, put the wheel's directory first:\n\n```\n"
-                     f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```")
+            text += (
+                f" If that directory must stay for other work, put the wheel's directory first:\n\n```\n"
+                f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```"
+            )
         return text
     if res.via == "LD_PRELOAD":
         return f"Remove `{res.path}` from `LD_PRELOAD`."
     if res.via == "RPATH":
-        return (f"`{res.consumer}` carries a DT_RPATH naming `{d}`, which beats `LD_LIBRARY_PATH`. Reinstall the "
-                f"package that owns it from the same index as the framework, or remove the stray library from `{d}`.")
+        return (
+            f"`{res.consumer}` carries a DT_RPATH naming `{d}`, which beats `LD_LIBRARY_PATH`. Reinstall the "
+            f"package that owns it from the same index as the framework, or remove the stray library from `{d}`."
+        )
     if good_dir:
-        return (f"The system copy in `{d}` is found before the wheel's. Put the wheel's directory first:\n\n```\n"
-                f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```\n\nor remove the old system package "
-                f"that installed `{res.path}`.")
+        return (
+            f"The system copy in `{d}` is found before the wheel's. Put the wheel's directory first:\n\n```\n"
+            f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```\n\nor remove the old system package "
+            f"that installed `{res.path}`."
+        )
     return f"Remove `{d}` from the loader path."
 
 
@@ -145,9 +153,12 @@ def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
         if not res.path or res.family in DRIVER_FAMILIES or res.missing:
             continue
         own = res.without_env
-        if own and os.path.normpath(own) != os.path.normpath(res.path) and \
-                (res.via.startswith("LD_LIBRARY_PATH") or res.via == "LD_PRELOAD") and \
-                not (version_of(model, res.path) and version_of(model, own)):
+        if (
+            own
+            and os.path.normpath(own) != os.path.normpath(res.path)
+            and (res.via.startswith("LD_LIBRARY_PATH") or res.via == "LD_PRELOAD")
+            and not (version_of(model, res.path) and version_of(model, own))
+        ):
             out.append((res, own))
     return out
 
@@ -156,14 +167,20 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.libraries`` finding for one target (pure)."""
     model = target_model(facts, t.label)
     if model is None:
-        return CHECK.finding(Status.SKIP, "the CUDA libraries were not modelled (no cuda_libraries facts)",
-                             target=t.label)
+        return CHECK.finding(
+            Status.SKIP, "the CUDA libraries were not modelled (no cuda_libraries facts)", target=t.label
+        )
     if not model.roots:
         return CHECK.finding(Status.SKIP, f"no GPU framework library found in {probe.executable}", target=t.label)
-    evidence = {"python": probe.executable, "LD_LIBRARY_PATH": ":".join(model.ld_library_path),
-                "resolutions": [f"{os.path.basename(r.consumer)} -> {r.needed} => {r.path or 'not found'} "
-                                f"({r.via}{', ' + _vtext(model, r.path) if r.path else ''})"
-                                for r in model.resolutions]}
+    evidence = {
+        "python": probe.executable,
+        "LD_LIBRARY_PATH": ":".join(model.ld_library_path),
+        "resolutions": [
+            f"{os.path.basename(r.consumer)} -> {r.needed} => {r.path or 'not found'} "
+            f"({r.via}{', ' + _vtext(model, r.path) if r.path else ''})"
+            for r in model.resolutions
+        ],
+    }
     bad = shadowing(model)
     if bad:
         res, good, why = bad[0]
@@ -172,34 +189,47 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         mine, theirs = _vtext(model, res.path), _vtext(model, good) if good else None
         lacks = ""
         if res.missing:
-            lacks = (f" {os.path.basename(res.consumer)} needs `{res.missing[0]}`, which that copy does not define, "
-                     f"so loading fails with `undefined symbol: {res.missing[0]}`.")
+            lacks = (
+                f" {os.path.basename(res.consumer)} needs `{res.missing[0]}`, which that copy does not define, "
+                f"so loading fails with `undefined symbol: {res.missing[0]}`."
+            )
         good_txt = f" instead of the wheel's {theirs} copy `{good}`" if good else ""
-        summary = (f"{res.directory} ({res.via}) shadows {res.needed}: {os.path.basename(res.consumer)} binds "
-                   f"{mine} from there" + (f" instead of {theirs} from {os.path.dirname(good)}" if good else "")
-                   + (f"; it lacks {res.missing[0].split(',')[0]}" if res.missing else ""))
+        summary = (
+            f"{res.directory} ({res.via}) shadows {res.needed}: {os.path.basename(res.consumer)} binds "
+            f"{mine} from there"
+            + (f" instead of {theirs} from {os.path.dirname(good)}" if good else "")
+            + (f"; it lacks {res.missing[0].split(',')[0]}" if res.missing else "")
+        )
         others = ""
         if len(bad) > 1:
             others = "\n\nAlso shadowed:\n\n" + "\n".join(
                 f"- `{r.needed}` for `{os.path.basename(r.consumer)}`: `{r.path}` ({_vtext(model, r.path)}, {r.via})"
-                for r, _g, _w in bad[1:])
+                for r, _g, _w in bad[1:]
+            )
         return CHECK.finding(
-            Status.FAIL, summary,
+            Status.FAIL,
+            summary,
             f"The dynamic loader resolves `{res.needed}` for `{res.consumer}` from {where}: version {mine}"
             f"{good_txt}.{lacks} The loader searches `LD_LIBRARY_PATH` before a library's RUNPATH, so a CUDA "
             f"toolkit or module directory there hides the copy {fw} was built with.{others}\n\n"
             f"{path_remedy(model, res, good)}\n\nReinstalling {fw} does not help: the files are fine, the search "
-            f"order is not.", evidence=evidence, target=t.label)
+            f"order is not.",
+            evidence=evidence,
+            target=t.label,
+        )
     lost = [r for r in model.resolutions if r.path is None and r.family not in DRIVER_FAMILIES]
     if lost:
         r = lost[0]
         return CHECK.finding(
-            Status.FAIL, f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
+            Status.FAIL,
+            f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
             f"`{r.consumer}` needs `{r.needed}`; no directory of its RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
             f"({model.cache_source}) or the default directories holds it. Install the matching `nvidia-*` wheel "
             f"into this environment (`{probe.executable} -m pip install <framework>[and-cuda]` or the framework's "
             f"CUDA extra), or put the directory that holds it on `LD_LIBRARY_PATH`.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     swapped = replaced(model)
     if swapped:
         res, own = swapped[0]
@@ -210,7 +240,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"`{res.consumer}` would bind `{own}` (its RUNPATH / wheel copy, {_vtext(model, own)}) but the "
             f"environment puts `{res.path}` ({_vtext(model, res.path)}) first. If that copy is older than the one the "
             f"framework was built with, it fails at import or at the first call that needs the newer symbols.\n\n"
-            f"{path_remedy(model, res, own)}", evidence=evidence, target=t.label)
+            f"{path_remedy(model, res, own)}",
+            evidence=evidence,
+            target=t.label,
+        )
     for r in model.resolutions:
         if not r.path or not r.bare or r.family in DRIVER_FAMILIES:
             continue
@@ -220,14 +253,20 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"an older {r.needed} ({_vtext(model, r.bare)}, {r.bare}) is what a library without RUNPATH gets; "
                 f"{os.path.basename(r.consumer)} uses {_vtext(model, r.path)} from {r.directory}",
                 f"Two copies of `{r.needed}` are on this machine. The framework binds `{r.path}` through its "
-                f"{r.via}, but any consumer without that RUNPATH — another framework's `dlopen(\"{r.needed}\")`, "
+                f'{r.via}, but any consumer without that RUNPATH — another framework\'s `dlopen("{r.needed}")`, '
                 f"a custom extension — gets `{r.bare}` ({_vtext(model, r.bare)}). Whichever is loaded first wins "
                 f"for the whole process (same SONAME), so import order decides which version everybody uses. "
                 f"Remove the old copy (its system package) or put `{r.directory}` first on `LD_LIBRARY_PATH`.",
-                evidence=evidence, target=t.label)
+                evidence=evidence,
+                target=t.label,
+            )
     n = len({r.needed for r in model.resolutions})
-    return CHECK.finding(Status.OK, f"{n} CUDA libraries resolve to the frameworks' own copies in {probe.executable}",
-                         evidence=evidence, target=t.label)
+    return CHECK.finding(
+        Status.OK,
+        f"{n} CUDA libraries resolve to the frameworks' own copies in {probe.executable}",
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 CHECK = Check(

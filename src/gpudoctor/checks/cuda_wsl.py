@@ -38,13 +38,15 @@ def is_wsl(facts: Facts) -> bool:
 def wsl_remedy(probe: ProbeFacts) -> str:
     """The WSL loader-path remedy (Markdown)."""
     conda = probe.env.get("CONDA_PREFIX")
-    where = (f"`{conda}/etc/conda/activate.d/wsl.sh`" if conda else "your shell rc (`~/.bashrc`)")
-    return (f"Make `{WSL_LIB}` visible to the loader. With root, once:\n\n```\n"
-            f"echo {WSL_LIB} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf\nsudo ldconfig\n```\n\n"
-            f"Without root, prepend it in {where}:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n"
-            f"If `ldconfig` then warns `libcuda.so.1 is not a symbolic link`, recreate the links in a writable "
-            f"directory (`ln -s {WSL_LIB}/libcuda.so.1.1 libcuda.so.1`, `ln -s libcuda.so.1 libcuda.so`). Do not "
-            f"install a Linux NVIDIA driver inside WSL: the driver comes from Windows.")
+    where = f"`{conda}/etc/conda/activate.d/wsl.sh`" if conda else "your shell rc (`~/.bashrc`)"
+    return (
+        f"Make `{WSL_LIB}` visible to the loader. With root, once:\n\n```\n"
+        f"echo {WSL_LIB} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf\nsudo ldconfig\n```\n\n"
+        f"Without root, prepend it in {where}:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n"
+        f"If `ldconfig` then warns `libcuda.so.1 is not a symbolic link`, recreate the links in a writable "
+        f"directory (`ln -s {WSL_LIB}/libcuda.so.1.1 libcuda.so.1`, `ln -s libcuda.so.1 libcuda.so`). Do not "
+        f"install a Linux NVIDIA driver inside WSL: the driver comes from Windows."
+    )
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -59,11 +61,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     evidence = {"python": probe.executable, "wsl_lib": files, "LD_LIBRARY_PATH": probe.env.get("LD_LIBRARY_PATH", "")}
     if "libcuda.so.1" not in files:
         return CHECK.finding(
-            Status.FAIL, f"WSL 2 without the Windows driver's libcuda.so.1 in {WSL_LIB}",
+            Status.FAIL,
+            f"WSL 2 without the Windows driver's libcuda.so.1 in {WSL_LIB}",
             f"`{WSL_LIB}` {'holds ' + ', '.join(files) if files else 'is missing or empty'}. Under WSL 2 the GPU "
             f"driver is installed on **Windows**; install or update the NVIDIA driver there (it must support WSL), "
             f"then restart WSL (`wsl --shutdown` in PowerShell). Do not install a Linux NVIDIA driver inside WSL.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     if model is None:
         return CHECK.finding(Status.SKIP, "no loader model for this target", target=t.label)
     evidence["lookups"] = [f"{r.needed} => {r.path or 'not found'} ({r.via})" for r in model.lookups]
@@ -81,17 +86,26 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"Anything that opens the driver fails — cuDNN reports it as `Could not load library "
             f"libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file`, which is a driver/loader "
             f"problem, not a broken cuDNN: reinstalling cuDNN does not help.\n\n{wsl_remedy(probe)}",
-            evidence=evidence, target=t.label)
-    foreign = [r for r in model.lookups if r.family == "libcuda" and r.path and
-               os.path.normpath(os.path.dirname(r.path)) != WSL_LIB]
+            evidence=evidence,
+            target=t.label,
+        )
+    foreign = [
+        r
+        for r in model.lookups
+        if r.family == "libcuda" and r.path and os.path.normpath(os.path.dirname(r.path)) != WSL_LIB
+    ]
     if foreign:
         r = foreign[0]
         return CHECK.finding(
-            Status.FAIL, f"{r.needed} resolves to {r.path}, not the Windows driver's copy in {WSL_LIB}",
+            Status.FAIL,
+            f"{r.needed} resolves to {r.path}, not the Windows driver's copy in {WSL_LIB}",
             f"A Linux NVIDIA driver's libraries inside WSL shadow the ones Windows provides ({r.via}); they cannot "
             f"talk to the GPU through `/dev/dxg`. Remove them (Ubuntu: `sudo apt-get remove --purge "
             f"'libnvidia-compute-*' 'nvidia-driver-*'`, then `sudo ldconfig`) and keep only `{WSL_LIB}` on the "
-            f"loader path. Never install a Linux driver inside WSL.", evidence=evidence, target=t.label)
+            f"loader path. Never install a Linux driver inside WSL.",
+            evidence=evidence,
+            target=t.label,
+        )
     return CHECK.finding(Status.OK, f"WSL 2: libcuda resolves from {WSL_LIB}", evidence=evidence, target=t.label)
 
 

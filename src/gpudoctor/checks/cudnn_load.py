@@ -82,29 +82,43 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
     if any(_norm(e) == d for e in ld if e):
         pos = next(i for i, e in enumerate(ld) if e and _norm(e) == d)
         rest = [e for e in ld if not (e and _norm(e) == d)]
-        where = (f"`{d}`, entry {pos + 1} of `LD_LIBRARY_PATH`" + (" (the first)" if pos == 0 else ""))
+        where = f"`{d}`, entry {pos + 1} of `LD_LIBRARY_PATH`" + (" (the first)" if pos == 0 else "")
         modules = probe.env.get("LOADEDMODULES", "")
         module_hint = ""
         if "cudnn" in modules.lower():
             mod = next((m for m in modules.split(":") if "cudnn" in m.lower()), "cudnn")
-            module_hint = f"It was put there by the environment module `{mod}`: `module unload {mod.split('/')[0]}`, or "
+            module_hint = (
+                f"It was put there by the environment module `{mod}`: `module unload {mod.split('/')[0]}`, or "
+            )
         new_value = ":".join(rest)
-        todo = (f"Take that directory out of the loader path for this environment. {module_hint}remove it from "
-                f"`LD_LIBRARY_PATH` in your shell rc / job script:\n\n```\nexport LD_LIBRARY_PATH={new_value}\n```\n\n"
-                f"Do not copy libraries into `torch/lib`.")
+        todo = (
+            f"Take that directory out of the loader path for this environment. {module_hint}remove it from "
+            f"`LD_LIBRARY_PATH` in your shell rc / job script:\n\n```\nexport LD_LIBRARY_PATH={new_value}\n```\n\n"
+            f"Do not copy libraries into `torch/lib`."
+        )
         return where, todo
-    if any(_norm(os.path.dirname(p)) == d or _norm(p) == _norm(loaded) for p in
-           (probe.env.get("LD_PRELOAD") or "").replace(" ", ":").split(":") if p):
+    if any(
+        _norm(os.path.dirname(p)) == d or _norm(p) == _norm(loaded)
+        for p in (probe.env.get("LD_PRELOAD") or "").replace(" ", ":").split(":")
+        if p
+    ):
         return "`LD_PRELOAD`", "Remove that library from `LD_PRELOAD`."
     loader = facts.of(LoaderFacts)
-    if isinstance(loader, LoaderFacts) and not isinstance(loader.ldconfig, Unavailable) and \
-            any(_norm(os.path.dirname(e.path)) == d for e in loader.ldconfig):
-        return (f"the system library directory `{d}` (ld.so cache)",
-                "A system cuDNN package is found before the wheel's copy. Uninstall it (Debian/Ubuntu: "
-                "`sudo apt-get remove 'libcudnn*'`; RHEL: `sudo dnf remove 'libcudnn*'`) or make sure no other "
-                "import (TensorFlow, onnxruntime-gpu, cupy) loads it before torch.")
-    return f"`{d}`", ("Another library or import loaded this copy before torch. Import torch first, or remove "
-                      "that directory from the loader path.")
+    if (
+        isinstance(loader, LoaderFacts)
+        and not isinstance(loader.ldconfig, Unavailable)
+        and any(_norm(os.path.dirname(e.path)) == d for e in loader.ldconfig)
+    ):
+        return (
+            f"the system library directory `{d}` (ld.so cache)",
+            "A system cuDNN package is found before the wheel's copy. Uninstall it (Debian/Ubuntu: "
+            "`sudo apt-get remove 'libcudnn*'`; RHEL: `sudo dnf remove 'libcudnn*'`) or make sure no other "
+            "import (TensorFlow, onnxruntime-gpu, cupy) loads it before torch.",
+        )
+    return f"`{d}`", (
+        "Another library or import loaded this copy before torch. Import torch first, or remove "
+        "that directory from the loader path."
+    )
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -114,8 +128,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(Status.SKIP, f"not applicable: {cd.reason}", target=t.label)
     reason = cuda_build_skip(probe)
     # issue 11: without (an importable) torch, the nvidia-cudnn wheel's cuDNN is still tested
-    torch_free = isinstance(cd, CudnnProbe) and cd.applicable and not (probe.torch.installed and
-                                                                        probe.torch.import_ok)
+    torch_free = isinstance(cd, CudnnProbe) and cd.applicable and not (probe.torch.installed and probe.torch.import_ok)
     if reason and not torch_free:
         return CHECK.finding(Status.SKIP, f"not applicable: {reason}", target=t.label)
     if isinstance(cd, Unavailable):
@@ -123,10 +136,15 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     tf = probe.torch
     compiled = tf.cudnn_compile_version
     major = cd.expected_major
-    evidence = {"python": probe.executable, "torch": tf.version, "cudnn_compiled": compiled,
-                "cudnn_loaded": cd.library_path, "cudnn_runtime": fmt_cudnn(cd.runtime_version)
-                if cd.runtime_version else None, "loaded_paths": list(cd.loaded_paths),
-                "LD_LIBRARY_PATH": probe.env.get("LD_LIBRARY_PATH", "")}
+    evidence = {
+        "python": probe.executable,
+        "torch": tf.version,
+        "cudnn_compiled": compiled,
+        "cudnn_loaded": cd.library_path,
+        "cudnn_runtime": fmt_cudnn(cd.runtime_version) if cd.runtime_version else None,
+        "loaded_paths": list(cd.loaded_paths),
+        "LD_LIBRARY_PATH": probe.env.get("LD_LIBRARY_PATH", ""),
+    }
     own = _own_copies(facts, t, probe, major)
     evidence["wheel_copies"] = own
     dist = _cudnn_dist(facts, t.label)
@@ -137,17 +155,24 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if driver:
         # issue 11: the missing piece is the driver's library, not cuDNN's
         from gpudoctor.checks.cuda_libcuda import _remedy
+
         return CHECK.finding(
             Status.FAIL,
             f"cuDNN's {driver[0].name} cannot load because the CUDA driver library libcuda is not resolvable "
             f"(a driver/loader problem, not cuDNN)",
             f"The loader says:\n\n```\n{driver[0].error}\n```\n\n`{driver[0].name}` itself is present; what is "
             f"missing is its dependency `libcuda.so`, the user-space half of the NVIDIA driver. Reinstalling cuDNN "
-            f"does not help.\n\n{_remedy(facts, probe)}", evidence=evidence, target=t.label)
+            f"does not help.\n\n{_remedy(facts, probe)}",
+            evidence=evidence,
+            target=t.label,
+        )
     if broken:
         lines = "\n".join(f"{s.name}: {s.error}" for s in broken)
-        reinstall = (f"`{probe.executable} -m pip install --force-reinstall {dist[0]}=={dist[1]}`" if dist else
-                     f"reinstall torch (`{probe.executable} -m pip install --force-reinstall torch`)")
+        reinstall = (
+            f"`{probe.executable} -m pip install --force-reinstall {dist[0]}=={dist[1]}`"
+            if dist
+            else f"reinstall torch (`{probe.executable} -m pip install --force-reinstall torch`)"
+        )
         return CHECK.finding(
             Status.FAIL,
             f"{len(broken)} of {len(cd.sublibraries)} cuDNN {major} sub-libraries fail to load: "
@@ -158,7 +183,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"A missing or truncated file means a broken install: {reinstall}. A *dependency* that cannot be found "
             f"(another `lib*.so` named in the error) must come from the matching `nvidia-*` wheel; a foreign "
             f"directory on `LD_LIBRARY_PATH` can also supply a wrong copy.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
 
     # 2. runtime vs compile version
     loaded = cd.library_path
@@ -176,20 +203,25 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"torch refuses this cuDNN (`cuDNN version incompatibility: PyTorch was compiled against "
                 f"{cv} but linked against {rt}`), so cuDNN-backed layers fail.\n\nThe loaded file `{loaded}` comes "
                 f"from {where}.{own_txt}\n\n{todo} Alternatively load a cuDNN ≥ {compiled} of major {cv[0]}.",
-                evidence=evidence, target=t.label)
+                evidence=evidence,
+                target=t.label,
+            )
 
     # 3a. two copies of the shim in one process
     shims = sorted({p for p in cd.loaded_paths if os.path.basename(p).startswith("libcudnn.so")})
     if len({_norm(os.path.dirname(p)) for p in shims}) > 1:
         return CHECK.finding(
-            Status.FAIL, f"two cuDNN copies are mapped into {probe.executable}: {' and '.join(shims)}",
+            Status.FAIL,
+            f"two cuDNN copies are mapped into {probe.executable}: {' and '.join(shims)}",
             f"After `import torch` the process holds {len(shims)} different `libcudnn.so` files:\n\n"
             + "\n".join(f"- `{p}`" for p in shims)
             + "\n\nThe first one loaded wins every later lookup by name; the other library's users then call "
-              "into a cuDNN they were not built for. Typical cause: another framework (TensorFlow, onnxruntime-gpu, "
-              "cupy) or an `LD_PRELOAD`/`LD_LIBRARY_PATH` entry bringing its own cuDNN. Keep one cuDNN per "
-              "environment (the one the torch wheel installs).",
-            evidence=evidence, target=t.label)
+            "into a cuDNN they were not built for. Typical cause: another framework (TensorFlow, onnxruntime-gpu, "
+            "cupy) or an `LD_PRELOAD`/`LD_LIBRARY_PATH` entry bringing its own cuDNN. Keep one cuDNN per "
+            "environment (the one the torch wheel installs).",
+            evidence=evidence,
+            target=t.label,
+        )
     if cd.runtime_version and tf.cudnn_version and cd.runtime_version != tf.cudnn_version:
         return CHECK.finding(
             Status.FAIL,
@@ -198,7 +230,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             "`torch.backends.cudnn.version()` and `cudnnGetVersion()` of the library mapped in the process "
             "disagree, so torch is not using the file the loader resolves by name. Look for a second cuDNN "
             "(`LD_PRELOAD`, `LD_LIBRARY_PATH`, another framework imported first) and remove it.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
 
     # 3b. shadowed: loaded copy is not the wheel's
     if loaded and own and _norm(os.path.dirname(loaded)) not in {_norm(os.path.dirname(p)) for p in own}:
@@ -209,7 +243,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"torch {tf.version} ships cuDNN in `{os.path.dirname(own[0])}`, but the process mapped `{loaded}` "
             f"from {where}. Even when it works today, a different cuDNN build than the one torch was tested with "
             f"causes version errors or wrong-kernel crashes after the next upgrade.\n\n{todo}",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
 
     # 4. nothing mapped
     if torch_free and not loaded:
@@ -226,22 +262,28 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"`LD_LIBRARY_PATH` and the ld.so cache. Move the entry:\n\n```\n"
                 f"export LD_LIBRARY_PATH={on_path[0]}:$LD_LIBRARY_PATH\n```\n\n(better: reinstall torch so its RPATH "
                 f"finds the `nvidia-*` wheels by itself: `{probe.executable} -m pip install --force-reinstall torch`).",
-                evidence=evidence, target=t.label)
+                evidence=evidence,
+                target=t.label,
+            )
         return CHECK.finding(
-            Status.FAIL, f"torch {tf.version} was built with cuDNN {compiled or major}, but no libcudnn is loaded",
+            Status.FAIL,
+            f"torch {tf.version} was built with cuDNN {compiled or major}, but no libcudnn is loaded",
             f"After `import torch` no `libcudnn.so` is mapped ({cd.runtime_error or 'not found'}). Reinstall torch "
             f"with its CUDA dependencies so the `nvidia-cudnn` wheel is present:\n\n```\n"
             f"{probe.executable} -m pip install --force-reinstall torch\n```",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
 
     version = fmt_cudnn(cd.runtime_version) if cd.runtime_version else "?"
     n = len(cd.sublibraries)
 
-    return CHECK.finding(Status.OK, f"cuDNN {version} loaded from {loaded}" + (f"; all {n} sub-libraries load" if n
-                                                                                 else ""),
-                         evidence=evidence, target=t.label)
-
-
+    return CHECK.finding(
+        Status.OK,
+        f"cuDNN {version} loaded from {loaded}" + (f"; all {n} sub-libraries load" if n else ""),
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 CHECK = Check(

@@ -51,32 +51,43 @@ def evaluate(facts: Facts) -> list[Finding]:
     else:
         evidence["affinity"] = f"unknown ({cpu.affinity_cpus.reason})"
     if isinstance(cpu.quota, CpuQuota):
-        evidence["cgroup_quota"] = f"{cpu.quota.quota_us} / {cpu.quota.period_us} us ({plural(cpu.quota.cpus, 'CPU')}) " \
-                                   f"from {cpu.quota.source}"
+        evidence["cgroup_quota"] = (
+            f"{cpu.quota.quota_us} / {cpu.quota.period_us} us ({plural(cpu.quota.cpus, 'CPU')}) from {cpu.quota.source}"
+        )
     if usable < cpu.logical_cpus:
         limits = []
         if isinstance(cpu.quota, CpuQuota) and cpu.quota.cpus < cpu.logical_cpus:
-            limits.append(f"a cgroup v{cpu.quota.cgroup_version} CPU quota of {plural(cpu.quota.cpus, 'CPU')} "
-                          f"({cpu.quota.source}: {cpu.quota.quota_us} us per {cpu.quota.period_us} us)")
+            limits.append(
+                f"a cgroup v{cpu.quota.cgroup_version} CPU quota of {plural(cpu.quota.cpus, 'CPU')} "
+                f"({cpu.quota.source}: {cpu.quota.quota_us} us per {cpu.quota.period_us} us)"
+            )
         if isinstance(cpu.affinity_cpus, int) and cpu.affinity_cpus < cpu.logical_cpus:
             limits.append(f"a CPU affinity of {plural(cpu.affinity_cpus, 'CPU')}")
         workers = suggested_workers(usable)
         evidence["suggested_num_workers"] = workers
-        return [CHECK.finding(
-            Status.WARN,
-            f"only {usable} of the {cpu.logical_cpus} CPUs that os.cpu_count() reports {verb(usable, 'is', 'are')} usable",
-            f"This process is limited by {' and '.join(limits)}. Code that sizes `num_workers`, "
-            f"`torch.set_num_threads` or thread pools from `os.cpu_count()` starts {cpu.logical_cpus} busy "
-            f"workers on {plural(usable, 'CPU')}' worth of time, and the kernel throttles them (PyTorch's own "
-            f"\"suggested max number of worker\" warning does not look at the cgroup quota either).\n\n"
-            f"Size from the usable count instead: `DataLoader(..., num_workers={workers})` (one CPU left for "
-            f"the training loop; divide by the number of training processes on this node), and "
-            f"`export OMP_NUM_THREADS={usable}`. Measure the best setting with "
-            f"`gpudoctor probe dataloader --dataset MODULE:CALLABLE`. To give the job more CPUs, raise the limit: "
-            f"`docker run --cpus=N`, Kubernetes `resources.limits.cpu`, or the Slurm `--cpus-per-task`.",
-            evidence=evidence)]
-    return [CHECK.finding(Status.OK, f"{usable} CPU{'' if usable == 1 else 's'} usable (no quota or affinity limit below os.cpu_count())",
-                          evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"only {usable} of the {cpu.logical_cpus} CPUs that os.cpu_count() reports {verb(usable, 'is', 'are')} usable",
+                f"This process is limited by {' and '.join(limits)}. Code that sizes `num_workers`, "
+                f"`torch.set_num_threads` or thread pools from `os.cpu_count()` starts {cpu.logical_cpus} busy "
+                f"workers on {plural(usable, 'CPU')}' worth of time, and the kernel throttles them (PyTorch's own "
+                f'"suggested max number of worker" warning does not look at the cgroup quota either).\n\n'
+                f"Size from the usable count instead: `DataLoader(..., num_workers={workers})` (one CPU left for "
+                f"the training loop; divide by the number of training processes on this node), and "
+                f"`export OMP_NUM_THREADS={usable}`. Measure the best setting with "
+                f"`gpudoctor probe dataloader --dataset MODULE:CALLABLE`. To give the job more CPUs, raise the limit: "
+                f"`docker run --cpus=N`, Kubernetes `resources.limits.cpu`, or the Slurm `--cpus-per-task`.",
+                evidence=evidence,
+            )
+        ]
+    return [
+        CHECK.finding(
+            Status.OK,
+            f"{usable} CPU{'' if usable == 1 else 's'} usable (no quota or affinity limit below os.cpu_count())",
+            evidence=evidence,
+        )
+    ]
 
 
 CHECK = Check(

@@ -51,19 +51,25 @@ def estimate(facts: Facts) -> tuple[int, int, dict[str, object], list[str]]:
         workers = max(1, probe.num_workers)
         prefetch = max(1, probe.prefetch_factor or DEFAULT_PREFETCH)
         batch = probe.batch_bytes
-        basis = [f"the batch measured by `gpudoctor probe dataloader` ({fmt_bytes(batch)}, {probe.measured_at}) "
-                 f"× {plural(workers, 'worker')} × prefetch_factor {prefetch}"]
+        basis = [
+            f"the batch measured by `gpudoctor probe dataloader` ({fmt_bytes(batch)}, {probe.measured_at}) "
+            f"× {plural(workers, 'worker')} × prefetch_factor {prefetch}"
+        ]
         evidence["measured_batch_bytes"] = batch
     else:
         workers, prefetch, batch = DEFAULT_WORKERS, DEFAULT_PREFETCH, DEFAULT_BATCH_BYTES
-        basis = [f"a typical loader: {plural(workers, 'worker')} × prefetch_factor {prefetch} × a {fmt_bytes(batch)} batch "
-                 f"(no `gpudoctor probe dataloader` result saved, so this is the stated default)"]
+        basis = [
+            f"a typical loader: {plural(workers, 'worker')} × prefetch_factor {prefetch} × a {fmt_bytes(batch)} batch "
+            f"(no `gpudoctor probe dataloader` result saved, so this is the stated default)"
+        ]
     loader = workers * prefetch * batch
     gpus = nvidia_gpu_count(facts)
     nccl = gpus * (gpus - 1) * 2 * NCCL_SEGMENT_BYTES if gpus >= 2 else 0
     if nccl:
-        basis.append(f"NCCL's shared-memory transport between {gpus} local GPUs "
-                     f"(~{fmt_bytes(NCCL_SEGMENT_BYTES)} per GPU pair and direction)")
+        basis.append(
+            f"NCCL's shared-memory transport between {gpus} local GPUs "
+            f"(~{fmt_bytes(NCCL_SEGMENT_BYTES)} per GPU pair and direction)"
+        )
     evidence.update({"estimated_loader_bytes": loader, "estimated_nccl_bytes": nccl, "local_gpus": gpus})
     return loader, nccl, evidence, basis
 
@@ -75,18 +81,22 @@ def suggested_size(need: int) -> str:
 
 def remedy(need: int, gpus: int) -> str:
     size = suggested_size(need)
-    text = (f"Give the container more shared memory (it is only used when written):\n\n"
-            f"- Docker: `docker run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm), "
-            f"or `-v /dev/shm:/dev/shm`; docker compose: `shm_size: {size}b`.\n"
-            f"- Kubernetes: mount a memory-backed emptyDir at /dev/shm:\n\n"
-            f"  ```yaml\n  volumes:\n    - name: dshm\n      emptyDir: {{medium: Memory, sizeLimit: {size[:-1]}Gi}}\n"
-            f"  # container: volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]\n  ```\n"
-            f"- A running machine (needs root): `mount -o remount,size={size[:-1]}G /dev/shm`.\n\n")
+    text = (
+        f"Give the container more shared memory (it is only used when written):\n\n"
+        f"- Docker: `docker run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm), "
+        f"or `-v /dev/shm:/dev/shm`; docker compose: `shm_size: {size}b`.\n"
+        f"- Kubernetes: mount a memory-backed emptyDir at /dev/shm:\n\n"
+        f"  ```yaml\n  volumes:\n    - name: dshm\n      emptyDir: {{medium: Memory, sizeLimit: {size[:-1]}Gi}}\n"
+        f"  # container: volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]\n  ```\n"
+        f"- A running machine (needs root): `mount -o remount,size={size[:-1]}G /dev/shm`.\n\n"
+    )
     if gpus >= 2:
-        text += ("NCCL needs it too: with too little, multi-GPU jobs fail at start-up with `NCCL error ... "
-                 "unhandled system error` (with `NCCL_DEBUG=WARN`: `posix_fallocate failed : No space left on "
-                 "device`). If the container cannot be changed, `export NCCL_SHM_DISABLE=1` makes NCCL use "
-                 "P2P/sockets instead (slower).\n\n")
+        text += (
+            "NCCL needs it too: with too little, multi-GPU jobs fail at start-up with `NCCL error ... "
+            "unhandled system error` (with `NCCL_DEBUG=WARN`: `posix_fallocate failed : No space left on "
+            "device`). If the container cannot be changed, `export NCCL_SHM_DISABLE=1` makes NCCL use "
+            "P2P/sockets instead (slower).\n\n"
+        )
     text += "`num_workers=0` only hides the problem at a large speed cost."
     return text
 
@@ -96,12 +106,21 @@ def evaluate(facts: Facts) -> list[Finding]:
     loader, nccl, est_evidence, basis = estimate(facts)
     need = loader + nccl
     gpus = int(est_evidence["local_gpus"])  # type: ignore[call-overload]
-    evidence: dict[str, object] = {"path": shm.path, "mounted": shm.mounted, "fstype": shm.fstype,
-                                   "options": shm.mount_options}
+    evidence: dict[str, object] = {
+        "path": shm.path,
+        "mounted": shm.mounted,
+        "fstype": shm.fstype,
+        "options": shm.mount_options,
+    }
     if isinstance(shm.total_bytes, Unavailable):
-        return [CHECK.finding(Status.WARN, f"{shm.path} is not usable: {shm.total_bytes.reason}",
-                              "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n"
-                              + remedy(need, gpus), evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"{shm.path} is not usable: {shm.total_bytes.reason}",
+                "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n" + remedy(need, gpus),
+                evidence=evidence,
+            )
+        ]
     total = shm.total_bytes
     evidence["size_bytes"] = total
     free = None if isinstance(shm.free_bytes, Unavailable) else shm.free_bytes
@@ -112,30 +131,50 @@ def evaluate(facts: Facts) -> list[Finding]:
     size = fmt_bytes(total)
     where = "this container's" if in_container(facts) else "the"
     users = "DataLoader workers" + (f" and NCCL ({gpus} GPUs)" if nccl else "")
-    why = (f"{where.capitalize()} shared-memory filesystem {shm.path} is {size}"
-           + (f" ({fmt_bytes(free)} free)" if free is not None else "")
-           + f". Estimated need: {fmt_bytes(need)}, from " + " plus ".join(basis) + ". "
-           "Each batch a worker produces travels through /dev/shm; when it is full the worker is killed by "
-           "SIGBUS (`DataLoader worker (pid N) is killed by signal: Bus error`).")
+    why = (
+        f"{where.capitalize()} shared-memory filesystem {shm.path} is {size}"
+        + (f" ({fmt_bytes(free)} free)" if free is not None else "")
+        + f". Estimated need: {fmt_bytes(need)}, from "
+        + " plus ".join(basis)
+        + ". "
+        "Each batch a worker produces travels through /dev/shm; when it is full the worker is killed by "
+        "SIGBUS (`DataLoader worker (pid N) is killed by signal: Bus error`)."
+    )
     batch = est_evidence.get("measured_batch_bytes")
     far = total < FAIL_FRACTION * need or (isinstance(batch, int) and total < batch) or (nccl and total < nccl)
     if far:
-        return [CHECK.finding(
-            Status.FAIL, f"{shm.path} is only {size}, far below the ~{fmt_bytes(need)} {users} need: "
-                         f"expect 'Bus error' worker deaths" + (" and NCCL init failures" if nccl else ""),
-            f"{why}\n\n{remedy(need, gpus)}", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"{shm.path} is only {size}, far below the ~{fmt_bytes(need)} {users} need: "
+                f"expect 'Bus error' worker deaths" + (" and NCCL init failures" if nccl else ""),
+                f"{why}\n\n{remedy(need, gpus)}",
+                evidence=evidence,
+            )
+        ]
     if total < need:
-        return [CHECK.finding(
-            Status.WARN, f"{shm.path} is {size}, below the ~{fmt_bytes(need)} {users} may need",
-            f"{why}\n\n{remedy(need, gpus)}", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"{shm.path} is {size}, below the ~{fmt_bytes(need)} {users} may need",
+                f"{why}\n\n{remedy(need, gpus)}",
+                evidence=evidence,
+            )
+        ]
     if free is not None and free < need:
-        return [CHECK.finding(
-            Status.WARN, f"{shm.path} has only {fmt_bytes(free)} free of {size} (~{fmt_bytes(need)} needed)",
-            f"{why}\n\nSomething already holds most of it: list it with `ls -la /dev/shm` (`torch_*` files "
-            f"left by killed workers, `nccl-*` segments, other jobs) and remove stale ones, or "
-            f"{remedy(need, gpus)[0].lower()}{remedy(need, gpus)[1:]}", evidence=evidence)]
-    return [CHECK.finding(Status.OK, f"{shm.path} has {size} (~{fmt_bytes(need)} needed by {users})",
-                          evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"{shm.path} has only {fmt_bytes(free)} free of {size} (~{fmt_bytes(need)} needed)",
+                f"{why}\n\nSomething already holds most of it: list it with `ls -la /dev/shm` (`torch_*` files "
+                f"left by killed workers, `nccl-*` segments, other jobs) and remove stale ones, or "
+                f"{remedy(need, gpus)[0].lower()}{remedy(need, gpus)[1:]}",
+                evidence=evidence,
+            )
+        ]
+    return [
+        CHECK.finding(Status.OK, f"{shm.path} has {size} (~{fmt_bytes(need)} needed by {users})", evidence=evidence)
+    ]
 
 
 CHECK = Check(

@@ -39,52 +39,94 @@ def evaluate(facts: Facts) -> list[Finding]:
     notes: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
-        evidence[f"gpu{dev.index}"] = {key: ev(getattr(h, key)) for key in (
-            "ecc_enabled", "ecc_volatile_uncorrected", "ecc_volatile_corrected", "ecc_aggregate_uncorrected",
-            "ecc_aggregate_corrected", "retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
-            "remapped_rows_correctable", "remapped_rows_uncorrectable", "remap_pending", "remap_failure")}
+        evidence[f"gpu{dev.index}"] = {
+            key: ev(getattr(h, key))
+            for key in (
+                "ecc_enabled",
+                "ecc_volatile_uncorrected",
+                "ecc_volatile_corrected",
+                "ecc_aggregate_uncorrected",
+                "ecc_aggregate_corrected",
+                "retired_pages_sbe",
+                "retired_pages_dbe",
+                "retired_pages_pending",
+                "remapped_rows_correctable",
+                "remapped_rows_uncorrectable",
+                "remap_pending",
+                "remap_failure",
+            )
+        }
         name = label(dev)
         reset = RESET.format(i=dev.index)
         vol_unc = num(h.ecc_volatile_uncorrected) or 0
         agg_unc = num(h.ecc_aggregate_uncorrected) or 0
         handled = (num(h.retired_pages_dbe) or 0) + (num(h.remapped_rows_uncorrectable) or 0)
         if num(h.remap_failure):
-            failed.append(f"{name}: **row remapping failed** — the memory can no longer be repaired; drain the "
-                          f"node and replace the GPU (RMA, attach `nvidia-bug-report.sh` output)")
+            failed.append(
+                f"{name}: **row remapping failed** — the memory can no longer be repaired; drain the "
+                f"node and replace the GPU (RMA, attach `nvidia-bug-report.sh` output)"
+            )
         if vol_unc > 0:
-            failed.append(f"{name}: **{plural(vol_unc, 'uncorrectable ECC error')} since the driver loaded** — data on "
-                          f"this GPU may be corrupt; drain the node, then {reset}; RMA if it happens again")
+            failed.append(
+                f"{name}: **{plural(vol_unc, 'uncorrectable ECC error')} since the driver loaded** — data on "
+                f"this GPU may be corrupt; drain the node, then {reset}; RMA if it happens again"
+            )
         elif agg_unc > 0 and handled == 0:
-            failed.append(f"{name}: **{plural(agg_unc, 'uncorrectable ECC error')} in its lifetime** and no retired "
-                          f"page or remapped row accounts for {verb(agg_unc, 'it', 'them')}; drain the node, then "
-                          f"{reset}; RMA if {verb(agg_unc, 'it recurs', 'they recur')}")
+            failed.append(
+                f"{name}: **{plural(agg_unc, 'uncorrectable ECC error')} in its lifetime** and no retired "
+                f"page or remapped row accounts for {verb(agg_unc, 'it', 'them')}; drain the node, then "
+                f"{reset}; RMA if {verb(agg_unc, 'it recurs', 'they recur')}"
+            )
         elif agg_unc > 0:
-            notes.append(f"{name}: {plural(agg_unc, 'uncorrectable ECC error')} in its lifetime, already handled "
-                         f"({handled} retired {noun(handled, 'page')}/remapped {noun(handled, 'row')})")
+            notes.append(
+                f"{name}: {plural(agg_unc, 'uncorrectable ECC error')} in its lifetime, already handled "
+                f"({handled} retired {noun(handled, 'page')}/remapped {noun(handled, 'row')})"
+            )
         if num(h.retired_pages_pending):
-            pending.append(f"{name}: pages are **pending retirement**; they are taken out of use at the next GPU "
-                           f"reset — when it is idle, {reset}")
+            pending.append(
+                f"{name}: pages are **pending retirement**; they are taken out of use at the next GPU "
+                f"reset — when it is idle, {reset}"
+            )
         if num(h.remap_pending):
-            pending.append(f"{name}: a **row remap is pending**; it takes effect at the next GPU reset — when it "
-                           f"is idle, {reset}")
+            pending.append(
+                f"{name}: a **row remap is pending**; it takes effect at the next GPU reset — when it is idle, {reset}"
+            )
         if isinstance(h.ecc_enabled, bool) and not h.ecc_enabled:
             notes.append(f"{name}: ECC is disabled (enable with `sudo nvidia-smi -e 1 -i {dev.index}` and a reboot)")
         elif not isinstance(h.ecc_enabled, bool):
             notes.append(f"{name}: ECC is not supported ({shown(h.ecc_enabled)})")
     tail = ("\n\nAlso:\n" + bullets(notes)) if notes else ""
     if failed:
-        return [CHECK.finding(Status.FAIL, f"uncorrectable GPU memory errors: {head(failed[0])}"
-                              + (f" and {len(failed) - 1} more" if len(failed) > 1 else ""),
-                              "A GPU whose memory returned uncorrectable errors can silently corrupt results and "
-                              "crash jobs. Keep jobs off this node until it is fixed:\n\n" + bullets(failed + pending)
-                              + tail, evidence=evidence, doc_url=DOC)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"uncorrectable GPU memory errors: {head(failed[0])}"
+                + (f" and {len(failed) - 1} more" if len(failed) > 1 else ""),
+                "A GPU whose memory returned uncorrectable errors can silently corrupt results and "
+                "crash jobs. Keep jobs off this node until it is fixed:\n\n" + bullets(failed + pending) + tail,
+                evidence=evidence,
+                doc_url=DOC,
+            )
+        ]
     if pending:
-        return [CHECK.finding(Status.WARN, f"GPU memory repair pending a reset: {head(pending[0])}",
-                              "Errors were corrected, and the bad memory is marked to be taken out of use, which "
-                              "happens only at a GPU reset or reboot:\n\n" + bullets(pending) + tail,
-                              evidence=evidence, doc_url=DOC)]
-    return [CHECK.finding(Status.OK, "no uncorrectable memory errors, nothing pending retirement or remap",
-                          ("Notes:\n" + bullets(notes)) if notes else "", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"GPU memory repair pending a reset: {head(pending[0])}",
+                "Errors were corrected, and the bad memory is marked to be taken out of use, which "
+                "happens only at a GPU reset or reboot:\n\n" + bullets(pending) + tail,
+                evidence=evidence,
+                doc_url=DOC,
+            )
+        ]
+    return [
+        CHECK.finding(
+            Status.OK,
+            "no uncorrectable memory errors, nothing pending retirement or remap",
+            ("Notes:\n" + bullets(notes)) if notes else "",
+            evidence=evidence,
+        )
+    ]
 
 
 CHECK = Check(

@@ -19,8 +19,11 @@ from gpudoctor.words import plural
 
 DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
 #: Marketing names of data-centre GPUs (NVIDIA product names; GeForce/RTX/Quadro excluded).
-_DATACENTRE = re.compile(r"\b(Tesla|[ABH]\d{2,3}\b|[ABH]\d{2,3}[A-Z]|GH200|GB200|L4\b|L40S?|T4\b|V100|P100|P40|"
-                         r"A10G?|A16|A2\b|A30|A40)", re.IGNORECASE)
+_DATACENTRE = re.compile(
+    r"\b(Tesla|[ABH]\d{2,3}\b|[ABH]\d{2,3}[A-Z]|GH200|GB200|L4\b|L40S?|T4\b|V100|P100|P40|"
+    r"A10G?|A16|A2\b|A30|A40)",
+    re.IGNORECASE,
+)
 
 
 def is_datacentre(name: str) -> bool:
@@ -33,26 +36,40 @@ def evaluate(facts: Facts) -> list[Finding]:
     prohibited: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
-        evidence[f"gpu{dev.index}"] = {"name": dev.name, "persistence_mode": ev(h.persistence_mode),
-                                       "compute_mode": ev(h.compute_mode)}
+        evidence[f"gpu{dev.index}"] = {
+            "name": dev.name,
+            "persistence_mode": ev(h.persistence_mode),
+            "compute_mode": ev(h.compute_mode),
+        }
         if h.compute_mode == "prohibited":
-            prohibited.append(f"{label(dev)}: compute mode **prohibited** — "
-                              f"`sudo nvidia-smi -c DEFAULT -i {dev.index}`")
+            prohibited.append(
+                f"{label(dev)}: compute mode **prohibited** — `sudo nvidia-smi -c DEFAULT -i {dev.index}`"
+            )
         if h.persistence_mode is False and is_datacentre(dev.name):
             off.append(label(dev))
     if prohibited:
-        return [CHECK.finding(Status.WARN, "compute mode prohibited: no CUDA program can use "
-                              + head(prohibited[0]),
-                              "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n"
-                              + bullets(prohibited), evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                "compute mode prohibited: no CUDA program can use " + head(prohibited[0]),
+                "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n" + bullets(prohibited),
+                evidence=evidence,
+            )
+        ]
     if off:
-        return [CHECK.finding(
-            Status.INFO, f"persistence mode is off on {plural(len(off), 'data-centre GPU')}",
-            "With persistence off the driver deinitialises the GPU when the last client exits, so each job "
-            "start waits for the GPU to be brought up again, and settings (application clocks, ECC "
-            "counters' volatile state) reset:\n\n" + bullets(off) + "\n\nEnable it at boot with the "
-            "persistence daemon: `sudo systemctl enable --now nvidia-persistenced`, or for now "
-            "`sudo nvidia-smi -pm 1`.", evidence=evidence, doc_url=DOC)]
+        return [
+            CHECK.finding(
+                Status.INFO,
+                f"persistence mode is off on {plural(len(off), 'data-centre GPU')}",
+                "With persistence off the driver deinitialises the GPU when the last client exits, so each job "
+                "start waits for the GPU to be brought up again, and settings (application clocks, ECC "
+                "counters' volatile state) reset:\n\n" + bullets(off) + "\n\nEnable it at boot with the "
+                "persistence daemon: `sudo systemctl enable --now nvidia-persistenced`, or for now "
+                "`sudo nvidia-smi -pm 1`.",
+                evidence=evidence,
+                doc_url=DOC,
+            )
+        ]
     return [CHECK.finding(Status.OK, "persistence and compute modes are fine", evidence=evidence)]
 
 

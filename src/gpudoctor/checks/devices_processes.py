@@ -35,9 +35,12 @@ def evaluate(facts: Facts) -> list[Finding]:
             unknown.append(f"{label(dev)}: {h.processes.reason}")
             evidence[f"gpu{dev.index}"] = f"unavailable: {h.processes.reason}"
             continue
-        evidence[f"gpu{dev.index}"] = [f"pid {p.pid} {p.kind} {_mib(p.used_memory_mib)}"
-                                       + (f" ({p.command})" if p.command else "")
-                                       + ("" if p.visible is True else " not visible here") for p in h.processes]
+        evidence[f"gpu{dev.index}"] = [
+            f"pid {p.pid} {p.kind} {_mib(p.used_memory_mib)}"
+            + (f" ({p.command})" if p.command else "")
+            + ("" if p.visible is True else " not visible here")
+            for p in h.processes
+        ]
         for p in h.processes:
             line = f"{label(dev)}: PID {p.pid} holds {_mib(p.used_memory_mib)} ({p.kind})"
             if p.visible is False:
@@ -47,19 +50,27 @@ def evaluate(facts: Facts) -> list[Finding]:
                 ours.append(line + (f", `{p.command}`" if p.command else ""))
     if foreign:
         plist = " ".join(str(p) for p in sorted(set(pids)))
-        return [CHECK.finding(
-            Status.WARN, f"GPU memory held by process(es) not visible here: PID {plist}",
-            "These processes hold GPU memory but do not exist in this PID namespace — another container on the "
-            "same GPU, or a process that died while the driver still holds its memory:\n\n" + bullets(foreign) +
-            "\n\nA job started here gets only the memory left over. On the host, `nvidia-smi` shows who they "
-            f"are (`ps -o pid,user,etime,cmd -p {plist.replace(' ', ',')}`); stop them, or reset the GPU when "
-            "it is idle (`sudo nvidia-smi -r -i <index>`) if they are gone.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"GPU memory held by process(es) not visible here: PID {plist}",
+                "These processes hold GPU memory but do not exist in this PID namespace — another container on the "
+                "same GPU, or a process that died while the driver still holds its memory:\n\n"
+                + bullets(foreign)
+                + "\n\nA job started here gets only the memory left over. On the host, `nvidia-smi` shows who they "
+                f"are (`ps -o pid,user,etime,cmd -p {plist.replace(' ', ',')}`); stop them, or reset the GPU when "
+                "it is idle (`sudo nvidia-smi -r -i <index>`) if they are gone.",
+                evidence=evidence,
+            )
+        ]
     if ours:
-        return [CHECK.finding(Status.INFO, f"{len(ours)} process(es) hold GPU memory", bullets(ours),
-                              evidence=evidence)]
+        return [
+            CHECK.finding(Status.INFO, f"{len(ours)} process(es) hold GPU memory", bullets(ours), evidence=evidence)
+        ]
     if unknown and len(unknown) == len(evidence):
-        return [CHECK.finding(Status.SKIP, "NVML does not list GPU processes here", bullets(unknown),
-                              evidence=evidence)]
+        return [
+            CHECK.finding(Status.SKIP, "NVML does not list GPU processes here", bullets(unknown), evidence=evidence)
+        ]
     return [CHECK.finding(Status.OK, "no process holds GPU memory", evidence=evidence)]
 
 

@@ -51,8 +51,9 @@ def _nvml_for(probe: ProbeFacts, index: int, facts: Facts) -> NvmlDevice | None:
         return None
     cuda = next((d for d in probe.torch.devices if d.index == index), None)
     for dev in nv.devices:
-        if cuda is not None and ((cuda.uuid and cuda.uuid == dev.uuid) or
-                                 (cuda.pci_bus_id and _bus(cuda.pci_bus_id) == _bus(dev.pci_bus_id))):
+        if cuda is not None and (
+            (cuda.uuid and cuda.uuid == dev.uuid) or (cuda.pci_bus_id and _bus(cuda.pci_bus_id) == _bus(dev.pci_bus_id))
+        ):
             return dev
     return None
 
@@ -83,14 +84,20 @@ def evaluate(facts: Facts) -> list[Finding]:
     slow: list[str] = []
     table: dict[str, dict[str, Any]] = {}
     for d in smoke.devices:
-        row = {"matmul": ("ok" if d.matmul_ok is True else "WRONG" if d.matmul_ok is False else "did not run"),
-               "h2d_pageable_gbps": _fmt(d.h2d_pageable_gbps), "d2h_pageable_gbps": _fmt(d.d2h_pageable_gbps),
-               "h2d_pinned_gbps": _fmt(d.h2d_pinned_gbps), "d2h_pinned_gbps": _fmt(d.d2h_pinned_gbps),
-               "d2d_gbps": _fmt(d.d2d_gbps)}
+        row = {
+            "matmul": ("ok" if d.matmul_ok is True else "WRONG" if d.matmul_ok is False else "did not run"),
+            "h2d_pageable_gbps": _fmt(d.h2d_pageable_gbps),
+            "d2h_pageable_gbps": _fmt(d.d2h_pageable_gbps),
+            "h2d_pinned_gbps": _fmt(d.h2d_pinned_gbps),
+            "d2h_pinned_gbps": _fmt(d.d2h_pinned_gbps),
+            "d2d_gbps": _fmt(d.d2d_gbps),
+        }
         table[d.device] = row
         if d.matmul_ok is False:
-            failed.append(f"{d.device}: a {512}x{512} matrix product differs from the CPU result "
-                          f"(relative error {d.matmul_rel_error})")
+            failed.append(
+                f"{d.device}: a {512}x{512} matrix product differs from the CPU result "
+                f"(relative error {d.matmul_rel_error})"
+            )
         for e in d.errors:
             failed.append(f"{d.device}: {e}")
         if d.skipped:
@@ -103,32 +110,55 @@ def evaluate(facts: Facts) -> list[Finding]:
             for key, label in (("h2d_pinned_gbps", "host→device"), ("d2h_pinned_gbps", "device→host")):
                 v = getattr(d, key)
                 if isinstance(v, float) and v < MIN_LINK_SHARE * theo:
-                    slow.append(f"{d.device}: pinned {label} copies reach {v:.1f} GB/s, "
-                                f"{v / theo:.0%} of what its {name} link can carry ({theo:.1f} GB/s)")
+                    slow.append(
+                        f"{d.device}: pinned {label} copies reach {v:.1f} GB/s, "
+                        f"{v / theo:.0%} of what its {name} link can carry ({theo:.1f} GB/s)"
+                    )
     for p in smoke.peers:
         if p.copy_ok is False:
             failed.append(f"cuda:{p.src} → cuda:{p.dst}: the copied data arrived corrupted")
         for e in p.errors:
             (slow if e.startswith("skipped") else failed).append(f"cuda:{p.src} → cuda:{p.dst}: {e}")
-    evidence = {"target": target_label, "devices": table,
-                "peers": [f"cuda:{p.src}->cuda:{p.dst} access={p.can_access} copy={p.copy_ok}" for p in smoke.peers],
-                "duration_ms": smoke.duration_ms}
+    evidence = {
+        "target": target_label,
+        "devices": table,
+        "peers": [f"cuda:{p.src}->cuda:{p.dst} access={p.can_access} copy={p.copy_ok}" for p in smoke.peers],
+        "duration_ms": smoke.duration_ms,
+    }
     if failed:
-        return [CHECK.finding(
-            Status.FAIL, f"GPU smoke test failed on {failed[0].split(': ')[0]}",
-            "A GPU that computes wrong results or fails a copy must not run jobs:\n\n"
-            + "\n".join(f"- {x}" for x in failed + slow) + "\n\nDrain the node; check `nvidia-smi -q -d ECC` "
-            "and `sudo dmesg | grep -i xid`; reset the GPU (`sudo nvidia-smi -r -i <index>`) and rerun "
-            "`gpudoctor check --deep devices.smoke`; RMA if it fails again.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"GPU smoke test failed on {failed[0].split(': ')[0]}",
+                "A GPU that computes wrong results or fails a copy must not run jobs:\n\n"
+                + "\n".join(f"- {x}" for x in failed + slow)
+                + "\n\nDrain the node; check `nvidia-smi -q -d ECC` "
+                "and `sudo dmesg | grep -i xid`; reset the GPU (`sudo nvidia-smi -r -i <index>`) and rerun "
+                "`gpudoctor check --deep devices.smoke`; RMA if it fails again.",
+                evidence=evidence,
+            )
+        ]
     if slow:
-        return [CHECK.finding(
-            Status.WARN, f"GPU copies slower than the PCIe link allows: {slow[0].split(': ')[0]}",
-            "\n".join(f"- {x}" for x in slow) + "\n\nHalf the link's figure or less points at a degraded link "
-            "(`devices.pcie`, `nvidia-smi -q -d PCIE`), a GPU on the far CPU socket (check `nvidia-smi topo -m` "
-            "and bind the job with `numactl`), or IOMMU/ACS settings in the BIOS.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                f"GPU copies slower than the PCIe link allows: {slow[0].split(': ')[0]}",
+                "\n".join(f"- {x}" for x in slow) + "\n\nHalf the link's figure or less points at a degraded link "
+                "(`devices.pcie`, `nvidia-smi -q -d PCIE`), a GPU on the far CPU socket (check `nvidia-smi topo -m` "
+                "and bind the job with `numactl`), or IOMMU/ACS settings in the BIOS.",
+                evidence=evidence,
+            )
+        ]
     n = len(smoke.devices)
-    return [CHECK.finding(Status.OK, f"{n} GPU{'s' if n != 1 else ''} passed the smoke test (product, copies"
-                          + (", peer access" if smoke.peers else "") + ")", evidence=evidence)]
+    return [
+        CHECK.finding(
+            Status.OK,
+            f"{n} GPU{'s' if n != 1 else ''} passed the smoke test (product, copies"
+            + (", peer access" if smoke.peers else "")
+            + ")",
+            evidence=evidence,
+        )
+    ]
 
 
 CHECK = Check(

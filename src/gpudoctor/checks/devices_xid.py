@@ -34,16 +34,26 @@ def xid_table() -> dict[int, dict[str, Any]]:
 def evaluate(facts: Facts) -> list[Finding]:
     log = require(facts, KernelLogFacts)
     if isinstance(log.readable, Unavailable):
-        return [CHECK.finding(Status.SKIP, "the kernel log could not be read to look for XID errors",
-                              f"{log.readable.reason}.\n\nRun as root to include it: `sudo gpudoctor check "
-                              f"devices.xid`, or look yourself: `sudo dmesg | grep -i xid`.")]
+        return [
+            CHECK.finding(
+                Status.SKIP,
+                "the kernel log could not be read to look for XID errors",
+                f"{log.readable.reason}.\n\nRun as root to include it: `sudo gpudoctor check "
+                f"devices.xid`, or look yourself: `sudo dmesg | grep -i xid`.",
+            )
+        ]
     table = xid_table()
     groups: OrderedDict[tuple[int, str], list[XidEvent]] = OrderedDict()
     for ev in log.events:
         groups.setdefault((ev.xid, ev.pci), []).append(ev)
     if not groups:
-        return [CHECK.finding(Status.OK, f"no XID errors in the kernel log since boot ({log.source})",
-                              evidence={"source": log.source, "lines_read": log.lines_read})]
+        return [
+            CHECK.finding(
+                Status.OK,
+                f"no XID errors in the kernel log since boot ({log.source})",
+                evidence={"source": log.source, "lines_read": log.lines_read},
+            )
+        ]
     lines: list[str] = []
     statuses: list[Status] = []
     events: list[dict[str, Any]] = []
@@ -57,22 +67,35 @@ def evaluate(facts: Facts) -> list[Finding]:
         meaning = row["meaning"] if row else "not in gpudoctor's XID table"
         action = row["action"] if row else f"look it up in NVIDIA's XID documentation ({DOC})"
         count = f"{len(evs)}×" if len(evs) > 1 else "once"
-        lines.append(f"**XID {xid}** on {where}, {count} (last: `{evs[-1].text[:160]}`): {meaning}. "
-                     f"{'**Fatal.** ' if row and row['fatal'] else ''}Action: {action}")
-        events.append({"xid": xid, "pci": pci, "count": len(evs), "fatal": bool(row and row["fatal"]),
-                                   "last": evs[-1].text[:160]})
+        lines.append(
+            f"**XID {xid}** on {where}, {count} (last: `{evs[-1].text[:160]}`): {meaning}. "
+            f"{'**Fatal.** ' if row and row['fatal'] else ''}Action: {action}"
+        )
+        events.append(
+            {"xid": xid, "pci": pci, "count": len(evs), "fatal": bool(row and row["fatal"]), "last": evs[-1].text[:160]}
+        )
         if row and row["fatal"] and first_fatal is None:
             first_fatal = (xid, where, row["meaning"])
     worst = Status.worst(statuses)
     body = "\n".join(f"- {line}" for line in lines)
     if first_fatal:
         xid, where, meaning = first_fatal
-        return [CHECK.finding(Status.FAIL, f"fatal XID {xid} on {where} since boot: {meaning.split(':')[0]}",
-                              "The NVIDIA driver logged errors that leave the GPU unusable until it is reset. "
-                              "Keep jobs off this node:\n\n" + body, evidence=evidence, doc_url=DOC)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"fatal XID {xid} on {where} since boot: {meaning.split(':')[0]}",
+                "The NVIDIA driver logged errors that leave the GPU unusable until it is reset. "
+                "Keep jobs off this node:\n\n" + body,
+                evidence=evidence,
+                doc_url=DOC,
+            )
+        ]
     summary = ", ".join(f"XID {x}" for x, _ in groups)
-    return [CHECK.finding(worst, f"XID errors in the kernel log since boot: {summary}",
-                          body, evidence=evidence, doc_url=DOC)]
+    return [
+        CHECK.finding(
+            worst, f"XID errors in the kernel log since boot: {summary}", body, evidence=evidence, doc_url=DOC
+        )
+    ]
 
 
 CHECK = Check(

@@ -91,32 +91,56 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
     scope = SCOPE_FOR_UV.get(variant, "user")
     where = f"{source} line {line}" if line else source
     target = {"global": "/etc/uv/uv.toml", "user": uv.user_config or "~/.config/uv/uv.toml"}.get(scope, "")
-    now = (f"uses the public default index ({uv.default_index})" if uv.default_origin == "built-in"
-           else f"uses {uv.default_index} (from {uv.default_origin})")
-    summary = (f"uv has no index configured and falls back to the public default index, while pip uses {url} "
-               f"({where}): uv never reads pip.conf") if uv.default_origin == "built-in" else \
-        f"uv {now}, while pip uses {url} ({where}): uv never reads pip.conf"
+    now = (
+        f"uses the public default index ({uv.default_index})"
+        if uv.default_origin == "built-in"
+        else f"uses {uv.default_index} (from {uv.default_origin})"
+    )
+    summary = (
+        (
+            f"uv has no index configured and falls back to the public default index, while pip uses {url} "
+            f"({where}): uv never reads pip.conf"
+        )
+        if uv.default_origin == "built-in"
+        else f"uv {now}, while pip uses {url} ({where}): uv never reads pip.conf"
+    )
     export = f"export UV_DEFAULT_INDEX={url}"
-    expl = (f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
-            f"any pip configuration file (its own sources are `UV_DEFAULT_INDEX`, a project `uv.toml` or "
-            f"`[tool.uv]`, `~/.config/uv/uv.toml`, `/etc/uv/uv.toml`). `uv pip install` therefore goes to the "
-            f"public index — blocked or slow where a mirror was needed.\n\n"
-            f"Give uv the same index at the same scope as the pip setting"
-            + (f" (`{target}`)" if target else "") + ":\n\n"
-            f"    [[index]]\n    url = \"{url}\"\n    default = true\n\n"
-            f"`gpudoctor fix uv.index-url` writes exactly that; or `{export}` in the shell profile. "
-            f"Do not edit pip.conf: it is already right.")
+    expl = (
+        f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
+        f"any pip configuration file (its own sources are `UV_DEFAULT_INDEX`, a project `uv.toml` or "
+        f"`[tool.uv]`, `~/.config/uv/uv.toml`, `/etc/uv/uv.toml`). `uv pip install` therefore goes to the "
+        f"public index — blocked or slow where a mirror was needed.\n\n"
+        f"Give uv the same index at the same scope as the pip setting" + (f" (`{target}`)" if target else "") + ":\n\n"
+        f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+        f"`gpudoctor fix uv.index-url` writes exactly that; or `{export}` in the shell profile. "
+        f"Do not edit pip.conf: it is already right."
+    )
     installed = bool(uv.binary) or bool(uv.files)
     if not installed:
-        summary = f"uv is not installed here; if you install it, it will not use pip's index {url}: " \
-                  f"uv never reads pip.conf"
-        expl = "No `uv` executable was found on PATH, in the active environment, `~/.local/bin` or " \
-               "`~/.cargo/bin`, so nothing goes wrong yet.\n\n" + expl
-    return Finding(check=CHECK_ID, status=Status.WARN if installed else Status.INFO, summary=summary,
-                   explanation=expl,
-                   evidence={"tool": "uv", "uv_binary": uv.binary, "index_url": url, "scope": scope, "pip_source": source,
-                             "pip_line": line, "uv_default": uv.default_index, "uv_origin": uv.default_origin},
-                   fixes=("uv.index-url",))
+        summary = (
+            f"uv is not installed here; if you install it, it will not use pip's index {url}: uv never reads pip.conf"
+        )
+        expl = (
+            "No `uv` executable was found on PATH, in the active environment, `~/.local/bin` or "
+            "`~/.cargo/bin`, so nothing goes wrong yet.\n\n" + expl
+        )
+    return Finding(
+        check=CHECK_ID,
+        status=Status.WARN if installed else Status.INFO,
+        summary=summary,
+        explanation=expl,
+        evidence={
+            "tool": "uv",
+            "uv_binary": uv.binary,
+            "index_url": url,
+            "scope": scope,
+            "pip_source": source,
+            "pip_line": line,
+            "uv_default": uv.default_index,
+            "uv_origin": uv.default_origin,
+        },
+        fixes=("uv.index-url",),
+    )
 
 
 def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
@@ -125,14 +149,18 @@ def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
     s = pip.effective.get("index-url")
     now = s.value if s is not None else "https://pypi.org/simple"
     return Finding(
-        check=CHECK_ID, status=Status.WARN,
+        check=CHECK_ID,
+        status=Status.WARN,
         summary=f"pip uses the public index {now}, while uv uses {url} ({origin}): pip never reads uv.toml",
-        explanation=(f"uv is pointed at `{url}` ({origin}), but pip uses `{now}`: pip reads only pip.conf files "
-                     f"and `PIP_*` variables. Give pip the same index: `gpudoctor fix pip.index-url --index-url "
-                     f"{url} --scope {scope}` (or `pip config --{'global' if scope == 'global' else 'user'} set "
-                     f"global.index-url {url}`)."),
+        explanation=(
+            f"uv is pointed at `{url}` ({origin}), but pip uses `{now}`: pip reads only pip.conf files "
+            f"and `PIP_*` variables. Give pip the same index: `gpudoctor fix pip.index-url --index-url "
+            f"{url} --scope {scope}` (or `pip config --{'global' if scope == 'global' else 'user'} set "
+            f"global.index-url {url}`)."
+        ),
         evidence={"tool": "pip", "index_url": url, "scope": scope, "uv_origin": origin},
-        fixes=("pip.index-url",))
+        fixes=("pip.index-url",),
+    )
 
 
 def _conda_findings(conda: CondaFacts) -> list[Finding]:
@@ -151,36 +179,68 @@ def _conda_findings(conda: CondaFacts) -> list[Finding]:
         return []
     mirror = (mirrored_defaults or [c.url for c in mirrored])[0]
     in_list = [c.name for c in named_public]
-    summary = (f"conda's named channels ({', '.join(in_list)}) bypass the mirror {_host(mirror)}: they resolve "
-               f"through channel_alias {conda.channel_alias}") if in_list else \
-        (f"conda's defaults use the mirror {_host(mirror)}, but `-c conda-forge`/`-c pytorch` would go to "
-         f"{conda.channel_alias}: no custom_channels or channel_alias points at the mirror")
-    todo = ("Map the named channels to the mirror's `cloud` tree in `~/.condarc`:\n\n    custom_channels:\n"
+    summary = (
+        (
+            f"conda's named channels ({', '.join(in_list)}) bypass the mirror {_host(mirror)}: they resolve "
+            f"through channel_alias {conda.channel_alias}"
+        )
+        if in_list
+        else (
+            f"conda's defaults use the mirror {_host(mirror)}, but `-c conda-forge`/`-c pytorch` would go to "
+            f"{conda.channel_alias}: no custom_channels or channel_alias points at the mirror"
+        )
+    )
+    todo = (
+        (
+            "Map the named channels to the mirror's `cloud` tree in `~/.condarc`:\n\n    custom_channels:\n"
             + "".join(f"      {n}: {cloud}\n" for n in names)
-            + "\n`gpudoctor fix conda.channels` writes exactly that (or `--mirror NAME|URL`).") if cloud else \
-        ("The mirror's layout for named channels is not known from here: set `custom_channels` (name -> the "
-         "mirror's base for named channels) or `channel_alias` in `~/.condarc` by hand, or pick a catalogue "
-         "mirror: `gpudoctor fix conda.channels --mirror NAME`.")
-    return [Finding(
-        check=CHECK_ID, status=Status.WARN, summary=summary,
-        explanation=(f"A mirror set in `channels` URLs or `default_channels` covers `defaults` only: conda "
-                     f"resolves every named channel (`conda-forge`, `pytorch`, `-c NAME` on the command line) "
-                     f"through `channel_alias` (now `{conda.channel_alias}`) unless `custom_channels` names it. "
-                     f"Those downloads bypass the mirror.\n\n{todo}"),
-        evidence={"tool": "conda", "mirror": mirror, "channel_alias": conda.channel_alias, "named": names,
-                  "cloud": cloud or ""},
-        fixes=("conda.channels",) if cloud else ())]
+            + "\n`gpudoctor fix conda.channels` writes exactly that (or `--mirror NAME|URL`)."
+        )
+        if cloud
+        else (
+            "The mirror's layout for named channels is not known from here: set `custom_channels` (name -> the "
+            "mirror's base for named channels) or `channel_alias` in `~/.condarc` by hand, or pick a catalogue "
+            "mirror: `gpudoctor fix conda.channels --mirror NAME`."
+        )
+    )
+    return [
+        Finding(
+            check=CHECK_ID,
+            status=Status.WARN,
+            summary=summary,
+            explanation=(
+                f"A mirror set in `channels` URLs or `default_channels` covers `defaults` only: conda "
+                f"resolves every named channel (`conda-forge`, `pytorch`, `-c NAME` on the command line) "
+                f"through `channel_alias` (now `{conda.channel_alias}`) unless `custom_channels` names it. "
+                f"Those downloads bypass the mirror.\n\n{todo}"
+            ),
+            evidence={
+                "tool": "conda",
+                "mirror": mirror,
+                "channel_alias": conda.channel_alias,
+                "named": names,
+                "cloud": cloud or "",
+            },
+            fixes=("conda.channels",) if cloud else (),
+        )
+    ]
 
 
 def evaluate(facts: Facts) -> list[Finding]:
     from gpudoctor.checks import SkipCheck
+
     pip, uv, conda = facts.get("pip"), facts.get("uv"), facts.get("conda")
     p, u = pip_index(pip), uv_index(uv)
     out: list[Finding] = []
     if p and isinstance(uv, UvFacts) and u is None:
         out.append(_uv_finding(p, uv))
-    if u and isinstance(pip, PipFacts) and p is None and "index-url" not in pip.env and not \
-            pip.effective.get("no-index"):
+    if (
+        u
+        and isinstance(pip, PipFacts)
+        and p is None
+        and "index-url" not in pip.env
+        and not pip.effective.get("no-index")
+    ):
         out.append(_pip_finding(u, pip))
     if isinstance(conda, CondaFacts):
         out += _conda_findings(conda)
@@ -191,10 +251,14 @@ def evaluate(facts: Facts) -> list[Finding]:
         using["conda"] = next(c.url for c in conda.channels if not _public(c.url, PUBLIC_CONDA))
     if not using:
         raise SkipCheck("no tool is pointed at a mirror (pip, uv and conda use their public defaults)")
-    return [Finding(check=CHECK_ID, status=Status.OK,
-                    summary="the tools pointed at a mirror agree: " + ", ".join(f"{k} -> {_host(v)}"
-                                                                           for k, v in using.items()),
-                    evidence=dict(using))]
+    return [
+        Finding(
+            check=CHECK_ID,
+            status=Status.OK,
+            summary="the tools pointed at a mirror agree: " + ", ".join(f"{k} -> {_host(v)}" for k, v in using.items()),
+            evidence=dict(using),
+        )
+    ]
 
 
 CHECK = Check(

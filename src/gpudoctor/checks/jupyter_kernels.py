@@ -62,7 +62,8 @@ NOTEBOOK_PITFALL = (
     "**Notebook pitfall:** `os.environ['CUDA_VISIBLE_DEVICES'] = '1'` in a cell only works if it runs before "
     "anything initialises CUDA (`torch.cuda.is_available()`, `.cuda()`, `torch.cuda.device_count()`); CUDA reads "
     "the variable once. After that it has no effect until the kernel is restarted. Put it in kernel.json `env` "
-    "(or export it before starting Jupyter) instead, and restart the kernel.")
+    "(or export it before starting Jupyter) instead, and restart the kernel."
+)
 
 
 def cvd_hides_all(value: str) -> bool:
@@ -122,8 +123,7 @@ def reference_python(facts: Facts) -> str | None:
     return ref.probe.executable if isinstance(ref.probe, ProbeFacts) else ref.python
 
 
-def kernel_for_finding(facts: Facts, finding: Finding,
-                       options: dict[str, str] | None = None) -> KernelSpecFacts | None:
+def kernel_for_finding(facts: Facts, finding: Finding, options: dict[str, str] | None = None) -> KernelSpecFacts | None:
     """The kernelspec a ``jupyter.kernels`` finding is about (evidence ``kernel``), or None.
 
     With ``options["kernel"]`` (``gpudoctor fix ... --set kernel=NAME``), None
@@ -215,141 +215,230 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     display = spec.display_name or spec.name
     reregister = _register_cmd(ref_py, spec.name, display, ref_has_ipk) if ref_py else None
     if spec.error:
-        k.problems.append(_Problem(
-            Status.FAIL, "unloadable", f"Jupyter cannot load kernelspec {spec.name}: {spec.error}",
-            f"`{spec.kernel_json}` is not a valid kernelspec, so Jupyter does not offer this kernel.\n\n"
-            f"Fix the file by hand, or re-register the kernel (this replaces the directory):\n\n"
-            f"```\n{reregister}\n```" if reregister else "Fix the file by hand or delete the kernelspec directory.",
-            (FIX_REGISTER,) if reregister else ()))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "unloadable",
+                f"Jupyter cannot load kernelspec {spec.name}: {spec.error}",
+                f"`{spec.kernel_json}` is not a valid kernelspec, so Jupyter does not offer this kernel.\n\n"
+                f"Fix the file by hand, or re-register the kernel (this replaces the directory):\n\n"
+                f"```\n{reregister}\n```"
+                if reregister
+                else "Fix the file by hand or delete the kernelspec directory.",
+                (FIX_REGISTER,) if reregister else (),
+            )
+        )
         return
     if interp is None:
-        k.problems.append(_Problem(Status.FAIL, "no-argv", f"kernelspec {spec.name} has an empty argv",
-                                   "Jupyter cannot start a kernel without a command line.", (FIX_REGISTER,)))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "no-argv",
+                f"kernelspec {spec.name} has an empty argv",
+                "Jupyter cannot start a kernel without a command line.",
+                (FIX_REGISTER,),
+            )
+        )
         return
     can_repoint = ref_py is not None and interp.path != ref_py
     if not interp.exists:
         fixes = ((FIX_ARGV,) if can_repoint else ()) + (FIX_REGISTER,)
-        k.problems.append(_Problem(
-            Status.FAIL, "interpreter-missing",
-            f"kernel {spec.name} runs {interp.path}, which does not exist",
-            f"kernel.json (`{spec.kernel_json}`) starts `{' '.join(spec.argv[:1])}`"
-            + (f" ({interp.note})" if interp.note else "") +
-            ", and that interpreter is gone (a deleted or moved virtualenv/conda env). Jupyter still lists the "
-            "kernel, but it dies on start.\n\n"
-            + (f"Point the kernel at the terminal's interpreter "
-               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
-               f"from the environment you want:\n\n```\n{reregister}\n```\n\n" if reregister else "")
-            + f"Or remove it: `jupyter kernelspec remove {spec.name}`.",
-            fixes))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "interpreter-missing",
+                f"kernel {spec.name} runs {interp.path}, which does not exist",
+                f"kernel.json (`{spec.kernel_json}`) starts `{' '.join(spec.argv[:1])}`"
+                + (f" ({interp.note})" if interp.note else "")
+                + ", and that interpreter is gone (a deleted or moved virtualenv/conda env). Jupyter still lists the "
+                "kernel, but it dies on start.\n\n"
+                + (
+                    f"Point the kernel at the terminal's interpreter "
+                    f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
+                    f"from the environment you want:\n\n```\n{reregister}\n```\n\n"
+                    if reregister
+                    else ""
+                )
+                + f"Or remove it: `jupyter kernelspec remove {spec.name}`.",
+                fixes,
+            )
+        )
         return
     launch = spec.launch
     launch_failed = isinstance(launch, KernelLaunch) and not launch.ok
     if isinstance(launch, KernelLaunch) and not launch.ok:
         tail = f"\n\nLast lines of the kernel's stderr:\n\n```\n{launch.stderr_tail}\n```" if launch.stderr_tail else ""
         by_hand = " ".join(shlex.quote(a) for a in _without_connection_file(spec.argv))
-        k.problems.append(_Problem(
-            Status.FAIL, "launch-failed", f"kernel {spec.name} does not work when started: {launch.error}",
-            f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`: "
-            f"{launch.error}.{tail}\n\nStart it by hand to see the whole error (a larger `--probe-timeout` helps "
-            f"when the machine is just slow):\n\n```\n{by_hand}\n```", ()))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "launch-failed",
+                f"kernel {spec.name} does not work when started: {launch.error}",
+                f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`: "
+                f"{launch.error}.{tail}\n\nStart it by hand to see the whole error (a larger `--probe-timeout` helps "
+                f"when the machine is just slow):\n\n```\n{by_hand}\n```",
+                (),
+            )
+        )
     probe = _kernel_probe(k)
     if isinstance(probe, Unavailable) and launch_failed:
         return
     if isinstance(probe, Unavailable):
-        k.problems.append(_Problem(Status.FAIL, "probe-failed", f"could not inspect kernel {spec.name}: {probe.reason}",
-                                   f"The probe could not run in `{interp.path}` with the kernel's environment.", ()))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "probe-failed",
+                f"could not inspect kernel {spec.name}: {probe.reason}",
+                f"The probe could not run in `{interp.path}` with the kernel's environment.",
+                (),
+            )
+        )
         return
     if not _has_ipykernel(probe):
-        k.problems.append(_Problem(
-            Status.FAIL, "no-ipykernel", f"ipykernel is not installed in {probe.executable}: kernel {spec.name} "
-                                         "cannot start",
-            f"Jupyter starts this kernel as `{probe.executable} -m ipykernel_launcher`, and that interpreter has no "
-            f"ipykernel. Install it there:\n\n```\n{probe.executable} -m pip install ipykernel\n```"
-            + (f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` "
-               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`)."
-               if can_repoint and ref_has_ipk else ""),
-            (FIX_ARGV,) if can_repoint and ref_has_ipk else ()))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "no-ipykernel",
+                f"ipykernel is not installed in {probe.executable}: kernel {spec.name} cannot start",
+                f"Jupyter starts this kernel as `{probe.executable} -m ipykernel_launcher`, and that interpreter has no "
+                f"ipykernel. Install it there:\n\n```\n{probe.executable} -m pip install ipykernel\n```"
+                + (
+                    f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` "
+                    f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`)."
+                    if can_repoint and ref_has_ipk
+                    else ""
+                ),
+                (FIX_ARGV,) if can_repoint and ref_has_ipk else (),
+            )
+        )
     hiding = gpu_hiding_vars(spec.env_resolved)
     if hiding:
         shown = ", ".join(f"`{k_}={v!r}`".replace("'", '"') for k_, v in hiding.items())
-        k.problems.append(_Problem(
-            Status.FAIL, "hides-gpus", f"kernel {spec.name} hides every GPU: kernel.json sets {shown.replace('`', '')}",
-            f"kernel.json (`{spec.kernel_json}`) `env` sets {shown}. "
-            "`CUDA_VISIBLE_DEVICES` that is empty, `-1` or starts with an invalid entry leaves CUDA no device "
-            "(`torch.cuda.is_available()` is False, `device_count()` is 0); `NVIDIA_VISIBLE_DEVICES=none|void` "
-            "tells a container runtime to attach no GPU when the kernel runs in a container.\n\n"
-            f"Remove them (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the kernel. "
-            "To pick one GPU, use an index or "
-            "`GPU-<uuid>` instead, e.g. `\"CUDA_VISIBLE_DEVICES\": \"0\"`.", (FIX_ENV,)))
-    wrapped = gpu_hiding_vars(dict(spec.interpreter.wrapper_env)) if spec.interpreter is not None \
-        and spec.interpreter.via == "env" else {}
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "hides-gpus",
+                f"kernel {spec.name} hides every GPU: kernel.json sets {shown.replace('`', '')}",
+                f"kernel.json (`{spec.kernel_json}`) `env` sets {shown}. "
+                "`CUDA_VISIBLE_DEVICES` that is empty, `-1` or starts with an invalid entry leaves CUDA no device "
+                "(`torch.cuda.is_available()` is False, `device_count()` is 0); `NVIDIA_VISIBLE_DEVICES=none|void` "
+                "tells a container runtime to attach no GPU when the kernel runs in a container.\n\n"
+                f"Remove them (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the kernel. "
+                "To pick one GPU, use an index or "
+                '`GPU-<uuid>` instead, e.g. `"CUDA_VISIBLE_DEVICES": "0"`.',
+                (FIX_ENV,),
+            )
+        )
+    wrapped = (
+        gpu_hiding_vars(dict(spec.interpreter.wrapper_env))
+        if spec.interpreter is not None and spec.interpreter.via == "env"
+        else {}
+    )
     wrapped = {k_: v for k_, v in wrapped.items() if k_ not in hiding}
     if wrapped:
         interp_at = spec.interpreter.argv_index if spec.interpreter is not None else None
-        wrapper = spec.argv[:interp_at + 1] if interp_at is not None else spec.argv
+        wrapper = spec.argv[: interp_at + 1] if interp_at is not None else spec.argv
         shown = ", ".join(f"{k_}={v!r}".replace("'", '"') for k_, v in wrapped.items())
-        k.problems.append(_Problem(
-            Status.FAIL, "hides-gpus",
-            f"kernel {spec.name} hides every GPU: its argv runs `env {shown} ...` before the interpreter",
-            f"kernel.json (`{spec.kernel_json}`) starts the kernel through an `env` wrapper in `argv` "
-            f"(`{' '.join(wrapper)}`), which sets `{shown}` for the kernel "
-            "exactly as kernel.json `env` would: CUDA sees no device (`torch.cuda.is_available()` is False).\n\n"
-            f"Remove the assignment from argv (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the "
-            "kernel. To pick one GPU, use an index or `GPU-<uuid>`.", (FIX_ENV,)))
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "hides-gpus",
+                f"kernel {spec.name} hides every GPU: its argv runs `env {shown} ...` before the interpreter",
+                f"kernel.json (`{spec.kernel_json}`) starts the kernel through an `env` wrapper in `argv` "
+                f"(`{' '.join(wrapper)}`), which sets `{shown}` for the kernel "
+                "exactly as kernel.json `env` would: CUDA sees no device (`torch.cuda.is_available()` is False).\n\n"
+                f"Remove the assignment from argv (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`) and restart the "
+                "kernel. To pick one GPU, use an index or `GPU-<uuid>`.",
+                (FIX_ENV,),
+            )
+        )
         hiding = {**hiding, **wrapped}
     tk = probe.torch
     ref_cuda = ref_probe is not None and ref_probe.torch.import_ok and bool(ref_probe.torch.cuda)
-    same_python = ref_probe is not None and (probe.executable == ref_probe.executable
-                                             or probe.prefix == ref_probe.prefix)
+    same_python = ref_probe is not None and (
+        probe.executable == ref_probe.executable or probe.prefix == ref_probe.prefix
+    )
     if same_python:
         can_repoint = False
     if ref_cuda and (not tk.installed or not tk.import_ok or tk.is_cpu_build) and not same_python:
         rt = ref_probe.torch  # type: ignore[union-attr]
         fixes = ((FIX_ARGV,) if can_repoint else ()) + ((FIX_REGISTER,) if ref_py else ())
-        what = ("has no torch" if not tk.installed else
-                "cannot import torch" if not tk.import_ok else f"has a CPU-only torch {tk.version}")
-        k.problems.append(_Problem(
-            Status.FAIL, "no-cuda-torch",
-            f"kernel {spec.name} runs {probe.executable}, which {what}; the terminal's {ref_probe.executable} "  # type: ignore[union-attr]
-            f"has torch {rt.version} with CUDA {rt.cuda}",
-            f"The notebook and the terminal run different Pythons. In the terminal, `{ref_probe.executable}` "  # type: ignore[union-attr]
-            f"has {_torch_words(ref_probe)} and "  # type: ignore[arg-type]
-            f"`torch.cuda.is_available()` is {rt.cuda_available}; kernel `{spec.name}` (\"{display}\") runs "
-            f"`{probe.executable}` ({interp.via}"
-            + (f": {interp.note}" if interp.note else "")
-            + f"), which has {_torch_words(probe)}, so the GPU is invisible in the notebook.\n\n"
-            "Kernelspecs written by `ipython kernel install` or `jupyter` from another environment record that "
-            "environment's interpreter, not the activated one.\n\n"
-            + (f"Point the kernel at the terminal's interpreter "
-               f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
-               f"from that environment (replaces the kernelspec):\n\n```\n{reregister}\n```\n\n" if reregister else "")
-            + "Then restart the kernel and check `import sys; sys.executable` in a cell.", fixes))
+        what = (
+            "has no torch"
+            if not tk.installed
+            else "cannot import torch"
+            if not tk.import_ok
+            else f"has a CPU-only torch {tk.version}"
+        )
+        k.problems.append(
+            _Problem(
+                Status.FAIL,
+                "no-cuda-torch",
+                f"kernel {spec.name} runs {probe.executable}, which {what}; the terminal's {ref_probe.executable} "  # type: ignore[union-attr]
+                f"has torch {rt.version} with CUDA {rt.cuda}",
+                f"The notebook and the terminal run different Pythons. In the terminal, `{ref_probe.executable}` "  # type: ignore[union-attr]
+                f"has {_torch_words(ref_probe)} and "  # type: ignore[arg-type]
+                f'`torch.cuda.is_available()` is {rt.cuda_available}; kernel `{spec.name}` ("{display}") runs '
+                f"`{probe.executable}` ({interp.via}"
+                + (f": {interp.note}" if interp.note else "")
+                + f"), which has {_torch_words(probe)}, so the GPU is invisible in the notebook.\n\n"
+                "Kernelspecs written by `ipython kernel install` or `jupyter` from another environment record that "
+                "environment's interpreter, not the activated one.\n\n"
+                + (
+                    f"Point the kernel at the terminal's interpreter "
+                    f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`), or re-register it "
+                    f"from that environment (replaces the kernelspec):\n\n```\n{reregister}\n```\n\n"
+                    if reregister
+                    else ""
+                )
+                + "Then restart the kernel and check `import sys; sys.executable` in a cell.",
+                fixes,
+            )
+        )
     elif not (hiding and ref_cuda):
         missing = missing_loader_dirs(ref_probe, probe)
         ld_symptom = bool(tk.import_error and _LOADER_ERROR.search(tk.import_error)) or (
-            tk.import_ok and bool(tk.cuda) and ref_probe is not None and (
+            tk.import_ok
+            and bool(tk.cuda)
+            and ref_probe is not None
+            and (
                 (ref_probe.torch.cuda_available and not tk.cuda_available)
-                or (ref_probe.torch.cudnn_version is not None and tk.cudnn_version is None)))
+                or (ref_probe.torch.cudnn_version is not None and tk.cudnn_version is None)
+            )
+        )
         if ld_symptom and missing:
             dirs = ":".join(missing)
-            k.problems.append(_Problem(
-                Status.FAIL, "loader-path",
-                f"kernel {spec.name}: CUDA libraries fail to load in the kernel only; its LD_LIBRARY_PATH lacks {dirs}",
-                f"In the terminal `LD_LIBRARY_PATH` contains `{dirs}`, which the kernel's environment does not. "
-                "That happens when the variable is set in a login shell (`~/.bashrc`, `module load`) but Jupyter is "
-                "started by systemd, JupyterHub or an IDE, which never read it. In the kernel: "
-                + (f"`import torch` fails with `{tk.import_error}`." if not tk.import_ok else
-                   f"`torch.cuda.is_available()` is {tk.cuda_available}, cuDNN version {tk.cudnn_version}.")
-                + f"\n\nAdd the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`), "
-                "or set them in the "
-                "Jupyter service's environment, then restart the kernel.", (FIX_ENV,)))
+            k.problems.append(
+                _Problem(
+                    Status.FAIL,
+                    "loader-path",
+                    f"kernel {spec.name}: CUDA libraries fail to load in the kernel only; its LD_LIBRARY_PATH lacks {dirs}",
+                    f"In the terminal `LD_LIBRARY_PATH` contains `{dirs}`, which the kernel's environment does not. "
+                    "That happens when the variable is set in a login shell (`~/.bashrc`, `module load`) but Jupyter is "
+                    "started by systemd, JupyterHub or an IDE, which never read it. In the kernel: "
+                    + (
+                        f"`import torch` fails with `{tk.import_error}`."
+                        if not tk.import_ok
+                        else f"`torch.cuda.is_available()` is {tk.cuda_available}, cuDNN version {tk.cudnn_version}."
+                    )
+                    + f"\n\nAdd the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`), "
+                    "or set them in the "
+                    "Jupyter service's environment, then restart the kernel.",
+                    (FIX_ENV,),
+                )
+            )
         elif ld_symptom and not hiding and tk.import_ok:
-            k.problems.append(_Problem(
-                Status.FAIL, "cuda-kernel-only",
-                f"kernel {spec.name}: CUDA works in the terminal but not in the kernel",
-                f"Same torch build, different result: `torch.cuda.is_available()` is {tk.cuda_available} in the kernel. "
-                f"Compare the kernel's GPU variables {_gpu_vars(probe.env)} "
-                f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}", ()))
+            k.problems.append(
+                _Problem(
+                    Status.FAIL,
+                    "cuda-kernel-only",
+                    f"kernel {spec.name}: CUDA works in the terminal but not in the kernel",
+                    f"Same torch build, different result: `torch.cuda.is_available()` is {tk.cuda_available} in the kernel. "
+                    f"Compare the kernel's GPU variables {_gpu_vars(probe.env)} "
+                    f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}",
+                    (),
+                )
+            )
 
 
 def _kernel_probe(k: _Kernel) -> ProbeFacts | Unavailable:
@@ -369,7 +458,9 @@ def _ok_summary(k: _Kernel) -> tuple[Status, str]:
         return Status.OK, f"kernel {k.spec.name} runs {interp.path if interp else '?'}"
     t = probe.torch
     if t.import_ok and t.cuda and t.cuda_available:
-        gpus = f", {t.device_count} GPU{'s' if t.device_count != 1 else ''} visible" if t.device_count is not None else ""
+        gpus = (
+            f", {t.device_count} GPU{'s' if t.device_count != 1 else ''} visible" if t.device_count is not None else ""
+        )
         return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, CUDA available{gpus}"
     return Status.OK, f"kernel {k.spec.name} runs {probe.executable}: {_torch_words(probe)}, as in the terminal"
 
@@ -386,16 +477,26 @@ def evaluate(facts: Facts) -> list[Finding]:
     analysed: list[_Kernel] = []
     for spec in jupyter.kernels:
         if not spec.is_python and spec.error is None:
-            findings.append(CHECK.finding(
-                Status.INFO, f"kernel {spec.name} is a {spec.language or 'non-Python'} kernel; not checked",
-                f"gpudoctor probes Python kernels only. argv: `{' '.join(spec.argv)}`.",
-                evidence={"kernel": spec.name, "kernel_json": spec.kernel_json}, target=f"kernel:{spec.name}"))
+            findings.append(
+                CHECK.finding(
+                    Status.INFO,
+                    f"kernel {spec.name} is a {spec.language or 'non-Python'} kernel; not checked",
+                    f"gpudoctor probes Python kernels only. argv: `{' '.join(spec.argv)}`.",
+                    evidence={"kernel": spec.name, "kernel_json": spec.kernel_json},
+                    target=f"kernel:{spec.name}",
+                )
+            )
             continue
         k = _Kernel(spec, by_label.get(f"kernel:{spec.name}"))
         _analyse(k, ref, facts)
         analysed.append(k)
-        evidence: dict[str, Any] = {"kernel": spec.name, "display_name": spec.display_name, "kernel_json": spec.kernel_json,
-                    "argv": list(spec.argv), "reference_python": ref_py}
+        evidence: dict[str, Any] = {
+            "kernel": spec.name,
+            "display_name": spec.display_name,
+            "kernel_json": spec.kernel_json,
+            "argv": list(spec.argv),
+            "reference_python": ref_py,
+        }
         if spec.interpreter is not None:
             evidence.update(interpreter=spec.interpreter.path, via=spec.interpreter.via)
         if spec.env:
@@ -404,9 +505,11 @@ def evaluate(facts: Facts) -> list[Finding]:
             evidence["launch_ms"] = round(spec.launch.duration_ms, 1)
         extra = ""
         if spec.shadowed:
-            extra = ("\n\nNote: " + ", ".join(f"`{s}`" for s in spec.shadowed) + " also define a kernel named "
-                     f"`{spec.name}` but are ignored: `{spec.resource_dir}` comes first in Jupyter's search path. "
-                     "Edit this one, or remove the others.")
+            extra = (
+                "\n\nNote: " + ", ".join(f"`{s}`" for s in spec.shadowed) + " also define a kernel named "
+                f"`{spec.name}` but are ignored: `{spec.resource_dir}` comes first in Jupyter's search path. "
+                "Edit this one, or remove the others."
+            )
         if k.problems:
             evidence["problems"] = [p.code for p in k.problems]
             first = k.problems[0]
@@ -414,56 +517,106 @@ def evaluate(facts: Facts) -> list[Finding]:
             body = "\n\n".join(p.explanation for p in k.problems)
             if len(k.problems) > 1:
                 body += "\n\nAlso: " + "; ".join(p.summary for p in k.problems[1:])
-            findings.append(CHECK.finding(Status.worst([p.status for p in k.problems]), first.summary, body + extra,
-                                          evidence=evidence, fixes=fixes, target=f"kernel:{spec.name}"))
+            findings.append(
+                CHECK.finding(
+                    Status.worst([p.status for p in k.problems]),
+                    first.summary,
+                    body + extra,
+                    evidence=evidence,
+                    fixes=fixes,
+                    target=f"kernel:{spec.name}",
+                )
+            )
         else:
             status, summary = _ok_summary(k)
-            findings.append(CHECK.finding(status, summary, f"argv: `{' '.join(spec.argv)}`." + extra,
-                                          evidence=evidence, target=f"kernel:{spec.name}"))
+            findings.append(
+                CHECK.finding(
+                    status,
+                    summary,
+                    f"argv: `{' '.join(spec.argv)}`." + extra,
+                    evidence=evidence,
+                    target=f"kernel:{spec.name}",
+                )
+            )
     by_display: dict[str, list[str]] = {}
     for spec in jupyter.kernels:
         if spec.error is None:
             by_display.setdefault(spec.display_name, []).append(spec.name)
     for display, names in by_display.items():
         if len(names) > 1:
-            findings.append(CHECK.finding(
-                Status.WARN, f"{len(names)} kernels share the display name {display!r}: {', '.join(names)}",
-                "The notebook's kernel picker shows only display names, so you cannot tell these apart and may be "
-                "running a different environment than you think. Give each a distinct `display_name` in its "
-                "kernel.json:\n\n" + "\n".join(
-                    f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
-                    f"`{' '.join(jupyter.kernel(n).argv[:1])}`" for n in names),  # type: ignore[union-attr]
-                evidence={"display_name": display, "kernels": names}))
+            findings.append(
+                CHECK.finding(
+                    Status.WARN,
+                    f"{len(names)} kernels share the display name {display!r}: {', '.join(names)}",
+                    "The notebook's kernel picker shows only display names, so you cannot tell these apart and may be "
+                    "running a different environment than you think. Give each a distinct `display_name` in its "
+                    "kernel.json:\n\n"
+                    + "\n".join(
+                        f"- `{n}`: `{jupyter.kernel(n).kernel_json}` runs "  # type: ignore[union-attr]
+                        f"`{' '.join(jupyter.kernel(n).argv[:1])}`"  # type: ignore[union-attr]
+                        for n in names
+                    ),
+                    evidence={"display_name": display, "kernels": names},
+                )
+            )
     python_kernels = list(analysed)
     if not python_kernels:
-        cmd = _register_cmd(ref_py, _suggest_name(facts), _suggest_name(facts),
-                            _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None)
-                            ) if ref_py else "python -m ipykernel install --user --name NAME"
-        findings.append(CHECK.finding(
-            Status.INFO, "no Python kernel is registered with Jupyter",
-            f"Jupyter ({jupyter.server_python}) lists no Python kernelspec in {', '.join(jupyter.kernel_dirs)}. "
-            f"To use this environment in notebooks, register it:\n\n```\n{cmd}\n```\n\n" + NOTEBOOK_PITFALL,
-            evidence={"kernel_dirs": list(jupyter.kernel_dirs), "reference_python": ref_py},
-            fixes=(FIX_REGISTER,) if ref_py else ()))
+        cmd = (
+            _register_cmd(
+                ref_py,
+                _suggest_name(facts),
+                _suggest_name(facts),
+                _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None),
+            )
+            if ref_py
+            else "python -m ipykernel install --user --name NAME"
+        )
+        findings.append(
+            CHECK.finding(
+                Status.INFO,
+                "no Python kernel is registered with Jupyter",
+                f"Jupyter ({jupyter.server_python}) lists no Python kernelspec in {', '.join(jupyter.kernel_dirs)}. "
+                f"To use this environment in notebooks, register it:\n\n```\n{cmd}\n```\n\n" + NOTEBOOK_PITFALL,
+                evidence={"kernel_dirs": list(jupyter.kernel_dirs), "reference_python": ref_py},
+                fixes=(FIX_REGISTER,) if ref_py else (),
+            )
+        )
         return findings
     bad = [k.spec.name for k in python_kernels if k.problems]
     worst = Status.worst([f.status for f in findings])
     if bad:
-        summary = (f"{len(bad)} of {plural(len(python_kernels), 'Python kernel')} "
-                   f"{verb(len(bad), 'is', 'are')} broken or {verb(len(bad), 'does', 'do')} not see what the "
-                   f"terminal ({ref_py}) sees: {', '.join(bad)}")
+        summary = (
+            f"{len(bad)} of {plural(len(python_kernels), 'Python kernel')} "
+            f"{verb(len(bad), 'is', 'are')} broken or {verb(len(bad), 'does', 'do')} not see what the "
+            f"terminal ({ref_py}) sees: {', '.join(bad)}"
+        )
     else:
-        summary = (f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})" if len(python_kernels) > 1
-                   else f"the Python kernel matches the terminal ({ref_py})")
-    findings.append(CHECK.finding(
-        worst if bad else Status.OK, summary,
-        f"Kernels were judged against the terminal's interpreter `{ref_py}` (the reference). Jupyter server: "
-        f"`{jupyter.server_python}`, {jupyter.server_python_source}; a kernel whose argv says plain `python` runs "
-        f"that one. " + ("Kernels were started for real (--deep). " if jupyter.deep else
-                         "Run `gpudoctor check jupyter --deep` to start each kernel for real. ") +
-        f"\n\n{NOTEBOOK_PITFALL}",
-        evidence={"reference_python": ref_py, "server_python": jupyter.server_python, "failing": bad,
-                  "kernels": [k.spec.name for k in python_kernels]}))
+        summary = (
+            f"all {len(python_kernels)} Python kernels match the terminal ({ref_py})"
+            if len(python_kernels) > 1
+            else f"the Python kernel matches the terminal ({ref_py})"
+        )
+    findings.append(
+        CHECK.finding(
+            worst if bad else Status.OK,
+            summary,
+            f"Kernels were judged against the terminal's interpreter `{ref_py}` (the reference). Jupyter server: "
+            f"`{jupyter.server_python}`, {jupyter.server_python_source}; a kernel whose argv says plain `python` runs "
+            f"that one. "
+            + (
+                "Kernels were started for real (--deep). "
+                if jupyter.deep
+                else "Run `gpudoctor check jupyter --deep` to start each kernel for real. "
+            )
+            + f"\n\n{NOTEBOOK_PITFALL}",
+            evidence={
+                "reference_python": ref_py,
+                "server_python": jupyter.server_python,
+                "failing": bad,
+                "kernels": [k.spec.name for k in python_kernels],
+            },
+        )
+    )
     return findings
 
 

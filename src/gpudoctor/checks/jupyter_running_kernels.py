@@ -21,7 +21,7 @@ CHECK_ID = "jupyter.running-kernels"
 
 
 def _label(k: RunningKernel) -> str:
-    kid = k.connection_file.rsplit("/", 1)[-1][len("kernel-"):-len(".json")]
+    kid = k.connection_file.rsplit("/", 1)[-1][len("kernel-") : -len(".json")]
     name = f"{k.kernel_name} " if k.kernel_name else ""
     return f"{name}kernel {kid}" + (f" (pid {k.pid})" if k.pid else "") + (f" of {k.notebook}" if k.notebook else "")
 
@@ -37,26 +37,53 @@ def evaluate(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     for k in running.kernels:
         if k.error:
-            out.append(Finding(check=CHECK_ID, status=Status.INFO, summary=f"{_label(k)} did not answer: {k.error}",
-                               evidence={"connection_file": k.connection_file}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.INFO,
+                    summary=f"{_label(k)} did not answer: {k.error}",
+                    evidence={"connection_file": k.connection_file},
+                )
+            )
         elif k.cuda_initialized and k.cvd_now != k.cvd_at_start:
-            out.append(Finding(
-                check=CHECK_ID, status=Status.WARN,
-                summary=(f"{_label(k)}: CUDA_VISIBLE_DEVICES is {_show(k.cvd_now)} now, but CUDA was initialised "
-                         f"with {_show(k.cvd_at_start)}: the change has no effect"),
-                explanation=("CUDA reads `CUDA_VISIBLE_DEVICES` once, at initialisation; this kernel changed it "
-                             "afterwards (a cell like `os.environ['CUDA_VISIBLE_DEVICES'] = ...`), so it still "
-                             f"uses the GPUs of {_show(k.cvd_at_start)}.\n\nRestart the kernel and set the variable "
-                             "in the first cell, before `import torch`, or in the kernelspec's `env` "
-                             "(kernel.json), so every start gets it."),
-                evidence={"connection_file": k.connection_file, "pid": k.pid, "now": k.cvd_now,
-                          "at_start": k.cvd_at_start, "kernel_name": k.kernel_name}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.WARN,
+                    summary=(
+                        f"{_label(k)}: CUDA_VISIBLE_DEVICES is {_show(k.cvd_now)} now, but CUDA was initialised "
+                        f"with {_show(k.cvd_at_start)}: the change has no effect"
+                    ),
+                    explanation=(
+                        "CUDA reads `CUDA_VISIBLE_DEVICES` once, at initialisation; this kernel changed it "
+                        "afterwards (a cell like `os.environ['CUDA_VISIBLE_DEVICES'] = ...`), so it still "
+                        f"uses the GPUs of {_show(k.cvd_at_start)}.\n\nRestart the kernel and set the variable "
+                        "in the first cell, before `import torch`, or in the kernelspec's `env` "
+                        "(kernel.json), so every start gets it."
+                    ),
+                    evidence={
+                        "connection_file": k.connection_file,
+                        "pid": k.pid,
+                        "now": k.cvd_now,
+                        "at_start": k.cvd_at_start,
+                        "kernel_name": k.kernel_name,
+                    },
+                )
+            )
         else:
-            state = "CUDA initialised" if k.cuda_initialized else ("torch imported, CUDA not initialised"
-                                                                  if k.torch_imported else "no torch imported")
-            out.append(Finding(check=CHECK_ID, status=Status.OK, summary=f"{_label(k)}: {state}; "
-                               f"CUDA_VISIBLE_DEVICES {_show(k.cvd_now)}",
-                               evidence={"connection_file": k.connection_file, "pid": k.pid}))
+            state = (
+                "CUDA initialised"
+                if k.cuda_initialized
+                else ("torch imported, CUDA not initialised" if k.torch_imported else "no torch imported")
+            )
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.OK,
+                    summary=f"{_label(k)}: {state}; CUDA_VISIBLE_DEVICES {_show(k.cvd_now)}",
+                    evidence={"connection_file": k.connection_file, "pid": k.pid},
+                )
+            )
     return sorted(out, key=lambda f: -f.status.severity)
 
 

@@ -39,8 +39,11 @@ def lost(terminal: dict[str, str], kernel: dict[str, str]) -> dict[str, str]:
         have = kernel.get(var)
         if var in ("PATH", "LD_LIBRARY_PATH"):
             mine = set((have or "").split(":"))
-            missing = [e for e in value.split(":") if e and e not in mine
-                       and (var == "LD_LIBRARY_PATH" or _PATH_WORTH.search(e))]
+            missing = [
+                e
+                for e in value.split(":")
+                if e and e not in mine and (var == "LD_LIBRARY_PATH" or _PATH_WORTH.search(e))
+            ]
             if missing:
                 out[var] = ":".join(missing)
         elif var.startswith(("CUDA_", "NVIDIA_")) or var in ("LD_PRELOAD", "XLA_FLAGS", "TRITON_LIBCUDA_PATH"):
@@ -55,20 +58,26 @@ def remedy(server: JupyterServer, missing: dict[str, str], terminal: dict[str, s
     if server.hub:
         env_py = ", ".join(f'"{k}": "{v}"' for k, v in values.items())
         keep = ", ".join(f'"{k}"' for k in missing)
-        return ("This server was started by JupyterHub: the spawner decides its environment. In "
-                "`jupyterhub_config.py` set\n\n"
-                f"    c.Spawner.environment = {{{env_py}}}\n\n"
-                f"or pass the Hub's own values through with `c.Spawner.env_keep.extend([{keep}])`, then restart "
-                "the user's server (Hub control panel > Stop My Server > Start).")
+        return (
+            "This server was started by JupyterHub: the spawner decides its environment. In "
+            "`jupyterhub_config.py` set\n\n"
+            f"    c.Spawner.environment = {{{env_py}}}\n\n"
+            f"or pass the Hub's own values through with `c.Spawner.env_keep.extend([{keep}])`, then restart "
+            "the user's server (Hub control panel > Stop My Server > Start)."
+        )
     if server.service:
         lines = "\n".join(f'    Environment="{k}={v}"' for k, v in values.items())
-        return (f"This server runs as the systemd unit `{server.service}`, which does not read shell profiles. "
-                f"Add the variables to the unit (`systemctl edit {server.service}`):\n\n    [Service]\n{lines}\n\n"
-                f"then `systemctl restart {server.service}`.")
+        return (
+            f"This server runs as the systemd unit `{server.service}`, which does not read shell profiles. "
+            f"Add the variables to the unit (`systemctl edit {server.service}`):\n\n    [Service]\n{lines}\n\n"
+            f"then `systemctl restart {server.service}`."
+        )
     exports = "\n".join(f"    export {k}={v}" for k, v in values.items())
-    return ("Start the server from a shell that has them (the terminal's values):\n\n"
-            f"{exports}\n    jupyter lab\n\n"
-            "or set them per kernel in kernel.json `env` (`\"LD_LIBRARY_PATH\": \"...:${LD_LIBRARY_PATH}\"`).")
+    return (
+        "Start the server from a shell that has them (the terminal's values):\n\n"
+        f"{exports}\n    jupyter lab\n\n"
+        'or set them per kernel in kernel.json `env` (`"LD_LIBRARY_PATH": "...:${LD_LIBRARY_PATH}"`).'
+    )
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -82,9 +91,15 @@ def evaluate(facts: Facts) -> list[Finding]:
     for server in alive:
         where = f"pid {server.pid}" + (f", {server.url}" if server.url else "")
         if server.env_error:
-            out.append(Finding(check=CHECK_ID, status=Status.INFO,
-                               summary=f"Jupyter server ({where}): its environment could not be read",
-                               explanation=server.env_error, evidence={"pid": server.pid}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.INFO,
+                    summary=f"Jupyter server ({where}): its environment could not be read",
+                    explanation=server.env_error,
+                    evidence={"pid": server.pid},
+                )
+            )
             continue
         per_kernel: dict[str, dict[str, str]] = {}
         for spec in kernels or ():
@@ -97,9 +112,15 @@ def evaluate(facts: Facts) -> list[Finding]:
             if miss:
                 per_kernel["(any kernel)"] = miss
         if not per_kernel:
-            out.append(Finding(check=CHECK_ID, status=Status.OK,
-                               summary=f"Jupyter server ({where}) gives its kernels the terminal's loader paths "
-                                       f"and CUDA variables", evidence={"pid": server.pid}))
+            out.append(
+                Finding(
+                    check=CHECK_ID,
+                    status=Status.OK,
+                    summary=f"Jupyter server ({where}) gives its kernels the terminal's loader paths "
+                    f"and CUDA variables",
+                    evidence={"pid": server.pid},
+                )
+            )
             continue
         union: dict[str, str] = {}
         for miss in per_kernel.values():
@@ -114,16 +135,27 @@ def evaluate(facts: Facts) -> list[Finding]:
         kernel_list = ", ".join(sorted(per_kernel))
         detail = "\n".join(f"- `{k}`: the terminal has `{v}`; the kernels do not" for k, v in union.items())
         origin = "JupyterHub" if server.hub else (f"systemd unit {server.service}" if server.service else "a shell")
-        out.append(Finding(
-            check=CHECK_ID, status=Status.FAIL,
-            summary=f"kernels of the Jupyter server ({where}, started by {origin}) lose {names} that the terminal "
-                    f"has: {kernel_list}",
-            explanation=(f"A kernel gets the server's environment plus its kernel.json `env`, not the terminal's. "
-                         f"The server's environment (`/proc/{server.pid}/environ`) lacks what the terminal has, so "
-                         f"a notebook can load other CUDA/cuDNN libraries (or none) than `python` in the terminal "
-                         f"does.\n\n{detail}\n\n{remedy(server, union, servers.terminal_env)}"),
-            evidence={"pid": server.pid, "service": server.service, "hub": server.hub, "lost": union,
-                      "kernels": sorted(per_kernel)}))
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.FAIL,
+                summary=f"kernels of the Jupyter server ({where}, started by {origin}) lose {names} that the terminal "
+                f"has: {kernel_list}",
+                explanation=(
+                    f"A kernel gets the server's environment plus its kernel.json `env`, not the terminal's. "
+                    f"The server's environment (`/proc/{server.pid}/environ`) lacks what the terminal has, so "
+                    f"a notebook can load other CUDA/cuDNN libraries (or none) than `python` in the terminal "
+                    f"does.\n\n{detail}\n\n{remedy(server, union, servers.terminal_env)}"
+                ),
+                evidence={
+                    "pid": server.pid,
+                    "service": server.service,
+                    "hub": server.hub,
+                    "lost": union,
+                    "kernels": sorted(per_kernel),
+                },
+            )
+        )
     return out
 
 

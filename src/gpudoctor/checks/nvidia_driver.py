@@ -24,8 +24,12 @@ from gpudoctor.model import Check, Finding, Status
 
 #: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
 #: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
-BROKEN_NVML = {"crashed": "it crashes when loaded", "timeout": "it hangs when loaded",
-               "garbage": "it gives no valid answer", "failed": "its worker exited abnormally"}
+BROKEN_NVML = {
+    "crashed": "it crashes when loaded",
+    "timeout": "it hangs when loaded",
+    "garbage": "it gives no valid answer",
+    "failed": "its worker exited abnormally",
+}
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -33,8 +37,10 @@ def evaluate(facts: Facts) -> list[Finding]:
     pci = facts.of(PciGpuFacts)
     looked = "; ".join(f"{a.source}: {a.detail}" for a in nv.attempts)
     pci_devices = () if isinstance(pci, Unavailable) else pci.devices
-    evidence: dict[str, Any] = {"attempts": [f"{a.source}: {'ok' if a.ok else 'failed'}: {a.detail}" for a in nv.attempts],
-                "pci_gpus": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in pci_devices]}
+    evidence: dict[str, Any] = {
+        "attempts": [f"{a.source}: {'ok' if a.ok else 'failed'}: {a.detail}" for a in nv.attempts],
+        "pci_gpus": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in pci_devices],
+    }
 
     if isinstance(nv.driver_version, str):
         evidence["driver_version"] = nv.driver_version
@@ -42,70 +48,98 @@ def evaluate(facts: Facts) -> list[Finding]:
         cuda = nv.cuda_driver_version
         if isinstance(cuda, str):
             evidence["max_cuda"] = cuda
-        if nv.source != "nvml" and facts.root == "/" and isinstance(nv.nvml, Unavailable) \
-                and "--root" not in nv.nvml.reason:
-            return [CHECK.finding(
-                Status.FAIL,
-                f"the NVIDIA kernel module {nv.driver_version} is loaded, but the user-space driver "
-                f"(libnvidia-ml / libcuda) cannot be used",
-                f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
-                f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
-                f"version. Typical causes:\n\n"
-                f"- in a container: it was started without the NVIDIA runtime. "
-                f"{injection_remedy(facts)}\n"
-                f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
-                f"— reboot, or reload the module;\n"
-                f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
-                evidence=evidence)]
+        if (
+            nv.source != "nvml"
+            and facts.root == "/"
+            and isinstance(nv.nvml, Unavailable)
+            and "--root" not in nv.nvml.reason
+        ):
+            return [
+                CHECK.finding(
+                    Status.FAIL,
+                    f"the NVIDIA kernel module {nv.driver_version} is loaded, but the user-space driver "
+                    f"(libnvidia-ml / libcuda) cannot be used",
+                    f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
+                    f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
+                    f"version. Typical causes:\n\n"
+                    f"- in a container: it was started without the NVIDIA runtime. "
+                    f"{injection_remedy(facts)}\n"
+                    f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
+                    f"— reboot, or reload the module;\n"
+                    f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
+                    evidence=evidence,
+                )
+            ]
         count = len(nv.devices)
         where = f", {count} GPU{'s' if count != 1 else ''}" if nv.devices else ""
         max_cuda = f" (supports CUDA up to {cuda})" if isinstance(cuda, str) else ""
-        return [CHECK.finding(Status.OK, f"NVIDIA driver {nv.driver_version}{max_cuda}{where}",
-                              evidence=evidence)]
+        return [CHECK.finding(Status.OK, f"NVIDIA driver {nv.driver_version}{max_cuda}{where}", evidence=evidence)]
 
     if nv.nvml_outcome in BROKEN_NVML and isinstance(nv.nvml, Unavailable):
-        return [CHECK.finding(
-            Status.FAIL, f"the NVIDIA driver library libnvidia-ml.so.1 is broken: {BROKEN_NVML[nv.nvml_outcome]}",
-            f"gpudoctor loads NVML only in a separate worker process, and that worker did not come back: "
-            f"{nv.nvml.reason}.\n\nEvery NVIDIA tool (`nvidia-smi`, the CUDA runtime, PyTorch's device queries) "
-            f"loads this library, so they will crash or hang the same way. Find which copy is loaded: "
-            f"`ldconfig -p | grep libnvidia-ml` and `echo $LD_LIBRARY_PATH` (a stray copy on LD_LIBRARY_PATH "
-            f"shadows the driver's); reinstall the driver's user-space package of the same version as the "
-            f"kernel module (`cat /proc/driver/nvidia/version`); if a GPU fell off the bus (`sudo dmesg | grep -i "
-            f"xid`), reboot.\n\n{looked}.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the NVIDIA driver library libnvidia-ml.so.1 is broken: {BROKEN_NVML[nv.nvml_outcome]}",
+                f"gpudoctor loads NVML only in a separate worker process, and that worker did not come back: "
+                f"{nv.nvml.reason}.\n\nEvery NVIDIA tool (`nvidia-smi`, the CUDA runtime, PyTorch's device queries) "
+                f"loads this library, so they will crash or hang the same way. Find which copy is loaded: "
+                f"`ldconfig -p | grep libnvidia-ml` and `echo $LD_LIBRARY_PATH` (a stray copy on LD_LIBRARY_PATH "
+                f"shadows the driver's); reinstall the driver's user-space package of the same version as the "
+                f"kernel module (`cat /proc/driver/nvidia/version`); if a GPU fell off the bus (`sudo dmesg | grep -i "
+                f"xid`), reboot.\n\n{looked}.",
+                evidence=evidence,
+            )
+        ]
 
     if not pci_devices:
         if isinstance(pci, Unavailable) or not pci.sysfs_readable:
             summary = "no NVIDIA driver found, and the PCI bus could not be listed to look for a GPU"
         else:
             summary = "no NVIDIA GPU on this machine (none on the PCI bus, no NVIDIA driver)"
-        return [CHECK.finding(
-            Status.SKIP, summary,
-            "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
-            f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
-            "GPU checks do not apply here. If this should be a GPU machine, in a VM check that the GPU is passed "
-            "through; in a container: " + injection_remedy(facts, gpu_requested=False),
-            evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.SKIP,
+                summary,
+                "Looked at: the PCI bus in sysfs (vendor 0x10de, display/3D class), NVML "
+                f"(nvidia-ml-py), /proc/driver/nvidia/version and /sys/module/nvidia/version.\n\n{looked}.\n\n"
+                "GPU checks do not apply here. If this should be a GPU machine, in a VM check that the GPU is passed "
+                "through; in a container: " + injection_remedy(facts, gpu_requested=False),
+                evidence=evidence,
+            )
+        ]
 
     drivers = {d.driver for d in pci_devices}
     n = len(pci_devices)
     if "nouveau" in drivers:
-        cause = ("the open-source **nouveau** driver is bound to the GPU; CUDA needs NVIDIA's driver. "
-                 "Install it (Debian/Ubuntu: `sudo apt install nvidia-driver` / `sudo ubuntu-drivers install`), "
-                 "which blacklists nouveau, then reboot.")
+        cause = (
+            "the open-source **nouveau** driver is bound to the GPU; CUDA needs NVIDIA's driver. "
+            "Install it (Debian/Ubuntu: `sudo apt install nvidia-driver` / `sudo ubuntu-drivers install`), "
+            "which blacklists nouveau, then reboot."
+        )
     elif "vfio-pci" in drivers:
-        cause = ("the GPU is bound to **vfio-pci** (reserved for passthrough to a VM); unbind it or run "
-                 "the workload in the VM it is passed to.")
+        cause = (
+            "the GPU is bound to **vfio-pci** (reserved for passthrough to a VM); unbind it or run "
+            "the workload in the VM it is passed to."
+        )
     elif in_container(facts):
-        cause = ("this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
-                 "inside. " + injection_remedy(facts))
+        cause = (
+            "this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
+            "inside. " + injection_remedy(facts)
+        )
     else:
-        cause = ("no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
-                 "`sudo apt install nvidia-driver` or `sudo ubuntu-drivers install`), then reboot; if it is "
-                 "installed, `sudo modprobe nvidia` and check `dmesg` (Secure Boot may block unsigned modules).")
-    return [CHECK.finding(
-        Status.FAIL, f"{n} NVIDIA GPU{'s' if n != 1 else ''} on the PCI bus, but no usable NVIDIA driver",
-        f"The GPU is there, but {cause}\n\n{looked}.", evidence=evidence)]
+        cause = (
+            "no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
+            "`sudo apt install nvidia-driver` or `sudo ubuntu-drivers install`), then reboot; if it is "
+            "installed, `sudo modprobe nvidia` and check `dmesg` (Secure Boot may block unsigned modules)."
+        )
+    return [
+        CHECK.finding(
+            Status.FAIL,
+            f"{n} NVIDIA GPU{'s' if n != 1 else ''} on the PCI bus, but no usable NVIDIA driver",
+            f"The GPU is there, but {cause}\n\n{looked}.",
+            evidence=evidence,
+        )
+    ]
 
 
 CHECK = Check(

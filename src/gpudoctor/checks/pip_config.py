@@ -30,18 +30,25 @@ from gpudoctor.redact import redact_text
 
 FIX_ID = "pip.index-url"
 DEFAULT_INDEX = "https://pypi.org/simple"
-_INDEX_ENV = {"index-url": "PIP_INDEX_URL", "extra-index-url": "PIP_EXTRA_INDEX_URL",
-              "trusted-host": "PIP_TRUSTED_HOST"}
-_SHORT = {"no-section-header": "no section header", "syntax": "not a `key = value` line",
-          "duplicate-section": "duplicate section", "duplicate-option": "option set twice",
-          "encoding": "not valid UTF-8"}
+_INDEX_ENV = {
+    "index-url": "PIP_INDEX_URL",
+    "extra-index-url": "PIP_EXTRA_INDEX_URL",
+    "trusted-host": "PIP_TRUSTED_HOST",
+}
+_SHORT = {
+    "no-section-header": "no section header",
+    "syntax": "not a `key = value` line",
+    "duplicate-section": "duplicate section",
+    "duplicate-option": "option set twice",
+    "encoding": "not valid UTF-8",
+}
 
 
 def show_path(path: str, home: str) -> str:
     """``path`` with the home directory written as ``~``."""
     home = home.rstrip("/")
     if home and (path == home or path.startswith(home + "/")):
-        return "~" + path[len(home):]
+        return "~" + path[len(home) :]
     return path
 
 
@@ -126,15 +133,31 @@ def _parse_failures(pip: PipFacts) -> list[Finding]:
             "",
         ]
         if repair:
-            lines.append(f"Repair: {repair} (with a backup): `gpudoctor fix {FIX_ID}`. Then `pip config list` "
-                         f"must succeed.")
+            lines.append(
+                f"Repair: {repair} (with a backup): `gpudoctor fix {FIX_ID}`. Then `pip config list` must succeed."
+            )
         else:
-            lines.append(f"Edit it by hand: {pipconf.manual_instructions(problem, shown)}. Or move it aside: "
-                         f"`mv {f.path} {f.path}.broken`.")
-        out.append(Finding(check=CHECK.id, status=Status.FAIL, summary=summary, explanation="\n".join(lines),
-                           evidence={"file": f.path, "variant": f.variant, "line": err.line, "problem": err.kind,
-                                     "text": err.text, "symlink_target": f.target},
-                           fixes=(FIX_ID,) if repair else ()))
+            lines.append(
+                f"Edit it by hand: {pipconf.manual_instructions(problem, shown)}. Or move it aside: "
+                f"`mv {f.path} {f.path}.broken`."
+            )
+        out.append(
+            Finding(
+                check=CHECK.id,
+                status=Status.FAIL,
+                summary=summary,
+                explanation="\n".join(lines),
+                evidence={
+                    "file": f.path,
+                    "variant": f.variant,
+                    "line": err.line,
+                    "problem": err.kind,
+                    "text": err.text,
+                    "symlink_target": f.target,
+                },
+                fixes=(FIX_ID,) if repair else (),
+            )
+        )
     return out
 
 
@@ -153,66 +176,107 @@ def evaluate(facts: Facts) -> list[Finding]:
         evidence = {"option": kind, "url": url, "set_by": setting.source, "trusted-host": trusted_hosts}
         if parts.scheme == "http" and not is_secure_http_host(parts.hostname or ""):
             if trusted(url, trusted_hosts):
-                findings.append(CHECK.finding(
-                    Status.WARN, f"pip uses the plain-http index {shown} (trusted-host): packages travel unencrypted",
-                    f"`{kind}` is `{shown}`, set by {src}, and `{parts.hostname}` is listed in `trusted-host`. pip "
-                    f"accepts it, but packages and index pages travel unencrypted and unauthenticated, so anyone "
-                    f"on the path can swap a wheel.\n\nIf the mirror serves https, switch: "
-                    f"`gpudoctor fix {FIX_ID} --index-url https://{parts.netloc.rpartition('@')[2]}{parts.path}`.",
-                    evidence=evidence))
+                findings.append(
+                    CHECK.finding(
+                        Status.WARN,
+                        f"pip uses the plain-http index {shown} (trusted-host): packages travel unencrypted",
+                        f"`{kind}` is `{shown}`, set by {src}, and `{parts.hostname}` is listed in `trusted-host`. pip "
+                        f"accepts it, but packages and index pages travel unencrypted and unauthenticated, so anyone "
+                        f"on the path can swap a wheel.\n\nIf the mirror serves https, switch: "
+                        f"`gpudoctor fix {FIX_ID} --index-url https://{parts.netloc.rpartition('@')[2]}{parts.path}`.",
+                        evidence=evidence,
+                    )
+                )
             else:
-                findings.append(CHECK.finding(
-                    Status.FAIL, f"pip ignores the index {shown}: plain http without a matching trusted-host",
-                    f"`{kind}` is `{shown}`, set by {src}. pip refuses plain-http indexes whose host is not in "
-                    f"`trusted-host` and prints \"The repository located at {parts.hostname} is not a trusted or "
-                    f"secure host and is being ignored\", so installs fail or silently come from elsewhere.\n\n"
-                    f"- use the mirror's https URL: `gpudoctor fix {FIX_ID} --index-url https://...`, or\n"
-                    f"- trust it explicitly (packages stay unencrypted): `gpudoctor fix {FIX_ID} --allow-insecure`.",
-                    evidence=evidence, fixes=(FIX_ID,)))
+                findings.append(
+                    CHECK.finding(
+                        Status.FAIL,
+                        f"pip ignores the index {shown}: plain http without a matching trusted-host",
+                        f"`{kind}` is `{shown}`, set by {src}. pip refuses plain-http indexes whose host is not in "
+                        f'`trusted-host` and prints "The repository located at {parts.hostname} is not a trusted or '
+                        f'secure host and is being ignored", so installs fail or silently come from elsewhere.\n\n'
+                        f"- use the mirror's https URL: `gpudoctor fix {FIX_ID} --index-url https://...`, or\n"
+                        f"- trust it explicitly (packages stay unencrypted): `gpudoctor fix {FIX_ID} --allow-insecure`.",
+                        evidence=evidence,
+                        fixes=(FIX_ID,),
+                    )
+                )
         if parts.username or parts.password:
-            findings.append(CHECK.finding(
-                Status.WARN, f"credentials are stored in clear text in the {kind} {shown}",
-                f"The `{kind}` set by {src} carries a user name and password inside the URL. Anyone who can read "
-                f"that file or environment (backups, `pip config list`, CI logs, `ps e`) sees them.\n\nRemove them "
-                f"from the URL and let pip ask `keyring` (`pip install keyring`, then `keyring set "
-                f"{parts.hostname} USER`) or read `~/.netrc` (`machine {parts.hostname} login USER password ...`, "
-                f"mode 600).", evidence=evidence))
+            findings.append(
+                CHECK.finding(
+                    Status.WARN,
+                    f"credentials are stored in clear text in the {kind} {shown}",
+                    f"The `{kind}` set by {src} carries a user name and password inside the URL. Anyone who can read "
+                    f"that file or environment (backups, `pip config list`, CI logs, `ps e`) sees them.\n\nRemove them "
+                    f"from the URL and let pip ask `keyring` (`pip install keyring`, then `keyring set "
+                    f"{parts.hostname} USER`) or read `~/.netrc` (`machine {parts.hostname} login USER password ...`, "
+                    f"mode 600).",
+                    evidence=evidence,
+                )
+            )
     for key, var in _INDEX_ENV.items():
         if var not in pip.env or not pip.env[var]:
             continue
-        overridden = [(f, sk) for f in pip.files if f.loaded and f.error is None
-                      for sk in f.values if sk.partition(".")[2] == key and sk.partition(".")[0] in ("global", "install")]
+        overridden = [
+            (f, sk)
+            for f in pip.files
+            if f.loaded and f.error is None
+            for sk in f.values
+            if sk.partition(".")[2] == key and sk.partition(".")[0] in ("global", "install")
+        ]
         if overridden:
             files = ", ".join(sorted({show_path(f.path, pip.home) for f, _ in overridden}))
             summary = f"{var} is set and overrides {key} from {files}"
-            extra = (f" It wins over `{key}` in {files}, so edits to those files seem to do nothing. To let the "
-                     f"files decide, remove it from your shell profile, Dockerfile `ENV` or CI settings "
-                     f"(`unset {var}` for this shell).")
+            extra = (
+                f" It wins over `{key}` in {files}, so edits to those files seem to do nothing. To let the "
+                f"files decide, remove it from your shell profile, Dockerfile `ENV` or CI settings "
+                f"(`unset {var}` for this shell)."
+            )
         else:
             summary = f"{key} is set by the environment variable {var}"
             extra = f" It overrides every pip.conf; `unset {var}` to use the files instead."
-        findings.append(CHECK.finding(
-            Status.INFO, summary, f"`{var}={redact_text(pip.env[var])}` is in the environment.{extra}",
-            evidence={"variable": var, "value": pip.env[var]}))
+        findings.append(
+            CHECK.finding(
+                Status.INFO,
+                summary,
+                f"`{var}={redact_text(pip.env[var])}` is in the environment.{extra}",
+                evidence={"variable": var, "value": pip.env[var]},
+            )
+        )
     cfg = pip.env.get("PIP_CONFIG_FILE")
     if cfg and cfg != "/dev/null":
         env_file = next((f for f in pip.files if f.variant == "env"), None)
         if env_file is not None and not env_file.exists:
-            findings.append(CHECK.finding(
-                Status.WARN, f"PIP_CONFIG_FILE names {cfg}, which does not exist: pip ignores it silently",
-                f"`PIP_CONFIG_FILE={cfg}` is set but there is no such file, so none of the settings you meant "
-                f"to give pip are used (and the user files are read instead). Point it at the right file or "
-                f"`unset PIP_CONFIG_FILE`.", evidence={"PIP_CONFIG_FILE": cfg}))
-    unreadable = [f for f in pip.files if f.exists and not f.loaded and f.text is None
-                  and f.note.startswith(("cannot be read", "a symlink loop", "not a regular file"))]
+            findings.append(
+                CHECK.finding(
+                    Status.WARN,
+                    f"PIP_CONFIG_FILE names {cfg}, which does not exist: pip ignores it silently",
+                    f"`PIP_CONFIG_FILE={cfg}` is set but there is no such file, so none of the settings you meant "
+                    f"to give pip are used (and the user files are read instead). Point it at the right file or "
+                    f"`unset PIP_CONFIG_FILE`.",
+                    evidence={"PIP_CONFIG_FILE": cfg},
+                )
+            )
+    unreadable = [
+        f
+        for f in pip.files
+        if f.exists
+        and not f.loaded
+        and f.text is None
+        and f.note.startswith(("cannot be read", "a symlink loop", "not a regular file"))
+    ]
     for f in unreadable:
         shown = show_path(f.path, pip.home)
-        findings.append(CHECK.finding(
-            Status.WARN, f"pip cannot read {shown}: {f.note.split(';')[0]}; its settings are silently ignored",
-            f"`{shown}` exists but {f.note}. pip does not say so: every setting in it (index-url, "
-            f"trusted-host, ...) is ignored. Check it with `ls -l {shown}` and make it a readable regular file "
-            f"(`chmod a+r {shown}`), or remove it if it is not meant to be used.",
-            evidence={"file": f.path, "note": f.note}))
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"pip cannot read {shown}: {f.note.split(';')[0]}; its settings are silently ignored",
+                f"`{shown}` exists but {f.note}. pip does not say so: every setting in it (index-url, "
+                f"trusted-host, ...) is ignored. Check it with `ls -l {shown}` and make it a readable regular file "
+                f"(`chmod a+r {shown}`), or remove it if it is not meant to be used.",
+                evidence={"file": f.path, "note": f.note},
+            )
+        )
     if not any(f.status >= Status.WARN for f in findings):
         loaded = [show_path(f.path, pip.home) for f in pip.files if f.loaded]
         if "index-url" in eff:
@@ -221,10 +285,18 @@ def evaluate(facts: Facts) -> list[Finding]:
         else:
             summary = f"pip reads its configuration; it uses the default index {DEFAULT_INDEX}"
         skipped = [f"{show_path(f.path, pip.home)}: {f.note}" for f in pip.files if f.exists and not f.loaded]
-        findings.insert(0, CHECK.finding(
-            Status.OK, summary,
-            evidence={"files_loaded": loaded or ["(none)"], "files_skipped": skipped,
-                      "effective": {k: f"{v.value}  ({v.source})" for k, v in sorted(eff.items())}}))
+        findings.insert(
+            0,
+            CHECK.finding(
+                Status.OK,
+                summary,
+                evidence={
+                    "files_loaded": loaded or ["(none)"],
+                    "files_skipped": skipped,
+                    "effective": {k: f"{v.value}  ({v.source})" for k, v in sorted(eff.items())},
+                },
+            ),
+        )
     return findings
 
 

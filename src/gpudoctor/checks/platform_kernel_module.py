@@ -82,49 +82,73 @@ def evaluate_module(facts: Facts) -> list[Finding]:
         raise SkipCheck("no NVIDIA GPU on the PCI bus and no NVIDIA kernel module")
     mod = km.modinfo if isinstance(km.modinfo, Modinfo) else None
     evidence: dict[str, object] = {
-        "kernel": km.kernel_release, "loaded": km.loaded, "flavour": km.flavour or "unknown",
-        "proc_version": km.proc_version, "modinfo_license": mod.license if mod else str(km.modinfo),
+        "kernel": km.kernel_release,
+        "loaded": km.loaded,
+        "flavour": km.flavour or "unknown",
+        "proc_version": km.proc_version,
+        "modinfo_license": mod.license if mod else str(km.modinfo),
         "installed_for": list(km.installed_for),
         "secure_boot": km.secure_boot if isinstance(km.secure_boot, bool) else str(km.secure_boot),
-        "pci": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in devices]}
+        "pci": [f"{d.bus_id} {d.device_id} driver={d.driver or 'none'}" for d in devices],
+    }
     where = _where(facts)
     nouveau = [d for d in devices if d.driver == "nouveau"]
     if nouveau:
-        return [CHECK.finding(
-            Status.FAIL, f"the nouveau driver is bound to {nouveau[0].bus_id}: CUDA needs NVIDIA's kernel module",
-            f"nouveau (the open-source reverse-engineered driver) holds the GPU, so the nvidia module cannot bind "
-            f"it. Install NVIDIA's driver{where} (it blacklists nouveau), rebuild the initramfs and reboot:\n\n"
-            f"```\necho -e 'blacklist nouveau\\noptions nouveau modeset=0' | sudo tee "
-            f"/etc/modprobe.d/blacklist-nouveau.conf\nsudo update-initramfs -u   # dracut -f on RHEL/Fedora\n"
-            f"sudo reboot\n```", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the nouveau driver is bound to {nouveau[0].bus_id}: CUDA needs NVIDIA's kernel module",
+                f"nouveau (the open-source reverse-engineered driver) holds the GPU, so the nvidia module cannot bind "
+                f"it. Install NVIDIA's driver{where} (it blacklists nouveau), rebuild the initramfs and reboot:\n\n"
+                f"```\necho -e 'blacklist nouveau\\noptions nouveau modeset=0' | sudo tee "
+                f"/etc/modprobe.d/blacklist-nouveau.conf\nsudo update-initramfs -u   # dracut -f on RHEL/Fedora\n"
+                f"sudo reboot\n```",
+                evidence=evidence,
+            )
+        ]
     rows = [(d, open_required(d.device_id)) for d in devices]
     needs_open = [(d, row) for d, row in rows if row is not None]
     if needs_open and km.flavour == "proprietary":
         d, row = needs_open[0]
         branch = max(570, int(v(driver_version(facts) or "0").major))
-        return [CHECK.finding(
-            Status.FAIL, f"{row['chip'].split(' (')[0]} GPU {d.device_id} at {d.bus_id} needs the open NVIDIA kernel "
-                         f"modules, but the proprietary module is loaded",
-            f"The proprietary module loads but does not drive this GPU: `nvidia-smi` says \"No devices were "
-            f"found\" and CUDA sees nothing. {row['chip']} works only with the open kernel modules "
-            f"(\"NVIDIA UNIX Open Kernel Module\" in `/proc/driver/nvidia/version`, `license: Dual MIT/GPL` in "
-            f"`modinfo nvidia`). Replace the driver{where} with the open flavour (R{branch} or newer):\n\n"
-            f"{open_package_commands(facts, branch)}", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"{row['chip'].split(' (')[0]} GPU {d.device_id} at {d.bus_id} needs the open NVIDIA kernel "
+                f"modules, but the proprietary module is loaded",
+                f'The proprietary module loads but does not drive this GPU: `nvidia-smi` says "No devices were '
+                f'found" and CUDA sees nothing. {row["chip"]} works only with the open kernel modules '
+                f'("NVIDIA UNIX Open Kernel Module" in `/proc/driver/nvidia/version`, `license: Dual MIT/GPL` in '
+                f"`modinfo nvidia`). Replace the driver{where} with the open flavour (R{branch} or newer):\n\n"
+                f"{open_package_commands(facts, branch)}",
+                evidence=evidence,
+            )
+        ]
     if km.loaded:
         unbound = [d for d in devices if d.driver is None]
         if unbound:
             d = unbound[0]
-            return [CHECK.finding(
-                Status.FAIL, f"the nvidia module is loaded, but no driver is bound to the NVIDIA GPU at {d.bus_id} "
-                             f"({d.device_id})",
-                f"The module ({km.proc_version or 'loaded'}) did not claim this PCI function: this driver does not "
-                f"support the GPU (too old for a new GPU, or a legacy GPU dropped by this branch), or the GPU "
-                f"failed to initialise. Check `sudo dmesg | grep -i nvrm` for the reason, and install a driver "
-                f"branch that lists this device id{where}.", evidence=evidence)]
+            return [
+                CHECK.finding(
+                    Status.FAIL,
+                    f"the nvidia module is loaded, but no driver is bound to the NVIDIA GPU at {d.bus_id} "
+                    f"({d.device_id})",
+                    f"The module ({km.proc_version or 'loaded'}) did not claim this PCI function: this driver does not "
+                    f"support the GPU (too old for a new GPU, or a legacy GPU dropped by this branch), or the GPU "
+                    f"failed to initialise. Check `sudo dmesg | grep -i nvrm` for the reason, and install a driver "
+                    f"branch that lists this device id{where}.",
+                    evidence=evidence,
+                )
+            ]
         flavour = f" ({km.flavour})" if km.flavour else ""
-        return [CHECK.finding(Status.OK, f"the nvidia kernel module{flavour} is loaded"
-                                         + (f" and bound to {len(devices)} GPU{'s' if len(devices) != 1 else ''}"
-                                            if devices else ""), evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.OK,
+                f"the nvidia kernel module{flavour} is loaded"
+                + (f" and bound to {len(devices)} GPU{'s' if len(devices) != 1 else ''}" if devices else ""),
+                evidence=evidence,
+            )
+        ]
     if not devices:
         raise SkipCheck("no NVIDIA GPU on the PCI bus")
     p = platform_of(facts)
@@ -132,30 +156,48 @@ def evaluate_module(facts: Facts) -> list[Finding]:
         raise SkipCheck("the host's NVIDIA module is not visible from this container (see platform.container)")
     other = [k for k in km.installed_for if k != km.kernel_release]
     if km.kernel_release and km.kernel_release not in km.installed_for and other:
-        return [CHECK.finding(
-            Status.FAIL, f"the nvidia module is built for kernel {', '.join(other)} but the running kernel is "
-                         f"{km.kernel_release}",
-            f"DKMS did not build the module for this kernel (headers missing when the kernel was installed, or "
-            f"a build failure). Build it for the running kernel:\n\n```\nsudo apt install "
-            f"linux-headers-{km.kernel_release}   # dnf install kernel-devel-{km.kernel_release}\n"
-            f"sudo dkms autoinstall -k {km.kernel_release}\nsudo modprobe nvidia\n```\n\nor boot the kernel it was "
-            f"built for.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the nvidia module is built for kernel {', '.join(other)} but the running kernel is "
+                f"{km.kernel_release}",
+                f"DKMS did not build the module for this kernel (headers missing when the kernel was installed, or "
+                f"a build failure). Build it for the running kernel:\n\n```\nsudo apt install "
+                f"linux-headers-{km.kernel_release}   # dnf install kernel-devel-{km.kernel_release}\n"
+                f"sudo dkms autoinstall -k {km.kernel_release}\nsudo modprobe nvidia\n```\n\nor boot the kernel it was "
+                f"built for.",
+                evidence=evidence,
+            )
+        ]
     if km.secure_boot is True and (km.kernel_release in km.installed_for or mod is not None):
-        return [CHECK.finding(
-            Status.FAIL, "the nvidia module is installed but not loaded, and Secure Boot is on: the kernel refuses "
-                         "the unsigned module",
-            "With Secure Boot the kernel loads only modules signed by a trusted key (`modprobe nvidia` fails with "
-            "\"Key was rejected by service\"). Enrol the DKMS signing key and reboot (the MOK manager asks for the "
-            "password):\n\n```\nsudo mokutil --import /var/lib/dkms/mok.pub\nsudo reboot\n```\n\nor disable Secure "
-            "Boot in the firmware setup.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "the nvidia module is installed but not loaded, and Secure Boot is on: the kernel refuses "
+                "the unsigned module",
+                "With Secure Boot the kernel loads only modules signed by a trusted key (`modprobe nvidia` fails with "
+                '"Key was rejected by service"). Enrol the DKMS signing key and reboot (the MOK manager asks for the '
+                "password):\n\n```\nsudo mokutil --import /var/lib/dkms/mok.pub\nsudo reboot\n```\n\nor disable Secure "
+                "Boot in the firmware setup.",
+                evidence=evidence,
+            )
+        ]
     if not km.installed_for and mod is None:
         cause = "no nvidia module is installed for any kernel: install the NVIDIA driver and reboot"
     else:
-        cause = ("the module is installed but not loaded: run `sudo modprobe nvidia` and read "
-                 "`sudo dmesg | grep -i nvrm` for the refusal")
-    return [CHECK.finding(Status.FAIL, f"{len(devices)} NVIDIA GPU{'s' if len(devices) != 1 else ''} on the PCI bus "
-                                       f"but the nvidia kernel module is not loaded",
-                          cause[0].upper() + cause[1:] + ".", evidence=evidence)]
+        cause = (
+            "the module is installed but not loaded: run `sudo modprobe nvidia` and read "
+            "`sudo dmesg | grep -i nvrm` for the refusal"
+        )
+    return [
+        CHECK.finding(
+            Status.FAIL,
+            f"{len(devices)} NVIDIA GPU{'s' if len(devices) != 1 else ''} on the PCI bus "
+            f"but the nvidia kernel module is not loaded",
+            cause[0].upper() + cause[1:] + ".",
+            evidence=evidence,
+        )
+    ]
 
 
 # --------------------------------------------------------------------------- driver branch
@@ -196,8 +238,10 @@ def pinned_install(python: str, torch_version: str | None, min_cuda: str = "12.8
         chosen = variants[0]
         version = chosen["first_torch"]
     tv, ta = companions(version)
-    return (f"{python} -m pip install --force-reinstall torch=={version} torchvision=={tv} torchaudio=={ta} "
-            f"--index-url {chosen['index_url']}")
+    return (
+        f"{python} -m pip install --force-reinstall torch=={version} torchvision=={tv} torchaudio=={ta} "
+        f"--index-url {chosen['index_url']}"
+    )
 
 
 def _blackwell_ccs(facts: Facts) -> list[tuple[str, str]]:
@@ -220,26 +264,32 @@ def evaluate_branch(facts: Facts) -> list[Finding]:
     gpus = _blackwell_ccs(facts)
     if not gpus:
         raise SkipCheck("no GPU architecture known (NVML devices or PCI ids)")
-    need = [(cc, name, rule) for cc, name in gpus for rule in [branch_rule(cc)]
-            if rule and v(drv).major < rule["branch"]]
+    need = [
+        (cc, name, rule) for cc, name in gpus for rule in [branch_rule(cc)] if rule and v(drv).major < rule["branch"]
+    ]
     evidence = {"driver": drv, "gpus": [f"{name}: compute capability {cc}" for cc, name in gpus]}
     if not need:
         return [CHECK_BRANCH.finding(Status.OK, f"driver {drv} supports every GPU's architecture", evidence=evidence)]
     cc, name, rule = max(need, key=lambda x: x[2]["branch"])
     branch = rule["branch"]
     probes = [(t, pr) for t, pr in target_probes(facts) if pr is not None and pr.torch.import_ok]
-    lines = [pinned_install(pr.executable, pr.torch.version) for _t, pr in probes[:3]] or \
-        [pinned_install("python", None)]
+    lines = [pinned_install(pr.executable, pr.torch.version) for _t, pr in probes[:3]] or [
+        pinned_install("python", None)
+    ]
     open_note = open_package_commands(facts, branch)
-    return [CHECK_BRANCH.finding(
-        Status.FAIL, f"{name} ({rule['name']}, compute capability {cc}) needs driver branch R{branch} or newer; "
-                     f"driver {drv} is installed",
-        f"The CUDA minor-version floor of the torch build (525.60.13 for CUDA 12.x) may be met, but a "
-        f"{rule['name']} GPU is supported only from the R{branch} branch ({rule['source']}): older drivers do not "
-        f"drive it, and its cubins do not load. Upgrade the driver to R{branch}+ (open kernel modules for "
-        f"Blackwell):\n\n{open_note}\n\nand use a torch build for CUDA 12.8 or newer, reinstalling torch, "
-        f"torchvision and torchaudio together so their builds match:\n\n```\n" + "\n".join(lines) + "\n```",
-        evidence=evidence)]
+    return [
+        CHECK_BRANCH.finding(
+            Status.FAIL,
+            f"{name} ({rule['name']}, compute capability {cc}) needs driver branch R{branch} or newer; "
+            f"driver {drv} is installed",
+            f"The CUDA minor-version floor of the torch build (525.60.13 for CUDA 12.x) may be met, but a "
+            f"{rule['name']} GPU is supported only from the R{branch} branch ({rule['source']}): older drivers do not "
+            f"drive it, and its cubins do not load. Upgrade the driver to R{branch}+ (open kernel modules for "
+            f"Blackwell):\n\n{open_note}\n\nand use a torch build for CUDA 12.8 or newer, reinstalling torch, "
+            f"torchvision and torchaudio together so their builds match:\n\n```\n" + "\n".join(lines) + "\n```",
+            evidence=evidence,
+        )
+    ]
 
 
 CHECK = Check(

@@ -58,31 +58,44 @@ def assess(facts: Facts, limits: ProcessLimits, label: str | None) -> Finding:
         return CHECK.finding(Status.SKIP, f"RLIMIT_NOFILE unknown: {nofile.reason}", evidence=evidence, target=label)
     evidence["nofile"] = f"{fmt_limit(nofile.soft)}/{fmt_limit(nofile.hard)}"
     if nofile.soft is None or nofile.soft >= NOFILE_MIN:
-        return CHECK.finding(Status.OK, f"open-file limit {fmt_limit(nofile.soft)} is enough for DataLoader workers",
-                             evidence=evidence, target=label)
+        return CHECK.finding(
+            Status.OK,
+            f"open-file limit {fmt_limit(nofile.soft)} is enough for DataLoader workers",
+            evidence=evidence,
+            target=label,
+        )
     workers = _workers(facts)
     raise_to = NOFILE_SUGGESTED if nofile.hard is None else min(NOFILE_SUGGESTED, nofile.hard)
     can_raise = raise_to > nofile.soft
     p = platform_of(facts)
     container = ""
     if p is not None and p.in_container:
-        container = (f"\n- the container's limit comes from its runtime: `docker run --ulimit "
-                     f"nofile={NOFILE_SUGGESTED}:{NOFILE_SUGGESTED} ...` (Compose: `ulimits: nofile: "
-                     f"{{soft: {NOFILE_SUGGESTED}, hard: {NOFILE_SUGGESTED}}}`)")
+        container = (
+            f"\n- the container's limit comes from its runtime: `docker run --ulimit "
+            f"nofile={NOFILE_SUGGESTED}:{NOFILE_SUGGESTED} ...` (Compose: `ulimits: nofile: "
+            f"{{soft: {NOFILE_SUGGESTED}, hard: {NOFILE_SUGGESTED}}}`)"
+        )
     else:
-        container = (f"\n- in Docker: `docker run --ulimit nofile={NOFILE_SUGGESTED}:{NOFILE_SUGGESTED} ...`")
-    raise_line = (f"- raise it in the shell that starts the job: `ulimit -n {raise_to}` (the hard limit is "
-                  f"{fmt_limit(nofile.hard)})" if can_raise else
-                  f"- the hard limit is also {fmt_limit(nofile.hard)}: raise it as root in "
-                  f"`/etc/security/limits.conf` (`* - nofile {NOFILE_SUGGESTED}`) or the service's `LimitNOFILE=`")
+        container = f"\n- in Docker: `docker run --ulimit nofile={NOFILE_SUGGESTED}:{NOFILE_SUGGESTED} ...`"
+    raise_line = (
+        f"- raise it in the shell that starts the job: `ulimit -n {raise_to}` (the hard limit is "
+        f"{fmt_limit(nofile.hard)})"
+        if can_raise
+        else f"- the hard limit is also {fmt_limit(nofile.hard)}: raise it as root in "
+        f"`/etc/security/limits.conf` (`* - nofile {NOFILE_SUGGESTED}`) or the service's `LimitNOFILE=`"
+    )
     return CHECK.finding(
-        Status.WARN, f"open-file limit is {nofile.soft}: DataLoader workers can fail with \"Too many open files\"",
+        Status.WARN,
+        f'open-file limit is {nofile.soft}: DataLoader workers can fail with "Too many open files"',
         f"With torch's default `file_descriptor` sharing strategy every tensor a worker sends holds an open "
         f"descriptor until it is consumed; {('num_workers=' + str(workers)) if workers else 'several workers'} "
-        f"with prefetching run past a soft limit of {nofile.soft} (\"received 0 items of ancdata\" / \"Too many "
-        f"open files\"). Either:\n\n{raise_line}{container}\n- or switch the strategy in the training script, "
+        f'with prefetching run past a soft limit of {nofile.soft} ("received 0 items of ancdata" / "Too many '
+        f'open files"). Either:\n\n{raise_line}{container}\n- or switch the strategy in the training script, '
         f"before creating the DataLoader: `torch.multiprocessing.set_sharing_strategy('file_system')` (segments "
-        f"in /dev/shm instead of descriptors).", evidence=evidence, target=label)
+        f"in /dev/shm instead of descriptors).",
+        evidence=evidence,
+        target=label,
+    )
 
 
 def evaluate(facts: Facts) -> list[Finding]:

@@ -27,8 +27,10 @@ from gpudoctor.model import Check, Finding, Status
 from gpudoctor.words import plural
 
 RUN_FLAGS = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1"
-K8S = ("in Kubernetes: the RDMA device plugin resource (e.g. `rdma/rdma_shared_device_a: 1`) or `hostNetwork` with "
-       "the devices, and `securityContext.capabilities.add: [\"IPC_LOCK\"]`")
+K8S = (
+    "in Kubernetes: the RDMA device plugin resource (e.g. `rdma/rdma_shared_device_a: 1`) or `hostNetwork` with "
+    'the devices, and `securityContext.capabilities.add: ["IPC_LOCK"]`'
+)
 
 
 def unmatched(spec: str, names: tuple[str, ...], strip_port: bool = False) -> list[str]:
@@ -54,8 +56,11 @@ def _memlock(facts: Facts) -> RLimit | None:
         if pr is not None and isinstance(pr.limits, ProcessLimits) and isinstance(pr.limits.memlock, RLimit):
             return pr.limits.memlock
     own = facts.of(LimitsFacts)
-    if not isinstance(own, Unavailable) and isinstance(own.process, ProcessLimits) \
-            and isinstance(own.process.memlock, RLimit):
+    if (
+        not isinstance(own, Unavailable)
+        and isinstance(own.process, ProcessLimits)
+        and isinstance(own.process.memlock, RLimit)
+    ):
         return own.process.memlock
     return None
 
@@ -65,59 +70,92 @@ def evaluate(facts: Facts) -> list[Finding]:
     p = platform_of(facts)
     in_container = p is not None and p.in_container
     memlock = _memlock(facts)
-    evidence = {"hcas": list(r.hcas), "dev_infiniband": list(r.dev_infiniband),
-                "cap_ipc_lock": r.cap_ipc_lock if isinstance(r.cap_ipc_lock, bool) else str(r.cap_ipc_lock),
-                "memlock": "unknown" if memlock is None else
-                ("unlimited" if memlock.soft is None else str(memlock.soft)), **r.nccl_env}
+    evidence = {
+        "hcas": list(r.hcas),
+        "dev_infiniband": list(r.dev_infiniband),
+        "cap_ipc_lock": r.cap_ipc_lock if isinstance(r.cap_ipc_lock, bool) else str(r.cap_ipc_lock),
+        "memlock": "unknown" if memlock is None else ("unlimited" if memlock.soft is None else str(memlock.soft)),
+        **r.nccl_env,
+    }
     findings: list[Finding] = []
     ifname = r.nccl_env.get("NCCL_SOCKET_IFNAME", "")
     bad_if = unmatched(ifname, r.net_interfaces) if r.net_interfaces else []
     if bad_if:
-        findings.append(CHECK.finding(
-            Status.WARN, f"NCCL_SOCKET_IFNAME={ifname!r} names no interface here ({', '.join(bad_if)})",
-            f"NCCL matches `NCCL_SOCKET_IFNAME` entries as prefixes (`=` for exact names, `^` to exclude); none of "
-            f"{', '.join(bad_if)} exists (interfaces: {', '.join(r.net_interfaces)}), so NCCL finds no socket "
-            f"interface (\"Bootstrap : no socket interface found\"). Set it to one of them, e.g. "
-            f"`export NCCL_SOCKET_IFNAME={next((n for n in r.net_interfaces if n != 'lo'), 'eth0')}`.",
-            evidence=evidence))
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"NCCL_SOCKET_IFNAME={ifname!r} names no interface here ({', '.join(bad_if)})",
+                f"NCCL matches `NCCL_SOCKET_IFNAME` entries as prefixes (`=` for exact names, `^` to exclude); none of "
+                f"{', '.join(bad_if)} exists (interfaces: {', '.join(r.net_interfaces)}), so NCCL finds no socket "
+                f'interface ("Bootstrap : no socket interface found"). Set it to one of them, e.g. '
+                f"`export NCCL_SOCKET_IFNAME={next((n for n in r.net_interfaces if n != 'lo'), 'eth0')}`.",
+                evidence=evidence,
+            )
+        )
     hca = r.nccl_env.get("NCCL_IB_HCA", "")
     bad_hca = unmatched(hca, r.hcas, strip_port=True)
     if hca and bad_hca:
-        findings.append(CHECK.finding(
-            Status.WARN, f"NCCL_IB_HCA={hca!r} names no HCA here ({', '.join(bad_hca)})",
-            f"HCAs present: {', '.join(r.hcas) or 'none'} (`ls /sys/class/infiniband`, `ibv_devices`). With no "
-            f"match NCCL uses no IB device and falls back to sockets. Use existing names, e.g. "
-            f"`export NCCL_IB_HCA={r.hcas[0] if r.hcas else 'mlx5_0'}`.", evidence=evidence))
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"NCCL_IB_HCA={hca!r} names no HCA here ({', '.join(bad_hca)})",
+                f"HCAs present: {', '.join(r.hcas) or 'none'} (`ls /sys/class/infiniband`, `ibv_devices`). With no "
+                f"match NCCL uses no IB device and falls back to sockets. Use existing names, e.g. "
+                f"`export NCCL_IB_HCA={r.hcas[0] if r.hcas else 'mlx5_0'}`.",
+                evidence=evidence,
+            )
+        )
     if not r.hcas:
         if findings:
             return findings
-        return [CHECK.finding(Status.SKIP, "no InfiniBand/RoCE HCA on this machine: NCCL uses sockets between "
-                                           "nodes", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.SKIP,
+                "no InfiniBand/RoCE HCA on this machine: NCCL uses sockets between nodes",
+                evidence=evidence,
+            )
+        ]
     if r.nccl_env.get("NCCL_IB_DISABLE", "") == "1":
-        return findings + [CHECK.finding(Status.INFO, f"{plural(len(r.hcas), 'HCA')} present but NCCL_IB_DISABLE=1",
-                                         evidence=evidence)]
+        return findings + [
+            CHECK.finding(Status.INFO, f"{plural(len(r.hcas), 'HCA')} present but NCCL_IB_DISABLE=1", evidence=evidence)
+        ]
     how = f"`docker run {RUN_FLAGS} ...` ({K8S})"
     if in_container and not r.dev_infiniband:
-        findings.append(CHECK.finding(
-            Status.WARN, f"the host has {plural(len(r.hcas), 'RDMA HCA')} ({', '.join(r.hcas)}) but this container has no "
-                         f"/dev/infiniband: NCCL will fall back to sockets",
-            f"sysfs shows the host's HCAs, but without the uverbs devices NCCL cannot open them and silently uses "
-            f"TCP (\"NET/Socket\" with `NCCL_DEBUG=INFO`), many times slower across nodes. Start the container "
-            f"with {how}.", evidence=evidence))
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"the host has {plural(len(r.hcas), 'RDMA HCA')} ({', '.join(r.hcas)}) but this container has no "
+                f"/dev/infiniband: NCCL will fall back to sockets",
+                f"sysfs shows the host's HCAs, but without the uverbs devices NCCL cannot open them and silently uses "
+                f'TCP ("NET/Socket" with `NCCL_DEBUG=INFO`), many times slower across nodes. Start the container '
+                f"with {how}.",
+                evidence=evidence,
+            )
+        )
     elif r.cap_ipc_lock is False and memlock is not None and memlock.soft is not None:
-        findings.append(CHECK.finding(
-            Status.WARN, f"RDMA devices are present but locked memory is limited to {memlock.soft} bytes and "
-                         f"CAP_IPC_LOCK is missing: NCCL's IB transport can fail to register buffers",
-            "Verbs pin NCCL's buffers; without CAP_IPC_LOCK they count against RLIMIT_MEMLOCK, and a finite limit "
-            "makes `ibv_reg_mr` fail, so NCCL falls back to sockets or aborts. "
-            + (f"Start the container with {how}." if in_container else
-               "Raise it: `ulimit -l unlimited` (hard limit permitting), `* - memlock unlimited` in "
-               "`/etc/security/limits.conf`, or `LimitMEMLOCK=infinity` for a systemd service."),
-            evidence=evidence))
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"RDMA devices are present but locked memory is limited to {memlock.soft} bytes and "
+                f"CAP_IPC_LOCK is missing: NCCL's IB transport can fail to register buffers",
+                "Verbs pin NCCL's buffers; without CAP_IPC_LOCK they count against RLIMIT_MEMLOCK, and a finite limit "
+                "makes `ibv_reg_mr` fail, so NCCL falls back to sockets or aborts. "
+                + (
+                    f"Start the container with {how}."
+                    if in_container
+                    else "Raise it: `ulimit -l unlimited` (hard limit permitting), `* - memlock unlimited` in "
+                    "`/etc/security/limits.conf`, or `LimitMEMLOCK=infinity` for a systemd service."
+                ),
+                evidence=evidence,
+            )
+        )
     if findings:
         return findings
-    return [CHECK.finding(Status.OK, f"{plural(len(r.hcas), 'RDMA HCA')} usable by NCCL ({', '.join(r.hcas)})",
-                          evidence=evidence)]
+    return [
+        CHECK.finding(
+            Status.OK, f"{plural(len(r.hcas), 'RDMA HCA')} usable by NCCL ({', '.join(r.hcas)})", evidence=evidence
+        )
+    ]
 
 
 CHECK = Check(

@@ -79,68 +79,102 @@ def evaluate(facts: Facts) -> list[Finding]:
         raise SkipCheck("no NVIDIA GPU or driver on this host")
     docker = host.docker if isinstance(host.docker, DockerInfo) else None
     evidence: dict[str, object] = {
-        "engines": list(host.engines), "toolkit_files": list(host.toolkit_files),
+        "engines": list(host.engines),
+        "toolkit_files": list(host.toolkit_files),
         "toolkit_packages": list(host.toolkit_packages),
         "nvidia-ctk": host.toolkit_version if isinstance(host.toolkit_version, str) else str(host.toolkit_version),
         "docker_runtimes": list(docker.runtimes) if docker else str(host.docker),
         "cdi_specs": [f"{s.path} ({s.kind}, driver {s.driver_version or '?'})" for s in host.cdi_specs],
-        "containerd": [f"{c.path}: default={c.default_runtime or 'runc'} runtimes={','.join(c.runtimes)}"
-                       for c in host.containerd]}
-    installed = bool(host.toolkit_files or host.toolkit_packages or isinstance(host.toolkit_version, str)
-                     or (docker and "nvidia" in docker.runtimes))
+        "containerd": [
+            f"{c.path}: default={c.default_runtime or 'runc'} runtimes={','.join(c.runtimes)}" for c in host.containerd
+        ],
+    }
+    installed = bool(
+        host.toolkit_files
+        or host.toolkit_packages
+        or isinstance(host.toolkit_version, str)
+        or (docker and "nvidia" in docker.runtimes)
+    )
     engines = ", ".join(host.engines)
     if not installed:
         configure = "\n".join(CONFIGURE[e] for e in host.engines if e in CONFIGURE)
-        return [CHECK.finding(
-            Status.FAIL, f"{engines} on this GPU host, but the NVIDIA Container Toolkit is not installed",
-            f"Containers started here cannot get the GPU: no `nvidia-ctk`, no `nvidia-container-runtime`, no "
-            f"`nvidia-container-toolkit` package, no `nvidia` runtime in `docker info` and no CDI spec in `/etc/cdi` "
-            f"or `/var/run/cdi`. Install it:\n\n{install_commands(facts)}\n\nthen configure each engine:\n\n"
-            f"```\n{configure}\n```", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"{engines} on this GPU host, but the NVIDIA Container Toolkit is not installed",
+                f"Containers started here cannot get the GPU: no `nvidia-ctk`, no `nvidia-container-runtime`, no "
+                f"`nvidia-container-toolkit` package, no `nvidia` runtime in `docker info` and no CDI spec in `/etc/cdi` "
+                f"or `/var/run/cdi`. Install it:\n\n{install_commands(facts)}\n\nthen configure each engine:\n\n"
+                f"```\n{configure}\n```",
+                evidence=evidence,
+            )
+        ]
     drv = driver_version(facts)
     stale = [s for s in host.cdi_specs if s.driver_version and drv and s.driver_version != drv]
     if stale:
         s = stale[0]
-        return [CHECK.finding(
-            Status.FAIL, f"the CDI spec {s.path} was generated for driver {s.driver_version}, but driver {drv} "
-                         f"is installed",
-            f"A CDI spec lists the driver's library files by version; after the driver upgrade to {drv} they no "
-            f"longer exist, so `--device nvidia.com/gpu=...` fails to start containers (or mounts nothing). "
-            f"Regenerate it:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```\n\n"
-            f"(toolkit 1.18+ can do this at boot: `sudo systemctl enable --now nvidia-cdi-refresh.path`).",
-            evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the CDI spec {s.path} was generated for driver {s.driver_version}, but driver {drv} is installed",
+                f"A CDI spec lists the driver's library files by version; after the driver upgrade to {drv} they no "
+                f"longer exist, so `--device nvidia.com/gpu=...` fails to start containers (or mounts nothing). "
+                f"Regenerate it:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```\n\n"
+                f"(toolkit 1.18+ can do this at boot: `sudo systemctl enable --now nvidia-cdi-refresh.path`).",
+                evidence=evidence,
+            )
+        ]
     gpu_specs = [s for s in host.cdi_specs if s.kind.startswith("nvidia.com/")]
     if "podman" in host.engines and not gpu_specs:
-        return [CHECK.finding(
-            Status.FAIL, "Podman is installed but no NVIDIA CDI spec exists, so `--device nvidia.com/gpu=all` fails",
-            f"Podman gets GPUs through CDI. Generate the spec once (and after each driver upgrade):\n\n"
-            f"```\n{CONFIGURE['podman']}\nnvidia-ctk cdi list\n```\n\nthen "
-            f"`podman run --device nvidia.com/gpu=all ...`.", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "Podman is installed but no NVIDIA CDI spec exists, so `--device nvidia.com/gpu=all` fails",
+                f"Podman gets GPUs through CDI. Generate the spec once (and after each driver upgrade):\n\n"
+                f"```\n{CONFIGURE['podman']}\nnvidia-ctk cdi list\n```\n\nthen "
+                f"`podman run --device nvidia.com/gpu=all ...`.",
+                evidence=evidence,
+            )
+        ]
     for cfg in host.containerd:
         if "nvidia" not in cfg.runtimes:
-            return [CHECK.finding(
-                Status.FAIL, f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get "
-                             f"no GPU",
-                f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
-                f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes "
-                f"nodes).", evidence=evidence)]
+            return [
+                CHECK.finding(
+                    Status.FAIL,
+                    f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get no GPU",
+                    f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
+                    f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes "
+                    f"nodes).",
+                    evidence=evidence,
+                )
+            ]
     if docker and "nvidia" not in docker.runtimes:
-        return [CHECK.finding(
-            Status.WARN, "the NVIDIA Container Toolkit is installed but Docker has no `nvidia` runtime registered",
-            f"`docker run --gpus all` can work through the toolkit's hook, but `--runtime=nvidia` and Compose files "
-            f"that name it fail. Configure Docker:\n\n```\n{CONFIGURE['docker']}\n```", evidence=evidence)]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                "the NVIDIA Container Toolkit is installed but Docker has no `nvidia` runtime registered",
+                f"`docker run --gpus all` can work through the toolkit's hook, but `--runtime=nvidia` and Compose files "
+                f"that name it fail. Configure Docker:\n\n```\n{CONFIGURE['docker']}\n```",
+                evidence=evidence,
+            )
+        ]
     for cfg in host.containerd:
         if cfg.default_runtime in ("", "runc"):
-            return [CHECK.finding(
-                Status.INFO, f"containerd ({cfg.path}) declares the `nvidia` runtime but runs `runc` by default",
-                "Pods get the GPU only with `runtimeClassName: nvidia` at pod level (a RuntimeClass named `nvidia` "
-                "must exist: `kubectl get runtimeclass`); a pod that requests `nvidia.com/gpu` without it starts "
-                "with no driver inside. To make it the default instead: "
-                "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd.",
-                evidence=evidence)]
+            return [
+                CHECK.finding(
+                    Status.INFO,
+                    f"containerd ({cfg.path}) declares the `nvidia` runtime but runs `runc` by default",
+                    "Pods get the GPU only with `runtimeClassName: nvidia` at pod level (a RuntimeClass named `nvidia` "
+                    "must exist: `kubectl get runtimeclass`); a pod that requests `nvidia.com/gpu` without it starts "
+                    "with no driver inside. To make it the default instead: "
+                    "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd.",
+                    evidence=evidence,
+                )
+            ]
     version = host.toolkit_version if isinstance(host.toolkit_version, str) else "installed"
-    return [CHECK.finding(Status.OK, f"NVIDIA Container Toolkit {version} is configured for {engines}",
-                          evidence=evidence)]
+    return [
+        CHECK.finding(Status.OK, f"NVIDIA Container Toolkit {version} is configured for {engines}", evidence=evidence)
+    ]
 
 
 CHECK = Check(

@@ -82,63 +82,96 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
     sched = scheduler_of(p)
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-    evidence = {k: val for k, val in (("CUDA_VISIBLE_DEVICES", cvd), ("NVIDIA_VISIBLE_DEVICES", nvd),
-                                      ("scheduler", sched), ("torch", torch_version)) if val is not None}
+    evidence = {
+        k: val
+        for k, val in (
+            ("CUDA_VISIBLE_DEVICES", cvd),
+            ("NVIDIA_VISIBLE_DEVICES", nvd),
+            ("scheduler", sched),
+            ("torch", torch_version),
+        )
+        if val is not None
+    }
     devices = gpu_devices(facts)
     uuids = [d.uuid for d in devices]
     if sched == "kubernetes" and nvd is not None and nvd.strip().lower() in HIDING and cvd is None:
         who, how = REQUEST["kubernetes"]
-        return CHECK.finding(Status.FAIL, f"NVIDIA_VISIBLE_DEVICES={nvd!r} in this pod: no GPU was allocated to it",
-                             f"The NVIDIA runtime injects no GPU for this value. {how}", evidence=evidence,
-                             target=label)
+        return CHECK.finding(
+            Status.FAIL,
+            f"NVIDIA_VISIBLE_DEVICES={nvd!r} in this pod: no GPU was allocated to it",
+            f"The NVIDIA runtime injects no GPU for this value. {how}",
+            evidence=evidence,
+            target=label,
+        )
     if cvd is None:
-        return CHECK.finding(Status.OK, "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", evidence=evidence,
-                             target=label)
+        return CHECK.finding(
+            Status.OK, "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", evidence=evidence, target=label
+        )
     entries = _entries(cvd)
     verdicts = [_valid(e, uuids, len(devices)) for e in entries]
     hidden_all = cvd.strip() == "" or verdicts[0] is False
     if hidden_all and sched in REQUEST:
         who, how = REQUEST[sched]
         return CHECK.finding(
-            Status.FAIL, f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
+            Status.FAIL,
+            f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
             f"`CUDA_VISIBLE_DEVICES={cvd}` hides every GPU, and it was set by {who} for this job, so unsetting it "
             f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
-            evidence=evidence, target=label)
+            evidence=evidence,
+            target=label,
+        )
     if hidden_all:
-        return CHECK.finding(Status.FAIL, f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU; no scheduler set it",
-                             "No Slurm, Ray or Kubernetes placement here, so it comes from the environment or the "
-                             "script: `unset CUDA_VISIBLE_DEVICES` or list the GPUs to use (`nvidia-smi -L`).",
-                             evidence=evidence, target=label)
+        return CHECK.finding(
+            Status.FAIL,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU; no scheduler set it",
+            "No Slurm, Ray or Kubernetes placement here, so it comes from the environment or the "
+            "script: `unset CUDA_VISIBLE_DEVICES` or list the GPUs to use (`nvidia-smi -L`).",
+            evidence=evidence,
+            target=label,
+        )
     row = parse_limit(torch_version, entries)
     if row is not None:
         return CHECK.finding(
-            Status.FAIL, f"torch {torch_version} cannot parse the {row['form'].split('-')[0]}- UUIDs in "
-                         f"CUDA_VISIBLE_DEVICES; fixed in torch {row['fixed']}",
+            Status.FAIL,
+            f"torch {torch_version} cannot parse the {row['form'].split('-')[0]}- UUIDs in "
+            f"CUDA_VISIBLE_DEVICES; fixed in torch {row['fixed']}",
             f"The value is valid for CUDA, but in torch {torch_version}: {row['effect']} ({row['source']}). "
             f"Upgrade torch to {row['fixed']} or newer (with matching torchvision/torchaudio), or — when the "
-            f"scheduler allows — pass indices instead of UUIDs.", evidence=evidence, target=label)
+            f"scheduler allows — pass indices instead of UUIDs.",
+            evidence=evidence,
+            target=label,
+        )
     migs = [e for e in entries if e.startswith("MIG-")]
     if len(migs) > 1:
         known = mig_instances(facts)
         listed = ", ".join(f"`{m}`" + (f" ({known[m]})" if m in known else "") for m in migs)
         evidence["mig_instances"] = listed
         return CHECK.finding(
-            Status.WARN, f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG instances; a CUDA process uses only the first",
-            f"CUDA enumerates a single MIG instance per process (NVIDIA MIG User Guide, \"CUDA Device "
-            f"Enumeration\"): of {listed}, `{migs[0]}` is `cuda:0` and the other {len(migs) - 1} are unused; "
+            Status.WARN,
+            f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG instances; a CUDA process uses only the first",
+            f'CUDA enumerates a single MIG instance per process (NVIDIA MIG User Guide, "CUDA Device '
+            f'Enumeration"): of {listed}, `{migs[0]}` is `cuda:0` and the other {len(migs) - 1} are unused; '
             f"`cuda:1` fails with "
-            f"\"invalid device ordinal\". Run one process per MIG instance, each with its own "
-            f"`CUDA_VISIBLE_DEVICES=MIG-...` (torchrun/DDP: one rank per instance).", evidence=evidence,
-            target=label)
-    return CHECK.finding(Status.OK, f"CUDA_VISIBLE_DEVICES={cvd!r} names GPUs this machine has"
-                         + (f" (set by {REQUEST[sched][0]})" if sched in REQUEST else ""), evidence=evidence,
-                         target=label)
+            f'"invalid device ordinal". Run one process per MIG instance, each with its own '
+            f"`CUDA_VISIBLE_DEVICES=MIG-...` (torchrun/DDP: one rank per instance).",
+            evidence=evidence,
+            target=label,
+        )
+    return CHECK.finding(
+        Status.OK,
+        f"CUDA_VISIBLE_DEVICES={cvd!r} names GPUs this machine has"
+        + (f" (set by {REQUEST[sched][0]})" if sched in REQUEST else ""),
+        evidence=evidence,
+        target=label,
+    )
 
 
 def evaluate(facts: Facts) -> list[Finding]:
     probes: list[tuple[str, str | None, dict[str, Any]]] = [
         (t.label, pr.torch.version if pr.torch.import_ok else None, dict(pr.env))
-        for t, pr in target_probes(facts) if pr is not None]
+        for t, pr in target_probes(facts)
+        if pr is not None
+    ]
     if probes:
         return [assess(facts, env, tv, label) for label, tv, env in probes]
     p = platform_of(facts)

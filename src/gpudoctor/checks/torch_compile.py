@@ -44,27 +44,37 @@ def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
     """The exact command that installs Python.h for this interpreter."""
     mm = _minor(probe.python_version)
     if probe.is_conda:
-        return (f"This is a conda environment: its `python` package ships the headers. Reinstall it:\n\n```\n"
-                f"conda install --force-reinstall -p {probe.prefix} python={mm}\n```")
+        return (
+            f"This is a conda environment: its `python` package ships the headers. Reinstall it:\n\n```\n"
+            f"conda install --force-reinstall -p {probe.prefix} python={mm}\n```"
+        )
     if not probe.include_dir.startswith("/usr/include"):
-        return (f"This interpreter (base `{probe.base_prefix}`) is not the distribution's; it was installed without "
-                f"headers. Reinstall it with them (pyenv: `pyenv install --force {probe.python_version}`; uv: "
-                f"`uv python install --reinstall {mm}`; a source build: `make install`, not `make altinstall` of a "
-                f"partial tree).")
+        return (
+            f"This interpreter (base `{probe.base_prefix}`) is not the distribution's; it was installed without "
+            f"headers. Reinstall it with them (pyenv: `pyenv install --force {probe.python_version}`; uv: "
+            f"`uv python install --reinstall {mm}`; a source build: `make install`, not `make altinstall` of a "
+            f"partial tree)."
+        )
     os_facts = facts.of(OsFacts)
     distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
     if distro in DEBIAN_LIKE:
-        return (f"Install the headers for Python {mm}:\n\n```\nsudo apt-get install python{mm}-dev\n```\n\n"
-                f"(deadsnakes builds: the same `python{mm}-dev` from that PPA).")
+        return (
+            f"Install the headers for Python {mm}:\n\n```\nsudo apt-get install python{mm}-dev\n```\n\n"
+            f"(deadsnakes builds: the same `python{mm}-dev` from that PPA)."
+        )
     if distro in RPM_LIKE:
-        return (f"Install the headers for Python {mm}:\n\n```\nsudo dnf install python3-devel\n```\n\n"
-                f"(for a non-default Python use `python{mm}-devel`, e.g. `sudo dnf install python{mm}-devel`).")
+        return (
+            f"Install the headers for Python {mm}:\n\n```\nsudo dnf install python3-devel\n```\n\n"
+            f"(for a non-default Python use `python{mm}-devel`, e.g. `sudo dnf install python{mm}-devel`)."
+        )
     if distro == "alpine":
         return "Install the headers:\n\n```\nsudo apk add python3-dev\n```"
     if distro in {"opensuse-leap", "opensuse-tumbleweed", "sles"}:
         return f"Install the headers:\n\n```\nsudo zypper install python{mm.replace('.', '')}-devel\n```"
-    return (f"Install your distribution's development package for Python {mm} (Debian/Ubuntu `python{mm}-dev`, "
-            f"Fedora/RHEL `python{mm}-devel`).")
+    return (
+        f"Install your distribution's development package for Python {mm} (Debian/Ubuntu `python{mm}-dev`, "
+        f"Fedora/RHEL `python{mm}-devel`)."
+    )
 
 
 def compiler_remedy(facts: Facts, which: str) -> str:
@@ -87,22 +97,38 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
     model = next((m for m in cl.targets if m.label == t.label), None)
     if model is None or not model.link_dirs:
         return None
-    usable = [d for d in model.link_dirs if d.unversioned and d.elf_class != 32 and
-              not (d.arch_tag is not None and d.elf_class is None and "64" not in d.arch_tag)]
+    usable = [
+        d
+        for d in model.link_dirs
+        if d.unversioned
+        and d.elf_class != 32
+        and not (d.arch_tag is not None and d.elf_class is None and "64" not in d.arch_tag)
+    ]
     if usable:
         return None
     wrong = [d for d in model.link_dirs if d.unversioned]
-    cached = [d.path for d in model.link_dirs if d.origin == "ld.so cache" and "i386" not in d.path
-              and "lib32" not in d.path]
+    cached = [
+        d.path for d in model.link_dirs if d.origin == "ld.so cache" and "i386" not in d.path and "lib32" not in d.path
+    ]
     dir64 = cached[0] if cached else "/usr/lib/x86_64-linux-gnu"
-    skipped = (f" The only `libcuda.so` is the 32-bit one in `{wrong[0].path}`"
-               f"{' (ld.so cache tag `' + wrong[0].arch_tag + '`)' if wrong[0].arch_tag else ''}, which `ld` skips "
-               f"as incompatible." if wrong else "")
-    evidence = {"link_dirs": [f"{d.path} ({d.origin}): libcuda.so "
-                              f"{'present, ' + str(d.elf_class or '?') + '-bit' if d.unversioned else 'absent'}"
-                              for d in model.link_dirs]}
-    summary = ("torch.compile on the GPU cannot link its launcher: no 64-bit libcuda.so on the linker path "
-               "(`cannot find -lcuda`)")
+    skipped = (
+        f" The only `libcuda.so` is the 32-bit one in `{wrong[0].path}`"
+        f"{' (ld.so cache tag `' + wrong[0].arch_tag + '`)' if wrong[0].arch_tag else ''}, which `ld` skips "
+        f"as incompatible."
+        if wrong
+        else ""
+    )
+    evidence = {
+        "link_dirs": [
+            f"{d.path} ({d.origin}): libcuda.so "
+            f"{'present, ' + str(d.elf_class or '?') + '-bit' if d.unversioned else 'absent'}"
+            for d in model.link_dirs
+        ]
+    }
+    summary = (
+        "torch.compile on the GPU cannot link its launcher: no 64-bit libcuda.so on the linker path "
+        "(`cannot find -lcuda`)"
+    )
     explanation = (
         f"Triton builds a small C launcher with `gcc ... -lcuda` at the first compiled call. The linker needs the "
         f"*unversioned* `libcuda.so` (only `libcuda.so.1` is needed at run time, which is why eager mode works).{skipped}"
@@ -112,7 +138,8 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
         f"the linker a directory that has one, for link time only:\n\n```\nmkdir -p ~/.local/lib/cuda-link\n"
         f"ln -s {dir64}/libcuda.so.1 ~/.local/lib/cuda-link/libcuda.so\nexport LIBRARY_PATH=~/.local/lib/cuda-link\n"
         f"```\n\n(newer Triton also reads `TRITON_LIBCUDA_PATH`). Never put the toolkit's `stubs` directory on "
-        f"`LD_LIBRARY_PATH`. Clear `~/.triton/cache` afterwards.")
+        f"`LD_LIBRARY_PATH`. Clear `~/.triton/cache` afterwards."
+    )
     return summary, explanation, evidence
 
 
@@ -123,24 +150,33 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         what = "is not installed" if not tf.installed else "does not import"
         return CHECK.finding(Status.SKIP, f"torch {what} in {probe.executable} (see torch.install)", target=t.label)
     if tf.version and v(split_local(tf.version)[0]) < v("2.0"):
-        return CHECK.finding(Status.SKIP, f"torch {tf.version} has no torch.compile (it arrived in torch 2.0)",
-                             target=t.label)
+        return CHECK.finding(
+            Status.SKIP, f"torch {tf.version} has no torch.compile (it arrived in torch 2.0)", target=t.label
+        )
     tc = probe.toolchain
     if isinstance(tc, Unavailable):
         return CHECK.finding(Status.SKIP, f"the toolchain was not probed: {tc.reason}", target=t.label)
     gpu_path = bool(tf.cuda) and bool(has_nvidia_gpu(facts))
     mm = _minor(probe.python_version)
-    evidence = {"python": probe.executable, "python_version": probe.python_version, "Python.h": tc.python_h_path,
-                "python_h_present": tc.python_h, "cc": tc.cc, "cxx": tc.cxx,
-                "other_python_headers": list(tc.other_python_headers)}
+    evidence = {
+        "python": probe.executable,
+        "python_version": probe.python_version,
+        "Python.h": tc.python_h_path,
+        "python_h_present": tc.python_h,
+        "cc": tc.cc,
+        "cxx": tc.cxx,
+        "other_python_headers": list(tc.other_python_headers),
+    }
     triton = probe.triton
     if not isinstance(triton, Unavailable):
         evidence["triton"] = triton.version if triton.installed else None
     if not tc.python_h:
         others = ""
         if tc.other_python_headers:
-            others = (f" Headers exist only for other versions ({', '.join(f'`{d}`' for d in tc.other_python_headers)}),"
-                      f" which is why the same code may compile under another interpreter.")
+            others = (
+                f" Headers exist only for other versions ({', '.join(f'`{d}`' for d in tc.other_python_headers)}),"
+                f" which is why the same code may compile under another interpreter."
+            )
         return CHECK.finding(
             Status.FAIL,
             f"Python.h for Python {mm} is missing ({tc.python_h_path}): torch.compile cannot build its helpers",
@@ -149,34 +185,45 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"exist, so the first compiled call fails with `fatal error: Python.h: No such file or directory` "
             f"(eager mode is unaffected).{others}\n\n{headers_remedy(facts, probe)}\n\nThen re-run; clear "
             f"`/tmp/torchinductor_$USER` and `~/.triton/cache` only if stale builds keep failing.",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     needed = [("C", tc.cc)] if gpu_path else [("C++", tc.cxx)]
     missing = [kind for kind, found in needed if not found]
     if missing:
         kind = missing[0]
         return CHECK.finding(
-            Status.FAIL, f"no {kind} compiler for torch.compile in {probe.executable}",
+            Status.FAIL,
+            f"no {kind} compiler for torch.compile in {probe.executable}",
             f"`torch.compile` ({'Triton' if gpu_path else 'inductor CPU backend'}) needs a {kind} compiler at run time "
             f"and none was found (`{'CC' if kind == 'C' else 'CXX'}` unset; gcc/cc/clang not on PATH).\n\n"
-            + compiler_remedy(facts, kind), evidence=evidence, target=t.label)
+            + compiler_remedy(facts, kind),
+            evidence=evidence,
+            target=t.label,
+        )
     if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
         detail = triton.import_error if triton.installed else "not installed"
         return CHECK.finding(
-            Status.FAIL, f"Triton is unusable in {probe.executable} ({detail}): torch.compile cannot target the GPU",
+            Status.FAIL,
+            f"Triton is unusable in {probe.executable} ({detail}): torch.compile cannot target the GPU",
             f"Inductor generates GPU kernels with Triton. Install the version torch pins:\n\n```\n"
             f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
             f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}\n```",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     if gpu_path:
         link = libcuda_link(facts, t, probe)
         if link is not None:
             return CHECK.finding(Status.FAIL, link[0], link[1], evidence={**evidence, **link[2]}, target=t.label)
     tools = tc.cc if gpu_path else tc.cxx
     extra = f", triton {triton.version}" if gpu_path and not isinstance(triton, Unavailable) else ""
-    return CHECK.finding(Status.INFO, f"torch.compile prerequisites met: {tools}, Python.h for {mm}{extra}",
-                         evidence=evidence, target=t.label)
-
-
+    return CHECK.finding(
+        Status.INFO,
+        f"torch.compile prerequisites met: {tools}, Python.h for {mm}{extra}",
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 CHECK = Check(

@@ -39,20 +39,26 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
     """The pip command that installs a torch this machine can use, for ``python`` (whose version,
     when known, caps the torch named: :func:`~gpudoctor.checks._common.pip_install_command`)."""
     last = newest_torch_for_python(python_version)
-    note = (f"\n\nPython {'.'.join(python_version.split('.')[:2])} cannot install torch releases after "
-            f"{last}; for a current torch create an environment with Python 3.10 or newer."
-            if python_version and last else "")
+    note = (
+        f"\n\nPython {'.'.join(python_version.split('.')[:2])} cannot install torch releases after "
+        f"{last}; for a current torch create an environment with Python 3.10 or newer."
+        if python_version and last
+        else ""
+    )
     if nvidia_gpu_count(facts):
         variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
             which = "any current PyTorch CUDA build" if not last else f"any PyTorch CUDA build up to torch {last}"
-            return (f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)."
-                    + note)
-        return (f"Install a CUDA build the driver can run:\n\n```\n"
-                f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note)
+            return f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)." + note
+        return (
+            f"Install a CUDA build the driver can run:\n\n```\n"
+            f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note
+        )
     cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}
-    return ("This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
-            f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note)
+    return (
+        "This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
+        f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note
+    )
 
 
 def _import_error_cause(error: str) -> str:
@@ -60,19 +66,25 @@ def _import_error_cause(error: str) -> str:
     if m:
         lib = m.group(1)
         if "cudnn" in lib or "cublas" in lib or "cudart" in lib or "nccl" in lib or "cusparse" in lib:
-            return (f"`{lib}` is a CUDA library that torch loads from the `nvidia-*` pip wheels. They are missing or "
-                    f"not where torch looks: reinstall torch with its dependencies (`pip install --force-reinstall "
-                    f"torch ...`), and check that `LD_LIBRARY_PATH` does not point at an incompatible copy.")
+            return (
+                f"`{lib}` is a CUDA library that torch loads from the `nvidia-*` pip wheels. They are missing or "
+                f"not where torch looks: reinstall torch with its dependencies (`pip install --force-reinstall "
+                f"torch ...`), and check that `LD_LIBRARY_PATH` does not point at an incompatible copy."
+            )
         if lib.startswith("libcuda.so"):
-            return ("`libcuda.so.1` belongs to the NVIDIA driver, not to torch: the driver is missing, or this "
-                    "container was started without the NVIDIA runtime (`platform.container` names the remedy for this "
-                    "platform).")
+            return (
+                "`libcuda.so.1` belongs to the NVIDIA driver, not to torch: the driver is missing, or this "
+                "container was started without the NVIDIA runtime (`platform.container` names the remedy for this "
+                "platform)."
+            )
         return f"`{lib}` could not be found by the dynamic loader; install the package that provides it."
     m = _UNDEFINED.search(error)
     if m:
-        return ("An undefined symbol means torch and one of its libraries come from different versions "
-                "(a partial upgrade, or a library on `LD_LIBRARY_PATH` shadowing the wheel's). Reinstall torch "
-                "with `--force-reinstall` and remove foreign library paths from `LD_LIBRARY_PATH`.")
+        return (
+            "An undefined symbol means torch and one of its libraries come from different versions "
+            "(a partial upgrade, or a library on `LD_LIBRARY_PATH` shadowing the wheel's). Reinstall torch "
+            "with `--force-reinstall` and remove foreign library paths from `LD_LIBRARY_PATH`."
+        )
     if "numpy" in error.lower():
         return "NumPy is missing or its ABI does not match this torch; `pip install -U numpy` or pin `numpy<2`."
     return "Reinstall torch in this environment (`pip install --force-reinstall torch`) and retry."
@@ -86,6 +98,7 @@ def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
         target_model,
         version_of,
     )
+
     model = target_model(facts, label)
     if model is None:
         return None
@@ -94,17 +107,22 @@ def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
         return None
     res, good, _why = bad[0]
     mine, theirs = version_of(model, res.path) or "?", version_of(model, good) if good else None
-    cause = (f"{res.directory} ({res.via}) supplies {res.needed} {mine}"
-             + (f" instead of the wheel's {theirs}" if theirs else "")
-             + (f", which lacks {res.missing[0].split(',')[0]}" if res.missing else ""))
-    return cause, (f"The files of torch are fine; the dynamic loader binds `{res.needed}` for "
-                   f"`{res.consumer}` from `{res.directory}` ({res.via}). Reinstalling torch does not help "
-                   f"(see `cuda.libraries`).\n\n{path_remedy(model, res, good)}")
+    cause = (
+        f"{res.directory} ({res.via}) supplies {res.needed} {mine}"
+        + (f" instead of the wheel's {theirs}" if theirs else "")
+        + (f", which lacks {res.missing[0].split(',')[0]}" if res.missing else "")
+    )
+    return cause, (
+        f"The files of torch are fine; the dynamic loader binds `{res.needed}` for "
+        f"`{res.consumer}` from `{res.directory}` ({res.via}). Reinstalling torch does not help "
+        f"(see `cuda.libraries`).\n\n{path_remedy(model, res, good)}"
+    )
 
 
 def python_torch_table() -> str:
     """The Markdown table of which torch releases each older Python can install (``data/python_torch.toml``)."""
     from gpudoctor.data import load_table
+
     rows = ["| Python | newest torch it can install |", "|---|---|"]
     rows += [f"| {r['python']} | {r['last_torch']} |" for r in load_table("python_torch")["python"]]
     rows.append("| 3.10 and newer | current releases |")
@@ -115,12 +133,10 @@ def _unsupported_python(t: TargetFacts) -> Finding:
     """A target whose Python is older than the probe supports (Python 2.7, say): what runs there and what does not."""
     floor = ".".join(map(str, MIN_PYTHON))
     last = newest_torch_for_python(t.python_version)
-    torch_note = (f"the newest torch for Python {t.python_version} is {last}" if last
-                  else "no torch release supports it")
+    torch_note = f"the newest torch for Python {t.python_version} is {last}" if last else "no torch release supports it"
     return CHECK.finding(
         Status.FAIL,
-        f"{t.python} is Python {t.python_version}: gpudoctor's probe needs Python {floor} or newer, and "
-        f"{torch_note}",
+        f"{t.python} is Python {t.python_version}: gpudoctor's probe needs Python {floor} or newer, and {torch_note}",
         f"gpudoctor inspects an interpreter by running a small standard-library script in it; that script "
         f"runs on Python {floor} and newer, so `{t.python}` (Python {t.python_version}) was not inspected.\n\n"
         f"Which torch releases each Python can install (PyTorch RELEASE.md compatibility matrix and the "
@@ -128,8 +144,14 @@ def _unsupported_python(t: TargetFacts) -> Finding:
         f"Create an environment with a current Python and point gpudoctor at it:\n\n"
         f"```\npython3 -m venv ~/venvs/torch && ~/venvs/torch/bin/python -m pip install torch\n"
         f"gpudoctor check --python ~/venvs/torch/bin/python\n```",
-        evidence={"python": t.python, "python_version": t.python_version, "probe_minimum": floor,
-                  "last_torch": last or "none"}, target=t.label)
+        evidence={
+            "python": t.python,
+            "python_version": t.python_version,
+            "probe_minimum": floor,
+            "last_torch": last or "none",
+        },
+        target=t.label,
+    )
 
 
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
@@ -137,47 +159,75 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
         return _unsupported_python(t)
     if isinstance(probe, Unavailable):
-        return CHECK.finding(Status.FAIL, f"could not inspect {t.python}: {probe.reason}",
-                             "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
-                             "That failed; run the interpreter by hand to see why.",
-                             evidence={"python": t.python}, target=t.label)
+        return CHECK.finding(
+            Status.FAIL,
+            f"could not inspect {t.python}: {probe.reason}",
+            "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
+            "That failed; run the interpreter by hand to see why.",
+            evidence={"python": t.python},
+            target=t.label,
+        )
     tf = probe.torch
     evidence = {"python": probe.executable, "python_version": probe.python_version}
     if not tf.installed:
         # issue 11: an environment built on another GPU framework does not need torch
         from gpudoctor.checks.cuda_frameworks import frameworks_of
+
         others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if others:
-            return CHECK.finding(Status.INFO, f"PyTorch is not installed in {probe.executable}; it uses "
-                                              f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
-                                 evidence=evidence, target=t.label)
-        return CHECK.finding(Status.FAIL, f"PyTorch is not installed in {probe.executable}",
-                             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
-                             evidence=evidence, target=t.label)
+            return CHECK.finding(
+                Status.INFO,
+                f"PyTorch is not installed in {probe.executable}; it uses "
+                f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
+                evidence=evidence,
+                target=t.label,
+            )
+        return CHECK.finding(
+            Status.FAIL,
+            f"PyTorch is not installed in {probe.executable}",
+            f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
+            evidence=evidence,
+            target=t.label,
+        )
     evidence["torch"] = tf.version or tf.dist_version or "?"
     if tf.import_failed:
         evidence["import_error"] = tf.import_error or ""
         shadow = _shadowed(facts, t.label)
         if shadow is not None:
             return CHECK.finding(
-                Status.FAIL, f"`import torch` fails in {probe.executable}: {shadow[0]}",
+                Status.FAIL,
+                f"`import torch` fails in {probe.executable}: {shadow[0]}",
                 f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
-                f"{shadow[1]}", evidence=evidence, target=t.label)
+                f"{shadow[1]}",
+                evidence=evidence,
+                target=t.label,
+            )
         return CHECK.finding(
-            Status.FAIL, f"`import torch` fails in {probe.executable}: {tf.import_error}",
+            Status.FAIL,
+            f"`import torch` fails in {probe.executable}: {tf.import_error}",
             f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
             f"{_import_error_cause(tf.import_error or '')}",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     if tf.hip:
         evidence["hip"] = tf.hip
-        return CHECK.finding(Status.INFO, f"torch {tf.version} is a ROCm (HIP {tf.hip}) build",
-                             "ROCm builds target AMD GPUs; gpudoctor's CUDA checks do not apply to them.",
-                             evidence=evidence, target=t.label)
+        return CHECK.finding(
+            Status.INFO,
+            f"torch {tf.version} is a ROCm (HIP {tf.hip}) build",
+            "ROCm builds target AMD GPUs; gpudoctor's CUDA checks do not apply to them.",
+            evidence=evidence,
+            target=t.label,
+        )
     if tf.cuda:
         evidence["cuda"] = tf.cuda
         verb = "imports" if tf.import_tried else "is installed (import not tried: light probe)"
-        return CHECK.finding(Status.OK, f"torch {tf.version} (CUDA {tf.cuda} build) {verb} in {probe.executable}",
-                             evidence=evidence, target=t.label)
+        return CHECK.finding(
+            Status.OK,
+            f"torch {tf.version} (CUDA {tf.cuda} build) {verb} in {probe.executable}",
+            evidence=evidence,
+            target=t.label,
+        )
     gpus = nvidia_gpu_count(facts)
     if gpus:
         return CHECK.finding(
@@ -186,11 +236,16 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
             f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
-            evidence=evidence, target=t.label)
+            evidence=evidence,
+            target=t.label,
+        )
     return CHECK.finding(
-        Status.INFO, f"torch {tf.version} is a CPU-only build; this machine has no NVIDIA GPU, so that is expected",
+        Status.INFO,
+        f"torch {tf.version} is a CPU-only build; this machine has no NVIDIA GPU, so that is expected",
         "CPU builds are the right choice without an NVIDIA GPU. On a GPU machine you would need a CUDA build.",
-        evidence=evidence, target=t.label)
+        evidence=evidence,
+        target=t.label,
+    )
 
 
 def evaluate(facts: Facts) -> list[Finding]:

@@ -28,19 +28,50 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 @click.argument("ids", nargs=-1, metavar="[IDS]...")
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
 @common_collect_options
-@click.option("--facts", "facts_file", metavar="FILE",
-              help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown", "prometheus"]), default="console",
-              show_default=True, help="Output format (prometheus: node_exporter textfile metrics).")
-@click.option("-o", "--output", metavar="FILE",
-              help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).")
+@click.option(
+    "--facts",
+    "facts_file",
+    metavar="FILE",
+    help="Evaluate the checks on a snapshot from `gpudoctor facts` instead of this machine ('-': stdin).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["console", "json", "markdown", "prometheus"]),
+    default="console",
+    show_default=True,
+    help="Output format (prometheus: node_exporter textfile metrics).",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write the report to FILE instead of stdout (json/markdown; prometheus: atomically).",
+)
 @click.option("--strict", is_flag=True, help="Exit 1 on warnings too.")
 @click.option("-v", "--verbose", is_flag=True, help="Show evidence and explanations for every finding.")
-@click.option("--deep", is_flag=True, help="Start each Jupyter kernel for real and probe it from inside; run "
-              "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.")
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Start each Jupyter kernel for real and probe it from inside; run "
+    "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.",
+)
 @mirror_check_options
-def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, output, strict, verbose, deep=False,
-          **mirror_opts):
+def check(
+    ids,
+    skip,
+    root,
+    pythons,
+    offline,
+    probe_timeout,
+    facts_file,
+    fmt,
+    output,
+    strict,
+    verbose,
+    deep=False,
+    **mirror_opts,
+):
     """Run checks and explain what is wrong.
 
     IDS select checks by id or id prefix (`cuda` selects `cuda.driver`,
@@ -63,25 +94,38 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
     refuse_conflicts(
         ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),
         ("--offline", "--mirror-budget", offline and given("mirror_budget"), "nothing is probed with --offline"),
-        ("--facts", "--rank-mirrors", bool(facts_file) and rank,
-         "a snapshot is replayed without probing anything; rank from this machine with `gpudoctor mirrors`"),
+        (
+            "--facts",
+            "--rank-mirrors",
+            bool(facts_file) and rank,
+            "a snapshot is replayed without probing anything; rank from this machine with `gpudoctor mirrors`",
+        ),
         ("--facts", "--deep", bool(facts_file) and deep, "kernels are started only when collecting on this machine"),
-        ("--facts", "--dockerfile", bool(facts_file) and bool(mirror_opts.get("dockerfile")),
-         "the Dockerfile is read only when collecting"))
+        (
+            "--facts",
+            "--dockerfile",
+            bool(facts_file) and bool(mirror_opts.get("dockerfile")),
+            "the Dockerfile is read only when collecting",
+        ),
+    )
     if facts_file and (pythons or root != "/"):
-        raise usage("--facts replays a snapshot; --python and --root only apply when collecting "
-                     "(use them with `gpudoctor facts`)")
+        raise usage(
+            "--facts replays a snapshot; --python and --root only apply when collecting "
+            "(use them with `gpudoctor facts`)"
+        )
     facts = read_facts(facts_file) if facts_file else None
     extra = mirror_extra(**mirror_opts)
     system = build_system(root, extra.get("dockerfile"))
     options = make_collect_options(pythons, offline, probe_timeout, **extra)
     if deep:
         from dataclasses import replace
+
         options = replace(options, deep=True)
     try:
         if facts is None and may_need_targets(ids):
             # the torch probe is the slowest part of a check: start it before loading the plug-ins
             from gpudoctor.collect.targets import start_early
+
             start_early(system, options)
         registry = load_registry()
         try:
@@ -91,11 +135,14 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
         from dataclasses import replace as _replace
 
         from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
-        options = _replace(options, extra={**options.extra,
-                                           "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)})
+
+        options = _replace(
+            options, extra={**options.extra, "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)}
+        )
         with SpinnerProgress(make_console(sys.stderr)) as progress:
-            report = engine.run(selected, system, options, progress=progress, facts=facts,
-                                extra_findings=registry.problems)
+            report = engine.run(
+                selected, system, options, progress=progress, facts=facts, extra_findings=registry.problems
+            )
     finally:
         kill_running_commands()  # an early probe nothing asked for (the selection did not need it)
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
@@ -111,11 +158,13 @@ def check(ids, skip, root, pythons, offline, probe_timeout, facts_file, fmt, out
             render_console(report, console, verbose)
     elif fmt == "prometheus" and output and output != "-":
         from gpudoctor.render.prometheus import write_prometheus
+
         try:
             write_prometheus(output, report)
         except OSError as exc:
             raise usage(f"-o {output}: {exc.strerror or exc}") from None
     else:
         from gpudoctor.render import render
+
         write_output(render(report, fmt, verbose), output)
     sys.exit(report.exit_code(strict))

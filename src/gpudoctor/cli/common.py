@@ -52,6 +52,7 @@ def command_started() -> float:
     ``gpudoctor`` (interpreter start-up included), else now. Time budgets count from here."""
     return _PROCESS_STARTED if _PROCESS_STARTED is not None else time.monotonic()
 
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
 EXIT_BROKEN_PIPE = 141
@@ -77,6 +78,7 @@ class GpudoctorGroup(click.Group):
     def _load(self, name: str) -> None:
         if name not in self.commands and name in self.lazy_commands:
             import importlib
+
             module, _sep, attr = self.lazy_commands[name].partition(":")
             self.add_command(getattr(importlib.import_module(module), attr), name)
 
@@ -116,6 +118,7 @@ def cli() -> None:
 
 # --------------------------------------------------------------------------- helpers
 
+
 def usage(message: str) -> click.UsageError:
     """The error for bad input: one line, exit 2 (raise it)."""
     return click.UsageError(message)
@@ -125,6 +128,7 @@ def given(name: str) -> bool:
     """Whether the current command's parameter ``name`` was set by the user (command line or
     environment), not left at its default."""
     from click.core import ParameterSource
+
     ctx = click.get_current_context(silent=True)
     source = ctx.get_parameter_source(name) if ctx is not None else None
     return source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
@@ -145,6 +149,7 @@ def refuse_conflicts(*conflicts) -> None:
 def load_registry():
     """Every installed check and fix (:func:`gpudoctor.registry.load_registry`)."""
     from gpudoctor.registry import load_registry
+
     return load_registry()
 
 
@@ -157,6 +162,7 @@ def build_system(root: str, dockerfile=None):
     never from the caller.
     """
     from gpudoctor.system import Files, System
+
     root_path = Path(root)
     if not root_path.is_dir():
         raise usage(f"--root {root}: not a directory")
@@ -165,6 +171,7 @@ def build_system(root: str, dockerfile=None):
     if not any((root_path / p).exists() for p in ("etc/os-release", "usr/lib/os-release", "etc", "usr")):
         click.echo(f"gpudoctor: warning: --root {root} has no etc/ or usr/: is it a root filesystem?", err=True)
     from gpudoctor.imageenv import image_environment
+
     files = Files(root_path)
     env, home = image_environment(files, dockerfile)
     return System(files=files, env=env, home=home)
@@ -173,6 +180,7 @@ def build_system(root: str, dockerfile=None):
 def check_pythons(pythons: Sequence[str]) -> None:
     """Usage error unless every ``--python`` names an executable file (or a command on PATH)."""
     import shutil
+
     for p in pythons:
         if os.sep in p:
             if not os.path.exists(p):
@@ -189,6 +197,7 @@ def read_facts(path: str):
     """The :class:`~gpudoctor.facts.Facts` snapshot in ``path`` (``-``: stdin); usage error when unreadable."""
     from gpudoctor.facts import Facts, FactsDecodeError
     from gpudoctor.inputs import InputError, loads_json, read_user_file
+
     try:
         doc = loads_json(read_user_file(path), path)
     except InputError as exc:
@@ -223,25 +232,50 @@ def may_need_targets(ids: Sequence[str]) -> bool:
 
 def common_collect_options(fn):
     """Options shared by ``check``, ``facts`` and other commands that collect."""
-    fn = click.option("--root", default="/", show_default=True, metavar="DIR",
-                      help="Inspect the filesystem under DIR (a container image root or chroot).")(fn)
+    fn = click.option(
+        "--root",
+        default="/",
+        show_default=True,
+        metavar="DIR",
+        help="Inspect the filesystem under DIR (a container image root or chroot).",
+    )(fn)
     from gpudoctor.probe import MIN_PYTHON
-    fn = click.option("--python", "pythons", multiple=True, metavar="PATH",
-                      help=f"Probe this interpreter (Python {'.'.join(map(str, MIN_PYTHON))} or newer) instead of "
-                           "the current one (repeatable).")(fn)
-    fn = click.option("--offline", is_flag=True, help="Never use the network (without it, the package indexes already configured are probed).")(fn)
-    fn = click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS",
-                      type=click.FloatRange(min=1), help="Timeout for each target interpreter's probe.")(fn)
+
+    fn = click.option(
+        "--python",
+        "pythons",
+        multiple=True,
+        metavar="PATH",
+        help=f"Probe this interpreter (Python {'.'.join(map(str, MIN_PYTHON))} or newer) instead of "
+        "the current one (repeatable).",
+    )(fn)
+    fn = click.option(
+        "--offline",
+        is_flag=True,
+        help="Never use the network (without it, the package indexes already configured are probed).",
+    )(fn)
+    fn = click.option(
+        "--probe-timeout",
+        default=60.0,
+        show_default=True,
+        metavar="SECONDS",
+        type=click.FloatRange(min=1),
+        help="Timeout for each target interpreter's probe.",
+    )(fn)
     return fn
 
 
 def make_collect_options(pythons, offline, probe_timeout, **extra):
     """:class:`~gpudoctor.collect.CollectOptions` from the :func:`common_collect_options` values."""
     from gpudoctor.collect import CollectOptions
-    return CollectOptions(pythons=tuple(dict.fromkeys(pythons)), offline=offline, probe_timeout_s=probe_timeout, extra=extra)
+
+    return CollectOptions(
+        pythons=tuple(dict.fromkeys(pythons)), offline=offline, probe_timeout_s=probe_timeout, extra=extra
+    )
 
 
 # --------------------------------------------------------------------------- entry point
+
 
 def _interrupted(exc: BaseException | None = None) -> None:
     """Ctrl-C, SIGTERM or SIGHUP: kill the commands we started (they run in their own
@@ -251,6 +285,7 @@ def _interrupted(exc: BaseException | None = None) -> None:
 
     from gpudoctor import signals
     from gpudoctor.system import kill_running_commands
+
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals.HANDLED}  # no second signal mid clean-up
     code = signals.exit_code(exc)
     try:
@@ -283,13 +318,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     (:func:`gpudoctor.redact.guard_streams`); SIGTERM and SIGHUP end it like Ctrl-C."""
     from gpudoctor import signals
     from gpudoctor.redact import guard_streams
+
     guard_streams()
     signals.install()
     global _PROCESS_STARTED
     _PROCESS_STARTED = _process_started()
     try:
-        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor",
-                      standalone_mode=False)
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         _interrupted(exc)
     except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
@@ -326,6 +361,7 @@ def _finish_quietly() -> None:
     import signal
 
     from gpudoctor import signals
+
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -340,9 +376,9 @@ def _finish_quietly() -> None:
 
 def _internal_error(exc: BaseException) -> None:
     from gpudoctor.redact import redact_text
+
     fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")
     with os.fdopen(fd, "w") as fh:
         fh.write(redact_text(traceback.format_exc()))  # a crash log is an exit too
-    click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})",
-               err=True)
+    click.echo(f"gpudoctor: internal error: {type(exc).__name__}: {exc} (this is a bug; traceback in {log})", err=True)
     sys.exit(EXIT_INTERNAL)

@@ -30,7 +30,7 @@ class _ExplainCommand(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         if "--" in args:
             i = args.index("--")
-            ctx.meta[_COMMAND_KEY] = list(args[i + 1:])
+            ctx.meta[_COMMAND_KEY] = list(args[i + 1 :])
             args = args[:i]
         return super().parse_args(ctx, args)
 
@@ -39,17 +39,39 @@ class _ExplainCommand(click.Command):
 @click.argument("file", required=False, metavar="[FILE | - | -- COMMAND [ARGS]...]")
 @click.option("--list", "list_", is_flag=True, help="List every known error signature and exit.")
 @click.option("--no-check", is_flag=True, help="Only explain; do not run the confirming checks on this machine.")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default="console",
-              show_default=True, help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["console", "json", "markdown"]),
+    default="console",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("-o", "--output", metavar="FILE", help="Write the explanation to FILE instead of the terminal.")
 @click.option("-v", "--verbose", is_flag=True, help="Show extracted values and all check details.")
-@click.option("--root", default="/", show_default=True, metavar="DIR",
-              help="Run the confirming checks on the filesystem under DIR.")
-@click.option("--python", "pythons", multiple=True, metavar="PATH",
-              help="Confirm with this interpreter (default: the one COMMAND runs, else the current one).")
+@click.option(
+    "--root",
+    default="/",
+    show_default=True,
+    metavar="DIR",
+    help="Run the confirming checks on the filesystem under DIR.",
+)
+@click.option(
+    "--python",
+    "pythons",
+    multiple=True,
+    metavar="PATH",
+    help="Confirm with this interpreter (default: the one COMMAND runs, else the current one).",
+)
 @click.option("--offline", is_flag=True, help="The confirming checks never use the network.")
-@click.option("--probe-timeout", default=60.0, show_default=True, metavar="SECONDS", type=click.FloatRange(min=1),
-              help="Timeout for each target interpreter's probe.")
+@click.option(
+    "--probe-timeout",
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=1),
+    help="Timeout for each target interpreter's probe.",
+)
 @click.pass_context
 def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, offline, probe_timeout):
     """Explain an error message: its cause, the fix, and checks that confirm it here.
@@ -108,6 +130,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     if result.explanation.matches:
         if no_check:
             from dataclasses import replace
+
             result = replace(result, confirmation=explain_run.plan_confirmation(result.explanation, load_registry()))
         else:
             result = _confirm(result, root, pythons, offline, probe_timeout)
@@ -118,8 +141,23 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
 def _list(signatures, fmt: str) -> None:
     if fmt == "json":
         import json
-        click.echo(json.dumps([{"id": s.id, "matches": s.describe(), "regex": s.regex, "groups": dict(s.groups),
-                                "checks": list(s.checks), "source": s.source} for s in signatures], indent=2))
+
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "id": s.id,
+                        "matches": s.describe(),
+                        "regex": s.regex,
+                        "groups": dict(s.groups),
+                        "checks": list(s.checks),
+                        "source": s.source,
+                    }
+                    for s in signatures
+                ],
+                indent=2,
+            )
+        )
         return
     width = max(len(s.id) for s in signatures)
     for s in signatures:

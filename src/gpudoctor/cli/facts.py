@@ -48,8 +48,9 @@ def facts(ids, root, pythons, offline, probe_timeout, output):
     collectors = all_collectors()
     domains = engine.needed_domains(selected, collectors)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
-        snapshot, errors = engine.collect_facts(domains, system, make_collect_options(pythons, offline, probe_timeout),
-                                                collectors, progress)
+        snapshot, errors = engine.collect_facts(
+            domains, system, make_collect_options(pythons, offline, probe_timeout), collectors, progress
+        )
     for err in errors:
         click.echo(f"gpudoctor: warning: {err.summary}", err=True)
     write_output(json.dumps(snapshot.to_json(), indent=2) + "\n", output)

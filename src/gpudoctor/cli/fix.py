@@ -96,36 +96,52 @@ class FixOutcome:
         return self.plan
 
     def to_json(self) -> dict:
-        return redact_value({
-            "id": self.id,
-            "status": self.status,
-            "description": self.plan.description if self.plan else None,
-            "files": [e.path for e in self.plan.edits if e.changes_anything] if self.plan else [],
-            "notes": list(self.plan.notes) if self.plan else [],
-            "message": self.message or None,
-            "finding": {"check": self.finding.check, "status": self.finding.status.value,
-                        "summary": self.finding.summary} if self.finding else None,
-        })
+        return redact_value(
+            {
+                "id": self.id,
+                "status": self.status,
+                "description": self.plan.description if self.plan else None,
+                "files": [e.path for e in self.plan.edits if e.changes_anything] if self.plan else [],
+                "notes": list(self.plan.notes) if self.plan else [],
+                "message": self.message or None,
+                "finding": {
+                    "check": self.finding.check,
+                    "status": self.finding.status.value,
+                    "summary": self.finding.summary,
+                }
+                if self.finding
+                else None,
+            }
+        )
 
 
 def _candidates(fix: Fix, findings: Sequence[Finding], named: bool) -> list[Finding]:
     """Findings to plan ``fix`` for: those offering it (worst first); when the user named the fix,
     then any other finding of the checks it addresses, or a neutral one."""
-    offering = sorted((f for f in findings if fix.id in f.fixes and f.status in (Status.WARN, Status.FAIL)),
-                      key=lambda f: -f.status.severity)
+    offering = sorted(
+        (f for f in findings if fix.id in f.fixes and f.status in (Status.WARN, Status.FAIL)),
+        key=lambda f: -f.status.severity,
+    )
     if not named:
         return offering
-    rest = sorted((f for f in findings if f.check in fix.addresses and f not in offering),
-                  key=lambda f: -f.status.severity)
+    rest = sorted(
+        (f for f in findings if f.check in fix.addresses and f not in offering), key=lambda f: -f.status.severity
+    )
     out = offering + rest
     if not out:
-        out = [Finding(check=fix.addresses[0] if fix.addresses else fix.id, status=Status.OK,
-                       summary="no finding; planning on request")]
+        out = [
+            Finding(
+                check=fix.addresses[0] if fix.addresses else fix.id,
+                status=Status.OK,
+                summary="no finding; planning on request",
+            )
+        ]
     return out
 
 
-def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str],
-               named: bool) -> list[FixOutcome]:
+def plan_fixes(
+    fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, options: Mapping[str, str], named: bool
+) -> list[FixOutcome]:
     """Ask each fix's planner for plans; never raises for a planner's fault.
 
     One plan per finding that offers the fix when the findings are about
@@ -140,8 +156,7 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
         candidates = _candidates(fx, findings, named)
         offering = next((f for f in candidates if fx.id in f.fixes and f.status >= Status.WARN), None)
         mine: list[FixOutcome] = []
-        fallback = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found",
-                              finding=offering)
+        fallback = FixOutcome(fx.id, "nothing-to-do", message="nothing to change for what was found", finding=offering)
         for finding in candidates:
             offers = finding.status >= Status.WARN and fx.id in finding.fixes
             if not offers and any(o.status in ("planned", "already-fixed", "refused") for o in mine):
@@ -155,10 +170,18 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
                 break
             except (Exception, SystemExit, KeyboardInterrupt) as exc:
                 from gpudoctor import signals
+
                 if isinstance(exc, KeyboardInterrupt) and signals.received() is not None:
                     raise  # a real Ctrl-C/SIGTERM, not the planner's own doing
-                mine.append(FixOutcome(fx.id, "error", message=f"the fix itself failed: {type(exc).__name__}: {exc}"
-                                       f" (a bug in gpudoctor or the plug-in)", finding=finding))
+                mine.append(
+                    FixOutcome(
+                        fx.id,
+                        "error",
+                        message=f"the fix itself failed: {type(exc).__name__}: {exc}"
+                        f" (a bug in gpudoctor or the plug-in)",
+                        finding=finding,
+                    )
+                )
                 break
             if plan is None:
                 continue
@@ -171,12 +194,21 @@ def plan_fixes(fixes: Sequence[Fix], findings: Sequence[Finding], facts: Any, op
                 continue
             taken = [p for p in paths if p in claimed]
             if taken:
-                mine.append(FixOutcome(fx.id, "deferred", finding=finding,
-                                       message=f"{taken[0]} is repaired by {claimed[taken[0]]} in this run "
-                                               f"(the first applicable fix per file)"))
+                mine.append(
+                    FixOutcome(
+                        fx.id,
+                        "deferred",
+                        finding=finding,
+                        message=f"{taken[0]} is repaired by {claimed[taken[0]]} in this run "
+                        f"(the first applicable fix per file)",
+                    )
+                )
                 continue
-            if any(o.plan is not None and [e.path for e in o.plan.edits if e.changes_anything] == paths
-                   for o in mine if o.status == "planned"):
+            if any(
+                o.plan is not None and [e.path for e in o.plan.edits if e.changes_anything] == paths
+                for o in mine
+                if o.status == "planned"
+            ):
                 continue
             for p_ in paths:
                 claimed[p_] = fx.id
@@ -209,16 +241,31 @@ def _parse_sets(sets: Sequence[str]) -> dict[str, str]:
 
 #: ``--set`` keys the built-in planners read; a plug-in fix adds its own with an ``options`` attribute
 #: (a tuple of key names) on its Fix object.
-BUILTIN_SET_KEYS = ("kernel", "python", "name", "display-name", "display_name", "timeout", "retries",
-                    "security-mirror", "scope", "index-url", "mirror", "allow-insecure")
+BUILTIN_SET_KEYS = (
+    "kernel",
+    "python",
+    "name",
+    "display-name",
+    "display_name",
+    "timeout",
+    "retries",
+    "security-mirror",
+    "scope",
+    "index-url",
+    "mirror",
+    "allow-insecure",
+)
 
 
 def _has_ipykernel(files, python: str) -> bool:
     """Whether ``python`` (inside the root) has ipykernel in its own site-packages (or Debian's dist-packages)."""
     prefix = python.rsplit("/", 2)[0] if "/bin/" in python else python.rsplit("/", 1)[0]
-    patterns = ["lib/python3*/site-packages/ipykernel/__init__.py", "lib/python3*/dist-packages/ipykernel/__init__.py",
-                "lib/python3/dist-packages/ipykernel/__init__.py",
-                "local/lib/python3*/dist-packages/ipykernel/__init__.py"]
+    patterns = [
+        "lib/python3*/site-packages/ipykernel/__init__.py",
+        "lib/python3*/dist-packages/ipykernel/__init__.py",
+        "lib/python3/dist-packages/ipykernel/__init__.py",
+        "local/lib/python3*/dist-packages/ipykernel/__init__.py",
+    ]
     for pattern in patterns:
         try:
             if any(True for _ in files.glob(prefix or "/", pattern)):
@@ -228,26 +275,35 @@ def _has_ipykernel(files, python: str) -> bool:
     return False
 
 
-def _check_set_options(sets: Sequence[str], options: Mapping[str, str], registry: Any, pool: Sequence[Fix],
-                       system: Any) -> None:
+def _check_set_options(
+    sets: Sequence[str], options: Mapping[str, str], registry: Any, pool: Sequence[Fix], system: Any
+) -> None:
     """Refuse ``--set`` keys no fix reads, and a ``--set python=`` that does not exist or has no ipykernel."""
     known = set(BUILTIN_SET_KEYS)
     for fx in registry.fixes.values():
         known.update(getattr(fx, "options", ()) or ())
-    undeclared = [fx for fx in pool if not getattr(fx.plan, "__module__", "").startswith("gpudoctor.fixes.")
-                  and getattr(fx, "options", None) is None]
-    for item in ([] if undeclared else sets):  # a plug-in that does not declare its keys may read any
+    undeclared = [
+        fx
+        for fx in pool
+        if not getattr(fx.plan, "__module__", "").startswith("gpudoctor.fixes.")
+        and getattr(fx, "options", None) is None
+    ]
+    for item in [] if undeclared else sets:  # a plug-in that does not declare its keys may read any
         key = item.partition("=")[0].strip()
         if key not in known:
             raise usage(f"--set {key}: no fix reads that option (known: {', '.join(sorted(known))})")
     python = (options.get("python") or "").strip()
     if python and python.startswith("/") and any(fx.id.startswith("jupyter.") for fx in pool):
         if not system.files.exists(python):
-            raise usage(f"--set python={python}: no such interpreter"
-                         + ("" if system.files.is_live else f" (in --root {system.files.root})"))
+            raise usage(
+                f"--set python={python}: no such interpreter"
+                + ("" if system.files.is_live else f" (in --root {system.files.root})")
+            )
         if not _has_ipykernel(system.files, python):
-            raise usage(f"--set python={python}: ipykernel is not installed there, so a kernel using it would die "
-                         f"at start. First run `{python} -m pip install ipykernel`, then this fix again")
+            raise usage(
+                f"--set python={python}: ipykernel is not installed there, so a kernel using it would die "
+                f"at start. First run `{python} -m pip install ipykernel`, then this fix again"
+            )
 
 
 def _rerun_argv(ids, all_, yes, root, scope, index_url, mirror, allow_insecure, sets) -> list[str]:
@@ -315,22 +371,53 @@ def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
 @click.option("--dry-run", is_flag=True, help="Only show the diffs; write nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @common_collect_options
-@click.option("--scope", type=click.Choice(["user", "site", "global"]),
-              help="Which configuration file to edit (default: the file that sets the value now, else user).")
+@click.option(
+    "--scope",
+    type=click.Choice(["user", "site", "global"]),
+    help="Which configuration file to edit (default: the file that sets the value now, else user).",
+)
 @click.option("--index-url", metavar="URL", help="Package index URL for fixes that set one (pip.index-url).")
 @click.option("--mirror", metavar="fastest|NAME|URL", help="Mirror for fixes that switch mirrors.")
 @click.option("--allow-insecure", is_flag=True, help="Allow plain-http indexes (adds trusted-host where needed).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Option for a plug-in fix (repeatable).")
-@click.option("--undo", "undo", is_flag=False, flag_value="", default=None, metavar="[TXN]",
-              help="Restore the files of the last (or the named) transaction from the backup journal.")
-@click.option("--force", is_flag=True,
-              help="With --undo: restore even files changed since (their current contents are saved in the "
-                   "journal first, as a transaction you can undo).")
+@click.option(
+    "--undo",
+    "undo",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[TXN]",
+    help="Restore the files of the last (or the named) transaction from the backup journal.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --undo: restore even files changed since (their current contents are saved in the "
+    "journal first, as a transaction you can undo).",
+)
 @click.option("--history", is_flag=True, help="List the transactions in the backup journal.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
 @mirror_check_options
-def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, index_url, mirror, allow_insecure,
-        sets, undo, force, history, fmt, **mirror_opts):
+def fix(
+    ids,
+    all_,
+    dry_run,
+    yes,
+    root,
+    pythons,
+    offline,
+    probe_timeout,
+    scope,
+    index_url,
+    mirror,
+    allow_insecure,
+    sets,
+    undo,
+    force,
+    history,
+    fmt,
+    **mirror_opts,
+):
     """Repair configuration files behind failing checks, safely.
 
     IDS name fixes (as shown by `gpudoctor check` and `gpudoctor list`); `--all`
@@ -368,10 +455,19 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         raise usage("--force only applies to --undo")
 
     refuse_conflicts(
-        ("--offline", "--rank-mirrors", offline and bool(mirror_opts.get("rank_mirrors")),
-         "ranking probes the catalogue's mirrors over the network"),
-        ("--offline", "--mirror fastest", offline and (mirror or "").strip() == "fastest",
-         "the fastest mirror is found by probing the mirrors; drop --offline or name a mirror"))
+        (
+            "--offline",
+            "--rank-mirrors",
+            offline and bool(mirror_opts.get("rank_mirrors")),
+            "ranking probes the catalogue's mirrors over the network",
+        ),
+        (
+            "--offline",
+            "--mirror fastest",
+            offline and (mirror or "").strip() == "fastest",
+            "the fastest mirror is found by probing the mirrors; drop --offline or name a mirror",
+        ),
+    )
     registry = load_registry()
     check_pythons(pythons)
     options: dict[str, str] = _parse_sets(sets)
@@ -390,8 +486,9 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     from gpudoctor import engine
     from gpudoctor.render.console import SpinnerProgress, make_console
 
-    collect_options = make_collect_options(pythons, offline, probe_timeout,
-                                           **fix_mirror_extra(mirror, ids, offline, **mirror_opts))
+    collect_options = make_collect_options(
+        pythons, offline, probe_timeout, **fix_mirror_extra(mirror, ids, offline, **mirror_opts)
+    )
     system = build_system(root, collect_options.extra.get("dockerfile"))
     _check_set_options(sets, options, registry, pool, system)
     with SpinnerProgress(make_console(sys.stderr)) as progress:
@@ -411,14 +508,19 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
     manual = [] if named else _no_automatic_fix(before.findings, registry)
 
     resolve_pip_mirror(options, before.facts, collect_options.extra, offline, [f.id for f in selected])
-    security_note = resolve_apt_security(options, before.facts, collect_options.extra, offline,
-                                         [f.id for f in selected])
+    security_note = resolve_apt_security(
+        options, before.facts, collect_options.extra, offline, [f.id for f in selected]
+    )
     if security_note:
         out.line(f"apt.mirror: {security_note}")
     outcomes = plan_fixes(selected, before.findings, before.facts, options, named=bool(named))
     planned = [o for o in outcomes if o.status == "planned"]
-    doc: dict[str, Any] = {"schema_version": OUTCOME_SCHEMA_VERSION, "transaction": None, "dry_run": dry_run,
-                           "before": {c: s.value for c, s in _status_by_check(before.findings, addressed).items()}}
+    doc: dict[str, Any] = {
+        "schema_version": OUTCOME_SCHEMA_VERSION,
+        "transaction": None,
+        "dry_run": dry_run,
+        "before": {c: s.value for c, s in _status_by_check(before.findings, addressed).items()},
+    }
 
     for o in outcomes:
         if o.status == "planned":
@@ -445,12 +547,14 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         out.line("")
         out.line(f"{w.describe()}  [{', '.join(w.fixes)}]")
         _echo_diff(ap.unified_diff(w), err=fmt == "json")
-    doc["diffs"] = [{"path": w.path, "target": w.target, "fixes": list(w.fixes), "diff": ap.unified_diff(w)}
-                    for w in writes]
+    doc["diffs"] = [
+        {"path": w.path, "target": w.target, "fixes": list(w.fixes), "diff": ap.unified_diff(w)} for w in writes
+    ]
 
     # a fix offered by a failing finding that plans nothing leaves the failure for a person: like a refusal
-    unplanned = [o for o in outcomes if o.status == "nothing-to-do" and o.finding is not None
-                 and o.finding.status >= Status.FAIL]
+    unplanned = [
+        o for o in outcomes if o.status == "nothing-to-do" and o.finding is not None and o.finding.status >= Status.FAIL
+    ]
     bad = any(o.status in ("refused", "error") for o in outcomes) or bool(manual) or bool(unplanned)
     if not writes:
         if planned:  # every edit turned out to be a no-op on disk
@@ -465,11 +569,16 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
         return _emit(doc, outcomes, fmt, EXIT_FAIL if bad else EXIT_OK)
     if not yes:
         if not stdin_is_tty():
-            click.echo("gpudoctor: error: not a terminal, so nothing was written; rerun with --yes to apply "
-                       "these changes (or --dry-run to only show them)", err=True)
+            click.echo(
+                "gpudoctor: error: not a terminal, so nothing was written; rerun with --yes to apply "
+                "these changes (or --dry-run to only show them)",
+                err=True,
+            )
             doc["status"] = "needs-confirmation"
             return _emit(doc, outcomes, fmt, EXIT_USAGE, quiet=True)
-        if not click.confirm(f"Apply these changes to {plural(len(writes), 'file')}?", default=False, err=fmt == "json"):
+        if not click.confirm(
+            f"Apply these changes to {plural(len(writes), 'file')}?", default=False, err=fmt == "json"
+        ):
             out.line("nothing was written")
             doc["status"] = "declined"
             return _emit(doc, outcomes, fmt, EXIT_FAIL)
@@ -490,8 +599,11 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
     wanted = {c for o in planned for c in (o.planned.addresses or registry.fixes[o.id].addresses)}
     rechecks = [c for c in registry.checks if c in wanted]
-    after = engine.run([registry.checks[c] for c in rechecks],
-                       build_system(root, collect_options.extra.get("dockerfile")), collect_options)
+    after = engine.run(
+        [registry.checks[c] for c in rechecks],
+        build_system(root, collect_options.extra.get("dockerfile")),
+        collect_options,
+    )
     before_s = _status_by_check(before.findings, rechecks)
     after_s = _status_by_check(after.findings, rechecks)
     doc["after"] = {c: s.value for c, s in after_s.items()}
@@ -515,10 +627,15 @@ def fix(ids, all_, dry_run, yes, root, pythons, offline, probe_timeout, scope, i
 
 def _no_automatic_fix(findings: Sequence[Finding], registry) -> list[Finding]:
     """Failing findings that offer no installed fix: ``--all`` cannot repair them, a person must."""
-    fixable_checks = {f.check for f in findings if f.status >= Status.FAIL and any(i in registry.fixes for i in f.fixes)}
+    fixable_checks = {
+        f.check for f in findings if f.status >= Status.FAIL and any(i in registry.fixes for i in f.fixes)
+    }
     # a check's headline finding (e.g. "2 of 3 kernels are broken") is repaired through its per-item findings
-    return [f for f in findings if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes)
-            and f.check not in fixable_checks]
+    return [
+        f
+        for f in findings
+        if f.status >= Status.FAIL and not any(i in registry.fixes for i in f.fixes) and f.check not in fixable_checks
+    ]
 
 
 def _finish_error(doc: dict[str, Any], outcomes: Sequence[FixOutcome], out: _Out, fmt: str, message: str):
@@ -537,8 +654,12 @@ def _emit(doc: dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: i
 
 def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str) -> None:
     if fmt == "json":
-        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "offered",
-                                            "offered": list(offered)}), indent=2))
+        click.echo(
+            json.dumps(
+                redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "offered", "offered": list(offered)}),
+                indent=2,
+            )
+        )
         return
     if not offered:
         out.line("nothing to fix: no failing or warning finding offers a fix")
@@ -560,8 +681,14 @@ def _history(journal, out: _Out, fmt: str) -> None:
             row = t.to_json()
             row["changed_since"] = ap.changed_since(t) if t.status == "applied" else []
             rows.append(row)
-        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "journal": str(journal.directory),
-                                            "transactions": rows}), indent=2))
+        click.echo(
+            json.dumps(
+                redact_value(
+                    {"schema_version": OUTCOME_SCHEMA_VERSION, "journal": str(journal.directory), "transactions": rows}
+                ),
+                indent=2,
+            )
+        )
         return
     if not txns:
         out.line(f"no transactions in {journal.directory}")
@@ -585,18 +712,34 @@ def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None
     except ap.ApplyError as exc:
         click.echo(f"gpudoctor: error: {redact_text(str(exc))}", err=True)
         if fmt == "json":
-            click.echo(json.dumps({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "error",
-                                   "error": redact_text(str(exc))}, indent=2))
+            click.echo(
+                json.dumps(
+                    {"schema_version": OUTCOME_SCHEMA_VERSION, "status": "error", "error": redact_text(str(exc))},
+                    indent=2,
+                )
+            )
         sys.exit(EXIT_USAGE if isinstance(exc, ap.NoSuchUndo) else EXIT_FAIL)
     if fmt == "json":
-        click.echo(json.dumps(redact_value({"schema_version": OUTCOME_SCHEMA_VERSION, "status": "undone",
-                                            "transaction": txn.id, "files": [f.target for f in txn.files],
-                                            "saved_by": txn.saved_by}),
-                              indent=2))
+        click.echo(
+            json.dumps(
+                redact_value(
+                    {
+                        "schema_version": OUTCOME_SCHEMA_VERSION,
+                        "status": "undone",
+                        "transaction": txn.id,
+                        "files": [f.target for f in txn.files],
+                        "saved_by": txn.saved_by,
+                    }
+                ),
+                indent=2,
+            )
+        )
         return
     if txn.saved_by:
-        out.line(f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
-                 f"bring them back with: gpudoctor fix --undo {txn.saved_by}")
+        out.line(
+            f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
+            f"bring them back with: gpudoctor fix --undo {txn.saved_by}"
+        )
     for f in txn.files:
         shown = ap.in_root(f.target, txn.root)
         out.line(f"restored {shown}" if f.existed else f"removed {shown} (the transaction created it)")

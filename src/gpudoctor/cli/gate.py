@@ -23,35 +23,100 @@ def _ids(text):
 
 @click.command(cls=ConfiguredCommand, context_settings={**CONTEXT_SETTINGS, "ignore_unknown_options": False})
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
-@click.option("--require-gpus", type=click.IntRange(min=0), default=0, show_default=True, metavar="N",
-              help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter).")
+@click.option(
+    "--require-gpus",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="N",
+    help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter).",
+)
 @click.option("--require-gpu", is_flag=True, hidden=True, help="Same as --require-gpus 1.")
-@click.option("--min-gpu-memory-gib", type=click.FloatRange(min=0), default=0.0, metavar="GIB",
-              help="Block unless every visible GPU has at least this much memory.")
-@click.option("--checks", "checks_", metavar="IDS",
-              help="Run these checks (ids or prefixes, comma-separated) instead of the gate set.")
+@click.option(
+    "--min-gpu-memory-gib",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    metavar="GIB",
+    help="Block unless every visible GPU has at least this much memory.",
+)
+@click.option(
+    "--checks",
+    "checks_",
+    metavar="IDS",
+    help="Run these checks (ids or prefixes, comma-separated) instead of the gate set.",
+)
 @click.option("--skip", multiple=True, metavar="ID", help="Leave out a gate check (id or prefix; repeatable).")
-@click.option("--deep", is_flag=True,
-              help="Full probe (imports torch: arch list, import errors, mapped libraries); slower.")
+@click.option(
+    "--deep", is_flag=True, help="Full probe (imports torch: arch list, import errors, mapped libraries); slower."
+)
 @click.option("--strict", is_flag=True, help="Warnings block the job too.")
-@click.option("--timeout", "timeout", default=20.0, show_default=True, type=click.FloatRange(min=1),
-              metavar="SECONDS", help="Timeout of the probe in the job's interpreter.")
+@click.option(
+    "--timeout",
+    "timeout",
+    default=20.0,
+    show_default=True,
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="Timeout of the probe in the job's interpreter.",
+)
 @click.option("--probe-timeout", "probe_timeout", type=click.FloatRange(min=1), hidden=True)
-@click.option("--wait", "wait", default=0.0, show_default=True, type=click.FloatRange(min=0), metavar="SECONDS",
-              help="Retry until healthy or this many seconds have passed (a node that is coming up).")
-@click.option("--interval", default=5.0, show_default=True, type=click.FloatRange(min=0.1), metavar="SECONDS",
-              help="Pause between attempts with --wait.")
-@click.option("--status-file", metavar="PATH",
-              help="Write the verdict as JSON (healthy, time, hostname, checks, failures), atomically.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "prometheus"]), default="text",
-              show_default=True, help="text: lines on stderr; json: the status document; prometheus: "
-                                      "node_exporter textfile metrics.")
-@click.option("-o", "--output", metavar="FILE",
-              help="Write the json/prometheus output to FILE atomically (node_exporter textfile collector).")
+@click.option(
+    "--wait",
+    "wait",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Retry until healthy or this many seconds have passed (a node that is coming up).",
+)
+@click.option(
+    "--interval",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    metavar="SECONDS",
+    help="Pause between attempts with --wait.",
+)
+@click.option(
+    "--status-file",
+    metavar="PATH",
+    help="Write the verdict as JSON (healthy, time, hostname, checks, failures), atomically.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "prometheus"]),
+    default="text",
+    show_default=True,
+    help="text: lines on stderr; json: the status document; prometheus: node_exporter textfile metrics.",
+)
+@click.option(
+    "-o",
+    "--output",
+    metavar="FILE",
+    help="Write the json/prometheus output to FILE atomically (node_exporter textfile collector).",
+)
 @click.option("--root", default="/", show_default=True, metavar="DIR", hidden=True)
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when healthy.")
-def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, deep, strict, timeout,
-         probe_timeout, wait, interval, status_file, fmt, output, root, quiet):
+def gate(
+    command,
+    require_gpus,
+    require_gpu,
+    min_gpu_memory_gib,
+    checks_,
+    skip,
+    deep,
+    strict,
+    timeout,
+    probe_timeout,
+    wait,
+    interval,
+    status_file,
+    fmt,
+    output,
+    root,
+    quiet,
+):
     """Refuse to start a job on a broken node; otherwise exec it.
 
     Runs the checks tagged `gate` (driver, torch build, libcuda, cuDNN, a CUDA
@@ -79,17 +144,24 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     system = build_system(root)
     # start the probe in the job's interpreter now: it runs while the checks load
     from gpudoctor.collect.targets import start_early
+
     start_early(system, g.collect_options(g.GateOptions(timeout_s=probe_timeout or timeout, deep=deep)))
     registry = g.load_gate_registry(_ids(checks_), deep)
     try:
         checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep, registry.check_ids)
     except SelectionError as exc:
         from gpudoctor.system import kill_running_commands
+
         kill_running_commands()  # the early probe nobody will read
         raise usage(str(exc)) from None
-    opts = g.GateOptions(require_gpus=max(require_gpus, 1 if require_gpu else 0),
-                         min_gpu_memory_gib=min_gpu_memory_gib, strict=strict,
-                         timeout_s=probe_timeout or timeout, deep=deep, light_model=not _ids(checks_))
+    opts = g.GateOptions(
+        require_gpus=max(require_gpus, 1 if require_gpu else 0),
+        min_gpu_memory_gib=min_gpu_memory_gib,
+        strict=strict,
+        timeout_s=probe_timeout or timeout,
+        deep=deep,
+        light_model=not _ids(checks_),
+    )
 
     def attempt():
         return g.run_gate(checks, system, opts, left_out)
@@ -97,8 +169,12 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     def retrying(result, left):
         if not quiet:
             first = result.blocking[0][1] if result.blocking else None
-            click.echo(f"gpudoctor gate: not healthy yet ({len(result.blocking)} blocking"
-                       + (f", first: {first.check}" if first else "") + f"); retrying for {left:.0f} s more", err=True)
+            click.echo(
+                f"gpudoctor gate: not healthy yet ({len(result.blocking)} blocking"
+                + (f", first: {first.check}" if first else "")
+                + f"); retrying for {left:.0f} s more",
+                err=True,
+            )
 
     result, attempts = g.gate_until_healthy(attempt, wait, interval, on_retry=retrying)
     doc = g.status_document(result, attempts)
@@ -110,9 +186,11 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
     if fmt != "text":
         if fmt == "json":
             import json
+
             text = json.dumps(doc, indent=2) + "\n"
         elif output and output != "-":
             from gpudoctor.render.prometheus import write_prometheus
+
             try:
                 write_prometheus(output, result.report, gate=doc)
             except OSError as exc:
@@ -120,6 +198,7 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
             text = None
         else:
             from gpudoctor.render.prometheus import render_prometheus
+
             text = render_prometheus(result.report, gate=doc)
         if text is not None:
             _emit(text, output, to_stderr=bool(command))
@@ -127,8 +206,12 @@ def gate(command, require_gpus, require_gpu, min_gpu_memory_gib, checks_, skip, 
         for reason, f in result.blocking:
             click.echo(redact_text(g.blocking_line(reason, f)), err=True)
         waited = f" after {attempts} attempts over {wait:g} s" if attempts > 1 or wait else ""
-        click.echo(f"gpudoctor gate: node is not healthy{waited}; "
-                   + ("job not started" if command else "exit 1") + " (details: gpudoctor check)", err=True)
+        click.echo(
+            f"gpudoctor gate: node is not healthy{waited}; "
+            + ("job not started" if command else "exit 1")
+            + " (details: gpudoctor check)",
+            err=True,
+        )
         sys.exit(EXIT_FAIL)
     if not quiet and fmt == "text":
         counts = ", ".join(f"{n} {s}" for s, n in result.report.counts().items() if n)
@@ -149,6 +232,7 @@ def _emit(text: str, output, to_stderr: bool) -> None:
     """Write machine output to ``output`` atomically, else stdout (stderr when a job will own stdout)."""
     if output and output != "-":
         from gpudoctor.gate import write_atomic
+
         try:
             write_atomic(output, text)
         except OSError as exc:

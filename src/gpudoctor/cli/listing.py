@@ -19,11 +19,29 @@ def list_(fmt):
       gpudoctor list
     """
     registry = load_registry()
-    rows = [{"kind": "check", "id": c.id, "title": c.title, "provider": registry.provider(c.id, "check"),
-             "needs": list(c.needs), "tags": list(c.tags)} for c in registry.checks.values()]
-    rows += [{"kind": "fix", "id": f.id, "title": f.title, "provider": registry.provider(f.id, "fix"),
-              "addresses": list(f.addresses)} for f in registry.fixes.values()]
+    rows = [
+        {
+            "kind": "check",
+            "id": c.id,
+            "title": c.title,
+            "provider": registry.provider(c.id, "check"),
+            "needs": list(c.needs),
+            "tags": list(c.tags),
+        }
+        for c in registry.checks.values()
+    ]
+    rows += [
+        {
+            "kind": "fix",
+            "id": f.id,
+            "title": f.title,
+            "provider": registry.provider(f.id, "fix"),
+            "addresses": list(f.addresses),
+        }
+        for f in registry.fixes.values()
+    ]
     from gpudoctor.redact import redact_value
+
     rows = redact_value(rows)  # plug-ins write their own titles
     problems = [redact_value(p.to_json()) for p in registry.problems]
     if fmt == "json":
@@ -32,6 +50,7 @@ def list_(fmt):
     from rich.table import Table
 
     from gpudoctor.render.console import make_console
+
     console = make_console()
     if not console.is_terminal:  # plain, one line per item, no wrapping or padding: easy to grep
         w_id = max((len(r["id"]) for r in rows), default=0)
@@ -44,6 +63,7 @@ def list_(fmt):
     for col in ("kind", "id", "description", "provider"):
         table.add_column(col)
     from rich.markup import escape
+
     for r in rows:
         table.add_row(*(escape(str(r[k])) for k in ("kind", "id", "title", "provider")))
     console.print(table)

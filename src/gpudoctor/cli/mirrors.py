@@ -32,13 +32,30 @@ ECOSYSTEMS = ("pip", "uv", "conda", "apt")
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("ecosystems", nargs=-1, type=click.Choice(ECOSYSTEMS), metavar="[pip|uv|conda|apt]...")
-@click.option("--root", default="/", show_default=True, metavar="DIR",
-              help="Read apt/uv/conda configuration under DIR (distro codename, configured indexes).")
+@click.option(
+    "--root",
+    default="/",
+    show_default=True,
+    metavar="DIR",
+    help="Read apt/uv/conda configuration under DIR (distro codename, configured indexes).",
+)
 @click.option("--catalogue", metavar="FILE", help="Mirror catalogue TOML adding to (or replacing) the built-in one.")
-@click.option("--budget", default=DEFAULT_BUDGET_S, show_default=True, metavar="SECONDS",
-              type=click.FloatRange(min=0.1, max=120), help="Overall time budget for all probes.")
-@click.option("--timeout", default=DEFAULT_TIMEOUT_S, show_default=True, metavar="SECONDS",
-              type=click.FloatRange(min=0.1, max=60), help="Timeout of each request.")
+@click.option(
+    "--budget",
+    default=DEFAULT_BUDGET_S,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=0.1, max=120),
+    help="Overall time budget for all probes.",
+)
+@click.option(
+    "--timeout",
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    type=click.FloatRange(min=0.1, max=60),
+    help="Timeout of each request.",
+)
 @click.option("--offline", is_flag=True, help="Do not probe; list the candidates only.")
 @click.option("--format", "fmt", type=click.Choice(["console", "json"]), default="console", show_default=True)
 @click.option("-o", "--output", metavar="FILE", help="Write to FILE instead of stdout.")
@@ -56,8 +73,14 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     from gpudoctor.mirrors.gather import candidate_targets, configured_targets, measure
     from gpudoctor.render.console import make_console
 
-    refuse_conflicts(*((("--offline", opt, offline and given(name), "--offline lists the candidates without probing")
-                        for opt, name in (("--budget", "budget"), ("--timeout", "timeout")))))
+    refuse_conflicts(
+        *(
+            (
+                ("--offline", opt, offline and given(name), "--offline lists the candidates without probing")
+                for opt, name in (("--budget", "budget"), ("--timeout", "timeout"))
+            )
+        )
+    )
     chosen = tuple(ecosystems) or ECOSYSTEMS
     cat = load_catalogue_option(catalogue)
     system = build_system(root)
@@ -65,42 +88,67 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     collectors = all_collectors()
     domains = [d for d in ("os", "apt", "uv", "conda", "pip") if d in collectors]
     facts, _errors = engine.collect_facts(domains, system, options, collectors)
-    conf = [t for t in configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), facts.get("pip"), cat)
-            if t.ecosystem in chosen]
+    conf = [
+        t
+        for t in configured_targets(facts.get("uv"), facts.get("conda"), facts.get("apt"), facts.get("pip"), cat)
+        if t.ecosystem in chosen
+    ]
     cands, skipped = candidate_targets(cat, chosen, facts.get("apt"), facts.get("conda"))
     err = make_console(sys.stderr)
     total = len(conf) + len(cands)
     done = [0]
     lock = threading.Lock()
-    status = err.status(f"probing {plural(total, 'index', 'indexes')}", spinner="dots") if err.is_terminal and not offline else None
+    status = (
+        err.status(f"probing {plural(total, 'index', 'indexes')}", spinner="dots")
+        if err.is_terminal and not offline
+        else None
+    )
 
     def on_result(res) -> None:
         with lock:
             done[0] += 1
             if status is not None:
-                status.update(f"probing {plural(total, 'index', 'indexes')}: {done[0]} answered, last {res.name} ({res.status})")
+                status.update(
+                    f"probing {plural(total, 'index', 'indexes')}: {done[0]} answered, last {res.name} ({res.status})"
+                )
 
     if status is not None:
         status.start()
     try:
-        result = measure(conf, cands, cat, chosen, offline=offline, ranked=True, budget_s=budget, timeout_s=timeout,
-                         on_result=on_result)
+        result = measure(
+            conf,
+            cands,
+            cat,
+            chosen,
+            offline=offline,
+            ranked=True,
+            budget_s=budget,
+            timeout_s=timeout,
+            on_result=on_result,
+        )
     finally:
         if status is not None:
             status.stop()
     if fmt == "json":
         from gpudoctor.facts.base import to_jsonable
         from gpudoctor.redact import redact_value
+
         doc = redact_value({"mirrors": to_jsonable(result), "skipped": skipped})
         write_output(json.dumps(doc, indent=2) + "\n", output)
         return
     from gpudoctor.checks._mirrors import ranking_table
+
     if offline:
-        lines = [f"# Mirror candidates ({plural(total, 'index', 'indexes')}, not probed: --offline; "
-                 f"catalogue {cat.origin})", ""]
+        lines = [
+            f"# Mirror candidates ({plural(total, 'index', 'indexes')}, not probed: --offline; catalogue {cat.origin})",
+            "",
+        ]
     else:
-        lines = [f"# Mirror ranking ({plural(total, 'index', 'indexes')} probed concurrently in "
-                 f"{result.wall_ms / 1000:.1f} s, budget {budget:g} s, catalogue {cat.origin})", ""]
+        lines = [
+            f"# Mirror ranking ({plural(total, 'index', 'indexes')} probed concurrently in "
+            f"{result.wall_ms / 1000:.1f} s, budget {budget:g} s, catalogue {cat.origin})",
+            "",
+        ]
     for eco in chosen:
         lines.append(f"## {eco}")
         if eco in skipped:
@@ -108,9 +156,11 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
             continue
         mine = [p for p in result.configured if p.ecosystem == eco]
         for p in mine:
-            lines.append(f"configured: {p.base_url}  {p.status}"
-                         + (f", median {p.median_ms:.0f} ms" if p.median_ms is not None else "")
-                         + (f" ({p.reason})" if p.reason else ""))
+            lines.append(
+                f"configured: {p.base_url}  {p.status}"
+                + (f", median {p.median_ms:.0f} ms" if p.median_ms is not None else "")
+                + (f" ({p.reason})" if p.reason else "")
+            )
         rows = result.rankings.get(eco, ())
         lines += ["", ranking_table(rows, limit=100) if rows else "no catalogue mirror offers it", ""]
     text = "\n".join(lines) + "\n"
@@ -118,6 +168,7 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
         write_output(text, output)
     else:
         from rich.markdown import Markdown
+
         console = make_console()
         if console.is_terminal and not console.no_color:
             console.print(Markdown(text))

@@ -17,8 +17,14 @@ def report():
 
 @report.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("paths", nargs=-1, required=True, metavar="FILES...|DIR")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: the nodes × checks table; json: a summary for tools.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: the nodes × checks table; json: a summary for tools.",
+)
 def merge(paths, fmt):
     """Merge JSON reports from many nodes into one table of nodes × checks.
 
@@ -32,6 +38,7 @@ def merge(paths, fmt):
       gpudoctor report merge /shared/gpudoctor/ --format json
     """
     from gpudoctor.fleet import ReportError, load_reports, merge_summary, render_table
+
     try:
         nodes = load_reports(paths)
     except ReportError as exc:

@@ -116,6 +116,7 @@ def _declared_domains(name: str) -> tuple[str, ...]:
     """Domain names a collector module's source mentions as ``domain="..."`` (read as text, not imported)."""
     import re
     from importlib import resources
+
     try:
         text = resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):

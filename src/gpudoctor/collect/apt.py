@@ -62,9 +62,16 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
             found.append(AptSourceFile(path, fmt, "", ignored=True, note="cannot be read"))
             continue
         if not VALID_PART_NAME.match(name):
-            found.append(AptSourceFile(path, fmt, part, ignored=True,
-                                       note="apt ignores it: names must end in .list or .sources and use only "
-                                            "letters, digits, '_', '-' and '.'"))
+            found.append(
+                AptSourceFile(
+                    path,
+                    fmt,
+                    part,
+                    ignored=True,
+                    note="apt ignores it: names must end in .list or .sources and use only "
+                    "letters, digits, '_', '-' and '.'",
+                )
+            )
             continue
         entries, problems = (parse_deb822 if fmt == "deb822" else parse_one_line)(path, part)
         sources.extend(entries)
@@ -78,13 +85,33 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         build_file, text = dockerfile
         edits, overlay = replay(commands(build_file, text), files.read_text_or_none, lambda d: _listdir(files, d))
         build_edits = tuple(e for e in edits if e.tool == "apt")
-        rewrites = tuple(AptRewrite(origin=e.origin, command=e.command, target=e.path, pattern=e.pattern,
-                                    replacement=e.replacement, target_exists=e.target_exists, matches=e.changed)
-                         for e in build_edits if e.action == "sed")
+        rewrites = tuple(
+            AptRewrite(
+                origin=e.origin,
+                command=e.command,
+                target=e.path,
+                pattern=e.pattern,
+                replacement=e.replacement,
+                target_exists=e.target_exists,
+                matches=e.changed,
+            )
+            for e in build_edits
+            if e.action == "sed"
+        )
         built = tuple(sources_after(overlay))
-    return AptFacts(distro_id=distro_id, codename=codename, machine=machine, sources_list_present=present,
-                    files=tuple(found), sources=tuple(sources), ca_certificates=files.exists(CA_BUNDLE),
-                    rewrites=rewrites, build_file=build_file, build_edits=build_edits, built_sources=built)
+    return AptFacts(
+        distro_id=distro_id,
+        codename=codename,
+        machine=machine,
+        sources_list_present=present,
+        files=tuple(found),
+        sources=tuple(sources),
+        ca_certificates=files.exists(CA_BUNDLE),
+        rewrites=rewrites,
+        build_file=build_file,
+        build_edits=build_edits,
+        built_sources=built,
+    )
 
 
 def _listdir(files, directory: str) -> list[str]:

@@ -42,9 +42,13 @@ def collect_build(ctx: CollectContext) -> BuildFacts | Unavailable:
             read, instead = judge(e, env, ctx.system.home, files.exists, created)
             e = replace(e, read=read, reads_instead=instead)
         judged.append(e)
-    return BuildFacts(file=name, edits=tuple(judged), env={k: parsed.env[k] for k in parsed.env_set
-                                                           if k in parsed.env},
-                      home=ctx.system.home, notes=parsed.notes)
+    return BuildFacts(
+        file=name,
+        edits=tuple(judged),
+        env={k: parsed.env[k] for k in parsed.env_set if k in parsed.env},
+        home=ctx.system.home,
+        notes=parsed.notes,
+    )
 
 
 COLLECTOR = Collector(domain="build", collect=collect_build, timeout_s=10.0)

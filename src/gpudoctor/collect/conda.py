@@ -70,8 +70,9 @@ def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
         except RecursionError:
             return Unavailable(f"{path} is not valid YAML: nested too deeply")
         if not isinstance(doc, dict):
-            return Unavailable(f"{path}: its top level is a {type(doc).__name__}, not a mapping of settings; "
-                               f"conda cannot read it")
+            return Unavailable(
+                f"{path}: its top level is a {type(doc).__name__}, not a mapping of settings; conda cannot read it"
+            )
         merged.update(doc)
     if not texts:
         return Unavailable("no .condarc found (conda is not configured here)")
@@ -82,8 +83,14 @@ def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
     channels: list[CondaChannel] = []
     for name in names:
         channels.extend(resolve(str(name), default_channels, custom, alias))
-    return CondaFacts(files=texts, channels=tuple(channels), default_channels=default_channels,
-                      custom_channels=custom, channel_alias=alias, user_condarc=f"{home}/.condarc")
+    return CondaFacts(
+        files=texts,
+        channels=tuple(channels),
+        default_channels=default_channels,
+        custom_channels=custom,
+        channel_alias=alias,
+        user_condarc=f"{home}/.condarc",
+    )
 
 
 COLLECTOR = Collector(domain="conda", collect=collect_conda, timeout_s=10.0)

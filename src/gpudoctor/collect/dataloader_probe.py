@@ -34,10 +34,15 @@ def collect_dataloader_probe(ctx: CollectContext) -> DataLoaderProbeFacts | Unav
         return Unavailable("no saved `gpudoctor probe dataloader` result (run it to measure a batch)")
     try:
         doc = json.loads(text)
-        return DataLoaderProbeFacts(batch_bytes=int(doc["batch_bytes"]), num_workers=int(doc["num_workers"]),
-                                    prefetch_factor=int(doc.get("prefetch_factor") or 0),
-                                    batch_size=int(doc.get("batch_size") or 0), python=str(doc.get("python", "")),
-                                    measured_at=str(doc.get("measured_at", "")), source=path)
+        return DataLoaderProbeFacts(
+            batch_bytes=int(doc["batch_bytes"]),
+            num_workers=int(doc["num_workers"]),
+            prefetch_factor=int(doc.get("prefetch_factor") or 0),
+            batch_size=int(doc.get("batch_size") or 0),
+            python=str(doc.get("python", "")),
+            measured_at=str(doc.get("measured_at", "")),
+            source=path,
+        )
     except (ValueError, KeyError, TypeError) as exc:
         return Unavailable(f"{path} is not a gpudoctor probe result: {exc}")
 

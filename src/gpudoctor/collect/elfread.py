@@ -146,11 +146,18 @@ def _read_cached(host: str, _size: int, _mtime_ns: int, symbols: bool = True) ->
                             needs.append((lib, ver, sym.name))
                     else:
                         defined.add(f"{sym.name}@{verdefs.get(ndx, '') if ndx > 1 else ''}")
-            return ElfInfo(elf_class=info["elf_class"], machine=info["machine"], soname=soname,  # type: ignore[arg-type]
-                           needed=tuple(needed), rpath=tuple(rpath), runpath=tuple(runpath),
-                           defined_versions=frozenset(v for k, v in verdefs.items() if k > 1),
-                           defined=frozenset(defined), needs=tuple(needs),
-                           needed_versions={k: tuple(v) for k, v in needed_versions.items()})
+            return ElfInfo(
+                elf_class=info["elf_class"],  # type: ignore[arg-type]
+                machine=info["machine"],  # type: ignore[arg-type]
+                soname=soname,
+                needed=tuple(needed),
+                rpath=tuple(rpath),
+                runpath=tuple(runpath),
+                defined_versions=frozenset(v for k, v in verdefs.items() if k > 1),
+                defined=frozenset(defined),
+                needs=tuple(needs),
+                needed_versions={k: tuple(v) for k, v in needed_versions.items()},
+            )
     except (ELFError, OSError, ValueError, KeyError, AssertionError) as exc:
         return ElfInfo(error=f"unreadable ELF: {exc}")
     except Exception as exc:  # pyelftools raises assorted errors on truncated files

@@ -55,9 +55,13 @@ def collect_os(ctx: CollectContext) -> OsFacts:
     else:
         # os-release(5): /etc/os-release, falling back to /usr/lib/os-release
         os_release = "/etc/os-release" if files.exists("/etc/os-release") else "/usr/lib/os-release"
-        info = distro.LinuxDistribution(include_lsb=False, include_uname=False,
-                                        os_release_file=str(files.host_path(os_release)),
-                                        distro_release_file=os.devnull, root_dir=root)
+        info = distro.LinuxDistribution(
+            include_lsb=False,
+            include_uname=False,
+            os_release_file=str(files.host_path(os_release)),
+            distro_release_file=os.devnull,
+            root_dir=root,
+        )
     kernel = platform.release() if files.is_live else ""
     # issue 11: WSL 2 from the kernel release, /proc/version (also in an image root) or /dev/dxg
     osrel = files.read_text_or_none("/proc/version") or ""
@@ -123,7 +127,9 @@ def read_cpu_quota(files: Files) -> tuple[int | Unavailable, CpuQuota | None | U
         if quota < 0:
             return 1, None
         return 1, CpuQuota(1, quota, period, f"{base}/cpu.cfs_quota_us")
-    return Unavailable("no cgroup filesystem is mounted at /sys/fs/cgroup"), Unavailable("no cgroup CPU controller found")
+    return Unavailable("no cgroup filesystem is mounted at /sys/fs/cgroup"), Unavailable(
+        "no cgroup CPU controller found"
+    )
 
 
 def collect_cpu(ctx: CollectContext) -> CpuFacts | Unavailable:
@@ -160,7 +166,7 @@ def _tmpfs_size(options: str) -> int | None:
     for opt in options.split(","):
         if opt.startswith("size="):
             value = opt[5:].strip().lower()
-            mult = {"k": 1024, "m": 1024 ** 2, "g": 1024 ** 3, "t": 1024 ** 4}.get(value[-1:], 1)
+            mult = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}.get(value[-1:], 1)
             digits = value[:-1] if value[-1:] in "kmgt" else value
             try:
                 return int(digits) * mult
@@ -180,16 +186,25 @@ def collect_shm(ctx: CollectContext) -> ShmFacts | Unavailable:
         # an image root or fake root: statvfs would measure the disk holding it, so use the tmpfs size= option
         size = _tmpfs_size(options)
         if size is not None:
-            return ShmFacts(SHM_PATH, mounted, size, Unavailable("free space is only known on a live system"),
-                            fstype, options)
+            return ShmFacts(
+                SHM_PATH, mounted, size, Unavailable("free space is only known on a live system"), fstype, options
+            )
     if not files.is_live and not mounted:
         # an image root has no mounts of its own: /dev/shm is set up by the container runtime at start
-        reason = (f"{SHM_PATH} is created by the container runtime when the image runs; --root "
-                  f"{files.root} has no /proc/mounts entry for it")
+        reason = (
+            f"{SHM_PATH} is created by the container runtime when the image runs; --root "
+            f"{files.root} has no /proc/mounts entry for it"
+        )
         return Unavailable(reason)
     if not files.is_dir(SHM_PATH):
-        return ShmFacts(SHM_PATH, False, Unavailable(f"{SHM_PATH} does not exist"),
-                        Unavailable(f"{SHM_PATH} does not exist"), fstype, options)
+        return ShmFacts(
+            SHM_PATH,
+            False,
+            Unavailable(f"{SHM_PATH} does not exist"),
+            Unavailable(f"{SHM_PATH} does not exist"),
+            fstype,
+            options,
+        )
     try:
         st = os.statvfs(files.host_path(SHM_PATH))
     except OSError as exc:

@@ -103,8 +103,9 @@ def find_server_python(system: System, override: str | None = None) -> tuple[str
     return sys.executable, "gpudoctor's own interpreter (no `jupyter` command found on PATH)"
 
 
-def kernel_environment(server_env: Mapping[str, str], spec_env: Mapping[str, str],
-                       language: str = "python") -> dict[str, str]:
+def kernel_environment(
+    server_env: Mapping[str, str], spec_env: Mapping[str, str], language: str = "python"
+) -> dict[str, str]:
     """The environment Jupyter gives a kernel process (jupyter_client 8 ``pre_launch``).
 
     A copy of the server's environment; each kernel.json ``env`` value with
@@ -134,8 +135,15 @@ def target_environment(server_env: Mapping[str, str], spec: KernelSpecFacts) -> 
 
 
 def _conda_root(conda: str, env: Mapping[str, str], files: Files) -> str | None:
-    exe = conda if "/" in conda else (env.get("CONDA_EXE") if posixpath.basename(env.get("CONDA_EXE", "")) == conda
-                                      else which(conda, env.get("PATH", ""), files))
+    exe = (
+        conda
+        if "/" in conda
+        else (
+            env.get("CONDA_EXE")
+            if posixpath.basename(env.get("CONDA_EXE", "")) == conda
+            else which(conda, env.get("PATH", ""), files)
+        )
+    )
     if not exe:
         return None
     exe = files.realpath(exe)
@@ -145,8 +153,9 @@ def _conda_root(conda: str, env: Mapping[str, str], files: Files) -> str | None:
     return None
 
 
-def _conda_env_prefix(conda: str, name: str | None, prefix: str | None, env: Mapping[str, str],
-                      files: Files, home: str) -> str | None:
+def _conda_env_prefix(
+    conda: str, name: str | None, prefix: str | None, env: Mapping[str, str], files: Files, home: str
+) -> str | None:
     if prefix:
         return prefix
     if not name:
@@ -164,8 +173,14 @@ def _conda_env_prefix(conda: str, name: str | None, prefix: str | None, env: Map
     return candidates[0] if candidates else None
 
 
-def resolve_interpreter(argv: tuple[str, ...], server_python: str, server_version: str,
-                        env: Mapping[str, str], files: Files, home: str = "~") -> KernelInterpreter | None:
+def resolve_interpreter(
+    argv: tuple[str, ...],
+    server_python: str,
+    server_version: str,
+    env: Mapping[str, str],
+    files: Files,
+    home: str = "~",
+) -> KernelInterpreter | None:
     """The Python a kernelspec's ``argv`` runs, as Jupyter would start it.
 
     ``env`` is the kernel's environment (for PATH lookups); ``server_version``
@@ -179,8 +194,13 @@ def resolve_interpreter(argv: tuple[str, ...], server_python: str, server_versio
     major = server_version.split(".")[0]
     first = argv[0]
     if first in ("python", f"python{major}", f"python{server_version}"):
-        return KernelInterpreter(server_python, 0, "server-python", files.is_file(server_python),
-                                 note=f"`{first}` is replaced by the Jupyter server's interpreter")
+        return KernelInterpreter(
+            server_python,
+            0,
+            "server-python",
+            files.is_file(server_python),
+            note=f"`{first}` is replaced by the Jupyter server's interpreter",
+        )
     base = posixpath.basename(first)
     if base in _CONDA_NAMES and len(argv) > 1 and argv[1] == "run":
         name = prefix = None
@@ -198,7 +218,9 @@ def resolve_interpreter(argv: tuple[str, ...], server_python: str, server_versio
                 continue
             i += 1
         if i >= len(argv):
-            return KernelInterpreter(first, None, "conda-run", False, name or prefix, note="`conda run` with no command")
+            return KernelInterpreter(
+                first, None, "conda-run", False, name or prefix, note="`conda run` with no command"
+            )
         env_prefix = _conda_env_prefix(first, name, prefix, env, files, home)
         cmd = argv[i]
         if "/" in cmd:
@@ -261,7 +283,7 @@ def _run_lister(system: System, python: str) -> dict[str, Any] | str:
         tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
         return f"{python} could not list kernelspecs (exit status {result.returncode}): {tail}"
     try:
-        return json.loads(out[start + len(LISTER_MARKER):end])
+        return json.loads(out[start + len(LISTER_MARKER) : end])
     except ValueError as exc:
         return f"{python} printed an unreadable kernelspec list: {exc}"
 
@@ -274,9 +296,15 @@ def _spec_facts(entry: Mapping[str, Any], doc: Mapping[str, Any], system: System
     text = None if builtin else system.files.read_text_or_none(kernel_json)
     shadowed = tuple(str(s) for s in entry.get("shadowed", ()))
     if "spec" not in entry:
-        return KernelSpecFacts(name=name, resource_dir=resource_dir, kernel_json=kernel_json, kernel_json_text=text,
-                               builtin=builtin, error=str(entry.get("error") or "unreadable kernelspec"),
-                               shadowed=shadowed)
+        return KernelSpecFacts(
+            name=name,
+            resource_dir=resource_dir,
+            kernel_json=kernel_json,
+            kernel_json_text=text,
+            builtin=builtin,
+            error=str(entry.get("error") or "unreadable kernelspec"),
+            shadowed=shadowed,
+        )
     spec = entry["spec"]
     argv = tuple(str(a) for a in spec.get("argv") or ())
     language = str(spec.get("language") or "")
@@ -287,16 +315,30 @@ def _spec_facts(entry: Mapping[str, Any], doc: Mapping[str, Any], system: System
         provisioner = metadata["kernel_provisioner"].get("provisioner_name")
     is_python = _is_python_kernel(language, argv)
     kenv = kernel_environment(system.env, spec_env, language)
-    interpreter = (resolve_interpreter(argv, doc["executable"], doc["version"], kenv, system.files, system.home)
-                   if is_python else None)
+    interpreter = (
+        resolve_interpreter(argv, doc["executable"], doc["version"], kenv, system.files, system.home)
+        if is_python
+        else None
+    )
     return KernelSpecFacts(
-        name=name, resource_dir=resource_dir, kernel_json=kernel_json, kernel_json_text=text, builtin=builtin,
-        error=None, display_name=str(spec.get("display_name") or ""), language=language, argv=argv,
-        interrupt_mode=str(spec.get("interrupt_mode") or "signal"), env=spec_env,
+        name=name,
+        resource_dir=resource_dir,
+        kernel_json=kernel_json,
+        kernel_json_text=text,
+        builtin=builtin,
+        error=None,
+        display_name=str(spec.get("display_name") or ""),
+        language=language,
+        argv=argv,
+        interrupt_mode=str(spec.get("interrupt_mode") or "signal"),
+        env=spec_env,
         env_resolved=resolve_spec_env(system.env, spec_env),
         metadata_json=json.dumps(metadata, sort_keys=True, separators=(",", ":")),
-        provisioner=str(provisioner) if provisioner else None, is_python=is_python, interpreter=interpreter,
-        shadowed=shadowed)
+        provisioner=str(provisioner) if provisioner else None,
+        is_python=is_python,
+        interpreter=interpreter,
+        shadowed=shadowed,
+    )
 
 
 def collect(ctx: CollectContext):
@@ -304,8 +346,9 @@ def collect(ctx: CollectContext):
     if not ctx.options.kernels:
         return Unavailable("Jupyter kernels were not looked for (the gate leaves them out)")
     if not system.files.is_live:
-        return Unavailable(f"kernelspecs inside --root {system.files.root} cannot be listed by running Jupyter "
-                           f"from here")
+        return Unavailable(
+            f"kernelspecs inside --root {system.files.root} cannot be listed by running Jupyter from here"
+        )
     server, source = find_server_python(system, (ctx.options.extra or {}).get("jupyter_python"))
     doc = _run_lister(system, server)
     if isinstance(doc, str) and os.path.realpath(server) != os.path.realpath(sys.executable):
@@ -319,19 +362,27 @@ def collect(ctx: CollectContext):
     kernels = [_spec_facts(e, doc, system) for e in doc.get("specs", ())]
     if ctx.options.deep:
         from gpudoctor.kernel_launch import launch_and_probe
+
         timeout = ctx.options.probe_timeout_s
         runnable = [i for i, k in enumerate(kernels) if k.is_python and k.error is None]
         with ThreadPoolExecutor(max_workers=max(1, min(4, len(runnable)))) as pool:
-            launches = list(pool.map(
-                lambda i: launch_and_probe(kernels[i], doc["executable"], system.env, timeout), runnable))
+            launches = list(
+                pool.map(lambda i: launch_and_probe(kernels[i], doc["executable"], system.env, timeout), runnable)
+            )
         from dataclasses import replace
+
         for i, launch in zip(runnable, launches):
             kernels[i] = replace(kernels[i], launch=launch)
     return JupyterFacts(
-        server_python=str(doc["executable"]), server_python_source=source,
-        server_python_version=str(doc["version"]), jupyter_client_version=str(doc.get("jupyter_client", "?")),
-        data_dir=str(doc.get("data_dir", "")), kernel_dirs=tuple(str(d) for d in doc.get("kernel_dirs", ())),
-        kernels=tuple(kernels), deep=bool(ctx.options.deep))
+        server_python=str(doc["executable"]),
+        server_python_source=source,
+        server_python_version=str(doc["version"]),
+        jupyter_client_version=str(doc.get("jupyter_client", "?")),
+        data_dir=str(doc.get("data_dir", "")),
+        kernel_dirs=tuple(str(d) for d in doc.get("kernel_dirs", ())),
+        kernels=tuple(kernels),
+        deep=bool(ctx.options.deep),
+    )
 
 
 COLLECTOR = Collector(domain="jupyter", collect=collect, timeout_s=300.0, runs_probes=True)

@@ -47,27 +47,42 @@ def ask(path: str, timeout_s: float = ASK_TIMEOUT_S) -> RunningKernel:
     except (OSError, ValueError) as exc:
         return RunningKernel(path, error=f"unreadable connection file: {exc}")
     from jupyter_client import BlockingKernelClient
+
     client = BlockingKernelClient(connection_file=path)
     try:
         client.load_connection_file()
         client.start_channels()
-        msg_id = client.execute("", silent=True, store_history=False, user_expressions={"gd": EXPRESSION},
-                                allow_stdin=False)
+        msg_id = client.execute(
+            "", silent=True, store_history=False, user_expressions={"gd": EXPRESSION}, allow_stdin=False
+        )
         reply = client.get_shell_msg(timeout=timeout_s)
         while reply.get("parent_header", {}).get("msg_id") != msg_id:
             reply = client.get_shell_msg(timeout=timeout_s)
         expr = reply["content"].get("user_expressions", {}).get("gd", {})
         if expr.get("status") != "ok":
-            return RunningKernel(path, name, error=f"the kernel could not evaluate the question: "
-                                                   f"{expr.get('ename', '')} {expr.get('evalue', '')}".strip())
+            return RunningKernel(
+                path,
+                name,
+                error=f"the kernel could not evaluate the question: "
+                f"{expr.get('ename', '')} {expr.get('evalue', '')}".strip(),
+            )
         text = expr["data"]["text/plain"]
         data = json.loads(ast.literal_eval(text))  # the repr of the JSON string
-        return RunningKernel(path, name, pid=int(data["pid"]), torch_imported=bool(data["torch"]),
-                             cuda_initialized=bool(data["cuda_init"]), cvd_now=data["cvd_now"],
-                             cvd_at_start=data["cvd_start"])
+        return RunningKernel(
+            path,
+            name,
+            pid=int(data["pid"]),
+            torch_imported=bool(data["torch"]),
+            cuda_initialized=bool(data["cuda_init"]),
+            cvd_now=data["cvd_now"],
+            cvd_at_start=data["cvd_start"],
+        )
     except Exception as exc:
-        why = f"no answer within {timeout_s:.0f} s (busy running a cell, or dead)" \
-            if type(exc).__name__ == "Empty" else f"{type(exc).__name__}: {exc}"
+        why = (
+            f"no answer within {timeout_s:.0f} s (busy running a cell, or dead)"
+            if type(exc).__name__ == "Empty"
+            else f"{type(exc).__name__}: {exc}"
+        )
         return RunningKernel(path, name, error=why)
     finally:
         try:
@@ -86,6 +101,7 @@ def notebooks(files, rdir: str, names: list[str], timeout_s: float = 2.0) -> dic
     from urllib.parse import urlsplit
 
     from gpudoctor.mirrors.probe import _is_loopback
+
     out: dict[str, str] = {}
     for n in names:
         if not re.match(r"^(jpserver|nbserver)-\d+\.json$", n):
@@ -99,6 +115,7 @@ def notebooks(files, rdir: str, names: list[str], timeout_s: float = 2.0) -> dic
             continue
         try:
             import httpx
+
             headers = {"Authorization": f"token {info['token']}"} if info.get("token") else {}
             resp = httpx.get(url.rstrip("/") + "/api/sessions", headers=headers, timeout=timeout_s, trust_env=False)
             for sess in resp.json() if resp.status_code == 200 else []:
@@ -118,8 +135,11 @@ def collect_running(ctx: CollectContext) -> RunningKernelsFacts | Unavailable:
         return Unavailable("an image root runs no kernels")
     rdir = runtime_dir(ctx.system.env, ctx.system.home)
     try:
-        names = sorted(n for n in files.listdir(rdir) if re.match(r"^kernel-[\w-]+\.json$", n)) \
-            if files.is_dir(rdir) else []
+        names = (
+            sorted(n for n in files.listdir(rdir) if re.match(r"^kernel-[\w-]+\.json$", n))
+            if files.is_dir(rdir)
+            else []
+        )
     except OSError:
         names = []
     results: dict[str, RunningKernel] = {}
@@ -135,16 +155,20 @@ def collect_running(ctx: CollectContext) -> RunningKernelsFacts | Unavailable:
         threads.append(th)
     for th in threads:
         th.join(ASK_TIMEOUT_S + 2.0)
-    kernels = tuple(results.get(str(files.host_path(f"{rdir}/{n}")),
-                                RunningKernel(f"{rdir}/{n}", error="no answer in time")) for n in names)
+    kernels = tuple(
+        results.get(str(files.host_path(f"{rdir}/{n}")), RunningKernel(f"{rdir}/{n}", error="no answer in time"))
+        for n in names
+    )
     if kernels:
         try:
             every = files.listdir(rdir)
         except OSError:
             every = []
         paths = notebooks(files, rdir, every)
-        kernels = tuple(replace(k, notebook=paths.get(k.connection_file.rsplit("/", 1)[-1][len("kernel-"):-5], ""))
-                        for k in kernels)
+        kernels = tuple(
+            replace(k, notebook=paths.get(k.connection_file.rsplit("/", 1)[-1][len("kernel-") : -5], ""))
+            for k in kernels
+        )
     return RunningKernelsFacts(runtime_dir=rdir, kernels=kernels)
 
 

@@ -23,9 +23,21 @@ from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import JupyterServer, JupyterServersFacts
 
 #: Variables compared between the server (its kernels) and the terminal.
-RELEVANT = ("PATH", "LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-            "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CONDA_PREFIX",
-            "VIRTUAL_ENV", "XLA_FLAGS", "TRITON_LIBCUDA_PATH")
+RELEVANT = (
+    "PATH",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CONDA_PREFIX",
+    "VIRTUAL_ENV",
+    "XLA_FLAGS",
+    "TRITON_LIBCUDA_PATH",
+)
 
 
 def relevant(env: Mapping[str, str]) -> dict[str, str]:
@@ -61,8 +73,7 @@ def collect_servers(ctx: CollectContext) -> JupyterServersFacts | Unavailable:
     names = []
     if files.is_dir(rdir):
         try:
-            names = sorted(n for n in files.listdir(rdir)
-                           if re.match(r"^(jpserver|nbserver)-\d+\.json$", n))
+            names = sorted(n for n in files.listdir(rdir) if re.match(r"^(jpserver|nbserver)-\d+\.json$", n))
         except OSError:
             names = []
     for name in names:
@@ -91,9 +102,18 @@ def collect_servers(ctx: CollectContext) -> JupyterServersFacts | Unavailable:
                 if sep:
                     server_env[k] = v
         cgroup = files.read_text_or_none(f"/proc/{pid}/cgroup") or "" if alive else ""
-        servers.append(JupyterServer(pid=pid, url=url, info_file=path, alive=alive, env=relevant(server_env),
-                                     env_error=error, service=_service(cgroup),
-                                     hub=any(k.startswith("JUPYTERHUB_") for k in server_env)))
+        servers.append(
+            JupyterServer(
+                pid=pid,
+                url=url,
+                info_file=path,
+                alive=alive,
+                env=relevant(server_env),
+                env_error=error,
+                service=_service(cgroup),
+                hub=any(k.startswith("JUPYTERHUB_") for k in server_env),
+            )
+        )
     return JupyterServersFacts(runtime_dir=rdir, servers=tuple(servers), terminal_env=relevant(env))
 
 

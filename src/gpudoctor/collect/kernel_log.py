@@ -37,8 +37,14 @@ def parse_xid_lines(text: str) -> tuple[list[XidEvent], int]:
         if not m:
             continue
         ts = _TS_RE.match(line)
-        events.append(XidEvent(xid=int(m.group("xid")), pci=m.group("pci"), text=m.group("text").strip()[:300],
-                               timestamp=ts.group(1) if ts and ts.start(1) < m.start() else ""))
+        events.append(
+            XidEvent(
+                xid=int(m.group("xid")),
+                pci=m.group("pci"),
+                text=m.group("text").strip()[:300],
+                timestamp=ts.group(1) if ts and ts.start(1) < m.start() else "",
+            )
+        )
     return events[-MAX_EVENTS:], len(lines)
 
 

@@ -32,8 +32,9 @@ def kernel_label(name: str) -> str:
     return f"kernel:{name}"
 
 
-def kernel_targets(ctx: CollectContext,
-                   submit: Callable[[str, Mapping[str, str]], Future] | None = None) -> list[TargetFacts]:
+def kernel_targets(
+    ctx: CollectContext, submit: Callable[[str, Mapping[str, str]], Future] | None = None
+) -> list[TargetFacts]:
     """Probe every Python kernel of ``ctx.facts["jupyter"]``; [] when those facts are Unavailable.
 
     ``submit(python, env)`` starts a probe and returns a future (the targets
@@ -54,7 +55,8 @@ def kernel_targets(ctx: CollectContext,
     if submit is None:
         own_pool = ThreadPoolExecutor(max_workers=max(1, min(4, len(kernels))))
         submit = lambda python, env: own_pool.submit(  # noqa: E731 - the same shape as the injected one
-            probe_target, ctx.system, python, env=env, timeout_s=timeout)
+            probe_target, ctx.system, python, env=env, timeout_s=timeout
+        )
     try:
         pending = []
         for k in kernels:
@@ -69,13 +71,22 @@ def kernel_targets(ctx: CollectContext,
                 probe = submit(interp.path, target_environment(ctx.system.env, k))
             pending.append((k, interp, overrides, probe))
         from gpudoctor.collect.targets import failed_version
+
         out = []
         for k, interp, overrides, probe in pending:
             result = probe.result() if isinstance(probe, Future) else probe
-            out.append(TargetFacts(label=kernel_label(k.name), python=interp.path, kind=KERNEL_KIND,
-                                   probe=result, env_overrides=overrides,
-                                   python_version=failed_version(ctx.system, interp.path, result,
-                                                                 target_environment(ctx.system.env, k))))
+            out.append(
+                TargetFacts(
+                    label=kernel_label(k.name),
+                    python=interp.path,
+                    kind=KERNEL_KIND,
+                    probe=result,
+                    env_overrides=overrides,
+                    python_version=failed_version(
+                        ctx.system, interp.path, result, target_environment(ctx.system.env, k)
+                    ),
+                )
+            )
         return out
     finally:
         if own_pool is not None:

@@ -38,17 +38,37 @@ WSL_LIB = "/usr/lib/wsl/lib"
 
 #: (file-name prefix, family), most specific first
 FAMILIES = (
-    ("libcublasLt.so", "cublasLt"), ("libcublas.so", "cublas"), ("libcudart.so", "cudart"),
-    ("libcufft.so", "cufft"), ("libcufftw.so", "cufft"), ("libcurand.so", "curand"),
-    ("libcusolverMg.so", "cusolver"), ("libcusolver.so", "cusolver"), ("libcusparse.so", "cusparse"),
-    ("libnvJitLink.so", "nvJitLink"), ("libnvrtc-builtins.so", "nvrtc"), ("libnvrtc.so", "nvrtc"),
-    ("libcupti.so", "cupti"), ("libcudnn", "cudnn"), ("libnccl.so", "nccl"), ("libnvshmem", "nvshmem"),
-    ("libcuda.so", "libcuda"), ("libnvidia-ml.so", "nvml"),
+    ("libcublasLt.so", "cublasLt"),
+    ("libcublas.so", "cublas"),
+    ("libcudart.so", "cudart"),
+    ("libcufft.so", "cufft"),
+    ("libcufftw.so", "cufft"),
+    ("libcurand.so", "curand"),
+    ("libcusolverMg.so", "cusolver"),
+    ("libcusolver.so", "cusolver"),
+    ("libcusparse.so", "cusparse"),
+    ("libnvJitLink.so", "nvJitLink"),
+    ("libnvrtc-builtins.so", "nvrtc"),
+    ("libnvrtc.so", "nvrtc"),
+    ("libcupti.so", "cupti"),
+    ("libcudnn", "cudnn"),
+    ("libnccl.so", "nccl"),
+    ("libnvshmem", "nvshmem"),
+    ("libcuda.so", "libcuda"),
+    ("libnvidia-ml.so", "nvml"),
 )
 
 #: ld.so's built-in directories (glibc SYSTEM_DIRS; Debian adds the multiarch ones)
-DEFAULT_DIRS = ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-                "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib")
+DEFAULT_DIRS = (
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+)
 
 #: names a CUDA process dlopens by bare name (the runtime and cuDNN 8 open libcuda.so; NVML users libnvidia-ml.so.1)
 BARE_LOOKUPS = ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")
@@ -152,8 +172,14 @@ class LoaderModel:
     def elf(self, path: str, symbols: bool = False) -> ElfInfo:
         return read_elf(self.files, path, symbols)
 
-    def search(self, name: str, consumer: str | None, chain: Sequence[str] = (), use_env: bool = True,
-               arch: tuple[int | None, str | None] | None = None) -> list[tuple[str, str]]:
+    def search(
+        self,
+        name: str,
+        consumer: str | None,
+        chain: Sequence[str] = (),
+        use_env: bool = True,
+        arch: tuple[int | None, str | None] | None = None,
+    ) -> list[tuple[str, str]]:
         """Every (path, step) that would satisfy ``name`` for ``consumer``, in ld.so's order.
 
         ``chain``: the objects that loaded ``consumer`` (executable first) for the
@@ -200,8 +226,13 @@ class LoaderModel:
             consider(f"{d}/{name}", "default directory")
         return found
 
-    def resolve(self, name: str, consumer: str | None, chain: Sequence[str] = (),
-                arch: tuple[int | None, str | None] | None = None) -> Resolution:
+    def resolve(
+        self,
+        name: str,
+        consumer: str | None,
+        chain: Sequence[str] = (),
+        arch: tuple[int | None, str | None] | None = None,
+    ) -> Resolution:
         """The copy ld.so picks for ``name`` needed by ``consumer`` (None = a bare ``dlopen``)."""
         fam = family_of(name) or ""
         hits = self.search(name, consumer, chain, arch=arch)
@@ -221,8 +252,9 @@ class LoaderModel:
         missing: tuple[str, ...] = ()
         if consumer:
             missing = self.missing(consumer, name, path)
-        return Resolution(consumer or "dlopen", name, fam, path, via, os.path.dirname(path), without, others, missing,
-                          bare)
+        return Resolution(
+            consumer or "dlopen", name, fam, path, via, os.path.dirname(path), without, others, missing, bare
+        )
 
     def missing(self, consumer: str, name: str, provider: str) -> tuple[str, ...]:
         """Symbol versions and versioned symbols ``consumer`` needs from ``name`` that ``provider`` lacks."""
@@ -285,7 +317,7 @@ def _wheel_records(files: Files, sites: Iterable[str]) -> dict[str, tuple[str, s
                 continue
             dist = m.group(1).replace("_", "-").lower()
             if not dist.startswith("nvidia-"):
-                continue          # torch's RECORD lists the cuDNN it bundles, but torch's version is not cuDNN's
+                continue  # torch's RECORD lists the cuDNN it bundles, but torch's version is not cuDNN's
             record = files.read_text_or_none(f"{site}/{entry}/RECORD") or ""
             for line in record.splitlines():
                 rel = line.split(",", 1)[0]
@@ -313,8 +345,9 @@ def _version_from_symbols(info: ElfInfo, name: str) -> str | None:
     return f"{best[0]}.{best[1]}" if best else None
 
 
-def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, tuple[str, str]],
-                  symbols: bool = False) -> LibraryCopy:
+def describe_copy(
+    files: Files, path: str, origin: str, records: Mapping[str, tuple[str, str]], symbols: bool = False
+) -> LibraryCopy:
     """A :class:`LibraryCopy` for ``path``: SONAME, class, version and its source."""
     name = os.path.basename(path)
     real = files.realpath(path)
@@ -325,10 +358,20 @@ def describe_copy(files: Files, path: str, origin: str, records: Mapping[str, tu
         version, source = dv, f"wheel metadata {dist}"
     if version is None and symbols and info.error is None:
         version, source = _version_from_symbols(info, name), "symbol versions"
-    return LibraryCopy(path=_norm(path), real_path=real, name=name, family=family_of(name) or "",
-                       directory=_norm(os.path.dirname(path)), origin=origin, soname=info.soname,
-                       version=version, version_source=source if version else None,
-                       elf_class=info.elf_class, machine=info.machine, error=info.error)
+    return LibraryCopy(
+        path=_norm(path),
+        real_path=real,
+        name=name,
+        family=family_of(name) or "",
+        directory=_norm(os.path.dirname(path)),
+        origin=origin,
+        soname=info.soname,
+        version=version,
+        version_source=source if version else None,
+        elf_class=info.elf_class,
+        machine=info.machine,
+        error=info.error,
+    )
 
 
 # --------------------------------------------------------------------------- frameworks
@@ -360,7 +403,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
             if m:
                 cuda, source = int(m.group(1)), "local version tag"
             elif local and re.match(r"^(cpu|rocm|xpu)", local):
-                continue          # a CPU / ROCm / XPU build is not a CUDA framework
+                continue  # a CPU / ROCm / XPU build is not a CUDA framework
         if fw.get("cuda_from_dist"):
             m = re.match(fw["cuda_from_dist"], dist)
             if m:
@@ -371,6 +414,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
             if row["framework"] != fw["name"] or pv is None:
                 continue
             from packaging.specifiers import SpecifierSet
+
             if pv in SpecifierSet(row["versions"]):
                 cudnn = row.get("cudnn_major")
                 if cuda is None and row.get("cuda_major"):
@@ -382,8 +426,18 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 base, pat = os.path.dirname(f"{site}/{pattern}"), os.path.basename(pattern)
                 if files.is_dir(base):
                     libs.extend(files.glob(base, pat))
-        out.append(FrameworkInstall(label=label, name=fw["name"], dist=dist, version=version, cuda_major=cuda,
-                                    cudnn_major=cudnn, source=source, gpu_libs=tuple(dict.fromkeys(libs))))
+        out.append(
+            FrameworkInstall(
+                label=label,
+                name=fw["name"],
+                dist=dist,
+                version=version,
+                cuda_major=cuda,
+                cudnn_major=cudnn,
+                source=source,
+                gpu_libs=tuple(dict.fromkeys(libs)),
+            )
+        )
     return out
 
 
@@ -431,8 +485,14 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
     return out
 
 
-def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[LdconfigEntry],
-                 frameworks: Sequence[FrameworkInstall], cache_source: str = "ldconfig -p") -> TargetLibraries:
+def model_target(
+    files: Files,
+    label: str,
+    probe: ProbeFacts,
+    cache: Sequence[LdconfigEntry],
+    frameworks: Sequence[FrameworkInstall],
+    cache_source: str = "ldconfig -p",
+) -> TargetLibraries:
     """The :class:`TargetLibraries` of one target (pure over ``files``)."""
     env = probe.env
     llp = split_path_list(env.get("LD_LIBRARY_PATH", ""))
@@ -449,8 +509,10 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
     dirs += [(d, "LD_LIBRARY_PATH") for d in llp if d]
     for obj in roots + [r.path for r in resolutions if r.path]:
         info = model.elf(obj)
-        dirs += [(expand_origin(d, os.path.dirname(obj)), "RUNPATH" if info.runpath else "RPATH")
-                 for d in (info.runpath or info.rpath)]
+        dirs += [
+            (expand_origin(d, os.path.dirname(obj)), "RUNPATH" if info.runpath else "RPATH")
+            for d in (info.runpath or info.rpath)
+        ]
     dirs += [(os.path.dirname(e.path), "ld.so cache") for e in cache]
     dirs += [(d, "ld.so.conf.d") for d in ld_so_conf_dirs(files)]
     for site in probe.site_packages:
@@ -474,10 +536,17 @@ def model_target(files: Files, label: str, probe: ProbeFacts, cache: Sequence[Ld
     for p in preload:
         if "/" in p and family_of(os.path.basename(p)) and _norm(p) not in seen and files.exists(p):
             copies.insert(0, describe_copy(files, p, "LD_PRELOAD", records, symbols=True))
-    return TargetLibraries(label=label, roots=tuple(f"{fw.name}:{lib}" for fw in frameworks for lib in fw.gpu_libs),
-                           ld_library_path=llp, ld_preload=preload, copies=tuple(copies),
-                           resolutions=tuple(resolutions), lookups=tuple(lookups),
-                           link_dirs=tuple(_link_dirs(files, env, cache)), cache_source=cache_source)
+    return TargetLibraries(
+        label=label,
+        roots=tuple(f"{fw.name}:{lib}" for fw in frameworks for lib in fw.gpu_libs),
+        ld_library_path=llp,
+        ld_preload=preload,
+        copies=tuple(copies),
+        resolutions=tuple(resolutions),
+        lookups=tuple(lookups),
+        link_dirs=tuple(_link_dirs(files, env, cache)),
+        cache_source=cache_source,
+    )
 
 
 def _cache(ctx: CollectContext) -> tuple[list[LdconfigEntry], str]:
@@ -508,6 +577,5 @@ def collect_cuda_libraries(ctx: CollectContext) -> CudaLibrariesFacts:
 
 
 COLLECTORS = (
-    Collector(domain="cuda_libraries", collect=collect_cuda_libraries, requires=("targets", "loader"),
-              timeout_s=60.0),
+    Collector(domain="cuda_libraries", collect=collect_cuda_libraries, requires=("targets", "loader"), timeout_s=60.0),
 )

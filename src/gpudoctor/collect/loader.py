@@ -32,9 +32,22 @@ from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
 
 #: basename prefixes of the libraries this module reports
-CUDA_LIB_PREFIXES = ("libcudnn", "libcudart", "libcublas", "libnccl", "libcuda.", "libnvrtc", "libcufft",
-                     "libcurand", "libcusolver", "libcusparse", "libnvJitLink", "libcupti", "libnvidia-ml",
-                     "libnvidia-ptxjitcompiler")
+CUDA_LIB_PREFIXES = (
+    "libcudnn",
+    "libcudart",
+    "libcublas",
+    "libnccl",
+    "libcuda.",
+    "libnvrtc",
+    "libcufft",
+    "libcurand",
+    "libcusolver",
+    "libcusparse",
+    "libnvJitLink",
+    "libcupti",
+    "libnvidia-ml",
+    "libnvidia-ptxjitcompiler",
+)
 
 _LDCONFIG_RE = re.compile(r"^\s*(\S+)\s+\(([^)]*)\)\s+=>\s+(\S.*?)\s*$")
 _DIST_INFO_RE = re.compile(r"^(nvidia[_-][A-Za-z0-9_.-]+?)-(\d[^-]*)\.dist-info$")
@@ -68,8 +81,11 @@ def scan_dir(files: Files, path: str, origin: str) -> LibraryDir:
         names = files.listdir(path)
     except OSError:
         return LibraryDir(path=path, origin=origin, exists=True)
-    libs = [LibraryFile(name=n, path=f"{path.rstrip('/')}/{n}", link_target=files.readlink(f"{path}/{n}"))
-            for n in sorted(names) if is_cuda_library(n)]
+    libs = [
+        LibraryFile(name=n, path=f"{path.rstrip('/')}/{n}", link_target=files.readlink(f"{path}/{n}"))
+        for n in sorted(names)
+        if is_cuda_library(n)
+    ]
     return LibraryDir(path=path, origin=origin, exists=True, libraries=tuple(libs))
 
 

@@ -37,10 +37,16 @@ def collect_mirrors(ctx: CollectContext) -> MirrorsFacts:
     candidates: list[ProbeTarget] = []
     if ranked:
         candidates, _skipped = candidate_targets(cat, ecosystems, facts.get("apt"), facts.get("conda"))
-    return measure(configured, candidates, cat, ecosystems, offline=ctx.options.offline, ranked=ranked,
-                   budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S),
-                   timeout_s=float(extra.get("mirror_timeout_s") or DEFAULT_TIMEOUT_S))
+    return measure(
+        configured,
+        candidates,
+        cat,
+        ecosystems,
+        offline=ctx.options.offline,
+        ranked=ranked,
+        budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S),
+        timeout_s=float(extra.get("mirror_timeout_s") or DEFAULT_TIMEOUT_S),
+    )
 
 
-COLLECTOR = Collector(domain="mirrors", collect=collect_mirrors, requires=("apt", "uv", "conda", "pip"),
-                      timeout_s=30.0)
+COLLECTOR = Collector(domain="mirrors", collect=collect_mirrors, requires=("apt", "uv", "conda", "pip"), timeout_s=30.0)

@@ -107,7 +107,7 @@ def parse_worker_output(stdout: str) -> dict:
     if start < 0:
         raise ValueError("the NVML worker printed no result document")
     try:
-        doc = json.loads(stdout[start + len(MARKER):end])
+        doc = json.loads(stdout[start + len(MARKER) : end])
     except ValueError as exc:
         raise ValueError(f"the NVML worker's result is not valid JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("worker") != 1 or not isinstance(doc.get("ok"), bool):
@@ -128,8 +128,15 @@ def nvml_timeout_s(ctx: CollectContext) -> float:
 #: Where a driver's libnvidia-ml.so.1 is installed (Debian/Ubuntu multiarch, RHEL, the
 #: NVIDIA container runtime's mount point in Kubernetes images, WSL2); LD_LIBRARY_PATH
 #: entries are looked at too.
-NVML_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-                     "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
+NVML_LIBRARY_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+    "/usr/lib/wsl/lib",
+)
 #: Signs of an NVIDIA kernel driver (or WSL2's GPU paravirtualisation device).
 DRIVER_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
 
@@ -154,9 +161,11 @@ def nvml_worth_trying(ctx: CollectContext) -> str | None:
             continue
         if any(n.startswith("libnvidia-ml.so") for n in names):
             return None
-    return ("libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed: no /proc/driver/nvidia, "
-            "/dev/nvidiactl or /dev/dxg and no libnvidia-ml.so in the library directories or LD_LIBRARY_PATH; "
-            "the NVML worker was not started)")
+    return (
+        "libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed: no /proc/driver/nvidia, "
+        "/dev/nvidiactl or /dev/dxg and no libnvidia-ml.so in the library directories or LD_LIBRARY_PATH; "
+        "the NVML worker was not started)"
+    )
 
 
 def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tuple[str, str, Any]:
@@ -173,16 +182,24 @@ def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tupl
     result = ctx.system.runner.run(nvml_worker_argv(), timeout_s=timeout_s, env=_worker_env(ctx))
     stderr = _tail(result.stderr)
     if result.error == "timeout":
-        return ("timeout", f"the NVML worker (libnvidia-ml.so.1) did not answer within {timeout_s:g} s and was "
-                           f"killed with its process group: the driver library hangs (a GPU that fell off the bus, "
-                           f"a stuck kernel module, or a broken libnvidia-ml.so.1)", None)
+        return (
+            "timeout",
+            f"the NVML worker (libnvidia-ml.so.1) did not answer within {timeout_s:g} s and was "
+            f"killed with its process group: the driver library hangs (a GPU that fell off the bus, "
+            f"a stuck kernel module, or a broken libnvidia-ml.so.1)",
+            None,
+        )
     if result.error:
         return "failed", f"the NVML worker could not be started: {result.error}", None
     if result.returncode is not None and result.returncode < 0:
         sig = signal_name(-result.returncode)
         kind = " (a crash inside the native driver library)" if sig in _CRASH_SIGNALS else ""
-        return ("crashed", f"the NVML worker was killed by {sig} while loading or querying libnvidia-ml.so.1"
-                           f"{kind}" + (f"; stderr: {stderr}" if stderr else ""), None)
+        return (
+            "crashed",
+            f"the NVML worker was killed by {sig} while loading or querying libnvidia-ml.so.1"
+            f"{kind}" + (f"; stderr: {stderr}" if stderr else ""),
+            None,
+        )
     try:
         doc = parse_worker_output(result.stdout)
     except ValueError as exc:
@@ -190,14 +207,19 @@ def run_nvml_worker(ctx: CollectContext, timeout_s: float | None = None) -> tupl
         outcome = "garbage" if result.returncode == 0 else "failed"
         return outcome, f"{exc} ({status})" + (f"; stderr: {stderr}" if stderr else ""), None
     if result.returncode != 0:
-        return "failed", f"the NVML worker exited with status {result.returncode}" + \
-            (f"; stderr: {stderr}" if stderr else ""), None
+        return (
+            "failed",
+            f"the NVML worker exited with status {result.returncode}" + (f"; stderr: {stderr}" if stderr else ""),
+            None,
+        )
     if not doc["ok"]:
         detail = str(doc.get("error") or "NVML failed")
         if doc.get("stage") in ("import", "load"):
             if doc.get("stage") == "load":
-                detail = ("libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed, or a container "
-                          "started without the NVIDIA runtime)")
+                detail = (
+                    "libnvidia-ml.so.1 could not be loaded (no NVIDIA driver installed, or a container "
+                    "started without the NVIDIA runtime)"
+                )
             return "not-loaded", detail, None
         return "init-failed", f"nvmlInit failed: {detail}", None
     return "ok", f"NVML reports driver {doc.get('driver_version')}", doc
@@ -236,8 +258,11 @@ def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, str, Any]:
     driver = doc.get("driver_version")
     driver = Unavailable(str(driver["unavailable"])) if isinstance(driver, dict) else str(driver)
     raw = doc.get("cuda_driver_version")
-    cuda: Any = f"{raw // 1000}.{(raw % 1000) // 10}" if isinstance(raw, int) else \
-        Unavailable(str(raw.get("unavailable") if isinstance(raw, dict) else "not reported"))
+    cuda: Any = (
+        f"{raw // 1000}.{(raw % 1000) // 10}"
+        if isinstance(raw, int)
+        else Unavailable(str(raw.get("unavailable") if isinstance(raw, dict) else "not reported"))
+    )
     if isinstance(driver, Unavailable):
         return SourceAttempt("nvml", False, f"NVML gave no driver version: {driver.reason}"), "init-failed", None
     return SourceAttempt("nvml", True, detail), "ok", (driver, cuda, devices)
@@ -259,27 +284,48 @@ def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
         attempts.append(SourceAttempt("nvml", False, nvml_reason))
     text = files.read_text_or_none("/proc/driver/nvidia/version")
     if text is None:
-        attempts.append(SourceAttempt("proc", False, "/proc/driver/nvidia/version does not exist "
-                                                      "(the nvidia kernel module is not loaded)"))
+        attempts.append(
+            SourceAttempt(
+                "proc", False, "/proc/driver/nvidia/version does not exist (the nvidia kernel module is not loaded)"
+            )
+        )
     else:
         version = parse_nvrm_version(text)
-        attempts.append(SourceAttempt("proc", bool(version),
-                                      f"read {version}" if version else "no version found in /proc/driver/nvidia/version"))
+        attempts.append(
+            SourceAttempt(
+                "proc",
+                bool(version),
+                f"read {version}" if version else "no version found in /proc/driver/nvidia/version",
+            )
+        )
         if version:
-            return NvidiaDriverFacts(version, "proc", Unavailable("NVML is needed for the driver's CUDA version: "
-                                                                  + nvml_reason),
-                                     Unavailable(nvml_reason), (), tuple(attempts), outcome)
+            return NvidiaDriverFacts(
+                version,
+                "proc",
+                Unavailable("NVML is needed for the driver's CUDA version: " + nvml_reason),
+                Unavailable(nvml_reason),
+                (),
+                tuple(attempts),
+                outcome,
+            )
     text = files.read_text_or_none("/sys/module/nvidia/version")
     if text is None:
         attempts.append(SourceAttempt("sysmodule", False, "/sys/module/nvidia/version does not exist"))
     elif text.strip():
         attempts.append(SourceAttempt("sysmodule", True, f"read {text.strip()}"))
-        return NvidiaDriverFacts(text.strip(), "sysmodule", Unavailable("NVML is needed for the driver's CUDA "
-                                                                        "version: " + nvml_reason),
-                                 Unavailable(nvml_reason), (), tuple(attempts), outcome)
+        return NvidiaDriverFacts(
+            text.strip(),
+            "sysmodule",
+            Unavailable("NVML is needed for the driver's CUDA version: " + nvml_reason),
+            Unavailable(nvml_reason),
+            (),
+            tuple(attempts),
+            outcome,
+        )
     reason = "no NVIDIA driver found: " + "; ".join(a.detail for a in attempts)
-    return NvidiaDriverFacts(Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (),
-                             tuple(attempts), outcome)
+    return NvidiaDriverFacts(
+        Unavailable(reason), "", Unavailable(reason), Unavailable(nvml_reason), (), tuple(attempts), outcome
+    )
 
 
 COLLECTORS = (

@@ -32,8 +32,14 @@ from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting
 
 #: PIP_* variables recorded in the facts (all PIP_* count for ``effective``).
-RELEVANT_ENV = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_CONFIG_FILE", "PIP_NO_INDEX",
-                "PIP_FIND_LINKS")
+RELEVANT_ENV = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_CONFIG_FILE",
+    "PIP_NO_INDEX",
+    "PIP_FIND_LINKS",
+)
 #: pip ignores these PIP_* names (``ENV_NAMES_IGNORED``).
 _IGNORED_ENV = ("version", "help")
 DEVNULL = "/dev/null"
@@ -81,8 +87,9 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
         real = files.realpath(path)
         target = real if real != path else None
     except OSError as exc:
-        return PipConfigFile(path, variant, True, False, f"a symlink loop ({exc.strerror or exc}); pip cannot read it",
-                             None)
+        return PipConfigFile(
+            path, variant, True, False, f"a symlink loop ({exc.strerror or exc}); pip cannot read it", None
+        )
     if not files.is_file(real):
         exists = files.exists(real)
         if files.is_dir(real):
@@ -93,22 +100,27 @@ def _read_file(ctx: CollectContext, variant: str, path: str, loaded_allowed: boo
     try:
         raw = files.host_path(real).read_bytes()
     except OSError as exc:
-        return PipConfigFile(path, variant, True, False,
-                             f"cannot be read ({exc.strerror or exc}); pip skips it silently", target)
+        return PipConfigFile(
+            path, variant, True, False, f"cannot be read ({exc.strerror or exc}); pip skips it silently", target
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        error: PipParseError | None = PipParseError(0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it")
-        return PipConfigFile(path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target,
-                             None, {}, {}, error)
+        error: PipParseError | None = PipParseError(
+            0, "encoding", f"not valid UTF-8 (byte {exc.start}); pip cannot load it"
+        )
+        return PipConfigFile(
+            path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target, None, {}, {}, error
+        )
     values, problem = pipconf.parse(text)
     lines: dict[str, int] = {}
     if problem is None:
         for e in pipconf.scan(text).entries:
             lines[f"{e.section}.{e.key}"] = e.start + 1
     error = PipParseError(problem.line, problem.kind, problem.message, problem.text) if problem else None
-    return PipConfigFile(path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target,
-                         text, values, lines, error)
+    return PipConfigFile(
+        path, variant, True, loaded_allowed, "" if loaded_allowed else skip_note, target, text, values, lines, error
+    )
 
 
 def _exists(ctx: CollectContext, path: str) -> bool:
@@ -159,8 +171,14 @@ def collect(ctx: CollectContext) -> PipFacts:
         out.append(_read_file(ctx, variant, path, allowed, note))
     files = tuple(out)
     recorded = {k: env[k] for k in RELEVANT_ENV if k in env}
-    return PipFacts(files=files, env=recorded, effective=effective_settings(files, env), site_prefix=prefix,
-                    site_prefix_from=prefix_from, home=home)
+    return PipFacts(
+        files=files,
+        env=recorded,
+        effective=effective_settings(files, env),
+        site_prefix=prefix,
+        site_prefix_from=prefix_from,
+        home=home,
+    )
 
 
 COLLECTOR = Collector(domain="pip", collect=collect, timeout_s=10.0)

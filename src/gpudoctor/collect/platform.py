@@ -38,25 +38,62 @@ COMMAND_TIMEOUT_S = 8.0
 SERVICE_ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 #: variables that decide GPU visibility and placement (kept in PlatformFacts.env)
-PLATFORM_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "CUDA_VISIBLE_DEVICES", "CUDA_VERSION",
-                "KUBERNETES_SERVICE_HOST", "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS",
-                "SLURM_GPUS_ON_NODE", "SLURM_GPUS_PER_NODE", "SLURM_GPUS_PER_TASK", "SLURM_JOB_GRES",
-                "SLURM_STEP_GRES", "SLURM_TRES_PER_TASK", "RAY_JOB_ID", "RAY_NODE_ID", "RAY_RAYLET_PID",
-                "RAY_ADDRESS", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", "container")
+PLATFORM_ENV = (
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_VERSION",
+    "KUBERNETES_SERVICE_HOST",
+    "SLURM_JOB_ID",
+    "SLURM_JOB_GPUS",
+    "SLURM_STEP_GPUS",
+    "SLURM_GPUS",
+    "SLURM_GPUS_ON_NODE",
+    "SLURM_GPUS_PER_NODE",
+    "SLURM_GPUS_PER_TASK",
+    "SLURM_JOB_GRES",
+    "SLURM_STEP_GRES",
+    "SLURM_TRES_PER_TASK",
+    "RAY_JOB_ID",
+    "RAY_NODE_ID",
+    "RAY_RAYLET_PID",
+    "RAY_ADDRESS",
+    "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+    "container",
+)
 
 #: where the NVIDIA container runtime (or a host driver install) puts the driver libraries
-DRIVER_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-                   "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib", "/usr/lib/wsl/lib")
+DRIVER_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+    "/usr/lib/wsl/lib",
+)
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/nvidia/bin", "/snap/bin")
 
 # (substring of a cgroup path or mount source, runtime); order matters: the most specific first
-_CGROUP_RUNTIMES = (("libpod", "podman"), ("cri-containerd", "containerd"), ("crio-", "cri-o"),
-                    ("/docker/", "docker"), ("docker-", "docker"), ("/lxc/", "lxc"), ("lxc.payload", "lxc"))
-_MOUNT_RUNTIMES = (("/var/lib/containers/storage", "podman"), ("libpod", "podman"),
-                   ("io.containerd.runtime", "containerd"), ("/var/lib/containerd/", "containerd"),
-                   ("/var/lib/docker/containers/", "docker"), ("/var/lib/docker/", "docker"),
-                   ("/var/lib/kubelet/pods/", "kubernetes"))
+_CGROUP_RUNTIMES = (
+    ("libpod", "podman"),
+    ("cri-containerd", "containerd"),
+    ("crio-", "cri-o"),
+    ("/docker/", "docker"),
+    ("docker-", "docker"),
+    ("/lxc/", "lxc"),
+    ("lxc.payload", "lxc"),
+)
+_MOUNT_RUNTIMES = (
+    ("/var/lib/containers/storage", "podman"),
+    ("libpod", "podman"),
+    ("io.containerd.runtime", "containerd"),
+    ("/var/lib/containerd/", "containerd"),
+    ("/var/lib/docker/containers/", "docker"),
+    ("/var/lib/docker/", "docker"),
+    ("/var/lib/kubelet/pods/", "kubernetes"),
+)
 
 
 # --------------------------------------------------------------------------- platform
@@ -68,8 +105,18 @@ def _hypervisor(files: Files) -> str:
     flagged = any(line.startswith("flags") and " hypervisor" in line for line in cpuinfo.splitlines())
     vendor = (files.read_text_or_none("/sys/class/dmi/id/sys_vendor") or "").strip()
     product = (files.read_text_or_none("/sys/class/dmi/id/product_name") or "").strip()
-    known = ("QEMU", "KVM", "VMware", "VirtualBox", "Xen", "Virtual Machine", "Amazon EC2", "Google Compute Engine",
-             "OpenStack", "innotek")
+    known = (
+        "QEMU",
+        "KVM",
+        "VMware",
+        "VirtualBox",
+        "Xen",
+        "Virtual Machine",
+        "Amazon EC2",
+        "Google Compute Engine",
+        "OpenStack",
+        "innotek",
+    )
     dmi_vm = any(k.lower() in f"{vendor} {product}".lower() for k in known)
     if flagged or dmi_vm:
         return " ".join(x for x in (vendor, product) if x) or "a hypervisor (CPU flag)"
@@ -78,8 +125,14 @@ def _hypervisor(files: Files) -> str:
 
 #: mount points a container runtime sets up for the container itself; a host that RUNS containers
 #: also lists their overlay mounts (under /var/lib/docker, /var/lib/kubelet...), so only these count
-_OWN_MOUNT_POINTS = ("/", "/etc/hostname", "/etc/hosts", "/etc/resolv.conf",
-                     "/var/run/secrets/kubernetes.io/serviceaccount", "/run/secrets/kubernetes.io/serviceaccount")
+_OWN_MOUNT_POINTS = (
+    "/",
+    "/etc/hostname",
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/var/run/secrets/kubernetes.io/serviceaccount",
+    "/run/secrets/kubernetes.io/serviceaccount",
+)
 
 
 def own_mounts(mountinfo: str) -> str:
@@ -146,8 +199,9 @@ def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     files, env = ctx.system.files, ctx.system.env
     runtime, markers, kube = detect_runtime(files, env)
     if not files.is_live and not markers and not files.is_dir("/proc"):
-        return Unavailable(f"where a job runs belongs to a running system; --root {files.root} has no /proc "
-                           f"and no container markers")
+        return Unavailable(
+            f"where a job runs belongs to a running system; --root {files.root} has no /proc and no container markers"
+        )
     osrel = files.read_text_or_none("/proc/sys/kernel/osrelease") or (_platform.release() if files.is_live else "")
     wsl = "microsoft" in osrel.lower() or files.exists("/usr/lib/wsl/lib") or files.exists("/dev/dxg")
     hyper = _hypervisor(files)
@@ -165,10 +219,19 @@ def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     proc = (files.read_text_or_none("/proc/driver/nvidia/version") or "").strip().splitlines()
     keep = {k: env[k] for k in PLATFORM_ENV if k in env}
     keep.update({k: v for k, v in env.items() if k.startswith(("SLURM_GPU", "SLURM_JOB_GPU"))})
-    return PlatformFacts(kind=kind, hypervisor=hyper, container_runtime=runtime if runtime else "",
-                         markers=markers, kubernetes=kube, scheduler=_scheduler(env), env=keep,
-                         device_nodes=nodes, driver_libraries=tuple(libs), nvidia_smi=smi,
-                         proc_driver_version=proc[0] if proc else "")
+    return PlatformFacts(
+        kind=kind,
+        hypervisor=hyper,
+        container_runtime=runtime if runtime else "",
+        markers=markers,
+        kubernetes=kube,
+        scheduler=_scheduler(env),
+        env=keep,
+        device_nodes=nodes,
+        driver_libraries=tuple(libs),
+        nvidia_smi=smi,
+        proc_driver_version=proc[0] if proc else "",
+    )
 
 
 # --------------------------------------------------------------------------- container host
@@ -183,10 +246,12 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
     if not isinstance(doc, dict):
         return Unavailable("docker info did not print a JSON object")
     runtimes = doc.get("Runtimes") or {}
-    return DockerInfo(server_version=str(doc.get("ServerVersion") or ""),
-                      runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
-                      default_runtime=str(doc.get("DefaultRuntime") or ""),
-                      cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()))
+    return DockerInfo(
+        server_version=str(doc.get("ServerVersion") or ""),
+        runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
+        default_runtime=str(doc.get("DefaultRuntime") or ""),
+        cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()),
+    )
 
 
 _CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
@@ -198,20 +263,30 @@ def parse_cdi_spec(path: str, text: str) -> CdiSpec:
     kind_m = re.search(r"""["']?kind["']?\s*:\s*["']?([\w./-]+)""", text)
     names = re.findall(r"""-?\s*["']?name["']?\s*:\s*["']?([\w.:-]+)["']?""", text)
     ver = _SO_VERSION.search(text)
-    return CdiSpec(path=path, kind=kind_m.group(1) if kind_m else "", devices=tuple(dict.fromkeys(names)),
-                   driver_version=ver.group(1) if ver else "")
+    return CdiSpec(
+        path=path,
+        kind=kind_m.group(1) if kind_m else "",
+        devices=tuple(dict.fromkeys(names)),
+        driver_version=ver.group(1) if ver else "",
+    )
 
 
-_CONTAINERD_CONFIGS = ("/etc/containerd/config.toml", "/var/snap/microk8s/current/args/containerd-template.toml",
-                       "/var/lib/rancher/k3s/agent/etc/containerd/config.toml")
+_CONTAINERD_CONFIGS = (
+    "/etc/containerd/config.toml",
+    "/var/snap/microk8s/current/args/containerd-template.toml",
+    "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+)
 
 
 def parse_containerd_config(path: str, text: str) -> ContainerdConfig:
     """default_runtime_name and declared runtimes (line-wise: templates are not always valid TOML)."""
     default = re.search(r"""default_runtime_name\s*=\s*["']([^"']*)["']""", text)
     runtimes = re.findall(r"""\.runtimes\.["']?([\w.-]+?)["']?\]""", text)
-    return ContainerdConfig(path=path, default_runtime=default.group(1) if default else "",
-                            runtimes=tuple(dict.fromkeys(r for r in runtimes if not r.endswith(".options"))))
+    return ContainerdConfig(
+        path=path,
+        default_runtime=default.group(1) if default else "",
+        runtimes=tuple(dict.fromkeys(r for r in runtimes if not r.endswith(".options"))),
+    )
 
 
 def _dpkg_packages(files: Files, names: tuple[str, ...]) -> tuple[str, ...]:
@@ -250,36 +325,61 @@ def query_host_tools(runner: Runner) -> tuple[DockerInfo | Unavailable, str | Un
 def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFacts:
     """The container_host facts; commands run only when ``runner`` is given."""
     engines = []
-    for name, paths in (("docker", ("/usr/bin/docker", "/usr/local/bin/docker", "/var/run/docker.sock",
-                                    "/run/docker.sock")),
-                        ("podman", ("/usr/bin/podman", "/usr/local/bin/podman")),
-                        ("containerd", ("/usr/bin/containerd", "/usr/local/bin/containerd",
-                                        "/run/containerd/containerd.sock", "/snap/bin/microk8s",
-                                        "/usr/local/bin/k3s"))):
+    for name, paths in (
+        ("docker", ("/usr/bin/docker", "/usr/local/bin/docker", "/var/run/docker.sock", "/run/docker.sock")),
+        ("podman", ("/usr/bin/podman", "/usr/local/bin/podman")),
+        (
+            "containerd",
+            (
+                "/usr/bin/containerd",
+                "/usr/local/bin/containerd",
+                "/run/containerd/containerd.sock",
+                "/snap/bin/microk8s",
+                "/usr/local/bin/k3s",
+            ),
+        ),
+    ):
         if any(files.exists(p) for p in paths):
             engines.append(name)
-    toolkit_files = tuple(f"{d}/{n}" for d in BIN_DIRS
-                          for n in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-cli",
-                                    "nvidia-container-runtime-hook") if files.is_file(f"{d}/{n}"))
+    toolkit_files = tuple(
+        f"{d}/{n}"
+        for d in BIN_DIRS
+        for n in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-cli", "nvidia-container-runtime-hook")
+        if files.is_file(f"{d}/{n}")
+    )
     specs = []
     for d in ("/etc/cdi", "/var/run/cdi"):
         for path in files.glob(d, "*"):
             if path.endswith((".yaml", ".yml", ".json")):
                 specs.append(parse_cdi_spec(path, files.read_text_or_none(path) or ""))
-    configs = tuple(parse_containerd_config(p, files.read_text_or_none(p) or "") for p in _CONTAINERD_CONFIGS
-                    if files.is_file(p))
+    configs = tuple(
+        parse_containerd_config(p, files.read_text_or_none(p) or "") for p in _CONTAINERD_CONFIGS if files.is_file(p)
+    )
     if configs and "containerd" not in engines:
         engines.append("containerd")
-    packages = _dpkg_packages(files, ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
-                                      "libnvidia-container1", "libnvidia-container-tools"))
+    packages = _dpkg_packages(
+        files,
+        (
+            "nvidia-container-toolkit",
+            "nvidia-container-toolkit-base",
+            "libnvidia-container1",
+            "libnvidia-container-tools",
+        ),
+    )
     if runner is not None:
         docker, ctk = query_host_tools(runner)
     else:
         docker = Unavailable(f"docker info is only run on the live system, not on an image root ({files.root})")
         ctk = Unavailable("nvidia-ctk is only run on the live system")
-    return ContainerHostFacts(engines=tuple(engines), docker=docker, toolkit_version=ctk,
-                              toolkit_files=toolkit_files, toolkit_packages=packages, cdi_specs=tuple(specs),
-                              containerd=configs)
+    return ContainerHostFacts(
+        engines=tuple(engines),
+        docker=docker,
+        toolkit_version=ctk,
+        toolkit_files=toolkit_files,
+        toolkit_packages=packages,
+        cdi_specs=tuple(specs),
+        containerd=configs,
+    )
 
 
 def collect_container_host(ctx: CollectContext) -> ContainerHostFacts:
@@ -306,8 +406,13 @@ def parse_modinfo(text: str) -> Modinfo | Unavailable:
             fields[key.strip()] = value.strip()
     if "filename" not in fields:
         return Unavailable("modinfo printed no filename")
-    return Modinfo(filename=fields["filename"], version=fields.get("version", ""), license=fields.get("license", ""),
-                   vermagic=fields.get("vermagic", ""), signer=fields.get("signer", ""))
+    return Modinfo(
+        filename=fields["filename"],
+        version=fields.get("version", ""),
+        license=fields.get("license", ""),
+        vermagic=fields.get("vermagic", ""),
+        signer=fields.get("signer", ""),
+    )
 
 
 def flavour_of(proc_line: str, modinfo: Modinfo | Unavailable) -> str:
@@ -346,8 +451,10 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
         if result.ok:
             modinfo = parse_modinfo(result.stdout)
         elif result.error is None and "not found" in (result.stderr + result.stdout):
-            modinfo = Unavailable(f"no nvidia module is installed for kernel {release or 'the running kernel'}: "
-                                  f"{(result.stderr or result.stdout).strip().splitlines()[-1]}")
+            modinfo = Unavailable(
+                f"no nvidia module is installed for kernel {release or 'the running kernel'}: "
+                f"{(result.stderr or result.stdout).strip().splitlines()[-1]}"
+            )
         else:
             modinfo = Unavailable(result.describe_failure())
     else:
@@ -360,10 +467,16 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
     for rel in releases:
         if any(True for _ in files.glob(f"/lib/modules/{rel}", "**/nvidia.ko*")):
             installed.append(rel)
-    return KernelModuleFacts(kernel_release=release, loaded=loaded, proc_version=proc_line,
-                             flavour=flavour_of(proc_line, modinfo), modinfo=modinfo,
-                             nouveau_loaded=files.is_dir("/sys/module/nouveau"), installed_for=tuple(installed),
-                             secure_boot=_secure_boot(files))
+    return KernelModuleFacts(
+        kernel_release=release,
+        loaded=loaded,
+        proc_version=proc_line,
+        flavour=flavour_of(proc_line, modinfo),
+        modinfo=modinfo,
+        nouveau_loaded=files.is_dir("/sys/module/nouveau"),
+        installed_for=tuple(installed),
+        secure_boot=_secure_boot(files),
+    )
 
 
 def collect_kmod(ctx: CollectContext) -> KernelModuleFacts:
@@ -384,7 +497,7 @@ def parse_proc_limits(text: str, source: str) -> ProcessLimits:
     for line in text.splitlines():
         for label, key in _LIMIT_ROWS.items():
             if line.startswith(label):
-                parts = line[len(label):].split()
+                parts = line[len(label) :].split()
                 if len(parts) >= 2:
                     soft, hard = (None if p == "unlimited" else int(p) for p in parts[:2])
                     found[key] = RLimit(soft, hard)
@@ -428,8 +541,13 @@ def collect_rdma(ctx: CollectContext) -> RdmaFacts:
     status = files.read_text_or_none("/proc/self/status")
     cap = cap_ipc_lock(status) if status is not None else Unavailable("/proc/self/status cannot be read")
     nccl = {k: env[k] for k in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_NET") if k in env}
-    return RdmaFacts(hcas=names("/sys/class/infiniband"), dev_infiniband=names("/dev/infiniband"), cap_ipc_lock=cap,
-                     net_interfaces=names("/sys/class/net"), nccl_env=nccl)
+    return RdmaFacts(
+        hcas=names("/sys/class/infiniband"),
+        dev_infiniband=names("/dev/infiniband"),
+        cap_ipc_lock=cap,
+        net_interfaces=names("/sys/class/net"),
+        nccl_env=nccl,
+    )
 
 
 COLLECTORS = (

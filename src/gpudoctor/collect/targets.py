@@ -77,9 +77,15 @@ def start_early(system: System, options: CollectOptions) -> None:
         for _label, python, _kind in default_specs(ctx):
             key = _key(python, system.env, options.probe_level)
             if key not in _EARLY:
-                _EARLY[key] = pool.submit(probe_target, system, python, env=dict(system.env),
-                                          timeout_s=options.probe_timeout_s, level=options.probe_level,
-                                          deep=options.deep)
+                _EARLY[key] = pool.submit(
+                    probe_target,
+                    system,
+                    python,
+                    env=dict(system.env),
+                    timeout_s=options.probe_timeout_s,
+                    level=options.probe_level,
+                    deep=options.deep,
+                )
     pool.shutdown(wait=False)
 
 
@@ -109,9 +115,15 @@ class ProbeCache:
                     if fut is None and level == "light":  # a full probe already under way serves light checks too
                         fut = _EARLY.pop(_key(python, env, "full"), None)
             if fut is None:
-                fut = self._pool.submit(probe_target, self._ctx.system, python, env=env,
-                                        timeout_s=self._ctx.options.probe_timeout_s, level=level,
-                                        deep=self._ctx.options.deep)
+                fut = self._pool.submit(
+                    probe_target,
+                    self._ctx.system,
+                    python,
+                    env=env,
+                    timeout_s=self._ctx.options.probe_timeout_s,
+                    level=level,
+                    deep=self._ctx.options.deep,
+                )
             self._futures[key] = fut
             return fut
 
@@ -137,10 +149,18 @@ def collect(ctx: CollectContext):
         from gpudoctor.collect.kernel_targets import (
             kernel_targets,  # Jupyter kernels as targets
         )
+
         kernels = kernel_targets(ctx, cache.submit)
-        found = [TargetFacts(label=label, python=python, kind=kind, probe=fut.result(),
-                             python_version=failed_version(ctx.system, python, fut.result()))
-                 for (label, python, kind), fut in zip(specs, futures)]
+        found = [
+            TargetFacts(
+                label=label,
+                python=python,
+                kind=kind,
+                probe=fut.result(),
+                python_version=failed_version(ctx.system, python, fut.result()),
+            )
+            for (label, python, kind), fut in zip(specs, futures)
+        ]
     finally:
         cache.close()
     return TargetsFacts(tuple(found + kernels))

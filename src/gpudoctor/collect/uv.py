@@ -127,16 +127,25 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
             indexes.append(UvIndex(env[var].strip(), True, var, var))
     for var in ("UV_INDEX", "UV_EXTRA_INDEX_URL"):
         for url in (env.get(var) or "").split():
-            indexes.append(UvIndex(url.split("=", 1)[-1] if "=" in url and "://" not in url.split("=", 1)[0] else url,
-                                   False, var, var))
+            indexes.append(
+                UvIndex(
+                    url.split("=", 1)[-1] if "=" in url and "://" not in url.split("=", 1)[0] else url, False, var, var
+                )
+            )
     for origin, doc in ordered:
         indexes.extend(_indexes(doc, origin))
     default = next((i for i in indexes if i.default), None)
-    return UvFacts(indexes=tuple(indexes), default_index=default.url if default else PYPI,
-                   default_origin=default.origin if default else "built-in", files=texts, user_config=user,
-                   no_config=no_config,
-                   system_config=next((p for p in system_candidates(env) if files.is_file(p)), "/etc/uv/uv.toml"),
-                   binary=find_binary(files, env, home), problems=tuple(problems))
+    return UvFacts(
+        indexes=tuple(indexes),
+        default_index=default.url if default else PYPI,
+        default_origin=default.origin if default else "built-in",
+        files=texts,
+        user_config=user,
+        no_config=no_config,
+        system_config=next((p for p in system_candidates(env) if files.is_file(p)), "/etc/uv/uv.toml"),
+        binary=find_binary(files, env, home),
+        problems=tuple(problems),
+    )
 
 
 COLLECTOR = Collector(domain="uv", collect=collect_uv, timeout_s=10.0)

@@ -137,7 +137,8 @@ class Facts:
         if version not in READABLE_FACTS_SCHEMA_VERSIONS or isinstance(version, bool):
             readable = ", ".join(str(v) for v in READABLE_FACTS_SCHEMA_VERSIONS)
             raise FactsDecodeError(
-                f"$.schema_version: this gpudoctor reads facts schemas {readable}, the file has {version!r}")
+                f"$.schema_version: this gpudoctor reads facts schemas {readable}, the file has {version!r}"
+            )
         raw = doc.get("domains", {})
         if not isinstance(raw, dict):
             raise FactsDecodeError("$.domains: expected an object")
@@ -163,8 +164,10 @@ class Facts:
 def facts_schema() -> dict[str, Any]:
     """The JSON Schema of the facts snapshot, generated from the domain dataclasses."""
     defs: dict[str, Any] = {}
-    props = {name: {"anyOf": [schema_for(tp, defs), schema_for(Unavailable, defs)]}
-             for name, tp in sorted(registered_domains().items())}
+    props = {
+        name: {"anyOf": [schema_for(tp, defs), schema_for(Unavailable, defs)]}
+        for name, tp in sorted(registered_domains().items())
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://gpudoctor.invalid/schemas/facts.schema.json",

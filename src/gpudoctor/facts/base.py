@@ -68,8 +68,10 @@ def domain(name: str) -> Callable[[type[T]], type[T]]:
             raise TypeError(f"{cls.__name__} must be a dataclass")
         existing = _DOMAINS.get(name)
         if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(f"facts domain {name!r} claimed by {existing.__module__}.{existing.__qualname__} "
-                             f"and {cls.__module__}.{cls.__qualname__}")
+            raise ValueError(
+                f"facts domain {name!r} claimed by {existing.__module__}.{existing.__qualname__} "
+                f"and {cls.__module__}.{cls.__qualname__}"
+            )
         _DOMAINS[name] = cls
         cls.DOMAIN = name  # type: ignore[attr-defined]
         return cls
@@ -150,7 +152,7 @@ def from_jsonable(tp: Any, data: Any, path: str = "$") -> Any:
     if tp is Unavailable:
         if isinstance(data, dict) and "unavailable" in data:
             return Unavailable(str(data["unavailable"]))
-        raise FactsDecodeError(f"{path}: expected {{\"unavailable\": reason}}")
+        raise FactsDecodeError(f'{path}: expected {{"unavailable": reason}}')
     origin = typing.get_origin(tp)
     if origin in (tuple, list):
         if not isinstance(data, list):

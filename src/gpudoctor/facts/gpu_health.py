@@ -17,13 +17,17 @@ CLOCK_EVENT_REASONS = {
     0x1: ("gpu_idle", "the GPU is idle (normal)"),
     0x2: ("applications_clocks_setting", "application clocks were set (nvidia-smi -ac)"),
     0x4: ("sw_power_cap", "software power cap: the board draws at its power limit"),
-    0x8: ("hw_slowdown", "hardware slowdown: clocks halved or lower (overheating, power brake or a failing "
-                         "power supply)"),
+    0x8: (
+        "hw_slowdown",
+        "hardware slowdown: clocks halved or lower (overheating, power brake or a failing power supply)",
+    ),
     0x10: ("sync_boost", "sync boost: held to the clocks of the slowest GPU in its sync-boost group"),
     0x20: ("sw_thermal_slowdown", "software thermal slowdown: temperature above the software target"),
     0x40: ("hw_thermal_slowdown", "hardware thermal slowdown: the GPU or memory is too hot"),
-    0x80: ("hw_power_brake_slowdown", "hardware power brake: the external power-brake signal is asserted "
-                                      "(power supply or chassis limit)"),
+    0x80: (
+        "hw_power_brake_slowdown",
+        "hardware power brake: the external power-brake signal is asserted (power supply or chassis limit)",
+    ),
     0x100: ("display_clock_setting", "display clock setting"),
 }
 

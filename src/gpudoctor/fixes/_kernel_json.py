@@ -45,9 +45,19 @@ class JsonStyle:
             item_sep = ", " if re.search(r",\s", text) or "," not in text else ","
         key_sep = ": " if re.search(r'":\s', text) or '":' not in text else ":"
         # arrays/objects written on one line in an indented file (`"argv": ["python", "-m", ...]`) stay on one line
-        inline = tuple(m.group(1) for m in re.finditer(r'"((?:[^"\\]|\\.)*)"\s*:\s*(?:\[[^\]\n]*\]|\{[^}\n]*\})', text)) if m else ()
-        return cls(indent, item_sep, key_sep, ensure_ascii=text.isascii(),
-                   trailing_newline=text.endswith("\n"), inline_arrays=inline)
+        inline = (
+            tuple(m.group(1) for m in re.finditer(r'"((?:[^"\\]|\\.)*)"\s*:\s*(?:\[[^\]\n]*\]|\{[^}\n]*\})', text))
+            if m
+            else ()
+        )
+        return cls(
+            indent,
+            item_sep,
+            key_sep,
+            ensure_ascii=text.isascii(),
+            trailing_newline=text.endswith("\n"),
+            inline_arrays=inline,
+        )
 
 
 def load_kernel_json(text: str | None, path: str) -> dict[str, Any]:
@@ -65,16 +75,18 @@ def load_kernel_json(text: str | None, path: str) -> dict[str, Any]:
 
 def dump_kernel_json(data: dict[str, Any], style: JsonStyle) -> str:
     """Serialise ``data`` in ``style``."""
-    text = json.dumps(data, indent=style.indent, separators=(style.item_sep, style.key_sep),
-                      ensure_ascii=style.ensure_ascii)
+    text = json.dumps(
+        data, indent=style.indent, separators=(style.item_sep, style.key_sep), ensure_ascii=style.ensure_ascii
+    )
     for key in style.inline_arrays:
         value = data.get(key) if isinstance(data, dict) else None
         if not isinstance(value, (list, dict)):
             continue
         one_line = json.dumps(value, separators=(", ", ": "), ensure_ascii=style.ensure_ascii)
         head = json.dumps(key, ensure_ascii=style.ensure_ascii) + style.key_sep
-        pretty = json.dumps(value, indent=style.indent, separators=(style.item_sep, style.key_sep),
-                            ensure_ascii=style.ensure_ascii)
+        pretty = json.dumps(
+            value, indent=style.indent, separators=(style.item_sep, style.key_sep), ensure_ascii=style.ensure_ascii
+        )
         # the top-level key's array, re-indented by one level in the pretty text
         pad = style.indent if isinstance(style.indent, str) else " " * (style.indent or 0)
         nested = pretty.replace("\n", "\n" + pad)

@@ -16,7 +16,12 @@ from gpudoctor.facts.mirrors import CatalogueMirror, MirrorsFacts
 from gpudoctor.model import FixRefused
 
 APT_ARCHIVES = ("debian", "debian_security", "ubuntu", "ubuntu_ports")
-_SEGMENT = {"debian_security": "debian-security", "debian": "debian", "ubuntu_ports": "ubuntu-ports", "ubuntu": "ubuntu"}
+_SEGMENT = {
+    "debian_security": "debian-security",
+    "debian": "debian",
+    "ubuntu_ports": "ubuntu-ports",
+    "ubuntu": "ubuntu",
+}
 
 
 def truthy(value: object) -> bool:
@@ -28,6 +33,7 @@ def _catalogue(facts: Facts) -> tuple[CatalogueMirror, ...]:
     if isinstance(mirrors, MirrorsFacts) and mirrors.catalogue:
         return mirrors.catalogue
     from gpudoctor.mirrors.catalogue import builtin
+
     return builtin().mirrors
 
 
@@ -71,8 +77,9 @@ def apt_as_given(url: str, options: Mapping[str, str]) -> dict[str, str]:
     return urls
 
 
-def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[str, ...],
-           exclude: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
+def choose(
+    facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[str, ...], exclude: tuple[str, ...] = ()
+) -> tuple[str, dict[str, str]]:
     """(mirror label, archive -> URL) for the user's ``--mirror`` choice.
 
     ``fastest`` takes the best healthy row of the ``eco`` ranking (skipping
@@ -88,8 +95,10 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[s
         ranking = mirrors.rankings.get(eco, ()) if isinstance(mirrors, MirrorsFacts) else ()
         if not ranking:
             why = " (--offline)" if isinstance(mirrors, MirrorsFacts) and mirrors.offline else ""
-            raise FixRefused(f"no {eco} mirror ranking{why}: pass `--mirror fastest` without --offline (probes the "
-                             f"catalogue's mirrors), or name one with `--mirror NAME|URL`")
+            raise FixRefused(
+                f"no {eco} mirror ranking{why}: pass `--mirror fastest` without --offline (probes the "
+                f"catalogue's mirrors), or name one with `--mirror NAME|URL`"
+            )
         skip = {u.rstrip("/") for u in exclude}
         best = next((r for r in ranking if r.status == "ok" and r.base_url.rstrip("/") not in skip), None)
         if best is None:
@@ -114,7 +123,9 @@ def choose(facts: Facts, eco: str, options: Mapping[str, str], archives: tuple[s
         raise FixRefused(f"mirror {label} offers no {eco} archive ({', '.join(archives)})")
     insecure = sorted(u for u in urls.values() if u.startswith("http://"))
     if insecure and not (truthy(options.get("allow-insecure", "")) or truthy(options.get("allow_insecure", ""))):
-        raise FixRefused(f"{insecure[0]} is plain http://; pass --allow-insecure to accept it, or choose an https mirror")
+        raise FixRefused(
+            f"{insecure[0]} is plain http://; pass --allow-insecure to accept it, or choose an https mirror"
+        )
     return label, urls
 
 

@@ -50,6 +50,7 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
     """Parse ``text`` as the tool reads a ``kind`` file; raises :class:`NotParsable`."""
     if kind == "pip":
         from gpudoctor.pipconf import parse
+
         values, problem = parse(text)
         if problem is not None:
             where = f" (line {problem.line})" if problem.line else ""
@@ -57,12 +58,15 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
         return values
     if kind in ("apt-list", "apt-deb822"):
         from gpudoctor.mirrors.aptsources import SourcesError, parse_deb822, parse_one_line
+
         try:
             sources, errors = (parse_deb822 if kind == "apt-deb822" else parse_one_line)(path or "sources", text)
         except SourcesError as exc:
             raise NotParsable(str(exc)) from None
-        return {"sources": [(s.types, s.uris, s.suites, s.components, s.enabled) for s in sources],
-                "errors": list(errors)}
+        return {
+            "sources": [(s.types, s.uris, s.suites, s.components, s.enabled) for s in sources],
+            "errors": list(errors),
+        }
     if kind == "toml":
         if sys.version_info >= (3, 11):
             import tomllib
@@ -74,6 +78,7 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
             raise NotParsable(f"not valid TOML: {exc}") from None
     if kind == "condarc":
         import yaml
+
         try:
             data = yaml.safe_load(text) if text.strip() else {}
         except yaml.YAMLError as exc:
@@ -110,9 +115,16 @@ def keep_style(old: str | None, new: str) -> str:
     return new
 
 
-def verified_edit(path: str, old: str | None, new: str, manual: str,
-                  meaning: Callable[[Any, Any], str | None] | None = None,
-                  mode: int = 0o644, kind: str | None = None, repairs: bool = False) -> FileEdit:
+def verified_edit(
+    path: str,
+    old: str | None,
+    new: str,
+    manual: str,
+    meaning: Callable[[Any, Any], str | None] | None = None,
+    mode: int = 0o644,
+    kind: str | None = None,
+    repairs: bool = False,
+) -> FileEdit:
     """A :class:`FileEdit` of ``path`` from ``old`` to ``new`` that is known to parse and to
     mean what was intended, or :class:`FixRefused`.
 
@@ -139,19 +151,25 @@ def verified_edit(path: str, old: str | None, new: str, manual: str,
             if repairs:
                 parsed_old = None
             else:
-                raise FixRefused(f"{path} does not parse ({exc}), so it cannot be edited safely. Fix it by hand: "
-                                 f"{manual}") from None
+                raise FixRefused(
+                    f"{path} does not parse ({exc}), so it cannot be edited safely. Fix it by hand: {manual}"
+                ) from None
     try:
         parsed_new = parse_as(kind, new, path)
     except NotParsable as exc:
-        raise FixRefused(f"{path}: the edited file would not parse ({exc}), so nothing was planned. Edit it by "
-                         f"hand: {manual}") from None
+        raise FixRefused(
+            f"{path}: the edited file would not parse ({exc}), so nothing was planned. Edit it by hand: {manual}"
+        ) from None
     if kind.startswith("apt") and parsed_old is not None and len(parsed_new["errors"]) > len(parsed_old["errors"]):
-        raise FixRefused(f"{path}: the edited file would have entries apt cannot read "
-                         f"({parsed_new['errors'][-1]}). Edit it by hand: {manual}")
+        raise FixRefused(
+            f"{path}: the edited file would have entries apt cannot read "
+            f"({parsed_new['errors'][-1]}). Edit it by hand: {manual}"
+        )
     if meaning is not None:
         problem = meaning(parsed_old, parsed_new)
         if problem:
-            raise FixRefused(f"{path}: the edited file would not mean what was intended ({problem}), so nothing "
-                             f"was planned. Edit it by hand: {manual}")
+            raise FixRefused(
+                f"{path}: the edited file would not mean what was intended ({problem}), so nothing "
+                f"was planned. Edit it by hand: {manual}"
+            )
     return FileEdit(path, old, new, mode)

@@ -74,9 +74,11 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     current = tuple(u for s in distro for u in s.uris)
     label, urls = choose(facts, "apt", options, APT_ARCHIVES, exclude=current)
     if any(u.startswith("https://") for u in urls.values()) and not apt.ca_certificates:
-        raise FixRefused("this system has no CA certificates (/etc/ssl/certs/ca-certificates.crt is missing), so apt "
-                         "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
-                         "with --allow-insecure")
+        raise FixRefused(
+            "this system has no CA certificates (/etc/ssl/certs/ca-certificates.crt is missing), so apt "
+            "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
+            "with --allow-insecure"
+        )
     primary = [a for a in (classify_uri(u) for u in current) if a in ("debian", "ubuntu", "ubuntu_ports")]
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
@@ -110,28 +112,53 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         except SourcesError as exc:
             raise FixRefused(f"{f.path}: {exc}; fix it by hand first") from None
         kind = "apt-deb822" if f.format == "deb822" else "apt-list"
-        manual = (f"in {f.path}, replace the archive URIs: "
-                  + "; ".join(f"{u} -> {urls[distro_archive(u, s.components)]}" for s in distro if s.file == f.path
-                              for u in s.uris if distro_archive(u, s.components) in urls and
-                              (distro_archive(u, s.components) not in SECURITY or
-                               security_ok(urls[distro_archive(u, s.components)], s.suites)))
-                  + " (and nothing else)")
-        edits.append(verified_edit(f.path, f.text, new, manual, kind=kind,
-                                   meaning=lambda a, b, kind=kind: sources_meaning(a, b, mapper)))
+        manual = (
+            f"in {f.path}, replace the archive URIs: "
+            + "; ".join(
+                f"{u} -> {urls[distro_archive(u, s.components)]}"
+                for s in distro
+                if s.file == f.path
+                for u in s.uris
+                if distro_archive(u, s.components) in urls
+                and (
+                    distro_archive(u, s.components) not in SECURITY
+                    or security_ok(urls[distro_archive(u, s.components)], s.suites)
+                )
+            )
+            + " (and nothing else)"
+        )
+        edits.append(
+            verified_edit(
+                f.path, f.text, new, manual, kind=kind, meaning=lambda a, b, kind=kind: sources_meaning(a, b, mapper)
+            )
+        )
     kept = sorted({u for s in distro for u in s.uris if classify_uri(u) not in urls})
     desc = f"point apt at {label}: rewrite the archive URIs in {', '.join(e.path for e in edits if e.changes_anything) or 'no file (already there)'}"
     given = "://" in (options.get("mirror") or "")
-    why = ("--mirror URL is used as given for the main archive; the security archive moves only with "
-           "`--set security-mirror=URL` (check first that the mirror carries it: "
-           "`curl -fsI URL/dists/<codename>-security/InRelease`)") if given else "the mirror has no copy"
+    why = (
+        (
+            "--mirror URL is used as given for the main archive; the security archive moves only with "
+            "`--set security-mirror=URL` (check first that the mirror carries it: "
+            "`curl -fsI URL/dists/<codename>-security/InRelease`)"
+        )
+        if given
+        else "the mirror has no copy"
+    )
     notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept)}",) if kept else ())
     if left_alone:
-        notes += (f"The security archive was left alone: no probe verified that {label} serves "
-                  f"{', '.join(left_alone)} (security updates must not stop); rank mirrors with "
-                  f"`gpudoctor mirrors` and rerun, or edit it by hand once you have checked the mirror.",)
-    return FixPlan(fix="apt.mirror", description=desc, edits=tuple(edits), addresses=("apt.mirror", "apt.sources"),
-                   notes=notes)
+        notes += (
+            f"The security archive was left alone: no probe verified that {label} serves "
+            f"{', '.join(left_alone)} (security updates must not stop); rank mirrors with "
+            f"`gpudoctor mirrors` and rerun, or edit it by hand once you have checked the mirror.",
+        )
+    return FixPlan(
+        fix="apt.mirror", description=desc, edits=tuple(edits), addresses=("apt.mirror", "apt.sources"), notes=notes
+    )
 
 
-FIX = Fix(id="apt.mirror", title="Switch apt's distro sources (one-line and deb822) to a faster mirror",
-          addresses=("apt.mirror", "apt.sources"), plan=plan)
+FIX = Fix(
+    id="apt.mirror",
+    title="Switch apt's distro sources (one-line and deb822) to a faster mirror",
+    addresses=("apt.mirror", "apt.sources"),
+    plan=plan,
+)

@@ -60,6 +60,7 @@ def blocks_meaning(old: dict[str, Any] | None, new: dict[str, Any], blocks: dict
     """None when ``new`` (parsed .condarc) holds exactly ``blocks`` and every other top-level
     key of ``old`` unchanged."""
     import yaml
+
     for key, lines in blocks.items():
         want = yaml.safe_load("\n".join(lines))[key]
         if new.get(key) != want:
@@ -76,9 +77,11 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     if not isinstance(conda, CondaFacts):
         reason = getattr(conda, "reason", "")
         if "not valid YAML" in reason or "not a mapping" in reason:
-            raise FixRefused(f"{reason}. gpudoctor does not rewrite it; fix it by hand so that its top level is a "
-                             f"mapping of settings, e.g.\nchannels:\n  - defaults\ndefault_channels:\n"
-                             f"  - https://MIRROR/pkgs/main")
+            raise FixRefused(
+                f"{reason}. gpudoctor does not rewrite it; fix it by hand so that its top level is a "
+                f"mapping of settings, e.g.\nchannels:\n  - defaults\ndefault_channels:\n"
+                f"  - https://MIRROR/pkgs/main"
+            )
         return None
     evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
     extra_named: list[str] = []
@@ -87,8 +90,9 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         label, urls = "the mirror's cloud tree", {"conda_cloud": str(evidence["cloud"])}
         extra_named = [str(n) for n in evidence.get("named", [])]
     else:
-        label, urls = choose(facts, "conda", options, ("conda_pkgs", "conda_cloud"),
-                             exclude=tuple(c.url for c in conda.channels))
+        label, urls = choose(
+            facts, "conda", options, ("conda_pkgs", "conda_cloud"), exclude=tuple(c.url for c in conda.channels)
+        )
     blocks: dict[str, list[str]] = {}
     if "conda_pkgs" in urls:
         blocks["default_channels"] = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
@@ -105,11 +109,18 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     new = replace_blocks(old or "", blocks)
     manual = f"in {path}, set these top-level keys:\n" + "\n".join(line for b in blocks.values() for line in b)
     edit = verified_edit(path, old, new, manual, meaning=lambda a, b: blocks_meaning(a, b, blocks), kind="condarc")
-    return FixPlan(fix="conda.channels", description=f"redirect conda channels to {label} in {path}",
-                   edits=(edit,),
-                   addresses=("conda.mirror", "index.consistency"),
-                   notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",))
+    return FixPlan(
+        fix="conda.channels",
+        description=f"redirect conda channels to {label} in {path}",
+        edits=(edit,),
+        addresses=("conda.mirror", "index.consistency"),
+        notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.",),
+    )
 
 
-FIX = Fix(id="conda.channels", title="Redirect conda's defaults and named channels to a faster mirror",
-          addresses=("conda.mirror", "index.consistency"), plan=plan)
+FIX = Fix(
+    id="conda.channels",
+    title="Redirect conda's defaults and named channels to a faster mirror",
+    addresses=("conda.mirror", "index.consistency"),
+    plan=plan,
+)

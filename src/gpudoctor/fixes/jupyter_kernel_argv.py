@@ -29,8 +29,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     if spec is None or spec.interpreter is None or spec.interpreter.argv_index is None:
         return None
     if spec.builtin:
-        raise FixRefused(f"kernel {spec.name} is ipykernel's built-in spec (no kernel.json to edit); "
-                         "register a kernel instead (`gpudoctor fix jupyter.register`)")
+        raise FixRefused(
+            f"kernel {spec.name} is ipykernel's built-in spec (no kernel.json to edit); "
+            "register a kernel instead (`gpudoctor fix jupyter.register`)"
+        )
     new_python = (options or {}).get("python") or reference_python(facts)
     if not new_python:
         return None
@@ -39,19 +41,22 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         dists = getattr(getattr(ref, "probe", None), "distributions", None)
         if isinstance(dists, dict) and "ipykernel" not in dists:
             # the kernel would die at start: the user must install it first (gpudoctor does not run pip)
-            raise FixRefused(f"{new_python} has no ipykernel, so kernel {spec.name} would die at start with it. "
-                             f"First run `{new_python} -m pip install ipykernel`, then this fix again")
+            raise FixRefused(
+                f"{new_python} has no ipykernel, so kernel {spec.name} would die at start with it. "
+                f"First run `{new_python} -m pip install ipykernel`, then this fix again"
+            )
     if not new_python.startswith("/"):
         # Jupyter resolves a bare name on the server's PATH at launch: the very ambiguity being repaired
-        raise FixRefused(f"--set python={new_python!r}: give the interpreter's absolute path, "
-                         f"e.g. /home/user/venvs/train/bin/python")
+        raise FixRefused(
+            f"--set python={new_python!r}: give the interpreter's absolute path, e.g. /home/user/venvs/train/bin/python"
+        )
     data = load_kernel_json(spec.kernel_json_text, spec.kernel_json)
     argv = data.get("argv")
     if not isinstance(argv, list) or tuple(str(a) for a in argv) != spec.argv:
         raise FixRefused(f"{spec.kernel_json} changed since it was read (argv differs); run the check again")
     idx = spec.interpreter.argv_index
     if spec.interpreter.via == "conda-run":
-        new_argv = [new_python] + argv[idx + 1:]
+        new_argv = [new_python] + argv[idx + 1 :]
     else:
         new_argv = list(argv)
         new_argv[idx] = new_python
@@ -62,12 +67,24 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     return FixPlan(
         fix=FIX.id,
         description=f"kernel {spec.name}: run {new_python} instead of {spec.interpreter.path}",
-        edits=(verified_edit(spec.kernel_json, spec.kernel_json_text, new_text,
-                             f'in {spec.kernel_json}, set "argv" to {json.dumps(new_argv)}',
-                             meaning=lambda a, b: None if b == data else "its content would differ", kind="json"),),
+        edits=(
+            verified_edit(
+                spec.kernel_json,
+                spec.kernel_json_text,
+                new_text,
+                f'in {spec.kernel_json}, set "argv" to {json.dumps(new_argv)}',
+                meaning=lambda a, b: None if b == data else "its content would differ",
+                kind="json",
+            ),
+        ),
         addresses=FIX.addresses,
-        notes=(f"Restart kernel {spec.name!r} (Kernel > Restart) and check `import sys; sys.executable`.",))
+        notes=(f"Restart kernel {spec.name!r} (Kernel > Restart) and check `import sys; sys.executable`.",),
+    )
 
 
-FIX = Fix(id="jupyter.kernel-argv", title="Point a Jupyter kernel's argv at the interpreter with the CUDA torch",
-          addresses=("jupyter.kernels",), plan=plan)
+FIX = Fix(
+    id="jupyter.kernel-argv",
+    title="Point a Jupyter kernel's argv at the interpreter with the CUDA torch",
+    addresses=("jupyter.kernels",),
+    plan=plan,
+)

@@ -58,17 +58,19 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             raise FixRefused(f"{spec.kernel_json} changed since it was read (argv differs); run the check again")
         hidden = gpu_hiding_vars(dict(interp.wrapper_env))
         if hidden:
-            kept = [a for i, a in enumerate(argv) if not (i < interp.argv_index and "=" in str(a)
-                                                          and str(a).split("=", 1)[0] in hidden)]
-            wrapper = kept[:kept.index(argv[interp.argv_index])] if argv[interp.argv_index] in kept else []
+            kept = [
+                a
+                for i, a in enumerate(argv)
+                if not (i < interp.argv_index and "=" in str(a) and str(a).split("=", 1)[0] in hidden)
+            ]
+            wrapper = kept[: kept.index(argv[interp.argv_index])] if argv[interp.argv_index] in kept else []
             if [w for w in wrapper if str(w).rsplit("/", 1)[-1] != "env"] == [] and wrapper:
-                kept = kept[len(wrapper):]  # nothing left for `env` to do: run the interpreter directly
+                kept = kept[len(wrapper) :]  # nothing left for `env` to do: run the interpreter directly
             data["argv"] = kept
             changes += [f"remove {n} from the env wrapper in argv" for n in hidden]
     ref = reference_target(facts)
     kprobe = _kernel_probe(facts, spec.name)
-    missing = missing_loader_dirs(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None,
-                                  kprobe)
+    missing = missing_loader_dirs(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None, kprobe)
     if missing:
         add = ":".join(missing)
         if "LD_LIBRARY_PATH" in new_env and str(new_env["LD_LIBRARY_PATH"]):
@@ -86,14 +88,26 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         data.pop("env", None)
     new_text = dump_kernel_json(data, JsonStyle.detect(spec.kernel_json_text or ""))
     return FixPlan(
-        fix=FIX.id, description=f"kernel {spec.name}: " + "; ".join(changes),
-        edits=(verified_edit(spec.kernel_json, spec.kernel_json_text, new_text,
-                             f'in {spec.kernel_json}, set "env" to {json.dumps(new_env)}',
-                             meaning=lambda a, b: None if b == data else "its content would differ", kind="json"),),
+        fix=FIX.id,
+        description=f"kernel {spec.name}: " + "; ".join(changes),
+        edits=(
+            verified_edit(
+                spec.kernel_json,
+                spec.kernel_json_text,
+                new_text,
+                f'in {spec.kernel_json}, set "env" to {json.dumps(new_env)}',
+                meaning=lambda a, b: None if b == data else "its content would differ",
+                kind="json",
+            ),
+        ),
         addresses=FIX.addresses,
-        notes=(f"Restart kernel {spec.name!r} so it starts with the new environment.",))
+        notes=(f"Restart kernel {spec.name!r} so it starts with the new environment.",),
+    )
 
 
-FIX = Fix(id="jupyter.kernel-env",
-          title="Remove GPU-hiding variables from a kernel's env and add the terminal's loader paths",
-          addresses=("jupyter.kernels",), plan=plan)
+FIX = Fix(
+    id="jupyter.kernel-env",
+    title="Remove GPU-hiding variables from a kernel's env and add the terminal's loader paths",
+    addresses=("jupyter.kernels",),
+    plan=plan,
+)

@@ -42,8 +42,11 @@ _NAME = re.compile(r"^[a-z0-9._-]+$")
 
 def kernel_dict(python: str, display_name: str, cpython: bool = True, ipykernel_major: int = 7) -> dict[str, Any]:
     """The kernel.json dict ``ipykernel install`` writes (7.x shape; 6.x has a smaller ``metadata``)."""
-    argv = [python] + (["-Xfrozen_modules=off"] if cpython else []) + ["-m", "ipykernel_launcher", "-f",
-                                                                       "{connection_file}"]
+    argv = (
+        [python]
+        + (["-Xfrozen_modules=off"] if cpython else [])
+        + ["-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    )
     d: dict[str, Any] = {"argv": argv, "display_name": display_name, "language": "python"}
     if ipykernel_major >= 7:
         d["metadata"] = {"debugger": True, "supported_encryption": ["curve"]}
@@ -75,35 +78,59 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     display = options.get("display_name") or name
     ipk = (probe.distributions or {}).get("ipykernel") if probe else None
     major = int(ipk.split(".")[0]) if ipk and ipk.split(".")[0].isdigit() else 7
-    text = json.dumps(kernel_dict(python, display, probe is None or probe.implementation == "cpython", major),
-                      indent=1)
+    text = json.dumps(kernel_dict(python, display, probe is None or probe.implementation == "cpython", major), indent=1)
     path = posixpath.join(jupyter.data_dir, "kernels", name.lower(), "kernel.json")
     old = None
     same = jupyter.kernel(name)
-    if same is not None and not same.builtin and same.kernel_json and same.kernel_json != path \
-            and _before(jupyter, same.kernel_json, path):
+    if (
+        same is not None
+        and not same.builtin
+        and same.kernel_json
+        and same.kernel_json != path
+        and _before(jupyter, same.kernel_json, path)
+    ):
         # an earlier directory (JUPYTER_PATH) holds this name: Jupyter would keep finding that one, so replace it
         path = same.kernel_json
     if same is not None and same.kernel_json == path:
         old = same.kernel_json_text
     notes = []
     if probe is not None and probe.distributions is not None and "ipykernel" not in probe.distributions:
-        notes.append(f"ipykernel is not installed in {python}; install it before starting the kernel: "
-                     f"{python} -m pip install ipykernel")
+        notes.append(
+            f"ipykernel is not installed in {python}; install it before starting the kernel: "
+            f"{python} -m pip install ipykernel"
+        )
     if same is not None and same.kernel_json == path and not path.startswith(jupyter.data_dir.rstrip("/") + "/"):
-        notes.append(f"{path} is where Jupyter finds kernel {name!r} first (an earlier JUPYTER_PATH entry), so it "
-                     "is replaced there; a copy in the user data directory would be shadowed.")
+        notes.append(
+            f"{path} is where Jupyter finds kernel {name!r} first (an earlier JUPYTER_PATH entry), so it "
+            "is replaced there; a copy in the user data directory would be shadowed."
+        )
     if same is not None and same.kernel_json != path:
-        notes.append(f"a kernel named {name!r} already exists at {same.resource_dir}; the new one in the user "
-                     "data directory " + ("takes precedence over it." if _before(jupyter, path, same.resource_dir)
-                                           else "is shadowed by it: remove the old one with "
-                                                f"`jupyter kernelspec remove {name}`."))
+        notes.append(
+            f"a kernel named {name!r} already exists at {same.resource_dir}; the new one in the user "
+            "data directory "
+            + (
+                "takes precedence over it."
+                if _before(jupyter, path, same.resource_dir)
+                else f"is shadowed by it: remove the old one with `jupyter kernelspec remove {name}`."
+            )
+        )
     notes.append(f"Select kernel {display!r} in the notebook (restart it if it was running).")
-    return FixPlan(fix=FIX.id, description=f"register kernel {name.lower()!r} ({display}) running {python}",
-                   edits=(verified_edit(path, old, text, f"write {path} with:\n{text}",
-                                        meaning=lambda a, b: None if b == json.loads(text) else "content differs",
-                                        kind="json"),),
-                   addresses=FIX.addresses, notes=tuple(notes))
+    return FixPlan(
+        fix=FIX.id,
+        description=f"register kernel {name.lower()!r} ({display}) running {python}",
+        edits=(
+            verified_edit(
+                path,
+                old,
+                text,
+                f"write {path} with:\n{text}",
+                meaning=lambda a, b: None if b == json.loads(text) else "content differs",
+                kind="json",
+            ),
+        ),
+        addresses=FIX.addresses,
+        notes=tuple(notes),
+    )
 
 
 def _before(jupyter: JupyterFacts, new_path: str, other_dir: str) -> bool:
@@ -112,9 +139,13 @@ def _before(jupyter: JupyterFacts, new_path: str, other_dir: str) -> bool:
             if p.startswith(d.rstrip("/") + "/"):
                 return i
         return len(jupyter.kernel_dirs)
+
     return rank(new_path) < rank(other_dir)
 
 
-FIX = Fix(id="jupyter.register",
-          title="Register the terminal's environment as a Jupyter kernel (like `ipykernel install --user`)",
-          addresses=("jupyter.kernels",), plan=plan)
+FIX = Fix(
+    id="jupyter.register",
+    title="Register the terminal's environment as a Jupyter kernel (like `ipykernel install --user`)",
+    addresses=("jupyter.kernels",),
+    plan=plan,
+)

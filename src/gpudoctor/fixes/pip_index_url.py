@@ -77,8 +77,10 @@ def target_file(pip: PipFacts, scope: str | None) -> tuple[PipConfigFile, list[s
     """
     notes: list[str] = []
     if pip.env.get("PIP_CONFIG_FILE") == "/dev/null":
-        raise FixRefused("PIP_CONFIG_FILE=/dev/null makes pip ignore every pip.conf; `unset PIP_CONFIG_FILE` "
-                         "first, or pass the index on the command line (pip install --index-url URL)")
+        raise FixRefused(
+            "PIP_CONFIG_FILE=/dev/null makes pip ignore every pip.conf; `unset PIP_CONFIG_FILE` "
+            "first, or pass the index on the command line (pip install --index-url URL)"
+        )
 
     def setting_index(f: PipConfigFile) -> bool:
         return any(sk.partition(".")[2] == "index-url" for sk in f.values)
@@ -111,8 +113,11 @@ def _repairs(pip: PipFacts) -> tuple[dict[str, tuple[str | None, str]], list[str
             continue
         shown = show_path(f.path, pip.home)
         if f.text is None:
-            raise FixRefused(pipconf.manual_instructions(
-                pipconf.ParseProblem(f.error.line, f.error.kind, f.error.message, f.error.text), shown))
+            raise FixRefused(
+                pipconf.manual_instructions(
+                    pipconf.ParseProblem(f.error.line, f.error.kind, f.error.message, f.error.text), shown
+                )
+            )
         try:
             new, description = pipconf.repair_header(f.text, shown)
         except pipconf.Unrepairable as exc:
@@ -127,13 +132,17 @@ def _current(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConf
         return texts[f.path][1]
     if f.exists and f.text is None:
         if f.note == NOTE_DIRECTORY:
-            raise FixRefused(f"{f.path} is a directory, not a file, so pip cannot read it and gpudoctor will not "
-                             f"replace it; look inside (ls -la {f.path}), move it aside (mv {f.path} "
-                             f"{f.path}.dir), then rerun")
+            raise FixRefused(
+                f"{f.path} is a directory, not a file, so pip cannot read it and gpudoctor will not "
+                f"replace it; look inside (ls -la {f.path}), move it aside (mv {f.path} "
+                f"{f.path}.dir), then rerun"
+            )
         if f.note.startswith("cannot be read"):
             raise FixRefused(f"{f.path} exists but gpudoctor cannot read it ({f.note}); fix its permissions first")
-        raise FixRefused(f"{f.path} exists but is not a regular file ({f.note or 'a device, socket or pipe?'}); "
-                         f"move it aside, then rerun")
+        raise FixRefused(
+            f"{f.path} exists but is not a regular file ({f.note or 'a device, socket or pipe?'}); "
+            f"move it aside, then rerun"
+        )
     return f.text
 
 
@@ -154,7 +163,9 @@ def _simulate(pip: PipFacts, texts: dict[str, tuple[str | None, str]]) -> dict[s
             values, problem = pipconf.parse(texts[f.path][1])
             lines = {f"{e.section}.{e.key}": e.start + 1 for e in pipconf.scan(texts[f.path][1]).entries}
             loaded = f.loaded or (not f.exists and not f.note)
-            f = replace(f, exists=True, loaded=loaded, values=values, lines=lines, error=None if problem is None else f.error)
+            f = replace(
+                f, exists=True, loaded=loaded, values=values, lines=lines, error=None if problem is None else f.error
+            )
         files.append(f)
     env = dict(pip.env)
     return effective_settings(tuple(files), env)
@@ -182,12 +193,18 @@ def pip_meaning(old: Mapping[str, str] | None, new: Mapping[str, str]) -> str | 
 
 #: pip options this fix also sets when asked (``--set timeout=60 --set retries=10``), with their checks.
 NETWORK_OPTIONS: dict[str, tuple[str, Callable[[str], bool]]] = {
-                   "timeout": ("seconds > 0", lambda v: float(v) > 0),
-                   "retries": ("a whole number >= 0", lambda v: int(v) >= 0)}
+    "timeout": ("seconds > 0", lambda v: float(v) > 0),
+    "retries": ("a whole number >= 0", lambda v: int(v) >= 0),
+}
 
 
-def _network_options(pip: PipFacts, texts: dict[str, tuple[str | None, str]], descriptions: list[str],
-                     notes: list[str], options: Mapping[str, str]) -> None:
+def _network_options(
+    pip: PipFacts,
+    texts: dict[str, tuple[str | None, str]],
+    descriptions: list[str],
+    notes: list[str],
+    options: Mapping[str, str],
+) -> None:
     """Set pip's ``timeout`` (seconds, default 15) and ``retries`` (default 5) in the chosen scope's file.
 
     For a usable but slow index (pip docs, "pip install --timeout/--retries"):
@@ -215,11 +232,19 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
-    if finding is not None and finding.check == "index.consistency" and finding.evidence.get("index_url") \
-            and not options.get("index-url") and "://" not in (options.get("mirror") or ""):
+    if (
+        finding is not None
+        and finding.check == "index.consistency"
+        and finding.evidence.get("index_url")
+        and not options.get("index-url")
+        and "://" not in (options.get("mirror") or "")
+    ):
         # the same index uv uses, at the same scope
-        options = {**options, "index-url": str(finding.evidence["index_url"]),
-                   "scope": options.get("scope") or str(finding.evidence.get("scope") or "user")}
+        options = {
+            **options,
+            "index-url": str(finding.evidence["index_url"]),
+            "scope": options.get("scope") or str(finding.evidence.get("scope") or "user"),
+        }
     texts, descriptions = _repairs(pip)
     notes: list[str] = []
     _network_options(pip, texts, descriptions, notes, options)
@@ -237,21 +262,27 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             eff = pip.effective.get("trusted-host")
             if not trusted(url, eff.value.split() if eff else []):
                 if not insecure:
-                    raise FixRefused(f"{url} is plain http: pip ignores it unless its host is trusted. Use the "
-                                     f"mirror's https URL, or add --allow-insecure to also set trusted-host")
+                    raise FixRefused(
+                        f"{url} is plain http: pip ignores it unless its host is trusted. Use the "
+                        f"mirror's https URL, or add --allow-insecure to also set trusted-host"
+                    )
                 _trust(pip, texts, f, [host_entry(url)])
                 descriptions.append(f"trust {host_entry(url)} (trusted-host)")
         after = _simulate(pip, texts).get("index-url")
         if after is None or after.value.strip() != url:
             winner = after.source if after else "?"
             if after is not None and after.variant == "env_var":
-                notes.append(f"{winner} is set in the environment and still overrides pip.conf: "
-                             f"unset {winner} (shell profile, Dockerfile ENV, CI settings)")
+                notes.append(
+                    f"{winner} is set in the environment and still overrides pip.conf: "
+                    f"unset {winner} (shell profile, Dockerfile ENV, CI settings)"
+                )
             elif after is not None:
                 scope = after.variant if after.variant in ("user", "site", "global") else None
                 hint = f" --scope {scope}" if scope else ""
-                notes.append(f"index-url in {show_path(winner, pip.home)} ([{after.section}]) still wins: "
-                             f"gpudoctor fix {FIX_ID} --index-url {url}{hint}")
+                notes.append(
+                    f"index-url in {show_path(winner, pip.home)} ([{after.section}]) still wins: "
+                    f"gpudoctor fix {FIX_ID} --index-url {url}{hint}"
+                )
     elif insecure:
         eff = pip.effective.get("trusted-host")
         current = eff.value.split() if eff else []
@@ -266,8 +297,10 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
                 continue
             if setting.variant == "env_var" and scoped is None:
-                raise FixRefused(f"{idx_url} comes from {setting.source}; trust it there: "
-                                 f"export PIP_TRUSTED_HOST={host_entry(idx_url)}")
+                raise FixRefused(
+                    f"{idx_url} comes from {setting.source}; trust it there: "
+                    f"export PIP_TRUSTED_HOST={host_entry(idx_url)}"
+                )
             cf = scoped or pip.file(setting.source)
             if cf is None:  # pragma: no cover - effective settings name known files
                 continue
@@ -279,23 +312,46 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             hosts = after.value.split() if after else []
             if any(not trusted(u, hosts) for u in trusted_now) and after is not None:
                 where = after.source if after.variant == "env_var" else show_path(after.source, pip.home)
-                notes.append(f"trusted-host in {where} still wins over the {scope} file: add the host there too, "
-                             f"or rerun without --scope")
+                notes.append(
+                    f"trusted-host in {where} still wins over the {scope} file: add the host there too, "
+                    f"or rerun without --scope"
+                )
     elif not texts:
         if finding.status >= Status.WARN and finding.evidence.get("option") in ("index-url", "extra-index-url"):
-            raise FixRefused(f"choose how: `gpudoctor fix {FIX_ID} --index-url https://...` (the mirror's https "
-                             f"URL) or `gpudoctor fix {FIX_ID} --allow-insecure` (trust the plain-http host)")
+            raise FixRefused(
+                f"choose how: `gpudoctor fix {FIX_ID} --index-url https://...` (the mirror's https "
+                f"URL) or `gpudoctor fix {FIX_ID} --allow-insecure` (trust the plain-http host)"
+            )
         if finding.status <= Status.OK or not finding.fixes:
-            raise FixRefused(f"nothing to repair; to set the index give it: "
-                             f"gpudoctor fix {FIX_ID} --index-url https://mirror.example.org/simple")
+            raise FixRefused(
+                f"nothing to repair; to set the index give it: "
+                f"gpudoctor fix {FIX_ID} --index-url https://mirror.example.org/simple"
+            )
         return None
-    edits = tuple(verified_edit(path, old, new, f"in {path}, under [global], set the options this plan names: "
-                                f"{'; '.join(descriptions)}", meaning=pip_meaning, repairs=True)
-                  for path, (old, new) in texts.items())
-    return FixPlan(fix=FIX_ID, description="; ".join(descriptions) or "nothing to change", edits=edits,
-                   addresses=("pip.config", "index.consistency"), notes=tuple(notes))
+    edits = tuple(
+        verified_edit(
+            path,
+            old,
+            new,
+            f"in {path}, under [global], set the options this plan names: {'; '.join(descriptions)}",
+            meaning=pip_meaning,
+            repairs=True,
+        )
+        for path, (old, new) in texts.items()
+    )
+    return FixPlan(
+        fix=FIX_ID,
+        description="; ".join(descriptions) or "nothing to change",
+        edits=edits,
+        addresses=("pip.config", "index.consistency"),
+        notes=tuple(notes),
+    )
 
 
-FIX = Fix(id=FIX_ID, title="set pip's index-url (and timeout/retries when asked) in pip.conf, keeping comments; "
-                           "repair a damaged global section header",
-          addresses=("pip.config", "index.consistency"), plan=plan)
+FIX = Fix(
+    id=FIX_ID,
+    title="set pip's index-url (and timeout/retries when asked) in pip.conf, keeping comments; "
+    "repair a damaged global section header",
+    addresses=("pip.config", "index.consistency"),
+    plan=plan,
+)

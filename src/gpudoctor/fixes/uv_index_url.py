@@ -52,7 +52,7 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
             for i in block:
                 m = _URL.match(lines[i])
                 if m:
-                    lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end():]
+                    lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end() :]
                     return "".join(lines)
     legacy_scope = "[tool.uv]" if pyproject else None
     for block in blocks:
@@ -62,13 +62,13 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
         for i in block:
             m = _LEGACY.match(lines[i])
             if m:
-                lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end():]
+                lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end() :]
                 return "".join(lines)
     out = "".join(lines)
     if out and not out.endswith("\n"):
         out += "\n"
     sep = "\n" if out.strip() else ""
-    return f"{out}{sep}{index_header}\nurl = \"{url}\"\ndefault = true\n"
+    return f'{out}{sep}{index_header}\nurl = "{url}"\ndefault = true\n'
 
 
 def _uv_table(doc: dict[str, Any], pyproject: bool) -> dict[str, Any]:
@@ -93,6 +93,7 @@ def default_index(doc: dict[str, Any], pyproject: bool = False) -> str | None:
 
 def _without_default(doc: dict[str, Any] | None, pyproject: bool) -> dict[str, Any]:
     import copy
+
     doc = copy.deepcopy(doc or {})
     table = _uv_table(doc, pyproject)
     indexes = table.get("index")
@@ -128,15 +129,19 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         # the same index pip uses (index.consistency): no ranking, no catalogue
         label, url = "pip's index", str(evidence["index_url"])
         if url.startswith("http://") and not _insecure_ok(options):
-            raise FixRefused(f"pip's index {url} is plain http://; pass --allow-insecure to give uv the same index, "
-                             f"or use the mirror's https URL with --mirror URL")
+            raise FixRefused(
+                f"pip's index {url} is plain http://; pass --allow-insecure to give uv the same index, "
+                f"or use the mirror's https URL with --mirror URL"
+            )
     else:
         label, urls = choose(facts, "uv", options, ("pypi",), exclude=(uv.default_index,))
         url = urls["pypi"]
     if uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL") or scope == "env":
-        raise FixRefused(f"{uv.default_origin if uv.default_origin != 'built-in' else 'the pip index'} is set in the "
-                         f"environment; set uv's there too: `export UV_DEFAULT_INDEX={url}` (shell profile, "
-                         f"Dockerfile ENV, CI settings)")
+        raise FixRefused(
+            f"{uv.default_origin if uv.default_origin != 'built-in' else 'the pip index'} is set in the "
+            f"environment; set uv's there too: `export UV_DEFAULT_INDEX={url}` (shell profile, "
+            f"Dockerfile ENV, CI settings)"
+        )
     if scope == "global" and uv.default_origin not in uv.files:
         path = uv.system_config or "/etc/uv/uv.toml"
     elif scope == "user" and uv.default_origin not in uv.files:
@@ -147,19 +152,30 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     pyproject = path.endswith("pyproject.toml")
     new = set_default_index(old or "", url, pyproject=pyproject)
     header = "[[tool.uv.index]]" if pyproject else "[[index]]"
-    manual = (f"in {path}, make the index marked `default = true` use url = \"{url}\" (or add a table "
-              f"`{header}` with `url = \"{url}\"` and `default = true`)")
+    manual = (
+        f'in {path}, make the index marked `default = true` use url = "{url}" (or add a table '
+        f'`{header}` with `url = "{url}"` and `default = true`)'
+    )
     edit = verified_edit(path, old, new, manual, meaning=lambda a, b: default_index_meaning(a, b, url, pyproject))
-    return FixPlan(fix="uv.index-url", description=f"make {label} ({url}) uv's default index in {path}",
-                   edits=(edit,),
-                   addresses=("uv.mirror", "index.consistency"),
-                   notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",))
+    return FixPlan(
+        fix="uv.index-url",
+        description=f"make {label} ({url}) uv's default index in {path}",
+        edits=(edit,),
+        addresses=("uv.mirror", "index.consistency"),
+        notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",),
+    )
 
 
 def _insecure_ok(options: Mapping[str, str]) -> bool:
-    return any(str(options.get(k, "")).strip().lower() in ("1", "true", "yes", "on")
-               for k in ("allow-insecure", "allow_insecure"))
+    return any(
+        str(options.get(k, "")).strip().lower() in ("1", "true", "yes", "on")
+        for k in ("allow-insecure", "allow_insecure")
+    )
 
 
-FIX = Fix(id="uv.index-url", title="Set uv's default index (a faster mirror, or the index pip uses)",
-          addresses=("uv.mirror", "index.consistency"), plan=plan)
+FIX = Fix(
+    id="uv.index-url",
+    title="Set uv's default index (a faster mirror, or the index pip uses)",
+    addresses=("uv.mirror", "index.consistency"),
+    plan=plan,
+)

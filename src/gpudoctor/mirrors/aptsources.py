@@ -41,16 +41,19 @@ __all__ = [
 #: sources.list.d names apt reads (sources.list(5)): letters, digits, ``_ - .``, ending .list or .sources.
 VALID_PART_NAME = re.compile(r"^[A-Za-z0-9_.\-]+\.(list|sources)$")
 
-_ONE_LINE = re.compile(r"^(?P<lead>\s*)(?P<type>deb|deb-src)(?P<sp1>\s+)(?:(?P<opts>\[[^\]]*\])(?P<sp2>\s+))?"
-                       r"(?P<uri>\S+)(?P<rest>.*)$")
+_ONE_LINE = re.compile(
+    r"^(?P<lead>\s*)(?P<type>deb|deb-src)(?P<sp1>\s+)(?:(?P<opts>\[[^\]]*\])(?P<sp2>\s+))?"
+    r"(?P<uri>\S+)(?P<rest>.*)$"
+)
 _FIELD = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]*):(?P<value>.*)$")
 
 #: uri -> new uri or None (keep); gets (uri, suites, components, enabled).
 UriMapper = Callable[[str, tuple[str, ...], tuple[str, ...], bool], str | None]
 
 #: Components of the Debian and Ubuntu archives; a repo with others (``stable``, ``main/debug``...) is third-party.
-DISTRO_COMPONENTS = frozenset({"main", "contrib", "non-free", "non-free-firmware", "restricted", "universe",
-                               "multiverse"})
+DISTRO_COMPONENTS = frozenset(
+    {"main", "contrib", "non-free", "non-free-firmware", "restricted", "universe", "multiverse"}
+)
 
 
 class SourcesError(ValueError):
@@ -89,9 +92,20 @@ def parse_one_line(path: str, text: str) -> tuple[list[AptSource], list[str]]:
             problems.append(f"{path}:{n}: no suite after the URI")
             continue
         suite, comps = words[0], tuple(words[1:])
-        entries.append(AptSource(file=path, format="one-line", line=n, stanza=-1, types=(m.group("type"),),
-                                 uris=(m.group("uri"),), suites=(suite,), components=comps,
-                                 options=_parse_opts(m.group("opts") or ""), enabled=True))
+        entries.append(
+            AptSource(
+                file=path,
+                format="one-line",
+                line=n,
+                stanza=-1,
+                types=(m.group("type"),),
+                uris=(m.group("uri"),),
+                suites=(suite,),
+                components=comps,
+                options=_parse_opts(m.group("opts") or ""),
+                enabled=True,
+            )
+        )
     return entries, problems
 
 
@@ -100,14 +114,14 @@ def rewrite_one_line(text: str, mapper: UriMapper) -> str:
     out = []
     for raw in text.splitlines(keepends=True):
         body = raw.rstrip("\r\n")
-        ending = raw[len(body):]
+        ending = raw[len(body) :]
         code, hash_, comment = body.partition("#")
         m = _ONE_LINE.match(code)
         if m:
             words = m.group("rest").split()
             new = mapper(m.group("uri"), tuple(words[:1]), tuple(words[1:]), True)
             if new is not None and new != m.group("uri"):
-                code = code[:m.start("uri")] + new + code[m.end("uri"):]
+                code = code[: m.start("uri")] + new + code[m.end("uri") :]
         out.append(code + hash_ + comment + ending)
     return "".join(out)
 
@@ -197,9 +211,20 @@ def parse_deb822(path: str, text: str) -> tuple[list[AptSource], list[str]]:
             if "BEGIN PGP PUBLIC KEY BLOCK" in value:
                 value = "(inline key block)"
             opts[f.name.lower()] = value.strip()
-        entries.append(AptSource(file=path, format="deb822", line=st.start + 1, stanza=idx, types=types,
-                                 uris=uris, suites=suites, components=_words(st.get("Components")),
-                                 options=opts, enabled=_enabled(st)))
+        entries.append(
+            AptSource(
+                file=path,
+                format="deb822",
+                line=st.start + 1,
+                stanza=idx,
+                types=types,
+                uris=uris,
+                suites=suites,
+                components=_words(st.get("Components")),
+                options=opts,
+                enabled=_enabled(st),
+            )
+        )
     return entries, problems
 
 
@@ -224,8 +249,13 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
 
         seen: set[str] = set()
 
-        def sub(m: re.Match[str], suites: tuple[str, ...] = suites, comps: tuple[str, ...] = comps,
-                enabled: bool = enabled, seen: set[str] = seen) -> str:  # this stanza's values, bound now (B023)
+        def sub(
+            m: re.Match[str],
+            suites: tuple[str, ...] = suites,
+            comps: tuple[str, ...] = comps,
+            enabled: bool = enabled,
+            seen: set[str] = seen,
+        ) -> str:  # this stanza's values, bound now (B023)
             space, token = m.group(1), m.group(2)
             new = mapper(token, suites, comps, enabled)
             if new is None:
@@ -239,7 +269,7 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
         for i in range(f.first, f.last + 1):
             raw = lines[i]
             body = raw.rstrip("\r\n")
-            ending = raw[len(body):]
+            ending = raw[len(body) :]
             if i == f.first:
                 head, _, value = body.partition(":")
                 lines[i] = head + ":" + re.sub(r"(\s*)(\S+)", sub, value) + ending
@@ -297,8 +327,9 @@ def replace_base(old_uri: str, new_base: str) -> str:
 # --------------------------------------------------------------------------- build files
 
 
-def find_rewrites(name: str, text: str, read: Callable[[str], str | None],
-                  glob: Callable[[str], list[str]]) -> list[AptRewrite]:
+def find_rewrites(
+    name: str, text: str, read: Callable[[str], str | None], glob: Callable[[str], list[str]]
+) -> list[AptRewrite]:
     """``sed -i`` edits of apt source files in a Dockerfile or shell script.
 
     The build is read like a shell would (:mod:`gpudoctor.mirrors.dockerfile`)
@@ -314,6 +345,16 @@ def find_rewrites(name: str, text: str, read: Callable[[str], str | None],
         return [p.rsplit("/", 1)[-1] for p in glob(directory.rstrip("/") + "/*")]
 
     edits, _ = replay(commands(name, text), read, listdir)
-    return [AptRewrite(origin=e.origin, command=e.command, target=e.path, pattern=e.pattern,
-                       replacement=e.replacement, target_exists=e.target_exists, matches=e.changed)
-            for e in edits if e.tool == "apt" and e.action == "sed"]
+    return [
+        AptRewrite(
+            origin=e.origin,
+            command=e.command,
+            target=e.path,
+            pattern=e.pattern,
+            replacement=e.replacement,
+            target_exists=e.target_exists,
+            matches=e.changed,
+        )
+        for e in edits
+        if e.tool == "apt" and e.action == "sed"
+    ]

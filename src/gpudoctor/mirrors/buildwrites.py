@@ -41,8 +41,11 @@ class SedSub:
         rx = self.regex()
         repl = _sed_replacement(self.new)
         count = 0 if "g" in self.flags else 1
-        return rx.sub(repl, text, count=count) if count == 0 else "\n".join(
-            rx.sub(repl, line, count=1) for line in text.split("\n"))
+        return (
+            rx.sub(repl, text, count=count)
+            if count == 0
+            else "\n".join(rx.sub(repl, line, count=1) for line in text.split("\n"))
+        )
 
     @property
     def literal_old(self) -> str:
@@ -86,6 +89,7 @@ def _sed_replacement(new: str):
             out.append(m.group(0) if c == "&" else c)
             i += 1
         return "".join(out)
+
     return repl
 
 
@@ -95,8 +99,9 @@ def parse_sed_script(script: str, extended: bool = False) -> list[SedSub]:
     i = 0
     while i < len(script):
         # skip separators, addresses and braces up to a command letter
-        m = re.match(r"[\s;{}]*(?:(?:\d+|\$|/(?:\\.|[^/])*/)(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/])*/))?\s*!?\s*)?",
-                     script[i:])
+        m = re.match(
+            r"[\s;{}]*(?:(?:\d+|\$|/(?:\\.|[^/])*/)(?:\s*,\s*(?:\d+|\$|/(?:\\.|[^/])*/))?\s*!?\s*)?", script[i:]
+        )
         i += m.end() if m else 0
         if i >= len(script):
             break
@@ -111,7 +116,7 @@ def parse_sed_script(script: str, extended: bool = False) -> list[SedSub]:
         while j < len(script) and len(parts) < 2:
             c = script[j]
             if c == "\\" and j + 1 < len(script):
-                buf.append(script[j + 1] if script[j + 1] == d else script[j:j + 2])
+                buf.append(script[j + 1] if script[j + 1] == d else script[j : j + 2])
                 j += 2
                 continue
             if c == d:
@@ -142,7 +147,7 @@ def sed_invocation(argv: Sequence[str]) -> tuple[list[SedSub], list[str]] | None
     while k < len(args):
         a = args[k]
         if a == "--":
-            positional += args[k + 1:]
+            positional += args[k + 1 :]
             break
         if a in ("-e", "--expression"):
             scripts.append(args[k + 1] if k + 1 < len(args) else "")
@@ -227,21 +232,40 @@ class Overlay:
             return [pattern]
         directory, _, base = pattern.rpartition("/")
         names = set(self._listdir(directory or "/"))
-        names |= {p.rsplit("/", 1)[-1] for p, t in self.changes.items()
-                  if t is not None and p.rpartition("/")[0] == directory}
-        names -= {p.rsplit("/", 1)[-1] for p, t in self.changes.items()
-                  if t is None and p.rpartition("/")[0] == directory}
+        names |= {
+            p.rsplit("/", 1)[-1] for p, t in self.changes.items() if t is not None and p.rpartition("/")[0] == directory
+        }
+        names -= {
+            p.rsplit("/", 1)[-1] for p, t in self.changes.items() if t is None and p.rpartition("/")[0] == directory
+        }
         return sorted(f"{directory}/{n}" for n in names if fnmatch.fnmatch(n, base)) or [pattern]
 
     def write(self, path: str, text: str | None) -> None:
         self.changes[path] = text
 
 
-def _edit(cmd: ShellCommand, path: str, action: str, exists: bool, changed: bool, content: str | None,
-          pattern: str = "", replacement: str = "") -> SourceEdit:
-    return SourceEdit(origin=cmd.origin, command=cmd.text, tool=tool_of(path) or "", path=path, action=action,
-                      target_exists=exists, changed=changed, content=content, pattern=pattern,
-                      replacement=replacement)
+def _edit(
+    cmd: ShellCommand,
+    path: str,
+    action: str,
+    exists: bool,
+    changed: bool,
+    content: str | None,
+    pattern: str = "",
+    replacement: str = "",
+) -> SourceEdit:
+    return SourceEdit(
+        origin=cmd.origin,
+        command=cmd.text,
+        tool=tool_of(path) or "",
+        path=path,
+        action=action,
+        target_exists=exists,
+        changed=changed,
+        content=content,
+        pattern=pattern,
+        replacement=replacement,
+    )
 
 
 def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEdit], Overlay]:
@@ -261,21 +285,33 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEd
                         continue
                     old = fs.read(path)
                     if old is None:
-                        edits.append(_edit(cmd, path, "sed", False, False, None,
-                                           subs[0].literal_old if subs else "", subs[0].literal_new if subs else ""))
+                        edits.append(
+                            _edit(
+                                cmd,
+                                path,
+                                "sed",
+                                False,
+                                False,
+                                None,
+                                subs[0].literal_old if subs else "",
+                                subs[0].literal_new if subs else "",
+                            )
+                        )
                         continue
                     new = apply_sed(subs, old)
                     fs.write(path, new)
                     for s in subs or [SedSub("", "", "", False)]:
-                        edits.append(_edit(cmd, path, "sed", True, apply_sed([s], old) != old, new,
-                                           s.literal_old, s.literal_new))
+                        edits.append(
+                            _edit(cmd, path, "sed", True, apply_sed([s], old) != old, new, s.literal_old, s.literal_new)
+                        )
             continue
         if name in ("COPY", "ADD"):
             dest = cmd.argv[-1]
             srcs = cmd.argv[1:-1] or ("<here-document>",)
             for src in srcs:
-                path = f"{dest.rstrip('/')}/{src.rsplit('/', 1)[-1]}" if dest.endswith("/") and cmd.stdin is None \
-                    else dest
+                path = (
+                    f"{dest.rstrip('/')}/{src.rsplit('/', 1)[-1]}" if dest.endswith("/") and cmd.stdin is None else dest
+                )
                 if tool_of(path) is None:
                     continue
                 exists = fs.read(path) is not None
@@ -293,8 +329,12 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEd
             args = [a for a in cmd.argv[1:] if not a.startswith("-")]
             if len(args) == 2:
                 src, dest = args
-                if dest.endswith("/") or (fs.read(dest) is None and tool_of(dest) is None and "." not in
-                                          dest.rsplit("/", 1)[-1] and tool_of(f"{dest}/{src.rsplit('/', 1)[-1]}")):
+                if dest.endswith("/") or (
+                    fs.read(dest) is None
+                    and tool_of(dest) is None
+                    and "." not in dest.rsplit("/", 1)[-1]
+                    and tool_of(f"{dest}/{src.rsplit('/', 1)[-1]}")
+                ):
                     dest = f"{dest.rstrip('/')}/{src.rsplit('/', 1)[-1]}"
                 text = fs.read(src)
                 if tool_of(dest) is not None:
@@ -306,8 +346,12 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEd
                     edits.append(_edit(cmd, src, "remove", True, True, None))
             continue
         content = printed_text(cmd)
-        if content is None and name in ("cat", "tee") and cmd.stdin is not None and \
-                (name == "tee" or len(cmd.argv) == 1):
+        if (
+            content is None
+            and name in ("cat", "tee")
+            and cmd.stdin is not None
+            and (name == "tee" or len(cmd.argv) == 1)
+        ):
             content = cmd.stdin
         targets: list[tuple[str, bool]] = [(t, op == ">>") for op, t in cmd.redirects if op in (">", ">>", ">|")]
         if name == "tee":
@@ -326,8 +370,15 @@ def replay(parsed: Parsed, read: Reader, listdir: Lister) -> tuple[list[SourceEd
 # --------------------------------------------------------------------------- does the tool read it?
 
 #: Where conda is usually installed (its root prefix's ``.condarc`` is read).
-CONDA_ROOTS = ("/opt/conda", "/opt/miniconda3", "/opt/miniconda", "/opt/miniforge3", "/opt/mambaforge",
-               "/opt/anaconda3", "/usr/local")
+CONDA_ROOTS = (
+    "/opt/conda",
+    "/opt/miniconda3",
+    "/opt/miniconda",
+    "/opt/miniforge3",
+    "/opt/mambaforge",
+    "/opt/anaconda3",
+    "/usr/local",
+)
 
 
 def _prefixes_created(parsed: Parsed) -> list[str]:
@@ -336,7 +387,7 @@ def _prefixes_created(parsed: Parsed) -> list[str]:
     for c in parsed.commands:
         a = list(c.argv)
         if "venv" in a:
-            rest = [x for x in a[a.index("venv") + 1:] if not x.startswith("-")]
+            rest = [x for x in a[a.index("venv") + 1 :] if not x.startswith("-")]
             if rest:
                 out.append(rest[0].rstrip("/"))
         elif c.name == "virtualenv":
@@ -350,8 +401,9 @@ def _prefixes_created(parsed: Parsed) -> list[str]:
     return out
 
 
-def judge(edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[str], bool],
-          created: Sequence[str] = ()) -> tuple[bool | None, str]:
+def judge(
+    edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[str], bool], created: Sequence[str] = ()
+) -> tuple[bool | None, str]:
     """(read, reads_instead) for a pip/uv/conda edit: does the tool read ``edit.path`` in the image?
 
     Sources: pip-apt-config.md (pip ``configuration.py``, uv "Configuration
@@ -364,18 +416,30 @@ def judge(edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[st
     prefixes = [env[v].rstrip("/") for v in ("VIRTUAL_ENV", "CONDA_PREFIX") if env.get(v)] + list(created)
     directory = path.rsplit("/", 1)[0]
     if tool == "pip":
-        reads = {f"{d}/pip/pip.conf" for d in xdg_dirs} | {"/etc/pip.conf", f"{home}/.pip/pip.conf",
-                                                           f"{xdg_home}/pip/pip.conf"}
+        reads = {f"{d}/pip/pip.conf" for d in xdg_dirs} | {
+            "/etc/pip.conf",
+            f"{home}/.pip/pip.conf",
+            f"{xdg_home}/pip/pip.conf",
+        }
         if env.get("PIP_CONFIG_FILE"):
             reads.add(env["PIP_CONFIG_FILE"])
         if path in reads:
             return True, ""
-        site = path.endswith("/pip.conf") and (directory in prefixes or exists(f"{directory}/pyvenv.cfg")
-                                              or exists(f"{directory}/bin/python3") or exists(f"{directory}/bin/python"))
+        site = path.endswith("/pip.conf") and (
+            directory in prefixes
+            or exists(f"{directory}/pyvenv.cfg")
+            or exists(f"{directory}/bin/python3")
+            or exists(f"{directory}/bin/python")
+        )
         if site:
             return True, ""
-        instead = "/etc/pip.conf" if path.startswith("/etc/") else f"{xdg_home}/pip/pip.conf" \
-            if path.startswith(home + "/") else "/etc/pip.conf (all users) or <venv>/pip.conf (one environment)"
+        instead = (
+            "/etc/pip.conf"
+            if path.startswith("/etc/")
+            else f"{xdg_home}/pip/pip.conf"
+            if path.startswith(home + "/")
+            else "/etc/pip.conf (all users) or <venv>/pip.conf (one environment)"
+        )
         return False, instead
     if tool == "uv":
         reads = {f"{xdg_home}/uv/uv.toml", "/etc/uv/uv.toml"} | {f"{d}/uv/uv.toml" for d in xdg_dirs}
@@ -390,9 +454,18 @@ def judge(edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[st
         return None, ""  # a project uv.toml: read when uv runs in that directory
     if tool == "conda":
         name = path.rsplit("/", 1)[-1]
-        reads = {"/etc/conda/.condarc", "/etc/conda/condarc", "/var/lib/conda/.condarc", "/var/lib/conda/condarc",
-                 f"{xdg_home}/conda/.condarc", f"{xdg_home}/conda/condarc", f"{home}/.config/conda/.condarc",
-                 f"{home}/.conda/.condarc", f"{home}/.conda/condarc", f"{home}/.condarc"}
+        reads = {
+            "/etc/conda/.condarc",
+            "/etc/conda/condarc",
+            "/var/lib/conda/.condarc",
+            "/var/lib/conda/condarc",
+            f"{xdg_home}/conda/.condarc",
+            f"{xdg_home}/conda/condarc",
+            f"{home}/.config/conda/.condarc",
+            f"{home}/.conda/.condarc",
+            f"{home}/.conda/condarc",
+            f"{home}/.condarc",
+        }
         if env.get("CONDARC"):
             reads.add(env["CONDARC"])
         if path in reads or path.startswith("/etc/conda/condarc.d/"):
@@ -400,8 +473,13 @@ def judge(edit: SourceEdit, env: dict[str, str], home: str, exists: Callable[[st
         roots = list(CONDA_ROOTS) + prefixes + ([env["CONDA_ROOT"]] if env.get("CONDA_ROOT") else [])
         if directory in roots or exists(f"{directory}/bin/conda") or exists(f"{directory}/condabin/conda"):
             return True, ""
-        instead = "/etc/conda/.condarc" if path.startswith("/etc/") else f"{home}/.condarc" \
-            if path.startswith(home + "/") else f"{home}/.condarc or <conda root>/.condarc"
+        instead = (
+            "/etc/conda/.condarc"
+            if path.startswith("/etc/")
+            else f"{home}/.condarc"
+            if path.startswith(home + "/")
+            else f"{home}/.condarc or <conda root>/.condarc"
+        )
         del name
         return False, instead
     return None, ""

@@ -93,12 +93,20 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
         urls[key] = value.rstrip("/")
     unknown = set(raw) - set(ARCHIVES) - {"name", "operator", "region", "official", "source"}
     if unknown:
-        raise CatalogueError(f"{where} ({name}): unknown {noun(len(unknown), 'field')} {', '.join(sorted(unknown))}; "
-                             f"archives are {', '.join(ARCHIVES)}")
+        raise CatalogueError(
+            f"{where} ({name}): unknown {noun(len(unknown), 'field')} {', '.join(sorted(unknown))}; "
+            f"archives are {', '.join(ARCHIVES)}"
+        )
     if not urls:
         raise CatalogueError(f"{where} ({name}): no archive URL (one of {', '.join(ARCHIVES)})")
-    return CatalogueMirror(name=name.strip(), operator=str(raw.get("operator", "")), region=str(raw.get("region", "")),
-                           official=bool(raw.get("official", False)), urls=urls, source=str(raw.get("source", "")))
+    return CatalogueMirror(
+        name=name.strip(),
+        operator=str(raw.get("operator", "")),
+        region=str(raw.get("region", "")),
+        official=bool(raw.get("official", False)),
+        urls=urls,
+        source=str(raw.get("source", "")),
+    )
 
 
 def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], dict[str, Any], bool]:
@@ -124,9 +132,11 @@ def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], di
 
 
 def _settings(probe: Mapping[str, Any], base: Catalogue | None = None) -> dict[str, Any]:
-    out = {"pypi_project": base.pypi_project if base else "six",
-           "conda_subdir": base.conda_subdir if base else "noarch",
-           "apt_max_lag_hours": base.apt_max_lag_hours if base else 24.0}
+    out = {
+        "pypi_project": base.pypi_project if base else "six",
+        "conda_subdir": base.conda_subdir if base else "noarch",
+        "apt_max_lag_hours": base.apt_max_lag_hours if base else 24.0,
+    }
     if "pypi_project" in probe:
         out["pypi_project"] = str(probe["pypi_project"])
     if "conda_subdir" in probe:
@@ -165,6 +175,7 @@ def load(path: str | None) -> Catalogue:
     if not path:
         return builtin()
     from gpudoctor.inputs import InputError, read_user_file
+
     try:
         text = read_user_file(path)
     except InputError as exc:

@@ -25,6 +25,7 @@ def default_catalogue_file() -> str | None:
     if env:
         return env
     from platformdirs import user_config_dir
+
     path = Path(user_config_dir("gpudoctor"), "mirrors.toml")
     try:
         return str(path) if path.is_file() else None
@@ -35,6 +36,7 @@ def default_catalogue_file() -> str | None:
 def load_catalogue_option(path: str | None):
     """The catalogue for ``--catalogue FILE`` (else the user's file, else built-in); usage error when malformed."""
     from gpudoctor.mirrors.catalogue import CatalogueError, load
+
     path = path or default_catalogue_file()
     try:
         return load(path)
@@ -44,20 +46,39 @@ def load_catalogue_option(path: str | None):
 
 def mirror_check_options(fn):
     """``--rank-mirrors``, ``--catalogue FILE``, ``--mirror-budget SECONDS``, ``--dockerfile FILE``."""
-    fn = click.option("--dockerfile", metavar="FILE",
-                      help="Also check the apt mirror rewrites (sed -i ...) in this Dockerfile or script "
-                           "against the sources in --root.")(fn)
-    fn = click.option("--mirror-budget", default=DEFAULT_BUDGET_S, show_default=True, metavar="SECONDS",
-                      type=click.FloatRange(min=0.1, max=120), help="Overall time budget for mirror probes.")(fn)
-    fn = click.option("--catalogue", metavar="FILE",
-                      help="Mirror catalogue TOML adding to (or, with replace = true, replacing) the built-in one.")(fn)
-    fn = click.option("--rank-mirrors", is_flag=True,
-                      help="Also probe the catalogue's mirrors (network) and rank them, so mirror fixes can be offered.")(fn)
+    fn = click.option(
+        "--dockerfile",
+        metavar="FILE",
+        help="Also check the apt mirror rewrites (sed -i ...) in this Dockerfile or script "
+        "against the sources in --root.",
+    )(fn)
+    fn = click.option(
+        "--mirror-budget",
+        default=DEFAULT_BUDGET_S,
+        show_default=True,
+        metavar="SECONDS",
+        type=click.FloatRange(min=0.1, max=120),
+        help="Overall time budget for mirror probes.",
+    )(fn)
+    fn = click.option(
+        "--catalogue",
+        metavar="FILE",
+        help="Mirror catalogue TOML adding to (or, with replace = true, replacing) the built-in one.",
+    )(fn)
+    fn = click.option(
+        "--rank-mirrors",
+        is_flag=True,
+        help="Also probe the catalogue's mirrors (network) and rank them, so mirror fixes can be offered.",
+    )(fn)
     return fn
 
 
-def mirror_extra(rank_mirrors: bool = False, catalogue: str | None = None,
-                 mirror_budget: float = DEFAULT_BUDGET_S, dockerfile: str | None = None) -> dict[str, Any]:
+def mirror_extra(
+    rank_mirrors: bool = False,
+    catalogue: str | None = None,
+    mirror_budget: float = DEFAULT_BUDGET_S,
+    dockerfile: str | None = None,
+) -> dict[str, Any]:
     """``CollectOptions.extra`` entries for the mirror options; usage errors for unreadable files."""
     extra: dict[str, Any] = {"rank_mirrors": rank_mirrors, "mirror_budget_s": mirror_budget}
     extra["catalogue"] = load_catalogue_option(catalogue)
@@ -65,6 +86,7 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: str | None = None,
         try:
             # a Dockerfile is text in whatever encoding its author used: undecodable bytes become U+FFFD
             from gpudoctor.inputs import InputError, read_user_file
+
             try:
                 text = read_user_file(dockerfile, lenient=True)  # Latin-1 Dockerfiles are read too
             except InputError as exc:
@@ -79,9 +101,15 @@ def mirror_extra(rank_mirrors: bool = False, catalogue: str | None = None,
 FIX_ECOSYSTEMS = {"apt.mirror": "apt", "uv.index-url": "uv", "conda.channels": "conda", "pip.index-url": "pip"}
 
 
-def fix_mirror_extra(mirror: str | None, ids, offline: bool, rank_mirrors: bool = False,
-                     catalogue: str | None = None, mirror_budget: float = DEFAULT_BUDGET_S,
-                     dockerfile: str | None = None) -> dict[str, Any]:
+def fix_mirror_extra(
+    mirror: str | None,
+    ids,
+    offline: bool,
+    rank_mirrors: bool = False,
+    catalogue: str | None = None,
+    mirror_budget: float = DEFAULT_BUDGET_S,
+    dockerfile: str | None = None,
+) -> dict[str, Any]:
     """``CollectOptions.extra`` for ``gpudoctor fix``.
 
     Ranks (probes the catalogue) when ``--mirror fastest`` or ``--rank-mirrors``
@@ -100,8 +128,7 @@ def fix_mirror_extra(mirror: str | None, ids, offline: bool, rank_mirrors: bool 
     return extra
 
 
-def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool,
-                       fix_ids) -> None:
+def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool, fix_ids) -> None:
     """Give ``pip.index-url`` (which takes URLs only) a URL for ``--mirror fastest|NAME``, in place.
 
     Only when ``pip.index-url`` is among ``fix_ids``, no ``--index-url`` was
@@ -115,6 +142,7 @@ def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any
         return
     from gpudoctor.facts.mirrors import MirrorsFacts
     from gpudoctor.mirrors.catalogue import builtin
+
     cat = extra.get("catalogue") or builtin()
     if mirror != "fastest":
         row = cat.by_name(mirror)
@@ -130,6 +158,7 @@ def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any
             raise click.UsageError("--mirror fastest probes the catalogue's mirrors: drop --offline, or name one")
         from gpudoctor.mirrors.gather import candidate_targets
         from gpudoctor.mirrors.probe import probe_all, rank
+
         targets, _ = candidate_targets(cat, ["pip"])
         ranking = rank(probe_all(targets, budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S)))
     best = next((r for r in ranking if r.status == "ok"), None)
@@ -138,8 +167,9 @@ def resolve_pip_mirror(options: dict[str, str], facts: Any, extra: dict[str, Any
     options["index-url"] = best.base_url
 
 
-def resolve_apt_security(options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool,
-                         fix_ids) -> str | None:
+def resolve_apt_security(
+    options: dict[str, str], facts: Any, extra: dict[str, Any], offline: bool, fix_ids
+) -> str | None:
     """Verify Debian's security archive next to ``--mirror URL`` before ``apt.mirror`` rewrites it, in place.
 
     Only for ``apt.mirror`` with a ``--mirror`` URL whose path ends in
@@ -154,17 +184,22 @@ def resolve_apt_security(options: dict[str, str], facts: Any, extra: dict[str, A
     if not mirror.endswith("/debian"):
         return None
     from gpudoctor.facts.mirrors import AptFacts
+
     apt = facts.get("apt") if hasattr(facts, "get") else None
-    if not isinstance(apt, AptFacts) or not any("debian-security" in u or "security.debian.org" in u
-                                                for s in apt.sources for u in s.uris):
+    if not isinstance(apt, AptFacts) or not any(
+        "debian-security" in u or "security.debian.org" in u for s in apt.sources for u in s.uris
+    ):
         return None
     sibling = mirror + "-security"
     if offline:
         return f"--offline: {sibling} was not verified, so the security archive stays official"
     from gpudoctor.mirrors.probe import ProbeTarget, probe_all
+
     suite = f"{apt.codename or 'stable'}-security"
-    (res,) = probe_all([ProbeTarget("security", "apt", "debian_security", sibling, "apt", suite=suite)],
-                       budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S))
+    (res,) = probe_all(
+        [ProbeTarget("security", "apt", "debian_security", sibling, "apt", suite=suite)],
+        budget_s=float(extra.get("mirror_budget_s") or DEFAULT_BUDGET_S),
+    )
     if res.status == "ok":
         options["security-mirror"] = sibling
         return None

@@ -165,7 +165,7 @@ def _expand(text: str, env: dict[str, str]) -> str:
             i += 1
             continue
         if c == "\\" and i + 1 < len(text):
-            out.append(text[i:i + 2])
+            out.append(text[i : i + 2])
             i += 2
             continue
         if c == "'" and not quote:
@@ -206,7 +206,7 @@ def _prepare(script: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
         line = lines[i]
         i += 1
         pending = list(_HEREDOC_OP.finditer(line))
-        if pending and "'" not in line[:pending[0].start()].replace("\\'", ""):
+        if pending and "'" not in line[: pending[0].start()].replace("\\'", ""):
             for m in reversed(pending):
                 body: list[str] = []
                 while i < len(lines):
@@ -219,7 +219,7 @@ def _prepare(script: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
                 key = _HEREDOC_TOKEN.format(len(heredocs))
                 text = "\n".join(body) + ("\n" if body else "")
                 heredocs[key] = text if m.group(2) else _expand(text, env)
-                line = line[:m.start()] + f"< {key}" + line[m.end():]
+                line = line[: m.start()] + f"< {key}" + line[m.end() :]
         kept.append(line)
     text = "\n".join(kept)
     # line continuations, comments and newlines, respecting quotes
@@ -232,7 +232,7 @@ def _prepare(script: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
                 if text[i + 1] == "\n":
                     i += 2
                     continue
-                out.append(text[i:i + 2])
+                out.append(text[i : i + 2])
                 i += 2
                 continue
             out.append(c)
@@ -244,7 +244,7 @@ def _prepare(script: str, env: dict[str, str]) -> tuple[str, dict[str, str]]:
             if text[i + 1] == "\n":
                 i += 2
                 continue
-            out.append(text[i:i + 2])
+            out.append(text[i : i + 2])
             i += 2
             word_start = False
             continue
@@ -276,8 +276,9 @@ def _substitute(word: str, var: str, value: str) -> str:
     return word.replace("${" + var + "}", value).replace("$" + var, value)
 
 
-def script_commands(script: str, origin: str, env: dict[str, str], shell: str = "/bin/sh",
-                    depth: int = 0) -> list[ShellCommand]:
+def script_commands(
+    script: str, origin: str, env: dict[str, str], shell: str = "/bin/sh", depth: int = 0
+) -> list[ShellCommand]:
     """Simple commands of a POSIX shell script (see the module docstring).
 
     Raises ValueError (from shlex) for unbalanced quotes.
@@ -342,8 +343,9 @@ def script_commands(script: str, origin: str, env: dict[str, str], shell: str = 
                     expanded.append((a, r))
                     continue
                 for value in values:
-                    expanded.append(([_substitute(x, var, value) for x in a],
-                                     [(op, _substitute(t, var, value)) for op, t in r]))
+                    expanded.append(
+                        ([_substitute(x, var, value) for x in a], [(op, _substitute(t, var, value)) for op, t in r])
+                    )
             variants = expanded
         for a, r in variants:
             # leading NAME=value assignments
@@ -362,8 +364,14 @@ def script_commands(script: str, origin: str, env: dict[str, str], shell: str = 
                     except ValueError:
                         pass
             if base == "sudo" and len(a) > 1:
-                cmd = ShellCommand(origin, tuple(x for x in a[1:] if not x.startswith("-")) or tuple(a[1:]), tuple(r),
-                                   stdin, shell, dict(env))
+                cmd = ShellCommand(
+                    origin,
+                    tuple(x for x in a[1:] if not x.startswith("-")) or tuple(a[1:]),
+                    tuple(r),
+                    stdin,
+                    shell,
+                    dict(env),
+                )
             out.append(cmd)
         # what this command prints, for the next one in a pipeline
         pipe_text = None
@@ -513,7 +521,7 @@ def commands(name: str, text: str, build_args: dict[str, str] | None = None) -> 
             bodies = list(ins.heredocs)
             if bodies:
                 first = _HEREDOC_OP.match(args.strip())
-                if first and not args.strip()[first.end():].strip():
+                if first and not args.strip()[first.end() :].strip():
                     script = bodies[0]  # RUN <<EOF: the body is the script
                 else:
                     rebuilt = args

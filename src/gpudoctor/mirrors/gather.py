@@ -84,15 +84,22 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
     """Probe targets for the indexes this machine is configured to use."""
     out: list[ProbeTarget] = []
     for url in pip_index_urls(pip):
-        out.append(ProbeTarget("configured", "pip", "pypi", url, "pypi", project=catalogue.pypi_project,
-                               role="configured"))
+        out.append(
+            ProbeTarget("configured", "pip", "pypi", url, "pypi", project=catalogue.pypi_project, role="configured")
+        )
     if isinstance(uv, UvFacts) and uv.default_origin != "built-in":
-        out.append(ProbeTarget("configured", "uv", "pypi", uv.default_index, "pypi", project=catalogue.pypi_project,
-                               role="configured"))
+        out.append(
+            ProbeTarget(
+                "configured", "uv", "pypi", uv.default_index, "pypi", project=catalogue.pypi_project, role="configured"
+            )
+        )
     if isinstance(conda, CondaFacts):
         for ch in conda.channels:
-            out.append(ProbeTarget("configured", "conda", "conda", ch.url, "conda", subdir=catalogue.conda_subdir,
-                                   role="configured"))
+            out.append(
+                ProbeTarget(
+                    "configured", "conda", "conda", ch.url, "conda", subdir=catalogue.conda_subdir, role="configured"
+                )
+            )
     if isinstance(apt, AptFacts):
         seen = set()
         for src in apt.sources:
@@ -104,50 +111,87 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
                 if uri.rstrip("/") in seen:
                     continue
                 seen.add(uri.rstrip("/"))
-                out.append(ProbeTarget("configured", "apt", distro_archive(uri, src.components) or "other", uri.rstrip("/"), "apt",
-                                       suite=src.suites[0], role="configured"))
+                out.append(
+                    ProbeTarget(
+                        "configured",
+                        "apt",
+                        distro_archive(uri, src.components) or "other",
+                        uri.rstrip("/"),
+                        "apt",
+                        suite=src.suites[0],
+                        role="configured",
+                    )
+                )
     return out
 
 
-def candidate_targets(catalogue: Catalogue, ecosystems: Iterable[str], apt: Any = None,
-                      conda: Any = None) -> tuple[list[ProbeTarget], dict[str, str]]:
+def candidate_targets(
+    catalogue: Catalogue, ecosystems: Iterable[str], apt: Any = None, conda: Any = None
+) -> tuple[list[ProbeTarget], dict[str, str]]:
     """(targets, skipped) for ranking ``ecosystems``; ``skipped`` maps an ecosystem to why it was not ranked."""
     out: list[ProbeTarget] = []
     skipped: dict[str, str] = {}
     eco = set(ecosystems)
     if eco & {"pip", "uv"}:
         for m in catalogue.for_archive("pypi"):
-            out.append(ProbeTarget(m.name, "pypi", "pypi", m.urls["pypi"], "pypi", project=catalogue.pypi_project,
-                                   official=m.official))
+            out.append(
+                ProbeTarget(
+                    m.name, "pypi", "pypi", m.urls["pypi"], "pypi", project=catalogue.pypi_project, official=m.official
+                )
+            )
     if "conda" in eco:
         uses_defaults = not isinstance(conda, CondaFacts) or any(c.via == "default_channels" for c in conda.channels)
         archive, channel = ("conda_pkgs", "main") if uses_defaults else ("conda_cloud", "conda-forge")
         for m in catalogue.for_archive(archive):
-            out.append(ProbeTarget(m.name, "conda", archive, f"{m.urls[archive]}/{channel}", "conda",
-                                   subdir=catalogue.conda_subdir, official=m.official))
+            out.append(
+                ProbeTarget(
+                    m.name,
+                    "conda",
+                    archive,
+                    f"{m.urls[archive]}/{channel}",
+                    "conda",
+                    subdir=catalogue.conda_subdir,
+                    official=m.official,
+                )
+            )
     if "apt" in eco:
         apt_arch, suite = apt_archive(apt if isinstance(apt, AptFacts) else None)
         if apt_arch is None or not suite:
-            skipped["apt"] = ("the distribution or its codename is unknown (no Debian/Ubuntu os-release and no "
-                              "distro apt sources)")
+            skipped["apt"] = (
+                "the distribution or its codename is unknown (no Debian/Ubuntu os-release and no distro apt sources)"
+            )
         else:
             for m in catalogue.for_archive(apt_arch):
-                out.append(ProbeTarget(m.name, "apt", apt_arch, m.urls[apt_arch], "apt", suite=suite,
-                                       official=m.official))
+                out.append(
+                    ProbeTarget(m.name, "apt", apt_arch, m.urls[apt_arch], "apt", suite=suite, official=m.official)
+                )
     return out, skipped
 
 
-def measure(configured: Sequence[ProbeTarget], candidates: Sequence[ProbeTarget], catalogue: Catalogue,
-            ecosystems: Sequence[str] = (), offline: bool = False, ranked: bool = False,
-            budget_s: float = DEFAULT_BUDGET_S, timeout_s: float = DEFAULT_TIMEOUT_S,
-            on_start: Callable[[ProbeTarget], None] | None = None,
-            on_result: Callable[[MirrorProbe], None] | None = None) -> MirrorsFacts:
+def measure(
+    configured: Sequence[ProbeTarget],
+    candidates: Sequence[ProbeTarget],
+    catalogue: Catalogue,
+    ecosystems: Sequence[str] = (),
+    offline: bool = False,
+    ranked: bool = False,
+    budget_s: float = DEFAULT_BUDGET_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_start: Callable[[ProbeTarget], None] | None = None,
+    on_result: Callable[[MirrorProbe], None] | None = None,
+) -> MirrorsFacts:
     """Probe configured and candidate targets in one concurrent run; rank the candidates per ecosystem."""
     start = time.monotonic()
-    results = probe_all(list(configured) + list(candidates), budget_s=budget_s, timeout_s=min(timeout_s, budget_s),
-                        offline=offline, on_start=on_start, on_result=on_result,
-                        max_lag_hours=catalogue.apt_max_lag_hours)
-    conf, cand = results[:len(configured)], results[len(configured):]
+    results = probe_all(
+        list(configured) + list(candidates),
+        budget_s=budget_s,
+        timeout_s=min(timeout_s, budget_s),
+        offline=offline,
+        on_start=on_start,
+        on_result=on_result,
+        max_lag_hours=catalogue.apt_max_lag_hours,
+    )
+    conf, cand = results[: len(configured)], results[len(configured) :]
     rankings: dict[str, tuple[MirrorProbe, ...]] = {}
     for e in ecosystems:
         if e in ("pip", "uv"):
@@ -157,6 +201,13 @@ def measure(configured: Sequence[ProbeTarget], candidates: Sequence[ProbeTarget]
         if rows:
             rankings[e] = rank(rows)
     conf = [replace(r, ecosystem=r.ecosystem) for r in conf]
-    return MirrorsFacts(offline=offline, ranked=ranked, budget_s=budget_s, catalogue_origin=catalogue.origin,
-                        catalogue=catalogue.mirrors, configured=tuple(conf), rankings=rankings,
-                        wall_ms=(time.monotonic() - start) * 1000.0)
+    return MirrorsFacts(
+        offline=offline,
+        ranked=ranked,
+        budget_s=budget_s,
+        catalogue_origin=catalogue.origin,
+        catalogue=catalogue.mirrors,
+        configured=tuple(conf),
+        rankings=rankings,
+        wall_ms=(time.monotonic() - start) * 1000.0,
+    )

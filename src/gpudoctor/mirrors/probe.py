@@ -116,9 +116,18 @@ class ProbeTarget:
 
     def result(self, status: str, reason: str = "", **kw) -> MirrorProbe:
         """A :class:`MirrorProbe` for this target."""
-        return MirrorProbe(name=self.name, ecosystem=self.ecosystem, archive=self.archive, base_url=self.base_url,
-                           probe_url=self.probe_url, role=self.role, official=self.official, status=status,
-                           reason=reason, **kw)
+        return MirrorProbe(
+            name=self.name,
+            ecosystem=self.ecosystem,
+            archive=self.archive,
+            base_url=self.base_url,
+            probe_url=self.probe_url,
+            role=self.role,
+            official=self.official,
+            status=status,
+            reason=reason,
+            **kw,
+        )
 
 
 def is_local(url: str) -> bool:
@@ -180,14 +189,24 @@ def classify_error(exc: BaseException, timeout_s: float, ctx: ssl.SSLContext | N
     if isinstance(exc, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
         return "timeout", f"the connection stalled: no response within {round(timeout_s, 1):g} s"
     if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain) or "CERTIFICATE_VERIFY_FAILED" in text:
-        detail = next((getattr(e, "verify_message", "") for e in chain if isinstance(e, ssl.SSLCertVerificationError)), "")
+        detail = next(
+            (getattr(e, "verify_message", "") for e in chain if isinstance(e, ssl.SSLCertVerificationError)), ""
+        )
         reason = f"TLS certificate verification failed ({detail or 'certificate verify failed'})"
-        if ctx is not None and ctx.cert_store_stats().get("x509_ca", 0) == 0 and not ssl.get_default_verify_paths().cafile:
-            reason += ("; this system has no CA certificates at all: install them (`apt-get install -y "
-                       "ca-certificates`) — slim images leave them out")
+        if (
+            ctx is not None
+            and ctx.cert_store_stats().get("x509_ca", 0) == 0
+            and not ssl.get_default_verify_paths().cafile
+        ):
+            reason += (
+                "; this system has no CA certificates at all: install them (`apt-get install -y "
+                "ca-certificates`) — slim images leave them out"
+            )
         else:
-            reason += ("; the server's certificate is self-signed, expired, or from a private CA not in the "
-                       "system store (add the CA to /usr/local/share/ca-certificates and run update-ca-certificates)")
+            reason += (
+                "; the server's certificate is self-signed, expired, or from a private CA not in the "
+                "system store (add the CA to /usr/local/share/ca-certificates and run update-ca-certificates)"
+            )
         return "tls-error", reason
     if any(isinstance(e, ssl.SSLError) for e in chain):
         return "tls-error", f"TLS handshake failed: {next(e for e in chain if isinstance(e, ssl.SSLError))}"
@@ -227,8 +246,14 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str,
         lowered = body.lower()
         if b'"filename"' in lowered or b"<a " in lowered:
             return "ok", "", ""
-        return "invalid", (f"the simple page of {target.project!r} lists no files ({content_type or 'no content type'}): "
-                           f"not a working PEP 503/691 index"), ""
+        return (
+            "invalid",
+            (
+                f"the simple page of {target.project!r} lists no files ({content_type or 'no content type'}): "
+                f"not a working PEP 503/691 index"
+            ),
+            "",
+        )
     if target.kind == "conda":
         if body.lstrip()[:1] == b"{":
             return "ok", "", ""
@@ -241,8 +266,11 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str,
         return "invalid", "InRelease has no Suite/Codename/Date fields: not an apt archive", ""
     names = {fields.get("Suite", ""), fields.get("Codename", "")}
     if target.suite not in names:
-        return "invalid", (f"InRelease is for {fields.get('Codename') or fields.get('Suite')!r}, "
-                           f"not for suite {target.suite!r}"), ""
+        return (
+            "invalid",
+            (f"InRelease is for {fields.get('Codename') or fields.get('Suite')!r}, not for suite {target.suite!r}"),
+            "",
+        )
     date = ""
     if "Date" in fields:
         try:
@@ -252,14 +280,20 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str,
     return "ok", "", date
 
 
-def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_TIMEOUT_S,
-              samples: int = DEFAULT_SAMPLES, ctx: ssl.SSLContext | None = None) -> MirrorProbe:
+def probe_one(
+    target: ProbeTarget,
+    deadline: float,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    samples: int = DEFAULT_SAMPLES,
+    ctx: ssl.SSLContext | None = None,
+) -> MirrorProbe:
     """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
     if blocked(target.base_url):
         return target.result("offline", blocked(target.base_url) or "")
     import httpx  # only now: a local or offline run never pays for importing it
+
     host = urlsplit(target.base_url).hostname or ""
     marks: dict[str, float] = {}
 
@@ -279,20 +313,26 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
     verdict: tuple[str, str, str] = ("ok", "", "")
     per = timeout_s
     try:
-        with httpx.Client(verify=ctx if ctx is not None else True, follow_redirects=True, http2=False,
-                          trust_env=not _is_loopback(host)) as client:
+        with httpx.Client(
+            verify=ctx if ctx is not None else True,
+            follow_redirects=True,
+            http2=False,
+            trust_env=not _is_loopback(host),
+        ) as client:
             for i in range(max(1, samples)):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0.05:
                     if not ttfbs:
-                        return target.result("timeout", "the overall probe budget ran out before it could start",
-                                             connect_ms=connect_ms)
+                        return target.result(
+                            "timeout", "the overall probe budget ran out before it could start", connect_ms=connect_ms
+                        )
                     break
                 per = min(timeout_s, remaining)
                 marks.clear()
                 start = time.monotonic()
-                with client.stream("GET", target.probe_url, headers=headers,
-                                   timeout=httpx.Timeout(per), extensions={"trace": trace}) as resp:
+                with client.stream(
+                    "GET", target.probe_url, headers=headers, timeout=httpx.Timeout(per), extensions={"trace": trace}
+                ) as resp:
                     got_headers = time.monotonic()
                     sent = marks.get("http11.send_request_headers.started", start)
                     head_done = marks.get("http11.receive_response_headers.complete", got_headers)
@@ -304,10 +344,14 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                     status_code = resp.status_code
                     if resp.status_code >= 400:
                         return target.result(
-                            "http-error", f"HTTP {resp.status_code} {resp.reason_phrase} for {target.probe_url}"
+                            "http-error",
+                            f"HTTP {resp.status_code} {resp.reason_phrase} for {target.probe_url}"
                             + (" (the mirror does not carry it)" if resp.status_code == 404 else ""),
-                            http_status=status_code, connect_ms=connect_ms, samples_ms=tuple(ttfbs),
-                            median_ms=statistics.median(ttfbs))
+                            http_status=status_code,
+                            connect_ms=connect_ms,
+                            samples_ms=tuple(ttfbs),
+                            median_ms=statistics.median(ttfbs),
+                        )
                     body = bytearray()
                     body_start = time.monotonic()
                     expected = resp.headers.get("content-length", "")
@@ -329,9 +373,15 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
                     if cut and len(body) < limit and (not expected.isdigit() or len(body) < int(expected)):
                         rate = len(body) / 1024.0 / elapsed
                         return target.result(
-                            "slow", f"answers, but the body came too slowly to check: {len(body) / 1024:.1f} KiB in "
-                            f"{elapsed:.1f} s ({rate:.1f} KiB/s)", http_status=status_code, connect_ms=connect_ms,
-                            samples_ms=tuple(ttfbs), median_ms=statistics.median(ttfbs), throughput_kib_s=rate)
+                            "slow",
+                            f"answers, but the body came too slowly to check: {len(body) / 1024:.1f} KiB in "
+                            f"{elapsed:.1f} s ({rate:.1f} KiB/s)",
+                            http_status=status_code,
+                            connect_ms=connect_ms,
+                            samples_ms=tuple(ttfbs),
+                            median_ms=statistics.median(ttfbs),
+                            throughput_kib_s=rate,
+                        )
                     if i == 0:
                         verdict = _validate(target, bytes(body[:limit]), resp.headers.get("content-type", ""))
                         if verdict[0] != "ok":
@@ -340,22 +390,41 @@ def probe_one(target: ProbeTarget, deadline: float, timeout_s: float = DEFAULT_T
         status, reason = classify_error(exc, per, ctx)
         if status == "timeout" and per < timeout_s - 0.05:
             reason = f"no answer before the overall probe budget ran out ({per:.1f} s were left for this request)"
-        return target.result(status, reason, http_status=status_code, connect_ms=connect_ms,
-                             samples_ms=tuple(ttfbs), median_ms=statistics.median(ttfbs) if ttfbs else None)
+        return target.result(
+            status,
+            reason,
+            http_status=status_code,
+            connect_ms=connect_ms,
+            samples_ms=tuple(ttfbs),
+            median_ms=statistics.median(ttfbs) if ttfbs else None,
+        )
     status, reason, date = verdict
-    return target.result(status, reason, http_status=status_code, connect_ms=connect_ms, samples_ms=tuple(ttfbs),
-                         median_ms=statistics.median(ttfbs) if ttfbs else None, throughput_kib_s=best_rate,
-                         release_date=date)
+    return target.result(
+        status,
+        reason,
+        http_status=status_code,
+        connect_ms=connect_ms,
+        samples_ms=tuple(ttfbs),
+        median_ms=statistics.median(ttfbs) if ttfbs else None,
+        throughput_kib_s=best_rate,
+        release_date=date,
+    )
 
 
 # --------------------------------------------------------------------------- many targets
 
 
-def probe_all(targets: Sequence[ProbeTarget], budget_s: float = DEFAULT_BUDGET_S,
-              timeout_s: float = DEFAULT_TIMEOUT_S, samples: int = DEFAULT_SAMPLES, offline: bool = False,
-              on_start: Callable[[ProbeTarget], None] | None = None,
-              on_result: Callable[[MirrorProbe], None] | None = None,
-              ctx: ssl.SSLContext | None = None, max_lag_hours: float = 24.0) -> list[MirrorProbe]:
+def probe_all(
+    targets: Sequence[ProbeTarget],
+    budget_s: float = DEFAULT_BUDGET_S,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    samples: int = DEFAULT_SAMPLES,
+    offline: bool = False,
+    on_start: Callable[[ProbeTarget], None] | None = None,
+    on_result: Callable[[MirrorProbe], None] | None = None,
+    ctx: ssl.SSLContext | None = None,
+    max_lag_hours: float = 24.0,
+) -> list[MirrorProbe]:
     """Probe all ``targets`` concurrently; results in the order of ``targets``.
 
     ``offline`` makes every network target an ``offline`` result at once.
@@ -426,9 +495,14 @@ def apply_freshness(results: Sequence[MirrorProbe], max_lag_hours: float = 24.0)
             lag = max(0.0, (refs[key(r)] - dt.datetime.fromisoformat(r.release_date)).total_seconds() / 3600.0)
             r = replace(r, lag_hours=round(lag, 2))
             if lag > max_lag_hours:
-                r = replace(r, status="stale", reason=(
-                    f"InRelease is {lag:.0f} h older than the official archive's (limit {max_lag_hours:g} h): "
-                    f"the mirror stopped syncing"))
+                r = replace(
+                    r,
+                    status="stale",
+                    reason=(
+                        f"InRelease is {lag:.0f} h older than the official archive's (limit {max_lag_hours:g} h): "
+                        f"the mirror stopped syncing"
+                    ),
+                )
         out.append(r)
     return out
 
@@ -437,8 +511,10 @@ def rank(results: Iterable[MirrorProbe]) -> tuple[MirrorProbe, ...]:
     """Healthy first, fastest median first; then the unhealthy ones by name."""
     res = list(results)
     good = sorted((r for r in res if r.status == "ok" and r.median_ms is not None), key=lambda r: r.median_ms or 0.0)
-    rest = sorted((r for r in res if not (r.status == "ok" and r.median_ms is not None)),
-                  key=lambda r: (r.status != "local", r.name))
+    rest = sorted(
+        (r for r in res if not (r.status == "ok" and r.median_ms is not None)),
+        key=lambda r: (r.status != "local", r.name),
+    )
     return tuple(good + rest)
 
 

@@ -28,9 +28,29 @@ __all__ = ["FakeMirror", "self_signed_cert"]
 def self_signed_cert(directory: str) -> tuple:
     """(certfile, keyfile) of a fresh self-signed certificate for 127.0.0.1 (needs ``openssl``)."""
     cert, key = str(Path(directory, "cert.pem")), str(Path(directory, "key.pem"))
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     return cert, key
 
 
@@ -56,8 +76,16 @@ class FakeMirror:
         body_delay_ms: send the body in 256-byte pieces, pausing this long before each.
     """
 
-    def __init__(self, delay_ms: float = 0.0, fault: str | None = None, release_age_hours: float = 1.0,
-                 tls: bool = False, prefix: str = "", json_pages: bool = False, body_delay_ms: float = 0.0):
+    def __init__(
+        self,
+        delay_ms: float = 0.0,
+        fault: str | None = None,
+        release_age_hours: float = 1.0,
+        tls: bool = False,
+        prefix: str = "",
+        json_pages: bool = False,
+        body_delay_ms: float = 0.0,
+    ):
         self.delay_ms = delay_ms
         self.fault = fault
         self.release_age_hours = release_age_hours
@@ -98,7 +126,7 @@ class FakeMirror:
                         if mirror._closing.wait(mirror.body_delay_ms / 1000.0):
                             return
                         try:
-                            self.wfile.write(body[k:k + 256])
+                            self.wfile.write(body[k : k + 256])
                             self.wfile.flush()
                         except OSError:
                             return
@@ -133,26 +161,36 @@ class FakeMirror:
             if self.fault == "wrong-suite":
                 suite = "buster"
             date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=self.release_age_hours)
-            text = (f"-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\nOrigin: Fake\nLabel: Fake\n"
-                    f"Suite: {suite}\nCodename: {suite.split('-')[0] if '-' not in suite else suite}\n"
-                    f"Date: {date.strftime('%a, %d %b %Y %H:%M:%S UTC')}\nArchitectures: amd64 arm64\n"
-                    f"Components: main\nDescription: fake archive\nSHA256:\n" + " 0 0 main/binary-amd64/Packages\n" * 200)
+            text = (
+                f"-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA256\n\nOrigin: Fake\nLabel: Fake\n"
+                f"Suite: {suite}\nCodename: {suite.split('-')[0] if '-' not in suite else suite}\n"
+                f"Date: {date.strftime('%a, %d %b %Y %H:%M:%S UTC')}\nArchitectures: amd64 arm64\n"
+                f"Components: main\nDescription: fake archive\nSHA256:\n" + " 0 0 main/binary-amd64/Packages\n" * 200
+            )
             return 200, "text/plain", text.encode()
         if path.endswith("/repodata.json"):
-            body = json.dumps({"info": {"subdir": "noarch"}, "packages": {f"pkg-{i}.tar.bz2": {"version": "1"}
-                                                                          for i in range(2000)}})
+            body = json.dumps(
+                {"info": {"subdir": "noarch"}, "packages": {f"pkg-{i}.tar.bz2": {"version": "1"} for i in range(2000)}}
+            )
             return 200, "application/json", body.encode()
         if path.endswith("/"):
             project = path.rstrip("/").rsplit("/", 1)[-1]
             if self.fault == "empty":
                 return 200, "text/html", b"<!DOCTYPE html><html><body></body></html>\n"
             if self.json_pages:
-                doc = {"meta": {"api-version": "1.0"}, "name": project,
-                       "files": [{"filename": f"{project}-1.{i}.0-py3-none-any.whl", "url": f"f{i}.whl",
-                                  "hashes": {}} for i in range(40)]}
+                doc = {
+                    "meta": {"api-version": "1.0"},
+                    "name": project,
+                    "files": [
+                        {"filename": f"{project}-1.{i}.0-py3-none-any.whl", "url": f"f{i}.whl", "hashes": {}}
+                        for i in range(40)
+                    ],
+                }
                 return 200, "application/vnd.pypi.simple.v1+json", json.dumps(doc).encode()
-            links = "".join(f'<a href="../../files/{project}-1.{i}.0-py3-none-any.whl">{project}-1.{i}.0-py3-none-any.whl</a><br/>\n'
-                            for i in range(40))
+            links = "".join(
+                f'<a href="../../files/{project}-1.{i}.0-py3-none-any.whl">{project}-1.{i}.0-py3-none-any.whl</a><br/>\n'
+                for i in range(40)
+            )
             return 200, "text/html", f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
         return 404, "text/plain", b"not found\n"
 

@@ -66,8 +66,9 @@ def python_supported(version: str) -> bool:
         return True
 
 
-def target_python_version(system: System, python: str, env: Mapping[str, str] | None = None,
-                          timeout_s: float = 10.0) -> str:
+def target_python_version(
+    system: System, python: str, env: Mapping[str, str] | None = None, timeout_s: float = 10.0
+) -> str:
     """``"2.7"``: the target's Python version from :data:`VERSION_CODE`, or "" when it cannot
     be run or printed something else. Asked once per (interpreter, environment)."""
     env_d = dict(system.env if env is None else env)
@@ -89,8 +90,7 @@ def target_python_version(system: System, python: str, env: Mapping[str, str] | 
 def unsupported_reason(python: str, version: str) -> str:
     """The one-line reason for a target whose Python the probe does not support."""
     floor = ".".join(map(str, MIN_PYTHON))
-    return (f"{python} is Python {version}, which gpudoctor's probe does not support "
-            f"(it needs Python {floor} or newer)")
+    return f"{python} is Python {version}, which gpudoctor's probe does not support (it needs Python {floor} or newer)"
 
 
 class ProbeError(ValueError):
@@ -104,8 +104,9 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
     if start < 0 or end <= start:
         raise ProbeError("the probe printed no result document")
     from gpudoctor.inputs import InputError, loads_json
+
     try:
-        doc: Any = loads_json(stdout[start + len(MARKER):end], "the probe's result")
+        doc: Any = loads_json(stdout[start + len(MARKER) : end], "the probe's result")
     except InputError as exc:
         raise ProbeError(f"the probe's result is not valid JSON: {exc}") from None
     try:
@@ -126,8 +127,14 @@ def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
     return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
-def probe_target(system: System, python: str, env: Mapping[str, str] | None = None,
-                 timeout_s: float = 60.0, level: str = "full", deep: bool = False) -> ProbeFacts | Unavailable:
+def probe_target(
+    system: System,
+    python: str,
+    env: Mapping[str, str] | None = None,
+    timeout_s: float = 60.0,
+    level: str = "full",
+    deep: bool = False,
+) -> ProbeFacts | Unavailable:
     """Probe one interpreter at ``level``. ``env`` defaults to the system's environment; ``deep``
     runs the GPU smoke test too (full level only).
 
@@ -135,13 +142,16 @@ def probe_target(system: System, python: str, env: Mapping[str, str] | None = No
     """
     if os.sep in python and not os.path.exists(python):
         return Unavailable(f"the interpreter {python} does not exist")
-    result = system.runner.run(probe_argv(python, level, deep), timeout_s=timeout_s,
-                               env=dict(system.env if env is None else env))
+    result = system.runner.run(
+        probe_argv(python, level, deep), timeout_s=timeout_s, env=dict(system.env if env is None else env)
+    )
     if result.error == "not-found":
         return Unavailable(f"the interpreter {python} was not found")
     if result.error == "timeout":
-        return Unavailable(f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-                           f"(a hung import or CUDA initialisation)")
+        return Unavailable(
+            f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
+            f"(a hung import or CUDA initialisation)"
+        )
     if result.error:
         return Unavailable(f"the probe could not start {python}: {result.error}")
     try:
@@ -153,8 +163,13 @@ def probe_target(system: System, python: str, env: Mapping[str, str] | None = No
         tail = " | ".join(result.stderr.strip().splitlines()[-3:])
         if result.returncode is not None and result.returncode < 0:
             sig = signal_name(-result.returncode)
-            hint = " (a crash in native code, typically while importing torch or initialising CUDA)" \
-                if sig in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT") else ""
-            return Unavailable(f"the probe in {python} crashed with {sig}{hint}" + (f"; stderr: {tail}" if tail else ""))
+            hint = (
+                " (a crash in native code, typically while importing torch or initialising CUDA)"
+                if sig in ("SIGSEGV", "SIGBUS", "SIGILL", "SIGABRT")
+                else ""
+            )
+            return Unavailable(
+                f"the probe in {python} crashed with {sig}{hint}" + (f"; stderr: {tail}" if tail else "")
+            )
         status = f"exit status {result.returncode}" if result.returncode is not None else "no exit status"
         return Unavailable(f"the probe in {python} failed ({status}): {exc}" + (f"; stderr: {tail}" if tail else ""))

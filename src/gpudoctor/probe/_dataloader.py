@@ -184,6 +184,7 @@ class SyntheticImages:
 
     def __getitem__(self, index):
         import torch
+
         burn_cpu(self.cost_ms)
         img = torch.full((3, self.size, self.size), index % 251, dtype=torch.uint8)
         return img.float().div_(255.0), index % 1000
@@ -203,9 +204,11 @@ def load_factory(spec, what):
     except ImportError as exc:
         raise ProbeFailure("factory", "%s %s: cannot import %s (%s)" % (what, spec, mod_name, exc)) from exc
     except Exception as exc:
-        raise ProbeFailure("factory", "%s %s: importing %s raised %s: %s" % (what, spec, mod_name,
-                                                                              type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2])) from exc
+        raise ProbeFailure(
+            "factory",
+            "%s %s: importing %s raised %s: %s" % (what, spec, mod_name, type(exc).__name__, exc),
+            where=user_frame(sys.exc_info()[2]),
+        ) from exc
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -216,8 +219,11 @@ def load_factory(spec, what):
     try:
         return obj()
     except Exception as exc:
-        raise ProbeFailure("factory", "%s %s: calling it raised %s: %s" % (what, spec, type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2])) from exc
+        raise ProbeFailure(
+            "factory",
+            "%s %s: calling it raised %s: %s" % (what, spec, type(exc).__name__, exc),
+            where=user_frame(sys.exc_info()[2]),
+        ) from exc
 
 
 def unwrap_loader(obj):
@@ -229,8 +235,9 @@ def unwrap_loader(obj):
     if isinstance(obj, DataLoader):
         return obj.dataset, obj.collate_fn, obj.batch_size
     if not hasattr(obj, "__getitem__") and not hasattr(obj, "__iter__"):
-        raise ProbeFailure("factory", "the dataset factory returned %s, not a Dataset or DataLoader"
-                           % type(obj).__name__)
+        raise ProbeFailure(
+            "factory", "the dataset factory returned %s, not a Dataset or DataLoader" % type(obj).__name__
+        )
     return obj, None, None
 
 
@@ -240,6 +247,7 @@ def sleep_step(ms):
 
     def step(batch):
         time.sleep(seconds)
+
     step.description = "fixed %g ms step" % ms
     return step
 
@@ -247,6 +255,7 @@ def sleep_step(ms):
 def model_step(model, device):
     """Forward + backward of ``model`` on the batch's first tensor, on ``device``."""
     import torch
+
     model = model.to(device)
     model.train()
     cuda = device.startswith("cuda")
@@ -263,12 +272,14 @@ def model_step(model, device):
         out.float().mean().backward()
         if cuda:
             torch.cuda.synchronize()
+
     step.description = "%s forward+backward on %s" % (type(model).__name__, device)
     return step
 
 
 def _first_tensor(batch):
     import torch
+
     if isinstance(batch, torch.Tensor):
         return batch
     if isinstance(batch, dict):
@@ -282,9 +293,21 @@ def _first_tensor(batch):
 
 
 def _emit_progress(done, planned, config, result):
-    sys.stderr.write("%s %s\n" % (PROGRESS, json.dumps({"done": done, "planned": planned, "config": config,
-                                                          "samples_per_s": result.get("samples_per_s"),
-                                                          "stall_fraction": result.get("stall_fraction")})))
+    sys.stderr.write(
+        "%s %s\n"
+        % (
+            PROGRESS,
+            json.dumps(
+                {
+                    "done": done,
+                    "planned": planned,
+                    "config": config,
+                    "samples_per_s": result.get("samples_per_s"),
+                    "stall_fraction": result.get("stall_fraction"),
+                }
+            ),
+        )
+    )
     sys.stderr.flush()
 
 
@@ -292,9 +315,14 @@ def _environment(device):
     import multiprocessing
 
     import torch
-    return {"python": sys.executable, "python_version": "%d.%d.%d" % sys.version_info[:3],
-            "torch": str(torch.__version__), "device": device,
-            "start_method": multiprocessing.get_start_method(allow_none=True) or "default"}
+
+    return {
+        "python": sys.executable,
+        "python_version": "%d.%d.%d" % sys.version_info[:3],
+        "torch": str(torch.__version__),
+        "device": device,
+        "start_method": multiprocessing.get_start_method(allow_none=True) or "default",
+    }
 
 
 def main(argv):
@@ -306,8 +334,9 @@ def main(argv):
         try:
             import torch
         except Exception as exc:
-            raise ProbeFailure("usage", "torch cannot be imported in %s: %s: %s"
-                               % (sys.executable, type(exc).__name__, exc)) from exc
+            raise ProbeFailure(
+                "usage", "torch cannot be imported in %s: %s: %s" % (sys.executable, type(exc).__name__, exc)
+            ) from exc
         want = cfg.get("device", "auto")
         cuda_ok = False
         try:
@@ -330,8 +359,9 @@ def main(argv):
         if cfg.get("model"):
             model = load_factory(cfg["model"], "--model")
             if not hasattr(model, "parameters"):
-                raise ProbeFailure("factory", "--model %s returned %s, not a torch.nn.Module"
-                                   % (cfg["model"], type(model).__name__))
+                raise ProbeFailure(
+                    "factory", "--model %s returned %s, not a torch.nn.Module" % (cfg["model"], type(model).__name__)
+                )
             step = model_step(model, device)
         else:
             step = sleep_step(float(cfg.get("step_ms", 20.0)))
@@ -339,24 +369,49 @@ def main(argv):
         # the budget counts from the start of the script (torch import included)
         doc["startup_s"] = round(time.monotonic() - started, 3)
         budget = float(cfg.get("budget_s", 30.0)) - (time.monotonic() - started)
-        doc.update(search(dataset, int(batch_size), step, budget_s=max(MIN_SEARCH_S, budget), exhaustive=bool(cfg.get("exhaustive")),
-                     config_s=cfg.get("config_s"), collate_fn=collate, cuda=device == "cuda",
-                     gpu_index=0 if device == "cuda" else None, max_workers=cfg.get("max_workers"),
-                     progress=_emit_progress if cfg.get("progress", True) else None, gpu_usable=cuda_ok))
+        doc.update(
+            search(
+                dataset,
+                int(batch_size),
+                step,
+                budget_s=max(MIN_SEARCH_S, budget),
+                exhaustive=bool(cfg.get("exhaustive")),
+                config_s=cfg.get("config_s"),
+                collate_fn=collate,
+                cuda=device == "cuda",
+                gpu_index=0 if device == "cuda" else None,
+                max_workers=cfg.get("max_workers"),
+                progress=_emit_progress if cfg.get("progress", True) else None,
+                gpu_usable=cuda_ok,
+            )
+        )
         doc["budget_s"] = float(cfg.get("budget_s", 30.0))
         doc["elapsed_s"] = round(time.monotonic() - started, 3)
         doc["step"] = getattr(step, "description", "")
         doc["environment"] = _environment(device)
         doc["error"] = None
     except ProbeFailure as exc:
-        doc.update({"error": exc.to_json(), "results": getattr(exc, "results", []),
-                    "elapsed_s": round(time.monotonic() - started, 3)})
+        doc.update(
+            {
+                "error": exc.to_json(),
+                "results": getattr(exc, "results", []),
+                "elapsed_s": round(time.monotonic() - started, 3),
+            }
+        )
     except KeyboardInterrupt:
         doc.update({"error": {"kind": "interrupted", "message": "interrupted", "where": None, "config": None}})
     except Exception as exc:  # a bug in the probe itself: still data, with the traceback's last frame
-        doc.update({"error": {"kind": "internal", "message": "%s: %s" % (type(exc).__name__, exc),
-                              "where": user_frame(sys.exc_info()[2]), "config": None,
-                              "traceback": traceback.format_exc()[-4000:]}})
+        doc.update(
+            {
+                "error": {
+                    "kind": "internal",
+                    "message": "%s: %s" % (type(exc).__name__, exc),
+                    "where": user_frame(sys.exc_info()[2]),
+                    "config": None,
+                    "traceback": traceback.format_exc()[-4000:],
+                }
+            }
+        )
     sys.stdout.write("\n%s%s%s\n" % (MARKER, json.dumps(doc), MARKER))
     sys.stdout.flush()
     return 0

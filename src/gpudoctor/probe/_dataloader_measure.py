@@ -53,8 +53,10 @@ def _read(path):
 def cgroup_quota_cpus(root="/"):
     """CPU quota in CPUs from cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us`` /
     ``cpu.cfs_period_us`` (Linux kernel docs), or None when unlimited/unknown."""
+
     def p(rel):
         return os.path.join(root, rel.lstrip("/"))
+
     if os.path.exists(p("/sys/fs/cgroup/cgroup.controllers")):
         bases = []
         for line in (_read(p("/proc/self/cgroup")) or "").splitlines():
@@ -122,6 +124,7 @@ def user_frame(tb):
 def batch_stats(batch):
     """(number of samples, bytes of all tensors) of a collated batch."""
     import torch
+
     total, n = 0, None
     stack = [batch]
     while stack:
@@ -188,6 +191,7 @@ class _GpuSampler:
         self._handle = None
         try:
             import pynvml
+
             pynvml.nvmlInit()
             self._nvml = pynvml
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -240,12 +244,17 @@ def _classify(exc, config):
             if s.startswith("File ") and os.sep + "torch" + os.sep not in s:
                 where = s[5:].replace('"', "").replace(", line ", ":").replace(", in ", " in ")
         return ProbeFailure("dataset", message, where=where, config=config)
-    return ProbeFailure("dataset", "%s: %s" % (type(exc).__name__, text.strip().splitlines()[0] if text.strip()
-                                                else ""), where=user_frame(sys.exc_info()[2]), config=config)
+    return ProbeFailure(
+        "dataset",
+        "%s: %s" % (type(exc).__name__, text.strip().splitlines()[0] if text.strip() else ""),
+        where=user_frame(sys.exc_info()[2]),
+        config=config,
+    )
 
 
 def _signal_name(num):
     import signal
+
     try:
         return signal.Signals(num).name
     except (ValueError, AttributeError):
@@ -269,6 +278,7 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
     Raises ProbeFailure for a dataset error, a killed worker or a failing step.
     """
     from torch.utils.data import DataLoader
+
     kw = loader_kwargs(config)
     if collate_fn is not None:
         kw["collate_fn"] = collate_fn
@@ -291,8 +301,11 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
                 try:
                     return next(state["it"])
                 except StopIteration:
-                    raise ProbeFailure("dataset", "the dataset yields no batch (is it empty, or shorter than "
-                                       "batch_size with drop_last=True?)", config=config) from None
+                    raise ProbeFailure(
+                        "dataset",
+                        "the dataset yields no batch (is it empty, or shorter than batch_size with drop_last=True?)",
+                        config=config,
+                    ) from None
         except ProbeFailure:
             raise
         except Exception as exc:
@@ -364,20 +377,22 @@ def measure(dataset, batch_size, config, step, slice_s, deadline, collate_fn=Non
         if not pids:
             c1 = _cpu_seconds(os.getpid())
             cpu_used = (c1 - self_cpu0) if (c1 is not None and self_cpu0 is not None) else 0.0
-        out.update({
-            "samples": samples,
-            "batches": batches,
-            "elapsed_s": round(elapsed, 4),
-            "samples_per_s": round(samples / elapsed, 2) if elapsed > 0 else 0.0,
-            "stall_fraction": round(wait / (wait + busy), 4) if wait + busy > 0 else 0.0,
-            "wait_s": round(wait, 4),
-            "step_s": round(busy, 4),
-            "epochs_completed": state["epochs"],
-            "worker_peak_rss_mib": round(max(rss) / 1024.0, 1) if rss else None,
-            "workers_cpu_busy": round(cpu_used / (elapsed * max(1, len(pids))), 3) if elapsed > 0 else None,
-            "host_cpu_busy": host_busy,
-            "shm_peak_mib": round((shm_peak - shm_base) / 1048576.0, 1) if shm_base is not None else None,
-        })
+        out.update(
+            {
+                "samples": samples,
+                "batches": batches,
+                "elapsed_s": round(elapsed, 4),
+                "samples_per_s": round(samples / elapsed, 2) if elapsed > 0 else 0.0,
+                "stall_fraction": round(wait / (wait + busy), 4) if wait + busy > 0 else 0.0,
+                "wait_s": round(wait, 4),
+                "step_s": round(busy, 4),
+                "epochs_completed": state["epochs"],
+                "worker_peak_rss_mib": round(max(rss) / 1024.0, 1) if rss else None,
+                "workers_cpu_busy": round(cpu_used / (elapsed * max(1, len(pids))), 3) if elapsed > 0 else None,
+                "host_cpu_busy": host_busy,
+                "shm_peak_mib": round((shm_peak - shm_base) / 1048576.0, 1) if shm_base is not None else None,
+            }
+        )
         # next epoch's first batch: what persistent_workers saves each epoch
         if config["num_workers"] > 0 and time.monotonic() < deadline - 0.05:
             old = state["it"]
@@ -413,5 +428,9 @@ def _run_step(step, batch, config):
     except ProbeFailure:
         raise
     except Exception as exc:
-        raise ProbeFailure("step", "the step raised %s: %s" % (type(exc).__name__, exc),
-                           where=user_frame(sys.exc_info()[2]), config=config) from exc
+        raise ProbeFailure(
+            "step",
+            "the step raised %s: %s" % (type(exc).__name__, exc),
+            where=user_frame(sys.exc_info()[2]),
+            config=config,
+        ) from exc

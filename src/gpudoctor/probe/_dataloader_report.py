@@ -5,7 +5,6 @@ standard library only, no import of gpudoctor. Pure functions of the
 measurement dicts (no torch, no clock), so they are tested directly.
 """
 
-
 #: The recommendation is the cheapest configuration within this fraction of the best throughput.
 WITHIN = 0.05
 #: A data-stall fraction at or below this means the loader keeps up with the step.
@@ -15,8 +14,12 @@ STALL_OK = 0.05
 def cost_key(config):
     """Cheaper sorts first: fewer workers, smaller prefetch, no pinning; persistent
     workers do not change throughput and save the per-epoch start-up, so they win ties."""
-    return (config["num_workers"], config.get("prefetch_factor") or 0, config.get("pin_memory", False),
-            0 if config.get("persistent_workers") else 1)
+    return (
+        config["num_workers"],
+        config.get("prefetch_factor") or 0,
+        config.get("pin_memory", False),
+        0 if config.get("persistent_workers") else 1,
+    )
 
 
 def config_group(cfg):
@@ -66,8 +69,9 @@ def recommended_config(results, index):
     """The configuration to recommend: the chosen measurement's, with ``persistent_workers=True``
     when it has workers and a persistent variant was measured (start-up saved every epoch)."""
     cfg = dict(results[index]["config"])
-    if cfg["num_workers"] > 0 and any(config_group(r["config"]) == config_group(cfg) and r["config"].get("persistent_workers")
-                                      for r in results):
+    if cfg["num_workers"] > 0 and any(
+        config_group(r["config"]) == config_group(cfg) and r["config"].get("persistent_workers") for r in results
+    ):
         cfg["persistent_workers"] = True
     return cfg
 
@@ -88,14 +92,15 @@ def _n(n, word, many=None):
 
 
 #: CPU-side remedies for a CPU-bound loader: what helps on every machine.
-CPU_REMEDIES = ("pre-process offline into ready tensors (decode and resize once, store uint8 tensors or a "
-                "NumPy memmap) so each epoch only reads them; decode more cheaply (Pillow-SIMD, or a "
-                "reduced-size JPEG decode such as PIL's Image.draft() when you downscale anyway); cache "
-                "decoded samples in RAM when the dataset fits; or give the job more CPUs (cgroup quota / "
-                "affinity)")
+CPU_REMEDIES = (
+    "pre-process offline into ready tensors (decode and resize once, store uint8 tensors or a "
+    "NumPy memmap) so each epoch only reads them; decode more cheaply (Pillow-SIMD, or a "
+    "reduced-size JPEG decode such as PIL's Image.draft() when you downscale anyway); cache "
+    "decoded samples in RAM when the dataset fits; or give the job more CPUs (cgroup quota / "
+    "affinity)"
+)
 #: The GPU-side remedy, offered only where a CUDA device is usable.
-GPU_REMEDY = ("move decode/augmentation to the GPU (e.g. torchvision.io.decode_jpeg on device='cuda', "
-              "NVIDIA DALI)")
+GPU_REMEDY = "move decode/augmentation to the GPU (e.g. torchvision.io.decode_jpeg on device='cuda', NVIDIA DALI)"
 
 
 def cpu_bound_advice(gpu_usable):
@@ -127,36 +132,59 @@ def limits(results, rec_index, cpus, budget_exhausted, gpu_usable=None):
     busy = rec.get("workers_cpu_busy")
     out = []
     if stall <= STALL_OK:
-        out.append({"kind": "step-bound",
-                    "summary": "the training step is the bottleneck: the loader is not the problem",
-                    "detail": "the loop waits for data only %.0f%% of the time with these settings; a faster "
-                              "step (mixed precision, torch.compile, a larger batch) speeds training up, "
-                              "more loader tuning does not" % (100 * stall)})
+        out.append(
+            {
+                "kind": "step-bound",
+                "summary": "the training step is the bottleneck: the loader is not the problem",
+                "detail": "the loop waits for data only %.0f%% of the time with these settings; a faster "
+                "step (mixed precision, torch.compile, a larger batch) speeds training up, "
+                "more loader tuning does not" % (100 * stall),
+            }
+        )
     host = rec.get("host_cpu_busy")
     saturated = w >= cpus["usable"] or (host is not None and host >= 0.85)
     if stall <= STALL_OK:
         pass
     elif saturated and not (busy is not None and busy < 0.3 and (host is None or host < 0.6)):
-        out.append({"kind": "cpu-bound",
-                    "summary": "CPU-bound decode with %s busy: the loop still waits for "
-                               "data %.0f%% of the time" % (
-                                   "the only usable CPU" if cpus["usable"] == 1
-                                   else "all %d usable CPUs" % cpus["usable"], 100 * stall),
-                    "detail": cpu_bound_advice(gpu_usable) + (
-                        "" if host is None else "; the whole machine was %.0f%% busy" % (100 * host))})
+        out.append(
+            {
+                "kind": "cpu-bound",
+                "summary": "CPU-bound decode with %s busy: the loop still waits for "
+                "data %.0f%% of the time"
+                % (
+                    "the only usable CPU" if cpus["usable"] == 1 else "all %d usable CPUs" % cpus["usable"],
+                    100 * stall,
+                ),
+                "detail": cpu_bound_advice(gpu_usable)
+                + ("" if host is None else "; the whole machine was %.0f%% busy" % (100 * host)),
+            }
+        )
     elif busy is not None and busy < 0.5:
-        out.append({"kind": "io-bound",
-                    "summary": "the workers mostly wait (CPU busy %.0f%%) while CPUs are free: loading "
-                               "is I/O-bound" % (100 * busy),
-                    "detail": "read from faster local storage or RAM, use larger sequential files "
-                              "(WebDataset-style shards), or cache the dataset; more workers than CPUs "
-                              "can help an I/O-bound loader"})
+        out.append(
+            {
+                "kind": "io-bound",
+                "summary": "the workers mostly wait (CPU busy %.0f%%) while CPUs are free: loading "
+                "is I/O-bound" % (100 * busy),
+                "detail": "read from faster local storage or RAM, use larger sequential files "
+                "(WebDataset-style shards), or cache the dataset; more workers than CPUs "
+                "can help an I/O-bound loader",
+            }
+        )
     else:
-        out.append({"kind": "more-workers",
-                    "summary": "the loop still waits for data %.0f%% of the time with %d of %s "
-                               "as workers" % (100 * stall, w, _n(cpus["usable"], "usable CPU")),
-                    "detail": "the search stopped (budget or no gain); try --exhaustive or a larger --budget-s"})
+        out.append(
+            {
+                "kind": "more-workers",
+                "summary": "the loop still waits for data %.0f%% of the time with %d of %s "
+                "as workers" % (100 * stall, w, _n(cpus["usable"], "usable CPU")),
+                "detail": "the search stopped (budget or no gain); try --exhaustive or a larger --budget-s",
+            }
+        )
     if budget_exhausted:
-        out.append({"kind": "budget", "summary": "the time budget ran out before the search finished",
-                    "detail": "run again with a larger --budget-s for a complete search"})
+        out.append(
+            {
+                "kind": "budget",
+                "summary": "the time budget ran out before the search finished",
+                "detail": "run again with a larger --budget-s for a complete search",
+            }
+        )
     return out

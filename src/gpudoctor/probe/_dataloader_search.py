@@ -56,6 +56,7 @@ def cuda_usable():
     (torch is imported inside, so this module stays standard-library only at import)."""
     try:
         import torch
+
         return bool(torch.cuda.is_available())
     except Exception:
         return False
@@ -63,8 +64,12 @@ def cuda_usable():
 
 def loader_config(w, pf=2, persistent=False, pin=False):
     """The configuration dict measured: ``num_workers``, ``prefetch_factor``, ``persistent_workers``, ``pin_memory``."""
-    return {"num_workers": w, "prefetch_factor": pf if w > 0 else None,
-            "persistent_workers": bool(persistent) if w > 0 else False, "pin_memory": bool(pin)}
+    return {
+        "num_workers": w,
+        "prefetch_factor": pf if w > 0 else None,
+        "persistent_workers": bool(persistent) if w > 0 else False,
+        "pin_memory": bool(pin),
+    }
 
 
 def worker_ladder(usable):
@@ -85,7 +90,7 @@ def grid(usable, cuda):
     for w in range(1, max(0, min(int(usable), MAX_WORKERS)) + 1):
         for pf in GRID_PREFETCH:
             for persistent in (False, True):
-                for pin in ((False, True) if cuda else (False,)):
+                for pin in (False, True) if cuda else (False,):
                     out.append(loader_config(w, pf, persistent, pin))
     return out
 
@@ -176,8 +181,21 @@ def _adaptive(results, run, ladder, pin):
         run(loader_config(w, pf or 2, True, gpin), 0.5, share=0.5)  # the recommended variant's restart time
 
 
-def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=None, collate_fn=None,
-           cuda=False, gpu_index=None, max_workers=None, progress=None, cpus=None, gpu_usable=None):
+def search(
+    dataset,
+    batch_size,
+    step,
+    budget_s=30.0,
+    exhaustive=False,
+    config_s=None,
+    collate_fn=None,
+    cuda=False,
+    gpu_index=None,
+    max_workers=None,
+    progress=None,
+    cpus=None,
+    gpu_usable=None,
+):
     """Find DataLoader settings that remove the data stall, within ``budget_s`` seconds.
 
     ``step(batch)`` is one training step. ``config_s`` fixes the seconds spent on
@@ -218,8 +236,16 @@ def search(dataset, batch_size, step, budget_s=30.0, exhaustive=False, config_s=
             budget_exhausted[0] = True
             return None
         try:
-            r = measure(dataset, batch_size, cfg, step, min(max(0.3, share * slice_for(remaining)), left * 0.7),
-                        deadline, collate_fn=collate_fn, gpu_index=gpu_index)
+            r = measure(
+                dataset,
+                batch_size,
+                cfg,
+                step,
+                min(max(0.3, share * slice_for(remaining)), left * 0.7),
+                deadline,
+                collate_fn=collate_fn,
+                gpu_index=gpu_index,
+            )
         except ProbeFailure as exc:
             exc.results = results
             raise

@@ -28,8 +28,11 @@ def main():
     specs = []
     for name in sorted(found):
         resource_dir = found[name]
-        entry = {"name": name, "resource_dir": resource_dir,
-                 "builtin": RESOURCES is not None and os.path.abspath(resource_dir) == os.path.abspath(RESOURCES)}
+        entry = {
+            "name": name,
+            "resource_dir": resource_dir,
+            "builtin": RESOURCES is not None and os.path.abspath(resource_dir) == os.path.abspath(RESOURCES),
+        }
         try:
             entry["spec"] = ksm.get_kernel_spec(name).to_dict()
         except Exception as exc:  # malformed kernel.json, unknown provisioner ...
@@ -40,7 +43,11 @@ def main():
                 continue
             for f in sorted(os.listdir(kdir)):
                 path = os.path.join(kdir, f)
-                if f.lower() == name and _is_kernel_dir(path) and os.path.abspath(path) != os.path.abspath(resource_dir):
+                if (
+                    f.lower() == name
+                    and _is_kernel_dir(path)
+                    and os.path.abspath(path) != os.path.abspath(resource_dir)
+                ):
                     shadowed.append(path)
         entry["shadowed"] = shadowed
         specs.append(entry)

@@ -25,18 +25,44 @@ PROBE_VERSION = 1
 MARKER = "@@gpudoctor-probe@@"
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-             "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
-             "LOADEDMODULES", "CC", "CXX")
+ENV_NAMES = (
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "JUPYTER_PATH",
+    "JUPYTER_DATA_DIR",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "HOME",
+    "LOADEDMODULES",
+    "CC",
+    "CXX",
+)
 DISTRIBUTIONS = ("ipykernel",)
 NOT_IMPORTED = "the light probe does not import torch (run with --deep for the full probe)"
 
 #: cuDNN sub-libraries per major (PyTorch build_cuda.sh DEPS_LIST, cuDNN 8 and 9 builds)
 CUDNN_SUBLIBS = {
-    8: ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
-        "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8", "libcudnn_adv_train.so.8"),
-    9: ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
-        "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9"),
+    8: (
+        "libcudnn_ops_infer.so.8",
+        "libcudnn_ops_train.so.8",
+        "libcudnn_cnn_infer.so.8",
+        "libcudnn_cnn_train.so.8",
+        "libcudnn_adv_infer.so.8",
+        "libcudnn_adv_train.so.8",
+    ),
+    9: (
+        "libcudnn_graph.so.9",
+        "libcudnn_engines_precompiled.so.9",
+        "libcudnn_engines_runtime_compiled.so.9",
+        "libcudnn_ops.so.9",
+        "libcudnn_cnn.so.9",
+        "libcudnn_adv.so.9",
+        "libcudnn_heuristic.so.9",
+    ),
 }
 
 # CUdevice_attribute values (CUDA driver API, cuda.h)
@@ -80,6 +106,7 @@ _LISTINGS = {}
 
 def _normalise(name):
     import re
+
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
@@ -112,6 +139,7 @@ def _dist_info(name):
 def _package_dir(name):
     """Directory of a top-level package, found without importing it."""
     import importlib.util
+
     try:
         spec = importlib.util.find_spec(name)
     except Exception:
@@ -128,11 +156,14 @@ def version_file(path):
     """Top-level ``NAME = 'text'`` / ``NAME: Optional[str] = None`` assignments of a version.py
     (torch/version.py), read as text: strings, None, True/False; other values are left out."""
     import re
+
     out = {}
     with open(path) as fh:
         for line in fh:
-            m = re.match(r"""^([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(?:'([^'\\]*)'|"([^"\\]*)"|(None|True|False))\s*(?:#.*)?$""",
-                         line.rstrip("\n"))
+            m = re.match(
+                r"""^([A-Za-z_]\w*)\s*(?::[^=]*)?=\s*(?:'([^'\\]*)'|"([^"\\]*)"|(None|True|False))\s*(?:#.*)?$""",
+                line.rstrip("\n"),
+            )
             if not m:
                 continue
             if m.group(4) is not None:
@@ -145,6 +176,7 @@ def version_file(path):
 def cudnn_major_from_metadata(dist):
     """The cuDNN major torch's wheel depends on (``nvidia-cudnn-cuNN==9.x`` in Requires-Dist), else None."""
     import re
+
     for req in (getattr(dist, "requires", None) or []) if dist is not None else []:
         m = re.match(r"\s*nvidia-cudnn-cu\d+\s*\(?\s*==\s*(\d+)", req, re.IGNORECASE)
         if m:
@@ -161,17 +193,29 @@ def cudnn_major_from_metadata(dist):
 
 # --------------------------------------------------------------------------- CUDA driver API
 
-_CU_ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY", 3: "CUDA_ERROR_NOT_INITIALIZED",
-              4: "CUDA_ERROR_DEINITIALIZED", 34: "CUDA_ERROR_STUB_LIBRARY", 35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
-              46: "CUDA_ERROR_DEVICE_UNAVAILABLE", 100: "CUDA_ERROR_NO_DEVICE", 101: "CUDA_ERROR_INVALID_DEVICE",
-              201: "CUDA_ERROR_INVALID_CONTEXT", 304: "CUDA_ERROR_OPERATING_SYSTEM",
-              802: "CUDA_ERROR_SYSTEM_NOT_READY", 803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-              804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", 999: "CUDA_ERROR_UNKNOWN"}
+_CU_ERRORS = {
+    1: "CUDA_ERROR_INVALID_VALUE",
+    2: "CUDA_ERROR_OUT_OF_MEMORY",
+    3: "CUDA_ERROR_NOT_INITIALIZED",
+    4: "CUDA_ERROR_DEINITIALIZED",
+    34: "CUDA_ERROR_STUB_LIBRARY",
+    35: "CUDA_ERROR_INSUFFICIENT_DRIVER",
+    46: "CUDA_ERROR_DEVICE_UNAVAILABLE",
+    100: "CUDA_ERROR_NO_DEVICE",
+    101: "CUDA_ERROR_INVALID_DEVICE",
+    201: "CUDA_ERROR_INVALID_CONTEXT",
+    304: "CUDA_ERROR_OPERATING_SYSTEM",
+    802: "CUDA_ERROR_SYSTEM_NOT_READY",
+    803: "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+    804: "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE",
+    999: "CUDA_ERROR_UNKNOWN",
+}
 
 
 def _cu_error(lib, code):
     """``NAME (code): description`` for a CUresult, from cuGetErrorName/String when the driver has them."""
     import ctypes
+
     name, text = _CU_ERRORS.get(code), None
     for fn_name, slot in (("cuGetErrorName", "name"), ("cuGetErrorString", "text")):
         try:
@@ -196,6 +240,7 @@ def cuda_driver(context=True):
     pci_bus_id, uuid, context_ok, context_error}].
     """
     import ctypes
+
     try:
         lib = ctypes.CDLL("libcuda.so.1", mode=getattr(os, "RTLD_NOW", 2))
     except OSError as exc:
@@ -237,8 +282,7 @@ def cuda_driver(context=True):
 
         def attr(code, dev=dev):  # this device, bound now (B023)
             val = ctypes.c_int(0)
-            return int(val.value) if lib.cuDeviceGetAttribute(ctypes.byref(val), ctypes.c_int(code), dev) == 0 \
-                else None
+            return int(val.value) if lib.cuDeviceGetAttribute(ctypes.byref(val), ctypes.c_int(code), dev) == 0 else None
 
         major, minor = attr(_ATTR_CC_MAJOR), attr(_ATTR_CC_MINOR)
         if major is not None and minor is not None:
@@ -273,6 +317,7 @@ def cuda_driver(context=True):
 
 # --------------------------------------------------------------------------- libraries
 
+
 def mapped_libraries(prefixes, maps_path="/proc/self/maps"):
     """Distinct full paths of mapped files whose basename starts with one of ``prefixes``, sorted."""
     with open(maps_path) as fh:
@@ -284,7 +329,7 @@ def mapped_libraries(prefixes, maps_path="/proc/self/maps"):
             continue
         path = parts[5].strip()
         if path.endswith(" (deleted)"):  # no str.removesuffix before Python 3.9 (the probe runs on 3.6+)
-            path = path[:-len(" (deleted)")]
+            path = path[: -len(" (deleted)")]
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
             seen.append(path)
@@ -293,6 +338,7 @@ def mapped_libraries(prefixes, maps_path="/proc/self/maps"):
 
 def _dlopen(name_or_path):
     import ctypes
+
     try:
         ctypes.CDLL(name_or_path, mode=getattr(os, "RTLD_NOW", 2) | getattr(ctypes, "RTLD_LOCAL", 0))
     except OSError as exc:
@@ -303,6 +349,7 @@ def _dlopen(name_or_path):
 def probe_libcuda():
     """``dlopen("libcuda.so.1")`` and ``cuDriverGetVersion`` (the same record as the full probe's)."""
     import ctypes
+
     ok, error = _dlopen("libcuda.so.1")
     if not ok:
         return {"loaded": False, "error": error}
@@ -336,13 +383,16 @@ def probe_cudnn_light(torch_facts, torch_dist):
     (LD_LIBRARY_PATH first, then the wheel's directory that torch's RUNPATH names, then the ld.so
     cache), its ``cudnnGetVersion()``, and the same sub-library dlopen test as the full probe."""
     import ctypes
+
     if not torch_facts.get("installed"):
         return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
     if torch_facts.get("hip"):
         return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
     if not torch_facts.get("cuda"):
-        return {"applicable": False,
-                "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version")}
+        return {
+            "applicable": False,
+            "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version"),
+        }
     major = cudnn_major_from_metadata(torch_dist)
     out = {"applicable": True, "expected_major": major}
     if major is None:
@@ -350,8 +400,11 @@ def probe_cudnn_light(torch_facts, torch_dist):
     shim = "libcudnn.so.%d" % major
     ld_dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs = []
-    for d in ld_dirs + _wheel_lib_dirs("cudnn") + ([os.path.join(torch_facts["location"], "lib")]
-                                                   if torch_facts.get("location") else []):
+    for d in (
+        ld_dirs
+        + _wheel_lib_dirs("cudnn")
+        + ([os.path.join(torch_facts["location"], "lib")] if torch_facts.get("location") else [])
+    ):
         if d not in dirs and os.path.isdir(d):
             dirs.append(d)
     target = next((os.path.join(d, shim) for d in dirs if os.path.lexists(os.path.join(d, shim))), shim)
@@ -381,6 +434,7 @@ def probe_cudnn_light(torch_facts, torch_dist):
 
 
 # --------------------------------------------------------------------------- torch, from files
+
 
 def probe_torch_light(driver):
     """TorchFacts without ``import torch``: metadata, torch/version.py, and the driver API for
@@ -413,8 +467,9 @@ def probe_torch_light(driver):
         out["driver_api_version"] = driver["driver_api_version"]
     if not isinstance(driver, dict) or not driver.get("loaded"):
         out["cuda_available"], out["device_count"] = False, 0
-        out["cuda_error"] = "libcuda.so.1 cannot be loaded: %s" % ((driver or {}).get("error")
-                                                                    or (driver or {}).get("unavailable"))
+        out["cuda_error"] = "libcuda.so.1 cannot be loaded: %s" % (
+            (driver or {}).get("error") or (driver or {}).get("unavailable")
+        )
         return out
     if not driver.get("init_ok") or driver.get("init_error"):
         out["cuda_available"], out["device_count"] = False, 0
@@ -423,15 +478,21 @@ def probe_torch_light(driver):
     need = int(str(out["cuda"]).split(".")[0]) * 1000
     if driver.get("driver_api_version") and driver["driver_api_version"] < need:
         out["cuda_available"], out["device_count"] = False, 0
-        out["cuda_error"] = ("the driver supports CUDA %d.%d; this torch's CUDA %s runtime needs %d.0 or newer"
-                             % (driver["driver_api_version"] // 1000, driver["driver_api_version"] % 1000 // 10,
-                                out["cuda"], need // 1000))
+        out["cuda_error"] = "the driver supports CUDA %d.%d; this torch's CUDA %s runtime needs %d.0 or newer" % (
+            driver["driver_api_version"] // 1000,
+            driver["driver_api_version"] % 1000 // 10,
+            out["cuda"],
+            need // 1000,
+        )
         return out
     count = int(driver.get("device_count") or 0)
     out["device_count"] = count
     out["cuda_available"] = count > 0
-    out["devices"] = [{k: d[k] for k in ("index", "name", "capability", "pci_bus_id", "uuid") if k in d}
-                      for d in driver.get("devices", []) if d.get("name") and d.get("capability")]
+    out["devices"] = [
+        {k: d[k] for k in ("index", "name", "capability", "pci_bus_id", "uuid") if k in d}
+        for d in driver.get("devices", [])
+        if d.get("name") and d.get("capability")
+    ]
     return out
 
 
@@ -445,6 +506,7 @@ def _section(fn, *args):
 def header():
     """The interpreter part of the document (shared shape with the full probe)."""
     import sysconfig
+
     env = {}
     for key, value in os.environ.items():
         if key.startswith(ENV_PREFIXES) or key in ENV_NAMES:

@@ -25,9 +25,23 @@ MARKER = "@@gpudoctor-probe@@"
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
 DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
-ENV_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV",
-             "JUPYTER_PATH", "JUPYTER_DATA_DIR", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "HOME",
-             "LOADEDMODULES", "CC", "CXX", "LIBRARY_PATH")
+ENV_NAMES = (
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "JUPYTER_PATH",
+    "JUPYTER_DATA_DIR",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "HOME",
+    "LOADEDMODULES",
+    "CC",
+    "CXX",
+    "LIBRARY_PATH",
+)
 
 
 def _err(exc):
@@ -42,6 +56,7 @@ def _dist_info(name):
     except ImportError:  # pragma: no cover - 3.6/3.7
         try:
             import pkg_resources  # type: ignore
+
             d = pkg_resources.get_distribution(name)
             return True, d.version, d.location
         except Exception:
@@ -64,6 +79,7 @@ def probe_torch():
     if not installed:
         # a torch importable from PYTHONPATH without metadata still counts
         import importlib.util
+
         try:
             spec = importlib.util.find_spec("torch")
         except Exception:
@@ -123,16 +139,43 @@ def probe_torch():
 # --------------------------------------------------------------------------- libraries
 
 #: basenames of the libraries reported from /proc/self/maps
-MAPPED_PREFIXES = ("libcudnn", "libcudart", "libcublas", "libnccl", "libcuda.", "libnvrtc", "libcufft",
-                   "libcurand", "libcusolver", "libcusparse", "libnvJitLink", "libcupti", "libnvidia-ml",
-                   "libtorch", "libc10")
+MAPPED_PREFIXES = (
+    "libcudnn",
+    "libcudart",
+    "libcublas",
+    "libnccl",
+    "libcuda.",
+    "libnvrtc",
+    "libcufft",
+    "libcurand",
+    "libcusolver",
+    "libcusparse",
+    "libnvJitLink",
+    "libcupti",
+    "libnvidia-ml",
+    "libtorch",
+    "libc10",
+)
 
 #: cuDNN sub-libraries per major (PyTorch build_cuda.sh DEPS_LIST, cuDNN 8 and 9 builds)
 CUDNN_SUBLIBS = {
-    8: ("libcudnn_ops_infer.so.8", "libcudnn_ops_train.so.8", "libcudnn_cnn_infer.so.8",
-        "libcudnn_cnn_train.so.8", "libcudnn_adv_infer.so.8", "libcudnn_adv_train.so.8"),
-    9: ("libcudnn_graph.so.9", "libcudnn_engines_precompiled.so.9", "libcudnn_engines_runtime_compiled.so.9",
-        "libcudnn_ops.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", "libcudnn_heuristic.so.9"),
+    8: (
+        "libcudnn_ops_infer.so.8",
+        "libcudnn_ops_train.so.8",
+        "libcudnn_cnn_infer.so.8",
+        "libcudnn_cnn_train.so.8",
+        "libcudnn_adv_infer.so.8",
+        "libcudnn_adv_train.so.8",
+    ),
+    9: (
+        "libcudnn_graph.so.9",
+        "libcudnn_engines_precompiled.so.9",
+        "libcudnn_engines_runtime_compiled.so.9",
+        "libcudnn_ops.so.9",
+        "libcudnn_cnn.so.9",
+        "libcudnn_adv.so.9",
+        "libcudnn_heuristic.so.9",
+    ),
 }
 
 
@@ -148,7 +191,7 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
             continue
         path = parts[5].strip()
         if path.endswith(" (deleted)"):  # no str.removesuffix before Python 3.9 (the probe runs on 3.6+)
-            path = path[:-len(" (deleted)")]
+            path = path[: -len(" (deleted)")]
         base = os.path.basename(path)
         if ".so" in base and base.startswith(prefixes) and path not in seen:
             seen.append(path)
@@ -158,6 +201,7 @@ def mapped_libraries(prefixes=MAPPED_PREFIXES, maps_path="/proc/self/maps"):
 def _dlopen(name_or_path):
     """(ok, error) of a real dlopen through ctypes; the error is dlerror() verbatim."""
     import ctypes
+
     try:
         ctypes.CDLL(name_or_path, mode=getattr(os, "RTLD_NOW", 2) | getattr(ctypes, "RTLD_LOCAL", 0))
     except OSError as exc:
@@ -203,6 +247,7 @@ def _wheel_lib_dirs(component):
 def cudnn_runtime_version(path):
     """``cudnnGetVersion()`` of the library at ``path`` (already mapped: no new copy is loaded)."""
     import ctypes
+
     lib = ctypes.CDLL(path)
     fn = lib.cudnnGetVersion
     fn.restype = ctypes.c_size_t
@@ -213,14 +258,21 @@ def cudnn_without_torch():
     """The nvidia-cudnn wheel's cuDNN when torch is absent or does not import (onnxruntime-gpu,
     ctranslate2, tensorflow... use it too): version of its shim and the sub-library load test."""
     import re
+
     for d in _wheel_lib_dirs("cudnn"):
         majors = sorted(int(m.group(1)) for m in (re.match(r"libcudnn\.so\.(\d+)$", n) for n in os.listdir(d)) if m)
         if not majors:
             continue
         major = majors[-1]
         shim = os.path.join(d, "libcudnn.so.%d" % major)
-        out = {"applicable": True, "reason": "torch-free: the cuDNN of the nvidia-cudnn wheel",
-               "expected_major": major, "library_path": shim, "loaded_paths": [shim], "search_dirs": [d]}
+        out = {
+            "applicable": True,
+            "reason": "torch-free: the cuDNN of the nvidia-cudnn wheel",
+            "expected_major": major,
+            "library_path": shim,
+            "loaded_paths": [shim],
+            "search_dirs": [d],
+        }
         try:
             out["runtime_version"] = cudnn_runtime_version(shim)
         except Exception as exc:
@@ -242,8 +294,10 @@ def probe_cudnn(torch_facts, torch_mod, mapped):
     if torch_facts.get("hip"):
         return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
     if not torch_facts.get("cuda"):
-        return {"applicable": False,
-                "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version")}
+        return {
+            "applicable": False,
+            "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version"),
+        }
     major = None
     compiled = torch_facts.get("cudnn_compile_version")
     if compiled:
@@ -282,6 +336,7 @@ def probe_cudnn(torch_facts, torch_mod, mapped):
 
 def probe_libcuda():
     import ctypes
+
     ok, error = _dlopen("libcuda.so.1")
     if not ok:
         return {"loaded": False, "error": error}
@@ -303,21 +358,48 @@ def probe_libcuda():
 #: GPU frameworks: (key, distribution names, provider library globs relative to site-packages).
 #: Mirrors gpudoctor/data/frameworks.toml (a test keeps the two equal); the probe is stdlib-only.
 GPU_FRAMEWORKS = (
-    ("torch", ("torch",), ("torch/lib/libtorch_global_deps.so", "torch/lib/libtorch_cuda.so",
-                           "torch/lib/libtorch_cuda_linalg.so", "torch/lib/libc10_cuda.so")),
+    (
+        "torch",
+        ("torch",),
+        (
+            "torch/lib/libtorch_global_deps.so",
+            "torch/lib/libtorch_cuda.so",
+            "torch/lib/libtorch_cuda_linalg.so",
+            "torch/lib/libc10_cuda.so",
+        ),
+    ),
     ("onnxruntime-gpu", ("onnxruntime-gpu",), ("onnxruntime/capi/libonnxruntime_providers_cuda.so",)),
-    ("tensorflow", ("tensorflow", "tensorflow-gpu", "tf-nightly"),
-     ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2")),
-    ("jax", ("jax-cuda12-plugin", "jax-cuda13-plugin", "jaxlib"),
-     ("jax_plugins/xla_cuda12/xla_cuda_plugin.so", "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
-      "jax_cuda12_plugin/*.so", "jax_cuda13_plugin/*.so")),
-    ("cupy", ("cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x"),
-     ("cupy_backends/cuda/api/*.so", "cupy/cuda/*.so", "cupy_backends/cuda/libs/*.so")),
+    (
+        "tensorflow",
+        ("tensorflow", "tensorflow-gpu", "tf-nightly"),
+        ("tensorflow/libtensorflow_framework.so.2", "tensorflow/libtensorflow_cc.so.2"),
+    ),
+    (
+        "jax",
+        ("jax-cuda12-plugin", "jax-cuda13-plugin", "jaxlib"),
+        (
+            "jax_plugins/xla_cuda12/xla_cuda_plugin.so",
+            "jax_plugins/xla_cuda13/xla_cuda_plugin.so",
+            "jax_cuda12_plugin/*.so",
+            "jax_cuda13_plugin/*.so",
+        ),
+    ),
+    (
+        "cupy",
+        ("cupy-cuda12x", "cupy-cuda11x", "cupy-cuda13x"),
+        ("cupy_backends/cuda/api/*.so", "cupy/cuda/*.so", "cupy_backends/cuda/libs/*.so"),
+    ),
     ("ctranslate2", ("ctranslate2",), ("ctranslate2.libs/libctranslate2*.so*", "ctranslate2/*.so")),
-    ("paddlepaddle-gpu", ("paddlepaddle-gpu",), ("paddle/base/libpaddle.so", "paddle/fluid/libpaddle.so",
-                                                 "paddle/libs/*.so*")),
-    ("tensorrt", ("tensorrt-cu12-libs", "tensorrt-cu11-libs", "tensorrt-cu13-libs", "tensorrt-libs"),
-     ("tensorrt_libs/libnvinfer.so.*", "tensorrt_libs/libnvinfer_plugin.so.*")),
+    (
+        "paddlepaddle-gpu",
+        ("paddlepaddle-gpu",),
+        ("paddle/base/libpaddle.so", "paddle/fluid/libpaddle.so", "paddle/libs/*.so*"),
+    ),
+    (
+        "tensorrt",
+        ("tensorrt-cu12-libs", "tensorrt-cu11-libs", "tensorrt-cu13-libs", "tensorrt-libs"),
+        ("tensorrt_libs/libnvinfer.so.*", "tensorrt_libs/libnvinfer_plugin.so.*"),
+    ),
 )
 
 _LOAD_CHILD = (
@@ -338,6 +420,7 @@ def framework_load_test(timeout_s=60.0):
     interpreter per framework; a crash names the library being loaded."""
     import glob
     import subprocess
+
     out = []
     for key, dists, patterns in GPU_FRAMEWORKS:
         found = None
@@ -357,8 +440,9 @@ def framework_load_test(timeout_s=60.0):
         rec = {"name": key, "dist": dist, "version": version or "?", "loads": []}
         if paths:
             try:
-                proc = subprocess.Popen([sys.executable, "-c", _LOAD_CHILD] + paths, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE)
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _LOAD_CHILD] + paths, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                )
                 try:
                     stdout, _err_text = proc.communicate(timeout=timeout_s)
                 except subprocess.TimeoutExpired:
@@ -394,6 +478,7 @@ def _which(name):
 
 def probe_toolchain(include_dir):
     import glob
+
     header = os.path.join(include_dir, "Python.h")
     out = {"python_h": os.path.isfile(header), "python_h_path": header}
     for key, env_name, names in (("cc", "CC", ("gcc", "cc", "clang")), ("cxx", "CXX", ("g++", "c++", "clang++"))):
@@ -441,8 +526,11 @@ def probe_devices(torch):
         dev = {"index": i, "name": str(props.name), "capability": "%d.%d" % (props.major, props.minor)}
         bus = getattr(props, "pci_bus_id", None)
         if bus is not None:
-            dev["pci_bus_id"] = "%04x:%02x:%02x.0" % (int(getattr(props, "pci_domain_id", 0) or 0), int(bus),
-                                                     int(getattr(props, "pci_device_id", 0) or 0))
+            dev["pci_bus_id"] = "%04x:%02x:%02x.0" % (
+                int(getattr(props, "pci_domain_id", 0) or 0),
+                int(bus),
+                int(getattr(props, "pci_device_id", 0) or 0),
+            )
         uuid = getattr(props, "uuid", None)
         if uuid is not None:
             text = str(uuid)
@@ -457,11 +545,16 @@ def probe_limits():
 
     def one(which):
         soft, hard = resource.getrlimit(which)
-        return {"soft": None if soft == resource.RLIM_INFINITY else soft,
-                "hard": None if hard == resource.RLIM_INFINITY else hard}
+        return {
+            "soft": None if soft == resource.RLIM_INFINITY else soft,
+            "hard": None if hard == resource.RLIM_INFINITY else hard,
+        }
 
-    return {"source": "probe of %s (getrlimit)" % sys.executable,
-            "nofile": one(resource.RLIMIT_NOFILE), "memlock": one(resource.RLIMIT_MEMLOCK)}
+    return {
+        "source": "probe of %s (getrlimit)" % sys.executable,
+        "nofile": one(resource.RLIMIT_NOFILE),
+        "memlock": one(resource.RLIMIT_MEMLOCK),
+    }
 
 
 def _section(fn, *args):
@@ -489,6 +582,7 @@ def probe_cuda_driver():
 def main():
     start = time.time()
     import sysconfig
+
     env = {}
     for key, value in os.environ.items():
         if key.startswith(ENV_PREFIXES) or key in ENV_NAMES:
@@ -510,8 +604,11 @@ def main():
     try:
         torch_facts, _torch = probe_torch()
     except BaseException:  # never lose the document
-        torch_facts = {"installed": True, "import_ok": False,
-                       "import_error": "probe failure: " + traceback.format_exc().strip().splitlines()[-1]}
+        torch_facts = {
+            "installed": True,
+            "import_ok": False,
+            "import_error": "probe failure: " + traceback.format_exc().strip().splitlines()[-1],
+        }
         _torch = None
     if _torch is not None and torch_facts.get("cuda_available"):
         devices = _section(probe_devices, _torch)
@@ -523,6 +620,7 @@ def main():
     if "--deep" in sys.argv[1:]:  # gpudoctor check --deep: the functional smoke test (probe/_smoke.py)
         if _torch is not None and torch_facts.get("cuda_available"):
             import _smoke
+
             doc["smoke"] = _section(_smoke.run, _torch)
         else:
             doc["smoke"] = {"unavailable": "no CUDA device visible to torch in this interpreter"}

@@ -168,5 +168,9 @@ def run(torch, budget_s=30.0, backend=None):
     count = backend.count()
     devices = [_device_steps(torch, backend, i, deadline) for i in range(count)]
     peers = [_peer(torch, backend, i, j, deadline) for i in range(count) for j in range(count) if i != j]
-    return {"devices": devices, "peers": peers, "budget_s": budget_s,
-            "duration_ms": round((time.monotonic() - start) * 1000.0, 3)}
+    return {
+        "devices": devices,
+        "peers": peers,
+        "budget_s": budget_s,
+        "duration_ms": round((time.monotonic() - start) * 1000.0, 3),
+    }

@@ -17,22 +17,24 @@ __all__ = ["FORMATS", "render"]
 
 def _json(report: Report, verbose: bool) -> str:
     from gpudoctor.render.json import render_json
+
     return render_json(report)
 
 
 def _markdown(report: Report, verbose: bool) -> str:
     from gpudoctor.render.markdown import render_markdown
+
     return render_markdown(report, verbose)
 
 
 def _prometheus(report: Report, verbose: bool) -> str:
     from gpudoctor.render.prometheus import render_prometheus
+
     return render_prometheus(report)
 
 
 #: format name -> renderer returning text (the console format writes itself)
-FORMATS: dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown,
-                                                     "prometheus": _prometheus}
+FORMATS: dict[str, Callable[[Report, bool], str]] = {"json": _json, "markdown": _markdown, "prometheus": _prometheus}
 
 
 def render(report: Report, fmt: str, verbose: bool = False) -> str:

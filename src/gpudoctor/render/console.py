@@ -45,8 +45,14 @@ def make_console(stream: IO[str] | None = None) -> Console:
     stream = stream or sys.stdout
     is_tty = hasattr(stream, "isatty") and stream.isatty()
     plain = not is_tty or "NO_COLOR" in os.environ
-    return _Console(file=stream, no_color=plain, highlight=False, force_terminal=None if not plain else False,
-                   soft_wrap=plain, width=None if is_tty else 100)
+    return _Console(
+        file=stream,
+        no_color=plain,
+        highlight=False,
+        force_terminal=None if not plain else False,
+        soft_wrap=plain,
+        width=None if is_tty else 100,
+    )
 
 
 def is_plain(console: Console) -> bool:
@@ -62,6 +68,7 @@ def _print_block(console: Console, body: str, plain: bool, indent: int = 4) -> N
         from rich.markdown import (
             Markdown,  # only a terminal renders Markdown; piped output skips the import
         )
+
         console.print(Padding(Markdown(body), (0, 0, 0, indent)))
 
 
@@ -74,8 +81,15 @@ def _finding_line(console: Console, f: Finding, title: str, plain: bool, indent:
     console.print(line)
 
 
-def _finding(console: Console, lay: Layout, f: Finding, plain: bool, verbose: bool, explain: bool,
-             findings: Sequence[Finding] = ()) -> None:
+def _finding(
+    console: Console,
+    lay: Layout,
+    f: Finding,
+    plain: bool,
+    verbose: bool,
+    explain: bool,
+    findings: Sequence[Finding] = (),
+) -> None:
     _finding_line(console, f, lay.title_of(f), plain, 2)
     cause = None if verbose else root_cause_shown(f, findings)
     if cause:
@@ -108,13 +122,15 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
     console.print(head)
     if lay.targets:
         shown = "; ".join(f"[{label}] {path}" for label, path in lay.targets)
-        console.print(Text(f"  {'target' if len(lay.targets) == 1 else 'targets'}: {redact_text(shown)}",
-                           style="dim"))
+        console.print(Text(f"  {'target' if len(lay.targets) == 1 else 'targets'}: {redact_text(shown)}", style="dim"))
     for area in lay.areas:
         console.print()
         # an area where nothing applied reads "n/a", not like a skipped finding
-        glyph = ("[n/a]" if plain else GLYPHS[area.worst]) if area.worst is Status.SKIP else \
-            (PLAIN_GLYPHS[area.worst] if plain else GLYPHS[area.worst])
+        glyph = (
+            ("[n/a]" if plain else GLYPHS[area.worst])
+            if area.worst is Status.SKIP
+            else (PLAIN_GLYPHS[area.worst] if plain else GLYPHS[area.worst])
+        )
         line = Text()
         line.append(f"{glyph} ", style=COLOURS[area.worst] + " bold")
         line.append(area.title, style="bold")
@@ -133,8 +149,13 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
             console.print(Text(f"  {area.skip_count} not applicable: {reasons}", style="dim"))
     style = COLOURS[lay.verdict]
     console.print()
-    console.print(Text(f"{plural(lay.total, 'finding')} in {plural(len(lay.areas), 'area')}: {lay.counts_text} "
-                       f"({report.duration_ms / 1000:.1f} s)", style=style + " bold"))
+    console.print(
+        Text(
+            f"{plural(lay.total, 'finding')} in {plural(len(lay.areas), 'area')}: {lay.counts_text} "
+            f"({report.duration_ms / 1000:.1f} s)",
+            style=style + " bold",
+        )
+    )
     if lay.network is not None:
         console.print(Text(f"network: {redact_text(lay.network)}", style="dim"))
     if lay.next_steps:
@@ -142,8 +163,10 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
         for i, step in enumerate(lay.next_steps, 1):
             lines = redact_text(step.command).splitlines()
             # soft_wrap: a command to copy is never broken by rich (the terminal wraps it)
-            console.print(Text(f"  {i}. {lines[0]}" + ("" if len(lines) > 1 or not step.is_command else f"   # {step.check}")),
-                          soft_wrap=True)
+            console.print(
+                Text(f"  {i}. {lines[0]}" + ("" if len(lines) > 1 or not step.is_command else f"   # {step.check}")),
+                soft_wrap=True,
+            )
             for cont in lines[1:]:
                 console.print(Text(f"     {cont}"), soft_wrap=True)
 

@@ -18,12 +18,15 @@ from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS
 __all__ = ["NO_MATCH_HINT", "render_explain_console", "render_explain_json", "render_explain_markdown"]
 
 NO_MATCH_HINT = "Run `gpudoctor check` to examine this machine anyway."
-NOT_HERE_HINT = ("The confirming checks find nothing wrong on this machine: if the log comes from another machine, "
-                 "container or environment, run `gpudoctor explain` there (or `--python PATH` for another interpreter).")
+NOT_HERE_HINT = (
+    "The confirming checks find nothing wrong on this machine: if the log comes from another machine, "
+    "container or environment, run `gpudoctor explain` there (or `--python PATH` for another interpreter)."
+)
 
 
 def _nothing_found_here(report: Any) -> bool:  # ExplainResult.confirmation.report: object (a Report)
     from gpudoctor.model import Status
+
     return not any(f.status >= Status.WARN for f in report.findings)
 
 
@@ -37,8 +40,10 @@ def _headline(result: ExplainResult) -> str:
     read = f"{result.explanation.lines_read} line{'' if result.explanation.lines_read == 1 else 's'} read"
     if not n:
         return f"gpudoctor explain: no known error found in {result.source} ({read})."
-    return (f"gpudoctor explain: {result.source}: {n} known error{'' if n == 1 else 's'} recognised ({read}), "
-            f"most specific first")
+    return (
+        f"gpudoctor explain: {result.source}: {n} known error{'' if n == 1 else 's'} recognised ({read}), "
+        f"most specific first"
+    )
 
 
 def render_explain_console(result: ExplainResult, console: Console, verbose: bool = False) -> None:
@@ -61,6 +66,7 @@ def render_explain_console(result: ExplainResult, console: Console, verbose: boo
             console.print(Text("\n".join("    " + ln if ln else "" for ln in f.explanation.splitlines())))
         else:
             from rich.markdown import Markdown
+
             console.print(Padding(Markdown(f.explanation), (0, 0, 0, 4)))
         if verbose and m.values:
             console.print(Text("\n".join(f"    {k}: {redact_text(v)}" for k, v in m.values.items()), style="dim"))
@@ -84,26 +90,41 @@ def render_explain_console(result: ExplainResult, console: Console, verbose: boo
 
 def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str:
     """The result as Markdown (paste-ready for an issue)."""
-    from gpudoctor.render.markdown import render_markdown
 
     lines: list[str] = ["## gpudoctor explain", "", _headline(result)]
     if not result.explanation.matches:
         lines += ["", NO_MATCH_HINT]
     for m in result.explanation.matches:
         f = match_finding(m)
-        lines += ["", f"### {GLYPHS[f.status]} {f.status.value}: `{m.signature.id}` — {f.summary}", "",
-                  f"Matched at {_where(m)}:", "", "```text", redact_text(m.text.strip()), "```", "", f.explanation]
+        lines += [
+            "",
+            f"### {GLYPHS[f.status]} {f.status.value}: `{m.signature.id}` — {f.summary}",
+            "",
+            f"Matched at {_where(m)}:",
+            "",
+            "```text",
+            redact_text(m.text.strip()),
+            "```",
+            "",
+            f.explanation,
+        ]
         if verbose and m.values:
             lines += [""] + [f"- `{k}`: `{redact_text(v)}`" for k, v in m.values.items()]
     conf = result.confirmation
     if conf is not None and result.explanation.matches:
         lines += ["", "## Confirming checks", ""]
         if conf.report is None:
-            lines.append(f"To confirm: `gpudoctor check {' '.join(conf.check_ids)}`" if conf.check_ids
-                         else "No installed check can confirm this on this machine.")
+            lines.append(
+                f"To confirm: `gpudoctor check {' '.join(conf.check_ids)}`"
+                if conf.check_ids
+                else "No installed check can confirm this on this machine."
+            )
         else:
-            lines += [f"`gpudoctor check {' '.join(conf.check_ids)}`", "",
-                      render_markdown(conf.report, verbose).replace("## gpudoctor", "### gpudoctor", 1).rstrip("\n")]  # type: ignore[arg-type]
+            lines += [
+                f"`gpudoctor check {' '.join(conf.check_ids)}`",
+                "",
+                _nested_markdown(conf.report, verbose),
+            ]
             if _nothing_found_here(conf.report):
                 lines += ["", NOT_HERE_HINT]
     return "\n".join(lines).rstrip() + "\n"
@@ -112,3 +133,11 @@ def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str
 def render_explain_json(result: ExplainResult) -> str:
     """The result as indented JSON (see :meth:`ExplainResult.to_json`)."""
     return json.dumps(result.to_json(), indent=2) + "\n"
+
+
+def _nested_markdown(report: object, verbose: bool) -> str:
+    """The confirming checks' report as Markdown one heading level down."""
+    from gpudoctor.render.markdown import render_markdown
+
+    text: str = render_markdown(report, verbose)  # type: ignore[arg-type]
+    return text.replace("## gpudoctor", "### gpudoctor", 1).rstrip("\n")

@@ -40,13 +40,64 @@ __all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "area_size", "layout",
 ATTENTION = (Status.WARN, Status.FAIL, Status.ERROR)
 
 #: Words that start a command line a person would type (for next steps).
-_COMMAND_WORDS = frozenset({
-    "sudo", "pip", "pip3", "python", "python3", "uv", "conda", "mamba", "micromamba", "apt", "apt-get", "dnf",
-    "yum", "zypper", "export", "unset", "docker", "podman", "kubectl", "helm", "nvidia-smi", "nvidia-ctk",
-    "module", "ln", "ldconfig", "mkdir", "rm", "mv", "cp", "echo", "systemctl", "modprobe", "ulimit", "gpudoctor",
-    "jupyter", "ipython", "sed", "reboot", "srun", "sbatch", "ray", "git", "chmod", "chown", "tee", "cat",
-    "env", "ubuntu-drivers", "dkms", "mokutil", "update-alternatives", "nvcc", "make", "cmake",
-})
+_COMMAND_WORDS = frozenset(
+    {
+        "sudo",
+        "pip",
+        "pip3",
+        "python",
+        "python3",
+        "uv",
+        "conda",
+        "mamba",
+        "micromamba",
+        "apt",
+        "apt-get",
+        "dnf",
+        "yum",
+        "zypper",
+        "export",
+        "unset",
+        "docker",
+        "podman",
+        "kubectl",
+        "helm",
+        "nvidia-smi",
+        "nvidia-ctk",
+        "module",
+        "ln",
+        "ldconfig",
+        "mkdir",
+        "rm",
+        "mv",
+        "cp",
+        "echo",
+        "systemctl",
+        "modprobe",
+        "ulimit",
+        "gpudoctor",
+        "jupyter",
+        "ipython",
+        "sed",
+        "reboot",
+        "srun",
+        "sbatch",
+        "ray",
+        "git",
+        "chmod",
+        "chown",
+        "tee",
+        "cat",
+        "env",
+        "ubuntu-drivers",
+        "dkms",
+        "mokutil",
+        "update-alternatives",
+        "nvcc",
+        "make",
+        "cmake",
+    }
+)
 _FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
 _INLINE_RE = re.compile(r"`([^`\n]+)`")
 
@@ -201,6 +252,7 @@ def network_line(report_facts: object, replayed: bool = False) -> str | None:
     if getattr(mirrors, "offline", False):
         return "none (--offline)"
     from urllib.parse import urlsplit
+
     hosts: list[str] = []
     probes = list(mirrors.configured) + [p for rows in (mirrors.rankings or {}).values() for p in rows]
     for p in probes:
@@ -343,8 +395,9 @@ def _headline(findings: Sequence[Finding], proto: Layout) -> str:
     cuda = [f for f in findings if f.check == "cuda.available" and f.status is not Status.SKIP]
     top_cuda = max(cuda, key=lambda f: f.status.severity) if cuda else None
     problems = sorted((f for f in findings if f.status in rank), key=lambda f: rank[f.status])
-    if problems and (top_cuda is None or top_cuda.status.severity < problems[0].status.severity
-                     or top_cuda.status is Status.ERROR):
+    if problems and (
+        top_cuda is None or top_cuda.status.severity < problems[0].status.severity or top_cuda.status is Status.ERROR
+    ):
         worst = problems[0]
         same = [f for f in problems if f.status is worst.status]
         more = f" (+{len(same) - 1} more)" if len(same) > 1 else ""
@@ -389,12 +442,30 @@ def layout(report: object) -> Layout:
                 ids = reasons.setdefault(proto.title_of(replace(f, summary=_skip_reason(f.summary))), [])
                 if f.check not in ids:
                     ids.append(f.check)
-        areas.append(AreaView(
-            key=key, title=area_title(key), worst=_area_mark(fs),
-            checks=len({f.check for f in fs}), counts_text=status_counts_text(fs), attention=attention,
-            info=tuple(info), ok=tuple(f for f in fs if f.status is Status.OK),
-            skipped=tuple(SkipGroup(r, tuple(ids)) for r, ids in reasons.items()), findings=tuple(fs)))
+        areas.append(
+            AreaView(
+                key=key,
+                title=area_title(key),
+                worst=_area_mark(fs),
+                checks=len({f.check for f in fs}),
+                counts_text=status_counts_text(fs),
+                attention=attention,
+                info=tuple(info),
+                ok=tuple(f for f in fs if f.status is Status.OK),
+                skipped=tuple(SkipGroup(r, tuple(ids)) for r, ids in reasons.items()),
+                findings=tuple(fs),
+            )
+        )
     headline = _headline(findings, proto)
     counts = status_counts_text(findings)
-    return Layout(verdict, headline, targets, tuple(areas), _next_steps(findings, mapping), counts, len(findings), mapping,
-                  network_line(getattr(report, "facts", None), bool(getattr(report, "replayed", False))))
+    return Layout(
+        verdict,
+        headline,
+        targets,
+        tuple(areas),
+        _next_steps(findings, mapping),
+        counts,
+        len(findings),
+        mapping,
+        network_line(getattr(report, "facts", None), bool(getattr(report, "replayed", False))),
+    )

@@ -37,8 +37,9 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
     if f.fixes and f.status > Status.SKIP:
         body.append(f"Fix: `gpudoctor fix {' '.join(f.fixes)}`")
     if verbose and f.evidence:
-        body.append("\n".join(["<details><summary>evidence</summary>", "", "```", *evidence_lines(f), "```", "",
-                               "</details>"]))
+        body.append(
+            "\n".join(["<details><summary>evidence</summary>", "", "```", *evidence_lines(f), "```", "", "</details>"])
+        )
     for chunk in body:
         lines += [""] + ["  " + ln if ln else "" for ln in chunk.splitlines()]
     return lines
@@ -47,14 +48,21 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
 def render_markdown(report: Report, verbose: bool = False) -> str:
     """The report as Markdown: headline, a ``<details>`` per area, next steps."""
     lay = layout(report)
-    lines = [f"## gpudoctor {__version__} report", "",
-             f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}", ""]
+    lines = [
+        f"## gpudoctor {__version__} report",
+        "",
+        f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}",
+        "",
+    ]
     if lay.targets:
         lines += ["Targets: " + "; ".join(f"`[{label}]` `{redact_text(path)}`" for label, path in lay.targets), ""]
     for area in lay.areas:
         opened = " open" if area.worst in ATTENTION else ""
-        lines += [f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "
-                  f"({area_size(area)}): {area.counts_text}</summary>", ""]
+        lines += [
+            f"<details{opened}><summary>{GLYPHS[area.worst]} <b>{area.title}</b> "
+            f"({area_size(area)}): {area.counts_text}</summary>",
+            "",
+        ]
         shown = area.findings if verbose else area.attention + area.info
         for f in shown:
             lines += _finding(lay, f, report, verbose, explain=verbose or f.status in ATTENTION)

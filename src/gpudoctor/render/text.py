@@ -9,10 +9,22 @@ from gpudoctor.redact import redact_value
 
 #: one glyph per status, ASCII-safe fallbacks in PLAIN_GLYPHS
 GLYPHS = {Status.OK: "✓", Status.INFO: "i", Status.SKIP: "-", Status.WARN: "!", Status.FAIL: "✗", Status.ERROR: "‼"}
-PLAIN_GLYPHS = {Status.OK: "[ok]", Status.INFO: "[info]", Status.SKIP: "[skip]", Status.WARN: "[warn]",
-                Status.FAIL: "[FAIL]", Status.ERROR: "[ERROR]"}
-COLOURS = {Status.OK: "green", Status.INFO: "blue", Status.SKIP: "dim", Status.WARN: "yellow",
-           Status.FAIL: "red", Status.ERROR: "magenta"}
+PLAIN_GLYPHS = {
+    Status.OK: "[ok]",
+    Status.INFO: "[info]",
+    Status.SKIP: "[skip]",
+    Status.WARN: "[warn]",
+    Status.FAIL: "[FAIL]",
+    Status.ERROR: "[ERROR]",
+}
+COLOURS = {
+    Status.OK: "green",
+    Status.INFO: "blue",
+    Status.SKIP: "dim",
+    Status.WARN: "yellow",
+    Status.FAIL: "red",
+    Status.ERROR: "magenta",
+}
 
 
 def finding_title(f: Finding) -> str:

@@ -36,8 +36,11 @@ def report_schema() -> dict:
             "doc_url": {"type": ["string", "null"]},
             "target": {"type": ["string", "null"], "description": "target interpreter label, if any"},
             "duration_ms": {"type": "number", "minimum": 0},
-            "area": {"type": "string", "description": "report area the finding is grouped under, e.g. gpu, "
-                                                      "libraries, platform, devices, notebooks, data, sources"},
+            "area": {
+                "type": "string",
+                "description": "report area the finding is grouped under, e.g. gpu, "
+                "libraries, platform, devices, notebooks, data, sources",
+            },
         },
         "additionalProperties": False,
     }
@@ -51,11 +54,17 @@ def report_schema() -> dict:
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "gpudoctor_version": {"type": "string"},
             "hostname": {"type": "string", "description": "the node that ran the checks (for fleet views)"},
-            "status": {"enum": ["ok", "warn", "fail", "error"],
-                       "description": "overall verdict: the most severe of warn/fail/error among the findings, "
-                                      "else ok (info and skip need no action)"},
-            "counts": {"type": "object", "properties": {s: {"type": "integer", "minimum": 0} for s in statuses},
-                       "required": statuses, "additionalProperties": False},
+            "status": {
+                "enum": ["ok", "warn", "fail", "error"],
+                "description": "overall verdict: the most severe of warn/fail/error among the findings, "
+                "else ok (info and skip need no action)",
+            },
+            "counts": {
+                "type": "object",
+                "properties": {s: {"type": "integer", "minimum": 0} for s in statuses},
+                "required": statuses,
+                "additionalProperties": False,
+            },
             "duration_ms": {"type": "number", "minimum": 0},
             "findings": {"type": "array", "items": {"$ref": "#/$defs/Finding"}},
             "facts": {"$ref": "facts.schema.json"},
@@ -78,4 +87,3 @@ def write_schemas(directory: Path) -> None:
     """Write the generated schemas into ``directory``."""
     for name, schema in generated_schemas().items():
         (directory / name).write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-
