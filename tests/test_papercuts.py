@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _foundation import GPUDOCTOR
+from _foundation import GPUDOCTOR, run_gpudoctor
 from gpudoctor.cli import cli
 from gpudoctor.mirrors.testserver import FakeMirror
 from gpudoctor.probe import _dataloader_report as report
@@ -366,3 +366,21 @@ def test_probe_limits_count_cpus(usable, text):
     rec["config"] = dict(CPU_BOUND["config"], num_workers=1)
     (lim,) = report.limits([rec], 0, {"usable": usable + 4}, budget_exhausted=False)
     assert f"with 1 of {usable + 4} usable CPUs as workers" in lim["summary"]
+
+
+def test_fix_history_and_undo_are_modes_of_their_own():
+    """`fix --all --undo` used to undo silently, `--history --undo` to ignore --undo."""
+    for args, named in (
+        (["--all", "--undo"], "--undo and --all"),
+        (["--history", "--undo"], "--history and --undo"),
+        (["--history", "--all"], "--history and --all"),
+    ):
+        proc = run_gpudoctor("fix", *args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert named in proc.stderr and "contradict" in proc.stderr
+
+
+def test_an_empty_snapshot_is_said_to_be_empty():
+    proc = run_gpudoctor("check", "--facts", "-", input='{"schema_version": 2, "domains": {}}')
+    assert proc.returncode == 0
+    assert "holds no facts (no domains)" in proc.stderr

@@ -444,6 +444,17 @@ def fix(
     from gpudoctor import apply as ap
 
     out = _Out(fmt)
+    # --history and --undo are whole modes of their own: nothing else may ride along silently
+    modes = {"--history": bool(history), "--undo": undo is not None}
+    planning = {"--all": bool(all_), "IDS": bool(ids), "--dry-run": bool(dry_run)}
+    refuse_conflicts(
+        ("--history", "--undo", modes["--history"] and modes["--undo"], "--history lists, --undo restores"),
+        *(
+            (mode, other, on and given, f"{mode} does not plan or apply fixes")
+            for mode, on in modes.items()
+            for other, given in planning.items()
+        ),
+    )
     journal = ap.Journal()
     if history:
         _history(journal, out, fmt)
