@@ -32,6 +32,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 #: the causal order of the per-target checks consulted after the driver
 ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
@@ -166,9 +167,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if tf.cuda_available:
         n = tf.device_count if tf.device_count is not None else len(tf.devices)
         names = ", ".join(d.name for d in tf.devices)
+        # a snapshot (or a light probe) without a device count says nothing rather than "0 GPUs"
+        count = f": {plural(n, 'GPU')}" if n else ""
         return CHECK.finding(
             Status.OK,
-            f"CUDA works in {python}: {n} GPU{'s' if n != 1 else ''}" + (f" ({names})" if names else ""),
+            f"CUDA works in {python}{count}" + (f" ({names})" if names else ""),
             evidence=evidence,
             target=t.label,
         )
