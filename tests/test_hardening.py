@@ -253,3 +253,15 @@ def test_probe_dataloader_stops_at_its_budget_when_a_dataset_item_hangs(tmp_path
         wall < 3 + GRACE_S + 40
     )  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
     assert not list(tmp_path.rglob("dataloader-probe.json"))
+
+
+def test_main_called_in_process_gives_the_callers_signal_handlers_back():
+    """An in-process main() used to leave SIGTERM/SIGHUP ignored: every process the caller
+    started afterwards inherited SIG_IGN and could no longer be terminated."""
+    from gpudoctor.cli import main
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for argv in (["--version"], ["check", "--facts", "/nonexistent.json"], ["list"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert {s: signal.getsignal(s) for s in before} == before, argv

@@ -296,7 +296,8 @@ def _interrupted(exc: BaseException | None = None) -> None:
         except OSError:  # the terminal that hung up may be gone
             pass
     finally:
-        for s, h in previous.items():
+        # in-process callers get their own handlers back, the console script its own
+        for s, h in (_RESTORE_SIGNALS or previous).items():
             signal.signal(s, h)
     sys.exit(code)
 
@@ -315,7 +316,31 @@ def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point; maps outcomes to exit codes (never a traceback).
 
     Every byte written to stdout and stderr goes through the redaction function
-    (:func:`gpudoctor.redact.guard_streams`); SIGTERM and SIGHUP end it like Ctrl-C."""
+    (:func:`gpudoctor.redact.guard_streams`); SIGTERM and SIGHUP end it like Ctrl-C.
+    Called in-process (``argv`` given: tests, a program embedding gpudoctor), the
+    caller's signal handlers are put back however it ends."""
+    import signal
+
+    from gpudoctor import signals
+
+    global _RESTORE_SIGNALS
+    if argv is None:
+        _RESTORE_SIGNALS = None
+        _main(argv)
+        return
+    _RESTORE_SIGNALS = {s: signal.getsignal(s) for s in signals.HANDLED}
+    try:
+        _main(argv)
+    finally:
+        for s, h in _RESTORE_SIGNALS.items():
+            try:
+                signal.signal(s, h)
+            except (OSError, ValueError, TypeError):
+                pass
+
+
+def _main(argv: Sequence[str] | None) -> None:
+    """The body of :func:`main`."""
     from gpudoctor import signals
     from gpudoctor.redact import guard_streams
 
@@ -354,10 +379,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(rv if isinstance(rv, int) else EXIT_OK)
 
 
+#: handlers to put back when :func:`main` was called in-process (``argv`` given); None for
+#: the console script's own process
+_RESTORE_SIGNALS: dict | None = None
+
+
 def _finish_quietly() -> None:
     """The work is done and written: flush the output, then ignore SIGTERM/SIGHUP/SIGINT for the
     last moments of interpreter shutdown (Python resets its own handlers to the default there, so
-    a late signal would otherwise kill a finished run with -15 instead of its exit code)."""
+    a late signal would otherwise kill a finished run with -15 instead of its exit code).
+
+    When :func:`main` was called in-process, the caller's handlers are restored instead: an
+    ignored SIGTERM would outlive the call and be inherited by every process it starts later."""
     import signal
 
     from gpudoctor import signals
@@ -369,8 +402,11 @@ def _finish_quietly() -> None:
             pass
     for s in signals.HANDLED:
         try:
-            signal.signal(s, signal.SIG_IGN)
-        except (OSError, ValueError):
+            if _RESTORE_SIGNALS is not None:
+                signal.signal(s, _RESTORE_SIGNALS[s])
+            else:
+                signal.signal(s, signal.SIG_IGN)
+        except (OSError, ValueError, KeyError, TypeError):
             pass
 
 
