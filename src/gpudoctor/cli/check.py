@@ -114,13 +114,6 @@ def check(
             "(use them with `gpudoctor facts`)"
         )
     facts = read_facts(facts_file) if facts_file else None
-    if facts is not None and not facts.domains:
-        # not an error (a plug-in check may need no facts), but an OK from nothing must not pass unnoticed
-        click.echo(
-            f"gpudoctor: warning: --facts {facts_file} holds no facts (no domains): every check that needs "
-            "facts is not applicable",
-            err=True,
-        )
     extra = mirror_extra(**mirror_opts)
     system = build_system(root, extra.get("dockerfile"))
     options = make_collect_options(pythons, offline, probe_timeout, **extra)

@@ -457,6 +457,10 @@ def layout(report: object) -> Layout:
             )
         )
     headline = _headline(findings, proto)
+    facts = getattr(report, "facts", None)
+    if getattr(report, "replayed", False) and facts is not None and not getattr(facts, "domains", True):
+        # an OK from nothing must not read like a healthy machine
+        headline = f"the snapshot holds no facts: nothing was judged ({headline})"
     counts = status_counts_text(findings)
     return Layout(
         verdict,
