@@ -202,10 +202,10 @@ def test_condarc_whose_top_level_is_not_a_mapping_is_refused():
 # --------------------------------------------------------------------------- apt
 
 APT_ONE = [
-    "deb http://deb.debian.org/debian bookworm main",
-    "deb-src http://deb.debian.org/debian bookworm main",
-    "deb [arch=amd64 signed-by=/k.gpg] http://deb.debian.org/debian bookworm-updates main contrib",
-    "# deb http://deb.debian.org/debian bookworm main",
+    "deb http://ftp.debian.org/debian bookworm main",
+    "deb-src http://ftp.debian.org/debian bookworm main",
+    "deb [arch=amd64 signed-by=/k.gpg] http://ftp.debian.org/debian bookworm-updates main contrib",
+    "# deb http://ftp.debian.org/debian bookworm main",
     "deb http://security.debian.org/debian-security bookworm-security main",
     "deb",
     "deb [broken http://x.example.org/debian bookworm main",
@@ -214,7 +214,7 @@ APT_ONE = [
 ]
 APT_822 = [
     "Types: deb",
-    "URIs: http://deb.debian.org/debian",
+    "URIs: http://ftp.debian.org/debian",
     "Suites: bookworm bookworm-updates",
     "Components: main",
     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg",
@@ -222,11 +222,11 @@ APT_822 = [
     "# comment",
     "",
     " continuation",
-    "URIs: http://deb.debian.org/debian http://other.example.org/debian",
+    "URIs: http://ftp.debian.org/debian http://other.example.org/debian",
     "Types: deb deb-src",
     "X-Repolib-Name: x",
     "Suites: bookworm-security",
-    "URIs: http://deb.debian.org/debian-security",
+    "URIs: http://ftp.debian.org/debian-security",
 ]
 
 
@@ -253,7 +253,7 @@ def test_one_line_apt_editor_rewrites_exactly_the_uris_or_refuses(text):
         return
     got, _ = parse_one_line("/etc/apt/sources.list", edit.new_text)
     assert not any(
-        "deb.debian.org/debian" == u.split("//", 1)[-1].rstrip("/")
+        "ftp.debian.org/debian" == u.split("//", 1)[-1].rstrip("/")
         for s in got
         for u in s.uris
         if s.enabled and "security" not in u

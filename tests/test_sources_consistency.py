@@ -189,14 +189,14 @@ def test_sed_scripts_several_commands_bre_and_ere():
             "sed",
             "-i.bak",
             "-e",
-            "s|deb.debian.org|m.example.org|g; s/\\(http\\):/\\1s:/",
+            "s|ftp.debian.org|m.example.org|g; s/\\(http\\):/\\1s:/",
             "--expression=s,zzz,y,",
             "/etc/apt/sources.list",
         ]
     )
-    assert [s.old for s in subs] == ["deb.debian.org", "\\(http\\):", "zzz"] and files == ["/etc/apt/sources.list"]
+    assert [s.old for s in subs] == ["ftp.debian.org", "\\(http\\):", "zzz"] and files == ["/etc/apt/sources.list"]
     assert (
-        apply_sed(subs, "deb http://deb.debian.org/debian bookworm main\n")
+        apply_sed(subs, "deb http://ftp.debian.org/debian bookworm main\n")
         == "deb https://m.example.org/debian bookworm main\n"
     )
     ere = parse_sed_script("s#(archive|security)\\.ubuntu\\.com#m.example.org#g", extended=True)

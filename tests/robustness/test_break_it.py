@@ -260,7 +260,7 @@ ROOTS = [
         lambda c: (
             root_with({})(c),
             [
-                c.write(f"root/etc/apt/sources.list.d/s{i}.list", "deb http://deb.debian.org/debian bookworm main\n")
+                c.write(f"root/etc/apt/sources.list.d/s{i}.list", "deb http://ftp.debian.org/debian bookworm main\n")
                 for i in range(1000)
             ],
         ),
@@ -274,7 +274,7 @@ ROOTS = [
     ),
     Case(
         "root-10k-line-sources-list",
-        root_with({"/etc/apt/sources.list": "deb http://deb.debian.org/debian bookworm main\n" * 10_000}),
+        root_with({"/etc/apt/sources.list": "deb http://ftp.debian.org/debian bookworm main\n" * 10_000}),
         (0, 1),
     ),
     Case(
