@@ -190,3 +190,12 @@ def test_detector_finds_module_level_cycles_and_ignores_deferred_imports(tmp_pat
     assert graph["pkg.d"] == set() and graph["pkg.e"] == set()
     assert graph["pkg.sub.x"] == {"pkg.sub.z"}
     assert find_cycles(graph) == [["pkg.a", "pkg.b", "pkg.c"], ["pkg.sub.x", "pkg.sub.z"]]
+
+
+def test_the_probe_reports_every_library_family_the_loader_collector_knows():
+    """The probe runs standalone in the target (stdlib only), so it keeps its own copy of the
+    library prefixes; the doctor's loader collector must not know a family the probe drops."""
+    from gpudoctor.collect.loader import CUDA_LIB_PREFIXES
+    from gpudoctor.probe import _script
+
+    assert set(CUDA_LIB_PREFIXES) <= set(_script.MAPPED_PREFIXES)

@@ -153,6 +153,7 @@ MAPPED_PREFIXES = (
     "libnvJitLink",
     "libcupti",
     "libnvidia-ml",
+    "libnvidia-ptxjitcompiler",
     "libtorch",
     "libc10",
 )
