@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
@@ -85,8 +86,6 @@ def check(
       gpudoctor check --root /mnt/image-rootfs --skip torch
       gpudoctor check --facts snapshot.json -v
     """
-    from gpudoctor import engine
-    from gpudoctor.render.console import SpinnerProgress, make_console, render_console
     from gpudoctor.system import kill_running_commands
 
     check_pythons(pythons)
@@ -114,29 +113,30 @@ def check(
             "(use them with `gpudoctor facts`)"
         )
     facts = read_facts(facts_file) if facts_file else None
-    extra = mirror_extra(**mirror_opts)
-    system = build_system(root, extra.get("dockerfile"))
-    options = make_collect_options(pythons, offline, probe_timeout, **extra)
-    if deep:
-        from dataclasses import replace
+    from dataclasses import replace
 
-        options = replace(options, deep=True)
     try:
-        if facts is None and may_need_targets(ids):
-            # the torch probe is the slowest part of a check: start it before loading the plug-ins
+        if facts is None and may_need_targets(ids) and Path(root).resolve() == Path("/"):
+            # the torch probe is the slowest part of a check: start it first, before the report's
+            # libraries, the mirror catalogue and the plug-ins are loaded (the live system does not
+            # read --dockerfile, so it is the system the collectors get)
             from gpudoctor.collect.targets import start_early
 
-            start_early(system, options)
+            start_early(build_system(root), replace(make_collect_options(pythons, offline, probe_timeout), deep=deep))
+        from gpudoctor import engine
+        from gpudoctor.render.console import SpinnerProgress, make_console, render_console
+
+        extra = mirror_extra(**mirror_opts)
+        system = build_system(root, extra.get("dockerfile"))
+        options = replace(make_collect_options(pythons, offline, probe_timeout, **extra), deep=deep)
         registry = load_registry()
         try:
             selected = engine.select_checks(registry.checks, ids, skip)
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
-        from dataclasses import replace as _replace
-
         from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems
 
-        options = _replace(
+        options = replace(
             options, extra={**options.extra, "mirror_ecosystems": selected_mirror_ecosystems(c.id for c in selected)}
         )
         with SpinnerProgress(make_console(sys.stderr)) as progress:
