@@ -638,3 +638,37 @@ def test_case_05_kind_cudnn_module_before_torch_lib(tmp_path, registry, versione
     assert "export LD_LIBRARY_PATH=" + env["LD_LIBRARY_PATH"].split(":", 1)[1] + "\n" in f.explanation
     if versioned_file:
         assert "8.0.3" in f.summary and "8.3.2" in f.summary
+
+
+def test_the_loader_reads_the_ld_so_cache_while_the_probes_still_run(tmp_path):
+    """``ldconfig -p`` does not depend on the probes: the loader collector runs it before it waits
+    for the targets domain, so a ``check`` does not pay for it after the torch import."""
+    import threading
+
+    from gpudoctor.collect import Collector
+    from gpudoctor.collect.loader import COLLECTORS as LOADER_COLLECTORS
+    from gpudoctor.engine import collect_facts
+    from gpudoctor.testing import targets
+
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/ld.so.cache").write_bytes(b"")
+    ran = threading.Event()
+    cache = "1 libs found in cache `/etc/ld.so.cache'\n\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n"
+
+    def ldconfig(argv):
+        ran.set()
+        return ok(cache)(argv)
+
+    system = fake_system(tmp_path, runner=ScriptedRunner(default=ldconfig))
+
+    def probes_still_running(ctx):
+        assert ran.wait(10), "the loader collector waited for the probes before running ldconfig"
+        return targets()
+
+    collectors = {c.domain: c for c in LOADER_COLLECTORS}
+    collectors["targets"] = Collector(domain="targets", collect=probes_still_running)
+    facts, errors = collect_facts(["targets", "loader"], system, CollectOptions(), collectors)
+    assert errors == []
+    loader = facts.get("loader")
+    assert [e.name for e in loader.ldconfig] == ["libcuda.so.1"]
+    assert any(argv[:2] == ("ldconfig", "-p") for argv, _t, _e in system.runner.calls)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.collect import CollectContext, Collector
-from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf
+from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf, warm_up
 from gpudoctor.collect.loader import split_path_list
 from gpudoctor.data import load_table
 from gpudoctor.facts import Unavailable
@@ -78,9 +78,14 @@ _DIST_INFO = re.compile(r"^([A-Za-z0-9_.]+?)-(\d[^-]*)\.dist-info$")
 _SYMBOL_VERSION = re.compile(r"_(\d+)_(\d+)@")
 
 
+#: every prefix of :data:`FAMILIES` in one tuple: one ``str.startswith`` call rejects the thousands of
+#: other libraries in a system directory
+_FAMILY_PREFIXES = tuple(prefix for prefix, _fam in FAMILIES)
+
+
 def family_of(name: str) -> str | None:
     """``libnvJitLink.so.12`` -> ``nvJitLink``; None for a non-CUDA file name."""
-    if ".so" not in name:
+    if ".so" not in name or not name.startswith(_FAMILY_PREFIXES):
         return None
     for prefix, fam in FAMILIES:
         if name.startswith(prefix):
@@ -564,6 +569,7 @@ def _cache(ctx: CollectContext) -> tuple[list[LdconfigEntry], str]:
 
 
 def collect_cuda_libraries(ctx: CollectContext) -> CudaLibrariesFacts:
+    warm_up()  # the ELF reader's imports, while the probes this collector waits for still run
     files = ctx.system.files
     cache, source = _cache(ctx)
     targets: list[TargetLibraries] = []

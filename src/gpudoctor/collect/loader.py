@@ -116,6 +116,7 @@ def _ldconfig(ctx: CollectContext) -> tuple[LdconfigEntry, ...] | Unavailable:
 
 
 def collect_loader(ctx: CollectContext) -> LoaderFacts:
+    ldconfig = _ldconfig(ctx)  # first: it does not need the probes, so it runs while they do
     env = ctx.system.env
     files = ctx.system.files
     ld_path = split_path_list(env.get("LD_LIBRARY_PATH", ""))
@@ -136,7 +137,7 @@ def collect_loader(ctx: CollectContext) -> LoaderFacts:
         scanned = scan_dir(files, d, origin)
         if origin == "LD_LIBRARY_PATH" or scanned.libraries:
             dirs.append(scanned)
-    return LoaderFacts(ld_library_path=ld_path, ld_preload=preload, ldconfig=_ldconfig(ctx), dirs=tuple(dirs))
+    return LoaderFacts(ld_library_path=ld_path, ld_preload=preload, ldconfig=ldconfig, dirs=tuple(dirs))
 
 
 def _wheels_of(files: Files, label: str, sites: Iterable[str]) -> TargetWheels:
