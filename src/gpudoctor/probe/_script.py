@@ -416,13 +416,15 @@ _LOAD_CHILD = (
 )
 
 
-def framework_load_test(timeout_s=60.0):
-    """dlopen (RTLD_NOW) every GPU provider library of every installed framework, one child
-    interpreter per framework; a crash names the library being loaded."""
+def framework_load_start():
+    """Start the load test (:func:`framework_load_test`) without waiting: one child interpreter
+    per installed framework that has GPU provider libraries. Returns the pending records
+    ``[(record, child or None)]`` for :func:`framework_load_finish`; the probe starts them before
+    it imports torch, so the dlopens run while torch imports."""
     import glob
     import subprocess
 
-    out = []
+    pending = []
     for key, dists, patterns in GPU_FRAMEWORKS:
         found = None
         for dist in dists:
@@ -439,34 +441,55 @@ def framework_load_test(timeout_s=60.0):
                 if p not in paths:
                     paths.append(p)
         rec = {"name": key, "dist": dist, "version": version or "?", "loads": []}
+        proc = None
         if paths:
             try:
                 proc = subprocess.Popen(
                     [sys.executable, "-c", _LOAD_CHILD] + paths, stdout=subprocess.PIPE, stderr=subprocess.PIPE
                 )
-                try:
-                    stdout, _err_text = proc.communicate(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    stdout, _err_text = proc.communicate()
-                    rec["error"] = "the load test did not finish within %g s" % timeout_s
-                started = None
-                for line in stdout.decode("utf-8", "replace").splitlines():
-                    try:
-                        item = json.loads(line)
-                    except ValueError:
-                        continue
-                    if "start" in item:
-                        started = item["start"]
-                    else:
-                        rec["loads"].append(item)
-                        started = None
-                if started and "error" not in rec:
-                    rec["error"] = "the load test died (exit status %s) while loading %s" % (proc.returncode, started)
             except OSError as exc:
                 rec["error"] = _err(exc)
+        pending.append((rec, proc))
+    return pending
+
+
+def framework_load_finish(pending, timeout_s=60.0):
+    """Wait for the children of :func:`framework_load_start` (each at most ``timeout_s`` s more,
+    then killed) and return one record per framework: ``name``, ``dist``, ``version``, ``loads``
+    (``name``, ``ok``, ``path``, ``error``) and ``error`` when a child hung or died (naming the
+    library it was loading)."""
+    import subprocess
+
+    out = []
+    for rec, proc in pending:
+        if proc is not None:
+            try:
+                stdout, _err_text = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, _err_text = proc.communicate()
+                rec["error"] = "the load test did not finish within %g s" % timeout_s
+            started = None
+            for line in stdout.decode("utf-8", "replace").splitlines():
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue
+                if "start" in item:
+                    started = item["start"]
+                else:
+                    rec["loads"].append(item)
+                    started = None
+            if started and "error" not in rec:
+                rec["error"] = "the load test died (exit status %s) while loading %s" % (proc.returncode, started)
         out.append(rec)
     return out
+
+
+def framework_load_test(timeout_s=60.0):
+    """dlopen (RTLD_NOW) every GPU provider library of every installed framework, one child
+    interpreter per framework; a crash names the library being loaded."""
+    return framework_load_finish(framework_load_start(), timeout_s)
 
 
 def _which(name):
@@ -602,6 +625,7 @@ def main():
         "include_dir": sysconfig.get_paths().get("include", ""),
         "env": env,
     }
+    loading = _section(framework_load_start)  # the dlopen children run while torch imports
     try:
         torch_facts, _torch = probe_torch()
     except BaseException:  # never lose the document
@@ -633,7 +657,10 @@ def main():
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
     doc["limits"] = _section(probe_limits)
-    doc["frameworks"] = _section(framework_load_test)
+    if isinstance(loading, list):
+        doc["frameworks"] = _section(framework_load_finish, loading)
+    else:
+        doc["frameworks"] = loading
     doc["cuda_driver"] = _section(probe_cuda_driver)
     doc["distributions"] = {}
     for name in DISTRIBUTIONS:
