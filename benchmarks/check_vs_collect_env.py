@@ -28,6 +28,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from _bytecode import compile_package
+
 _SELF_RSS = (
     "import atexit, resource, sys\n"
     "out = sys.argv.pop(1)\n"
@@ -79,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     doctor += ["check", "--offline", *args.extra]
     collect_env = [python, "-m", "torch.utils.collect_env"]
     env = dict(os.environ, NO_COLOR="1", GPUDOCTOR_LOOPBACK_ONLY="1")
+    print(f"doctor bytecode: {compile_package(python, env)}")  # as an installed wheel has it
 
     # one untimed warm-up of each so the first timed run does not pay for a cold page cache
     for cmd in (doctor, collect_env):

@@ -17,7 +17,7 @@ round, the medians and the ratios (issue 14: gate <= 0.15x collect_env, check
 - ``wait4`` ru_maxrss: the largest single process of the tree (a floor);
 - the issue's target: <= 60 MiB for doctor plus children.
 
-Before the rounds the doctor's package is byte-compiled in place (``compileall``),
+Before the rounds the doctor's package is byte-compiled in place (``_bytecode.py``),
 as pip does when it installs a wheel and as torch's files already are: an
 editable install under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise charge the
 gate for compiling its own source on every start (about 0.1 s here), a cost no
@@ -38,6 +38,8 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from _bytecode import compile_package
 
 
 def _rss_kib(pid: int) -> int:
@@ -117,22 +119,6 @@ def timed(argv: Sequence[str], env: dict, sample: bool = False) -> tuple[float, 
     return elapsed, os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0], peak[1]
 
 
-def _compile_package(python: str, env: dict) -> str:
-    """Byte-compile the gpudoctor package the target interpreter imports (what pip does for a
-    wheel); returns a line for the report."""
-    where = subprocess.run(
-        [python, "-c", "import gpudoctor, os; print(os.path.dirname(gpudoctor.__file__))"],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    ).stdout.strip()
-    if not where:
-        return "package not found (not compiled)"
-    done = subprocess.run([python, "-m", "compileall", "-q", where], env=env, check=False, capture_output=True)
-    return f"compiled in place ({where})" if done.returncode == 0 else "compileall failed (source compiled per run)"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7, help="alternating rounds (default 7)")
@@ -153,7 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         commands["gpudoctor check"] = doctor + ["check", "--offline"]
     # no config file of this machine, no traffic beyond loopback
     env = dict(os.environ, NO_COLOR="1", GPUDOCTOR_LOOPBACK_ONLY="1", GPUDOCTOR_CONFIG="")
-    compiled = _compile_package(python, env)
+    compiled = compile_package(python, env)
     for cmd in commands.values():  # warm the page cache
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
 
