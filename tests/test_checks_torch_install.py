@@ -145,8 +145,26 @@ def test_not_installed_with_gpu_but_no_driver_offers_a_cuda_build():
     )
     (f,) = run_check(facts)
     assert f.status is Status.FAIL
-    assert "https://download.pytorch.org/whl/cu" in f.explanation
     assert "whl/cpu" not in f.explanation
+    # no driver version to match: install order first, then one command per driver branch
+    text = f.explanation
+    assert text.index("Install the driver first") < text.index("--index-url")
+    assert "see `nvidia.driver`" in text
+    newest = "- driver 580.65.06 or newer (CUDA 13.2 build)"
+    older = "- driver 525.60.13 up to 580.65.06 (CUDA 12.6 build)"
+    assert text.index(newest) < text.index("whl/cu132") < text.index(older) < text.index("whl/cu126")
+
+
+def test_not_installed_with_an_old_python_and_no_driver_caps_both_branches():
+    """The per-branch commands respect what the target's Python can install (3.8: torch 2.4.1 at most)."""
+    facts = make_facts(
+        gpu=pci_gpus(1, driver=None),
+        nvidia=no_nvidia(),
+        targets=targets(target(probe_facts(torch=torch_facts(installed=False), python_version="3.8.18"))),
+    )
+    (f,) = run_check(facts)
+    assert "whl/cu13" not in f.explanation  # no CUDA 13 build carries a torch for Python 3.8
+    assert "torch==2.4.1" in f.explanation
 
 
 @pytest.mark.parametrize(
@@ -282,3 +300,33 @@ def test_a_kernel_running_the_terminals_interpreter_is_reported_once():
         gpu=pci_gpus(0),
     )
     assert [f.target for f in CHECK.evaluate(facts)] == ["current", "kernel:hidden"]
+
+
+# ----------------------------------------------------------------- the headline when torch is missing
+
+
+def _cuda_available(facts: Facts):
+    from gpudoctor.checks.cuda_available import CHECK as CUDA_AVAILABLE
+
+    (f,) = evaluate([CUDA_AVAILABLE], facts)
+    return f
+
+
+def test_headline_names_the_missing_driver_before_the_missing_torch():
+    """nouveau bound and no torch: both are missing, and the driver comes first (the wheel is chosen for it)."""
+    f = _cuda_available(from_fixture("gpu-nouveau-no-torch.json"))
+    assert f.status is Status.FAIL
+    assert f.summary == (
+        "CUDA is unavailable in /home/user/venv/bin/python: 1 NVIDIA GPU on the PCI bus, but no usable NVIDIA "
+        "driver; and torch is not installed"
+    )
+    assert f.evidence["root_cause_check"] == "nvidia.driver"
+    assert f.explanation.index("1. The driver") < f.explanation.index("nouveau") < f.explanation.index("2. torch")
+
+
+def test_headline_with_a_working_driver_names_only_the_missing_torch():
+    """The healthy-driver twin: nothing about the driver in the verdict."""
+    f = _cuda_available(gpu(targets=targets(target(probe_facts(torch=torch_facts(installed=False))))))
+    assert f.status is Status.FAIL
+    assert f.summary == "CUDA is unavailable in /home/user/venv/bin/python: torch is not installed"
+    assert "root_cause_check" not in f.evidence

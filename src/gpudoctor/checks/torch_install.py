@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from packaging.version import Version
+
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     best_variant_for_driver,
@@ -25,6 +27,7 @@ from gpudoctor.checks._common import (
     newest_torch_for_python,
     nvidia_gpu_count,
     pip_install_command,
+    wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
@@ -45,6 +48,8 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
         if python_version and last
         else ""
     )
+    if nvidia_gpu_count(facts) and driver_version(facts) is None:
+        return _hint_without_driver(python, python_version) + note
     if nvidia_gpu_count(facts):
         variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
@@ -59,6 +64,39 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
         "This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
         f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note
     )
+
+
+def _hint_without_driver(python: str, python_version: str | None) -> str:
+    """An NVIDIA GPU but no known driver version (none installed, or not visible): the build
+    cannot be matched to the driver yet, so name the install order and the command per driver
+    branch (the newest CUDA build, and the newest build of the CUDA major before it, whose
+    ``min_driver`` is lower: ``data/torch_wheels.toml``, NVIDIA CUDA Toolkit release notes)."""
+    head = (
+        "No NVIDIA driver version is known here (see `nvidia.driver`), so the build cannot be matched to "
+        "the driver yet. Install the driver first; once `nvidia-smi` works, `gpudoctor check` names the "
+        "exact build."
+    )
+    newest = best_variant_for_driver(None, python_version)
+    if newest is None:
+        return head
+    options = [(newest, f"driver {newest['min_driver']} or newer")]
+    older_floor = [
+        r["min_driver"] for r in wheel_variants() if Version(r["min_driver"]) < Version(newest["min_driver"])
+    ]
+    if older_floor:
+        floor = max(older_floor, key=Version)
+        older = best_variant_for_driver(floor, python_version)
+        if older is not None and older["name"] != newest["name"]:
+            options.append((older, f"driver {floor} up to {newest['min_driver']}"))
+    lines = [head, "", "The command by driver branch:"]
+    for variant, branch in options:
+        lines += [
+            "",
+            f"- {branch} (CUDA {variant['cuda']} build):",
+            "",
+            f"  ```\n  {pip_install_command(python, variant, python_version=python_version)}\n  ```",
+        ]
+    return "\n".join(lines)
 
 
 def _import_error_cause(error: str) -> str:
