@@ -148,7 +148,7 @@ def test_not_installed_with_gpu_but_no_driver_offers_a_cuda_build():
     assert "whl/cpu" not in f.explanation
     # no driver version to match: install order first, then one command per driver branch
     text = f.explanation
-    assert text.index("Install the driver first") < text.index("--index-url")
+    assert text.index("Make the driver work first") < text.index("--index-url")
     assert "see `nvidia.driver`" in text
     newest = "- driver 580.65.06 or newer (CUDA 13.2 build)"
     older = "- driver 525.60.13 up to 580.65.06 (CUDA 12.6 build)"

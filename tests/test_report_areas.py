@@ -79,6 +79,47 @@ def test_broken_machine_headline_details_and_next_steps():
     assert steps[0] == "  1. sudo ubuntu-drivers install   # cuda.driver"
 
 
+@pytest.mark.parametrize(
+    "fixture, follower, cause, step",
+    [
+        # a container started without the NVIDIA runtime: libcuda missing follows from the unusable driver
+        (GPU / "libcuda-missing-in-container.json", "cuda.libcuda", "nvidia.driver", "read nvidia.driver above"),
+        # an empty CUDA_VISIBLE_DEVICES: cuda.devices and platform.visibility see the same cause
+        (
+            GPU / "devices-cuda-visible-empty.json",
+            "cuda.devices",
+            "platform.visibility",
+            "unset CUDA_VISIBLE_DEVICES",
+        ),
+    ],
+)
+def test_a_finding_with_the_same_cause_points_at_it_instead_of_repeating_the_remedy(fixture, follower, cause, step):
+    out = check("--facts", str(fixture)).stdout
+    lines = out.splitlines()
+    i = next(n for n, ln in enumerate(lines) if ln.startswith(f"  [FAIL] {follower}  "))
+    assert lines[i + 1] == f"      same cause as {cause}: its remedy repairs this too"
+    # the headline points at the finding that carries the remedy, not at the follower
+    assert "      root cause and remedy: see " + cause + " below" in lines
+    steps = lines[lines.index("Next steps:") + 1 :]
+    assert len(steps) == 1 and steps[0].startswith(f"  1. {step}") and cause in steps[0]
+    # -v prints every explanation in full
+    verbose = check("--facts", str(fixture), "-v").stdout
+    assert "same cause as" not in verbose
+    doc = json.loads(check("--facts", str(fixture), "--format", "json").stdout)
+    (f,) = [f for f in doc["findings"] if f["check"] == follower]
+    assert f["evidence"]["caused_by"] == cause and f["explanation"]  # the document keeps the full text
+
+
+def test_nouveau_without_torch_points_at_the_driver_then_torch_install():
+    out = check("--facts", str(FIXTURES / "facts" / "gpu-nouveau-no-torch.json")).stdout
+    lines = out.splitlines()
+    assert "nouveau" not in lines[0] and "no usable NVIDIA driver; and torch is not installed" in lines[0]
+    assert "      root cause and remedy: see nvidia.driver, then torch.install below" in lines
+    steps = lines[lines.index("Next steps:") + 1 :]
+    assert steps[0].startswith("  1. sudo apt install nvidia-driver   # nvidia.driver")
+    assert steps[1].startswith("  2. gpudoctor check   # torch.install")  # the wheel is chosen once the driver works
+
+
 def test_cpu_only_machine_folds_every_skip_into_its_area():
     proc = check("--facts", str(CPU_ONLY))
     out = proc.stdout

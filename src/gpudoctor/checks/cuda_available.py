@@ -143,14 +143,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         fault = _driver_fault(facts)
-        if fault is not None:  # both are missing: the driver comes first (the wheel is chosen for it)
-            evidence.update({"root_cause_check": fault.check})
+        if fault is not None:  # both stand in the way: the driver first (a wheel is chosen for the driver)
+            evidence.update({"root_cause_check": fault.check, "then_check": "torch.install"})
+            later = " once the driver works: the CUDA build is chosen for the driver" if not tf.installed else ""
             return CHECK.finding(
                 Status.FAIL,
                 f"CUDA is unavailable in {python}: {fault.summary}; and {what}",
-                f"Two things are missing, in this order:\n\n1. The driver (from `{fault.check}`): "
-                f"{fault.explanation}\n\n2. torch: see `torch.install` for the cause and the command "
-                f"(the CUDA build is chosen for the driver, so install the driver first).",
+                f"Two things stand in the way, the driver first:\n\n1. The driver (from `{fault.check}`): "
+                f"{fault.explanation}\n\n2. torch: see `torch.install` for the cause and the command{later}.",
                 evidence=evidence,
                 target=t.label,
             )

@@ -140,6 +140,14 @@ def _table(rows: list[tuple[int, GpuDevice | None, CudaDevice]]) -> str:
     return "\n".join(lines)
 
 
+def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bool:
+    """Whether ``platform.visibility`` fails for this target too (the same hidden GPUs, judged with
+    the scheduler that set the variable)."""
+    from gpudoctor.checks import platform_visibility
+
+    return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label).status is Status.FAIL
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.devices`` finding for one target (pure)."""
     if not has_nvidia_gpu(facts):
@@ -153,6 +161,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     fault = visibility(facts, probe)
     if fault:
         status, summary, explanation = fault
+        if status is Status.FAIL and _scheduler_view_fails(facts, t, probe):
+            evidence["caused_by"] = "platform.visibility"  # the same cause, told with the scheduler's request
         return CHECK.finding(status, summary, explanation, evidence=evidence, target=t.label)
     devices = probe.torch.devices
     evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]

@@ -34,6 +34,7 @@ from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
+from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -41,10 +42,34 @@ _LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
 WSL_LIB = "/usr/lib/wsl/lib"
 
 
+def _caps_without_compute(probe: ProbeFacts) -> str | None:
+    """``NVIDIA_DRIVER_CAPABILITIES`` when it is set without ``compute`` or ``all`` (the runtime then
+    injects no libcuda), else None."""
+    caps = probe.env.get("NVIDIA_DRIVER_CAPABILITIES")
+    if caps is not None and not ({"compute", "all"} & {c.strip() for c in caps.split(",")}):
+        return caps
+    return None
+
+
+def _runtime_missing(facts: Facts, probe: ProbeFacts) -> bool:
+    """A container started without the NVIDIA runtime (not under WSL, not a capabilities
+    setting), while ``nvidia.driver`` fails: that finding carries the same remedy."""
+    from gpudoctor.checks import nvidia_driver
+
+    os_facts = facts.of(OsFacts)
+    if (not isinstance(os_facts, Unavailable) and os_facts.wsl) or not in_container(facts):
+        return False
+    if _caps_without_compute(probe):
+        return False
+    if isinstance(facts.of(NvidiaDriverFacts), Unavailable):
+        return False
+    return any(f.status == Status.FAIL for f in nvidia_driver.evaluate(facts))
+
+
 def _remedy(facts: Facts, probe: ProbeFacts) -> str:
     os_facts = facts.of(OsFacts)
     wsl = not isinstance(os_facts, Unavailable) and os_facts.wsl
-    caps = probe.env.get("NVIDIA_DRIVER_CAPABILITIES")
+    caps = _caps_without_compute(probe)
     if wsl:
         return (
             f"Under WSL 2 the driver libraries come from Windows and live in `{WSL_LIB}`. Put that directory on "
@@ -53,7 +78,7 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
             f"exist, install or update the NVIDIA driver **on Windows**; do not install a Linux driver in WSL."
         )
     if in_container(facts):
-        if caps is not None and not ({"compute", "all"} & {c.strip() for c in caps.split(",")}):
+        if caps is not None:
             return (
                 f"This container runs with `NVIDIA_DRIVER_CAPABILITIES={caps}`: the NVIDIA runtime then injects "
                 f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
@@ -137,6 +162,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     if not lc.loaded:
+        if _runtime_missing(facts, probe):
+            evidence["caused_by"] = "nvidia.driver"  # it says the same: start the container with the GPU
         return CHECK.finding(
             Status.FAIL,
             f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",

@@ -73,8 +73,8 @@ def _hint_without_driver(python: str, python_version: str | None) -> str:
     ``min_driver`` is lower: ``data/torch_wheels.toml``, NVIDIA CUDA Toolkit release notes)."""
     head = (
         "No NVIDIA driver version is known here (see `nvidia.driver`), so the build cannot be matched to "
-        "the driver yet. Install the driver first; once `nvidia-smi` works, `gpudoctor check` names the "
-        "exact build."
+        "the driver yet. Make the driver work first (install it; in a container, start it with the GPU); once "
+        "`nvidia-smi` works, `gpudoctor check` names the exact build."
     )
     newest = best_variant_for_driver(None, python_version)
     if newest is None:

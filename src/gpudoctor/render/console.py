@@ -23,7 +23,7 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import Layout, area_size, layout, root_cause_shown
+from gpudoctor.render.layout import CONSEQUENCE, Layout, area_size, consequence_of, layout, root_cause_shown
 from gpudoctor.render.text import (
     COLOURS,
     GLYPHS,
@@ -92,8 +92,11 @@ def _finding(
 ) -> None:
     _finding_line(console, f, lay.title_of(f), plain, 2)
     cause = None if verbose else root_cause_shown(f, findings)
+    consequence = None if verbose else consequence_of(f, findings)
     if cause:
         console.print(Text(f"      root cause and remedy: see {cause} below", style="dim"))
+    elif consequence:
+        console.print(Text(f"      {CONSEQUENCE.format(check=consequence)}", style="dim"))
     elif f.explanation and explain:
         _print_block(console, f.explanation, plain, 6)
     if f.fixes and f.status > Status.SKIP:

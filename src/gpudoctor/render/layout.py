@@ -328,15 +328,45 @@ def first_command(explanation: str) -> str | None:
 
 def root_cause_shown(f: Finding, findings: Sequence[Finding]) -> str | None:
     """The id of the check a headline finding borrowed its explanation from
-    (``evidence["root_cause_check"]``), when that check's own finding for the
-    same target is in the report too; ``None`` otherwise."""
-    cause = f.evidence.get("root_cause_check") if isinstance(f.evidence, dict) or f.evidence else None
-    if not cause:
+    (``evidence["root_cause_check"]``), when that check's own finding is in the
+    report too, for the same target or for the whole machine (``target`` None:
+    the driver, the platform); ``None`` otherwise. With
+    ``evidence["then_check"]`` shown too (a second fault to repair after the
+    first), ``"first, then second"``."""
+    evidence = f.evidence or {}
+    cause = evidence.get("root_cause_check")
+    if not _shown(cause, f, findings):
         return None
-    for other in findings:
-        if other.check == cause and other.target == f.target and other.status in ATTENTION:
-            return str(cause)
-    return None
+    for o in findings:  # the cause itself follows from a third finding: point there
+        if o.check == cause and o.target in (f.target, None):
+            cause = consequence_of(o, findings) or cause
+            break
+    then = evidence.get("then_check")
+    if then and not _shown(then, f, findings):
+        return None  # the second part of the explanation is nowhere else: print it
+    return f"{cause}, then {then}" if then else str(cause)
+
+
+#: the line a renderer prints instead of the explanation of a finding that follows from another
+CONSEQUENCE = "same cause as {check}: its remedy repairs this too"
+
+
+def consequence_of(f: Finding, findings: Sequence[Finding]) -> str | None:
+    """The id of the check whose finding names the cause and remedy of ``f``
+    (``evidence["caused_by"]``: libcuda missing in a container started
+    without the NVIDIA runtime follows from ``nvidia.driver``), when that
+    finding is in the report too (same target or machine-wide); ``None``
+    otherwise. The renderers then print a pointer instead of the same remedy
+    twice, and the next steps skip ``f``."""
+    cause = (f.evidence or {}).get("caused_by")
+    return str(cause) if _shown(cause, f, findings) else None
+
+
+def _shown(check: object, f: Finding, findings: Sequence[Finding]) -> bool:
+    """Whether ``check`` has a finding needing attention for ``f``'s target or the whole machine."""
+    return bool(check) and any(
+        o.check == check and o.target in (f.target, None) and o.status in ATTENTION for o in findings
+    )
 
 
 def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[NextStep, ...]:
@@ -351,6 +381,8 @@ def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[Ne
         summaries.add(f.summary)
         if f.check == "cuda.available" and any(o.check != "cuda.available" for o in order):
             continue  # the headline check: its root cause has a step of its own
+        if consequence_of(f, findings):
+            continue  # repaired by its cause's step
         is_command = True
         if f.fixes:
             cmd: str | None = f"gpudoctor fix {' '.join(f.fixes)}"

@@ -13,8 +13,10 @@ from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
 from gpudoctor.render.layout import (
     ATTENTION,
+    CONSEQUENCE,
     Layout,
     area_size,
+    consequence_of,
     layout,
     root_cause_shown,
 )
@@ -30,8 +32,12 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
     lines = [f"- {GLYPHS[f.status]} **{f.status.value}** `{f.check}` — {_md(lay.title_of(f))}"]
     body: list[str] = []
     cause = None if verbose else root_cause_shown(f, report.findings)
+    consequence = None if verbose else consequence_of(f, report.findings)
     if cause:
         body.append(f"Root cause and remedy: see `{cause}`.")
+    elif consequence:
+        line = CONSEQUENCE.format(check=f"`{consequence}`")
+        body.append(line[0].upper() + line[1:] + ".")
     elif explain and f.explanation:
         body.append(redact_text(f.explanation))
     if f.fixes and f.status > Status.SKIP:
