@@ -27,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpudoctor.checks.pip_config import index_url_problem
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
@@ -56,9 +57,17 @@ def pip_index(pip: Any) -> tuple[str, str, str, int] | None:
     if not isinstance(pip, PipFacts):
         return None
     s = pip.effective.get("index-url")
-    if s is None or not s.value.strip() or _public(s.value.strip(), PUBLIC_PYPI):
+    if s is None or not s.value.strip():
         return None
-    return s.value.strip(), s.source, s.variant, s.line
+    url = s.value.strip()
+    shape = index_url_problem(url)
+    if shape is not None:  # pip.config reports it; compare (and give uv) the URL that was meant
+        if not shape[1]:
+            return None
+        url = shape[1]
+    if _public(url, PUBLIC_PYPI):
+        return None
+    return url, s.source, s.variant, s.line
 
 
 def uv_index(uv: Any) -> tuple[str, str] | None:

@@ -13,16 +13,29 @@ Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
   redacted in every output;
 - an index set by a ``PIP_*`` variable -> ``info`` naming it (it overrides
   every file, so edits to pip.conf seem to do nothing);
-- ``PIP_CONFIG_FILE`` naming a missing file -> ``warn`` (pip silently ignores it).
+- ``PIP_CONFIG_FILE`` naming a missing file -> ``warn`` (pip silently ignores it);
+- an index URL pip cannot use as a PEP 503 simple index -> ``fail`` for
+  ``index-url`` (every project page is a 404: "No matching distribution
+  found"), ``warn`` for an ``extra-index-url``: a value in quotes (pip.conf is
+  INI, the quotes become part of the URL), a host name without ``http(s)://``
+  (pip takes it for a local directory), or a known mirror's or PyPI's URL
+  without its ``/simple`` path (the catalogue in ``data/mirrors.toml`` gives
+  the right one);
+- a ``trusted-host`` entry written as a URL (``http://host``): pip reads it as
+  the host ``http`` and trusts nothing, so the plain-http index it was meant
+  for is still ignored (pip ``network/session.py`` ``add_trusted_host`` ->
+  ``parse_netloc``).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
 from gpudoctor.checks import require
+from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.model import Check, Finding, Status
@@ -102,6 +115,57 @@ def indexes(pip: PipFacts) -> list[tuple[str, str, PipSetting]]:
     return out
 
 
+#: Hosts of PyPI itself: its simple index is ``/simple``; ``https://pypi.org`` or ``/project/...`` are web pages.
+PYPI_HOSTS = ("pypi.org", "pypi.python.org", "www.pypi.org")
+
+
+def _catalogue_indexes() -> list[str]:
+    """The PEP 503 simple-index URL of every catalogue row (``data/mirrors.toml``, field ``pypi``)."""
+    return [str(r["pypi"]) for r in load_table("mirrors").get("mirror", []) if r.get("pypi")]
+
+
+def index_url_problem(url: str) -> tuple[str, str] | None:
+    """Why pip cannot use ``url`` as a simple index, and the URL it should be; None when nothing is known wrong.
+
+    Returns ``(problem, suggested_url)``; ``suggested_url`` is "" when there is
+    no single right value. Only shapes that fail for certain are reported: a
+    quoted value, a host name without a scheme, and a URL on a catalogue
+    mirror's host (or PyPI's) that lacks the simple-index path the catalogue
+    gives. An index on an unknown host may serve its simple API anywhere
+    (``download.pytorch.org/whl/cu121``, devpi ``/+simple/``), so it is never guessed at.
+    """
+    v = url.strip()
+    if v[:1] in "\"'" and (v[-1:] == v[0] or "://" in v):
+        inner = v.strip("\"'").strip()
+        return "the URL is in quotes: pip.conf is INI, not TOML, so the quotes become part of the URL", inner
+    parts = urlsplit(v)
+    if not parts.scheme and re.match(r"^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(:\d+)?(/|$)", v):
+        return "no `https://`: pip takes a value without a scheme for a local directory", "https://" + v
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host, path = parts.hostname.lower(), parts.path.rstrip("/")
+    if host in PYPI_HOSTS and not path.startswith("/simple"):
+        return (
+            "PyPI's web pages, not its simple index: pip asks `<index>/<project>/` and gets 404 for every project",
+            "https://pypi.org/simple",
+        )
+    for known in _catalogue_indexes():
+        k = urlsplit(known)
+        kpath = k.path.rstrip("/")
+        if (k.hostname or "").lower() == host and path != kpath and kpath.startswith(path + "/" if path else ""):
+            return (
+                f"missing `{kpath[len(path) :]}`: the mirror serves its simple index at {known}, so pip asks "
+                f"`<index>/<project>/` there and gets 404 for every project",
+                known,
+            )
+    return None
+
+
+def trusted_host_urls(trusted_hosts: list[str]) -> list[str]:
+    """``trusted-host`` entries written with a scheme (``http://host``): pip trusts the host ``http`` instead."""
+    return [e for e in trusted_hosts if "://" in e]
+
+
 def repairable(f: PipConfigFile, home: str = "") -> str | None:
     """The repair description when the parse error of ``f`` has one unambiguous repair, else None."""
     if f.error is None or f.text is None:
@@ -174,8 +238,57 @@ def evaluate(facts: Facts) -> list[Finding]:
         shown = redact_text(url)
         src = _source(setting, pip.home)
         evidence = {"option": kind, "url": url, "set_by": setting.source, "trusted-host": trusted_hosts}
+        shape = index_url_problem(url)
+        if shape is not None:
+            problem, suggested = shape
+            fixable = kind == "index-url" and setting.variant != "env_var" and bool(suggested)
+            where_to = (
+                f"`gpudoctor fix {FIX_ID}` sets `index-url = {suggested}` in that file"
+                if fixable
+                else f"change it to `{suggested}`"
+                if suggested
+                else "correct it"
+            )
+            if setting.variant == "env_var" and suggested:
+                where_to = f"`export {setting.source}={suggested}` (and correct it where it is set)"
+            findings.append(
+                CHECK.finding(
+                    Status.FAIL if kind == "index-url" else Status.WARN,
+                    f"pip cannot use the {kind} {shown}: {problem.split(':')[0]}",
+                    f"`{kind}` is `{shown}`, set by {src}: {problem}. "
+                    + (
+                        "Every `pip install` then ends in `No matching distribution found`."
+                        if kind == "index-url"
+                        else "pip finds nothing on that index, so packages meant to come from it come from "
+                        "the other indexes or are not found."
+                    )
+                    + f"\n\nFix: {where_to}; then `pip download --no-deps -d /tmp/x six` must succeed.",
+                    evidence={**evidence, "problem": problem, "suggested_index_url": suggested},
+                    fixes=(FIX_ID,) if fixable else (),
+                )
+            )
+            continue
         if parts.scheme == "http" and not is_secure_http_host(parts.hostname or ""):
-            if trusted(url, trusted_hosts):
+            as_urls = [e for e in trusted_host_urls(trusted_hosts) if host_port(e)[0] == (parts.hostname or "")]
+            if as_urls and not trusted(url, trusted_hosts):
+                host = parts.netloc.rpartition("@")[2]
+                findings.append(
+                    CHECK.finding(
+                        Status.FAIL,
+                        f"pip ignores the index {shown}: trusted-host {as_urls[0]} is a URL, pip wants the host "
+                        f"name {host}",
+                        f"`{kind}` is `{shown}` (plain http), set by {src}, and `trusted-host` has "
+                        f"`{as_urls[0]}`. pip reads a trusted-host entry as `host[:port]`: with the scheme in "
+                        f'front it trusts a host called `http` and still prints "The repository located at '
+                        f'{parts.hostname} is not a trusted or secure host and is being ignored".\n\n'
+                        f"Write the host name only: `trusted-host = {host}` "
+                        f"(`gpudoctor fix {FIX_ID} --allow-insecure` adds it), or better switch to the mirror's "
+                        f"https URL.",
+                        evidence={**evidence, "trusted_host_urls": as_urls},
+                        fixes=(FIX_ID,),
+                    )
+                )
+            elif trusted(url, trusted_hosts):
                 findings.append(
                     CHECK.finding(
                         Status.WARN,

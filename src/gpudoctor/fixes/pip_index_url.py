@@ -245,6 +245,16 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             "index-url": str(finding.evidence["index_url"]),
             "scope": options.get("scope") or str(finding.evidence.get("scope") or "user"),
         }
+    if (
+        finding is not None
+        and finding.check == "pip.config"
+        and finding.evidence.get("suggested_index_url")
+        and finding.evidence.get("option") == "index-url"
+        and not options.get("index-url")
+        and "://" not in (options.get("mirror") or "")
+    ):
+        # the index URL pip cannot use, corrected (quotes, scheme, the /simple path)
+        options = {**options, "index-url": str(finding.evidence["suggested_index_url"])}
     texts, descriptions = _repairs(pip)
     notes: list[str] = []
     _network_options(pip, texts, descriptions, notes, options)
