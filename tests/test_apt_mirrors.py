@@ -334,3 +334,107 @@ def test_any_host_of_the_projects_own_domains_counts_as_official():
         assert is_official(host, domains), host
     for host in ("mirror.example.org", "debian.org.example.com", "notdebian.org"):
         assert not is_official(host, domains), host
+
+
+# --------------------------------------------------------------------------- Debian security layout, archived releases
+
+
+def _apt_root(tmp_path: Path, codename: str, files: dict[str, str], distro: str = "debian") -> Path:
+    tree = {"/etc/os-release": f"ID={distro}\nVERSION_CODENAME={codename}\n", "/usr/.keep": ""}
+    return write_tree(tmp_path, {**tree, **files})
+
+
+def _worst(root: Path):
+    return max(apt_sources.evaluate(collect(root)), key=lambda f: f.status.severity)
+
+
+@pytest.mark.parametrize(
+    "codename,line,summary,remedy",
+    [
+        # lxc/lxc-templates #39, canonical/cloud-init #1076: Debian 11 renamed the security suite
+        (
+            "bullseye",
+            "deb http://security.debian.org/debian-security bullseye/updates main",
+            "the Debian security suite in a form it does not serve: bullseye/updates",
+            "sed -i '2s|bullseye/updates|bullseye-security|' /etc/apt/sources.list",
+        ),
+        (
+            "bookworm",
+            "deb http://mirror.example.org/debian-security bookworm/updates main",
+            "bookworm/updates on http://mirror.example.org/debian-security",
+            "sed -i '2s|bookworm/updates|bookworm-security|' /etc/apt/sources.list",
+        ),
+        # a mirror switch that wrote one URI for every line: the security suite under /debian
+        (
+            "bookworm",
+            "deb http://mirror.example.org/debian bookworm-security main",
+            "bookworm-security on http://mirror.example.org/debian",
+            "line 2: deb http://mirror.example.org/debian-security bookworm-security main",
+        ),
+        # getumbrel/umbrel #1581: the -updates suite asked of the security archive
+        (
+            "bullseye",
+            "deb http://deb.debian.org/debian-security bullseye-updates main",
+            "bullseye-updates on http://deb.debian.org/debian-security",
+            "line 2: deb http://deb.debian.org/debian bullseye-updates main",
+        ),
+    ],
+)
+def test_debian_security_suite_in_the_wrong_form_fails(tmp_path, codename, line, summary, remedy):
+    main = f"deb http://deb.debian.org/debian {codename} main\n"
+    worst = _worst(_apt_root(tmp_path, codename, {"/etc/apt/sources.list": main + line + "\n"}))
+    assert worst.status == Status.FAIL and summary in worst.summary
+    assert remedy in worst.explanation
+
+
+def test_debian_security_layout_in_deb822_and_the_healthy_twins(tmp_path):
+    bad = (
+        "Types: deb\nURIs: http://mirror.example.org/debian\nSuites: bookworm bookworm-updates bookworm-security\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+    worst = _worst(_apt_root(tmp_path / "bad", "bookworm", {"/etc/apt/sources.list.d/debian.sources": bad}))
+    assert worst.status == Status.FAIL and "bookworm-security on http://mirror.example.org/debian" in worst.summary
+    assert "URIs: http://mirror.example.org/debian-security" in worst.explanation
+    # the official layout of Debian 12/13 containers, and buster's old form while it was current
+    for codename in ("bookworm", "trixie"):
+        good = (
+            f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename} {codename}-updates\n"
+            f"Components: main\n\nTypes: deb\nURIs: http://deb.debian.org/debian-security\n"
+            f"Suites: {codename}-security\nComponents: main\n"
+        )
+        root = _apt_root(tmp_path / codename, codename, {"/etc/apt/sources.list.d/debian.sources": good})
+        assert _worst(root).status == Status.OK
+    ubuntu = (
+        "deb http://mirror.example.org/ubuntu/ noble main\ndeb http://mirror.example.org/ubuntu/ noble-security main\n"
+    )
+    root = _apt_root(tmp_path / "ubuntu", "noble", {"/etc/apt/sources.list": ubuntu}, "ubuntu")
+    assert _worst(root).status == Status.OK  # Ubuntu's security pocket lives inside /ubuntu
+
+
+def test_archived_release_on_the_regular_archive_fails_with_the_archive_host(tmp_path):
+    # oakestra/oakestra #437, KhiopsML/khiops #756: buster removed from deb.debian.org in July 2025
+    sources = (
+        "deb http://deb.debian.org/debian buster main\n"
+        "deb http://security.debian.org/debian-security buster/updates main\n"
+    )
+    worst = _worst(_apt_root(tmp_path / "buster", "buster", {"/etc/apt/sources.list": sources}))
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt fetches buster from deb.debian.org, which no longer carries it: the release moved to archive.debian.org"
+    )
+    assert "deb http://archive.debian.org/debian-security buster/updates main" in worst.explanation
+    # an Ubuntu interim release past its end of life on a mirror -> old-releases
+    root = _apt_root(
+        tmp_path / "lunar",
+        "lunar",
+        {"/etc/apt/sources.list": "deb http://mirror.example.org/ubuntu/ lunar main\n"},
+        "ubuntu",
+    )
+    worst = _worst(root)
+    assert worst.status == Status.FAIL and "moved to old-releases.ubuntu.com" in worst.summary
+    # the healthy twin: already on the archive host
+    fixed = (
+        "deb http://archive.debian.org/debian buster main\n"
+        "deb http://archive.debian.org/debian-security buster/updates main\n"
+    )
+    assert _worst(_apt_root(tmp_path / "ok", "buster", {"/etc/apt/sources.list": fixed})).status == Status.OK

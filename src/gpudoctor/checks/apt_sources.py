@@ -12,6 +12,15 @@ sources to deb822 ``.sources`` files):
 - an https source in an image without ca-certificates -> ``fail``;
 - a distro suite that does not match the OS codename -> ``fail``;
 - the same type/URI/suite/component listed twice -> ``warn``;
+- a Debian suite on the wrong archive or in the wrong form -> ``fail`` (apt
+  gets 404, "does not have a Release file"): ``<codename>/updates`` for
+  bullseye and later (the security suite is ``<codename>-security`` since
+  Debian 11), ``<codename>-security`` under ``/debian`` instead of
+  ``/debian-security``, or a non-security suite under ``/debian-security``
+  (``data/apt_releases.toml``, ``[[security]]``);
+- a release removed from the regular archive and its mirrors (Debian buster
+  and older, Ubuntu interim releases past their end of life) still fetched
+  from there -> ``fail`` with the archive host (``[[archived]]``);
 - lines or stanzas apt cannot parse -> ``warn``.
 """
 
@@ -73,6 +82,130 @@ def _host(uri: str) -> str:
 
 def _describe(src: AptSource) -> str:
     return f"{src.file}:{src.line}"
+
+
+def _uri_kind(uri: str) -> str:
+    """``debian``, ``debian_security`` or "" from the URI path (a host root, as ``security.debian.org/``, is "")."""
+    path = urlsplit(uri).path.rstrip("/")
+    if path.endswith("/debian-security"):
+        return "debian_security"
+    return "debian" if path.endswith("/debian") else ""
+
+
+def _sed(old: str, new: str, file: str) -> str:
+    return f"sed -i 's|{old}|{new}|' {file}"
+
+
+def _layout_findings(apt: AptFacts) -> list[Finding]:
+    """Debian security-suite layout and archived releases (see the module docstring)."""
+    table = load_table("apt_releases")
+    security = {r["codename"]: r["suite"] for r in table.get("security", [])}
+    archived = {r["codename"]: r for r in table.get("archived", [])}
+    out: list[Finding] = []
+    gone: list[tuple[AptSource, str, str]] = []
+    wrong: list[tuple[AptSource, str, str, str]] = []  # source, uri, suite, what to write instead
+    for src in (s for s in apt.sources if s.enabled and is_distro_source(s)):
+        for uri in src.uris:
+            host = _host(uri)
+            kind = _uri_kind(uri)
+            for suite in src.suites:
+                cn = suite.split("/")[0].split("-")[0]
+                row = archived.get(cn)
+                if row is not None and host not in {_host(row["archive"]), _host(row.get("archive_security", ""))}:
+                    gone.append((src, uri, suite))
+                    continue
+                if cn not in security:
+                    continue
+                good = security[cn]
+                if suite == f"{cn}/updates" and good != suite:
+                    wrong.append((src, uri, suite, f"suite `{good}` (Debian 11 renamed the security suite)"))
+                elif suite.endswith("-security") and kind == "debian":
+                    base = uri.rstrip("/")
+                    wrong.append((src, uri, suite, f"URI `{base}-security` (the security archive is separate)"))
+                elif kind == "debian_security" and suite not in (good, f"{cn}-security", f"{cn}/updates"):
+                    if suite == cn:
+                        wrong.append((src, uri, suite, f"suite `{good}` (the security archive has no other suite)"))
+                    else:  # bookworm-updates, -backports: the regular archive's suites
+                        base = uri.rstrip("/")[: -len("-security")]
+                        wrong.append((src, uri, suite, f"URI `{base}` (`{suite}` is a suite of the regular archive)"))
+    if gone:
+        src, uri, suite = gone[0]
+        cn = suite.split("/")[0].split("-")[0]
+        row = archived[cn]
+        names = sorted({g[2].split("/")[0].split("-")[0] for g in gone})
+        lines = []
+        for s, u, st in gone:
+            r = archived[st.split("/")[0].split("-")[0]]
+            target = r.get("archive_security", r["archive"]) if _uri_kind(u) == "debian_security" else r["archive"]
+            lines.append(f"- `{_describe(s)}`: `{u}` `{st}` -> `{target}`")
+        sec = row.get("archive_security")
+        explanation = (
+            f"{', '.join(names)} reached its end of life and was removed from `{_host(uri)}` and the other regular "
+            f"mirrors, so `{APT_UPDATE}` fails with \"The repository '{uri} {suite} Release' does not have a "
+            f'Release file" (404). Its packages now live on `{_host(row["archive"])}` only:\n\n'
+            + "\n".join(lines[:8])
+            + "\n\nPoint the entries there (same signing keys; if apt then says a Release file has expired, "
+            "add `Check-Valid-Until: no` to the deb822 stanza or `[check-valid-until=no]` to the one-line "
+            "entry), e.g. for a one-line file:\n\n"
+            f"    deb {row['archive']} {cn} main\n"
+            + (f"    deb {sec} {security.get(cn, cn + '/updates')} main\n" if sec else "")
+            + "\nBetter: move the image to a supported release (change the base image tag)."
+        )
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt fetches {cn} from {_host(uri)}, which no longer carries it: the release moved to "
+                f"{_host(row['archive'])}",
+                explanation=explanation,
+                evidence={"archived": names, "entries": [f"{_describe(s)} {u} {st}" for s, u, st in gone[:20]]},
+                doc_url="https://www.debian.org/distrib/archive"
+                if row["distro"] == "debian"
+                else "https://help.ubuntu.com/community/EOLUpgrades",
+            )
+        )
+    if wrong:
+        src, uri, suite, instead = wrong[0]
+        lines = [f"- `{_describe(s)}`: `{u}` `{st}` -> {i}" for s, u, st, i in wrong[:8]]
+        cmds = []
+        for s, u, st, i in wrong[:8]:
+            if i.startswith("suite `"):
+                good = i.split("`")[1]
+                if s.format == "one-line":
+                    cmds.append(f"sed -i '{s.line}s|{st}|{good}|' {s.file}")
+                elif "/" in st:  # `<codename>/updates` appears nowhere else
+                    cmds.append(_sed(st, good, s.file))
+                else:
+                    cmds.append(f"# {s.file}, stanza at line {s.line} (URIs: {u}): Suites: {good}")
+            else:
+                new_uri = i.split("`")[1]
+                cmds.append(
+                    f"# {s.file} line {s.line}: {s.types[0]} {new_uri} {st} {' '.join(s.components)}"
+                    if s.format == "one-line"
+                    else f"# {s.file}: move `{st}` out of this stanza into its own, with `URIs: {new_uri}`"
+                )
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt asks {_host(uri)} for the Debian security suite in a form it does not serve: "
+                f"{suite} on {uri}",
+                explanation=(
+                    "Debian serves security updates from a separate archive, `<host>/debian-security`, whose "
+                    "suite is `<codename>-security` since Debian 11 (bullseye; buster and older used "
+                    f"`<codename>/updates`). Any other combination is a 404, and `{APT_UPDATE}` stops with "
+                    '"does not have a Release file" — or, with `-security` lines missing, the image gets no '
+                    "security updates.\n\n"
+                    + "\n".join(lines)
+                    + "\n\nCorrect them:\n\n"
+                    + "\n".join(f"    {c}" for c in dict.fromkeys(cmds))
+                    + f"\n\nthen `{APT_UPDATE}`."
+                ),
+                evidence={"entries": [f"{_describe(s)} {u} {st}" for s, u, st, _ in wrong[:20]]},
+                doc_url="https://www.debian.org/releases/bullseye/amd64/release-notes/ch-information.en.html#security-archive",
+            )
+        )
+    return out
 
 
 def _rewrite_findings(apt: AptFacts) -> list[Finding]:
@@ -290,6 +423,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     findings: list[Finding] = []
     findings += _rewrite_findings(apt)
     findings += _untouched_findings(apt, official_domains())
+    findings += _layout_findings(apt)
     enabled = [s for s in apt.sources if s.enabled]
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:
