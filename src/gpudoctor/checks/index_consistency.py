@@ -114,6 +114,50 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
         else f"uv {now}, while pip uses {url} ({where}): uv never reads pip.conf"
     )
     export = f"export UV_DEFAULT_INDEX={url}"
+    same = [i for i in uv.indexes if not i.default and i.url.rstrip("/") == url.rstrip("/")]
+    if uv.default_origin == "built-in" and same:
+        # [[index]] without default = true: asked first, PyPI still the default (uv docs, "Indexes")
+        return Finding(
+            check=CHECK_ID,
+            status=Status.INFO,
+            summary=(
+                f"uv asks pip's index {url} first ({same[0].origin}), but keeps the public index as its default: "
+                f"the [[index]] has no `default = true`"
+            ),
+            explanation=(
+                f"`{same[0].origin}` lists `{url}` as an extra `[[index]]`, so uv asks it first and uses the "
+                f"public default index only for packages the mirror lacks — those downloads bypass the mirror "
+                f"(and fail where the public index is blocked). To make the mirror replace the public index, "
+                f"add `default = true` to that table:\n\n"
+                f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+                f"`gpudoctor fix uv.index-url` writes it; or `{export}`."
+            ),
+            evidence={
+                "tool": "uv",
+                "index_url": url,
+                "uv_origin": same[0].origin,
+                "scope": "user"
+                if same[0].origin == uv.user_config
+                else "global"
+                if same[0].origin.startswith("/etc/")
+                else scope,
+            },
+            fixes=("uv.index-url",),
+        )
+    if uv.problems:
+        summary = f"uv cannot use its configuration, while pip uses {url} ({where}): {uv.problems[0]}"
+        return Finding(
+            check=CHECK_ID,
+            status=Status.FAIL,
+            summary=summary.split(". In uv.toml")[0],
+            explanation=(
+                f"{uv.problems[0]}.\n\npip uses `{url}` ({where}); uv never reads pip.conf, and the uv file meant "
+                f"to give it that index is refused. Move the settings to the top level of the file:\n\n"
+                f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+                f"(`[tool.uv]` belongs in a project's pyproject.toml), or `{export}`."
+            ),
+            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems), "caused_by": "uv.mirror"},
+        )
     expl = (
         f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
         f"any pip configuration file (its own sources are `UV_DEFAULT_INDEX`, a project `uv.toml` or "
@@ -241,6 +285,36 @@ def evaluate(facts: Facts) -> list[Finding]:
     pip, uv, conda = facts.get("pip"), facts.get("uv"), facts.get("conda")
     p, u = pip_index(pip), uv_index(uv)
     out: list[Finding] = []
+    shape = index_url_problem(uv.default_index) if isinstance(uv, UvFacts) and uv.default_origin != "built-in" else None
+    if shape is not None and isinstance(uv, UvFacts):
+        problem, suggested = shape
+        problem = problem.replace("pip.conf is INI, not TOML, so the quotes", "the quotes")
+        env = uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL")
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.FAIL,
+                summary=f"uv cannot use its default index {uv.default_index}: {problem.split(':')[0]}",
+                explanation=(
+                    f"uv's default index is `{uv.default_index}` (from {uv.default_origin}): "
+                    f"{problem.replace('pip asks', 'uv asks')}. Every `uv pip install`/`uv sync` ends in "
+                    f'"not found in the package registry".\n\nFix: '
+                    + (
+                        f"`export {uv.default_origin}={suggested}` where it is set."
+                        if env
+                        else f'`gpudoctor fix uv.index-url` sets `url = "{suggested}"` in {uv.default_origin}.'
+                    )
+                ),
+                evidence={
+                    "tool": "uv",
+                    "index_url": suggested,
+                    "uv_default": uv.default_index,
+                    "uv_origin": uv.default_origin,
+                },
+                fixes=() if env or not suggested else ("uv.index-url",),
+            )
+        )
+        u = (suggested, uv.default_origin) if suggested and not _public(suggested, PUBLIC_PYPI) else None
     if p and isinstance(uv, UvFacts) and u is None:
         out.append(_uv_finding(p, uv))
     if (
