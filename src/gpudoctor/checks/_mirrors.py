@@ -121,11 +121,11 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         # uv refuses a user/system/--config-file uv.toml it cannot parse ("error: Failed to parse `uv.toml`")
         # and only warns about a pyproject.toml ("during settings discovery ... skipping"; astral-sh/uv #6009)
         fatal = eco == "uv" and broken.split(":", 1)[0].endswith("uv.toml")
-        first = broken.split(". ", 1)[0]
+        lead = broken.split(". ", 1)[0]
         return [
             check.finding(
                 Status.FAIL if fatal else Status.WARN,
-                f"the {eco} configuration cannot be read: {first}",
+                f"the {eco} configuration cannot be read: {lead}",
                 f"{broken}.\n\n"
                 + (
                     "uv stops every command on this file (`error: Failed to parse`), so nothing is installed "
