@@ -298,3 +298,62 @@ def test_trusted_host_written_as_url_trusts_nothing(tmp_path):
     conf = "[global]\nindex-url = https://mirror.example.org/simple\ntrusted-host = https://mirror.example.org\n"
     findings = check(collect_pip(write_tree(tmp_path / "https", {"/etc/pip.conf": conf})))
     assert max(f.status for f in findings) == Status.OK
+
+
+@pytest.mark.parametrize(
+    "conf,summary,command",
+    [
+        # pip matches section names exactly and skips unknown keys silently (pypa/pip #9067)
+        (
+            "[pip]\nindex-url = https://mirror.example.org/simple\n",
+            "pip never reads `index-url` in [pip] of /etc/pip.conf: no such section for pip (use [global])",
+            "pip config --global set global.index-url 'https://mirror.example.org/simple'",
+        ),
+        (
+            "[Global]\nindex-url = https://mirror.example.org/simple\n",
+            "pip never reads `index-url` in [Global] of /etc/pip.conf",
+            "set global.index-url",
+        ),
+        (
+            "[global]\nindex = https://mirror.example.org/simple\n",
+            "pip never reads `index` in [global] of /etc/pip.conf: the option is `index-url`",
+            "pip config --global set global.index-url 'https://mirror.example.org/simple'",
+        ),
+        (
+            "[install]\ntrusted-hosts = mirror.example.org\n",
+            "pip never reads `trusted-hosts` in [install] of /etc/pip.conf: the option is `trusted-host`",
+            "set global.trusted-host 'mirror.example.org'",
+        ),
+    ],
+)
+def test_settings_pip_never_reads_warn(tmp_path, conf, summary, command):
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    [warn] = [f for f in findings if f.status == Status.WARN]
+    assert warn.summary == summary or warn.summary.startswith(summary)
+    assert command in warn.explanation
+    assert not any(f.status == Status.OK for f in findings)
+
+
+def test_settings_in_command_sections_and_other_keys_are_fine(tmp_path):
+    conf = (
+        "[global]\nindex_url = https://mirror.example.org/simple\ntimeout = 60\nno-cache-dir = true\n"
+        "[install]\ntrusted-host = mirror.example.org\n[download]\nindex-url = https://pypi.org/simple\n"
+        "[list]\nformat = columns\n"
+    )
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    assert [f.status for f in findings] == [Status.OK]
+
+
+def test_pip_ini_on_linux_is_never_read(tmp_path):
+    root = write_tree(tmp_path, {f"{HOME}/.config/pip/pip.ini": "[global]\nindex-url = https://m.example.org/simple\n"})
+    pip = collect_pip(root)
+    assert pip.windows_named == (f"{HOME}/.config/pip/pip.ini",)
+    [warn] = [f for f in check(pip) if f.status == Status.WARN]
+    assert warn.summary == (
+        "pip never reads ~/.config/pip/pip.ini: on Linux its file is pip.conf (pip.ini is the Windows name)"
+    )
+    assert f"`mv {HOME}/.config/pip/pip.ini {HOME}/.config/pip/pip.conf`" in warn.explanation
+    # the twin: the same settings in pip.conf
+    root = write_tree(tmp_path / "ok", {"/etc/pip.conf": "[global]\nindex-url = https://m.example.org/simple\n"})
+    pip = collect_pip(root)
+    assert pip.windows_named == () and [f.status for f in check(pip)] == [Status.OK]

@@ -24,7 +24,13 @@ Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
 - a ``trusted-host`` entry written as a URL (``http://host``): pip reads it as
   the host ``http`` and trusts nothing, so the plain-http index it was meant
   for is still ignored (pip ``network/session.py`` ``add_trusted_host`` ->
-  ``parse_netloc``).
+  ``parse_netloc``);
+- an index or network setting pip never reads -> ``warn``: under a section
+  that is neither ``[global]`` nor a pip command (``[pip]``, ``[globals]``,
+  ``[Global]``: pip matches section names exactly,
+  ``configuration.py`` ``_get_ordered_configuration_items``), or under a key
+  pip has no option for (``index``, ``trusted-hosts``: pip skips unknown keys
+  silently, ``cli/parser.py`` ``_update_defaults``).
 """
 
 from __future__ import annotations
@@ -159,6 +165,60 @@ def index_url_problem(url: str) -> tuple[str, str] | None:
                 known,
             )
     return None
+
+
+#: Sections pip reads: ``[global]`` and one per command (pip 23.2 ``commands_dict``).
+PIP_SECTIONS = frozenset(
+    "global cache check completion config debug download freeze hash help index inspect install list lock "
+    "search show uninstall wheel".split()
+)
+#: Settings that decide where pip downloads from; one of them in the wrong place is worth a warning.
+NETWORK_KEYS = (
+    "index-url",
+    "extra-index-url",
+    "trusted-host",
+    "find-links",
+    "no-index",
+    "timeout",
+    "default-timeout",
+    "retries",
+    "proxy",
+    "cert",
+    "client-cert",
+)
+#: Keys people write for a network setting that pip has no option for (pip reads ``index`` only in
+#: ``pip search``), mapped to the option meant.
+MISSPELT = {
+    "index": "index-url",
+    "indexurl": "index-url",
+    "index-urls": "index-url",
+    "url": "index-url",
+    "mirror": "index-url",
+    "registry": "index-url",
+    "extra-index": "extra-index-url",
+    "extra-index-urls": "extra-index-url",
+    "extra-url": "extra-index-url",
+    "trusted-hosts": "trusted-host",
+    "trust-host": "trusted-host",
+    "trusted": "trusted-host",
+    "trustedhost": "trusted-host",
+    "find-link": "find-links",
+}
+
+
+def ignored_settings(f: PipConfigFile) -> list[tuple[str, str, str, str]]:
+    """``(section, key, meant, why)`` for every network setting in ``f`` that pip never reads."""
+    out = []
+    for sk in f.values:
+        section, _, key = sk.partition(".")
+        meant = MISSPELT.get(key, key if key in NETWORK_KEYS else "")
+        if not meant:
+            continue
+        if section not in PIP_SECTIONS:
+            out.append((section, key, meant, "pip reads only `[global]` and per-command sections such as `[install]`"))
+        elif key != meant:
+            out.append((section, key, meant, f"`pip install` has no option `{key}`; the option is `{meant}`"))
+    return out
 
 
 def trusted_host_urls(trusted_hosts: list[str]) -> list[str]:
@@ -370,6 +430,58 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"PIP_CONFIG_FILE": cfg},
                 )
             )
+    for f in pip.files:
+        if not f.loaded or f.error is not None:
+            continue
+        ignored = ignored_settings(f)
+        if not ignored:
+            continue
+        shown_file = show_path(f.path, pip.home)
+        section, key, meant, _why = ignored[0]
+        lines = [f"- line {f.lines.get(f'{s}.{k}', 0)}: `[{s}]` `{k}` — {why}" for s, k, m, why in ignored]
+        scope = {"global": "global", "user": "user", "site": "site"}.get(f.variant, "user")
+        commands = [
+            f"pip config --{scope} set global.{m} '{redact_text(f.values[f'{s}.{k}'])}'" for s, k, m, _ in ignored
+        ]
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"pip never reads `{key}` in [{section}] of {shown_file}: "
+                + (
+                    "no such section for pip (use [global])"
+                    if section not in PIP_SECTIONS
+                    else f"the option is `{meant}`"
+                ),
+                f"pip skips settings it does not recognise without a word, so these lines in `{shown_file}` do "
+                f"nothing and pip keeps using "
+                + (f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}")
+                + ":\n\n"
+                + "\n".join(lines)
+                + "\n\nMove them under `[global]` with the right name and delete the old lines, e.g.:\n\n"
+                + "\n".join(f"    {c}" for c in commands)
+                + f"\n\nThen `pip config list` must show `global.{meant}`.",
+                evidence={"file": f.path, "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored]},
+            )
+        )
+    for ini in pip.windows_named:
+        shown_ini = show_path(ini, pip.home)
+        conf = ini[: -len("pip.ini")] + "pip.conf"
+        conf_file = pip.file(conf)
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"pip never reads {shown_ini}: on Linux its file is pip.conf (pip.ini is the Windows name)",
+                f"`{shown_ini}` sits where pip looks, but pip on Linux and macOS reads only `pip.conf`, so none of "
+                f"its settings (index-url, trusted-host, ...) are used. Rename it: `mv {ini} {conf}`"
+                + (
+                    " (a pip.conf is already there: merge the two by hand)"
+                    if conf_file is not None and conf_file.exists
+                    else ""
+                )
+                + ", then `pip config list` shows its settings.",
+                evidence={"file": ini, "meant": conf},
+            )
+        )
     unreadable = [
         f
         for f in pip.files
