@@ -438,3 +438,41 @@ def test_archived_release_on_the_regular_archive_fails_with_the_archive_host(tmp
         "deb http://archive.debian.org/debian-security buster/updates main\n"
     )
     assert _worst(_apt_root(tmp_path / "ok", "buster", {"/etc/apt/sources.list": fixed})).status == Status.OK
+
+
+def _with_machine(root: Path, machine: str):
+    """apt.sources on the facts of ``root`` as if collected live on a ``machine`` (``uname -m``) host."""
+    import dataclasses
+
+    from gpudoctor.testing import make_facts
+
+    return apt_sources.evaluate(make_facts(apt=dataclasses.replace(collect(root).get("apt"), machine=machine)))
+
+
+def _worst_status(findings):
+    return max(findings, key=lambda f: f.status.severity).status
+
+
+def test_ubuntu_main_tree_on_arm64_fails_with_the_ports_tree(tmp_path):
+    # tuna/issues #595 and #540 (Jetson Nano): /ubuntu has no binary-arm64 -> 404 for every index
+    lines = (
+        "deb http://mirror.example.org/ubuntu/ jammy main restricted\n"
+        "deb http://archive.ubuntu.com/ubuntu/ jammy-updates main\n"
+    )
+    root = _apt_root(tmp_path, "jammy", {"/etc/apt/sources.list": lines}, "ubuntu")
+    worst = max(_with_machine(root, "aarch64"), key=lambda f: f.status.severity)
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt source http://mirror.example.org/ubuntu/ has no arm64 packages: this arm64 machine needs the "
+        "/ubuntu-ports tree"
+    )
+    assert "sed -i 's|http://mirror.example.org/ubuntu/|http://mirror.example.org/ubuntu-ports/|g'" in worst.explanation
+    assert "http://ports.ubuntu.com/ubuntu-ports/" in worst.explanation
+    # the twins: the same sources on amd64; ports on arm64; a foreign-arch entry limited to amd64
+    assert _worst_status(_with_machine(root, "x86_64")) == Status.OK
+    ports = "deb http://ports.ubuntu.com/ubuntu-ports/ jammy main\ndeb [arch=amd64] http://archive.ubuntu.com/ubuntu/ jammy main\n"
+    root = _apt_root(tmp_path / "ports", "jammy", {"/etc/apt/sources.list": ports}, "ubuntu")
+    assert _worst_status(_with_machine(root, "aarch64")) == Status.OK
+    # and the reverse: the ports tree on an amd64 machine
+    worst = max(_with_machine(root, "x86_64"), key=lambda f: f.status.severity)
+    assert worst.status == Status.FAIL and "needs the /ubuntu tree" in worst.summary

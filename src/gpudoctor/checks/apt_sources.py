@@ -21,6 +21,10 @@ sources to deb822 ``.sources`` files):
 - a release removed from the regular archive and its mirrors (Debian buster
   and older, Ubuntu interim releases past their end of life) still fetched
   from there -> ``fail`` with the archive host (``[[archived]]``);
+- an Ubuntu source on the wrong tree for this machine's architecture
+  (``/ubuntu`` carries only amd64 and i386, ``/ubuntu-ports`` every other
+  architecture: apt gets 404 for ``binary-arm64/Packages``; tuna/issues #595,
+  a Jetson Nano) -> ``fail``; entries limited with ``arch=`` are left alone;
 - lines or stanzas apt cannot parse -> ``warn``.
 """
 
@@ -206,6 +210,77 @@ def _layout_findings(apt: AptFacts) -> list[Finding]:
             )
         )
     return out
+
+
+#: ``uname -m`` -> Debian architecture name (dpkg-architecture's table for the common CPUs).
+DPKG_ARCH = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "i686": "i386",
+    "i386": "i386",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "armhf",
+    "ppc64le": "ppc64el",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+}
+#: Architectures Ubuntu's main archive (``/ubuntu``) carries; all others live in ``/ubuntu-ports``.
+UBUNTU_MAIN_ARCHES = ("amd64", "i386")
+
+
+def _ports_findings(apt: AptFacts) -> list[Finding]:
+    arch = DPKG_ARCH.get(apt.machine, "")
+    if apt.distro_id != "ubuntu" or not arch:
+        return []
+    want = "ubuntu" if arch in UBUNTU_MAIN_ARCHES else "ubuntu_ports"
+    wrong: list[tuple[AptSource, str, str]] = []
+    for src in (s for s in apt.sources if s.enabled and is_distro_source(s)):
+        limited = (src.options.get("arch") or src.options.get("architectures") or "").replace(",", " ").split()
+        if limited and arch not in limited:
+            continue  # a foreign-architecture entry (dpkg --add-architecture)
+        for uri in src.uris:
+            kind = classify_uri(uri)
+            if kind in ("ubuntu", "ubuntu_ports") and kind != want:
+                base = uri.rstrip("/")
+                if want == "ubuntu_ports":
+                    new = (
+                        "http://ports.ubuntu.com/ubuntu-ports"
+                        if _host(uri) in ("archive.ubuntu.com", "security.ubuntu.com")
+                        or _host(uri).endswith(".archive.ubuntu.com")
+                        else base + "-ports"
+                    )
+                else:
+                    new = (
+                        "http://archive.ubuntu.com/ubuntu"
+                        if _host(uri) == "ports.ubuntu.com"
+                        else base[: -len("-ports")]
+                    )
+                wrong.append((src, uri, new + ("/" if uri.endswith("/") else "")))
+    if not wrong:
+        return []
+    src, uri, new = wrong[0]
+    cmds = list(dict.fromkeys(f"sed -i 's|{u}|{n}|g' {s.file}" for s, u, n in wrong))
+    tree = "ubuntu-ports" if want == "ubuntu_ports" else "ubuntu"
+    return [
+        Finding(
+            check="apt.sources",
+            status=Status.FAIL,
+            summary=f"apt source {uri} has no {arch} packages: this {arch} machine needs the /{tree} tree",
+            explanation=(
+                f"Ubuntu's main archive (`/ubuntu`) carries only amd64 and i386; every other architecture "
+                f"(arm64 — Jetson, Grace, Graviton — armhf, ppc64el, s390x, riscv64) is in `/ubuntu-ports`, on "
+                f'`ports.ubuntu.com` and on every mirror. Here `{APT_UPDATE}` fails with "Failed to fetch '
+                f'{uri.rstrip("/")}/dists/.../binary-{arch}/Packages 404 Not Found" — typically after copying '
+                f"an amd64 mirror guide.\n\n"
+                + "\n".join(f"- `{_describe(s)}`: `{u}` -> `{n}`" for s, u, n in wrong[:8])
+                + "\n\nSwitch them:\n\n"
+                + "\n".join(f"    {c}" for c in cmds)
+                + f"\n\nthen `{APT_UPDATE}`."
+            ),
+            evidence={"architecture": arch, "entries": [f"{_describe(s)} {u}" for s, u, _ in wrong[:20]]},
+        )
+    ]
 
 
 def _rewrite_findings(apt: AptFacts) -> list[Finding]:
@@ -424,6 +499,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     findings += _rewrite_findings(apt)
     findings += _untouched_findings(apt, official_domains())
     findings += _layout_findings(apt)
+    findings += _ports_findings(apt)
     enabled = [s for s in apt.sources if s.enabled]
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:
