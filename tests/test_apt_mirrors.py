@@ -476,3 +476,27 @@ def test_ubuntu_main_tree_on_arm64_fails_with_the_ports_tree(tmp_path):
     # and the reverse: the ports tree on an amd64 machine
     worst = max(_with_machine(root, "x86_64"), key=lambda f: f.status.severity)
     assert worst.status == Status.FAIL and "needs the /ubuntu tree" in worst.summary
+
+
+def test_signed_by_keyring_missing_fails_only_where_the_keyring_directory_exists(tmp_path):
+    stanza = (
+        "Types: deb\nURIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\nSuites: /\n"
+        "Signed-By: /usr/share/keyrings/cuda-archive-keyring.gpg\n"
+    )
+    files = {
+        "/etc/apt/sources.list.d/cuda.sources": stanza,
+        "/usr/share/keyrings/debian-archive-keyring.gpg": "k",
+        "/etc/ssl/certs/ca-certificates.crt": "c",
+    }
+    worst = _worst(_apt_root(tmp_path / "bad", "bookworm", files))
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt source /etc/apt/sources.list.d/cuda.sources:1 is signed by /usr/share/keyrings/cuda-archive-keyring.gpg, "
+        "which does not exist: apt refuses the repository"
+    )
+    assert "`cuda-keyring`" in worst.explanation
+    # the twins: the keyring present; a partial root without /usr/share/keyrings says nothing
+    good = {**files, "/usr/share/keyrings/cuda-archive-keyring.gpg": "k"}
+    assert _worst(_apt_root(tmp_path / "good", "bookworm", good)).status == Status.OK
+    partial = {k: v for k, v in files.items() if "keyrings" not in k}
+    assert _worst(_apt_root(tmp_path / "partial", "bookworm", partial)).status == Status.OK

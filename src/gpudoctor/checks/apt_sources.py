@@ -25,6 +25,8 @@ sources to deb822 ``.sources`` files):
   (``/ubuntu`` carries only amd64 and i386, ``/ubuntu-ports`` every other
   architecture: apt gets 404 for ``binary-arm64/Packages``; tuna/issues #595,
   a Jetson Nano) -> ``fail``; entries limited with ``arch=`` are left alone;
+- a ``Signed-By`` keyring file that does not exist -> ``fail``: apt cannot
+  check that repository ("NO_PUBKEY" / "is not signed") and refuses it;
 - lines or stanzas apt cannot parse -> ``warn``.
 """
 
@@ -500,6 +502,42 @@ def evaluate(facts: Facts) -> list[Finding]:
     findings += _untouched_findings(apt, official_domains())
     findings += _layout_findings(apt)
     findings += _ports_findings(apt)
+    if apt.missing_keyrings:
+        users = [
+            s
+            for s in apt.sources
+            if s.enabled
+            and any(k in apt.missing_keyrings for k in (s.options.get("signed-by") or "").replace(",", " ").split())
+        ]
+        keyring = apt.missing_keyrings[0]
+        distro_key = keyring.endswith(("debian-archive-keyring.gpg", "ubuntu-archive-keyring.gpg"))
+        install = (
+            f"`apt-get install --reinstall {keyring.rsplit('/', 1)[-1].removesuffix('.gpg')}` (from a source that still "
+            f"works), or copy the keyring into the image before this file"
+            if distro_key
+            else "install the repository's keyring package or download its key into that path as its vendor "
+            "documents (NVIDIA's CUDA repo: `cuda-keyring`), before `apt-get update`"
+        )
+        findings.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt source {_describe(users[0]) if users else ''} is signed by {keyring}, which does not exist: "
+                f"apt refuses the repository",
+                explanation=(
+                    "`Signed-By` names the only keys apt accepts for that repository. The file is missing, so "
+                    f'`{APT_UPDATE}` reports `NO_PUBKEY` / "The repository ... is not signed" and ignores (or, '
+                    f"with apt 2.x, refuses) it:\n\n"
+                    + "\n".join(
+                        f"- `{_describe(s)}` ({' '.join(s.uris)}): `{s.options.get('signed-by')}`" for s in users[:8]
+                    )
+                    + f"\n\nFix: {install}. Missing: "
+                    + ", ".join(f"`{k}`" for k in apt.missing_keyrings)
+                    + "."
+                ),
+                evidence={"missing_keyrings": list(apt.missing_keyrings), "sources": [_describe(s) for s in users]},
+            )
+        )
     enabled = [s for s in apt.sources if s.enabled]
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:

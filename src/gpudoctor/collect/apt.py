@@ -99,6 +99,17 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
             if e.action == "sed"
         )
         built = tuple(sources_after(overlay))
+    keyrings = [
+        k
+        for src in sources
+        if src.enabled
+        for k in (src.options.get("signed-by") or "").replace(",", " ").split()
+        if k.startswith("/") and "BEGIN" not in (src.options.get("signed-by") or "")
+    ]
+    # only where the keyring's directory exists: a partial root (a copy of /etc alone) says nothing
+    missing = tuple(
+        k for k in dict.fromkeys(keyrings) if files.is_dir(k.rsplit("/", 1)[0] or "/") and not files.exists(k)
+    )
     return AptFacts(
         distro_id=distro_id,
         codename=codename,
@@ -107,6 +118,7 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         files=tuple(found),
         sources=tuple(sources),
         ca_certificates=files.exists(CA_BUNDLE),
+        missing_keyrings=missing,
         rewrites=rewrites,
         build_file=build_file,
         build_edits=build_edits,

@@ -149,6 +149,9 @@ class AptFacts:
         build_edits: every edit of an apt source file the build makes, in order.
         built_sources: the sources apt reads after the build (the build's edits
             replayed on the root's files); empty without ``--dockerfile``.
+        missing_keyrings: keyring files named by ``Signed-By`` / ``signed-by=`` of
+            an enabled source that do not exist in a directory that does (paths
+            inside the root; a root without that directory is a partial copy and says nothing).
     """
 
     distro_id: str
@@ -162,6 +165,7 @@ class AptFacts:
     build_file: str = ""
     build_edits: tuple[SourceEdit, ...] = ()
     built_sources: tuple[AptSource, ...] = ()
+    missing_keyrings: tuple[str, ...] = ()
 
 
 @domain("build")
