@@ -500,3 +500,24 @@ def test_signed_by_keyring_missing_fails_only_where_the_keyring_directory_exists
     assert _worst(_apt_root(tmp_path / "good", "bookworm", good)).status == Status.OK
     partial = {k: v for k, v in files.items() if "keyrings" not in k}
     assert _worst(_apt_root(tmp_path / "partial", "bookworm", partial)).status == Status.OK
+
+
+def test_image_root_architecture_comes_from_its_dpkg(tmp_path):
+    # an L4T (Jetson) image built from an amd64 mirror guide, inspected with --root on an x86 host
+    status = (
+        "Package: base-files\nStatus: install ok installed\nArchitecture: arm64\n\n"
+        "Package: dpkg\nStatus: install ok installed\nArchitecture: arm64\nVersion: 1.21.1ubuntu2\n\n"
+        "Package: tzdata\nArchitecture: all\n"
+    )
+    files = {
+        "/etc/apt/sources.list": "deb http://mirror.example.org/ubuntu/ jammy main\n",
+        "/var/lib/dpkg/status": status,
+    }
+    root = _apt_root(tmp_path, "jammy", files, "ubuntu")
+    facts = collect(root)
+    assert facts.get("apt").machine == "arm64"
+    worst = _worst(root)
+    assert worst.status == Status.FAIL and "this arm64 machine needs the /ubuntu-ports tree" in worst.summary
+    # without dpkg's status nothing is known about the architecture: no verdict on the tree
+    del files["/var/lib/dpkg/status"]
+    assert _worst(_apt_root(tmp_path / "bare", "jammy", files, "ubuntu")).status == Status.OK

@@ -223,7 +223,9 @@ DPKG_ARCH = {
     "aarch64": "arm64",
     "arm64": "arm64",
     "armv7l": "armhf",
+    "armhf": "armhf",
     "ppc64le": "ppc64el",
+    "ppc64el": "ppc64el",
     "s390x": "s390x",
     "riscv64": "riscv64",
 }

@@ -138,7 +138,8 @@ class AptFacts:
     Attributes:
         distro_id: ``debian``/``ubuntu``/... from the ``os`` facts ("" unknown).
         codename: e.g. ``bookworm``, ``noble`` ("" unknown).
-        machine: ``uname -m`` when live ("" for an image root).
+        machine: ``uname -m`` when live; for an image root the Debian architecture of
+            its ``dpkg`` package (``arm64``, ``amd64``), "" when unknown.
         sources_list_present: whether ``/etc/apt/sources.list`` exists.
         files: every sources file found, in apt's reading order.
         sources: every entry of the files apt reads.
