@@ -357,3 +357,21 @@ def test_pip_ini_on_linux_is_never_read(tmp_path):
     root = write_tree(tmp_path / "ok", {"/etc/pip.conf": "[global]\nindex-url = https://m.example.org/simple\n"})
     pip = collect_pip(root)
     assert pip.windows_named == () and [f.status for f in check(pip)] == [Status.OK]
+
+
+def test_private_extra_index_next_to_pypi_is_a_dependency_confusion_note(tmp_path):
+    conf = "[global]\nextra-index-url = https://pypi.corp.example.org/simple\n"
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    [info] = [f for f in findings if f.status == Status.INFO]
+    assert info.summary == (
+        "pip merges the public PyPI with the private index https://pypi.corp.example.org/simple: a public package "
+        "with an internal name would win"
+    )
+    assert "--require-hashes" in info.explanation
+    # the twins: PyTorch's public wheel index as the extra one; the private index as the only index
+    for conf in (
+        "[global]\nextra-index-url = https://download.pytorch.org/whl/cu121\n",
+        "[global]\nindex-url = https://pypi.corp.example.org/simple\n",
+    ):
+        findings = check(collect_pip(write_tree(tmp_path / str(len(conf)), {"/etc/pip.conf": conf})))
+        assert [f.status for f in findings] == [Status.OK]

@@ -30,7 +30,12 @@ Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
   ``[Global]``: pip matches section names exactly,
   ``configuration.py`` ``_get_ordered_configuration_items``), or under a key
   pip has no option for (``index``, ``trusted-hosts``: pip skips unknown keys
-  silently, ``cli/parser.py`` ``_update_defaults``).
+  silently, ``cli/parser.py`` ``_update_defaults``);
+- an ``extra-index-url`` on a private host next to the public PyPI ->
+  ``info``: pip merges the candidates of every index and takes the highest
+  version, so a public package with an internal package's name wins
+  ("dependency confusion", A. Birsan 2021; pip docs, ``--extra-index-url``).
+  Public extra indexes (PyTorch's, NVIDIA's) are not flagged.
 """
 
 from __future__ import annotations
@@ -204,6 +209,36 @@ MISSPELT = {
     "trustedhost": "trusted-host",
     "find-link": "find-links",
 }
+
+
+#: Public package indexes: an extra index there carries no dependency-confusion risk of its own.
+PUBLIC_EXTRA_HOSTS = (
+    "pypi.org",
+    "download.pytorch.org",
+    "pypi.nvidia.com",
+    "pypi.ngc.nvidia.com",
+    "data.pyg.org",
+    "www.piwheels.org",
+)
+
+
+def private_extra_indexes(pip: PipFacts) -> list[str]:
+    """``extra-index-url`` entries on private hosts while ``index-url`` is the public PyPI (or unset)."""
+    eff = pip.effective
+    main = eff["index-url"].value.strip() if "index-url" in eff else DEFAULT_INDEX
+    if (urlsplit(main).hostname or "").lower() not in PYPI_HOSTS:
+        return []
+    out = []
+    for kind, url, _ in indexes(pip):
+        host = (urlsplit(url).hostname or "").lower()
+        if (
+            kind == "extra-index-url"
+            and host
+            and not any(host == h or host.endswith("." + h) for h in PUBLIC_EXTRA_HOSTS)
+        ):
+            if not is_secure_http_host(host):
+                out.append(url)
+    return out
 
 
 def ignored_settings(f: PipConfigFile) -> list[tuple[str, str, str, str]]:
@@ -461,6 +496,25 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + "\n".join(f"    {c}" for c in commands)
                 + f"\n\nThen `pip config list` must show `global.{meant}`.",
                 evidence={"file": f.path, "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored]},
+            )
+        )
+    private = private_extra_indexes(pip)
+    if private:
+        shown = ", ".join(redact_text(u) for u in private)
+        src = _source(eff["extra-index-url"], pip.home)
+        findings.append(
+            CHECK.finding(
+                Status.INFO,
+                f"pip merges the public PyPI with the private index {shown}: a public package with an internal "
+                f"name would win",
+                f"`extra-index-url` ({src}) adds `{shown}` next to PyPI. pip does not prefer either index: it "
+                f"collects the candidates of all of them and installs the highest version, so anyone who "
+                f"uploads a package with one of your internal names and a higher version to PyPI gets it "
+                f'installed ("dependency confusion").\n\nSafer: serve both through one index (an '
+                f"Artifactory/Nexus/devpi group that proxies PyPI) and make it the only `index-url`; or pin "
+                f"internal packages with hashes (`pip install --require-hashes -r requirements.txt`); uv "
+                f"instead stops at the first index that has a package.",
+                evidence={"extra_index_urls": private, "set_by": eff["extra-index-url"].source},
             )
         )
     for ini in pip.windows_named:
