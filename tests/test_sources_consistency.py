@@ -533,3 +533,24 @@ def test_uv_default_index_without_simple_fails_and_the_fix_writes_the_catalogue_
     facts = collect(write_tree(tmp_path / "env", {}), env={"UV_DEFAULT_INDEX": "https://pypi.org"})
     [fail] = [f for f in index_consistency.evaluate(facts) if f.status == Status.FAIL]
     assert "export UV_DEFAULT_INDEX=https://pypi.org/simple" in fail.explanation and fail.fixes == ()
+
+
+def test_conda_channel_alias_on_a_mirror_leaves_defaults_public(tmp_path):
+    # conda docs "Mirroring channels": channel_alias and default_channels are independent bases
+    condarc = (
+        "channel_alias: https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud\nchannels:\n  - defaults\n  - conda-forge\n"
+    )
+    facts = collect(write_tree(tmp_path, {"/home/user/.condarc": condarc}))
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.WARN
+    assert finding.summary == (
+        "conda's named channels use the mirror mirrors.tuna.tsinghua.edu.cn, but `defaults` still goes to "
+        "repo.anaconda.com: channel_alias does not cover defaults"
+    )
+    assert "- https://mirrors.tuna.tsinghua.edu.cn/anaconda/pkgs/main" in finding.explanation
+    assert "gpudoctor fix conda.channels --mirror tuna" in finding.explanation and finding.fixes == ("conda.channels",)
+    # the twin: default_channels on the mirror too
+    condarc += "default_channels:\n  - https://mirrors.tuna.tsinghua.edu.cn/anaconda/pkgs/main\n"
+    facts = collect(write_tree(tmp_path / "ok", {"/home/user/.condarc": condarc}))
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.OK

@@ -9,7 +9,13 @@ Each tool reads only its own configuration (pip-apt-config.md, mirrors.md §3):
 - conda's named channels (``conda-forge``, ``pytorch``, ``-c NAME`` on the
   command line) resolve through ``channel_alias`` / ``custom_channels``, so a
   mirror set only in ``channels`` URLs or ``default_channels`` does not cover
-  them.
+  them; and the reverse, named channels on a mirror (``channel_alias``)
+  while ``defaults`` still expands to repo.anaconda.com -> ``warn`` with the
+  ``default_channels`` block;
+- a uv default index uv cannot use (no ``/simple``, quoted, no scheme) ->
+  ``fail`` with the URL meant; pip's index in an ``[[index]]`` without
+  ``default = true`` -> ``info``; a uv.toml uv refuses -> ``fail`` (same cause
+  as ``uv.mirror``).
 
 When one tool is pointed at a mirror and another tool on the same machine is
 not, the other one goes to the public host — often blocked or slow on a
@@ -216,7 +222,65 @@ def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
     )
 
 
+def _catalogue_conda_mirror(host: str) -> str:
+    """Name of the catalogue mirror (``data/mirrors.toml``) whose conda trees live on ``host``, or ""."""
+    from gpudoctor.data import load_table
+
+    for row in load_table("mirrors").get("mirror", []):
+        for key in ("conda_pkgs", "conda_cloud"):
+            if row.get(key) and _host(row[key]) == host:
+                return str(row["name"])
+    return ""
+
+
+def _conda_defaults_public(conda: CondaFacts) -> list[Finding]:
+    """Named channels on a mirror while ``defaults`` still expands to repo.anaconda.com."""
+    named_mirror = [
+        c for c in conda.channels if c.via in ("channel_alias", "custom_channels") and not _public(c.url, PUBLIC_CONDA)
+    ]
+    public_defaults = [c for c in conda.channels if c.via == "default_channels" and _public(c.url, PUBLIC_CONDA)]
+    if not named_mirror or not public_defaults:
+        return []
+    base = named_mirror[0].url.rstrip("/").rsplit("/", 1)[0]  # <root>/cloud
+    root = base[: -len("/cloud")] if base.endswith("/cloud") else ""
+    host = _host(named_mirror[0].url)
+    name = _catalogue_conda_mirror(host)
+    yaml = "    default_channels:\n" + "".join(f"      - {root}/pkgs/{t}\n" for t in ("main", "r")) if root else ""
+    todo = (
+        f"Point `defaults` at the same mirror in `~/.condarc`:\n\n{yaml}\n"
+        if yaml
+        else "Set `default_channels` in `~/.condarc` to the mirror's `pkgs/main` and `pkgs/r` URLs. "
+    )
+    if name:
+        todo += f"`gpudoctor fix conda.channels --mirror {name}` writes both blocks."
+    return [
+        Finding(
+            check=CHECK_ID,
+            status=Status.WARN,
+            summary=(
+                f"conda's named channels use the mirror {host}, but `defaults` still goes to "
+                f"{_host(public_defaults[0].url)}: channel_alias does not cover defaults"
+            ),
+            explanation=(
+                f"`{named_mirror[0].name}` resolves to `{named_mirror[0].url}` (via {named_mirror[0].via}), but "
+                f"`defaults` expands to `default_channels` — "
+                + ", ".join(f"`{c.url}`" for c in public_defaults)
+                + ' — which `channel_alias` and `custom_channels` never change (conda docs, "Mirroring '
+                f"channels\"). Those downloads bypass the mirror (slow or blocked, and subject to Anaconda's "
+                f"terms of service).\n\n{todo}\n\nOr drop `defaults` from `channels` if you do not need it."
+            ),
+            evidence={"tool": "conda", "mirror": named_mirror[0].url, "defaults": [c.url for c in public_defaults]},
+            fixes=("conda.channels",) if name else (),
+        )
+    ]
+
+
 def _conda_findings(conda: CondaFacts) -> list[Finding]:
+    out = _conda_defaults_public(conda)
+    return out + _conda_named_public(conda)
+
+
+def _conda_named_public(conda: CondaFacts) -> list[Finding]:
     mirrored = [c for c in conda.channels if not _public(c.url, PUBLIC_CONDA)]
     mirrored_defaults = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
     if not mirrored and not mirrored_defaults:
