@@ -375,3 +375,13 @@ def test_private_extra_index_next_to_pypi_is_a_dependency_confusion_note(tmp_pat
     ):
         findings = check(collect_pip(write_tree(tmp_path / str(len(conf)), {"/etc/pip.conf": conf})))
         assert [f.status for f in findings] == [Status.OK]
+
+
+def test_allow_insecure_replaces_a_trusted_host_written_as_url(tmp_path):
+    from gpudoctor.fixes.pip_index_url import plan
+
+    conf = "[global]\nindex-url = http://mirror.example.org/simple\ntrusted-host = http://mirror.example.org other.example.org\n"
+    pip = collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf}))
+    [fail] = [f for f in check(pip) if f.status == Status.FAIL]
+    edit = plan(make_facts(pip=pip), fail, {"allow-insecure": "1"}).edits[0]
+    assert "trusted-host = other.example.org mirror.example.org\n" in edit.new_text

@@ -150,7 +150,10 @@ def _trust(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfig
     text = _current(pip, texts, f)
     values, _ = pipconf.parse(text or "")
     existing = values.get("global.trusted-host", "").split()
-    merged = existing + [h for h in hosts if h not in existing]
+    wanted = {h.partition(":")[0].lower() for h in hosts}
+    # an entry written as a URL (``http://host``) trusts nothing (pip reads the host ``http``): replace it
+    kept = [e for e in existing if not ("://" in e and (host_port(e)[0] or "").lower() in wanted)]
+    merged = kept + [h for h in hosts if h not in kept]
     if merged != existing:
         new = pipconf.set_option(text, "trusted-host", " ".join(merged))
         texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
