@@ -66,10 +66,14 @@ def _nvml(facts: Facts) -> list[GpuDevice]:
 
 
 def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
+    """Whether CUDA accepts this ``CUDA_VISIBLE_DEVICES`` entry on these GPUs: an index below the GPU
+    count, a prefix of a GPU's UUID, or a ``MIG-`` device while some GPU is (or may be) in MIG mode."""
     if entry.isdigit():
         return int(entry) < len(nvml)
-    if entry.startswith(("GPU-", "MIG-")):
-        return entry.startswith("MIG-") or any(g.uuid.startswith(entry) for g in nvml)
+    if entry.startswith("MIG-"):
+        return any(g.mig is not False for g in nvml)
+    if entry.startswith("GPU-"):
+        return any(g.uuid.startswith(entry) for g in nvml)
     return False
 
 
@@ -112,16 +116,38 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             hidden = entries[first:]
             status = Status.FAIL if first == 0 else Status.WARN
             ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
+            mig_note = (
+                " No GPU here is in MIG mode, so a `MIG-` device does not exist: use the GPU's index or `GPU-` "
+                "UUID, or enable MIG and create the instance first (`sudo nvidia-smi -i N -mig 1`, then "
+                "`nvidia-smi mig -cgi ... -C`)."
+                if entries[first].startswith("MIG-")
+                else ""
+            )
+            what = (
+                f"entry {entries[first]!r} names a MIG device, but no GPU here is in MIG mode"
+                if mig_note
+                else f"entry {entries[first]!r} matches no GPU"
+            )
             return (
                 status,
-                f"CUDA_VISIBLE_DEVICES={cvd!r}: entry {entries[first]!r} matches no GPU, so "
-                f"{', '.join(hidden)} {'are' if len(hidden) > 1 else 'is'} hidden",
+                f"CUDA_VISIBLE_DEVICES={cvd!r}: {what}, so "
+                f"{'CUDA sees no GPU' if first == 0 else ', '.join(hidden) + (' are' if len(hidden) > 1 else ' is') + ' hidden'}",
                 f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
                 f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
-                f"(`nvidia-smi -L`).",
+                f"(`nvidia-smi -L`).{mig_note}",
             )
         mig = [g for g in nvml if g.mig]
         named = [e for e in entries if not e.startswith("MIG-")]
+        migs = [e for e in entries if e.startswith("MIG-")]
+        if len(migs) > 1:
+            return (
+                Status.WARN,
+                f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG devices, but a CUDA process uses only one of them",
+                f"CUDA enumerates a single MIG device per process (NVIDIA MIG User Guide, CUDA_VISIBLE_DEVICES), so "
+                f"`torch.cuda.device_count()` is 1: only one of the listed devices is used; multi-GPU training across MIG "
+                f"devices is not possible. Start one process per MIG device, each with its own "
+                f"`CUDA_VISIBLE_DEVICES=MIG-<uuid>` (e.g. `CUDA_VISIBLE_DEVICES={migs[0]} python train.py`).",
+            )
         if mig and named:
             return (
                 Status.WARN,

@@ -201,7 +201,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"cuDNN {fmt_cudnn(cd.runtime_version)} loaded from {loaded} is {relation} the {compiled} torch "
                 f"{tf.version} was built with",
                 f"torch refuses this cuDNN (`cuDNN version incompatibility: PyTorch was compiled against "
-                f"{cv} but linked against {rt}`), so cuDNN-backed layers fail.\n\nThe loaded file `{loaded}` comes "
+                f"{cv} but found runtime version {rt}`; older releases say `linked against`), so cuDNN-backed "
+                f"layers fail.\n\nThe loaded file `{loaded}` comes "
                 f"from {where}.{own_txt}\n\n{todo} Alternatively load a cuDNN ≥ {compiled} of major {cv[0]}.",
                 evidence=evidence,
                 target=t.label,
