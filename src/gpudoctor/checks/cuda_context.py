@@ -59,8 +59,7 @@ INIT_CAUSES: dict[str, tuple[str, str, str, str]] = {
     "CUDA_ERROR_STUB_LIBRARY": (
         "the libcuda loaded is the CUDA toolkit's stub",
         "the `libcuda` in this process is the CUDA toolkit's link-time stub, not the driver's",
-        "Remove the toolkit's `stubs` directory from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` "
-        "(see `cuda.libcuda`).",
+        "Remove the toolkit's `stubs` directory from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` (see `cuda.libcuda`).",
         "cuda.libcuda",
     ),
     "CUDA_ERROR_NO_DEVICE": (

@@ -218,8 +218,16 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             evidence=evidence,
             target=t.label,
         )
-    if is_stub(lc.path) and gpu:  # without a GPU (an image build) the stub is harmless
-        return _stub(facts, probe, t, lc.path or "", evidence)
+    if is_stub(lc.path):
+        if gpu:
+            return _stub(facts, probe, t, lc.path or "", evidence)
+        return CHECK.finding(  # an image build on a CPU host: the stub is there for linking
+            Status.SKIP,
+            f"no NVIDIA GPU or driver here; the libcuda found ({lc.path}) is the CUDA toolkit's link-time stub, "
+            f"which is fine for building and never used for running",
+            evidence=evidence,
+            target=t.label,
+        )
     kernel = driver_version(facts)
     m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
     compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
