@@ -508,3 +508,38 @@ def test_other_nvml_failures_keep_the_general_diagnosis(registry):
     f = run(facts, registry, "nvidia.driver")["nvidia.driver"]
     assert f.status is Status.FAIL
     assert "kernel module 550.127.05 is loaded" in f.summary
+
+
+# --------------------------------------------------------------------------- a CPU-only torch on a GPU machine
+# pytorch/pytorch #26340 (a CPU index in pip.conf / requirements wins), tonybaloney/CSnakes #750
+
+
+@pytest.mark.parametrize(
+    "version, keep",
+    [
+        ("2.5.1+cpu", "torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124"),
+        ("2.13.0+cpu", "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126"),
+        ("2.1.2+cpu", "torch==2.1.2 --index-url https://download.pytorch.org/whl/cu121"),
+    ],
+)
+def test_cpu_build_on_a_gpu_machine_keeps_its_release_and_names_the_cpu_index(version, keep, registry):
+    facts = machine("550.54.15", "12.4", [("NVIDIA GeForce RTX 3090", "8.6")], version, None, available=False)
+    found = run(facts, registry, "torch.install", "cuda.available")
+    f = found["torch.install"]
+    assert f.status is Status.FAIL
+    assert f"torch {version} in {PY} is a CPU-only build, but this machine has 1 NVIDIA GPU" == f.summary
+    assert "https://download.pytorch.org/whl/cpu" in f.explanation and "torchvision/torchaudio" in f.explanation
+    assert f"{PY} -m pip install --force-reinstall {keep}" in f.explanation
+    # and the newest release for this driver stays on offer
+    assert (
+        f"{PY} -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126"
+        in f.explanation
+    )
+    assert found["cuda.available"].evidence["root_cause_check"] == "torch.install"
+
+
+def test_cpu_build_without_a_gpu_is_expected(registry):
+    facts = machine("550.54.15", "12.4", [], "2.13.0+cpu", None, available=False, nvidia=no_nvidia())
+    f = run(facts, registry, "torch.install")["torch.install"]
+    assert f.status is Status.INFO
+    assert "--index-url" not in (f.explanation or "")

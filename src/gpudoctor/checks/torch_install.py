@@ -27,6 +27,7 @@ from gpudoctor.checks._common import (
     newest_torch_for_python,
     nvidia_gpu_count,
     pip_install_command,
+    split_local,
     wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
@@ -63,6 +64,40 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
     return (
         "This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
         f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note
+    )
+
+
+def _cpu_origin(version: str) -> str:
+    """Where a CPU-only build came from, by its local version tag (PyTorch wheel naming:
+    ``+cpu`` wheels are served only by the CPU index download.pytorch.org/whl/cpu)."""
+    if split_local(version)[1] == "cpu":
+        return (
+            " The `+cpu` tag means pip took it from the PyTorch CPU index (`--index-url`/`--extra-index-url "
+            "https://download.pytorch.org/whl/cpu`): in a requirements file, `pip.conf`, the project's uv/Poetry "
+            "index settings, or a package whose install instructions name that index. Reinstall "
+            "torchvision/torchaudio from the same CUDA index as torch, or installing them later brings "
+            "the CPU build back."
+        )
+    return ""
+
+
+def _same_version_hint(python: str, version: str, facts: Facts, python_version: str | None) -> str:
+    """The command that keeps the installed torch release and swaps in its CUDA build, when a CUDA
+    variant the driver runs published it (``data/torch_wheels.toml``); "" otherwise."""
+    from gpudoctor.checks._gpu import variant_for
+
+    driver = driver_version(facts)
+    public = split_local(version)[0]
+    if driver is None or not public:
+        return ""
+    variant = variant_for(public, driver)
+    if variant is None or not (Version(variant["first_torch"]) <= Version(public) <= Version(variant["newest_torch"])):
+        return ""
+    cmd = pip_install_command(python, variant, public, python_version=python_version)
+    return (
+        f"Keep torch {public} (what your other packages were resolved against) and take its CUDA "
+        f"{variant['cuda']} build, which driver {driver} runs:\n\n```\n{cmd}\n```\n\nOr move to the newest "
+        f"release. "
     )
 
 
@@ -273,7 +308,9 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"torch {tf.version} in {probe.executable} is a CPU-only build, but this machine has "
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
-            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
+            f"`torch.cuda.is_available()` is always False.{_cpu_origin(tf.version or '')}\n\n"
+            f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version)}"
+            f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
         )
