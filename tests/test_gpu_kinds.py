@@ -543,3 +543,74 @@ def test_cpu_build_without_a_gpu_is_expected(registry):
     f = run(facts, registry, "torch.install")["torch.install"]
     assert f.status is Status.INFO
     assert "--index-url" not in (f.explanation or "")
+
+
+# --------------------------------------------------------------------------- cuDNN from a conda env's lib
+# the neighbour of case 05: TensorFlow's pip guide had conda users export $CONDA_PREFIX/lib in an
+# activation script; the env's conda cuDNN 8.5 then shadows the 8.9.2 that torch 2.1 was built with
+
+CONDA = "/opt/conda/envs/ml"
+SITE = f"{CONDA}/lib/python3.11/site-packages"
+
+
+def _conda_cudnn(ld_library_path: str | None, loaded_dir: str, runtime: int) -> Facts:
+    from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LibraryFile, TargetWheels, WheelDist
+    from gpudoctor.facts.targets import CudnnProbe
+
+    wheel_lib = f"{SITE}/nvidia/cudnn/lib"
+    loaded = f"{loaded_dir}/libcudnn.so.8"
+    env = {"PATH": f"{CONDA}/bin:/usr/bin", "CONDA_PREFIX": CONDA}
+    if ld_library_path is not None:
+        env["LD_LIBRARY_PATH"] = ld_library_path
+    tf = torch_facts(
+        "2.1.2+cu121",
+        "12.1",
+        cuda_available=True,
+        device_count=1,
+        cudnn_compile_version="8.9.2",
+        cudnn_version=runtime,
+    )
+    probe = probe_facts(
+        f"{CONDA}/bin/python",
+        tf,
+        env=env,
+        is_conda=True,
+        cudnn=CudnnProbe(True, "", 8, loaded, (loaded,), runtime, None, (loaded_dir,)),
+    )
+    wheels = CudaWheelsFacts(
+        (
+            TargetWheels(
+                "current",
+                (SITE,),
+                (WheelDist("nvidia-cudnn-cu12", "8.9.2.26"),),
+                (LibraryDir(wheel_lib, "wheel", True, (LibraryFile("libcudnn.so.8", f"{wheel_lib}/libcudnn.so.8"),)),),
+            ),
+        )
+    )
+    return make_facts(
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device()]),
+        gpu=pci_gpus(1),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+        targets=targets(target(probe)),
+        cuda_wheels=wheels,
+    )
+
+
+def test_conda_env_lib_on_ld_library_path_shadows_the_wheels_cudnn(registry):
+    facts = _conda_cudnn(f"{CONDA}/lib:/usr/local/cuda/lib64", f"{CONDA}/lib", 8500)
+    f = run(facts, registry, "cudnn.load")["cudnn.load"]
+    assert f.status is Status.FAIL
+    assert f.summary == (
+        f"cuDNN 8.5.0 loaded from {CONDA}/lib/libcudnn.so.8 is older than the 8.9.2 torch 2.1.2+cu121 was built with"
+    )
+    assert "found runtime version (8, 5, 0)" in f.explanation
+    assert f"grep -r LD_LIBRARY_PATH {CONDA}/etc/conda/activate.d/" in f.explanation
+    assert "export LD_LIBRARY_PATH=/usr/local/cuda/lib64\n" in f.explanation
+    assert f"The copy that belongs to this torch is `{SITE}/nvidia/cudnn/lib/libcudnn.so.8`" in f.explanation
+
+
+def test_conda_env_loading_the_wheels_cudnn_is_fine(registry):
+    facts = _conda_cudnn(None, f"{SITE}/nvidia/cudnn/lib", 8902)
+    f = run(facts, registry, "cudnn.load")["cudnn.load"]
+    assert f.status is Status.OK
+    assert f.summary.startswith("cuDNN 8.9.2 loaded from")

@@ -90,6 +90,15 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
             module_hint = (
                 f"It was put there by the environment module `{mod}`: `module unload {mod.split('/')[0]}`, or "
             )
+        conda = probe.env.get("CONDA_PREFIX")
+        if conda and _norm(os.path.join(conda, "lib")) == d:
+            # TensorFlow's pip guide (2.11-2.13) had users add $CONDA_PREFIX/lib to LD_LIBRARY_PATH in an
+            # activation script; the conda env's cudnn/cudatoolkit packages then shadow torch's wheels
+            module_hint = (
+                f"It is this conda environment's own `lib` (its `cudnn`/`cudatoolkit` conda packages: "
+                f"`conda list cudnn`), usually put on the path by an activation script: "
+                f"`grep -r LD_LIBRARY_PATH {conda}/etc/conda/activate.d/` and delete that line, or "
+            )
         new_value = ":".join(rest)
         todo = (
             f"Take that directory out of the loader path for this environment. {module_hint}remove it from "
