@@ -614,3 +614,54 @@ def test_conda_env_loading_the_wheels_cudnn_is_fine(registry):
     f = run(facts, registry, "cudnn.load")["cudnn.load"]
     assert f.status is Status.OK
     assert f.summary.startswith("cuDNN 8.9.2 loaded from")
+
+
+# --------------------------------------------------------------------------- toolkit vs torch CUDA major
+# "The detected CUDA version (11.8) mismatches the version that was used to compile PyTorch (12.4)"
+# (icip-cas/AutoAlign #25, rusty1s/pytorch_sparse #189, pytorch/pytorch #73047)
+
+
+@pytest.mark.parametrize(
+    "toolkit, torch, cuda, status, needles",
+    [
+        (
+            "11.5.119",
+            "2.1.2+cu121",
+            "12.1",
+            Status.WARN,
+            [
+                "The detected CUDA version (11.5) mismatches the version that was used to compile\nPyTorch (12.1)",
+                "sudo apt-get install cuda-toolkit-12-1",
+                "export CUDA_HOME=/usr/local/cuda-12.1",
+                f"{PY} -m pip install --force-reinstall torch==2.1.2 --index-url https://download.pytorch.org/whl/cu118",
+            ],
+        ),
+        (
+            "13.0.48",
+            "2.9.0+cu128",
+            "12.8",
+            Status.WARN,
+            [f"{PY} -m pip install --force-reinstall torch==2.9.0 --index-url https://download.pytorch.org/whl/cu130"],
+        ),
+        ("12.4.131", "2.1.2+cu121", "12.1", Status.OK, []),  # only the major has to match
+        ("12.4.131", "2.13.0+cpu", None, Status.OK, []),
+    ],
+)
+def test_toolkit_of_another_cuda_major_than_torch_breaks_extension_builds(
+    toolkit, torch, cuda, status, needles, registry
+):
+    from gpudoctor.facts.cuda import CudaToolkitFacts
+
+    mm = ".".join(toolkit.split(".")[:2])
+    tk = CudaToolkitFacts(None, f"/usr/local/cuda-{mm}", toolkit, f"/usr/local/cuda-{mm}/bin/nvcc", mm)
+    facts = machine("580.95.05", "13.0", [("NVIDIA GeForce RTX 4090", "8.9")], torch, cuda, arch="8.6")
+    facts = make_facts(**dict(facts.domains), cuda_toolkit=tk)
+    f = run(facts, registry, "cuda.toolkit")["cuda.toolkit"]
+    assert f.status is status
+    if status is Status.WARN:
+        assert f.summary == (
+            f"the CUDA toolkit at /usr/local/cuda-{mm} is {toolkit}, but torch {torch} in {PY} was built with "
+            f"CUDA {cuda}: building CUDA extensions fails"
+        )
+    for needle in needles:
+        assert needle in f.explanation
