@@ -60,8 +60,21 @@ def machine(
         nvml_device(i, name, cc, uuid=f"GPU-{i:08x}-1111-2222-3333-444455556666", mig=mig)
         for i, (name, cc) in enumerate(gpus)
     ]
+    visible = list(nvml)
+    cvd = (env or {}).get("CUDA_VISIBLE_DEVICES")
+    if cvd is not None:  # what CUDA enumerates (PCI order here: the GPUs are of one speed)
+        picked = []
+        for entry in cvd.split(","):
+            hit = [g for g in nvml if (entry.isdigit() and g.index == int(entry)) or g.uuid.startswith(entry)]
+            if not hit:
+                break
+            picked += hit
+        visible = picked
     devices = (
-        tuple(CudaDevice(i, g.name, g.compute_capability, f"0000:{i + 1:02x}:00.0", g.uuid) for i, g in enumerate(nvml))
+        tuple(
+            CudaDevice(i, g.name, g.compute_capability, f"0000:{g.index + 1:02x}:00.0", g.uuid)
+            for i, g in enumerate(visible)
+        )
         if available
         else ()
     )
@@ -665,3 +678,46 @@ def test_toolkit_of_another_cuda_major_than_torch_breaks_extension_builds(
         )
     for needle in needles:
         assert needle in f.explanation
+
+
+# --------------------------------------------------------------------------- CUDA_VISIBLE_DEVICES indices, fastest first
+# the neighbour of case 09 (pytorch/pytorch #86539): with CUDA_DEVICE_ORDER unset an index taken from
+# nvidia-smi selects another card
+
+
+def _two_cards(cvd: str, order: str | None, cuda_bus: str, cuda_name: str) -> Facts:
+    g745 = nvml_device(0, "NVIDIA GeForce GTX 745", "5.0", uuid="GPU-745", bus="00000000:01:00.0")
+    g1080 = nvml_device(1, "NVIDIA GeForce GTX 1080 Ti", "6.1", uuid="GPU-1080", bus="00000000:02:00.0")
+    env = {"CUDA_VISIBLE_DEVICES": cvd} | ({"CUDA_DEVICE_ORDER": order} if order else {})
+    cc = "5.0" if "745" in cuda_name else "6.1"
+    tf = torch_facts(
+        "2.6.0+cu126",
+        "12.6",
+        device_count=1,
+        arch_list=("sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"),
+        devices=(CudaDevice(0, cuda_name, cc, cuda_bus),),
+    )
+    return make_facts(
+        nvidia=nvidia_facts("550.54.15", "12.4", [g745, g1080]),
+        gpu=pci_gpus(2),
+        os=os_facts(),
+        targets=targets(target(probe_facts(PY, tf, env=env))),
+    )
+
+
+def test_index_from_nvidia_smi_selects_another_card_without_pci_bus_order(registry):
+    facts = _two_cards("1", None, "0000:01:00.0", "NVIDIA GeForce GTX 745")
+    f = run(facts, registry, "cuda.devices")["cuda.devices"]
+    assert f.status is Status.WARN
+    assert "1 selects nvidia-smi GPU 0 (NVIDIA GeForce GTX 745), not GPU 1" in f.summary
+    assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in f.explanation
+
+
+def test_index_with_pci_bus_order_selects_the_card_nvidia_smi_names(registry):
+    facts = _two_cards("1", "PCI_BUS_ID", "0000:02:00.0", "NVIDIA GeForce GTX 1080 Ti")
+    assert run(facts, registry, "cuda.devices")["cuda.devices"].status is Status.OK
+
+
+def test_index_that_happens_to_agree_is_fine(registry):
+    facts = _two_cards("1", None, "0000:02:00.0", "NVIDIA GeForce GTX 1080 Ti")
+    assert run(facts, registry, "cuda.devices")["cuda.devices"].status is Status.OK

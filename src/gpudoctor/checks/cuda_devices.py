@@ -174,6 +174,31 @@ def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bo
     return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label).status is Status.FAIL
 
 
+def _picked_other_gpus(
+    env: dict[str, str], rows: list[tuple[int, GpuDevice | None, CudaDevice]], order: str
+) -> tuple[str, str] | None:
+    """(summary, explanation) when ``CUDA_VISIBLE_DEVICES`` lists indices and CUDA, numbering GPUs
+    fastest first (``CUDA_DEVICE_ORDER`` unset), selected other GPUs than nvidia-smi's indices name;
+    None otherwise (CUDA Programming Guide, "CUDA Environment Variables")."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES", "")
+    entries = [e.strip() for e in cvd.split(",") if e.strip()]
+    if not entries or not all(e.isdigit() for e in entries) or order == "PCI_BUS_ID":
+        return None
+    got = [(int(e), g) for e, (_i, g, _d) in zip(entries, rows, strict=False) if g is not None]
+    wrong = [(want, g) for want, g in got if g.index != want]
+    if not wrong:
+        return None
+    pairs = "; ".join(f"{want} selects nvidia-smi GPU {g.index} ({g.name}), not GPU {want}" for want, g in wrong)
+    return (
+        f"CUDA_VISIBLE_DEVICES={cvd!r} selects other GPUs than nvidia-smi's indices: {pairs}",
+        f"`CUDA_DEVICE_ORDER` is {('`' + order + '`') if order else 'unset'}, so the indices in "
+        f"`CUDA_VISIBLE_DEVICES` count GPUs fastest first, while nvidia-smi and NVML count them by PCI bus. "
+        f"The job runs on other cards than the ones picked from `nvidia-smi` (and may collide with another "
+        f"job):\n\n{_table(rows)}\n\nSet the order before the process starts, in the shell profile or job "
+        f"environment:\n\n```\n{FIX_ORDER}\n```\n\nor select GPUs by UUID (`nvidia-smi -L`).",
+    )
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.devices`` finding for one target (pure)."""
     if not has_nvidia_gpu(facts):
@@ -208,6 +233,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 evidence=evidence,
                 target=t.label,
             )
+        picked = _picked_other_gpus(env, rows, order)
+        if picked is not None:
+            summary, explanation = picked
+            return CHECK.finding(Status.WARN, summary, explanation, evidence=evidence, target=t.label)
         return CHECK.finding(
             Status.OK,
             f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "
