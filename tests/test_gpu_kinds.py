@@ -8,14 +8,22 @@ facts of a public report (named per test); the checks run through the engine as 
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 
+from _fakecuda import GccMissing, build_fake_cuda
 from gpudoctor.checks._gpu import _expand
 from gpudoctor.engine import evaluate
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, SourceAttempt
 from gpudoctor.facts.targets import CudaDevice, CudaDriverDevice, CudaDriverProbe, LibcudaProbe
 from gpudoctor.model import Finding, Status
+from gpudoctor.probe import LIGHT_SCRIPT, parse_probe_output
 from gpudoctor.registry import load_registry
 from gpudoctor.testing import (
     make_facts,
@@ -721,3 +729,38 @@ def test_index_with_pci_bus_order_selects_the_card_nvidia_smi_names(registry):
 def test_index_that_happens_to_agree_is_fine(registry):
     facts = _two_cards("1", None, "0000:02:00.0", "NVIDIA GeForce GTX 1080 Ti")
     assert run(facts, registry, "cuda.devices")["cuda.devices"].status is Status.OK
+
+
+# --------------------------------------------------------------------------- the stub, end to end
+
+
+def test_light_probe_of_a_stub_libcuda_is_judged_a_stub(tmp_path, registry):
+    """A real probe run: the gcc-built fake libcuda sits in a toolkit-like ``stubs`` directory on
+    LD_LIBRARY_PATH and answers cuInit with CUDA_ERROR_STUB_LIBRARY, as the toolkit's stub does."""
+    try:
+        site, libdir = build_fake_cuda(tmp_path / "fake")
+    except GccMissing:
+        pytest.skip("gcc is not installed: cannot build the fake libcuda.so.1")
+    stubs = tmp_path / "cuda-12.4" / "targets" / "x86_64-linux" / "lib" / "stubs"
+    stubs.mkdir(parents=True)
+    shutil.copy(libdir / "libcuda.so.1", stubs / "libcuda.so")
+    os.symlink("libcuda.so", stubs / "libcuda.so.1")  # what build images do to link against it
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA")}
+    env.update(PYTHONPATH=str(site), LD_LIBRARY_PATH=f"{stubs}:/usr/local/cuda/lib64", FAKE_CUDA_INIT_RC="34")
+    proc = subprocess.run([sys.executable, str(LIGHT_SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    probe = parse_probe_output(proc.stdout)
+    assert "/stubs/" in (probe.libcuda.path or "")
+    assert probe.cuda_driver.init_error.startswith("CUDA_ERROR_STUB_LIBRARY (34)")
+    # judged on a host whose driver is there
+    probe = dataclasses.replace(probe, executable=PY)
+    facts = make_facts(
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device()]),
+        gpu=pci_gpus(1),
+        os=os_facts(),
+        targets=targets(target(probe)),
+    )
+    found = run(facts, registry, "cuda.libcuda", "cuda.context", "cuda.available")
+    assert found["cuda.libcuda"].status is Status.FAIL
+    assert "export LD_LIBRARY_PATH=/usr/local/cuda/lib64\n" in found["cuda.libcuda"].explanation
+    assert found["cuda.context"].evidence["caused_by"] == "cuda.libcuda"
+    assert found["cuda.available"].evidence["root_cause_check"] == "cuda.libcuda"
