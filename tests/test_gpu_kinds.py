@@ -764,3 +764,47 @@ def test_light_probe_of_a_stub_libcuda_is_judged_a_stub(tmp_path, registry):
     assert "export LD_LIBRARY_PATH=/usr/local/cuda/lib64\n" in found["cuda.libcuda"].explanation
     assert found["cuda.context"].evidence["caused_by"] == "cuda.libcuda"
     assert found["cuda.available"].evidence["root_cause_check"] == "cuda.libcuda"
+
+
+# --------------------------------------------------------------------------- import torch: an older libnvJitLink first
+# pytorch/pytorch #111469 and #134929, infiniflow/ragflow #4466 (LD_LIBRARY_PATH=/usr/local/cuda-12.1/lib64)
+
+NVJITLINK = (
+    "/usr/local/lib/python3.10/dist-packages/torch/lib/../../nvidia/cusparse/lib/libcusparse.so.12: "
+    "undefined symbol: __nvJitLinkAddData_12_1, version libnvJitLink.so.12"
+)
+
+
+@pytest.mark.parametrize(
+    "ld_library_path, remedy",
+    [
+        ("/usr/local/cuda-12.0/lib64:/usr/local/nvidia/lib64", "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64\n"),
+        ("/usr/local/cuda-12.1/lib64:", "unset LD_LIBRARY_PATH\n"),
+        ("/opt/conda/lib:/usr/lib/x86_64-linux-gnu", "export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu\n"),
+        (None, "An older `libnvJitLink` is found first"),
+    ],
+)
+def test_older_nvjitlink_names_the_directory_that_shadows_the_wheel(ld_library_path, remedy, registry):
+    env = {"PATH": "/usr/bin"} | ({"LD_LIBRARY_PATH": ld_library_path} if ld_library_path is not None else {})
+    probe = probe_facts(PY, torch_facts("2.1.2+cu121", "12.1", import_error=NVJITLINK), env=env)
+    facts = make_facts(
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device()]),
+        gpu=pci_gpus(1),
+        os=os_facts(),
+        targets=targets(target(probe)),
+    )
+    f = run(facts, registry, "torch.install")["torch.install"]
+    assert f.status is Status.FAIL
+    assert "need nvJitLink ≥ 12.1, but an older `libnvJitLink` was loaded" in f.explanation
+    assert remedy in f.explanation
+    assert f"{PY} -m pip install -U 'nvidia-nvjitlink-cu12>=12.1'" in f.explanation
+
+
+def test_other_undefined_symbols_with_a_toolkit_dir_on_the_path_name_it(registry):
+    error = "/venv/lib/python3.11/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: cudaGetDriverEntryPointByVersion, version libcudart.so.12"
+    env = {"LD_LIBRARY_PATH": "/usr/local/cuda/lib64"}
+    probe = probe_facts(PY, torch_facts("2.6.0+cu124", "12.4", import_error=error), env=env)
+    facts = make_facts(nvidia=nvidia_facts(), gpu=pci_gpus(1), os=os_facts(), targets=targets(target(probe)))
+    f = run(facts, registry, "torch.install")["torch.install"]
+    assert "`/usr/local/cuda/lib64` (a CUDA toolkit's or conda's library directory)" in f.explanation
+    assert "unset LD_LIBRARY_PATH" in f.explanation
