@@ -808,3 +808,27 @@ def test_other_undefined_symbols_with_a_toolkit_dir_on_the_path_name_it(registry
     f = run(facts, registry, "torch.install")["torch.install"]
     assert "`/usr/local/cuda/lib64` (a CUDA toolkit's or conda's library directory)" in f.explanation
     assert "unset LD_LIBRARY_PATH" in f.explanation
+
+
+def test_new_gpu_on_an_old_build_offers_the_newest_and_the_smallest_upgrade(registry):
+    # an H100 (sm_90) under torch 1.13 cu117, whose kernels stop at sm_86 (pytorch/pytorch #90761 kind)
+    facts = machine(
+        "535.104.05",
+        "12.2",
+        [("NVIDIA H100 80GB HBM3", "9.0")],
+        "1.13.1+cu117",
+        "11.7",
+        arch="3.7;5.0;6.0;7.0;7.5;8.0;8.6",
+    )
+    f = run(facts, registry, "cuda.arch")["cuda.arch"]
+    assert f.status is Status.FAIL
+    assert "first official build that covers it is **torch 2.0 with cu118**" in f.explanation
+    assert (
+        f"{PY} -m pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126"
+        in f.explanation
+    )
+    assert "or the smallest upgrade that covers it (torch 2.0, cu118)" in f.explanation
+    assert (
+        f"{PY} -m pip install --force-reinstall torch==2.0.* --index-url https://download.pytorch.org/whl/cu118"
+        in f.explanation
+    )

@@ -78,7 +78,18 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool 
         newest_minor = ".".join(row["newest_torch"].split(".")[:2])
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
         cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
-        return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+        out = text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+        if not dropped and runnable[0] != runnable[-1]:
+            # a GPU newer than the installed build: the smallest upgrade keeps code written for this torch
+            small_torch, small_variant = runnable[0]
+            small = pip_install_command(
+                probe.executable,
+                variants[small_variant],
+                f"{small_torch}.*",
+                python_version=probe.python_version,
+            )
+            out += f"\n\nor the smallest upgrade that covers it (torch {small_torch}, {small_variant}):\n\n```\n{small}\n```"
+        return out
     need = variants.get(first_variant, {}).get("min_driver", "?")
     return text + (
         f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
