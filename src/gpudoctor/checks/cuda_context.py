@@ -31,11 +31,11 @@ _REMEDY = (
 )
 
 
-#: cuInit CUresult name -> (short cause for the summary, cause, remedy, the check that owns the same
-#: cause or ""). Sources: CUDA
-#: Driver API reference (CUresult); pytorch/pytorch issues #88639 and #49081 (999 after suspend,
-#: fixed by reloading nvidia_uvm; /dev/nvidia-uvm missing in a container); NVIDIA Fabric Manager
-#: User Guide (802 on NVSwitch systems until nvidia-fabricmanager of the driver's version runs).
+#: cuInit CUresult name -> (short cause for the summary, cause, remedy, the check that owns the
+#: same cause or ""). Sources: CUDA Driver API reference (CUresult); pytorch/pytorch issues #88639
+#: and #49081 (999 after suspend, fixed by reloading nvidia_uvm; /dev/nvidia-uvm missing in a
+#: container); NVIDIA Fabric Manager User Guide (802 on NVSwitch systems until
+#: nvidia-fabricmanager of the driver's version runs).
 INIT_CAUSES: dict[str, tuple[str, str, str, str]] = {
     "CUDA_ERROR_UNKNOWN": (
         "the nvidia_uvm module needs reloading (typical after a suspend/resume)",
