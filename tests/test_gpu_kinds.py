@@ -832,3 +832,29 @@ def test_new_gpu_on_an_old_build_offers_the_newest_and_the_smallest_upgrade(regi
         f"{PY} -m pip install --force-reinstall torch==2.0.* --index-url https://download.pytorch.org/whl/cu118"
         in f.explanation
     )
+
+
+# --------------------------------------------------------------------------- arch list of builds the table does not describe
+
+
+@pytest.mark.parametrize(
+    "version, cuda",
+    [
+        ("2.6.0a0+df5bbc09d1.nv24.12", "12.6"),  # NVIDIA NGC PyTorch container (its own arch list)
+        ("2.6.0.dev20241112+cu126", "12.6"),  # a nightly
+        ("2.6.0+git1234abc", "12.6"),  # a source build
+    ],
+)
+def test_without_an_arch_list_only_official_builds_are_judged_from_the_table(version, cuda, registry):
+    # light probe or CUDA unavailable: torch reports no arch list; the PyPI table must not stand in
+    facts = machine("570.133.20", "12.8", [("NVIDIA B200", "10.0")], version, cuda, available=False)
+    f = run(facts, registry, "cuda.arch")["cuda.arch"]
+    assert f.status is Status.SKIP
+    assert "is not an official build gpudoctor knows" in f.summary
+
+
+def test_without_an_arch_list_an_official_build_is_judged_from_the_table(registry):
+    facts = machine("570.133.20", "12.8", [("NVIDIA B200", "10.0")], "2.6.0+cu126", "12.6", available=False)
+    f = run(facts, registry, "cuda.arch")["cuda.arch"]
+    assert f.status is Status.FAIL
+    assert f.evidence["arch_list_source"].startswith("the official wheel's arch list")
