@@ -374,14 +374,14 @@ def _worst(root: Path):
         # getumbrel/umbrel #1581: the -updates suite asked of the security archive
         (
             "bullseye",
-            "deb http://deb.debian.org/debian-security bullseye-updates main",
-            "bullseye-updates on http://deb.debian.org/debian-security",
-            "line 2: deb http://deb.debian.org/debian bullseye-updates main",
+            "deb http://ftp.debian.org/debian-security bullseye-updates main",
+            "bullseye-updates on http://ftp.debian.org/debian-security",
+            "line 2: deb http://ftp.debian.org/debian bullseye-updates main",
         ),
     ],
 )
 def test_debian_security_suite_in_the_wrong_form_fails(tmp_path, codename, line, summary, remedy):
-    main = f"deb http://deb.debian.org/debian {codename} main\n"
+    main = f"deb http://ftp.debian.org/debian {codename} main\n"
     worst = _worst(_apt_root(tmp_path, codename, {"/etc/apt/sources.list": main + line + "\n"}))
     assert worst.status == Status.FAIL and summary in worst.summary
     assert remedy in worst.explanation
@@ -398,8 +398,8 @@ def test_debian_security_layout_in_deb822_and_the_healthy_twins(tmp_path):
     # the official layout of Debian 12/13 containers, and buster's old form while it was current
     for codename in ("bookworm", "trixie"):
         good = (
-            f"Types: deb\nURIs: http://deb.debian.org/debian\nSuites: {codename} {codename}-updates\n"
-            f"Components: main\n\nTypes: deb\nURIs: http://deb.debian.org/debian-security\n"
+            f"Types: deb\nURIs: http://ftp.debian.org/debian\nSuites: {codename} {codename}-updates\n"
+            f"Components: main\n\nTypes: deb\nURIs: http://ftp.debian.org/debian-security\n"
             f"Suites: {codename}-security\nComponents: main\n"
         )
         root = _apt_root(tmp_path / codename, codename, {"/etc/apt/sources.list.d/debian.sources": good})
@@ -412,15 +412,15 @@ def test_debian_security_layout_in_deb822_and_the_healthy_twins(tmp_path):
 
 
 def test_archived_release_on_the_regular_archive_fails_with_the_archive_host(tmp_path):
-    # oakestra/oakestra #437, KhiopsML/khiops #756: buster removed from deb.debian.org in July 2025
+    # oakestra/oakestra #437, KhiopsML/khiops #756: buster removed from ftp.debian.org in July 2025
     sources = (
-        "deb http://deb.debian.org/debian buster main\n"
+        "deb http://ftp.debian.org/debian buster main\n"
         "deb http://security.debian.org/debian-security buster/updates main\n"
     )
     worst = _worst(_apt_root(tmp_path / "buster", "buster", {"/etc/apt/sources.list": sources}))
     assert worst.status == Status.FAIL
     assert worst.summary == (
-        "apt fetches buster from deb.debian.org, which no longer carries it: the release moved to archive.debian.org"
+        "apt fetches buster from ftp.debian.org, which no longer carries it: the release moved to archive.debian.org"
     )
     assert "deb http://archive.debian.org/debian-security buster/updates main" in worst.explanation
     # an Ubuntu interim release past its end of life on a mirror -> old-releases
