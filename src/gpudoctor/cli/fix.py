@@ -511,7 +511,7 @@ def fix(
             if f.status in (Status.WARN, Status.FAIL):
                 offered_ids.extend(i for i in f.fixes if i in registry.fixes and i not in offered_ids)
         if not all_:
-            _list_offered(before.findings, offered_ids, out, fmt)
+            _list_offered(before.findings, offered_ids, out, fmt, _offered_flags(root, pythons, offline))
             return
         selected = [registry.fixes[i] for i in offered_ids]
     else:
@@ -663,7 +663,23 @@ def _emit(doc: dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: i
     sys.exit(code)
 
 
-def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str) -> None:
+def _offered_flags(root: str, pythons: Sequence[str], offline: bool) -> str:
+    """The options of this run that the suggested ``gpudoctor fix`` command must repeat to
+    plan the same fixes: ``--root`` (else it edits the machine's own files), each
+    ``--python``, ``--offline``; shell-quoted, with a leading space (``""`` when none)."""
+    import shlex
+
+    argv: list[str] = []
+    if root and root.rstrip("/"):
+        argv += ["--root", root]
+    for p in dict.fromkeys(pythons):
+        argv += ["--python", p]
+    if offline:
+        argv.append("--offline")
+    return "".join(" " + shlex.quote(a) for a in argv)
+
+
+def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str, flags: str = "") -> None:
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -679,7 +695,9 @@ def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out
         why = [f for f in findings if fid in f.fixes and f.status in (Status.WARN, Status.FAIL)]
         out.line(f"{fid}  ({'; '.join(f'{f.check}: {f.status.value}: {f.summary}' for f in why)})")
     out.line("")
-    out.line(f"apply with: gpudoctor fix {' '.join(offered)}   (or gpudoctor fix --all; --dry-run to preview)")
+    out.line(
+        f"apply with: gpudoctor fix {' '.join(offered)}{flags}   (or gpudoctor fix --all{flags}; --dry-run to preview)"
+    )
 
 
 def _history(journal, out: _Out, fmt: str) -> None:
