@@ -10,6 +10,7 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     common_collect_options,
     given,
@@ -89,6 +90,7 @@ def check(
     from gpudoctor.system import kill_running_commands
 
     check_pythons(pythons)
+    check_output_path("-o", output, atomic=fmt == "prometheus")
     rank = bool(mirror_opts.get("rank_mirrors"))
     refuse_conflicts(
         ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),

@@ -15,6 +15,7 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     load_registry,
     make_collect_options,
@@ -102,6 +103,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
         _list(signatures, fmt)
         return
     check_pythons(pythons)
+    check_output_path("-o", output)
     if command is not None:
         if file:
             raise usage("give either FILE or `-- COMMAND`, not both")

@@ -10,6 +10,7 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     common_collect_options,
     load_registry,
@@ -44,6 +45,7 @@ def facts(ids, root, pythons, offline, probe_timeout, output):
     except engine.SelectionError as exc:
         raise usage(str(exc)) from None
     check_pythons(pythons)
+    check_output_path("-o", output)
     system = build_system(root)
     collectors = all_collectors()
     domains = engine.needed_domains(selected, collectors)

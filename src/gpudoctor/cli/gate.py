@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, usage
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, usage
 from gpudoctor.config import ConfiguredCommand
 from gpudoctor.redact import redact_text
 
@@ -141,6 +141,8 @@ def gate(
     from gpudoctor import gate as g
     from gpudoctor.engine import SelectionError
 
+    check_output_path("--status-file", status_file, atomic=True)
+    check_output_path("-o", output, atomic=True)
     system = build_system(root)
     # start the probe in the job's interpreter now: it runs while the checks load
     from gpudoctor.collect.targets import start_early
