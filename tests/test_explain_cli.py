@@ -250,6 +250,31 @@ def test_gzip_log_and_crlf_lines(tmp_path):
     assert m.signature.id == "pip.conf-no-section-header" and m.values["path"] == "/etc/pip.conf"
 
 
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_pipe_given_as_file_is_read(tmp_path, compress):
+    """`gpudoctor explain <(cmd)` and `explain /dev/stdin`: a FIFO cannot seek back after
+    the gzip check ("File or stream is not seekable", exit 2)."""
+    body = (CASES / "17-debian12-sources-list-absent/build-output.txt").read_bytes()
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(
+        [PY, "-c", "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())", str(fifo)],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        proc = subprocess.Popen(
+            [*GPUDOCTOR, "explain", "--no-check", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        writer.communicate(gzip.compress(body) if compress else body, timeout=60)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        writer.kill()
+    assert proc.returncode == 1, err
+    assert "apt.sources-list-absent" in out and "seekable" not in err
+    piped = run_gpudoctor("explain", "--no-check", "/dev/stdin", input=body.decode())
+    assert piped.returncode == 1 and "apt.sources-list-absent" in piped.stdout, piped.stderr
+
+
 def test_secrets_never_reach_any_format(tmp_path):
     log = tmp_path / "pip.log"
     log.write_text(
@@ -285,6 +310,7 @@ def test_output_file(tmp_path):
         (("explain", "x.log", "--", "true"), "not both"),
         (("explain", "--"), "nothing to run"),
         (("explain", "--list", "x.log"), "--list takes no"),
+        (("explain", "--no-check", "/dev/zero"), "a device, not a log file"),  # was read forever
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):

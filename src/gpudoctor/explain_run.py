@@ -89,8 +89,7 @@ def explain_stream(stream: BinaryIO, matcher: Matcher | None = None) -> Explanat
 def explain_file(path: str) -> Explanation:
     """Match a log file (``.gz`` compressed or plain). Raises ``OSError`` when unreadable."""
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-        fh.seek(0)
+        magic = fh.peek(2)[:2]  # peek, not read + seek: a pipe (`<(cmd)`, /dev/stdin) cannot seek
         if magic == b"\x1f\x8b":
             with gzip.open(fh) as gz:
                 return explain_stream(gz)  # type: ignore[arg-type]

@@ -120,6 +120,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
                 explanation = explain_run.explain_stream(sys.stdin.buffer)
                 source = "stdin"
             else:
+                _refuse_device(file)
                 explanation = explain_run.explain_file(file)
                 source = file
         except IsADirectoryError:
@@ -138,6 +139,33 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
             result = _confirm(result, root, pythons, offline, probe_timeout)
     _render(result, fmt, output, verbose, to_stderr=command is not None)
     sys.exit(result.exit_code)
+
+
+def _refuse_device(path: str) -> None:
+    """Usage error for a device or socket given as FILE: ``/dev/zero`` or a disk would be
+    read forever. A FIFO (``<(cmd)``, ``/dev/stdin`` on a pipe) and a terminal are read."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # open() reports it
+    if stat.S_ISBLK(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and not _is_tty(path)):
+        raise usage(f"{path}: a device, not a log file (give a file, `-` for stdin, or `-- COMMAND`)")
+
+
+def _is_tty(path: str) -> bool:
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.isatty(fd)
+    finally:
+        os.close(fd)
 
 
 def _list(signatures, fmt: str) -> None:
