@@ -275,6 +275,46 @@ def test_a_pipe_given_as_file_is_read(tmp_path, compress):
     assert piped.returncode == 1 and "apt.sources-list-absent" in piped.stdout, piped.stderr
 
 
+def test_a_long_log_shows_progress_on_a_terminal_and_nothing_when_piped(tmp_path):
+    import pty
+    import threading
+
+    log = tmp_path / "big.log"
+    line = b"step 1234 loss 0.12345 lr 0.0001 throughput 1234.5 samples/s " * 2 + b"\n"
+    with open(log, "wb") as fh:
+        fh.write(line * 300_000)  # ~37 MiB: seconds to match, long enough for the status line
+        fh.write((CASES / "17-debian12-sources-list-absent/build-output.txt").read_bytes())
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "explain", "--no-check", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env_with(COLUMNS="200"),
+    )
+    os.close(slave)
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=300)
+    reader.join(timeout=10)
+    os.close(master)
+    assert proc.returncode == 1 and b"apt.sources-list-absent" in out
+    assert b"reading " + str(log).encode() + b": " in seen and b" MiB" in seen
+    piped = run_gpudoctor("explain", "--no-check", str(log), timeout=300)
+    assert "apt.sources-list-absent" in piped.stdout and "reading" not in piped.stderr
+
+
 def test_secrets_never_reach_any_format(tmp_path):
     log = tmp_path / "pip.log"
     log.write_text(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from typing import Any
 
 import click
 
@@ -117,11 +118,13 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
             raise usage("give a FILE to explain, `-` for stdin, or `-- COMMAND` to run")
         try:
             if file in (None, "-"):
-                explanation = explain_run.explain_stream(sys.stdin.buffer)
+                with _ReadProgress("stdin") as progress:
+                    explanation = explain_run.explain_stream(sys.stdin.buffer, on_chunk=progress)
                 source = "stdin"
             else:
                 _refuse_device(file)
-                explanation = explain_run.explain_file(file)
+                with _ReadProgress(file) as progress:
+                    explanation = explain_run.explain_file(file, on_chunk=progress)
                 source = file
         except IsADirectoryError:
             raise usage(f"{file}: is a directory") from None
@@ -139,6 +142,53 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
             result = _confirm(result, root, pythons, offline, probe_timeout)
     _render(result, fmt, output, verbose, to_stderr=command is not None)
     sys.exit(result.exit_code)
+
+
+class _ReadProgress:
+    """A status line on stderr while a long log is read: "reading FILE: 40 of 176 MiB" (a
+    terminal only, from the first half second on; piped stderr stays silent). Called with
+    each chunk's size in bytes (:func:`gpudoctor.explain_run.explain_stream`)."""
+
+    DELAY_S = 0.5
+
+    def __init__(self, name: str):
+        import os
+        import time
+
+        from gpudoctor.render.console import make_console
+
+        self._name = name
+        self._console = make_console(sys.stderr)
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._done = 0
+        self._shown = 0.0
+        self._status: Any = None  # a rich Status once shown
+        try:
+            self._total = os.path.getsize(name) if name != "stdin" and not name.endswith(".gz") else 0
+        except OSError:
+            self._total = 0
+
+    def __enter__(self) -> _ReadProgress:
+        return self
+
+    def __call__(self, n: int) -> None:
+        self._done += n
+        now = self._clock()
+        if not self._console.is_terminal or now - self._start < self.DELAY_S or now - self._shown < 0.1:
+            return
+        self._shown = now
+        mib = self._done / 1048576
+        text = f"reading {self._name}: {mib:.0f}" + (f" of {self._total / 1048576:.0f} MiB" if self._total else " MiB")
+        if self._status is None:
+            self._status = self._console.status(text, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
 
 
 def _refuse_device(path: str) -> None:
