@@ -239,6 +239,21 @@ def test_list_has_one_line_per_signature():
     assert {d["id"] for d in doc} == {s.id for s in sigs} and all(d["regex"] for d in doc)
 
 
+def test_list_honours_output_and_markdown(tmp_path):
+    """--list -o FILE once printed to stdout and left no file; markdown printed the text table."""
+    sigs = load_signatures()
+    out = tmp_path / "sigs.json"
+    proc = run_gpudoctor("explain", "--list", "--format", "json", "-o", str(out))
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert [d["id"] for d in json.loads(out.read_text())] == [s.id for s in sigs]
+    md = run_gpudoctor("explain", "--list", "--format", "markdown").stdout.splitlines()
+    assert md[:2] == ["| signature | matches |", "|---|---|"] and len(md) == 2 + len(sigs)
+    assert md[2].startswith(f"| `{sigs[0].id}` | ") and all(ln.count(" | ") >= 1 for ln in md[2:])
+    assert not any("<driver_cuda>" in ln for ln in md) and any("&lt;driver_cuda>" in ln for ln in md)
+    bad = run_gpudoctor("explain", "--list", "-o", str(tmp_path / "missing" / "x"))
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
 def test_gzip_log_and_crlf_lines(tmp_path):
     log = tmp_path / "job.log.gz"
     body = (

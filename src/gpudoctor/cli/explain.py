@@ -21,6 +21,7 @@ from gpudoctor.cli.common import (
     load_registry,
     make_collect_options,
     usage,
+    write_output,
 )
 
 _COMMAND_KEY = "gpudoctor.explain.command"
@@ -101,7 +102,8 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     if list_:
         if file or command is not None:
             raise usage("--list takes no FILE or COMMAND")
-        _list(signatures, fmt)
+        check_output_path("-o", output)
+        _list(signatures, fmt, output)
         return
     check_pythons(pythons)
     check_output_path("-o", output)
@@ -218,11 +220,12 @@ def _is_tty(path: str) -> bool:
         os.close(fd)
 
 
-def _list(signatures, fmt: str) -> None:
+def _list(signatures, fmt: str, output: str | None = None) -> None:
+    """Every signature: JSON, a Markdown table, or aligned text; to ``-o`` FILE when given."""
     if fmt == "json":
         import json
 
-        click.echo(
+        text = (
             json.dumps(
                 [
                     {
@@ -237,11 +240,16 @@ def _list(signatures, fmt: str) -> None:
                 ],
                 indent=2,
             )
+            + "\n"
         )
-        return
-    width = max(len(s.id) for s in signatures)
-    for s in signatures:
-        click.echo(f"{s.id:<{width}}  {s.describe()}")
+    elif fmt == "markdown":
+        bar = "\\|"  # a literal | inside a table cell; <placeholder> would read as an HTML tag
+        rows = [f"| `{s.id}` | {s.describe().replace('|', bar).replace('<', '&lt;')} |" for s in signatures]
+        text = "\n".join(["| signature | matches |", "|---|---|", *rows]) + "\n"
+    else:
+        width = max(len(s.id) for s in signatures)
+        text = "".join(f"{s.id:<{width}}  {s.describe()}\n" for s in signatures)
+    write_output(text, output)
 
 
 def _run(command: list[str], output: str | None, fmt: str):
