@@ -366,3 +366,12 @@ def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
     assert run_gate(checks, system, GateOptions()).healthy  # the light gate reads files only
     deep = run_gate(checks, system, GateOptions(deep=True))
     assert not deep.healthy and "libtorch_cuda.so" in deep.blocking[0][1].summary
+
+
+def test_output_file_with_the_text_format_is_refused_not_ignored(tmp_path):
+    """`gate -o FILE` without --format json/prometheus once exited 0 and wrote nothing."""
+    out = tmp_path / "gate.txt"
+    proc = _gate("-o", str(out))
+    assert proc.returncode == 2 and "only --format json or prometheus" in proc.stderr and not out.exists()
+    ok = _gate("-o", str(out), "--format", "json")
+    assert ok.returncode in (0, 1) and "healthy" in json.loads(out.read_text())

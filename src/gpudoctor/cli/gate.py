@@ -141,6 +141,11 @@ def gate(
     from gpudoctor import gate as g
     from gpudoctor.engine import SelectionError
 
+    if output and output != "-" and fmt == "text":
+        raise usage(
+            f"-o {output}: only --format json or prometheus is written to a file (text goes to stderr); "
+            "add --format json, or use --status-file"
+        )
     check_output_path("--status-file", status_file, atomic=True)
     check_output_path("-o", output, atomic=True)
     system = build_system(root)
