@@ -232,6 +232,28 @@ def read_facts(path: str):
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot ({type(exc).__name__}: {exc})") from None
 
 
+def complete_check_ids(ctx, param, incomplete: str):
+    """Shell completion for check ids and their family prefixes (``cuda``, ``cuda.driver``, ...)."""
+    return _complete_ids(incomplete, fixes=False)
+
+
+def complete_fix_ids(ctx, param, incomplete: str):
+    """Shell completion for fix ids (``pip.index-url``, ...)."""
+    return _complete_ids(incomplete, fixes=True)
+
+
+def _complete_ids(incomplete: str, fixes: bool):
+    from click.shell_completion import CompletionItem
+
+    try:
+        registry = load_registry()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    ids = list(registry.fixes if fixes else registry.checks)
+    words = ids if fixes else [*sorted({i.split(".", 1)[0] for i in ids}), *ids]
+    return [CompletionItem(w) for w in dict.fromkeys(words) if w.startswith(incomplete)]
+
+
 def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None:
     """Usage error now, before anything is collected or run, when ``path`` (an
     ``-o``/``--status-file`` value; empty or ``-``: stdout) cannot be written: it

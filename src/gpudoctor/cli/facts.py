@@ -13,6 +13,7 @@ from gpudoctor.cli.common import (
     check_output_path,
     check_pythons,
     common_collect_options,
+    complete_check_ids,
     load_registry,
     make_collect_options,
     usage,
@@ -21,7 +22,7 @@ from gpudoctor.cli.common import (
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.argument("ids", nargs=-1, metavar="[IDS]...", shell_complete=complete_check_ids)
 @common_collect_options
 @click.option("-o", "--output", metavar="FILE", help="Write the snapshot to FILE instead of stdout.")
 def facts(ids, root, pythons, offline, probe_timeout, output):

@@ -39,6 +39,7 @@ from gpudoctor.cli.common import (
     build_system,
     check_pythons,
     common_collect_options,
+    complete_fix_ids,
     load_registry,
     make_collect_options,
     refuse_conflicts,
@@ -366,7 +367,7 @@ def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
 
 
 @click.command("fix", context_settings=CONTEXT_SETTINGS)
-@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.argument("ids", nargs=-1, metavar="[IDS]...", shell_complete=complete_fix_ids)
 @click.option("--all", "all_", is_flag=True, help="Apply every fix offered by a failing or warning finding.")
 @click.option("--dry-run", is_flag=True, help="Only show the diffs; write nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, usage
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, complete_check_ids, usage
 from gpudoctor.config import ConfiguredCommand
 from gpudoctor.redact import redact_text
 
@@ -45,7 +45,13 @@ def _ids(text):
     metavar="IDS",
     help="Run these checks (ids or prefixes, comma-separated) instead of the gate set.",
 )
-@click.option("--skip", multiple=True, metavar="ID", help="Leave out a gate check (id or prefix; repeatable).")
+@click.option(
+    "--skip",
+    multiple=True,
+    metavar="ID",
+    shell_complete=complete_check_ids,
+    help="Leave out a gate check (id or prefix; repeatable).",
+)
 @click.option(
     "--deep", is_flag=True, help="Full probe (imports torch: arch list, import errors, mapped libraries); slower."
 )
