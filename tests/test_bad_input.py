@@ -147,6 +147,7 @@ def test_a_report_or_status_document_given_as_facts_says_what_it_is(tmp_path):
 @pytest.mark.parametrize("bad", ["missing-dir/out", "a-file/out", "."])
 def test_an_output_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, args, bad):
     (tmp_path / "a-file").write_text("x")
+    args = list(args)  # the parametrized list is shared between the runs
     flag = args.pop() if args[-1] == "--status-file" else "-o"
     out = str(tmp_path / bad)
     if "--" in args:
