@@ -11,7 +11,10 @@ Remedies and their sources:
   Container Device Interface");
 - Kubernetes: ``runtimeClassName: nvidia`` or the nvidia runtime as
   containerd's default, and the ``nvidia.com/gpu`` resource of the NVIDIA
-  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs).
+  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs); GKE
+  instead mounts the node's driver at ``/usr/local/nvidia`` through its own
+  device plugin once the driver is installed (GKE docs "Run GPUs in Standard
+  node pools": ``gpu-driver-version``, the driver-installer DaemonSet).
 """
 
 from __future__ import annotations
@@ -80,7 +83,11 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
             "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
             "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
-            "pod: the kubelet creates the container."
+            "pod: the kubelet creates the container.\n\nGKE is the exception: it uses no NVIDIA runtime; its "
+            "device plugin mounts the driver (installed on the node under `/home/kubernetes/bin/nvidia`) at "
+            "`/usr/local/nvidia` in containers that request `nvidia.com/gpu`, once the driver is installed: create "
+            "the GPU node pool with `--accelerator type=<gpu>,count=1,gpu-driver-version=default`, or apply "
+            "Google's driver-installer DaemonSet (`kubectl get pods -n kube-system | grep nvidia-driver-installer`)."
         )
     runtime = p.container_runtime if p is not None else ""
     if runtime == "podman":

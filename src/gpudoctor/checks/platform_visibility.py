@@ -76,8 +76,40 @@ def parse_limit(torch_version: str | None, entries: list[str]) -> dict[str, Any]
     return None
 
 
-def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: str | None) -> Finding:
-    """The finding for one environment (a target's, or the platform's)."""
+def slurm_gpu_request(env: dict[str, str]) -> bool:
+    """Whether the Slurm job's environment shows a GPU allocation (sbatch(1) OUTPUT ENVIRONMENT VARIABLES:
+    ``SLURM_JOB_GPUS``/``SLURM_STEP_GPUS``/``SLURM_GPUS*`` set, or ``gpu`` in ``SLURM_JOB_GRES``/
+    ``SLURM_STEP_GRES``/``SLURM_TRES_PER_TASK``)."""
+    for key, value in env.items():
+        if key.startswith(("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS")) and value.strip():
+            return True
+        if key in ("SLURM_JOB_GRES", "SLURM_STEP_GRES", "SLURM_TRES_PER_TASK") and "gpu" in value.lower():
+            return True
+    return False
+
+
+def gpus_seen_by(facts: Facts, torch_count: int | None) -> int | None:
+    """GPUs this job can see: the target's ``torch.cuda.device_count()``, else NVML's device count when
+    NVML answered; None when neither says."""
+    if torch_count is not None:
+        return torch_count
+    nv = facts.of(NvidiaDriverFacts)
+    if isinstance(nv, Unavailable) or isinstance(nv.nvml, Unavailable):
+        return None
+    return len(nv.devices)
+
+
+def assess(
+    facts: Facts,
+    env: dict[str, Any],
+    torch_version: str | None,
+    label: str | None,
+    gpus_seen: int | None = None,
+) -> Finding:
+    """The finding for one environment (a target's, or the platform's).
+
+    ``gpus_seen``: GPUs the target could use (``torch.cuda.device_count()`` or NVML's count), None when
+    unknown; 0 in a Slurm job without a GPU allocation is the "forgot ``--gres``" signature."""
     p = platform_of(facts)
     sched = scheduler_of(p)
     cvd = env.get("CUDA_VISIBLE_DEVICES")
@@ -100,6 +132,20 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
             Status.FAIL,
             f"NVIDIA_VISIBLE_DEVICES={nvd!r} in this pod: no GPU was allocated to it",
             f"The NVIDIA runtime injects no GPU for this value. {how}",
+            evidence=evidence,
+            target=label,
+        )
+    if cvd is None and sched == "slurm" and not slurm_gpu_request(p.env if p else {}) and gpus_seen == 0:
+        who, how = REQUEST["slurm"]
+        job = (p.env.get("SLURM_JOB_ID", "") if p else "").strip()
+        return CHECK.finding(
+            Status.FAIL,
+            f"Slurm job{' ' + job if job else ''} requested no GPU: CUDA sees none (no --gres=gpu / --gpus in the job)",
+            f"This job carries no GPU allocation (no `SLURM_JOB_GPUS`, `SLURM_GPUS*` or `gpu` in "
+            f"`SLURM_JOB_GRES`), and the node's device cgroup (`ConstrainDevices=yes` in `cgroup.conf`) hides the "
+            f'GPUs from it: `nvidia-smi` prints "No devices were found" and `torch.cuda.is_available()` is False, '
+            f"although the node has GPUs. {how} Interactive: `srun --gres=gpu:1 --pty bash` or "
+            f"`salloc --gpus=1`. Check the job with `scontrol show job $SLURM_JOB_ID | grep -i tres`.",
             evidence=evidence,
             target=label,
         )
@@ -167,17 +213,22 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    probes: list[tuple[str, str | None, dict[str, Any]]] = [
-        (t.label, pr.torch.version if pr.torch.import_ok else None, dict(pr.env))
+    probes: list[tuple[str, str | None, dict[str, Any], int | None]] = [
+        (
+            t.label,
+            pr.torch.version if pr.torch.import_ok else None,
+            dict(pr.env),
+            gpus_seen_by(facts, pr.torch.device_count if pr.torch.import_ok else None),
+        )
         for t, pr in target_probes(facts)
         if pr is not None
     ]
     if probes:
-        return [assess(facts, env, tv, label) for label, tv, env in probes]
+        return [assess(facts, env, tv, label, seen) for label, tv, env, seen in probes]
     p = platform_of(facts)
     if p is None:
         raise SkipCheck("neither a target probe nor the platform facts were collected")
-    return [assess(facts, dict(p.env), None, None)]
+    return [assess(facts, dict(p.env), None, None, gpus_seen_by(facts, None))]
 
 
 CHECK = Check(

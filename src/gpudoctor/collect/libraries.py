@@ -475,7 +475,11 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
         if e.name.startswith("libcuda.so"):
             wanted.append((os.path.dirname(e.path), "ld.so cache"))
     wanted += [(d, "LIBRARY_PATH") for d in split_path_list(env.get("LIBRARY_PATH", "")) if d]
-    wanted += [(d, "default") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib") if files.is_dir(d)]
+    wanted += [
+        (d, "default")
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+        if files.is_dir(d)
+    ]
     out, seen = [], set()
     for d, origin in wanted:
         d = _norm(d)
@@ -485,7 +489,11 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
         path = f"{d}/libcuda.so"
         exists = _exists(files, path)
         info = read_elf(files, path, False) if exists else ElfInfo()
-        tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None)
+        # the tag of the unversioned entry, else of the directory's versioned libcuda (the ELF class of
+        # the directory where no libcuda.so exists yet: RHEL keeps 32-bit copies in /usr/lib)
+        tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None) or next(
+            (e.flags for e in cache if e.name.startswith("libcuda.so") and _norm(os.path.dirname(e.path)) == d), None
+        )
         out.append(LinkDir(d, origin, exists, info.elf_class, tag))
     return out
 

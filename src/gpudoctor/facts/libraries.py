@@ -115,7 +115,8 @@ class LinkDir:
         origin: ``TRITON_LIBCUDA_PATH``, ``ld.so cache``, ``LIBRARY_PATH`` or ``default``.
         unversioned: ``libcuda.so`` exists there.
         elf_class: ELF class of that ``libcuda.so`` (32/64); None when unknown.
-        arch_tag: the ld.so cache tag of that entry (``libc6,x86-64``; ``libc6`` = 32-bit x86).
+        arch_tag: the ld.so cache tag of that entry, else of the directory's versioned ``libcuda.so.*``
+            entry (``libc6,x86-64``; ``libc6`` = 32-bit x86); None when the cache lists neither.
     """
 
     path: str

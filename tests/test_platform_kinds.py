@@ -1,0 +1,337 @@
+"""Neighbours of the platform cases: the same kinds of fault on other GPUs, distros and schedulers,
+each with its healthy twin.
+
+- open kernel module on a GPU older than Turing (negativo17/nvidia-driver #158: GT 1030 0x1d01 on
+  560; NVIDIA/open-gpu-kernel-modules #322: V100 0x1db5, #696: GTX 1080 0x1b82);
+- a driver after R580 on a Pascal GPU (R580 is the last branch for Maxwell/Pascal/Volta);
+- DKMS module built for another kernel on RHEL (the dnf headers package);
+- Triton's ``-lcuda`` on RHEL, where the 32-bit driver copy lives in ``/usr/lib`` (pytorch/pytorch #123159
+  is the Debian twin);
+- ``Python.h`` of a non-default Python on RHEL/Rocky 8/9 and Ubuntu (pytorch/pytorch #129351);
+- a Slurm job without ``--gres=gpu`` on a node whose device cgroup hides the GPUs;
+- a GKE pod (no NVIDIA runtime there): the remedy names the GKE driver installation.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.collect import CollectContext, CollectOptions
+from gpudoctor.collect.libraries import collect_cuda_libraries
+from gpudoctor.collect.loader import collect_loader
+from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
+from gpudoctor.collect.platform import kernel_module_facts
+from gpudoctor.engine import evaluate
+from gpudoctor.facts import Unavailable
+from gpudoctor.facts.platform import KernelModuleFacts, Modinfo, PlatformFacts
+from gpudoctor.facts.targets import ToolchainFacts, TritonFacts
+from gpudoctor.model import Status
+from gpudoctor.registry import load_registry
+from gpudoctor.testing import (
+    ScriptedRunner,
+    fake_system,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    ok,
+    os_facts,
+    probe_facts,
+    target,
+    targets,
+    torch_facts,
+    write_tree,
+)
+
+NVRM_OPEN_550 = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.120  Release Build  (dvs-builder@U16)\n"
+NVRM_PROP_590 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  590.44.01  Tue Nov 18 09:14:40 UTC 2025\n"
+NVRM_PROP_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:16 UTC 2024\n"
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry()
+
+
+def one(registry, facts, cid):
+    [finding] = [f for f in evaluate([registry.checks[cid]], facts) if f.check == cid]
+    return finding
+
+
+def text(f):
+    return f.summary + "\n" + f.explanation
+
+
+# --------------------------------------------------------------------------- kernel module flavour / branch
+
+
+def _pci_root(tmp_path: Path, device: str, bound: bool, extra=None) -> Path:
+    files = {
+        "/sys/bus/pci/devices/0000:01:00.0/vendor": "0x10de\n",
+        "/sys/bus/pci/devices/0000:01:00.0/device": device + "\n",
+        "/sys/bus/pci/devices/0000:01:00.0/class": "0x030000\n",
+        "/proc/sys/kernel/osrelease": "6.8.0-51-generic\n",
+        **(extra or {}),
+    }
+    root = write_tree(tmp_path, files)
+    if bound:
+        drv = root / "sys/bus/pci/drivers/nvidia"
+        drv.mkdir(parents=True)
+        (root / "sys/bus/pci/devices/0000:01:00.0/driver").symlink_to(drv)
+    return root
+
+
+def _module_facts(root: Path, os_id=("ubuntu", "24.04", "noble"), modinfo=None):
+    system = fake_system(root)
+    km = kernel_module_facts(system.files, None)
+    if modinfo is not None:
+        from dataclasses import replace
+
+        from gpudoctor.collect.platform import flavour_of
+
+        km = replace(km, modinfo=modinfo, flavour=flavour_of(km.proc_version, modinfo))
+    c = CollectContext(system, CollectOptions())
+    return make_facts(
+        kmod=km,
+        gpu=collect_gpu(c),
+        nvidia=collect_nvidia(c),
+        platform=PlatformFacts(kind="bare-metal"),
+        os=os_facts(*os_id),
+    )
+
+
+def test_open_module_loaded_on_a_pascal_gpu(tmp_path, registry):
+    root = _pci_root(tmp_path, "0x1b82", bound=False, extra={"/proc/driver/nvidia/version": NVRM_OPEN_550})
+    f = one(registry, _module_facts(root), "platform.kernel-module")
+    assert f.status is Status.FAIL
+    assert "open NVIDIA kernel module is loaded" in f.summary and "older than Turing" in f.summary
+    assert "0x1b82" in f.summary and "0000:01:00.0" in f.summary
+    assert "sudo apt install nvidia-driver-550\n" in f.explanation and "-open" not in f.explanation.split("```")[1]
+
+
+def test_open_module_that_refused_to_load_on_a_gt1030_on_fedora(tmp_path, registry):
+    # 560 open module: "None of the NVIDIA devices were initialized", so nothing is loaded; modinfo says open
+    root = _pci_root(tmp_path, "0x1d01", bound=False)
+    mod = Modinfo("/lib/modules/6.8.0-51-generic/extra/nvidia.ko.xz", "560.31.02", "Dual MIT/GPL")
+    f = one(registry, _module_facts(root, ("fedora", "40", ""), mod), "platform.kernel-module")
+    assert f.status is Status.FAIL and "is installed, but the GPU 0x1d01" in f.summary
+    assert "sudo dnf install akmod-nvidia\n" in f.explanation
+    assert "modprobe nvidia" not in f.explanation
+
+
+def test_driver_after_r580_on_a_pascal_gpu(tmp_path, registry):
+    root = _pci_root(tmp_path, "0x1b06", bound=False, extra={"/proc/driver/nvidia/version": NVRM_PROP_590})
+    f = one(registry, _module_facts(root, ("rocky", "9.4", "")), "platform.kernel-module")
+    assert f.status is Status.FAIL and "driver 590.44.01 does not support" in f.summary and "R580" in f.summary
+    assert "sudo dnf module install nvidia-driver:580-dkms" in f.explanation
+
+
+def test_pascal_on_the_proprietary_module_is_healthy(tmp_path, registry):
+    root = _pci_root(tmp_path, "0x1b06", bound=True, extra={"/proc/driver/nvidia/version": NVRM_PROP_550})
+    f = one(registry, _module_facts(root), "platform.kernel-module")
+    assert f.status is Status.OK and "(proprietary)" in f.summary
+
+
+def test_turing_unbound_under_the_open_module_is_not_called_pre_turing(tmp_path, registry):
+    root = _pci_root(tmp_path, "0x1e04", bound=False, extra={"/proc/driver/nvidia/version": NVRM_OPEN_550})
+    f = one(registry, _module_facts(root), "platform.kernel-module")
+    assert f.status is Status.FAIL and "no driver is bound" in f.summary and "Turing" not in f.summary
+
+
+def test_dkms_for_another_kernel_on_rhel_names_kernel_devel(tmp_path, registry):
+    root = _pci_root(
+        tmp_path,
+        "0x2330",
+        bound=False,
+        extra={
+            "/proc/sys/kernel/osrelease": "5.14.0-503.11.1.el9_5.x86_64\n",
+            "/lib/modules/5.14.0-427.13.1.el9_4.x86_64/extra/nvidia.ko.xz": "",
+        },
+    )
+    f = one(registry, _module_facts(root, ("rhel", "9.5", "")), "platform.kernel-module")
+    assert f.status is Status.FAIL and "5.14.0-427.13.1.el9_4.x86_64" in f.summary
+    assert "sudo dnf install kernel-devel-5.14.0-503.11.1.el9_5.x86_64" in f.explanation
+    assert "apt" not in f.explanation
+
+
+def test_kernel_module_facts_are_plain(tmp_path):
+    km = kernel_module_facts(fake_system(_pci_root(tmp_path, "0x1b82", bound=False)).files, None)
+    assert isinstance(km, KernelModuleFacts) and not km.loaded and isinstance(km.modinfo, Unavailable)
+
+
+# --------------------------------------------------------------------------- Triton -lcuda on RHEL
+
+
+def elf_header(bits: int) -> bytes:
+    """A minimal ELF shared-object header (x86-64 or i386)."""
+    ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1, 1, 0]) + bytes(8)
+    if bits == 64:
+        return ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 0, 0, 64, 56, 0, 64, 0, 0)
+    return ident + struct.pack("<HHIIIIIHHHHHH", 3, 3, 1, 0, 0, 0, 0, 52, 32, 0, 40, 0, 0)
+
+
+RHEL_LDCONFIG = (
+    "4 libs found in cache `/etc/ld.so.cache'\n"
+    "\tlibcuda.so.1 (libc6) => /usr/lib/libcuda.so.1\n"
+    "\tlibcuda.so (libc6) => /usr/lib/libcuda.so\n"
+    "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1\n"
+)
+
+
+def _rhel_compile_facts(tmp_path: Path, link64: bool):
+    tree = {
+        "/etc/ld.so.cache": b"cache",
+        "/usr/lib64/libcuda.so.550.127.05": elf_header(64),
+        "/usr/lib/libcuda.so.550.127.05": elf_header(32),
+    }
+    write_tree(tmp_path, tree)
+    for d in ("usr/lib64", "usr/lib"):
+        (tmp_path / d / "libcuda.so.1").symlink_to("libcuda.so.550.127.05")
+    (tmp_path / "usr/lib/libcuda.so").symlink_to("libcuda.so.1")
+    ldconfig = RHEL_LDCONFIG
+    if link64:
+        (tmp_path / "usr/lib64/libcuda.so").symlink_to("libcuda.so.1")
+        ldconfig += "\tlibcuda.so (libc6,x86-64) => /usr/lib64/libcuda.so\n"
+    runner = ScriptedRunner({("ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")): ok(ldconfig)})
+    env = {"PATH": "/home/user/venv/bin:/usr/bin:/bin"}
+    probe = probe_facts(
+        "/home/user/venv/bin/python",
+        torch_facts("2.5.1+cu124", "12.4", cuda_available=True),
+        python_version="3.11.9",
+        env=env,
+        toolchain=ToolchainFacts(True, "/usr/include/python3.11/Python.h", "/usr/bin/gcc", "/usr/bin/g++"),
+        triton=TritonFacts(True, "3.1.0", True),
+    )
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, env=env, runner=runner)
+    loader = collect_loader(CollectContext(system, CollectOptions(), {"targets": tg}))
+    libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader}))
+    return make_facts(
+        targets=tg,
+        loader=loader,
+        cuda_libraries=libs,
+        os=os_facts("rocky", "9.4", ""),
+        nvidia=nvidia_facts("550.127.05", "12.4", [nvml_device(cc="8.0")]),
+    )
+
+
+def test_triton_lcuda_on_rhel_names_lib64_not_the_32bit_usr_lib(tmp_path, registry):
+    f = one(registry, _rhel_compile_facts(tmp_path, link64=False), "torch.compile")
+    assert f.status is Status.FAIL and "cannot find -lcuda" in f.summary
+    assert "32-bit one in `/usr/lib`" in f.explanation
+    assert "sudo ln -s libcuda.so.1 /usr/lib64/libcuda.so && sudo ldconfig" in f.explanation
+    assert "ln -s /usr/lib64/libcuda.so.1 ~/.local/lib/cuda-link/libcuda.so" in f.explanation
+
+
+def test_triton_lcuda_on_rhel_with_the_lib64_link_is_healthy(tmp_path, registry):
+    f = one(registry, _rhel_compile_facts(tmp_path, link64=True), "torch.compile")
+    assert f.status is Status.INFO, f.summary
+
+
+# --------------------------------------------------------------------------- Python.h per distro
+
+
+def _headers_facts(os_id, python_version, include=None):
+    mm = ".".join(python_version.split(".")[:2])
+    path = f"{include or f'/usr/include/python{mm}'}/Python.h"
+    probe = probe_facts(
+        f"/home/user/venv{mm}/bin/python",
+        torch_facts("2.5.1+cu124", "12.4"),
+        python_version=python_version,
+        toolchain=ToolchainFacts(False, path, "/usr/bin/gcc", "/usr/bin/g++", ("/usr/include/python3.9",)),
+    )
+    return make_facts(targets=targets(target(probe)), os=os_facts(*os_id))
+
+
+@pytest.mark.parametrize(
+    ("os_id", "python", "command", "absent"),
+    [
+        (("rhel", "9.4", ""), "3.11.9", "sudo dnf install python3.11-devel\n", "python3-devel\n"),
+        (("rocky", "9.4", ""), "3.12.5", "sudo dnf install python3.12-devel\n", "python3-devel\n"),
+        (("rocky", "9.4", ""), "3.9.18", "sudo dnf install python3-devel\n", "python3.9-devel"),
+        (("almalinux", "8.10", ""), "3.9.20", "sudo dnf install python39-devel\n", "python3-devel\n"),
+        (("amzn", "2023", ""), "3.11.6", "sudo dnf install python3.11-devel\n", "python3-devel\n"),
+        (("ubuntu", "24.04", "noble"), "3.12.3", "sudo apt-get install python3.12-dev\n", "devel"),
+        (("debian", "12", "bookworm"), "3.11.2", "sudo apt-get install python3.11-dev\n", "devel"),
+    ],
+)
+def test_python_h_package_is_the_interpreters_own(registry, os_id, python, command, absent):
+    f = one(registry, _headers_facts(os_id, python), "torch.compile")
+    assert f.status is Status.FAIL and "Python.h" in f.summary
+    assert command in f.explanation
+    assert absent not in f.explanation.split("```")[1]
+
+
+# --------------------------------------------------------------------------- Slurm without --gres
+
+
+def _slurm_facts(platform_env, torch_count, cvd=None, nvml_devices=()):
+    env = {"CUDA_VISIBLE_DEVICES": cvd} if cvd is not None else {}
+    probe = probe_facts(
+        "/home/user/venv/bin/python",
+        torch_facts("2.5.1+cu124", "12.4", cuda_available=bool(torch_count), device_count=torch_count),
+        env=env,
+    )
+    p = PlatformFacts(kind="bare-metal", scheduler="slurm", env=platform_env)
+    return make_facts(
+        platform=p, targets=targets(target(probe)), nvidia=nvidia_facts("550.127.05", "12.4", list(nvml_devices))
+    )
+
+
+def test_slurm_job_without_gres_sees_no_gpu(registry):
+    f = one(registry, _slurm_facts({"SLURM_JOB_ID": "4242", "SLURM_JOB_GRES": "(null)"}, 0), "platform.visibility")
+    assert f.status is Status.FAIL and f.summary.startswith("Slurm job 4242 requested no GPU")
+    assert "#SBATCH --gres=gpu:1" in f.explanation and "srun --gres=gpu:1 --pty bash" in f.explanation
+    assert "No devices were found" in f.explanation
+
+
+def test_slurm_job_without_gres_from_nvml_alone(registry):
+    facts = _slurm_facts({"SLURM_JOB_ID": "4242"}, 0)
+    probe = probe_facts("/usr/bin/python3", torch_facts(installed=False))
+    facts = make_facts(**{**facts.domains, "targets": targets(target(probe))})
+    f = one(registry, facts, "platform.visibility")
+    assert f.status is Status.FAIL and "requested no GPU" in f.summary
+
+
+def test_slurm_job_with_gres_is_healthy(registry):
+    facts = _slurm_facts(
+        {"SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "0", "SLURM_JOB_GRES": "gpu:1"},
+        1,
+        cvd="0",
+        nvml_devices=[nvml_device(0)],
+    )
+    f = one(registry, facts, "platform.visibility")
+    assert f.status is Status.OK and "set by Slurm" in f.summary
+
+
+def test_slurm_job_without_gres_on_an_unconstrained_node_is_not_failed(registry):
+    # no device cgroup: the GPUs stay visible, the job simply did not reserve them
+    f = one(registry, _slurm_facts({"SLURM_JOB_ID": "4242"}, 2), "platform.visibility")
+    assert f.status is Status.OK
+
+
+def test_slurm_gres_in_tres_per_task_counts_as_a_request(registry):
+    f = one(
+        registry, _slurm_facts({"SLURM_JOB_ID": "7", "SLURM_TRES_PER_TASK": "gres/gpu:1"}, 0), "platform.visibility"
+    )
+    assert "requested no GPU" not in f.summary
+
+
+# --------------------------------------------------------------------------- Kubernetes: GKE
+
+
+def test_pod_without_injection_names_the_gke_driver_install(registry):
+    p = PlatformFacts(
+        kind="container",
+        container_runtime="containerd",
+        kubernetes=True,
+        markers=("KUBERNETES_SERVICE_HOST is set",),
+        env={"KUBERNETES_SERVICE_HOST": "10.0.0.1", "NVIDIA_VISIBLE_DEVICES": "all"},
+        proc_driver_version="NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.90.07  Fri May 31 09:35:42 UTC 2024",
+    )
+    f = one(registry, make_facts(platform=p, nvidia=nvidia_facts("550.90.07", source="proc")), "platform.container")
+    assert f.status is Status.FAIL
+    assert "runtimeClassName: nvidia" in f.explanation and "nvidia.com/gpu: 1" in f.explanation
+    assert "gpu-driver-version=default" in f.explanation and "/usr/local/nvidia" in f.explanation
