@@ -335,3 +335,51 @@ def test_pod_without_injection_names_the_gke_driver_install(registry):
     assert f.status is Status.FAIL
     assert "runtimeClassName: nvidia" in f.explanation and "nvidia.com/gpu: 1" in f.explanation
     assert "gpu-driver-version=default" in f.explanation and "/usr/local/nvidia" in f.explanation
+
+
+# --------------------------------------------------------------------------- rootless Docker
+
+
+def _rootless_host(tmp_path: Path, no_cgroups: bool):
+    from gpudoctor.collect.platform import container_host_facts, parse_docker_info
+
+    config = "[nvidia-container-cli]\n" + ("no-cgroups = true\n" if no_cgroups else "#no-cgroups = false\n")
+    root = write_tree(
+        tmp_path,
+        {
+            "/usr/bin/docker": "",
+            "/usr/bin/nvidia-ctk": "",
+            "/usr/bin/nvidia-container-runtime-hook": "",
+            "/etc/nvidia-container-runtime/config.toml": config,
+        },
+    )
+    host = container_host_facts(fake_system(root).files, None)
+    info = parse_docker_info(
+        '{"ServerVersion": "27.3.1", "Runtimes": {"runc": {}, "nvidia": {}}, "DefaultRuntime": "runc", '
+        '"SecurityOptions": ["name=seccomp,profile=builtin", "name=rootless", "name=cgroupns"]}'
+    )
+    from dataclasses import replace
+
+    host = replace(host, docker=info, toolkit_version="1.17.8")
+    return make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="bare-metal"),
+        nvidia=nvidia_facts("550.120", "12.4", [nvml_device(0)]),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+    )
+
+
+def test_rootless_docker_without_no_cgroups(tmp_path, registry):
+    facts = _rootless_host(tmp_path, no_cgroups=False)
+    assert facts.domains["container_host"].docker.rootless
+    f = one(registry, facts, "platform.toolkit")
+    assert f.status is Status.FAIL and "rootless Docker" in f.summary and "no-cgroups" in f.summary
+    assert "sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups --in-place" in f.explanation
+    assert "systemctl --user restart docker" in f.explanation
+
+
+def test_rootless_docker_with_no_cgroups_is_healthy(tmp_path, registry):
+    facts = _rootless_host(tmp_path, no_cgroups=True)
+    assert facts.domains["container_host"].no_cgroups
+    f = one(registry, facts, "platform.toolkit")
+    assert f.status is Status.OK, f.summary

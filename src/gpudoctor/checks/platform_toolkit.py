@@ -12,6 +12,12 @@ upgraded and must be regenerated); Kubernetes RuntimeClass docs.
   the configure command per engine;
 - a CDI spec for another driver version -> ``fail`` (regenerate);
 - Podman without a CDI spec, containerd without an ``nvidia`` runtime -> ``fail``;
+- Docker without the runtime hook (only ``nvidia-container-toolkit-base``)
+  and without the ``nvidia`` runtime -> ``fail`` (``could not select device
+  driver``: Docker's ``--gpus`` needs ``nvidia-container-runtime-hook``, looked
+  up when the daemon starts; moby ``daemon/nvidia_linux.go``);
+- rootless Docker without ``no-cgroups = true`` -> ``fail`` (toolkit docs,
+  "Rootless mode");
 - Docker without the ``nvidia`` runtime registered -> ``warn``;
 - containerd with ``nvidia`` declared but ``runc`` as default -> ``info``
   (pods need ``runtimeClassName: nvidia``);
@@ -109,6 +115,40 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    hook = any(f.endswith("/nvidia-container-runtime-hook") for f in host.toolkit_files) or any(
+        pkg.split()[0] == "nvidia-container-toolkit" for pkg in host.toolkit_packages
+    )
+    if "docker" in host.engines and not hook and not (docker and "nvidia" in docker.runtimes):
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "Docker cannot give containers a GPU: the NVIDIA Container Toolkit's runtime hook "
+                "(nvidia-container-runtime-hook, package nvidia-container-toolkit) is not installed",
+                f"Only part of the toolkit is here ({', '.join(host.toolkit_files or host.toolkit_packages)}): "
+                f"`nvidia-ctk` comes from `nvidia-container-toolkit-base`, but Docker's `--gpus` needs "
+                f"`nvidia-container-runtime-hook` on the daemon's PATH at start-up; without it `docker run --gpus "
+                f'all` fails with `could not select device driver "" with capabilities: [[gpu]]`. Install the '
+                f"full package, then configure and restart Docker:\n\n{install_commands(facts)}\n\n"
+                f"```\n{CONFIGURE['docker']}\n```",
+                evidence=evidence,
+            )
+        ]
+    if docker and docker.rootless and not host.no_cgroups:
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "rootless Docker with the NVIDIA runtime hook, but `no-cgroups` is not set: GPU containers fail "
+                "to start",
+                "A rootless daemon may not change device cgroups, so the hook's `nvidia-container-cli` fails "
+                "(`mount error: failed to add device rules ... operation not permitted`). Configure the toolkit "
+                "for rootless mode:\n\n```\nsudo nvidia-ctk config --set nvidia-container-cli.no-cgroups "
+                "--in-place\nnvidia-ctk runtime configure --runtime=docker --config=$HOME/.config/docker/daemon.json"
+                "\nsystemctl --user restart docker\n```\n\n(or, Docker 25+, skip the hook: CDI devices need no "
+                "cgroup changes, `docker run --device nvidia.com/gpu=all ...` after "
+                "`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).",
+                evidence=evidence,
+            )
+        ]
     drv = driver_version(facts)
     stale = [s for s in host.cdi_specs if s.driver_version and drv and s.driver_version != drv]
     if stale:
@@ -154,7 +194,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 Status.WARN,
                 "the NVIDIA Container Toolkit is installed but Docker has no `nvidia` runtime registered",
                 f"`docker run --gpus all` can work through the toolkit's hook, but `--runtime=nvidia` and Compose files "
-                f"that name it fail. Configure Docker:\n\n```\n{CONFIGURE['docker']}\n```",
+                f"that name it fail (`unknown or invalid runtime name: nvidia`). Docker looks for the hook only when "
+                f'the daemon starts: if `--gpus` says `could not select device driver "" with capabilities: '
+                f"[[gpu]]`, the daemon predates the toolkit install and the restart below fixes it. Configure "
+                f"Docker:\n\n```\n{CONFIGURE['docker']}\n```",
                 evidence=evidence,
             )
         ]

@@ -251,6 +251,7 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
         runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
         default_runtime=str(doc.get("DefaultRuntime") or ""),
         cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()),
+        security_options=tuple(str(o) for o in doc.get("SecurityOptions") or ()),
     )
 
 
@@ -366,6 +367,8 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             "libnvidia-container-tools",
         ),
     )
+    runtime_config = files.read_text_or_none("/etc/nvidia-container-runtime/config.toml") or ""
+    no_cgroups = bool(re.search(r"(?m)^\s*no-cgroups\s*=\s*true\b", runtime_config))
     if runner is not None:
         docker, ctk = query_host_tools(runner)
     else:
@@ -379,6 +382,7 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         toolkit_packages=packages,
         cdi_specs=tuple(specs),
         containerd=configs,
+        no_cgroups=no_cgroups,
     )
 
 

@@ -119,12 +119,20 @@ class DockerInfo:
         runtimes: runtime names (``runc``, ``io.containerd.runc.v2``, ``nvidia``).
         default_runtime: ``DefaultRuntime``.
         cdi_spec_dirs: ``CDISpecDirs`` (Docker 25+ with CDI enabled), empty otherwise.
+        security_options: ``SecurityOptions`` (``name=seccomp,profile=builtin``, ``name=rootless``,
+            ``name=cgroupns``); ``name=rootless`` marks a rootless daemon.
     """
 
     server_version: str
     runtimes: tuple[str, ...]
     default_runtime: str
     cdi_spec_dirs: tuple[str, ...] = ()
+    security_options: tuple[str, ...] = ()
+
+    @property
+    def rootless(self) -> bool:
+        """The daemon runs rootless (Docker docs, "Rootless mode": ``docker info`` shows ``rootless``)."""
+        return any("name=rootless" in o for o in self.security_options)
 
 
 @dataclass(frozen=True)
@@ -179,6 +187,8 @@ class ContainerHostFacts:
             (``nvidia-container-toolkit 1.17.3-1``); empty where there is none.
         cdi_specs: CDI specs found in ``/etc/cdi`` and ``/var/run/cdi``.
         containerd: containerd configs found, with their runtimes.
+        no_cgroups: ``/etc/nvidia-container-runtime/config.toml`` sets ``no-cgroups = true`` (needed by
+            rootless Docker/Podman with the runtime hook; NVIDIA Container Toolkit docs, "Rootless mode").
     """
 
     engines: tuple[str, ...] = ()
@@ -188,6 +198,7 @@ class ContainerHostFacts:
     toolkit_packages: tuple[str, ...] = ()
     cdi_specs: tuple[CdiSpec, ...] = ()
     containerd: tuple[ContainerdConfig, ...] = ()
+    no_cgroups: bool = False
 
 
 @dataclass(frozen=True)
