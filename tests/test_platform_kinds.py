@@ -383,3 +383,57 @@ def test_rootless_docker_with_no_cgroups_is_healthy(tmp_path, registry):
     assert facts.domains["container_host"].no_cgroups
     f = one(registry, facts, "platform.toolkit")
     assert f.status is Status.OK, f.summary
+
+
+# --------------------------------------------------------------------------- k3s / MicroK8s containerd
+
+
+K3S_CONFIG = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml"
+MICROK8S_TEMPLATE = "/var/snap/microk8s/current/args/containerd-template.toml"
+
+
+def _containerd_host(tmp_path: Path, path: str, with_nvidia: bool):
+    from gpudoctor.collect.platform import container_host_facts
+
+    body = 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "runc"\n'
+    body += '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n  runtime_type = "io.containerd.runc.v2"\n'
+    if with_nvidia:
+        body += (
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia"]\n'
+            '  runtime_type = "io.containerd.runc.v2"\n'
+            '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes."nvidia".options]\n'
+            '  BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+        )
+    root = write_tree(tmp_path, {path: body, "/usr/bin/nvidia-ctk": "", "/usr/bin/nvidia-container-runtime": ""})
+    host = container_host_facts(fake_system(root).files, None)
+    return make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="bare-metal"),
+        nvidia=nvidia_facts("550.120", "12.4", [nvml_device(0)]),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+    )
+
+
+def test_k3s_without_the_nvidia_runtime_restarts_k3s_instead_of_editing_its_config(tmp_path, registry):
+    f = one(registry, _containerd_host(tmp_path, K3S_CONFIG, False), "platform.toolkit")
+    assert f.status is Status.FAIL and K3S_CONFIG in f.summary
+    assert "sudo systemctl restart k3s" in f.explanation and "kind: RuntimeClass" in f.explanation
+    assert "nvidia-ctk runtime configure" not in f.explanation.split("```")[1]
+
+
+def test_k3s_with_the_nvidia_runtime_but_runc_default(tmp_path, registry):
+    f = one(registry, _containerd_host(tmp_path, K3S_CONFIG, True), "platform.toolkit")
+    assert f.status is Status.INFO and "runtimeClassName: nvidia" in f.explanation
+    assert "--default-runtime=nvidia" in f.explanation and "--set-as-default" not in f.explanation
+
+
+def test_microk8s_without_the_nvidia_runtime_enables_the_addon(tmp_path, registry):
+    f = one(registry, _containerd_host(tmp_path, MICROK8S_TEMPLATE, False), "platform.toolkit")
+    assert f.status is Status.FAIL and "sudo microk8s enable nvidia" in f.explanation
+
+
+def test_plain_containerd_keeps_nvidia_ctk(tmp_path, registry):
+    f = one(registry, _containerd_host(tmp_path, "/etc/containerd/config.toml", False), "platform.toolkit")
+    assert f.status is Status.FAIL and "sudo nvidia-ctk runtime configure --runtime=containerd" in f.explanation
+    f = one(registry, _containerd_host(tmp_path / "b", "/etc/containerd/config.toml", True), "platform.toolkit")
+    assert f.status is Status.INFO and "--set-as-default" in f.explanation

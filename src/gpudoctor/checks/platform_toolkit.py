@@ -43,6 +43,67 @@ CONFIGURE = {
 }
 
 
+RUNTIME_CLASS = """```yaml
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: nvidia
+handler: nvidia
+```"""
+
+
+def containerd_flavour(path: str) -> str:
+    """``k3s``, ``microk8s`` or ``containerd``: who writes this containerd config."""
+    if "/rancher/k3s/" in path:
+        return "k3s"
+    if "/snap/microk8s/" in path:
+        return "microk8s"
+    return "containerd"
+
+
+def containerd_register(path: str) -> str:
+    """Markdown: how to give the containerd behind ``path`` the ``nvidia`` runtime.
+
+    k3s regenerates its ``config.toml`` at every start and adds the ``nvidia`` runtime itself when it finds
+    ``nvidia-container-runtime`` (k3s docs, "Advanced Options: NVIDIA Container Runtime Support"; the
+    RuntimeClass and ``--default-runtime`` since k3s-io/k3s #8700);
+    MicroK8s gets it from its ``nvidia`` addon (MicroK8s docs, "Addon: nvidia"); plain containerd from
+    ``nvidia-ctk runtime configure`` (NVIDIA Container Toolkit install guide).
+    """
+    who = containerd_flavour(path)
+    if who == "k3s":
+        return (
+            "k3s writes this file itself at every start and adds the `nvidia` runtime when it finds "
+            "`nvidia-container-runtime`; `nvidia-ctk runtime configure` would edit a file k3s ignores. With the "
+            "NVIDIA Container Toolkit installed on the node, restart k3s:\n\n```\nsudo systemctl restart k3s   "
+            "# agents: k3s-agent\ngrep -A2 'runtimes.\"nvidia\"' " + path + "\n```\n\nthen check that the `nvidia` "
+            f"RuntimeClass exists (`kubectl get runtimeclass`; k3s releases since Dec 2023 create it, older ones "
+            f"do not):\n\n{RUNTIME_CLASS}"
+        )
+    if who == "microk8s":
+        return (
+            "MicroK8s configures its containerd through the GPU addon (the NVIDIA GPU Operator):\n\n```\n"
+            "sudo microk8s enable nvidia   # older releases: microk8s enable gpu\n```"
+        )
+    return (
+        f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
+        f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes nodes)."
+    )
+
+
+def containerd_default(path: str) -> str:
+    """The sentence that makes ``nvidia`` the default runtime of the containerd behind ``path``."""
+    who = containerd_flavour(path)
+    if who == "k3s":
+        return (
+            "start k3s with `--default-runtime=nvidia` (or `default-runtime: nvidia` in "
+            "`/etc/rancher/k3s/config.yaml`; releases since Dec 2023, k3s-io/k3s #8700) and restart it."
+        )
+    if who == "microk8s":
+        return "the MicroK8s `nvidia` addon sets it; re-run `sudo microk8s enable nvidia`."
+    return "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd."
+
+
 def distro_family(facts: Facts) -> str:
     """``debian`` (Debian, Ubuntu...), ``rhel`` (RHEL, Rocky, Fedora, Amazon), ``suse``, or "" when unknown."""
     os_facts = facts.of(OsFacts)
@@ -182,9 +243,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 CHECK.finding(
                     Status.FAIL,
                     f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get no GPU",
-                    f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
-                    f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes "
-                    f"nodes).",
+                    containerd_register(cfg.path),
                     evidence=evidence,
                 )
             ]
@@ -209,8 +268,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"containerd ({cfg.path}) declares the `nvidia` runtime but runs `runc` by default",
                     "Pods get the GPU only with `runtimeClassName: nvidia` at pod level (a RuntimeClass named `nvidia` "
                     "must exist: `kubectl get runtimeclass`); a pod that requests `nvidia.com/gpu` without it starts "
-                    "with no driver inside. To make it the default instead: "
-                    "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd.",
+                    "with no driver inside (create the RuntimeClass if it is missing:\n\n"
+                    f"{RUNTIME_CLASS}\n\n`kubectl apply -f` it). To make it the default instead: "
+                    + containerd_default(cfg.path),
                     evidence=evidence,
                 )
             ]
