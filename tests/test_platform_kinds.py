@@ -437,3 +437,65 @@ def test_plain_containerd_keeps_nvidia_ctk(tmp_path, registry):
     assert f.status is Status.FAIL and "sudo nvidia-ctk runtime configure --runtime=containerd" in f.explanation
     f = one(registry, _containerd_host(tmp_path / "b", "/etc/containerd/config.toml", True), "platform.toolkit")
     assert f.status is Status.INFO and "--set-as-default" in f.explanation
+
+
+# --------------------------------------------------------------------------- container: driver baked into the image
+
+
+def _container_facts(tmp_path: Path, files: dict, env: dict):
+    from gpudoctor.collect.platform import collect_platform
+
+    root = write_tree(tmp_path, {"/.dockerenv": "", "/proc/self/cgroup": "0::/\n", **files})
+    p = collect_platform(CollectContext(fake_system(root, env=env), CollectOptions()))
+    if p.proc_driver_version:
+        return make_facts(platform=p, nvidia=nvidia_facts("550.120", source="proc"))
+    return make_facts(platform=p)
+
+
+NVRM_HOST = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.120  Fri Sep 13 10:10:16 UTC 2024\n"
+
+
+def test_driver_library_installed_in_the_image_without_device_nodes(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path,
+        {
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "",
+            "/proc/driver/nvidia/version": NVRM_HOST,
+            "/dev/null": "",
+        },
+        {"NVIDIA_VISIBLE_DEVICES": "all"},
+    )
+    f = one(registry, facts, "platform.container")
+    assert (
+        f.status is Status.FAIL and "no /dev/nvidia* device nodes" in f.summary and "baked into the image" in f.summary
+    )
+    assert "docker run --gpus all" in f.explanation and "Driver/library version mismatch" in f.explanation
+
+
+def test_wsl_container_with_dxg_is_injected(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path, {"/usr/lib/wsl/lib/libcuda.so.1": "", "/dev/dxg": ""}, {"NVIDIA_VISIBLE_DEVICES": "all"}
+    )
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.OK and "WSL 2 (/dev/dxg" in f.summary
+
+
+def test_cpu_container_with_a_baked_library_is_info(tmp_path, registry):
+    facts = _container_facts(tmp_path, {"/usr/lib/x86_64-linux-gnu/libcuda.so.1": "", "/dev/null": ""}, {})
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.INFO and "no GPU assigned" in f.summary
+
+
+def test_injected_container_is_still_ok(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path,
+        {
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "",
+            "/proc/driver/nvidia/version": NVRM_HOST,
+            "/dev/nvidia0": "",
+            "/dev/nvidiactl": "",
+        },
+        {"NVIDIA_VISIBLE_DEVICES": "GPU-1"},
+    )
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.OK and "nvidia0" in f.summary

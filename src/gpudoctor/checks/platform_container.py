@@ -15,6 +15,9 @@ container's device cgroup and the GPU device rules are lost).
   (``/proc/driver/nvidia/version`` is the host's) -> ``fail`` with the remedy of
   the platform in use (Kubernetes: ``runtimeClassName: nvidia``);
 - device nodes without driver libraries -> ``fail`` (capabilities);
+- a driver library without device nodes -> ``fail``: the library was installed
+  in the image and the container was started without the GPU (under WSL 2,
+  ``/dev/dxg`` with ``/usr/lib/wsl/lib`` is the injected GPU -> ``ok``);
 - device nodes and libraries but NVML "Unknown Error" -> ``fail`` (device cgroup lost);
 - everything injected -> ``ok``; a container with no GPU anywhere -> ``info``.
 """
@@ -119,6 +122,40 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"Inside this container there is no `/dev/nvidia*`, no `libcuda.so.1` and no `nvidia-smi`: the NVIDIA "
                 f"runtime hook never ran, so CUDA cannot see a GPU (`torch.cuda.is_available()` is False).{host}\n\n"
                 + injection_remedy(facts, gpu_requested=assigned),
+                evidence=evidence,
+            )
+        ]
+    if not nodes and libs:
+        if "dxg" in p.device_nodes:
+            return [
+                CHECK.finding(
+                    Status.OK,
+                    f"running in {place}; the GPU was injected through WSL 2 (/dev/dxg, {libs[0]})",
+                    evidence=evidence,
+                )
+            ]
+        if not assigned and not host_gpu:
+            return [
+                CHECK.finding(
+                    Status.INFO,
+                    f"running in {place} with no GPU assigned and none visible (the image carries {libs[0]})",
+                    "No `/dev/nvidia*`, no `NVIDIA_VISIBLE_DEVICES` and no NVIDIA kernel module visible: a CPU-only "
+                    "container. If this job needs a GPU:\n\n" + injection_remedy(facts, gpu_requested=False),
+                    evidence=evidence,
+                )
+            ]
+        host = f" (the host's module: `{p.proc_driver_version}`)" if p.proc_driver_version else ""
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"in {place}: no /dev/nvidia* device nodes, only a driver library ({libs[0]}) baked into the image",
+                f"The NVIDIA runtime did not inject the GPU: there are no `/dev/nvidia0`/`/dev/nvidiactl` nodes, so "
+                f"CUDA sees no device. The `{libs[0]}` here came with the image (a driver package such as "
+                f"`libnvidia-compute-*`/`nvidia-utils-*` installed in the Dockerfile), not from the host{host}. "
+                f"Remove the driver packages from the image (a copy that differs from the host's kernel module "
+                f'gives "Driver/library version mismatch" even once the GPU is passed), and start the container '
+                f"with the GPU:\n\n"
+                + injection_remedy(facts, gpu_requested=assigned and (nvd or "").strip().lower() != "all"),
                 evidence=evidence,
             )
         ]

@@ -207,7 +207,7 @@ def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     hyper = _hypervisor(files)
     kind = "container" if runtime else "wsl" if wsl else "vm" if hyper else "bare-metal"
     try:
-        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia"))
+        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia") or n == "dxg")
     except OSError:
         nodes = ()
     libs = []

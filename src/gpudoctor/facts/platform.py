@@ -83,7 +83,8 @@ class PlatformFacts:
         env: the variables that decide GPU visibility and placement
             (``NVIDIA_VISIBLE_DEVICES``, ``CUDA_VISIBLE_DEVICES``, ``SLURM_*`` GPU
             variables, ``RAY_*`` ids, ``NCCL_SOCKET_IFNAME``, ...), as set.
-        device_nodes: ``/dev/nvidia*`` entries (``nvidia0``, ``nvidiactl``, ``nvidia-uvm``).
+        device_nodes: ``/dev/nvidia*`` entries (``nvidia0``, ``nvidiactl``, ``nvidia-uvm``), and ``dxg``
+            when ``/dev/dxg`` (the WSL 2 GPU device) exists.
         driver_libraries: driver user-space libraries found in the usual
             directories (``libcuda.so.1``, ``libnvidia-ml.so.1`` with their
             directory), which the NVIDIA container runtime mounts in.
