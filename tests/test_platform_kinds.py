@@ -499,3 +499,39 @@ def test_injected_container_is_still_ok(tmp_path, registry):
     )
     f = one(registry, facts, "platform.container")
     assert f.status is Status.OK and "nvidia0" in f.summary
+
+
+# --------------------------------------------------------------------------- container: host index in CUDA_VISIBLE_DEVICES
+
+
+def _container_visibility(cvd: str, in_container: bool = True):
+    p = (
+        PlatformFacts(
+            kind="container",
+            container_runtime="docker",
+            markers=("/.dockerenv exists",),
+            env={"NVIDIA_VISIBLE_DEVICES": "1"},
+        )
+        if in_container
+        else PlatformFacts(kind="bare-metal")
+    )
+    probe = probe_facts(
+        "/opt/conda/bin/python", torch_facts("2.5.1+cu124", "12.4", device_count=0), env={"CUDA_VISIBLE_DEVICES": cvd}
+    )
+    return make_facts(platform=p, targets=targets(target(probe)), nvidia=nvidia_facts(devices=[nvml_device(0)]))
+
+
+def test_host_gpu_index_inside_a_container(registry):
+    f = one(registry, _container_visibility("1"), "platform.visibility")
+    assert f.status is Status.FAIL and "host GPU index" in f.summary and "numbered from 0" in f.summary
+    assert "docker run --gpus '\"device=1\"'" in f.explanation and "CUDA_VISIBLE_DEVICES=0" in f.explanation
+
+
+def test_index_zero_inside_a_container_is_healthy(registry):
+    f = one(registry, _container_visibility("0"), "platform.visibility")
+    assert f.status is Status.OK
+
+
+def test_out_of_range_index_on_bare_metal_keeps_the_plain_remedy(registry):
+    f = one(registry, _container_visibility("1", in_container=False), "platform.visibility")
+    assert f.status is Status.FAIL and "no scheduler set it" in f.summary and "numbered from 0" not in f.summary

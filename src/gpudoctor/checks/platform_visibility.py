@@ -31,6 +31,7 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 HIDING = ("", "-1", "none", "nodevfiles", "void")
 
@@ -163,6 +164,30 @@ def assess(
             f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
             f"`CUDA_VISIBLE_DEVICES={cvd}` hides every GPU, and it was set by {who} for this job, so unsetting it "
             f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
+            evidence=evidence,
+            target=label,
+        )
+    renumbered = (
+        p is not None
+        and p.in_container
+        and bool(devices)
+        and entries[0].isdigit()
+        and int(entries[0]) >= len(devices)
+        and cvd.strip() != ""
+    )
+    if hidden_all and renumbered:
+        host_ids = p.env.get("NVIDIA_VISIBLE_DEVICES", "") if p is not None else ""
+        n = len(devices)
+        return CHECK.finding(
+            Status.FAIL,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} names a host GPU index; inside this container the {plural(n, 'GPU')} "
+            f"{'is' if n == 1 else 'are'} numbered from 0",
+            "The container runtime passes only the assigned GPUs"
+            + (f" (`NVIDIA_VISIBLE_DEVICES={host_ids}`)" if host_ids else "")
+            + f" and CUDA numbers them from 0 inside the container, so index {entries[0]} does not exist here "
+            f'(`invalid device ordinal`, or "no CUDA GPUs are available"). Select the GPU on the host side '
+            f"(`docker run --gpus '\"device={entries[0]}\"'`, Compose `device_ids: ['{entries[0]}']`) and use "
+            f"`CUDA_VISIBLE_DEVICES=0` (or leave it unset) inside.",
             evidence=evidence,
             target=label,
         )
