@@ -535,3 +535,46 @@ def test_index_zero_inside_a_container_is_healthy(registry):
 def test_out_of_range_index_on_bare_metal_keeps_the_plain_remedy(registry):
     f = one(registry, _container_visibility("1", in_container=False), "platform.visibility")
     assert f.status is Status.FAIL and "no scheduler set it" in f.summary and "numbered from 0" not in f.summary
+
+
+# --------------------------------------------------------------------------- a CUDA library found nowhere
+
+
+LIB_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "facts" / "libraries"
+
+
+def _lost_library_facts(framework):
+    import json
+    from dataclasses import replace
+
+    from gpudoctor.facts import Facts
+    from gpudoctor.facts.libraries import CudaLibrariesFacts
+
+    facts = Facts.from_json(json.loads((LIB_FIXTURES / "libs-cublaslt-not-found.json").read_text()))
+    cl = facts.of(CudaLibrariesFacts)
+    fw = replace(cl.frameworks[0], **framework)
+    model = cl.targets[0]
+    root = model.roots[0].partition(":")[2]
+    model = replace(model, roots=(f"{fw.name}:{root}",))
+    return make_facts(**{**facts.domains, "cuda_libraries": replace(cl, frameworks=(fw,), targets=(model,))})
+
+
+def test_torch_missing_a_dependency_wheel_reinstalls_its_pins_from_its_index(registry):
+    f = one(registry, _lost_library_facts({}), "cuda.libraries")
+    assert f.status is Status.FAIL and "libcublasLt.so.12" in f.summary and "found nowhere" in f.summary
+    assert "-m pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124\n" in f.explanation
+    assert "<framework>" not in f.explanation
+
+
+def test_pypi_torch_missing_a_dependency_wheel(registry):
+    f = one(registry, _lost_library_facts({"version": "2.5.1"}), "cuda.libraries")
+    assert "-m pip install torch==2.5.1\n" in f.explanation and "--index-url" not in f.explanation
+
+
+def test_another_framework_missing_cublaslt_gets_the_nvidia_wheel(registry):
+    f = one(
+        registry,
+        _lost_library_facts({"name": "onnxruntime-gpu", "dist": "onnxruntime-gpu", "version": "1.19.2"}),
+        "cuda.libraries",
+    )
+    assert "-m pip install nvidia-cublas-cu12\n" in f.explanation and "pip show onnxruntime-gpu" in f.explanation

@@ -163,6 +163,40 @@ def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
     return out
 
 
+def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
+    """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
+
+    torch pins each ``nvidia-*`` wheel in its metadata, and ``pip install torch==<installed>`` installs the
+    dependencies that are missing at those pins (from the index of its ``+cuXYZ`` build); other frameworks
+    get the ``nvidia-<stem>-cu<major>`` wheel of the family (PyPI names, ``WHEEL_STEM`` in
+    :mod:`gpudoctor.checks.cuda_frameworks`).
+    """
+    from gpudoctor.checks.cuda_frameworks import WHEEL_STEM, frameworks_of
+
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
+    tail = " (or put the directory that holds it on `LD_LIBRARY_PATH`)."
+    if fw is not None and fw.name == "torch":
+        public, _, local = fw.version.partition("+")
+        index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
+        if not local or index:
+            return (
+                f"A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
+                f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
+                f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
+            )
+    stem = WHEEL_STEM.get(family or "")
+    if fw is not None and stem and fw.cuda_major:
+        return (
+            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n```\n"
+            f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}\n```\n\n({fw.dist} may pin an exact "
+            f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
+        )
+    return (
+        f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
+        f"or the framework's CUDA extra){tail}"
+    )
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.libraries`` finding for one target (pure)."""
     model = target_model(facts, t.label)
@@ -224,9 +258,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.FAIL,
             f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
             f"`{r.consumer}` needs `{r.needed}`; no directory of its RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
-            f"({model.cache_source}) or the default directories holds it. Install the matching `nvidia-*` wheel "
-            f"into this environment (`{probe.executable} -m pip install <framework>[and-cuda]` or the framework's "
-            f"CUDA extra), or put the directory that holds it on `LD_LIBRARY_PATH`.",
+            f"({model.cache_source}) or the default directories holds it. "
+            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer), r.family),
             evidence=evidence,
             target=t.label,
         )
