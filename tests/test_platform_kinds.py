@@ -578,3 +578,71 @@ def test_another_framework_missing_cublaslt_gets_the_nvidia_wheel(registry):
         "cuda.libraries",
     )
     assert "-m pip install nvidia-cublas-cu12\n" in f.explanation and "pip show onnxruntime-gpu" in f.explanation
+
+
+# --------------------------------------------------------------------------- nvidia-* wheel older than the framework's pin
+
+
+SITE = "/home/user/venv/lib/python3.11/site-packages"
+TORCH_METADATA = (
+    "Metadata-Version: 2.1\nName: torch\nVersion: 2.2.0\n"
+    'Requires-Dist: nvidia-nccl-cu12==2.19.3; platform_system == "Linux" and platform_machine == "x86_64"\n'
+    'Requires-Dist: nvidia-cudnn-cu12==8.9.2.26; platform_system == "Linux" and platform_machine == "x86_64"\n'
+    'Requires-Dist: opt-einsum>=3.3; extra == "opt-einsum"\n'
+    'Requires-Dist: nvidia-cufile-cu12==1.0.0; extra == "gds"\n'
+    "\nThe description.\nRequires-Dist: nvidia-fake==9.9\n"
+)
+
+
+def _pinned_env_facts(tmp_path: Path, nccl: str):
+    tree = {
+        "/etc/ld.so.cache": b"cache",
+        f"{SITE}/torch/lib/libtorch_cuda.so": elf_header(64),
+        f"{SITE}/torch-2.2.0.dist-info/METADATA": TORCH_METADATA,
+        f"{SITE}/nvidia_nccl_cu12-{nccl}.dist-info/METADATA": f"Name: nvidia-nccl-cu12\nVersion: {nccl}\n",
+        f"{SITE}/nvidia_cudnn_cu12-8.9.2.26.dist-info/METADATA": "Name: nvidia-cudnn-cu12\nVersion: 8.9.2.26\n",
+    }
+    write_tree(tmp_path, tree)
+    runner = ScriptedRunner({("ldconfig", "-p", "-C", str(tmp_path / "etc/ld.so.cache")): ok("0 libs found\n")})
+    env = {"PATH": "/home/user/venv/bin:/usr/bin:/bin"}
+    probe = probe_facts(
+        "/home/user/venv/bin/python",
+        torch_facts("2.2.0", "12.1", cuda_available=True),
+        env=env,
+        site_packages=(SITE,),
+    )
+    tg = targets(target(probe))
+    system = fake_system(tmp_path, env=env, runner=runner)
+    loader = collect_loader(CollectContext(system, CollectOptions(), {"targets": tg}))
+    libs = collect_cuda_libraries(CollectContext(system, CollectOptions(), {"targets": tg, "loader": loader}))
+    return make_facts(targets=tg, loader=loader, cuda_libraries=libs)
+
+
+def test_exact_pins_reads_headers_only_and_skips_extras():
+    from gpudoctor.collect.libraries import exact_pins
+
+    assert exact_pins(TORCH_METADATA) == ("nvidia-nccl-cu12==2.19.3", "nvidia-cudnn-cu12==8.9.2.26")
+    assert exact_pins("Requires-Dist: nvidia-nccl-cu12 (==2.18.1) ; platform_system == 'Linux'\n") == (
+        "nvidia-nccl-cu12==2.18.1",
+    )
+
+
+def test_nccl_wheel_older_than_torch_pins(tmp_path, registry):
+    facts = _pinned_env_facts(tmp_path, "2.18.1")
+    [fw] = facts.domains["cuda_libraries"].frameworks
+    assert "nvidia-nccl-cu12==2.18.1" in fw.pinned_installed
+    f = one(registry, facts, "cuda.libraries")
+    assert f.status is Status.FAIL
+    assert f.summary == "nvidia-nccl-cu12 2.18.1 is installed, older than the 2.19.3 that torch 2.2.0 pins"
+    assert "/home/user/venv/bin/python -m pip install nvidia-nccl-cu12==2.19.3\n" in f.explanation
+    assert "pip check" in f.explanation and "ncclCommRegister" in f.explanation
+
+
+def test_nccl_wheel_at_the_pin_is_healthy(tmp_path, registry):
+    f = one(registry, _pinned_env_facts(tmp_path, "2.19.3"), "cuda.libraries")
+    assert f.status is not Status.FAIL and "older than" not in f.summary
+
+
+def test_nccl_wheel_newer_than_the_pin_is_not_flagged(tmp_path, registry):
+    f = one(registry, _pinned_env_facts(tmp_path, "2.21.5"), "cuda.libraries")
+    assert f.status is not Status.FAIL and "older than" not in f.summary
