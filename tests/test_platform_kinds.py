@@ -646,3 +646,26 @@ def test_nccl_wheel_at_the_pin_is_healthy(tmp_path, registry):
 def test_nccl_wheel_newer_than_the_pin_is_not_flagged(tmp_path, registry):
     f = one(registry, _pinned_env_facts(tmp_path, "2.21.5"), "cuda.libraries")
     assert f.status is not Status.FAIL and "older than" not in f.summary
+
+
+# --------------------------------------------------------------------------- Secure Boot: the distro's signing key
+
+
+SECURE_BOOT_ON = {
+    "/lib/modules/6.8.0-51-generic/updates/dkms/nvidia.ko.zst": "",
+    "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c": b"\x06\x00\x00\x00\x01",
+}
+
+
+@pytest.mark.parametrize(
+    ("os_id", "command"),
+    [
+        (("ubuntu", "24.04", "noble"), "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der\n"),
+        (("fedora", "40", ""), "sudo mokutil --import /etc/pki/akmods/certs/public_key.der\n"),
+        (("debian", "12", "bookworm"), "sudo mokutil --import /var/lib/dkms/mok.pub\n"),
+    ],
+)
+def test_secure_boot_enrols_the_distros_signing_key(tmp_path, registry, os_id, command):
+    root = _pci_root(tmp_path, "0x2204", bound=False, extra=SECURE_BOOT_ON)
+    f = one(registry, _module_facts(root, os_id), "platform.kernel-module")
+    assert f.status is Status.FAIL and "Secure Boot" in f.summary and command in f.explanation

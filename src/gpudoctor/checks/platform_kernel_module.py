@@ -109,6 +109,20 @@ def headers_command(facts: Facts, release: str) -> str:
     return f"sudo apt install linux-headers-{release}   # RHEL/Fedora: sudo dnf install kernel-devel-{release}"
 
 
+def mok_command(facts: Facts) -> str:
+    """The command that enrols the module-signing key of this distro's DKMS/akmods setup.
+
+    Ubuntu's DKMS signs with ``/var/lib/shim-signed/mok/MOK.der`` (Ubuntu wiki "UEFI/SecureBoot/DKMS");
+    Fedora's akmods with ``/etc/pki/akmods/certs/public_key.der`` (RPM Fusion "Howto/Secure Boot");
+    upstream DKMS 3 elsewhere with ``/var/lib/dkms/mok.pub`` (Debian wiki "SecureBoot")."""
+    family = _family(facts)
+    if family == "ubuntu":
+        return "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der"
+    if family == "fedora":
+        return "sudo kmodgenca -a   # once, if akmods has no key yet\nsudo mokutil --import /etc/pki/akmods/certs/public_key.der"
+    return "sudo mokutil --import /var/lib/dkms/mok.pub"
+
+
 def _where(facts: Facts) -> str:
     p = platform_of(facts)
     return " on the host (this is a container: the kernel module is the host's)" if p and p.in_container else ""
@@ -252,8 +266,8 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 "the nvidia module is installed but not loaded, and Secure Boot is on: the kernel refuses "
                 "the unsigned module",
                 "With Secure Boot the kernel loads only modules signed by a trusted key (`modprobe nvidia` fails with "
-                '"Key was rejected by service"). Enrol the DKMS signing key and reboot (the MOK manager asks for the '
-                "password):\n\n```\nsudo mokutil --import /var/lib/dkms/mok.pub\nsudo reboot\n```\n\nor disable Secure "
+                '"Key was rejected by service"). Enrol the key the module was signed with and reboot (the MOK manager '
+                f"asks for the password you set):\n\n```\n{mok_command(facts)}\nsudo reboot\n```\n\nor disable Secure "
                 "Boot in the firmware setup.",
                 evidence=evidence,
             )
