@@ -669,3 +669,48 @@ def test_secure_boot_enrols_the_distros_signing_key(tmp_path, registry, os_id, c
     root = _pci_root(tmp_path, "0x2204", bound=False, extra=SECURE_BOOT_ON)
     f = one(registry, _module_facts(root, os_id), "platform.kernel-module")
     assert f.status is Status.FAIL and "Secure Boot" in f.summary and command in f.explanation
+
+
+# --------------------------------------------------------------------------- DKMS could not build for the running kernel
+
+
+def test_dkms_driver_without_kernel_headers(tmp_path, registry):
+    root = _pci_root(
+        tmp_path,
+        "0x2204",
+        bound=False,
+        extra={
+            "/var/lib/dkms/nvidia/550.120/source/dkms.conf": "PACKAGE_NAME=nvidia\n",
+            "/lib/modules/6.8.0-51-generic/kernel/drivers/net/e1000.ko.zst": "",
+        },
+    )
+    facts = _module_facts(root)
+    km = facts.domains["kmod"]
+    assert km.dkms_versions == ("550.120",) and not km.kernel_headers
+    f = one(registry, facts, "platform.kernel-module")
+    assert f.status is Status.FAIL and "no module was built for kernel 6.8.0-51-generic" in f.summary
+    assert "no kernel headers" in f.summary
+    assert "sudo apt install linux-headers-6.8.0-51-generic\nsudo dkms autoinstall -k 6.8.0-51-generic" in (
+        f.explanation
+    )
+
+
+def test_dkms_driver_with_headers_but_a_failed_build(tmp_path, registry):
+    root = _pci_root(
+        tmp_path,
+        "0x2204",
+        bound=False,
+        extra={
+            "/var/lib/dkms/nvidia/550.120/source/dkms.conf": "PACKAGE_NAME=nvidia\n",
+            "/lib/modules/6.8.0-51-generic/build/Makefile": "",
+        },
+    )
+    f = one(registry, _module_facts(root, ("rocky", "9.4", "")), "platform.kernel-module")
+    assert f.status is Status.FAIL and "the build failed" in f.summary and "make.log" in f.explanation
+    assert "sudo dnf install kernel-devel-6.8.0-51-generic" in f.explanation
+
+
+def test_no_driver_at_all_keeps_the_install_advice(tmp_path, registry):
+    root = _pci_root(tmp_path, "0x2204", bound=False)
+    f = one(registry, _module_facts(root), "platform.kernel-module")
+    assert f.status is Status.FAIL and "install the NVIDIA driver" in f.explanation and "DKMS" not in f.summary

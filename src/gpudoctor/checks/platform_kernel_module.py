@@ -259,6 +259,29 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    if km.kernel_release and km.kernel_release not in km.installed_for and mod is None and km.dkms_versions:
+        ver = km.dkms_versions[-1]
+        why = (
+            f"the kernel headers for {km.kernel_release} are not installed (`/lib/modules/{km.kernel_release}/build` "
+            f"is missing), so DKMS could not build it"
+            if not km.kernel_headers
+            else f"the DKMS build failed (read `/var/lib/dkms/nvidia/{ver}/build/make.log`: a compiler that differs "
+            f"from the kernel's, or a kernel newer than this driver supports)"
+        )
+        evidence["dkms"] = list(km.dkms_versions)
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the NVIDIA driver {ver} is installed through DKMS, but no module was built for kernel "
+                f"{km.kernel_release}: {'no kernel headers' if not km.kernel_headers else 'the build failed'}",
+                f"The driver package is here (DKMS holds its source, `dkms status`), but {why}. Build it for the "
+                f"running kernel:\n\n```\n{headers_command(facts, km.kernel_release)}\n"
+                f"sudo dkms autoinstall -k {km.kernel_release}\nsudo modprobe nvidia\n```\n\nand check "
+                f"`nvidia-smi`. Install the headers meta-package too (Ubuntu `linux-headers-generic`, Debian "
+                f"`linux-headers-amd64`), so that the next kernel update builds the module by itself.",
+                evidence=evidence,
+            )
+        ]
     if km.secure_boot is True and (km.kernel_release in km.installed_for or mod is not None):
         return [
             CHECK.finding(

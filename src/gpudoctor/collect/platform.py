@@ -471,7 +471,15 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
     for rel in releases:
         if any(True for _ in files.glob(f"/lib/modules/{rel}", "**/nvidia.ko*")):
             installed.append(rel)
+    dkms = []
+    for name in ("nvidia", "nvidia-srv"):
+        try:
+            dkms += [v for v in files.listdir(f"/var/lib/dkms/{name}") if v[:1].isdigit()]
+        except OSError:
+            pass
     return KernelModuleFacts(
+        dkms_versions=tuple(sorted(set(dkms))),
+        kernel_headers=bool(release) and files.exists(f"/lib/modules/{release}/build"),
         kernel_release=release,
         loaded=loaded,
         proc_version=proc_line,

@@ -240,6 +240,10 @@ class KernelModuleFacts:
             ``nvidia.ko*`` (a DKMS build for another kernel shows here).
         secure_boot: the UEFI SecureBoot variable (True: unsigned modules are
             refused), or Unavailable (legacy boot, efivarfs not mounted).
+        dkms_versions: NVIDIA module sources registered with DKMS
+            (``/var/lib/dkms/nvidia/<version>``; also ``nvidia-srv``), e.g. ``550.120``.
+        kernel_headers: the running kernel's build tree exists (``/lib/modules/<release>/build``),
+            which DKMS needs to build the module.
     """
 
     kernel_release: str = ""
@@ -250,6 +254,8 @@ class KernelModuleFacts:
     nouveau_loaded: bool = False
     installed_for: tuple[str, ...] = ()
     secure_boot: bool | Unavailable = _NOT_COLLECTED
+    dkms_versions: tuple[str, ...] = ()
+    kernel_headers: bool = False
 
 
 @domain("limits")
