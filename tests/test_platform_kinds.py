@@ -714,3 +714,12 @@ def test_no_driver_at_all_keeps_the_install_advice(tmp_path, registry):
     root = _pci_root(tmp_path, "0x2204", bound=False)
     f = one(registry, _module_facts(root), "platform.kernel-module")
     assert f.status is Status.FAIL and "install the NVIDIA driver" in f.explanation and "DKMS" not in f.summary
+
+
+def test_triton_lcuda_in_a_container_puts_the_link_in_the_image(tmp_path, registry):
+    facts = _rhel_compile_facts(tmp_path, link64=False)
+    container = PlatformFacts(kind="container", container_runtime="docker", markers=("/.dockerenv exists",))
+    f = one(registry, make_facts(**{**facts.domains, "platform": container}), "torch.compile")
+    assert f.status is Status.FAIL and "RUN ln -s libcuda.so.1 /usr/lib64/libcuda.so" in f.explanation
+    bare = one(registry, facts, "torch.compile")
+    assert "Dockerfile" not in bare.explanation

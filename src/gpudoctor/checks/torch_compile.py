@@ -26,6 +26,7 @@ from typing import Any
 
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
+from gpudoctor.checks._platform import platform_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
@@ -184,6 +185,13 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
         f"```\n\n(newer Triton also reads `TRITON_LIBCUDA_PATH`). Never put the toolkit's `stubs` directory on "
         f"`LD_LIBRARY_PATH`. Clear `~/.triton/cache` afterwards."
     )
+    p = platform_of(facts)
+    if p is not None and p.in_container:
+        explanation += (
+            f"\n\nIn a container the NVIDIA runtime mounts only `libcuda.so.1` at start, and a link made inside "
+            f"the container is gone when it is recreated: put it in the image instead, `RUN ln -s libcuda.so.1 "
+            f"{dir64}/libcuda.so` in the Dockerfile (dangling at build time, valid once the driver is mounted)."
+        )
     return summary, explanation, evidence
 
 
@@ -273,6 +281,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="torch.compile",
     title="torch.compile toolchain: C/C++ compiler, Python.h of the target's Python, Triton",
-    needs=("targets", "os", "gpu", "nvidia", "cuda_libraries"),
+    needs=("targets", "os", "gpu", "nvidia", "cuda_libraries", "platform"),
     evaluate=per_target("torch.compile", assess),
 )
