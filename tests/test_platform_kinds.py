@@ -723,3 +723,12 @@ def test_triton_lcuda_in_a_container_puts_the_link_in_the_image(tmp_path, regist
     assert f.status is Status.FAIL and "RUN ln -s libcuda.so.1 /usr/lib64/libcuda.so" in f.explanation
     bare = one(registry, facts, "torch.compile")
     assert "Dockerfile" not in bare.explanation
+
+
+def test_slurm_without_gres_is_the_headline_root_cause(registry):
+    facts = _slurm_facts({"SLURM_JOB_ID": "4242"}, 0)
+    facts = make_facts(**{**facts.domains, "nvidia": nvidia_facts("550.127.05", "12.4", [])})
+    head = one(registry, facts, "cuda.available")
+    assert head.status is Status.FAIL and "requested no GPU" in head.summary
+    dev = one(registry, facts, "cuda.devices")
+    assert dev.evidence.get("caused_by") == "platform.visibility"
