@@ -732,3 +732,40 @@ def test_slurm_without_gres_is_the_headline_root_cause(registry):
     assert head.status is Status.FAIL and "requested no GPU" in head.summary
     dev = one(registry, facts, "cuda.devices")
     assert dev.evidence.get("caused_by") == "platform.visibility"
+
+
+# --------------------------------------------------------------------------- WSL: nvidia-utils installed inside
+
+
+def _wsl_nvml_facts(nvml_dir: str):
+    import json
+    from dataclasses import replace
+
+    from gpudoctor.facts import Facts
+    from gpudoctor.facts.libraries import CudaLibrariesFacts
+
+    facts = Facts.from_json(json.loads((LIB_FIXTURES / "wsl-libcuda-ok.json").read_text()))
+    cl = facts.of(CudaLibrariesFacts)
+    model = cl.targets[0]
+    template = model.lookups[0]
+    nvml = replace(
+        template,
+        needed="libnvidia-ml.so.1",
+        family="nvml",
+        path=f"{nvml_dir}/libnvidia-ml.so.1",
+        directory=nvml_dir,
+        via="ld.so cache",
+    )
+    model = replace(model, lookups=(*model.lookups, nvml))
+    return make_facts(**{**facts.domains, "cuda_libraries": replace(cl, targets=(model,))})
+
+
+def test_wsl_with_nvidia_utils_installed_inside(registry):
+    f = one(registry, _wsl_nvml_facts("/usr/lib/x86_64-linux-gnu"), "cuda.wsl")
+    assert f.status is Status.FAIL and "libnvidia-ml.so.1 resolves to /usr/lib/x86_64-linux-gnu" in f.summary
+    assert "NVIDIA-SMI has failed" in f.explanation and "'nvidia-utils-*'" in f.explanation
+
+
+def test_wsl_with_its_own_nvml_is_healthy(registry):
+    f = one(registry, _wsl_nvml_facts("/usr/lib/wsl/lib"), "cuda.wsl")
+    assert f.status is Status.OK
