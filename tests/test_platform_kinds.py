@@ -769,3 +769,29 @@ def test_wsl_with_nvidia_utils_installed_inside(registry):
 def test_wsl_with_its_own_nvml_is_healthy(registry):
     f = one(registry, _wsl_nvml_facts("/usr/lib/wsl/lib"), "cuda.wsl")
     assert f.status is Status.OK
+
+
+# --------------------------------------------------------------------------- RDMA memlock in a Slurm job
+
+
+def _rdma_facts(scheduler: str):
+    from gpudoctor.facts.platform import LimitsFacts, ProcessLimits, RdmaFacts, RLimit
+
+    p = PlatformFacts(kind="bare-metal", scheduler=scheduler, env={"SLURM_JOB_ID": "99"} if scheduler else {})
+    r = RdmaFacts(
+        hcas=("mlx5_0",), dev_infiniband=("uverbs0",), cap_ipc_lock=False, net_interfaces=("ib0", "lo"), nccl_env={}
+    )
+    limits = LimitsFacts(ProcessLimits("/proc/self/limits", RLimit(1024, 4096), RLimit(65536, 65536)))
+    return make_facts(platform=p, rdma=r, limits=limits)
+
+
+def test_slurm_job_memlock_names_slurm_settings(registry):
+    f = one(registry, _rdma_facts("slurm"), "platform.rdma")
+    assert f.status is Status.WARN and "65536 bytes" in f.summary
+    assert "PropagateResourceLimitsExcept=MEMLOCK" in f.explanation and "LimitMEMLOCK=infinity" in f.explanation
+
+
+def test_bare_metal_memlock_keeps_limits_conf(registry):
+    f = one(registry, _rdma_facts(""), "platform.rdma")
+    assert f.status is Status.WARN and "/etc/security/limits.conf" in f.explanation
+    assert "Slurm" not in f.explanation
