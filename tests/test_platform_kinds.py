@@ -795,3 +795,12 @@ def test_bare_metal_memlock_keeps_limits_conf(registry):
     f = one(registry, _rdma_facts(""), "platform.rdma")
     assert f.status is Status.WARN and "/etc/security/limits.conf" in f.explanation
     assert "Slurm" not in f.explanation
+
+
+def test_host_gpu_index_inside_a_pod_names_the_device_plugin(registry):
+    from dataclasses import replace
+
+    facts = _container_visibility("3")
+    pod = replace(facts.domains["platform"], kubernetes=True, container_runtime="containerd")
+    f = one(registry, make_facts(**{**facts.domains, "platform": pod}), "platform.visibility")
+    assert f.status is Status.FAIL and "device plugin" in f.explanation and "docker run" not in f.explanation

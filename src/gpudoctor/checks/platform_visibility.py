@@ -185,9 +185,14 @@ def assess(
             "The container runtime passes only the assigned GPUs"
             + (f" (`NVIDIA_VISIBLE_DEVICES={host_ids}`)" if host_ids else "")
             + f" and CUDA numbers them from 0 inside the container, so index {entries[0]} does not exist here "
-            f'(`invalid device ordinal`, or "no CUDA GPUs are available"). Select the GPU on the host side '
-            f"(`docker run --gpus '\"device={entries[0]}\"'`, Compose `device_ids: ['{entries[0]}']`) and use "
-            f"`CUDA_VISIBLE_DEVICES=0` (or leave it unset) inside.",
+            f'(`invalid device ordinal`, or "no CUDA GPUs are available"). '
+            + (
+                "In a pod the device plugin picks the GPU (`nvidia.com/gpu: N` in the limits): remove "
+                "`CUDA_VISIBLE_DEVICES` from the pod spec or the image, or use indices from 0."
+                if p is not None and p.kubernetes
+                else f"Select the GPU on the host side (`docker run --gpus '\"device={entries[0]}\"'`, Compose "
+                f"`device_ids: ['{entries[0]}']`) and use `CUDA_VISIBLE_DEVICES=0` (or leave it unset) inside."
+            ),
             evidence=evidence,
             target=label,
         )
