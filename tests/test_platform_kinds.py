@@ -442,10 +442,11 @@ def test_plain_containerd_keeps_nvidia_ctk(tmp_path, registry):
 # --------------------------------------------------------------------------- container: driver baked into the image
 
 
-def _container_facts(tmp_path: Path, files: dict, env: dict):
+def _container_facts(tmp_path: Path, files: dict, env: dict, docker: bool = True):
     from gpudoctor.collect.platform import collect_platform
 
-    root = write_tree(tmp_path, {"/.dockerenv": "", "/proc/self/cgroup": "0::/\n", **files})
+    marker = {"/.dockerenv": ""} if docker else {}
+    root = write_tree(tmp_path, {**marker, "/proc/self/cgroup": "0::/\n", **files})
     p = collect_platform(CollectContext(fake_system(root, env=env), CollectOptions()))
     if p.proc_driver_version:
         return make_facts(platform=p, nvidia=nvidia_facts("550.120", source="proc"))
@@ -804,3 +805,42 @@ def test_host_gpu_index_inside_a_pod_names_the_device_plugin(registry):
     pod = replace(facts.domains["platform"], kubernetes=True, container_runtime="containerd")
     f = one(registry, make_facts(**{**facts.domains, "platform": pod}), "platform.visibility")
     assert f.status is Status.FAIL and "device plugin" in f.explanation and "docker run" not in f.explanation
+
+
+# --------------------------------------------------------------------------- Apptainer / Singularity
+
+
+def test_apptainer_without_nv_has_device_nodes_but_no_driver_libraries(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path,
+        {
+            "/.singularity.d/runscript": "",
+            "/dev/nvidia0": "",
+            "/dev/nvidiactl": "",
+            "/proc/driver/nvidia/version": NVRM_HOST,
+        },
+        {"APPTAINER_CONTAINER": "/scratch/user/pytorch.sif", "SLURM_JOB_ID": "5"},
+        docker=False,
+    )
+    p = facts.domains["platform"]
+    assert p.container_runtime == "apptainer" and p.in_container
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.FAIL and "Apptainer/Singularity" in f.summary and "no libcuda.so.1" in f.summary
+    assert "apptainer exec --nv" in f.explanation and "--device /dev/nvidia0" not in f.explanation
+
+
+def test_apptainer_with_nv_is_injected(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path,
+        {
+            "/.singularity.d/runscript": "",
+            "/.singularity.d/libs/libcuda.so.1": "",
+            "/dev/nvidia0": "",
+            "/dev/nvidiactl": "",
+            "/proc/driver/nvidia/version": NVRM_HOST,
+        },
+        {"APPTAINER_CONTAINER": "/scratch/user/pytorch.sif"},
+        docker=False,
+    )
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.OK and "Apptainer/Singularity" in f.summary

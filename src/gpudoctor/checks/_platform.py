@@ -6,6 +6,8 @@ Remedies and their sources:
 - Docker: ``docker run --gpus all`` and Compose
   ``deploy.resources.reservations.devices`` (Docker docs, "GPU support" and
   "Enable GPU access with Docker Compose");
+- Apptainer/Singularity: ``--nv`` binds the host's driver libraries
+  (Apptainer user guide, "GPU Support");
 - Podman: CDI, ``podman run --device nvidia.com/gpu=all`` after
   ``nvidia-ctk cdi generate`` (NVIDIA Container Toolkit docs, "Support for
   Container Device Interface");
@@ -90,6 +92,12 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "Google's driver-installer DaemonSet (`kubectl get pods -n kube-system | grep nvidia-driver-installer`)."
         )
     runtime = p.container_runtime if p is not None else ""
+    if runtime == "apptainer":
+        return (
+            "Run the container with the host's NVIDIA driver libraries: `apptainer exec --nv image.sif ...` "
+            "(`singularity exec --nv ...`; with the NVIDIA Container Toolkit's CLI on the host: `--nvccli`). "
+            "In a Slurm job also request the GPU (`--gres=gpu:1`)."
+        )
     if runtime == "podman":
         return (
             "Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "

@@ -47,6 +47,7 @@ def where(p: PlatformFacts) -> str:
             "containerd": "a containerd container",
             "cri-o": "a CRI-O container",
             "lxc": "an LXC container",
+            "apptainer": "an Apptainer/Singularity container",
         }.get(p.container_runtime, "a container")
     elif p.kind == "wsl":
         base = "WSL"
@@ -165,6 +166,9 @@ def evaluate(facts: Facts) -> list[Finding]:
             f"`NVIDIA_DRIVER_CAPABILITIES={caps}` does not include `compute`, so the runtime mounted no CUDA "
             f"driver library: set `NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or `all`)."
             if caps and not {"compute", "all"} & {c.strip() for c in caps.split(",")}
+            else "Apptainer/Singularity binds the host's `/dev` (so the device nodes are here) but the driver "
+            "libraries only with `--nv`.\n\n" + injection_remedy(facts)
+            if p.container_runtime == "apptainer"
             else "The device nodes are there but the driver libraries were not mounted: the devices were passed "
             "by hand (`--device /dev/nvidia0`) instead of through the NVIDIA runtime.\n\n" + injection_remedy(facts)
         )

@@ -59,6 +59,8 @@ PLATFORM_ENV = (
     "RAY_RAYLET_PID",
     "RAY_ADDRESS",
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+    "APPTAINER_CONTAINER",
+    "SINGULARITY_CONTAINER",
     "container",
 )
 
@@ -71,6 +73,7 @@ DRIVER_LIB_DIRS = (
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
     "/usr/lib/wsl/lib",
+    "/.singularity.d/libs",
 )
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/nvidia/bin", "/snap/bin")
@@ -179,6 +182,9 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str
     if env.get("KUBERNETES_SERVICE_HOST"):
         markers.append("KUBERNETES_SERVICE_HOST is set")
         kube = True
+    if files.exists("/.singularity.d") or env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
+        markers.append("/.singularity.d exists (Apptainer/Singularity)")
+        runtime = runtime or "apptainer"
     if env.get("container"):
         markers.append(f"container={env['container']} in the environment")
         runtime = runtime or env["container"]

@@ -76,7 +76,8 @@ class PlatformFacts:
             any of the others).
         hypervisor: the VM's vendor/product from DMI, or "" (bare metal / unknown).
         container_runtime: ``docker``, ``podman``, ``containerd``, ``cri-o``,
-            ``lxc``, ``container`` (a container whose runtime cannot be told) or "".
+            ``lxc``, ``apptainer`` (Apptainer/Singularity), ``container`` (a container whose
+            runtime cannot be told) or "".
         markers: the evidence for kind and runtime, e.g. ``/.dockerenv exists``.
         kubernetes: True inside a Kubernetes pod.
         scheduler: ``slurm``, ``ray`` or "" (none seen).
