@@ -844,3 +844,38 @@ def test_apptainer_with_nv_is_injected(tmp_path, registry):
     )
     f = one(registry, facts, "platform.container")
     assert f.status is Status.OK and "Apptainer/Singularity" in f.summary
+
+
+# --------------------------------------------------------------------------- WSL with Docker Desktop
+
+
+def _wsl_docker_facts(tmp_path: Path, desktop: bool):
+    from gpudoctor.collect.platform import container_host_facts
+
+    files = {"/usr/bin/docker": ""}
+    if desktop:
+        files["/mnt/wsl/docker-desktop/cli-tools/usr/bin/docker"] = ""
+    host = container_host_facts(fake_system(write_tree(tmp_path, files)).files, None)
+    return make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="wsl"),
+        nvidia=nvidia_facts("560.94", "12.6", [nvml_device(0)]),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+    )
+
+
+def test_wsl_with_docker_desktop_needs_no_toolkit(tmp_path, registry):
+    f = one(registry, _wsl_docker_facts(tmp_path, True), "platform.toolkit")
+    assert f.status is Status.SKIP and "Docker Desktop" in f.summary
+
+
+def test_wsl_with_docker_engine_inside_needs_the_toolkit(tmp_path, registry):
+    f = one(registry, _wsl_docker_facts(tmp_path, False), "platform.toolkit")
+    assert f.status is Status.FAIL and "not installed" in f.summary
+
+
+def test_docker_info_operating_system_marks_docker_desktop():
+    from gpudoctor.collect.platform import parse_docker_info
+
+    info = parse_docker_info('{"ServerVersion": "27.2.0", "OperatingSystem": "Docker Desktop", "Runtimes": {}}')
+    assert info.operating_system == "Docker Desktop"

@@ -144,6 +144,12 @@ def evaluate(facts: Facts) -> list[Finding]:
         raise SkipCheck("no container engine (Docker, Podman, containerd) on this host")
     if not _host_has_gpu(facts):
         raise SkipCheck("no NVIDIA GPU or driver on this host")
+    if host.docker_desktop and host.engines == ("docker",):
+        # Docker docs, "GPU support in Docker Desktop for Windows": the WSL 2 backend passes the GPU itself
+        raise SkipCheck(
+            "Docker Desktop's WSL 2 backend gives containers the GPU itself (`docker run --gpus=all ...`); "
+            "no NVIDIA Container Toolkit is needed in this distribution"
+        )
     docker = host.docker if isinstance(host.docker, DockerInfo) else None
     evidence: dict[str, object] = {
         "engines": list(host.engines),

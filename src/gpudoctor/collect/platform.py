@@ -258,6 +258,7 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
         default_runtime=str(doc.get("DefaultRuntime") or ""),
         cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()),
         security_options=tuple(str(o) for o in doc.get("SecurityOptions") or ()),
+        operating_system=str(doc.get("OperatingSystem") or ""),
     )
 
 
@@ -389,6 +390,8 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         cdi_specs=tuple(specs),
         containerd=configs,
         no_cgroups=no_cgroups,
+        docker_desktop=files.is_dir("/mnt/wsl/docker-desktop")
+        or (isinstance(docker, DockerInfo) and "docker desktop" in docker.operating_system.lower()),
     )
 
 

@@ -123,6 +123,7 @@ class DockerInfo:
         cdi_spec_dirs: ``CDISpecDirs`` (Docker 25+ with CDI enabled), empty otherwise.
         security_options: ``SecurityOptions`` (``name=seccomp,profile=builtin``, ``name=rootless``,
             ``name=cgroupns``); ``name=rootless`` marks a rootless daemon.
+        operating_system: ``OperatingSystem`` of the daemon (``Ubuntu 22.04.5 LTS``, ``Docker Desktop``).
     """
 
     server_version: str
@@ -130,6 +131,7 @@ class DockerInfo:
     default_runtime: str
     cdi_spec_dirs: tuple[str, ...] = ()
     security_options: tuple[str, ...] = ()
+    operating_system: str = ""
 
     @property
     def rootless(self) -> bool:
@@ -191,6 +193,8 @@ class ContainerHostFacts:
         containerd: containerd configs found, with their runtimes.
         no_cgroups: ``/etc/nvidia-container-runtime/config.toml`` sets ``no-cgroups = true`` (needed by
             rootless Docker/Podman with the runtime hook; NVIDIA Container Toolkit docs, "Rootless mode").
+        docker_desktop: the ``docker`` here is Docker Desktop's WSL integration (``/mnt/wsl/docker-desktop``,
+            or ``docker info`` says ``Docker Desktop``), which gives containers the GPU itself.
     """
 
     engines: tuple[str, ...] = ()
@@ -201,6 +205,7 @@ class ContainerHostFacts:
     cdi_specs: tuple[CdiSpec, ...] = ()
     containerd: tuple[ContainerdConfig, ...] = ()
     no_cgroups: bool = False
+    docker_desktop: bool = False
 
 
 @dataclass(frozen=True)
