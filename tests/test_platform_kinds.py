@@ -879,3 +879,24 @@ def test_docker_info_operating_system_marks_docker_desktop():
 
     info = parse_docker_info('{"ServerVersion": "27.2.0", "OperatingSystem": "Docker Desktop", "Runtimes": {}}')
     assert info.operating_system == "Docker Desktop"
+
+
+# --------------------------------------------------------------------------- LXC (Proxmox / LXD)
+
+
+def test_lxc_container_without_the_gpu_gets_the_lxc_config(tmp_path, registry):
+    facts = _container_facts(
+        tmp_path,
+        {
+            "/proc/1/cgroup": "0::/lxc.payload.ct101/init.scope\n",
+            "/proc/driver/nvidia/version": NVRM_HOST,
+            "/dev/null": "",
+        },
+        {},
+        docker=False,
+    )
+    assert facts.domains["platform"].container_runtime == "lxc"
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.FAIL and "an LXC container" in f.summary
+    assert "lxc.cgroup2.devices.allow: c 195:* rwm" in f.explanation and "nvidia.runtime=true" in f.explanation
+    assert "the same version 550.120" in f.explanation and "docker run" not in f.explanation

@@ -8,6 +8,10 @@ Remedies and their sources:
   "Enable GPU access with Docker Compose");
 - Apptainer/Singularity: ``--nv`` binds the host's driver libraries
   (Apptainer user guide, "GPU Support");
+- LXC: LXD/Incus ``gpu`` devices with ``nvidia.runtime=true`` (LXD docs,
+  "Type: gpu"); raw LXC/Proxmox ``lxc.cgroup2.devices.allow`` and
+  ``lxc.mount.entry`` lines (LXC ``lxc.container.conf(5)``) with the host
+  driver's user-space installed ``--no-kernel-module``;
 - Podman: CDI, ``podman run --device nvidia.com/gpu=all`` after
   ``nvidia-ctk cdi generate`` (NVIDIA Container Toolkit docs, "Support for
   Container Device Interface");
@@ -97,6 +101,25 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "Run the container with the host's NVIDIA driver libraries: `apptainer exec --nv image.sif ...` "
             "(`singularity exec --nv ...`; with the NVIDIA Container Toolkit's CLI on the host: `--nvccli`). "
             "In a Slurm job also request the GPU (`--gres=gpu:1`)."
+        )
+    if runtime == "lxc":
+        version = ""
+        if p is not None and p.proc_driver_version:
+            parts = [w for w in p.proc_driver_version.split() if w[:1].isdigit() and "." in w]
+            version = parts[0] if parts else ""
+        same = f" {version}" if version else ""
+        return (
+            "An LXC container gets the GPU from its configuration, not from an NVIDIA runtime hook. LXD/Incus: "
+            "`lxc config device add <name> gpu gpu` and `lxc config set <name> nvidia.runtime=true`, then restart "
+            "it. Proxmox/raw LXC: allow and bind the device nodes in the container's config:\n\n```\n"
+            "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 509:* rwm   # nvidia-uvm: "
+            "its major from `ls -l /dev/nvidia-uvm` on the host\n"
+            "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+            "lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n"
+            "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n```\n\n"
+            f"and install inside the container the user-space of the host's driver, the same version{same}, "
+            "without its kernel module (`./NVIDIA-Linux-x86_64-<version>.run --no-kernel-module`): any other "
+            'version gives "Driver/library version mismatch".'
         )
     if runtime == "podman":
         return (
