@@ -900,3 +900,41 @@ def test_lxc_container_without_the_gpu_gets_the_lxc_config(tmp_path, registry):
     assert f.status is Status.FAIL and "an LXC container" in f.summary
     assert "lxc.cgroup2.devices.allow: c 195:* rwm" in f.explanation and "nvidia.runtime=true" in f.explanation
     assert "the same version 550.120" in f.explanation and "docker run" not in f.explanation
+
+
+# --------------------------------------------------------------------------- GPU Operator / RKE2 nodes
+
+
+def test_gpu_operator_node_counts_its_toolkit_and_containerd_runtime(tmp_path, registry):
+    from gpudoctor.collect.platform import container_host_facts
+
+    config = (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '  BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"\n'
+    )
+    root = write_tree(
+        tmp_path,
+        {
+            "/etc/containerd/config.toml": config,
+            "/usr/local/nvidia/toolkit/nvidia-container-runtime": "",
+            "/usr/local/nvidia/toolkit/nvidia-ctk": "",
+        },
+    )
+    host = container_host_facts(fake_system(root).files, None)
+    assert "/usr/local/nvidia/toolkit/nvidia-container-runtime" in host.toolkit_files
+    facts = make_facts(
+        container_host=host,
+        platform=PlatformFacts(kind="bare-metal"),
+        nvidia=nvidia_facts("550.127.05", "12.4", [nvml_device(0)]),
+        os=os_facts("ubuntu", "22.04", "jammy"),
+    )
+    f = one(registry, facts, "platform.toolkit")
+    assert f.status is Status.OK, f.summary
+
+
+def test_rke2_without_the_nvidia_runtime_restarts_rke2(tmp_path, registry):
+    path = "/var/lib/rancher/rke2/agent/etc/containerd/config.toml"
+    f = one(registry, _containerd_host(tmp_path, path, False), "platform.toolkit")
+    assert f.status is Status.FAIL and "sudo systemctl restart rke2-agent" in f.explanation

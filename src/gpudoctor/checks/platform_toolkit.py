@@ -58,6 +58,8 @@ def containerd_flavour(path: str) -> str:
         return "k3s"
     if "/snap/microk8s/" in path:
         return "microk8s"
+    if "/rancher/rke2/" in path:
+        return "rke2"
     return "containerd"
 
 
@@ -71,6 +73,13 @@ def containerd_register(path: str) -> str:
     ``nvidia-ctk runtime configure`` (NVIDIA Container Toolkit install guide).
     """
     who = containerd_flavour(path)
+    if who == "rke2":
+        return (
+            "RKE2 writes this file itself at every start and adds the `nvidia` runtime when it finds "
+            '`nvidia-container-runtime` on the node (RKE2 docs, "Deploy NVIDIA operator"): install the NVIDIA '
+            "Container Toolkit on the node and restart RKE2, "
+            "`sudo systemctl restart rke2-agent` (servers: `rke2-server`)."
+        )
     if who == "k3s":
         return (
             "k3s writes this file itself at every start and adds the `nvidia` runtime when it finds "
@@ -167,6 +176,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         or host.toolkit_packages
         or isinstance(host.toolkit_version, str)
         or (docker and "nvidia" in docker.runtimes)
+        or any("nvidia" in c.runtimes for c in host.containerd)
     )
     engines = ", ".join(host.engines)
     if not installed:

@@ -283,7 +283,12 @@ _CONTAINERD_CONFIGS = (
     "/etc/containerd/config.toml",
     "/var/snap/microk8s/current/args/containerd-template.toml",
     "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+    "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
 )
+
+#: where the GPU Operator's toolkit container installs the runtime on the node (GPU Operator docs,
+#: "Container Toolkit": ``/usr/local/nvidia/toolkit``)
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
 
 
 def parse_containerd_config(path: str, text: str) -> ContainerdConfig:
@@ -351,7 +356,7 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             engines.append(name)
     toolkit_files = tuple(
         f"{d}/{n}"
-        for d in BIN_DIRS
+        for d in (*BIN_DIRS, OPERATOR_TOOLKIT_DIR)
         for n in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-cli", "nvidia-container-runtime-hook")
         if files.is_file(f"{d}/{n}")
     )
