@@ -519,11 +519,21 @@ def test_docker_host_with_toolkit_configured(tmp_path, fakebin, registry):
 def test_toolkit_installed_but_docker_runtime_not_registered(tmp_path, fakebin, registry):
     fakebin("docker", "docker-info-runc-only.txt")
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
-    root = write_tree(tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": ""})
+    root = write_tree(
+        tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": "", "/usr/bin/nvidia-container-runtime-hook": ""}
+    )
     f = one(
         registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())), "platform.toolkit"
     )
     assert f.status is Status.WARN and "sudo nvidia-ctk runtime configure --runtime=docker" in f.explanation
+    assert "could not select device driver" in f.explanation
+    # only nvidia-container-toolkit-base (nvidia-ctk, no hook): Docker's --gpus has no driver at all
+    (root / "usr/bin/nvidia-container-runtime-hook").unlink()
+    f = one(
+        registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())), "platform.toolkit"
+    )
+    assert f.status is Status.FAIL and "nvidia-container-runtime-hook" in f.summary
+    assert "sudo apt-get install -y nvidia-container-toolkit" in f.explanation
 
 
 def test_a_hung_docker_is_killed_at_its_timeout(fakebin, monkeypatch):

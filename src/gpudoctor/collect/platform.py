@@ -59,6 +59,8 @@ PLATFORM_ENV = (
     "RAY_RAYLET_PID",
     "RAY_ADDRESS",
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+    "APPTAINER_CONTAINER",
+    "SINGULARITY_CONTAINER",
     "container",
 )
 
@@ -71,6 +73,7 @@ DRIVER_LIB_DIRS = (
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
     "/usr/lib/wsl/lib",
+    "/.singularity.d/libs",
 )
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/nvidia/bin", "/snap/bin")
@@ -179,6 +182,9 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str
     if env.get("KUBERNETES_SERVICE_HOST"):
         markers.append("KUBERNETES_SERVICE_HOST is set")
         kube = True
+    if files.exists("/.singularity.d") or env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
+        markers.append("/.singularity.d exists (Apptainer/Singularity)")
+        runtime = runtime or "apptainer"
     if env.get("container"):
         markers.append(f"container={env['container']} in the environment")
         runtime = runtime or env["container"]
@@ -207,7 +213,7 @@ def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     hyper = _hypervisor(files)
     kind = "container" if runtime else "wsl" if wsl else "vm" if hyper else "bare-metal"
     try:
-        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia"))
+        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia") or n == "dxg")
     except OSError:
         nodes = ()
     libs = []
@@ -251,6 +257,8 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
         runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
         default_runtime=str(doc.get("DefaultRuntime") or ""),
         cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()),
+        security_options=tuple(str(o) for o in doc.get("SecurityOptions") or ()),
+        operating_system=str(doc.get("OperatingSystem") or ""),
     )
 
 
@@ -275,7 +283,12 @@ _CONTAINERD_CONFIGS = (
     "/etc/containerd/config.toml",
     "/var/snap/microk8s/current/args/containerd-template.toml",
     "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+    "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
 )
+
+#: where the GPU Operator's toolkit container installs the runtime on the node (GPU Operator docs,
+#: "Container Toolkit": ``/usr/local/nvidia/toolkit``)
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
 
 
 def parse_containerd_config(path: str, text: str) -> ContainerdConfig:
@@ -343,7 +356,7 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             engines.append(name)
     toolkit_files = tuple(
         f"{d}/{n}"
-        for d in BIN_DIRS
+        for d in (*BIN_DIRS, OPERATOR_TOOLKIT_DIR)
         for n in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-cli", "nvidia-container-runtime-hook")
         if files.is_file(f"{d}/{n}")
     )
@@ -366,6 +379,8 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             "libnvidia-container-tools",
         ),
     )
+    runtime_config = files.read_text_or_none("/etc/nvidia-container-runtime/config.toml") or ""
+    no_cgroups = bool(re.search(r"(?m)^\s*no-cgroups\s*=\s*true\b", runtime_config))
     if runner is not None:
         docker, ctk = query_host_tools(runner)
     else:
@@ -379,6 +394,9 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         toolkit_packages=packages,
         cdi_specs=tuple(specs),
         containerd=configs,
+        no_cgroups=no_cgroups,
+        docker_desktop=files.is_dir("/mnt/wsl/docker-desktop")
+        or (isinstance(docker, DockerInfo) and "docker desktop" in docker.operating_system.lower()),
     )
 
 
@@ -467,7 +485,15 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
     for rel in releases:
         if any(True for _ in files.glob(f"/lib/modules/{rel}", "**/nvidia.ko*")):
             installed.append(rel)
+    dkms = []
+    for name in ("nvidia", "nvidia-srv"):
+        try:
+            dkms += [v for v in files.listdir(f"/var/lib/dkms/{name}") if v[:1].isdigit()]
+        except OSError:
+            pass
     return KernelModuleFacts(
+        dkms_versions=tuple(sorted(set(dkms))),
+        kernel_headers=bool(release) and files.exists(f"/lib/modules/{release}/build"),
         kernel_release=release,
         loaded=loaded,
         proc_version=proc_line,
