@@ -97,6 +97,9 @@ def test_invalid_condarc_or_uv_toml_is_not_not_configured(tmp_path, path, text, 
     findings = evaluate([check], _facts(tmp_path, ["os", "apt", "uv", "conda", "pip", "mirrors"]))
     assert findings[0].status is status, findings[0]
     assert "cannot be read" in findings[0].summary and word in findings[0].summary
+    # the explanation adds to the summary instead of repeating it, and names the syntax to fix
+    assert word not in findings[0].explanation
+    assert ("Fix its TOML syntax" if check_id == "uv.mirror" else "Fix its YAML syntax") in findings[0].explanation
     assert "not configured" not in findings[0].summary
 
 
