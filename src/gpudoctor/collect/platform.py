@@ -457,14 +457,19 @@ def _secure_boot(files: Files) -> bool | Unavailable:
     return bool(data[-1]) if data else Unavailable(f"{names[0]} is empty")
 
 
-def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str = "") -> KernelModuleFacts:
-    """The kmod facts; ``modinfo nvidia`` runs only when ``runner`` is given."""
+def kernel_module_facts(
+    files: Files, runner: Runner | None, kernel_release: str = "", modinfo_skipped: str = ""
+) -> KernelModuleFacts:
+    """The kmod facts; ``modinfo nvidia`` runs only when ``runner`` is given and ``modinfo_skipped``
+    (the reason it is not run, for the Unavailable) is empty."""
     release = kernel_release or (files.read_text_or_none("/proc/sys/kernel/osrelease") or "").strip()
     proc = (files.read_text_or_none("/proc/driver/nvidia/version") or "").strip().splitlines()
     proc_line = proc[0] if proc else ""
     loaded = bool(proc_line) or files.is_dir("/sys/module/nvidia")
     modinfo: Modinfo | Unavailable
-    if runner is not None:
+    if modinfo_skipped:
+        modinfo = Unavailable(f"modinfo nvidia {modinfo_skipped}")
+    elif runner is not None:
         result = runner.run(["modinfo", "nvidia"], timeout_s=COMMAND_TIMEOUT_S)
         if result.ok:
             modinfo = parse_modinfo(result.stdout)
@@ -506,9 +511,18 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
 
 
 def collect_kmod(ctx: CollectContext) -> KernelModuleFacts:
+    """The kmod facts. At the light level (the entrypoint gate) on a machine with no NVIDIA kernel
+    driver, ``modinfo nvidia`` is not run (the installed modules are still listed from /lib/modules)."""
+    from gpudoctor.collect.nvidia import kernel_driver_absent
+
     files = ctx.system.files
     live = files.is_live
-    return kernel_module_facts(files, ctx.system.runner if live else None, _platform.release() if live else "")
+    skip = ""
+    if live and ctx.options.probe_level == "light" and kernel_driver_absent(files):
+        skip = "not run: no NVIDIA kernel driver is loaded here (the light gate skips it; `gpudoctor check` runs it)"
+    return kernel_module_facts(
+        files, ctx.system.runner if live else None, _platform.release() if live else "", modinfo_skipped=skip
+    )
 
 
 # --------------------------------------------------------------------------- limits
