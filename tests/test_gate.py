@@ -333,6 +333,30 @@ def test_collectors_for_imports_only_what_the_selection_needs():
     assert set(collectors_for(["no-such-domain"])) == set(every)  # unknown: everything, as before
 
 
+def test_the_light_gate_does_not_import_the_modules_of_the_domains_it_leaves_out():
+    """Stand-ins replace the Jupyter and CUDA-library collectors before their modules are imported
+    (each costs the gate imports on every container start); with --deep the real ones run."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from gpudoctor.gate import GateOptions, _gate_collectors, gate_checks, load_gate_registry\n"
+        "deep = sys.argv[1] == 'deep'\n"
+        "checks, _ = gate_checks(load_gate_registry(deep=deep).checks, deep=deep)\n"
+        "found = _gate_collectors(checks, GateOptions(deep=deep))\n"
+        "print(sorted(m for m in sys.modules if m in ('gpudoctor.collect.jupyter', 'gpudoctor.collect.libraries')))\n"
+        "print(found['jupyter'].collect.__module__, found['cuda_libraries'].collect.__module__)\n"
+    )
+    light = subprocess.run([sys.executable, "-c", code, "light"], capture_output=True, text=True, check=True)
+    assert light.stdout.splitlines() == ["[]", "gpudoctor.gate gpudoctor.gate"]
+    deep = subprocess.run([sys.executable, "-c", code, "deep"], capture_output=True, text=True, check=True)
+    assert deep.stdout.splitlines() == [
+        "['gpudoctor.collect.jupyter', 'gpudoctor.collect.libraries']",
+        "gpudoctor.collect.jupyter gpudoctor.collect.libraries",
+    ]
+
+
 def test_deep_uses_the_full_probe_and_light_says_the_import_was_not_tried(fake):
     import dataclasses
 

@@ -316,18 +316,17 @@ def _reason(f: Finding, strict: bool) -> str | None:
 COSTLY_DOMAINS = {
     "cuda_libraries": "the light gate does not build the CUDA library model (ELF reads of every framework "
     "library); `gpudoctor gate --deep` and `gpudoctor check` do",
+    "jupyter": "Jupyter kernels were not looked for (the gate leaves them out: it probes the job's interpreter)",
 }
 
 
 def _gate_collectors(checks: Sequence[Check], opts: GateOptions):
     from gpudoctor.collect import Collector, collectors_for
 
-    found = dict(collectors_for([d for c in checks for d in c.needs]))
-    if opts.light_model and not opts.deep:
-        for dom, why in COSTLY_DOMAINS.items():
-            if dom in found:
-                found[dom] = Collector(domain=dom, collect=_unavailable(why))
-    return found
+    stand_ins = {}
+    if opts.light_model and not opts.deep:  # not even imported: the gate does not pay for their modules
+        stand_ins = {dom: Collector(domain=dom, collect=_unavailable(why)) for dom, why in COSTLY_DOMAINS.items()}
+    return collectors_for([d for c in checks for d in c.needs], stand_ins)
 
 
 def collect_options(opts: GateOptions) -> CollectOptions:

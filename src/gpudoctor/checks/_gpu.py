@@ -325,10 +325,14 @@ def wsl_driver(facts: Facts) -> bool:
     """WSL 2 with the Windows driver's ``libcuda.so.1`` in ``/usr/lib/wsl/lib``: a GPU is there even
     though WSL shows no NVIDIA PCI function and no ``/proc/driver/nvidia`` (CUDA on WSL User Guide)."""
     from gpudoctor.facts.host import OsFacts
+
+    os_facts = facts.of(OsFacts)
+    if isinstance(os_facts, Unavailable) or not os_facts.wsl:
+        return False  # (before the library facts' module is imported: the gate does not load it)
     from gpudoctor.facts.libraries import CudaLibrariesFacts
 
-    os_facts, cl = facts.of(OsFacts), facts.of(CudaLibrariesFacts)
-    if isinstance(os_facts, Unavailable) or not os_facts.wsl or isinstance(cl, Unavailable):
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
         return False
     return not isinstance(cl.wsl_lib, Unavailable) and "libcuda.so.1" in cl.wsl_lib
 

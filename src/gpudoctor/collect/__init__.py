@@ -124,19 +124,22 @@ def _declared_domains(name: str) -> tuple[str, ...]:
     return tuple(re.findall(r"""domain\s*=\s*["']([A-Za-z0-9_]+)["']""", text))
 
 
-def collectors_for(domains: Sequence[str]) -> dict[str, Collector]:
+def collectors_for(domains: Sequence[str], provided: Mapping[str, Collector] | None = None) -> dict[str, Collector]:
     """Domain -> collector for ``domains`` and what they require, importing only the modules that
     declare them (found by reading each module's source for ``domain="..."``), so a small
     selection (the entrypoint gate) does not import every collector and its libraries.
-    Falls back to :func:`all_collectors` when a domain is not found that way (a collector
-    built dynamically, or none). Raises ``RuntimeError`` like :func:`all_collectors`.
+    ``provided`` collectors stand in for their domains: their modules are not imported for them
+    (the gate's stand-ins for domains it leaves out). Falls back to :func:`all_collectors` (with
+    ``provided`` on top) when a domain is not found that way (a collector built dynamically, or
+    none). Raises ``RuntimeError`` like :func:`all_collectors`.
     """
+    provided = dict(provided or {})
     modules = [m.name for m in pkgutil.iter_modules(__path__)]
     index: dict[str, list[str]] = {}
     for name in modules:
         for dom in _declared_domains(name):
             index.setdefault(dom, []).append(name)
-    found: dict[str, Collector] = {}
+    found: dict[str, Collector] = dict(provided)
     loaded = set()
     todo = list(domains)
     while todo:
@@ -144,7 +147,7 @@ def collectors_for(domains: Sequence[str]) -> dict[str, Collector]:
         if dom in found:
             continue
         if dom not in index:
-            return all_collectors()
+            return {**all_collectors(), **provided}
         for name in index[dom]:
             if name in loaded:
                 continue
@@ -154,10 +157,12 @@ def collectors_for(domains: Sequence[str]) -> dict[str, Collector]:
             if getattr(module, "COLLECTOR", None) is not None:
                 collectors += (module.COLLECTOR,)
             for collector in collectors:
+                if collector.domain in provided:
+                    continue
                 if collector.domain in found:
                     raise RuntimeError(f"two collectors for domain {collector.domain!r}: {name}")
                 found[collector.domain] = collector
         if dom not in found:
-            return all_collectors()
+            return {**all_collectors(), **provided}
         todo.extend(r for r in found[dom].requires if r not in found)
     return found

@@ -149,11 +149,11 @@ def collect(ctx: CollectContext):
     try:
         # start the terminal's probes first: they run while the Jupyter facts are still being collected
         futures = [cache.submit(python) for _label, python, _kind in specs]
-        from gpudoctor.collect.kernel_targets import (
-            kernel_targets,  # Jupyter kernels as targets
-        )
+        kernels = []
+        if ctx.options.kernels:  # the gate leaves kernels out: not even their modules are imported
+            from gpudoctor.collect.kernel_targets import kernel_targets  # Jupyter kernels as targets
 
-        kernels = kernel_targets(ctx, cache.submit)
+            kernels = kernel_targets(ctx, cache.submit)
         found = [
             TargetFacts(
                 label=label,
