@@ -464,9 +464,15 @@ def test_every_json_document_validates_against_the_published_explain_schema(tmp_
             "explain", "--offline", "--format", "json", str(CASES / "20-pip-conf-no-section-header/pip-output.txt")
         ).stdout,
         "no check": run_gpudoctor(
-            "explain", "--no-check", "--format", "json", str(CASES / "33-nvjitlink-ld-library-path-shadow/traceback.txt")
+            "explain",
+            "--no-check",
+            "--format",
+            "json",
+            str(CASES / "33-nvjitlink-ld-library-path-shadow/traceback.txt"),
         ).stdout,
-        "nothing found": run_gpudoctor("explain", "--format", "json", str(FIXTURES / "explain/pip-install-ok.log")).stdout,
+        "nothing found": run_gpudoctor(
+            "explain", "--format", "json", str(FIXTURES / "explain/pip-install-ok.log")
+        ).stdout,
     }
     proc = _run_bytes("explain", "--no-check", "--format", "json", "-o", str(out), "--", PY, "-c", code)
     assert proc.returncode == 3
