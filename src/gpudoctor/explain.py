@@ -588,9 +588,10 @@ class Matcher:
         self.stream = stream
         self.signatures = tuple(load_signatures() if signatures is None else signatures)
         self._by_word: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
-        # signatures with no whole word in their needles: (first needle, signature, other needles)
-        self._plain_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
-        self._icase_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        # signatures with no whole word in their needles: first needle -> [(signature, other
+        # needles)], each distinct needle tested once per line however many signatures share it
+        plain: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
+        icase: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
         self._bare: list[Signature] = []  # no needle at all: searched on every line
         for sig in self.signatures:
             if sig.lines > 1:
@@ -602,14 +603,22 @@ class Matcher:
                 continue
             keyed = [(next((k for k in map(_key_word, needles) if k), None), needles) for needles in options]
             if _icase(sig) or any(k is None for k, _ in keyed):
-                target = self._icase_needles if _icase(sig) else self._plain_needles
-                target.extend((opt[0], sig, opt[1:]) for opt in options)
+                target = icase if _icase(sig) else plain
+                for opt in options:
+                    target.setdefault(opt[0], []).append((sig, opt[1:]))
                 continue
             for key, needles in keyed:
                 self._by_word.setdefault(key, []).append((sig, needles))
+        self._plain_needles = list(plain.items())
+        self._icase_needles = list(icase.items())
         self._keys = frozenset(self._by_word)
-        self._multi = [(s, s.needles[0] if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1]
-        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its first needle
+        # a multi-line signature is armed by its longest needle (the rarest, as a rule): every
+        # needle lies on one line of any match, so a match ending at this line has it in the window
+        self._multi = [
+            (s, max(s.needles, key=len) if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1
+        ]
+        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its arming needle
+        self._any_icase = bool(self._icase_needles) or any(icase for _, _, icase in self._multi)
         width = max((s.lines for s, _, _ in self._multi), default=1)
         self._window: deque[str] = deque(maxlen=width)
         self._found: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
@@ -633,15 +642,18 @@ class Matcher:
         self.lines_read += 1
         self._window.append(line)
         searched = set()
-        lower = line.lower() if self._icase_needles else line
+        lower = line.lower() if self._any_icase else line
         for needles, hay in ((self._plain_needles, line), (self._icase_needles, lower)):
-            for needle, sig, option in needles:
-                if needle not in hay or sig.id in searched or not all(n in hay for n in option):
+            for needle, candidates in needles:
+                if needle not in hay:
                     continue
-                searched.add(sig.id)
-                m = sig.pattern.search(line)
-                if m:
-                    self._record(sig, m, self.lines_read, line)
+                for sig, option in candidates:
+                    if sig.id in searched or not all(n in hay for n in option):
+                        continue
+                    searched.add(sig.id)
+                    m = sig.pattern.search(line)
+                    if m:
+                        self._record(sig, m, self.lines_read, line)
         for sig in self._bare:
             m = sig.pattern.search(line)
             if m:
@@ -657,10 +669,10 @@ class Matcher:
                     self._record(sig, m, self.lines_read, line)
         for sig, first, icase in self._multi:
             if first is not None:
-                if first in (line.lower() if icase else line):
+                if first in (lower if icase else line):
                     self._armed[sig.id] = self.lines_read
                 if self.lines_read - self._armed.get(sig.id, -MAX_WINDOW_LINES) >= sig.lines:
-                    continue  # its first needle is not in the window: it cannot match
+                    continue  # its arming needle is not in the window: it cannot match
             lines = list(self._window)[-sig.lines :]
             text = "\n".join(lines)
             start_of_last = len(text) - len(line)
