@@ -334,3 +334,190 @@ def test_any_host_of_the_projects_own_domains_counts_as_official():
         assert is_official(host, domains), host
     for host in ("mirror.example.org", "debian.org.example.com", "notdebian.org"):
         assert not is_official(host, domains), host
+
+
+# --------------------------------------------------------------------------- Debian security layout, archived releases
+
+
+def _apt_root(tmp_path: Path, codename: str, files: dict[str, str], distro: str = "debian") -> Path:
+    tree = {"/etc/os-release": f"ID={distro}\nVERSION_CODENAME={codename}\n", "/usr/.keep": ""}
+    return write_tree(tmp_path, {**tree, **files})
+
+
+def _worst(root: Path):
+    return max(apt_sources.evaluate(collect(root)), key=lambda f: f.status.severity)
+
+
+@pytest.mark.parametrize(
+    "codename,line,summary,remedy",
+    [
+        # lxc/lxc-templates #39, canonical/cloud-init #1076: Debian 11 renamed the security suite
+        (
+            "bullseye",
+            "deb http://security.debian.org/debian-security bullseye/updates main",
+            "the Debian security suite in a form it does not serve: bullseye/updates",
+            "sed -i '2s|bullseye/updates|bullseye-security|' /etc/apt/sources.list",
+        ),
+        (
+            "bookworm",
+            "deb http://mirror.example.org/debian-security bookworm/updates main",
+            "bookworm/updates on http://mirror.example.org/debian-security",
+            "sed -i '2s|bookworm/updates|bookworm-security|' /etc/apt/sources.list",
+        ),
+        # a mirror switch that wrote one URI for every line: the security suite under /debian
+        (
+            "bookworm",
+            "deb http://mirror.example.org/debian bookworm-security main",
+            "bookworm-security on http://mirror.example.org/debian",
+            "line 2: deb http://mirror.example.org/debian-security bookworm-security main",
+        ),
+        # getumbrel/umbrel #1581: the -updates suite asked of the security archive
+        (
+            "bullseye",
+            "deb http://ftp.debian.org/debian-security bullseye-updates main",
+            "bullseye-updates on http://ftp.debian.org/debian-security",
+            "line 2: deb http://ftp.debian.org/debian bullseye-updates main",
+        ),
+    ],
+)
+def test_debian_security_suite_in_the_wrong_form_fails(tmp_path, codename, line, summary, remedy):
+    main = f"deb http://ftp.debian.org/debian {codename} main\n"
+    worst = _worst(_apt_root(tmp_path, codename, {"/etc/apt/sources.list": main + line + "\n"}))
+    assert worst.status == Status.FAIL and summary in worst.summary
+    assert remedy in worst.explanation
+
+
+def test_debian_security_layout_in_deb822_and_the_healthy_twins(tmp_path):
+    bad = (
+        "Types: deb\nURIs: http://mirror.example.org/debian\nSuites: bookworm bookworm-updates bookworm-security\n"
+        "Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+    worst = _worst(_apt_root(tmp_path / "bad", "bookworm", {"/etc/apt/sources.list.d/debian.sources": bad}))
+    assert worst.status == Status.FAIL and "bookworm-security on http://mirror.example.org/debian" in worst.summary
+    assert "URIs: http://mirror.example.org/debian-security" in worst.explanation
+    # the official layout of Debian 12/13 containers, and buster's old form while it was current
+    for codename in ("bookworm", "trixie"):
+        good = (
+            f"Types: deb\nURIs: http://ftp.debian.org/debian\nSuites: {codename} {codename}-updates\n"
+            f"Components: main\n\nTypes: deb\nURIs: http://ftp.debian.org/debian-security\n"
+            f"Suites: {codename}-security\nComponents: main\n"
+        )
+        root = _apt_root(tmp_path / codename, codename, {"/etc/apt/sources.list.d/debian.sources": good})
+        assert _worst(root).status == Status.OK
+    ubuntu = (
+        "deb http://mirror.example.org/ubuntu/ noble main\ndeb http://mirror.example.org/ubuntu/ noble-security main\n"
+    )
+    root = _apt_root(tmp_path / "ubuntu", "noble", {"/etc/apt/sources.list": ubuntu}, "ubuntu")
+    assert _worst(root).status == Status.OK  # Ubuntu's security pocket lives inside /ubuntu
+
+
+def test_archived_release_on_the_regular_archive_fails_with_the_archive_host(tmp_path):
+    # oakestra/oakestra #437, KhiopsML/khiops #756: buster removed from ftp.debian.org in July 2025
+    sources = (
+        "deb http://ftp.debian.org/debian buster main\n"
+        "deb http://security.debian.org/debian-security buster/updates main\n"
+    )
+    worst = _worst(_apt_root(tmp_path / "buster", "buster", {"/etc/apt/sources.list": sources}))
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt fetches buster from ftp.debian.org, which no longer carries it: the release moved to archive.debian.org"
+    )
+    assert "deb http://archive.debian.org/debian-security buster/updates main" in worst.explanation
+    # an Ubuntu interim release past its end of life on a mirror -> old-releases
+    root = _apt_root(
+        tmp_path / "lunar",
+        "lunar",
+        {"/etc/apt/sources.list": "deb http://mirror.example.org/ubuntu/ lunar main\n"},
+        "ubuntu",
+    )
+    worst = _worst(root)
+    assert worst.status == Status.FAIL and "moved to old-releases.ubuntu.com" in worst.summary
+    # the healthy twin: already on the archive host
+    fixed = (
+        "deb http://archive.debian.org/debian buster main\n"
+        "deb http://archive.debian.org/debian-security buster/updates main\n"
+    )
+    assert _worst(_apt_root(tmp_path / "ok", "buster", {"/etc/apt/sources.list": fixed})).status == Status.OK
+
+
+def _with_machine(root: Path, machine: str):
+    """apt.sources on the facts of ``root`` as if collected live on a ``machine`` (``uname -m``) host."""
+    import dataclasses
+
+    from gpudoctor.testing import make_facts
+
+    return apt_sources.evaluate(make_facts(apt=dataclasses.replace(collect(root).get("apt"), machine=machine)))
+
+
+def _worst_status(findings):
+    return max(findings, key=lambda f: f.status.severity).status
+
+
+def test_ubuntu_main_tree_on_arm64_fails_with_the_ports_tree(tmp_path):
+    # tuna/issues #595 and #540 (Jetson Nano): /ubuntu has no binary-arm64 -> 404 for every index
+    lines = (
+        "deb http://mirror.example.org/ubuntu/ jammy main restricted\n"
+        "deb http://archive.ubuntu.com/ubuntu/ jammy-updates main\n"
+    )
+    root = _apt_root(tmp_path, "jammy", {"/etc/apt/sources.list": lines}, "ubuntu")
+    worst = max(_with_machine(root, "aarch64"), key=lambda f: f.status.severity)
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt source http://mirror.example.org/ubuntu/ has no arm64 packages: this arm64 machine needs the "
+        "/ubuntu-ports tree"
+    )
+    assert "sed -i 's|http://mirror.example.org/ubuntu/|http://mirror.example.org/ubuntu-ports/|g'" in worst.explanation
+    assert "http://ports.ubuntu.com/ubuntu-ports/" in worst.explanation
+    # the twins: the same sources on amd64; ports on arm64; a foreign-arch entry limited to amd64
+    assert _worst_status(_with_machine(root, "x86_64")) == Status.OK
+    ports = "deb http://ports.ubuntu.com/ubuntu-ports/ jammy main\ndeb [arch=amd64] http://archive.ubuntu.com/ubuntu/ jammy main\n"
+    root = _apt_root(tmp_path / "ports", "jammy", {"/etc/apt/sources.list": ports}, "ubuntu")
+    assert _worst_status(_with_machine(root, "aarch64")) == Status.OK
+    # and the reverse: the ports tree on an amd64 machine
+    worst = max(_with_machine(root, "x86_64"), key=lambda f: f.status.severity)
+    assert worst.status == Status.FAIL and "needs the /ubuntu tree" in worst.summary
+
+
+def test_signed_by_keyring_missing_fails_only_where_the_keyring_directory_exists(tmp_path):
+    stanza = (
+        "Types: deb\nURIs: https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/\nSuites: /\n"
+        "Signed-By: /usr/share/keyrings/cuda-archive-keyring.gpg\n"
+    )
+    files = {
+        "/etc/apt/sources.list.d/cuda.sources": stanza,
+        "/usr/share/keyrings/debian-archive-keyring.gpg": "k",
+        "/etc/ssl/certs/ca-certificates.crt": "c",
+    }
+    worst = _worst(_apt_root(tmp_path / "bad", "bookworm", files))
+    assert worst.status == Status.FAIL
+    assert worst.summary == (
+        "apt source /etc/apt/sources.list.d/cuda.sources:1 is signed by /usr/share/keyrings/cuda-archive-keyring.gpg, "
+        "which does not exist: apt refuses the repository"
+    )
+    assert "`cuda-keyring`" in worst.explanation
+    # the twins: the keyring present; a partial root without /usr/share/keyrings says nothing
+    good = {**files, "/usr/share/keyrings/cuda-archive-keyring.gpg": "k"}
+    assert _worst(_apt_root(tmp_path / "good", "bookworm", good)).status == Status.OK
+    partial = {k: v for k, v in files.items() if "keyrings" not in k}
+    assert _worst(_apt_root(tmp_path / "partial", "bookworm", partial)).status == Status.OK
+
+
+def test_image_root_architecture_comes_from_its_dpkg(tmp_path):
+    # an L4T (Jetson) image built from an amd64 mirror guide, inspected with --root on an x86 host
+    status = (
+        "Package: base-files\nStatus: install ok installed\nArchitecture: arm64\n\n"
+        "Package: dpkg\nStatus: install ok installed\nArchitecture: arm64\nVersion: 1.21.1ubuntu2\n\n"
+        "Package: tzdata\nArchitecture: all\n"
+    )
+    files = {
+        "/etc/apt/sources.list": "deb http://mirror.example.org/ubuntu/ jammy main\n",
+        "/var/lib/dpkg/status": status,
+    }
+    root = _apt_root(tmp_path, "jammy", files, "ubuntu")
+    facts = collect(root)
+    assert facts.get("apt").machine == "arm64"
+    worst = _worst(root)
+    assert worst.status == Status.FAIL and "this arm64 machine needs the /ubuntu-ports tree" in worst.summary
+    # without dpkg's status nothing is known about the architecture: no verdict on the tree
+    del files["/var/lib/dpkg/status"]
+    assert _worst(_apt_root(tmp_path / "bare", "jammy", files, "ubuntu")).status == Status.OK

@@ -109,3 +109,53 @@ def test_ascii_only_output_encoding_works():
         proc.stdout.encode("ascii")
     proc = run_gpudoctor("list", env=env_with(PYTHONIOENCODING="ascii"))
     assert proc.returncode == 0 and "pip.config" in proc.stdout
+
+
+def test_a_report_or_status_document_given_as_facts_says_what_it_is(tmp_path):
+    """A report (schema_version 1, like old snapshots) once replayed as an empty snapshot: exit 0."""
+    report = tmp_path / "report.json"
+    proc = run_gpudoctor("check", "--facts", str(SNAP), "--format", "json", "-o", str(report))
+    assert proc.returncode in (0, 1) and json.loads(report.read_text())["findings"]
+    _one_line_exit_2(
+        run_gpudoctor("check", "--facts", str(report)),
+        "`gpudoctor check --format json` report",
+        "gpudoctor facts -o FILE",
+    )
+    status = tmp_path / "status.json"
+    status.write_text(json.dumps({"healthy": True, "time": "", "hostname": "n1", "checks": {}, "failures": []}))
+    _one_line_exit_2(run_gpudoctor("check", "--facts", str(status)), "`gpudoctor gate` status document")
+    _one_line_exit_2(
+        run_gpudoctor("check", "--facts", "-", input=json.dumps({"foo": 1})),
+        "the file has none",
+        "not a gpudoctor facts",
+    )
+    # the real snapshot still replays
+    assert run_gpudoctor("check", "--facts", str(SNAP)).returncode in (0, 1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--offline", "pip"],
+        ["check", "--offline", "pip", "--format", "prometheus"],
+        ["facts", "--offline", "pip"],
+        ["mirrors", "--offline", "pip"],
+        ["gate", "--status-file"],
+        ["explain", "--no-check", "--", "sh", "-c", "echo RAN; touch ran; exit 1"],
+    ],
+)
+@pytest.mark.parametrize("bad", ["missing-dir/out", "a-file/out", "."])
+def test_an_output_path_that_cannot_be_written_is_refused_before_anything_runs(tmp_path, args, bad):
+    (tmp_path / "a-file").write_text("x")
+    args = list(args)  # the parametrized list is shared between the runs
+    flag = args.pop() if args[-1] == "--status-file" else "-o"
+    out = str(tmp_path / bad)
+    if "--" in args:
+        i = args.index("--")
+        argv = [*args[:i], flag, out, *args[i:]]
+    else:
+        argv = [*args, flag, out]
+    proc = run_gpudoctor(*argv, cwd=tmp_path, timeout=60)
+    word = {"missing-dir/out": "does not exist", "a-file/out": "is not a directory", ".": "is a directory"}[bad]
+    _one_line_exit_2(proc, f"{flag} {out}", word)
+    assert "RAN" not in proc.stdout and not (tmp_path / "ran").exists()  # the command never started

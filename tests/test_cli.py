@@ -223,7 +223,7 @@ def test_snapshot_that_is_binary(tmp_path):
     "doc, message",
     [
         ({"schema_version": 99, "domains": {}}, "reads facts schemas 1, 2, the file has 99"),
-        ({"domains": {}}, "the file has None"),
+        ({"domains": {}}, "the file has none"),
         ([1, 2], "a facts snapshot is a JSON object"),
         ({"schema_version": 1, "domains": []}, "$.domains: expected an object"),
         ({"schema_version": 1, "domains": {"shm": {"path": "/dev/shm"}}}, "$.domains.shm"),

@@ -33,6 +33,11 @@ def test_bash_source_prints_the_completion_function(tmp_path: Path) -> None:
         ("gpudoctor ch", 1, {"check"}, {"fix", "list"}),
         ("gpudoctor check --for", 2, {"--format"}, {"--offline"}),
         ("gpudoctor check --format ", 3, {"console", "json", "markdown"}, {"check"}),
+        # check and fix ids (and check families), which the commands take as arguments
+        ("gpudoctor check cud", 2, {"cuda", "cudnn", "cuda.driver", "cudnn.load"}, {"torch.install"}),
+        ("gpudoctor check --skip dev", 3, {"devices", "devices.ecc"}, {"dataloader.shm"}),
+        ("gpudoctor gate --skip data", 3, {"dataloader.shm"}, {"devices.ecc"}),
+        ("gpudoctor fix pi", 2, {"pip.index-url"}, {"pip.config", "uv.index-url"}),
     ],
 )
 def test_bash_complete_offers_commands_options_and_choices(

@@ -218,3 +218,24 @@ def test_clock_reason_bits_decode():
 )
 def test_datacentre_names(name, dc):
     assert is_datacentre(name) is dc
+
+
+def test_smoke_not_run_says_so_once_and_names_the_command(registry):
+    """The default reason ("not run (gpudoctor check --deep runs it)") once read
+    "did not run: not run (...)"; another reason keeps its colon."""
+    summary = run("smoke-not-run", registry)["devices.smoke"].summary
+    assert summary == "the GPU smoke test did not run (gpudoctor check --deep runs it)"
+    facts = Facts.from_json(json.loads((FIXTURES / "smoke-not-run.json").read_text()))
+    from dataclasses import replace
+
+    from gpudoctor.facts.base import Unavailable
+    from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+
+    ts = facts.of(TargetsFacts)
+    assert isinstance(ts, TargetsFacts)
+    t0 = ts.targets[0]
+    assert isinstance(t0.probe, ProbeFacts)
+    other = replace(t0, probe=replace(t0.probe, smoke=Unavailable("the probe timed out")))
+    changed = facts.with_domains(targets=replace(ts, targets=(other, *ts.targets[1:])))
+    (f,) = evaluate([registry.checks["devices.smoke"]], changed)
+    assert f.summary == "the GPU smoke test did not run: the probe timed out"

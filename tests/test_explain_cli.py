@@ -239,6 +239,21 @@ def test_list_has_one_line_per_signature():
     assert {d["id"] for d in doc} == {s.id for s in sigs} and all(d["regex"] for d in doc)
 
 
+def test_list_honours_output_and_markdown(tmp_path):
+    """--list -o FILE once printed to stdout and left no file; markdown printed the text table."""
+    sigs = load_signatures()
+    out = tmp_path / "sigs.json"
+    proc = run_gpudoctor("explain", "--list", "--format", "json", "-o", str(out))
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert [d["id"] for d in json.loads(out.read_text())] == [s.id for s in sigs]
+    md = run_gpudoctor("explain", "--list", "--format", "markdown").stdout.splitlines()
+    assert md[:2] == ["| signature | matches |", "|---|---|"] and len(md) == 2 + len(sigs)
+    assert md[2].startswith(f"| `{sigs[0].id}` | ") and all(ln.count(" | ") >= 1 for ln in md[2:])
+    assert not any("<driver_cuda>" in ln for ln in md) and any("&lt;driver_cuda>" in ln for ln in md)
+    bad = run_gpudoctor("explain", "--list", "-o", str(tmp_path / "missing" / "x"))
+    assert bad.returncode == 2 and "does not exist" in bad.stderr
+
+
 def test_gzip_log_and_crlf_lines(tmp_path):
     log = tmp_path / "job.log.gz"
     body = (
@@ -248,6 +263,71 @@ def test_gzip_log_and_crlf_lines(tmp_path):
     log.write_bytes(gzip.compress(body.encode()))
     (m,) = explain_file(str(log)).matches
     assert m.signature.id == "pip.conf-no-section-header" and m.values["path"] == "/etc/pip.conf"
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_pipe_given_as_file_is_read(tmp_path, compress):
+    """`gpudoctor explain <(cmd)` and `explain /dev/stdin`: a FIFO cannot seek back after
+    the gzip check ("File or stream is not seekable", exit 2)."""
+    body = (CASES / "17-debian12-sources-list-absent/build-output.txt").read_bytes()
+    fifo = tmp_path / "log.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(
+        [PY, "-c", "import sys; open(sys.argv[1], 'wb').write(sys.stdin.buffer.read())", str(fifo)],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        proc = subprocess.Popen(
+            [*GPUDOCTOR, "explain", "--no-check", str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        writer.communicate(gzip.compress(body) if compress else body, timeout=60)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        writer.kill()
+    assert proc.returncode == 1, err
+    assert "apt.sources-list-absent" in out and "seekable" not in err
+    piped = run_gpudoctor("explain", "--no-check", "/dev/stdin", input=body.decode())
+    assert piped.returncode == 1 and "apt.sources-list-absent" in piped.stdout, piped.stderr
+
+
+def test_a_long_log_shows_progress_on_a_terminal_and_nothing_when_piped(tmp_path):
+    import pty
+    import threading
+
+    log = tmp_path / "big.log"
+    line = b"step 1234 loss 0.12345 lr 0.0001 throughput 1234.5 samples/s " * 2 + b"\n"
+    with open(log, "wb") as fh:
+        fh.write(line * 300_000)  # ~37 MiB: seconds to match, long enough for the status line
+        fh.write((CASES / "17-debian12-sources-list-absent/build-output.txt").read_bytes())
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "explain", "--no-check", str(log)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=env_with(COLUMNS="200"),
+    )
+    os.close(slave)
+    seen = bytearray()
+
+    def drain():
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                return
+            if not chunk:
+                return
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    out, _ = proc.communicate(timeout=300)
+    reader.join(timeout=10)
+    os.close(master)
+    assert proc.returncode == 1 and b"apt.sources-list-absent" in out
+    assert b"reading " + str(log).encode() + b": " in seen and b" MiB" in seen
+    piped = run_gpudoctor("explain", "--no-check", str(log), timeout=300)
+    assert "apt.sources-list-absent" in piped.stdout and "reading" not in piped.stderr
 
 
 def test_secrets_never_reach_any_format(tmp_path):
@@ -285,6 +365,7 @@ def test_output_file(tmp_path):
         (("explain", "x.log", "--", "true"), "not both"),
         (("explain", "--"), "nothing to run"),
         (("explain", "--list", "x.log"), "--list takes no"),
+        (("explain", "--no-check", "/dev/zero"), "a device, not a log file"),  # was read forever
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, words):

@@ -205,7 +205,10 @@ def test_missing_required_gpus_are_labelled_required_not_skip(fake, tmp_path):
         env=_env(fake, FAKE_CUDA_COUNT="2", FAKE_CUDA_MEM_MIB="40960"),
     )
     assert proc.returncode == 1 and not marker.exists()
-    assert "gpudoctor gate: required: gate.gpus: 2 of the 4 required GPUs are visible" in proc.stderr
+    assert (
+        "gpudoctor gate: required: gate.gpus: 2 of the 4 required GPUs are visible "
+        "(counted by the CUDA driver API in the job's interpreter)"
+    ) in proc.stderr
     assert "gpudoctor gate: required: gate.gpu-memory: GPU memory below the required 80 GiB" in proc.stderr
     assert "skip" not in "\n".join(l for l in proc.stderr.splitlines() if "gate.gpus" in l)
 
@@ -218,6 +221,10 @@ def test_no_gpu_at_all_with_a_requirement_blocks(tmp_path):
     doc = json.loads(proc.stdout)
     assert doc["healthy"] is False and doc["checks"]["gate.gpus"] == "fail"
     assert doc["failures"][0]["reason"] == "required"
+    # the reason no GPU is counted follows a colon (it read "(from libcuda.so.1 cannot be loaded (...))")
+    assert doc["failures"][0]["summary"].startswith(
+        "0 of the 1 required GPUs are visible: libcuda.so.1 cannot be loaded in the job's interpreter ("
+    )
 
 
 def test_unknown_ids_are_usage_errors():
@@ -359,3 +366,12 @@ def test_a_torch_that_cannot_import_blocks_only_the_deep_gate(fake, tmp_path):
     assert run_gate(checks, system, GateOptions()).healthy  # the light gate reads files only
     deep = run_gate(checks, system, GateOptions(deep=True))
     assert not deep.healthy and "libtorch_cuda.so" in deep.blocking[0][1].summary
+
+
+def test_output_file_with_the_text_format_is_refused_not_ignored(tmp_path):
+    """`gate -o FILE` without --format json/prometheus once exited 0 and wrote nothing."""
+    out = tmp_path / "gate.txt"
+    proc = _gate("-o", str(out))
+    assert proc.returncode == 2 and "only --format json or prometheus" in proc.stderr and not out.exists()
+    ok = _gate("-o", str(out), "--format", "json")
+    assert ok.returncode in (0, 1) and "healthy" in json.loads(out.read_text())

@@ -227,3 +227,161 @@ def test_environment_override_is_info(tmp_path):
         and f.summary == "extra-index-url is set by the environment variable PIP_EXTRA_INDEX_URL"
         for f in findings
     )
+
+
+@pytest.mark.parametrize(
+    "value,suggested",
+    [
+        # pypa/pip #3995, pypa/packaging-problems #135 (index-url = https://pypi.python.org/pypi): a base URL
+        # without the simple-index path -> 404 for every project
+        ("https://pypi.tuna.tsinghua.edu.cn", "https://pypi.tuna.tsinghua.edu.cn/simple"),
+        ("https://mirrors.aliyun.com/pypi/", "https://mirrors.aliyun.com/pypi/simple"),
+        ("https://mirrors.bfsu.edu.cn/pypi/web", "https://mirrors.bfsu.edu.cn/pypi/web/simple"),
+        ("https://pypi.org", "https://pypi.org/simple"),
+        ("https://pypi.python.org/pypi", "https://pypi.org/simple"),
+        # TOML habits in an INI file; a host without a scheme
+        ('"https://pypi.tuna.tsinghua.edu.cn/simple"', "https://pypi.tuna.tsinghua.edu.cn/simple"),
+        ("'https://mirror.example.org/simple/'", "https://mirror.example.org/simple/"),
+        ("mirrors.aliyun.com/pypi/simple", "https://mirrors.aliyun.com/pypi/simple"),
+    ],
+)
+def test_index_url_pip_cannot_use_fails_with_the_url_meant(tmp_path, value, suggested):
+    root = write_tree(tmp_path, {"/etc/pip.conf": f"[global]\nindex-url = {value}\n"})
+    pip = collect_pip(root)
+    [fail] = [f for f in check(pip) if f.status == Status.FAIL]
+    assert fail.summary.startswith(f"pip cannot use the index-url {value}: ")
+    assert fail.evidence["suggested_index_url"] == suggested and fail.fixes == ("pip.index-url",)
+    from gpudoctor.fixes.pip_index_url import plan
+
+    edit = plan(make_facts(pip=pip), fail, {}).edits[0]
+    assert edit.new_text == f"[global]\nindex-url = {suggested}\n"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://pypi.tuna.tsinghua.edu.cn/simple/",
+        "https://mirrors.ustc.edu.cn/pypi/web/simple",  # an older form of a catalogue mirror: not guessed at
+        "https://download.pytorch.org/whl/cu121",  # a PEP 503 index without "simple" in its path
+        "https://devpi.example.org/root/pypi/+simple/",
+        "https://pypi.org/simple",
+        "file:///srv/wheelhouse",
+        "/srv/wheelhouse/simple",
+    ],
+)
+def test_usable_index_urls_are_not_flagged(tmp_path, value):
+    root = write_tree(tmp_path, {"/etc/pip.conf": f"[global]\nindex-url = {value}\n"})
+    assert max(f.status.severity for f in check(collect_pip(root))) == Status.OK.severity
+
+
+def test_extra_index_url_without_simple_warns_and_env_var_names_the_export(tmp_path):
+    root = write_tree(tmp_path, {"/etc/pip.conf": "[global]\nextra-index-url = https://mirrors.aliyun.com/pypi\n"})
+    [warn] = [f for f in check(collect_pip(root)) if f.status == Status.WARN]
+    assert "pip cannot use the extra-index-url https://mirrors.aliyun.com/pypi" in warn.summary and warn.fixes == ()
+    findings = check(collect_pip(write_tree(tmp_path / "e", {}), env={"PIP_INDEX_URL": "https://pypi.org"}))
+    [fail] = [f for f in findings if f.status == Status.FAIL]
+    assert "export PIP_INDEX_URL=https://pypi.org/simple" in fail.explanation and fail.fixes == ()
+
+
+def test_trusted_host_written_as_url_trusts_nothing(tmp_path):
+    # pip's add_trusted_host parses "http://host" as the host "http": the plain-http index is still ignored
+    conf = "[global]\nindex-url = http://mirror.example.org/simple\ntrusted-host = http://mirror.example.org\n"
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    [fail] = [f for f in findings if f.status == Status.FAIL]
+    assert "trusted-host http://mirror.example.org is a URL, pip wants the host name mirror.example.org" in fail.summary
+    assert "`trusted-host = mirror.example.org`" in fail.explanation
+    # the healthy twin: the host name alone -> the ordinary plain-http warning
+    conf = "[global]\nindex-url = http://mirror.example.org/simple\ntrusted-host = mirror.example.org\n"
+    findings = check(collect_pip(write_tree(tmp_path / "ok", {"/etc/pip.conf": conf})))
+    assert max(f.status for f in findings) == Status.WARN
+    # an https index with a URL in trusted-host is harmless
+    conf = "[global]\nindex-url = https://mirror.example.org/simple\ntrusted-host = https://mirror.example.org\n"
+    findings = check(collect_pip(write_tree(tmp_path / "https", {"/etc/pip.conf": conf})))
+    assert max(f.status for f in findings) == Status.OK
+
+
+@pytest.mark.parametrize(
+    "conf,summary,command",
+    [
+        # pip matches section names exactly and skips unknown keys silently (pypa/pip #9067)
+        (
+            "[pip]\nindex-url = https://mirror.example.org/simple\n",
+            "pip never reads `index-url` in [pip] of /etc/pip.conf: no such section for pip (use [global])",
+            "pip config --global set global.index-url 'https://mirror.example.org/simple'",
+        ),
+        (
+            "[Global]\nindex-url = https://mirror.example.org/simple\n",
+            "pip never reads `index-url` in [Global] of /etc/pip.conf",
+            "set global.index-url",
+        ),
+        (
+            "[global]\nindex = https://mirror.example.org/simple\n",
+            "pip never reads `index` in [global] of /etc/pip.conf: the option is `index-url`",
+            "pip config --global set global.index-url 'https://mirror.example.org/simple'",
+        ),
+        (
+            "[install]\ntrusted-hosts = mirror.example.org\n",
+            "pip never reads `trusted-hosts` in [install] of /etc/pip.conf: the option is `trusted-host`",
+            "set global.trusted-host 'mirror.example.org'",
+        ),
+    ],
+)
+def test_settings_pip_never_reads_warn(tmp_path, conf, summary, command):
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    [warn] = [f for f in findings if f.status == Status.WARN]
+    assert warn.summary == summary or warn.summary.startswith(summary)
+    assert command in warn.explanation
+    assert not any(f.status == Status.OK for f in findings)
+
+
+def test_settings_in_command_sections_and_other_keys_are_fine(tmp_path):
+    conf = (
+        "[global]\nindex_url = https://mirror.example.org/simple\ntimeout = 60\nno-cache-dir = true\n"
+        "[install]\ntrusted-host = mirror.example.org\n[download]\nindex-url = https://pypi.org/simple\n"
+        "[list]\nformat = columns\n"
+    )
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    assert [f.status for f in findings] == [Status.OK]
+
+
+def test_pip_ini_on_linux_is_never_read(tmp_path):
+    root = write_tree(tmp_path, {f"{HOME}/.config/pip/pip.ini": "[global]\nindex-url = https://m.example.org/simple\n"})
+    pip = collect_pip(root)
+    assert pip.windows_named == (f"{HOME}/.config/pip/pip.ini",)
+    [warn] = [f for f in check(pip) if f.status == Status.WARN]
+    assert warn.summary == (
+        "pip never reads ~/.config/pip/pip.ini: on Linux its file is pip.conf (pip.ini is the Windows name)"
+    )
+    assert f"`mv {HOME}/.config/pip/pip.ini {HOME}/.config/pip/pip.conf`" in warn.explanation
+    # the twin: the same settings in pip.conf
+    root = write_tree(tmp_path / "ok", {"/etc/pip.conf": "[global]\nindex-url = https://m.example.org/simple\n"})
+    pip = collect_pip(root)
+    assert pip.windows_named == () and [f.status for f in check(pip)] == [Status.OK]
+
+
+def test_private_extra_index_next_to_pypi_is_a_dependency_confusion_note(tmp_path):
+    conf = "[global]\nextra-index-url = https://pypi.corp.example.org/simple\n"
+    findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
+    [info] = [f for f in findings if f.status == Status.INFO]
+    assert info.summary == (
+        "pip merges the public PyPI with the private index https://pypi.corp.example.org/simple: a public package "
+        "with an internal name would win"
+    )
+    assert "--require-hashes" in info.explanation
+    # the twins: PyTorch's public wheel index as the extra one; the private index as the only index
+    for conf in (
+        "[global]\nextra-index-url = https://download.pytorch.org/whl/cu121\n",
+        "[global]\nindex-url = https://pypi.corp.example.org/simple\n",
+    ):
+        findings = check(collect_pip(write_tree(tmp_path / str(len(conf)), {"/etc/pip.conf": conf})))
+        assert [f.status for f in findings] == [Status.OK]
+
+
+def test_allow_insecure_replaces_a_trusted_host_written_as_url(tmp_path):
+    from gpudoctor.fixes.pip_index_url import plan
+
+    conf = "[global]\nindex-url = http://mirror.example.org/simple\ntrusted-host = http://mirror.example.org other.example.org\n"
+    pip = collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf}))
+    [fail] = [f for f in check(pip) if f.status == Status.FAIL]
+    edit = plan(make_facts(pip=pip), fail, {"allow-insecure": "1"}).edits[0]
+    assert "trusted-host = other.example.org mirror.example.org\n" in edit.new_text

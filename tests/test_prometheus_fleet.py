@@ -186,6 +186,26 @@ def test_merge_bad_input_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "no such file" in proc.stderr
 
 
+def test_merge_tells_reports_of_one_hostname_apart_by_file(tmp_path):
+    _report(tmp_path / "check.json", "gpu-07", {"nvidia.driver": "ok"})
+    _report(tmp_path / "gate.json", "gpu-07", {"nvidia.driver": "fail"})
+    _report(tmp_path / "other.json", "gpu-08", {"nvidia.driver": "ok"})
+    _, rows = merge_table(load_reports([str(tmp_path)]))
+    assert [r[0] for r in rows] == ["gpu-07 (gate.json)", "gpu-07 (check.json)", "gpu-08"]
+
+
+def test_merge_refuses_a_snapshot_a_device_and_binary_data_in_one_line(tmp_path):
+    (tmp_path / "facts.json").write_text(json.dumps({"schema_version": 2, "domains": {}}))
+    proc = _run("report", "merge", str(tmp_path / "facts.json"))
+    assert proc.returncode == 2 and "a facts snapshot, not a report" in proc.stderr
+    assert f"gpudoctor check --facts {tmp_path / 'facts.json'} --format json" in proc.stderr
+    proc = _run("report", "merge", "/dev/zero")  # once read forever, growing without bound
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+    (tmp_path / "b.json").write_bytes(b"\x00\x01garbage")
+    proc = _run("report", "merge", str(tmp_path / "b.json"))
+    assert proc.returncode == 2 and "binary" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_check_writes_the_textfile_with_output(tmp_path):
     out = tmp_path / "gpudoctor.prom"
     out.write_text("# stale\n")

@@ -260,3 +260,71 @@ def test_next_steps_skip_placeholders_and_repeated_verdicts():
         ("read platform.visibility above", "platform.visibility"),
         ("/venv/bin/python -m pip install torch==2.5.1", "torch.install"),
     ]
+
+
+def _image_with_broken_user_pip_conf(root):
+    """An image root whose /root/.config/pip/pip.conf has a damaged section header."""
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "os-release").write_text('ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n')
+    conf = root / "root" / ".config" / "pip" / "pip.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("[global\nindex-url = https://mirror.example.org/simple\n")
+    return conf
+
+
+def test_next_steps_of_an_image_root_repeat_the_root_so_the_fix_edits_the_image(tmp_path):
+    root = tmp_path / "image root"  # a space: the suggested command must stay copy-pasteable
+    conf = _image_with_broken_user_pip_conf(root)
+    flag = f"--root '{root}'"
+    out = check("pip", "--root", str(root), "--offline").stdout
+    steps = out.splitlines()[out.splitlines().index("Next steps:") + 1 :]
+    assert steps == [f"  1. gpudoctor fix pip.index-url {flag}   # pip.config"]
+    assert f"      fix: gpudoctor fix pip.index-url {flag}" in out.splitlines()
+    md = check("pip", "--root", str(root), "--offline", "--format", "markdown").stdout
+    assert f"Fix: `gpudoctor fix pip.index-url {flag}`" in md
+    assert f"1. `gpudoctor fix pip.index-url {flag}` (pip.config)" in md
+    # `gpudoctor fix` without an id lists the offers with the same options
+    listed = run_gpudoctor("fix", "--root", str(root), "--offline").stdout
+    assert f"apply with: gpudoctor fix pip.index-url {flag} --offline   " in listed
+    assert f"(or gpudoctor fix --all {flag} --offline;" in listed
+    # and the suggested command plans the edit of the image's file
+    dry = run_gpudoctor("fix", "pip.index-url", "--root", str(root), "--offline", "--dry-run")
+    assert dry.returncode == 0 and f"edit /root/.config/pip/pip.conf (in --root {root})" in dry.stdout
+    assert conf.read_text().startswith("[global\n")  # a dry run
+
+
+def test_next_steps_on_the_live_machine_add_no_root_or_python(tmp_path):
+    home = tmp_path / "home"
+    (home / ".config" / "pip").mkdir(parents=True)
+    (home / ".config" / "pip" / "pip.conf").write_text("[global\nindex-url = https://mirror.example.org/simple\n")
+    env = env_with(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    out = run_gpudoctor("check", "pip", "--offline", env=env).stdout
+    assert "  1. gpudoctor fix pip.index-url   # pip.config" in out.splitlines()
+
+
+def test_fix_steps_about_a_python_target_repeat_its_python_and_machine_wide_ones_do_not():
+    from gpudoctor.testing import probe_facts, target, targets
+
+    py = "/srv/train env/bin/python"
+    facts = make_facts(targets=targets(target(probe_facts(py), label=py, kind="python")))
+    fs = (
+        Finding(
+            "jupyter.kernels",
+            Status.FAIL,
+            "kernel gpu is broken",
+            "",
+            target="kernel:gpu",
+            fixes=("jupyter.kernel-argv",),
+        ),
+        Finding("pip.config", Status.FAIL, "pip.conf broken", "", fixes=("pip.index-url",)),
+        Finding("uv.mirror", Status.WARN, "uv.toml broken", "Then run `gpudoctor check uv.mirror` again."),
+        Finding("torch.install", Status.WARN, "old", "Run `gpudoctor check torch --python /other/python`."),
+    )
+    lay = layout(Report(fs, facts))
+    assert [s.command for s in lay.next_steps] == [
+        "gpudoctor fix jupyter.kernel-argv --python '/srv/train env/bin/python'",
+        "gpudoctor fix pip.index-url",
+        "gpudoctor check uv.mirror",
+        "gpudoctor check torch --python /other/python",  # a command that names its own target is kept
+    ]
+    assert lay.fix_command(fs[0]) == "gpudoctor fix jupyter.kernel-argv --python '/srv/train env/bin/python'"

@@ -487,3 +487,70 @@ def test_build_writes_judged_against_the_files_each_tool_reads(tmp_path):
     )
     (finding,) = check_json(root, "build.sources", "--dockerfile", str(df))
     assert finding["status"] == "ok" and "4 edits" in finding["summary"], finding
+
+
+def test_uv_toml_with_a_tool_uv_table_is_refused_by_uv_and_said_so(tmp_path):
+    # InSyncWithFoo/ryecharm #199 / astral-sh/uv #3819: uv rejects unknown top-level fields of uv.toml
+    conf = {
+        "/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+        "/home/user/.config/uv/uv.toml": f'[tool.uv]\nindex-url = "{MIRROR}"\n',
+    }
+    facts = collect(write_tree(tmp_path, conf))
+    uv = facts.get("uv")
+    assert uv.default_origin == "built-in" and "unknown field `tool`" in uv.problems[0]
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.FAIL and finding.summary.startswith("uv cannot use its configuration")
+    assert finding.evidence["caused_by"] == "uv.mirror"
+    # the same settings in a project's pyproject.toml are the right form: no problem
+    conf["/home/user/.config/uv/uv.toml"] = f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n'
+    facts = collect(write_tree(tmp_path / "ok", conf))
+    assert facts.get("uv").problems == ()
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.OK
+
+
+def test_uv_extra_index_without_default_is_info_not_no_index(tmp_path):
+    conf = {
+        "/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+        "/home/user/.config/uv/uv.toml": f'[[index]]\nurl = "{MIRROR}"\n',
+        "/home/user/.local/bin/uv": "#!/bin/sh\n",
+    }
+    facts = collect(write_tree(tmp_path, conf))
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.INFO and "the [[index]] has no `default = true`" in finding.summary
+    (edit,) = uv_index_url.plan(facts, finding, {}).edits
+    assert edit.path == "/home/user/.config/uv/uv.toml"
+    assert edit.new_text == f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n', edit.new_text
+
+
+def test_uv_default_index_without_simple_fails_and_the_fix_writes_the_catalogue_url(tmp_path):
+    conf = {"/etc/uv/uv.toml": '[[index]]\nurl = "https://pypi.tuna.tsinghua.edu.cn"\ndefault = true\n'}
+    facts = collect(write_tree(tmp_path, conf))
+    [fail] = [f for f in index_consistency.evaluate(facts) if f.status == Status.FAIL]
+    assert fail.summary == "uv cannot use its default index https://pypi.tuna.tsinghua.edu.cn: missing `/simple`"
+    (edit,) = uv_index_url.plan(facts, fail, {}).edits
+    assert 'url = "https://pypi.tuna.tsinghua.edu.cn/simple"' in edit.new_text
+    facts = collect(write_tree(tmp_path / "env", {}), env={"UV_DEFAULT_INDEX": "https://pypi.org"})
+    [fail] = [f for f in index_consistency.evaluate(facts) if f.status == Status.FAIL]
+    assert "export UV_DEFAULT_INDEX=https://pypi.org/simple" in fail.explanation and fail.fixes == ()
+
+
+def test_conda_channel_alias_on_a_mirror_leaves_defaults_public(tmp_path):
+    # conda docs "Mirroring channels": channel_alias and default_channels are independent bases
+    condarc = (
+        "channel_alias: https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud\nchannels:\n  - defaults\n  - conda-forge\n"
+    )
+    facts = collect(write_tree(tmp_path, {"/home/user/.condarc": condarc}))
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.WARN
+    assert finding.summary == (
+        "conda's named channels use the mirror mirrors.tuna.tsinghua.edu.cn, but `defaults` still goes to "
+        "repo.anaconda.com: channel_alias does not cover defaults"
+    )
+    assert "- https://mirrors.tuna.tsinghua.edu.cn/anaconda/pkgs/main" in finding.explanation
+    assert "gpudoctor fix conda.channels --mirror tuna" in finding.explanation and finding.fixes == ("conda.channels",)
+    # the twin: default_channels on the mirror too
+    condarc += "default_channels:\n  - https://mirrors.tuna.tsinghua.edu.cn/anaconda/pkgs/main\n"
+    facts = collect(write_tree(tmp_path / "ok", {"/home/user/.condarc": condarc}))
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.OK

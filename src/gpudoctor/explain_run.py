@@ -22,7 +22,7 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, BinaryIO
 
@@ -76,12 +76,17 @@ class _LineSplitter:
         return [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in lines]
 
 
-def explain_stream(stream: BinaryIO, matcher: Matcher | None = None) -> Explanation:
-    """Match a binary stream chunk by chunk (memory: one chunk plus the matcher's window)."""
+def explain_stream(
+    stream: BinaryIO, matcher: Matcher | None = None, on_chunk: Callable[[int], None] | None = None
+) -> Explanation:
+    """Match a binary stream chunk by chunk (memory: one chunk plus the matcher's window);
+    ``on_chunk(n)`` is called with the size in bytes of each chunk read (progress)."""
     matcher = matcher or Matcher()
     splitter = _LineSplitter()
     while True:
         data = stream.read(CHUNK)
+        if on_chunk is not None and data:
+            on_chunk(len(data))
         for line in splitter.feed(data or b"", final=not data):
             matcher.feed(line)
         if not data:
@@ -89,15 +94,15 @@ def explain_stream(stream: BinaryIO, matcher: Matcher | None = None) -> Explanat
     return merge([matcher])
 
 
-def explain_file(path: str) -> Explanation:
-    """Match a log file (``.gz`` compressed or plain). Raises ``OSError`` when unreadable."""
+def explain_file(path: str, on_chunk: Callable[[int], None] | None = None) -> Explanation:
+    """Match a log file (``.gz`` compressed or plain). Raises ``OSError`` when unreadable.
+    ``on_chunk``: see :func:`explain_stream` (decompressed bytes for ``.gz``)."""
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-        fh.seek(0)
+        magic = fh.peek(2)[:2]  # peek, not read + seek: a pipe (`<(cmd)`, /dev/stdin) cannot seek
         if magic == b"\x1f\x8b":
             with gzip.open(fh) as gz:
-                return explain_stream(gz)  # type: ignore[arg-type]
-        return explain_stream(fh)
+                return explain_stream(gz, on_chunk=on_chunk)  # type: ignore[arg-type]
+        return explain_stream(fh, on_chunk=on_chunk)
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,15 @@
 Inputs are the JSON documents nodes already write: ``gpudoctor check --format
 json`` reports and ``gpudoctor gate --status-file`` / ``--format json`` status
 documents (both carry ``hostname``). A node's name is its ``hostname``, else
-the file name. Nodes are ordered worst first (error, fail, warn, ... then by
+the file name; reports that share a hostname are told apart by their file
+name (``gpu-07 (gate.json)``). Nodes are ordered worst first (error, fail, warn, ... then by
 name), so the ones to drain are at the top.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpudoctor.model import Status
@@ -59,14 +59,19 @@ class NodeReport:
 
 
 def _parse(path: Path) -> NodeReport:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportError(f"{path}: {exc.strerror or exc}") from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ReportError(f"{path}: not JSON ({exc})") from None
+    from gpudoctor.inputs import InputError, loads_json, read_user_file
+
+    try:  # with limits: a device (/dev/zero), a FIFO or a huge file is one line, never a hang
+        doc = loads_json(read_user_file(str(path)), str(path))
+    except InputError as exc:
+        raise ReportError(str(exc)) from None
     if not isinstance(doc, dict):
         raise ReportError(f"{path}: not a gpudoctor report (a JSON object with findings or checks)")
+    if "domains" in doc and "findings" not in doc:
+        raise ReportError(
+            f"{path}: a facts snapshot, not a report; evaluate it first: "
+            f"gpudoctor check --facts {path} --format json -o REPORT.json"
+        )
     node = str(doc.get("hostname") or path.stem)
     checks: dict[str, Status] = {}
     failures: list[str] = []
@@ -108,7 +113,11 @@ def load_reports(paths: Sequence[str]) -> list[NodeReport]:
             raise ReportError(f"{path}: no such file or directory")
     if not files:
         raise ReportError("no report files given")
-    return [_parse(f) for f in files]
+    nodes = [_parse(f) for f in files]
+    names = [n.node for n in nodes]
+    # two reports of one host (a check report and a gate status file, or replays made on one
+    # machine) would be rows no one can tell apart: name each by its file too
+    return [replace(n, node=f"{n.node} ({Path(n.source).name})") if names.count(n.node) > 1 else n for n in nodes]
 
 
 def _order(nodes: Sequence[NodeReport]) -> list[NodeReport]:

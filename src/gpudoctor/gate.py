@@ -194,7 +194,8 @@ def _reference_probe(facts: Facts):
 
 
 def _visible_gpus(facts: Facts) -> tuple[list[tuple[str, int | None]] | None, str]:
-    """(name, memory MiB) of each GPU the job would see, and the source; None when unknown.
+    """(name, memory MiB) of each GPU the job would see, and the source (:data:`COUNTED_BY_CUDA`,
+    :data:`COUNTED_BY_NVML`, else why no GPU can be counted); None when unknown.
 
     Source order: the CUDA driver API inside the target (after CUDA_VISIBLE_DEVICES),
     else NVML (every GPU on the node)."""
@@ -205,21 +206,29 @@ def _visible_gpus(facts: Facts) -> tuple[list[tuple[str, int | None]] | None, st
     if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe):
         drv = probe.cuda_driver
         if drv.loaded and drv.init_ok:
-            return [
-                (d.name or f"cuda:{d.index}", d.total_memory_mib) for d in drv.devices
-            ], "the CUDA driver API in the job's interpreter"
+            return [(d.name or f"cuda:{d.index}", d.total_memory_mib) for d in drv.devices], COUNTED_BY_CUDA
         if drv.loaded:
-            return [], f"the CUDA driver API (cuInit failed: {drv.init_error})"
+            return [], f"cuInit failed in the job's interpreter: {drv.init_error}"
     nv = facts.of(NvidiaDriverFacts) if "nvidia" in facts.domains else None
     if nv is not None and not isinstance(nv, Unavailable) and nv.devices:
         return [
             (d.name, d.memory_total_mib if isinstance(d.memory_total_mib, int) else None) for d in nv.devices
-        ], "NVML"
+        ], COUNTED_BY_NVML
     if probe is not None and isinstance(probe.cuda_driver, CudaDriverProbe) and not probe.cuda_driver.loaded:
-        return [], f"libcuda.so.1 cannot be loaded ({probe.cuda_driver.error})"
+        return [], f"libcuda.so.1 cannot be loaded in the job's interpreter ({probe.cuda_driver.error})"
     if nv is not None and not isinstance(nv, Unavailable):
-        return [], "the NVIDIA driver (no GPU enumerated)"
-    return None, "nothing (no driver, no libcuda)"
+        return [], "the NVIDIA driver enumerates no GPU"
+    return None, "no NVIDIA driver and no libcuda.so.1 on this node"
+
+
+#: the sources of a GPU count (else ``source`` says why there is none)
+COUNTED_BY_CUDA = "the CUDA driver API in the job's interpreter"
+COUNTED_BY_NVML = "NVML"
+
+
+def _whence(source: str) -> str:
+    """``source`` in a summary: "(counted by NVML)" for a count, ": why" when there is none."""
+    return f" (counted by {source})" if source in (COUNTED_BY_CUDA, COUNTED_BY_NVML) else f": {source}"
 
 
 def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
@@ -236,7 +245,7 @@ def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
                 Finding(
                     check="gate.gpus",
                     status=Status.FAIL,
-                    summary=f"{count} of the {opts.require_gpus} required GPUs are visible (from {source})",
+                    summary=f"{count} of the {opts.require_gpus} required GPUs are visible{_whence(source)}",
                     explanation=(
                         "The job asked for GPUs this node does not give it. Check `nvidia-smi -L`, the "
                         "container's GPU request (`--gpus all`, `resources.limits: nvidia.com/gpu`) and "
@@ -282,7 +291,7 @@ def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
                 Finding(
                     check="gate.gpu-memory",
                     status=Status.FAIL,
-                    summary=f"no GPU is visible, so none has the required {opts.min_gpu_memory_gib:g} GiB (from {source})",
+                    summary=f"no GPU is visible, so none has the required {opts.min_gpu_memory_gib:g} GiB{_whence(source)}",
                     explanation="Check `nvidia-smi -L` and the container's GPU request.",
                     evidence=evidence,
                 )

@@ -239,9 +239,17 @@ def _expand(arch_list: str) -> list[str]:
 
 
 def _variant_name(torch_version: str, cuda: str | None) -> str | None:
-    local = split_local(torch_version)[1]
+    """The wheel variant (``cu121``) of an official build: its local tag, or for an untagged PyPI
+    wheel its CUDA. None for builds the table does not describe: another local tag (NVIDIA's NGC
+    containers ``2.6.0a0+ecf3bae40a.nv25.01``, source builds ``+git...``) or a pre-release
+    (nightlies ``2.9.0.dev20250601+cu128`` have their own arch lists)."""
+    public, local = split_local(torch_version)
+    if v(public).is_prerelease or v(public).is_devrelease:
+        return None
     if local.startswith("cu"):
         return local
+    if local:
+        return None
     if cuda:
         return "cu" + cuda.replace(".", "")
     return None

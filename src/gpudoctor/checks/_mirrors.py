@@ -118,13 +118,23 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
     ranking = tuple(mirrors.rankings.get(eco, ()))
     broken = config_problem(facts, eco)
     if broken and not conf:  # an unreadable or invalid file is not "not configured"
+        # uv refuses a user/system/--config-file uv.toml it cannot parse ("error: Failed to parse `uv.toml`")
+        # and only warns about a pyproject.toml ("during settings discovery ... skipping"; astral-sh/uv #6009)
+        fatal = eco == "uv" and broken.split(":", 1)[0].endswith("uv.toml")
+        lead = broken.split(". ", 1)[0]
         return [
             check.finding(
-                Status.WARN,
-                f"the {eco} configuration cannot be read: {broken}",
-                f"{broken}.\n\n{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
-                f"one you configured. Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check "
-                f"{check.id}` again.",
+                Status.FAIL if fatal else Status.WARN,
+                f"the {eco} configuration cannot be read: {lead}",
+                f"{broken}.\n\n"
+                + (
+                    "uv stops every command on this file (`error: Failed to parse`), so nothing is installed "
+                    "until it is fixed. "
+                    if fatal
+                    else f"{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
+                    "one you configured. "
+                )
+                + f"Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check {check.id}` again.",
                 evidence={"problem": broken},
             )
         ]

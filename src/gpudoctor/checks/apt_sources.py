@@ -12,6 +12,21 @@ sources to deb822 ``.sources`` files):
 - an https source in an image without ca-certificates -> ``fail``;
 - a distro suite that does not match the OS codename -> ``fail``;
 - the same type/URI/suite/component listed twice -> ``warn``;
+- a Debian suite on the wrong archive or in the wrong form -> ``fail`` (apt
+  gets 404, "does not have a Release file"): ``<codename>/updates`` for
+  bullseye and later (the security suite is ``<codename>-security`` since
+  Debian 11), ``<codename>-security`` under ``/debian`` instead of
+  ``/debian-security``, or a non-security suite under ``/debian-security``
+  (``data/apt_releases.toml``, ``[[security]]``);
+- a release removed from the regular archive and its mirrors (Debian buster
+  and older, Ubuntu interim releases past their end of life) still fetched
+  from there -> ``fail`` with the archive host (``[[archived]]``);
+- an Ubuntu source on the wrong tree for this machine's architecture
+  (``/ubuntu`` carries only amd64 and i386, ``/ubuntu-ports`` every other
+  architecture: apt gets 404 for ``binary-arm64/Packages``; tuna/issues #595,
+  a Jetson Nano) -> ``fail``; entries limited with ``arch=`` are left alone;
+- a ``Signed-By`` keyring file that does not exist -> ``fail``: apt cannot
+  check that repository ("NO_PUBKEY" / "is not signed") and refuses it;
 - lines or stanzas apt cannot parse -> ``warn``.
 """
 
@@ -73,6 +88,203 @@ def _host(uri: str) -> str:
 
 def _describe(src: AptSource) -> str:
     return f"{src.file}:{src.line}"
+
+
+def _uri_kind(uri: str) -> str:
+    """``debian``, ``debian_security`` or "" from the URI path (a host root, as ``security.debian.org/``, is "")."""
+    path = urlsplit(uri).path.rstrip("/")
+    if path.endswith("/debian-security"):
+        return "debian_security"
+    return "debian" if path.endswith("/debian") else ""
+
+
+def _sed(old: str, new: str, file: str) -> str:
+    return f"sed -i 's|{old}|{new}|' {file}"
+
+
+def _layout_findings(apt: AptFacts) -> list[Finding]:
+    """Debian security-suite layout and archived releases (see the module docstring)."""
+    table = load_table("apt_releases")
+    security = {r["codename"]: r["suite"] for r in table.get("security", [])}
+    archived = {r["codename"]: r for r in table.get("archived", [])}
+    out: list[Finding] = []
+    gone: list[tuple[AptSource, str, str]] = []
+    wrong: list[tuple[AptSource, str, str, str]] = []  # source, uri, suite, what to write instead
+    for src in (s for s in apt.sources if s.enabled and is_distro_source(s)):
+        for uri in src.uris:
+            host = _host(uri)
+            kind = _uri_kind(uri)
+            for suite in src.suites:
+                cn = suite.split("/")[0].split("-")[0]
+                row = archived.get(cn)
+                if row is not None and host not in {_host(row["archive"]), _host(row.get("archive_security", ""))}:
+                    gone.append((src, uri, suite))
+                    continue
+                if cn not in security:
+                    continue
+                good = security[cn]
+                if suite == f"{cn}/updates" and good != suite:
+                    wrong.append((src, uri, suite, f"suite `{good}` (Debian 11 renamed the security suite)"))
+                elif suite.endswith("-security") and kind == "debian":
+                    base = uri.rstrip("/")
+                    wrong.append((src, uri, suite, f"URI `{base}-security` (the security archive is separate)"))
+                elif kind == "debian_security" and suite not in (good, f"{cn}-security", f"{cn}/updates"):
+                    if suite == cn:
+                        wrong.append((src, uri, suite, f"suite `{good}` (the security archive has no other suite)"))
+                    else:  # bookworm-updates, -backports: the regular archive's suites
+                        base = uri.rstrip("/")[: -len("-security")]
+                        wrong.append((src, uri, suite, f"URI `{base}` (`{suite}` is a suite of the regular archive)"))
+    if gone:
+        src, uri, suite = gone[0]
+        cn = suite.split("/")[0].split("-")[0]
+        row = archived[cn]
+        names = sorted({g[2].split("/")[0].split("-")[0] for g in gone})
+        lines = []
+        for s, u, st in gone:
+            r = archived[st.split("/")[0].split("-")[0]]
+            target = r.get("archive_security", r["archive"]) if _uri_kind(u) == "debian_security" else r["archive"]
+            lines.append(f"- `{_describe(s)}`: `{u}` `{st}` -> `{target}`")
+        sec = row.get("archive_security")
+        explanation = (
+            f"{', '.join(names)} reached its end of life and was removed from `{_host(uri)}` and the other regular "
+            f"mirrors, so `{APT_UPDATE}` fails with \"The repository '{uri} {suite} Release' does not have a "
+            f'Release file" (404). Its packages now live on `{_host(row["archive"])}` only:\n\n'
+            + "\n".join(lines[:8])
+            + "\n\nPoint the entries there (same signing keys; if apt then says a Release file has expired, "
+            "add `Check-Valid-Until: no` to the deb822 stanza or `[check-valid-until=no]` to the one-line "
+            "entry), e.g. for a one-line file:\n\n"
+            f"    deb {row['archive']} {cn} main\n"
+            + (f"    deb {sec} {security.get(cn, cn + '/updates')} main\n" if sec else "")
+            + "\nBetter: move the image to a supported release (change the base image tag)."
+        )
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt fetches {cn} from {_host(uri)}, which no longer carries it: the release moved to "
+                f"{_host(row['archive'])}",
+                explanation=explanation,
+                evidence={"archived": names, "entries": [f"{_describe(s)} {u} {st}" for s, u, st in gone[:20]]},
+                doc_url="https://www.debian.org/distrib/archive"
+                if row["distro"] == "debian"
+                else "https://help.ubuntu.com/community/EOLUpgrades",
+            )
+        )
+    if wrong:
+        src, uri, suite, instead = wrong[0]
+        lines = [f"- `{_describe(s)}`: `{u}` `{st}` -> {i}" for s, u, st, i in wrong[:8]]
+        cmds = []
+        for s, u, st, i in wrong[:8]:
+            if i.startswith("suite `"):
+                good = i.split("`")[1]
+                if s.format == "one-line":
+                    cmds.append(f"sed -i '{s.line}s|{st}|{good}|' {s.file}")
+                elif "/" in st:  # `<codename>/updates` appears nowhere else
+                    cmds.append(_sed(st, good, s.file))
+                else:
+                    cmds.append(f"# {s.file}, stanza at line {s.line} (URIs: {u}): Suites: {good}")
+            else:
+                new_uri = i.split("`")[1]
+                cmds.append(
+                    f"# {s.file} line {s.line}: {s.types[0]} {new_uri} {st} {' '.join(s.components)}"
+                    if s.format == "one-line"
+                    else f"# {s.file}: move `{st}` out of this stanza into its own, with `URIs: {new_uri}`"
+                )
+        out.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt asks {_host(uri)} for the Debian security suite in a form it does not serve: "
+                f"{suite} on {uri}",
+                explanation=(
+                    "Debian serves security updates from a separate archive, `<host>/debian-security`, whose "
+                    "suite is `<codename>-security` since Debian 11 (bullseye; buster and older used "
+                    f"`<codename>/updates`). Any other combination is a 404, and `{APT_UPDATE}` stops with "
+                    '"does not have a Release file" — or, with `-security` lines missing, the image gets no '
+                    "security updates.\n\n"
+                    + "\n".join(lines)
+                    + "\n\nCorrect them:\n\n"
+                    + "\n".join(f"    {c}" for c in dict.fromkeys(cmds))
+                    + f"\n\nthen `{APT_UPDATE}`."
+                ),
+                evidence={"entries": [f"{_describe(s)} {u} {st}" for s, u, st, _ in wrong[:20]]},
+                doc_url="https://www.debian.org/releases/bullseye/amd64/release-notes/ch-information.en.html#security-archive",
+            )
+        )
+    return out
+
+
+#: ``uname -m`` -> Debian architecture name (dpkg-architecture's table for the common CPUs).
+DPKG_ARCH = {
+    "x86_64": "amd64",
+    "amd64": "amd64",
+    "i686": "i386",
+    "i386": "i386",
+    "aarch64": "arm64",
+    "arm64": "arm64",
+    "armv7l": "armhf",
+    "armhf": "armhf",
+    "ppc64le": "ppc64el",
+    "ppc64el": "ppc64el",
+    "s390x": "s390x",
+    "riscv64": "riscv64",
+}
+#: Architectures Ubuntu's main archive (``/ubuntu``) carries; all others live in ``/ubuntu-ports``.
+UBUNTU_MAIN_ARCHES = ("amd64", "i386")
+
+
+def _ports_findings(apt: AptFacts) -> list[Finding]:
+    arch = DPKG_ARCH.get(apt.machine, "")
+    if apt.distro_id != "ubuntu" or not arch:
+        return []
+    want = "ubuntu" if arch in UBUNTU_MAIN_ARCHES else "ubuntu_ports"
+    wrong: list[tuple[AptSource, str, str]] = []
+    for src in (s for s in apt.sources if s.enabled and is_distro_source(s)):
+        limited = (src.options.get("arch") or src.options.get("architectures") or "").replace(",", " ").split()
+        if limited and arch not in limited:
+            continue  # a foreign-architecture entry (dpkg --add-architecture)
+        for uri in src.uris:
+            kind = classify_uri(uri)
+            if kind in ("ubuntu", "ubuntu_ports") and kind != want:
+                base = uri.rstrip("/")
+                if want == "ubuntu_ports":
+                    new = (
+                        "http://ports.ubuntu.com/ubuntu-ports"
+                        if _host(uri) in ("archive.ubuntu.com", "security.ubuntu.com")
+                        or _host(uri).endswith(".archive.ubuntu.com")
+                        else base + "-ports"
+                    )
+                else:
+                    new = (
+                        "http://archive.ubuntu.com/ubuntu"
+                        if _host(uri) == "ports.ubuntu.com"
+                        else base[: -len("-ports")]
+                    )
+                wrong.append((src, uri, new + ("/" if uri.endswith("/") else "")))
+    if not wrong:
+        return []
+    src, uri, new = wrong[0]
+    cmds = list(dict.fromkeys(f"sed -i 's|{u}|{n}|g' {s.file}" for s, u, n in wrong))
+    tree = "ubuntu-ports" if want == "ubuntu_ports" else "ubuntu"
+    return [
+        Finding(
+            check="apt.sources",
+            status=Status.FAIL,
+            summary=f"apt source {uri} has no {arch} packages: this {arch} machine needs the /{tree} tree",
+            explanation=(
+                f"Ubuntu's main archive (`/ubuntu`) carries only amd64 and i386; every other architecture "
+                f"(arm64 — Jetson, Grace, Graviton — armhf, ppc64el, s390x, riscv64) is in `/ubuntu-ports`, on "
+                f'`ports.ubuntu.com` and on every mirror. Here `{APT_UPDATE}` fails with "Failed to fetch '
+                f'{uri.rstrip("/")}/dists/.../binary-{arch}/Packages 404 Not Found" — typically after copying '
+                f"an amd64 mirror guide.\n\n"
+                + "\n".join(f"- `{_describe(s)}`: `{u}` -> `{n}`" for s, u, n in wrong[:8])
+                + "\n\nSwitch them:\n\n"
+                + "\n".join(f"    {c}" for c in cmds)
+                + f"\n\nthen `{APT_UPDATE}`."
+            ),
+            evidence={"architecture": arch, "entries": [f"{_describe(s)} {u}" for s, u, _ in wrong[:20]]},
+        )
+    ]
 
 
 def _rewrite_findings(apt: AptFacts) -> list[Finding]:
@@ -290,6 +502,44 @@ def evaluate(facts: Facts) -> list[Finding]:
     findings: list[Finding] = []
     findings += _rewrite_findings(apt)
     findings += _untouched_findings(apt, official_domains())
+    findings += _layout_findings(apt)
+    findings += _ports_findings(apt)
+    if apt.missing_keyrings:
+        users = [
+            s
+            for s in apt.sources
+            if s.enabled
+            and any(k in apt.missing_keyrings for k in (s.options.get("signed-by") or "").replace(",", " ").split())
+        ]
+        keyring = apt.missing_keyrings[0]
+        distro_key = keyring.endswith(("debian-archive-keyring.gpg", "ubuntu-archive-keyring.gpg"))
+        install = (
+            f"`apt-get install --reinstall {keyring.rsplit('/', 1)[-1].removesuffix('.gpg')}` (from a source that still "
+            f"works), or copy the keyring into the image before this file"
+            if distro_key
+            else "install the repository's keyring package or download its key into that path as its vendor "
+            "documents (NVIDIA's CUDA repo: `cuda-keyring`), before `apt-get update`"
+        )
+        findings.append(
+            Finding(
+                check="apt.sources",
+                status=Status.FAIL,
+                summary=f"apt source {_describe(users[0]) if users else ''} is signed by {keyring}, which does not exist: "
+                f"apt refuses the repository",
+                explanation=(
+                    "`Signed-By` names the only keys apt accepts for that repository. The file is missing, so "
+                    f'`{APT_UPDATE}` reports `NO_PUBKEY` / "The repository ... is not signed" and ignores (or, '
+                    f"with apt 2.x, refuses) it:\n\n"
+                    + "\n".join(
+                        f"- `{_describe(s)}` ({' '.join(s.uris)}): `{s.options.get('signed-by')}`" for s in users[:8]
+                    )
+                    + f"\n\nFix: {install}. Missing: "
+                    + ", ".join(f"`{k}`" for k in apt.missing_keyrings)
+                    + "."
+                ),
+                evidence={"missing_keyrings": list(apt.missing_keyrings), "sources": [_describe(s) for s in users]},
+            )
+        )
     enabled = [s for s in apt.sources if s.enabled]
     https = [s for s in enabled if any(u.startswith("https://") for u in s.uris)]
     if https and not apt.ca_certificates:

@@ -42,7 +42,10 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
+def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool = False) -> str:
+    """The builds that cover ``cc`` and the install command of the newest one the driver and Python
+    run. ``dropped``: the GPU is older than every arch of the installed build (new wheels dropped it),
+    so the text names the newest build that still covers it rather than the first one."""
     builds = first_covering(cc)
     if not builds:
         return (
@@ -61,13 +64,32 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int]) -> str:
         and (driver is None or v(driver) >= v(variants[b[1]]["min_driver"]))
     ]
     text = f"The first official build that covers it is **torch {first_torch} with {first_variant}**"
+    if dropped:
+        last_torch = max((b[0] for b in builds), key=v)
+        last_variants = ", ".join(sorted({b[1] for b in builds if b[0] == last_torch}, key=v))
+        text = (
+            f"This build leaves the architecture out (newer CUDA variants of PyTorch drop old GPUs); the newest "
+            f"official build that still covers it "
+            f"is **torch {last_torch} with {last_variants}**"
+        )
     if runnable:
         best_torch, best_variant = runnable[-1]
         row = variants[best_variant]
         newest_minor = ".".join(row["newest_torch"].split(".")[:2])
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
         cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
-        return text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+        out = text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+        if not dropped and runnable[0] != runnable[-1]:
+            # a GPU newer than the installed build: the smallest upgrade keeps code written for this torch
+            small_torch, small_variant = runnable[0]
+            small = pip_install_command(
+                probe.executable,
+                variants[small_variant],
+                f"{small_torch}.*",
+                python_version=probe.python_version,
+            )
+            out += f"\n\nor the smallest upgrade that covers it (torch {small_torch}, {small_variant}):\n\n```\n{small}\n```"
+        return out
     need = variants.get(first_variant, {}).get("min_driver", "?")
     return text + (
         f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
@@ -136,13 +158,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 )
             continue
         listed = " ".join(e.text for e in entries)
+        dropped = bool(entries) and all((e.major, e.minor) > cc for e in entries)
         failures.append(
             (
                 f"{g.name} ({sm}) is not supported by torch {tf.version}, whose kernels cover {listed}",
                 f"{label} has neither a cubin of its major nor PTX it could JIT in torch {tf.version} (arch list: "
                 f"`{listed}`). CUDA calls fail with `no kernel image is available for execution on the device` (and "
                 f"torch warns `{sm} is not compatible with the current PyTorch installation`). "
-                + _remedy(facts, probe, cc),
+                + _remedy(facts, probe, cc, dropped),
             )
         )
     if failures:
@@ -150,6 +173,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.FAIL, summary, "\n\n".join(e for _, e in failures), evidence=evidence, target=t.label
         )
+    notes = list(dict.fromkeys(notes))  # two GPUs of one model say the same
     ptx_only = [n for n in notes if "PTX" in n]
     summary = f"torch {tf.version} has kernels for every GPU" + (
         ": " + "; ".join(ptx_only) if ptx_only else f" ({'; '.join(notes)})"

@@ -5,7 +5,7 @@ It reuses the other GPU checks' pure ``assess`` functions and takes the first
 ``fail`` in causal order: platform (``platform.container``,
 ``platform.kernel-module``) → driver (``nvidia.driver``, ``cuda.driver``, ``platform.driver-branch``) →
 ``cuda.libcuda`` → ``cuda.arch`` → libraries (``cudnn.load``) → visibility
-(``cuda.devices``). The summary reads "CUDA is unavailable in <python>: <root
+(``cuda.devices``) → driver initialisation (``cuda.context``: ``cuInit``, a context per GPU). The summary reads "CUDA is unavailable in <python>: <root
 cause>" (or "unusable" when ``torch.cuda.is_available()`` is True but kernels
 cannot run). Shown first in ``gpudoctor check``.
 
@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 from gpudoctor.checks import (
     cuda_arch,
+    cuda_context,
     cuda_devices,
     cuda_driver,
     cuda_libcuda,
@@ -42,6 +43,7 @@ ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ..
     ("cuda.arch", cuda_arch.assess),
     ("cudnn.load", cudnn_load.assess),
     ("cuda.devices", cuda_devices.assess),
+    ("cuda.context", cuda_context.assess),
 )
 
 
@@ -172,7 +174,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.FAIL,
             f"CUDA is {verb} in {python}: {cause.summary}",
             f"Root cause (from `{cause.check}`; checked in the order driver → libcuda → arch → libraries → "
-            f"visibility):\n\n{cause.explanation}",
+            f"visibility → initialisation):\n\n{cause.explanation}",
             evidence=evidence,
             target=t.label,
         )

@@ -8,7 +8,9 @@ an uncorrectable ECC error is counted yet fails on first use. This check
 finds that before the job starts.
 
 - no NVIDIA GPU/driver, or libcuda not loadable -> ``skip`` (``cuda.libcuda`` reports it);
-- ``cuInit`` fails on a machine with a GPU -> ``fail`` with the CUresult;
+- ``cuInit`` fails on a machine with a GPU -> ``fail`` with the CUresult and the remedy
+  for that code (:data:`INIT_CAUSES`: 999 after suspend/resume or a missing ``nvidia_uvm``,
+  802 Fabric Manager not running, 34 stub library, 100 no device, 803/804 cuda-compat);
 - a context fails on some device -> ``fail`` naming each device and CUresult;
 - every context created -> ``ok``.
 """
@@ -29,6 +31,67 @@ _REMEDY = (
 )
 
 
+#: cuInit CUresult name -> (short cause for the summary, cause, remedy, the check that owns the
+#: same cause or ""). Sources: CUDA Driver API reference (CUresult); pytorch/pytorch issues #88639
+#: and #49081 (999 after suspend, fixed by reloading nvidia_uvm; /dev/nvidia-uvm missing in a
+#: container); NVIDIA Fabric Manager User Guide (802 on NVSwitch systems until
+#: nvidia-fabricmanager of the driver's version runs).
+INIT_CAUSES: dict[str, tuple[str, str, str, str]] = {
+    "CUDA_ERROR_UNKNOWN": (
+        "the nvidia_uvm module needs reloading (typical after a suspend/resume)",
+        "the driver's unified-memory module is in a bad state or missing — typically after a suspend/resume "
+        "with CUDA processes open, or when `nvidia_uvm` is not loaded / `/dev/nvidia-uvm` does not exist",
+        "Close every CUDA program, then reload the module:\n\n```\nsudo rmmod nvidia_uvm && sudo modprobe "
+        "nvidia_uvm\n```\n\n(`sudo nvidia-modprobe -u -c 0` creates a missing `/dev/nvidia-uvm`; in a container "
+        "the host must have it, and the container must be given it). If it comes back after every suspend, "
+        "enable the driver's `nvidia-suspend`/`nvidia-resume` services or reboot.",
+        "",
+    ),
+    "CUDA_ERROR_SYSTEM_NOT_READY": (
+        "NVIDIA Fabric Manager is not running (NVSwitch system)",
+        "the system is not ready: on an NVSwitch machine (HGX/DGX A100, H100, H200) the NVIDIA Fabric Manager "
+        "service is not running or is of another version than the driver",
+        "Start it, in the exact version of the driver:\n\n```\nsudo systemctl enable --now nvidia-fabricmanager\n"
+        "systemctl status nvidia-fabricmanager\n```\n\n(install the `nvidia-fabricmanager-<branch>` package "
+        "matching the driver if it is missing).",
+        "",
+    ),
+    "CUDA_ERROR_STUB_LIBRARY": (
+        "the libcuda loaded is the CUDA toolkit's stub",
+        "the `libcuda` in this process is the CUDA toolkit's link-time stub, not the driver's",
+        "Remove the toolkit's `stubs` directory from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` (see `cuda.libcuda`).",
+        "cuda.libcuda",
+    ),
+    "CUDA_ERROR_NO_DEVICE": (
+        "the driver sees no GPU in this process",
+        "the driver sees no GPU in this process: `CUDA_VISIBLE_DEVICES` hides them, or (in a container) "
+        "no `/dev/nvidia*` device was given",
+        "See `cuda.devices` and `platform.container` for which one applies here.",
+        "",
+    ),
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": (
+        "libcuda and the kernel module do not belong together",
+        "the user-space `libcuda` and the kernel module do not belong together (a cuda-compat copy older "
+        "than the driver, or a driver upgraded without a reboot)",
+        "See `cuda.libcuda` for the copy that is loaded; reboot after a driver upgrade.",
+        "cuda.libcuda",
+    ),
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": (
+        "a cuda-compat libcuda is loaded on a GPU that does not support it",
+        "a cuda-compat (forward-compatibility) `libcuda` is loaded on a GPU that does not support it",
+        "Remove the `compat` directory from the loader path (see `cuda.libcuda`).",
+        "cuda.libcuda",
+    ),
+}
+
+
+def init_cause(init_error: str | None) -> tuple[str, str, str, str] | None:
+    """(short cause, cause, remedy, owning check) for a ``cuInit`` error such as ``CUDA_ERROR_UNKNOWN (999): unknown
+    error``, or None for a code without a known single cause."""
+    name = (init_error or "").split(" ", 1)[0]
+    return INIT_CAUSES.get(name)
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.context`` finding for one target (pure)."""
     drv = probe.cuda_driver
@@ -44,6 +107,19 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         "devices": [f"{d.index}: {d.name} ctx={'ok' if d.context_ok else d.context_error}" for d in drv.devices],
     }
     if not drv.init_ok:
+        known = init_cause(drv.init_error)
+        if known is not None:
+            short, cause, remedy, owner = known
+            if owner:
+                evidence["caused_by"] = owner
+            return CHECK.finding(
+                Status.FAIL,
+                f"cuInit fails in {probe.executable} with {(drv.init_error or '').split(':')[0]}: {short}",
+                f"The CUDA driver refuses to initialise in this process (`{drv.init_error}`), so no CUDA program "
+                f"can start (`torch.cuda.is_available()` is False). Cause: {cause}.\n\n{remedy}",
+                evidence=evidence,
+                target=t.label,
+            )
         return CHECK.finding(
             Status.FAIL,
             f"cuInit fails in {probe.executable}: {drv.init_error}",
@@ -68,7 +144,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not n:
         return CHECK.finding(Status.SKIP, "CUDA enumerates no device here (see cuda.devices)", target=t.label)
     return CHECK.finding(
-        Status.OK, f"a CUDA context opens on all {n} GPU{'s' if n != 1 else ''}", evidence=evidence, target=t.label
+        Status.OK,
+        f"a CUDA context opens on all {n} GPUs" if n > 1 else "a CUDA context opens on the GPU",
+        evidence=evidence,
+        target=t.label,
     )
 
 

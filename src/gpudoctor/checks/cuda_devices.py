@@ -66,10 +66,14 @@ def _nvml(facts: Facts) -> list[GpuDevice]:
 
 
 def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
+    """Whether CUDA accepts this ``CUDA_VISIBLE_DEVICES`` entry on these GPUs: an index below the GPU
+    count, a prefix of a GPU's UUID, or a ``MIG-`` device while some GPU is (or may be) in MIG mode."""
     if entry.isdigit():
         return int(entry) < len(nvml)
-    if entry.startswith(("GPU-", "MIG-")):
-        return entry.startswith("MIG-") or any(g.uuid.startswith(entry) for g in nvml)
+    if entry.startswith("MIG-"):
+        return any(g.mig is not False for g in nvml)
+    if entry.startswith("GPU-"):
+        return any(g.uuid.startswith(entry) for g in nvml)
     return False
 
 
@@ -112,16 +116,38 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             hidden = entries[first:]
             status = Status.FAIL if first == 0 else Status.WARN
             ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
+            mig_note = (
+                " No GPU here is in MIG mode, so a `MIG-` device does not exist: use the GPU's index or `GPU-` "
+                "UUID, or enable MIG and create the instance first (`sudo nvidia-smi -i N -mig 1`, then "
+                "`nvidia-smi mig -cgi ... -C`)."
+                if entries[first].startswith("MIG-")
+                else ""
+            )
+            what = (
+                f"entry {entries[first]!r} names a MIG device, but no GPU here is in MIG mode"
+                if mig_note
+                else f"entry {entries[first]!r} matches no GPU"
+            )
             return (
                 status,
-                f"CUDA_VISIBLE_DEVICES={cvd!r}: entry {entries[first]!r} matches no GPU, so "
-                f"{', '.join(hidden)} {'are' if len(hidden) > 1 else 'is'} hidden",
+                f"CUDA_VISIBLE_DEVICES={cvd!r}: {what}, so "
+                f"{'CUDA sees no GPU' if first == 0 else ', '.join(hidden) + (' are' if len(hidden) > 1 else ' is') + ' hidden'}",
                 f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
                 f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
-                f"(`nvidia-smi -L`).",
+                f"(`nvidia-smi -L`).{mig_note}",
             )
         mig = [g for g in nvml if g.mig]
         named = [e for e in entries if not e.startswith("MIG-")]
+        migs = [e for e in entries if e.startswith("MIG-")]
+        if len(migs) > 1:
+            return (
+                Status.WARN,
+                f"CUDA_VISIBLE_DEVICES lists {len(migs)} MIG devices, but a CUDA process uses only one of them",
+                f"CUDA enumerates a single MIG device per process (NVIDIA MIG User Guide, CUDA_VISIBLE_DEVICES), so "
+                f"`torch.cuda.device_count()` is 1: only one of the listed devices is used; multi-GPU training across MIG "
+                f"devices is not possible. Start one process per MIG device, each with its own "
+                f"`CUDA_VISIBLE_DEVICES=MIG-<uuid>` (e.g. `CUDA_VISIBLE_DEVICES={migs[0]} python train.py`).",
+            )
         if mig and named:
             return (
                 Status.WARN,
@@ -146,6 +172,31 @@ def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bo
     from gpudoctor.checks import platform_visibility
 
     return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label).status is Status.FAIL
+
+
+def _picked_other_gpus(
+    env: dict[str, str], rows: list[tuple[int, GpuDevice | None, CudaDevice]], order: str
+) -> tuple[str, str] | None:
+    """(summary, explanation) when ``CUDA_VISIBLE_DEVICES`` lists indices and CUDA, numbering GPUs
+    fastest first (``CUDA_DEVICE_ORDER`` unset), selected other GPUs than nvidia-smi's indices name;
+    None otherwise (CUDA Programming Guide, "CUDA Environment Variables")."""
+    cvd = env.get("CUDA_VISIBLE_DEVICES", "")
+    entries = [e.strip() for e in cvd.split(",") if e.strip()]
+    if not entries or not all(e.isdigit() for e in entries) or order == "PCI_BUS_ID":
+        return None
+    got = [(int(e), g) for e, (_i, g, _d) in zip(entries, rows, strict=False) if g is not None]
+    wrong = [(want, g) for want, g in got if g.index != want]
+    if not wrong:
+        return None
+    pairs = "; ".join(f"{want} selects nvidia-smi GPU {g.index} ({g.name}), not GPU {want}" for want, g in wrong)
+    return (
+        f"CUDA_VISIBLE_DEVICES={cvd!r} selects other GPUs than nvidia-smi's indices: {pairs}",
+        f"`CUDA_DEVICE_ORDER` is {('`' + order + '`') if order else 'unset'}, so the indices in "
+        f"`CUDA_VISIBLE_DEVICES` count GPUs fastest first, while nvidia-smi and NVML count them by PCI bus. "
+        f"The job runs on other cards than the ones picked from `nvidia-smi` (and may collide with another "
+        f"job):\n\n{_table(rows)}\n\nSet the order before the process starts, in the shell profile or job "
+        f"environment:\n\n```\n{FIX_ORDER}\n```\n\nor select GPUs by UUID (`nvidia-smi -L`).",
+    )
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -182,6 +233,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 evidence=evidence,
                 target=t.label,
             )
+        picked = _picked_other_gpus(env, rows, order)
+        if picked is not None:
+            summary, explanation = picked
+            return CHECK.finding(Status.WARN, summary, explanation, evidence=evidence, target=t.label)
         return CHECK.finding(
             Status.OK,
             f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "

@@ -10,6 +10,10 @@ not ship it. The probe ``dlopen``s it for real in the target (no ``cuInit``).
   missing the driver's compute-library package;
 - it loads, but its version differs from the kernel module's -> ``fail``
   ("Driver/library version mismatch": reboot or reinstall one version);
+- it is the CUDA toolkit's link-time stub (``.../stubs/libcuda.so``, reached through
+  ``LD_LIBRARY_PATH`` or an ld.so.conf entry) -> ``fail``: every driver call returns
+  ``CUDA_ERROR_STUB_LIBRARY`` (34, "CUDA driver is a stub library"); the remedy names the
+  ``LD_LIBRARY_PATH`` value without the stubs directory;
 - it is a cuda-compat (forward-compatibility) copy: ``fail`` on a GPU that does
   not support it (error 804) or when older than the kernel driver (error 803),
   else ``ok``;
@@ -99,6 +103,48 @@ def _remedy(facts: Facts, probe: ProbeFacts) -> str:
     )
 
 
+def is_stub(path: str | None) -> bool:
+    """Whether ``path`` is the CUDA toolkit's link-time stub ``libcuda.so`` (it lives in a ``stubs``
+    directory: ``/usr/local/cuda/lib64/stubs``, ``.../targets/x86_64-linux/lib/stubs``; the
+    ``cuda-driver-dev`` package). CUDA Driver API reference: ``CUDA_ERROR_STUB_LIBRARY`` (34)."""
+    return bool(path) and "/stubs/" in (path or "") and os.path.basename(path or "").startswith("libcuda.so")
+
+
+def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: dict[str, Any]) -> Finding:
+    """The finding for a target that loaded the toolkit's stub libcuda instead of the driver's."""
+    stub_dir = os.path.dirname(path)
+    ld = probe.env.get("LD_LIBRARY_PATH")
+    entries = [e for e in (ld or "").split(":") if e]
+    on_path = [e for e in entries if "stubs" in e.rstrip("/").split("/")[-1:]]
+    if on_path:
+        rest = [e for e in entries if e not in on_path]
+        where = f"`LD_LIBRARY_PATH` lists `{on_path[0]}`"
+        todo = (
+            "Take the stubs directory out of `LD_LIBRARY_PATH` (where it is set: shell profile, job script, "
+            "Dockerfile `ENV`, kernel.json `env`, an environment module):\n\n```\n"
+            + (f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH")
+            + "\n```\n\nStubs are for *linking* (`-L.../stubs`, `LIBRARY_PATH`), never for running."
+        )
+    else:
+        where = f"the loader finds `{stub_dir}` first (an `/etc/ld.so.conf.d/` entry or an RPATH)"
+        todo = (
+            f"Remove the `/etc/ld.so.conf.d/` entry that names `{stub_dir}` (`grep -r stubs /etc/ld.so.conf.d/`), "
+            f"then `sudo ldconfig`. Stubs are for *linking* only, never for running."
+        )
+    kernel = driver_version(facts)
+    drv = f" {kernel}" if kernel else ""
+    return CHECK.finding(
+        Status.FAIL,
+        f"{probe.executable} loads the CUDA toolkit's stub libcuda ({path}) instead of the NVIDIA driver's",
+        f"`{path}` is the empty link-time stub that ships with the CUDA toolkit; every driver call in it fails "
+        f"with `CUDA_ERROR_STUB_LIBRARY` (34: `CUDA driver is a stub library`), so `torch.cuda.is_available()` "
+        f"is False although the real driver{drv} is installed. {where}, which comes before the driver's "
+        f"`libcuda.so.1`.\n\n{todo}",
+        evidence=evidence,
+        target=t.label,
+    )
+
+
 def _forward_compat(
     facts: Facts,
     probe: ProbeFacts,
@@ -169,6 +215,16 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",
             f"The dynamic loader says:\n\n```\n{lc.error}\n```\n\nWithout `libcuda.so.1` no CUDA program can start "
             f"(`torch.cuda.is_available()` is False).\n\n{_remedy(facts, probe)}",
+            evidence=evidence,
+            target=t.label,
+        )
+    if is_stub(lc.path):
+        if gpu:
+            return _stub(facts, probe, t, lc.path or "", evidence)
+        return CHECK.finding(  # an image build on a CPU host: the stub is there for linking
+            Status.SKIP,
+            f"no NVIDIA GPU or driver here; the libcuda found ({lc.path}) is the CUDA toolkit's link-time stub, "
+            f"which is fine for building and never used for running",
             evidence=evidence,
             target=t.label,
         )

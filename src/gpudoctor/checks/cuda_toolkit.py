@@ -3,16 +3,34 @@
 PyTorch wheels bundle their own CUDA runtime (``nvidia-*`` wheels), so a
 toolkit is needed only to compile CUDA code (extensions, ``nvcc``); a newer
 toolkit never makes an old driver run newer CUDA code (NVIDIA CUDA
-Compatibility guide). Always ``info`` or ``ok``: the verdicts about the
-driver belong to ``nvidia.driver`` and ``cuda.driver``.
+Compatibility guide). The verdicts about the driver belong to ``nvidia.driver``
+and ``cuda.driver``.
+
+- ``CUDA_HOME`` names a missing directory -> ``warn``;
+- the toolkit's CUDA major differs from a target torch's ``torch.version.cuda``
+  -> ``warn``: ``torch.utils.cpp_extension`` (every ``pip install`` that compiles
+  CUDA code: flash-attn, apex, mmcv, pytorch3d, ...) refuses to build with "The
+  detected CUDA version (X) mismatches the version that was used to compile
+  PyTorch (Y)" (its ``_check_cuda_version``: a different major raises, a
+  different minor only warns);
+- otherwise ``info`` (no toolkit, no driver) or ``ok``.
 """
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from gpudoctor.checks import require
-from gpudoctor.checks._common import driver_version
+from gpudoctor.checks._common import (
+    distinct_targets,
+    driver_version,
+    pip_install_command,
+    split_local,
+    wheel_variants,
+)
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 
 
@@ -73,12 +91,73 @@ def evaluate(facts: Facts) -> list[Finding]:
             )
         ]
     evidence["driver"] = driver
+    mismatch = _major_mismatch(facts, tk.version, where or "")
+    if mismatch is not None:
+        return [mismatch]
     return [CHECK.finding(Status.OK, f"CUDA toolkit {tk.version} at {where} (driver {driver})", evidence=evidence)]
+
+
+def _torch_for_toolkit(probe: ProbeFacts, major: str, public: str) -> str:
+    """The second remedy: a torch build of the toolkit's CUDA major (only the major must match for
+    extension builds), the installed release when that variant published it (``data/torch_wheels.toml``);
+    "" when PyTorch has no variant of that major in the table."""
+    rows = [r for r in wheel_variants() if r["cuda"].split(".")[0] == major]
+    if not rows:
+        return ""
+    same = [r for r in rows if public and Version(r["first_torch"]) <= Version(public) <= Version(r["newest_torch"])]
+    row = same[-1] if same else rows[-1]
+    cmd = pip_install_command(probe.executable, row, public if same else None, python_version=probe.python_version)
+    return (
+        f"\n\n2. Or install the torch build for CUDA {row['cuda']} (only the major version has to match the "
+        f"toolkit's), provided the driver runs it (see `cuda.driver`):\n\n```\n{cmd}\n```"
+    )
+
+
+def _major_mismatch(facts: Facts, version: str, where: str) -> Finding | None:
+    """A ``warn`` when a target's torch was built for another CUDA major than this toolkit, or None."""
+    targets = facts.of(TargetsFacts)
+    if isinstance(targets, Unavailable):
+        return None
+    tk_major = version.split(".")[0]
+    for t in distinct_targets(targets):
+        probe = t.probe
+        if not isinstance(probe, ProbeFacts) or not probe.torch.cuda or probe.torch.hip:
+            continue
+        torch_cuda = probe.torch.cuda
+        if torch_cuda.split(".")[0] == tk_major:
+            continue
+        torch_mm = ".".join(torch_cuda.split(".")[:2])
+        public = split_local(probe.torch.version or "")[0]
+        option2 = _torch_for_toolkit(probe, tk_major, public)
+        return CHECK.finding(
+            Status.WARN,
+            f"the CUDA toolkit at {where} is {version}, but torch {probe.torch.version} in {probe.executable} was "
+            f"built with CUDA {torch_cuda}: building CUDA extensions fails",
+            f"PyTorch wheels do not need a toolkit to *run*, but every build of CUDA code against torch "
+            f"(`pip install flash-attn`, apex, mmcv, pytorch3d, `torch.utils.cpp_extension`, "
+            f"`python setup.py build_ext`) uses the toolkit at `{where}` (`CUDA_HOME`, else `nvcc` on `PATH`, else "
+            f"`/usr/local/cuda`) and stops with:\n\n```\nThe detected CUDA version ({'.'.join(version.split('.')[:2])}"
+            f") mismatches the version that was used to compile\nPyTorch ({torch_mm}). Please make sure to use the "
+            f"same CUDA versions.\n```\n\nMake the two agree, one of these ways:\n\n"
+            f"1. Install a CUDA {torch_mm} toolkit next to this one (NVIDIA's repository: "
+            f"`sudo apt-get install cuda-toolkit-{torch_mm.replace('.', '-')}`; conda: `conda install -c nvidia "
+            f"cuda-toolkit={torch_mm}`) and point builds at it:\n\n```\nexport CUDA_HOME=/usr/local/cuda-{torch_mm}\n"
+            f"export PATH=$CUDA_HOME/bin:$PATH\n```" + option2,
+            evidence={
+                "toolkit": version,
+                "toolkit_path": where,
+                "torch": probe.torch.version,
+                "torch.version.cuda": torch_cuda,
+            },
+            target=t.label,
+        )
+    return None
 
 
 CHECK = Check(
     id="cuda.toolkit",
     title="CUDA toolkit on disk (nvcc) and what it is for",
-    needs=("cuda_toolkit", "nvidia"),
+    needs=("cuda_toolkit", "nvidia", "targets"),
     evaluate=evaluate,
+    probe_level="light",  # reads only torch.version.cuda, which the light probe reports too
 )

@@ -90,6 +90,15 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
             module_hint = (
                 f"It was put there by the environment module `{mod}`: `module unload {mod.split('/')[0]}`, or "
             )
+        conda = probe.env.get("CONDA_PREFIX")
+        if conda and _norm(os.path.join(conda, "lib")) == d:
+            # TensorFlow's pip guide (2.11-2.13) had users add $CONDA_PREFIX/lib to LD_LIBRARY_PATH in an
+            # activation script; the conda env's cudnn/cudatoolkit packages then shadow torch's wheels
+            module_hint = (
+                f"It is this conda environment's own `lib` (its `cudnn`/`cudatoolkit` conda packages: "
+                f"`conda list cudnn`), usually put on the path by an activation script: "
+                f"`grep -r LD_LIBRARY_PATH {conda}/etc/conda/activate.d/` and delete that line, or "
+            )
         new_value = ":".join(rest)
         todo = (
             f"Take that directory out of the loader path for this environment. {module_hint}remove it from "
@@ -201,7 +210,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"cuDNN {fmt_cudnn(cd.runtime_version)} loaded from {loaded} is {relation} the {compiled} torch "
                 f"{tf.version} was built with",
                 f"torch refuses this cuDNN (`cuDNN version incompatibility: PyTorch was compiled against "
-                f"{cv} but linked against {rt}`), so cuDNN-backed layers fail.\n\nThe loaded file `{loaded}` comes "
+                f"{cv} but found runtime version {rt}`; older releases say `linked against`), so cuDNN-backed "
+                f"layers fail.\n\nThe loaded file `{loaded}` comes "
                 f"from {where}.{own_txt}\n\n{todo} Alternatively load a cuDNN ≥ {compiled} of major {cv[0]}.",
                 evidence=evidence,
                 target=t.label,

@@ -76,6 +76,8 @@ def evaluate(facts: Facts) -> list[Finding]:
         distinct = sorted({r.split(": ", 1)[1] for r in reasons})
         # one reason shared by every target is said once, without the labels
         said = distinct[0] if len(distinct) == 1 else "; ".join(reasons)
+        if said.startswith("not run ("):  # the default reason: "did not run: not run (...)" says it twice
+            raise SkipCheck("the GPU smoke test did not run " + said[len("not run ") :])
         raise SkipCheck("the GPU smoke test did not run: " + (said or "no probed interpreter"))
     target_label, probe, smoke = chosen
     if not smoke.devices:

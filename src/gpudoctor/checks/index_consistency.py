@@ -9,7 +9,13 @@ Each tool reads only its own configuration (pip-apt-config.md, mirrors.md §3):
 - conda's named channels (``conda-forge``, ``pytorch``, ``-c NAME`` on the
   command line) resolve through ``channel_alias`` / ``custom_channels``, so a
   mirror set only in ``channels`` URLs or ``default_channels`` does not cover
-  them.
+  them; and the reverse, named channels on a mirror (``channel_alias``)
+  while ``defaults`` still expands to repo.anaconda.com -> ``warn`` with the
+  ``default_channels`` block;
+- a uv default index uv cannot use (no ``/simple``, quoted, no scheme) ->
+  ``fail`` with the URL meant; pip's index in an ``[[index]]`` without
+  ``default = true`` -> ``info``; a uv.toml uv refuses -> ``fail`` (same cause
+  as ``uv.mirror``).
 
 When one tool is pointed at a mirror and another tool on the same machine is
 not, the other one goes to the public host — often blocked or slow on a
@@ -27,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from gpudoctor.checks.pip_config import index_url_problem
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
@@ -56,9 +63,17 @@ def pip_index(pip: Any) -> tuple[str, str, str, int] | None:
     if not isinstance(pip, PipFacts):
         return None
     s = pip.effective.get("index-url")
-    if s is None or not s.value.strip() or _public(s.value.strip(), PUBLIC_PYPI):
+    if s is None or not s.value.strip():
         return None
-    return s.value.strip(), s.source, s.variant, s.line
+    url = s.value.strip()
+    shape = index_url_problem(url)
+    if shape is not None:  # pip.config reports it; compare (and give uv) the URL that was meant
+        if not shape[1]:
+            return None
+        url = shape[1]
+    if _public(url, PUBLIC_PYPI):
+        return None
+    return url, s.source, s.variant, s.line
 
 
 def uv_index(uv: Any) -> tuple[str, str] | None:
@@ -105,6 +120,50 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
         else f"uv {now}, while pip uses {url} ({where}): uv never reads pip.conf"
     )
     export = f"export UV_DEFAULT_INDEX={url}"
+    same = [i for i in uv.indexes if not i.default and i.url.rstrip("/") == url.rstrip("/")]
+    if uv.default_origin == "built-in" and same:
+        # [[index]] without default = true: asked first, PyPI still the default (uv docs, "Indexes")
+        return Finding(
+            check=CHECK_ID,
+            status=Status.INFO,
+            summary=(
+                f"uv asks pip's index {url} first ({same[0].origin}), but keeps the public index as its default: "
+                f"the [[index]] has no `default = true`"
+            ),
+            explanation=(
+                f"`{same[0].origin}` lists `{url}` as an extra `[[index]]`, so uv asks it first and uses the "
+                f"public default index only for packages the mirror lacks — those downloads bypass the mirror "
+                f"(and fail where the public index is blocked). To make the mirror replace the public index, "
+                f"add `default = true` to that table:\n\n"
+                f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+                f"`gpudoctor fix uv.index-url` writes it; or `{export}`."
+            ),
+            evidence={
+                "tool": "uv",
+                "index_url": url,
+                "uv_origin": same[0].origin,
+                "scope": "user"
+                if same[0].origin == uv.user_config
+                else "global"
+                if same[0].origin.startswith("/etc/")
+                else scope,
+            },
+            fixes=("uv.index-url",),
+        )
+    if uv.problems:
+        summary = f"uv cannot use its configuration, while pip uses {url} ({where}): {uv.problems[0]}"
+        return Finding(
+            check=CHECK_ID,
+            status=Status.FAIL,
+            summary=summary.split(". In uv.toml")[0],
+            explanation=(
+                f"{uv.problems[0]}.\n\npip uses `{url}` ({where}); uv never reads pip.conf, and the uv file meant "
+                f"to give it that index is refused. Move the settings to the top level of the file:\n\n"
+                f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+                f"(`[tool.uv]` belongs in a project's pyproject.toml), or `{export}`."
+            ),
+            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems), "caused_by": "uv.mirror"},
+        )
     expl = (
         f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
         f"any pip configuration file (its own sources are `UV_DEFAULT_INDEX`, a project `uv.toml` or "
@@ -163,7 +222,65 @@ def _pip_finding(uv: tuple[str, str], pip: PipFacts) -> Finding:
     )
 
 
+def _catalogue_conda_mirror(host: str) -> str:
+    """Name of the catalogue mirror (``data/mirrors.toml``) whose conda trees live on ``host``, or ""."""
+    from gpudoctor.data import load_table
+
+    for row in load_table("mirrors").get("mirror", []):
+        for key in ("conda_pkgs", "conda_cloud"):
+            if row.get(key) and _host(row[key]) == host:
+                return str(row["name"])
+    return ""
+
+
+def _conda_defaults_public(conda: CondaFacts) -> list[Finding]:
+    """Named channels on a mirror while ``defaults`` still expands to repo.anaconda.com."""
+    named_mirror = [
+        c for c in conda.channels if c.via in ("channel_alias", "custom_channels") and not _public(c.url, PUBLIC_CONDA)
+    ]
+    public_defaults = [c for c in conda.channels if c.via == "default_channels" and _public(c.url, PUBLIC_CONDA)]
+    if not named_mirror or not public_defaults:
+        return []
+    base = named_mirror[0].url.rstrip("/").rsplit("/", 1)[0]  # <root>/cloud
+    root = base[: -len("/cloud")] if base.endswith("/cloud") else ""
+    host = _host(named_mirror[0].url)
+    name = _catalogue_conda_mirror(host)
+    yaml = "    default_channels:\n" + "".join(f"      - {root}/pkgs/{t}\n" for t in ("main", "r")) if root else ""
+    todo = (
+        f"Point `defaults` at the same mirror in `~/.condarc`:\n\n{yaml}\n"
+        if yaml
+        else "Set `default_channels` in `~/.condarc` to the mirror's `pkgs/main` and `pkgs/r` URLs. "
+    )
+    if name:
+        todo += f"`gpudoctor fix conda.channels --mirror {name}` writes both blocks."
+    return [
+        Finding(
+            check=CHECK_ID,
+            status=Status.WARN,
+            summary=(
+                f"conda's named channels use the mirror {host}, but `defaults` still goes to "
+                f"{_host(public_defaults[0].url)}: channel_alias does not cover defaults"
+            ),
+            explanation=(
+                f"`{named_mirror[0].name}` resolves to `{named_mirror[0].url}` (via {named_mirror[0].via}), but "
+                f"`defaults` expands to `default_channels` — "
+                + ", ".join(f"`{c.url}`" for c in public_defaults)
+                + ' — which `channel_alias` and `custom_channels` never change (conda docs, "Mirroring '
+                f"channels\"). Those downloads bypass the mirror (slow or blocked, and subject to Anaconda's "
+                f"terms of service).\n\n{todo}\n\nOr drop `defaults` from `channels` if you do not need it."
+            ),
+            evidence={"tool": "conda", "mirror": named_mirror[0].url, "defaults": [c.url for c in public_defaults]},
+            fixes=("conda.channels",) if name else (),
+        )
+    ]
+
+
 def _conda_findings(conda: CondaFacts) -> list[Finding]:
+    out = _conda_defaults_public(conda)
+    return out + _conda_named_public(conda)
+
+
+def _conda_named_public(conda: CondaFacts) -> list[Finding]:
     mirrored = [c for c in conda.channels if not _public(c.url, PUBLIC_CONDA)]
     mirrored_defaults = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
     if not mirrored and not mirrored_defaults:
@@ -232,6 +349,36 @@ def evaluate(facts: Facts) -> list[Finding]:
     pip, uv, conda = facts.get("pip"), facts.get("uv"), facts.get("conda")
     p, u = pip_index(pip), uv_index(uv)
     out: list[Finding] = []
+    shape = index_url_problem(uv.default_index) if isinstance(uv, UvFacts) and uv.default_origin != "built-in" else None
+    if shape is not None and isinstance(uv, UvFacts):
+        problem, suggested = shape
+        problem = problem.replace("pip.conf is INI, not TOML, so the quotes", "the quotes")
+        env = uv.default_origin in ("UV_DEFAULT_INDEX", "UV_INDEX_URL")
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.FAIL,
+                summary=f"uv cannot use its default index {uv.default_index}: {problem.split(':')[0]}",
+                explanation=(
+                    f"uv's default index is `{uv.default_index}` (from {uv.default_origin}): "
+                    f"{problem.replace('pip asks', 'uv asks')}. Every `uv pip install`/`uv sync` ends in "
+                    f'"not found in the package registry".\n\nFix: '
+                    + (
+                        f"`export {uv.default_origin}={suggested}` where it is set."
+                        if env
+                        else f'`gpudoctor fix uv.index-url` sets `url = "{suggested}"` in {uv.default_origin}.'
+                    )
+                ),
+                evidence={
+                    "tool": "uv",
+                    "index_url": suggested,
+                    "uv_default": uv.default_index,
+                    "uv_origin": uv.default_origin,
+                },
+                fixes=() if env or not suggested else ("uv.index-url",),
+            )
+        )
+        u = (suggested, uv.default_origin) if suggested and not _public(suggested, PUBLIC_PYPI) else None
     if p and isinstance(uv, UvFacts) and u is None:
         out.append(_uv_finding(p, uv))
     if (

@@ -54,6 +54,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             and isinstance(nv.nvml, Unavailable)
             and "--root" not in nv.nvml.reason
         ):
+            if "version mismatch" in nv.nvml.reason.lower():
+                return [_version_mismatch(nv.driver_version, nv.source, nv.nvml.reason, evidence)]
             return [
                 CHECK.finding(
                     Status.FAIL,
@@ -140,6 +142,27 @@ def evaluate(facts: Facts) -> list[Finding]:
             evidence=evidence,
         )
     ]
+
+
+def _version_mismatch(kernel: str, source: str, reason: str, evidence: dict[str, Any]) -> Finding:
+    """NVML's "Driver/library version mismatch": the loaded kernel module and the user-space driver
+    libraries are different releases, almost always a driver upgrade (often an unattended
+    upgrade) without a reboot (NVML reference: ``NVML_ERROR_LIB_RM_VERSION_MISMATCH``, "RM detects a
+    driver/library version mismatch")."""
+    return CHECK.finding(
+        Status.FAIL,
+        f"driver/library version mismatch: the loaded kernel module is {kernel}, the user-space driver "
+        f"libraries are another version (the driver was upgraded without a reboot)",
+        f"The running kernel module is **{kernel}** ({source}), but `libnvidia-ml` / `libcuda` on disk belong to "
+        f"another driver release, so NVML fails (`{reason}`), `nvidia-smi` prints `Failed to initialize NVML: "
+        f"Driver/library version mismatch` and CUDA cannot initialise. This happens when the driver packages are "
+        f"upgraded (by hand or by unattended-upgrades) while the old module stays loaded.\n\n"
+        f"Reboot:\n\n```\nsudo reboot\n```\n\nor, when nothing uses the GPU (no display server on it), reload "
+        f"the modules without a reboot:\n\n```\nsudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia\n"
+        f"sudo modprobe nvidia && nvidia-smi\n```\n\nTo stop it recurring, hold the driver packages "
+        f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.",
+        evidence=evidence,
+    )
 
 
 CHECK = Check(

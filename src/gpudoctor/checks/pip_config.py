@@ -13,16 +13,40 @@ Verdicts (pip ``_internal/configuration.py`` and ``network/session.py``):
   redacted in every output;
 - an index set by a ``PIP_*`` variable -> ``info`` naming it (it overrides
   every file, so edits to pip.conf seem to do nothing);
-- ``PIP_CONFIG_FILE`` naming a missing file -> ``warn`` (pip silently ignores it).
+- ``PIP_CONFIG_FILE`` naming a missing file -> ``warn`` (pip silently ignores it);
+- an index URL pip cannot use as a PEP 503 simple index -> ``fail`` for
+  ``index-url`` (every project page is a 404: "No matching distribution
+  found"), ``warn`` for an ``extra-index-url``: a value in quotes (pip.conf is
+  INI, the quotes become part of the URL), a host name without ``http(s)://``
+  (pip takes it for a local directory), or a known mirror's or PyPI's URL
+  without its ``/simple`` path (the catalogue in ``data/mirrors.toml`` gives
+  the right one);
+- a ``trusted-host`` entry written as a URL (``http://host``): pip reads it as
+  the host ``http`` and trusts nothing, so the plain-http index it was meant
+  for is still ignored (pip ``network/session.py`` ``add_trusted_host`` ->
+  ``parse_netloc``);
+- an index or network setting pip never reads -> ``warn``: under a section
+  that is neither ``[global]`` nor a pip command (``[pip]``, ``[globals]``,
+  ``[Global]``: pip matches section names exactly,
+  ``configuration.py`` ``_get_ordered_configuration_items``), or under a key
+  pip has no option for (``index``, ``trusted-hosts``: pip skips unknown keys
+  silently, ``cli/parser.py`` ``_update_defaults``);
+- an ``extra-index-url`` on a private host next to the public PyPI ->
+  ``info``: pip merges the candidates of every index and takes the highest
+  version, so a public package with an internal package's name wins
+  ("dependency confusion", A. Birsan 2021; pip docs, ``--extra-index-url``).
+  Public extra indexes (PyTorch's, NVIDIA's) are not flagged.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 from urllib.parse import urlsplit
 
 from gpudoctor import pipconf
 from gpudoctor.checks import require
+from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.model import Check, Finding, Status
@@ -102,6 +126,141 @@ def indexes(pip: PipFacts) -> list[tuple[str, str, PipSetting]]:
     return out
 
 
+#: Hosts of PyPI itself: its simple index is ``/simple``; ``https://pypi.org`` or ``/project/...`` are web pages.
+PYPI_HOSTS = ("pypi.org", "pypi.python.org", "www.pypi.org")
+
+
+def _catalogue_indexes() -> list[str]:
+    """The PEP 503 simple-index URL of every catalogue row (``data/mirrors.toml``, field ``pypi``)."""
+    return [str(r["pypi"]) for r in load_table("mirrors").get("mirror", []) if r.get("pypi")]
+
+
+def index_url_problem(url: str) -> tuple[str, str] | None:
+    """Why pip cannot use ``url`` as a simple index, and the URL it should be; None when nothing is known wrong.
+
+    Returns ``(problem, suggested_url)``; ``suggested_url`` is "" when there is
+    no single right value. Only shapes that fail for certain are reported: a
+    quoted value, a host name without a scheme, and a URL on a catalogue
+    mirror's host (or PyPI's) that lacks the simple-index path the catalogue
+    gives. An index on an unknown host may serve its simple API anywhere
+    (``download.pytorch.org/whl/cu121``, devpi ``/+simple/``), so it is never guessed at.
+    """
+    v = url.strip()
+    if v[:1] in "\"'" and (v[-1:] == v[0] or "://" in v):
+        inner = v.strip("\"'").strip()
+        return "the URL is in quotes: pip.conf is INI, not TOML, so the quotes become part of the URL", inner
+    parts = urlsplit(v)
+    if not parts.scheme and re.match(r"^[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+(:\d+)?(/|$)", v):
+        return "no `https://`: pip takes a value without a scheme for a local directory", "https://" + v
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host, path = parts.hostname.lower(), parts.path.rstrip("/")
+    if host in PYPI_HOSTS and not path.startswith("/simple"):
+        return (
+            "PyPI's web pages, not its simple index: pip asks `<index>/<project>/` and gets 404 for every project",
+            "https://pypi.org/simple",
+        )
+    for known in _catalogue_indexes():
+        k = urlsplit(known)
+        kpath = k.path.rstrip("/")
+        if (k.hostname or "").lower() == host and path != kpath and kpath.startswith(path + "/" if path else ""):
+            return (
+                f"missing `{kpath[len(path) :]}`: the mirror serves its simple index at {known}, so pip asks "
+                f"`<index>/<project>/` there and gets 404 for every project",
+                known,
+            )
+    return None
+
+
+#: Sections pip reads: ``[global]`` and one per command (pip 23.2 ``commands_dict``).
+PIP_SECTIONS = frozenset(
+    "global cache check completion config debug download freeze hash help index inspect install list lock "
+    "search show uninstall wheel".split()
+)
+#: Settings that decide where pip downloads from; one of them in the wrong place is worth a warning.
+NETWORK_KEYS = (
+    "index-url",
+    "extra-index-url",
+    "trusted-host",
+    "find-links",
+    "no-index",
+    "timeout",
+    "default-timeout",
+    "retries",
+    "proxy",
+    "cert",
+    "client-cert",
+)
+#: Keys people write for a network setting that pip has no option for (pip reads ``index`` only in
+#: ``pip search``), mapped to the option meant.
+MISSPELT = {
+    "index": "index-url",
+    "indexurl": "index-url",
+    "index-urls": "index-url",
+    "url": "index-url",
+    "mirror": "index-url",
+    "registry": "index-url",
+    "extra-index": "extra-index-url",
+    "extra-index-urls": "extra-index-url",
+    "extra-url": "extra-index-url",
+    "trusted-hosts": "trusted-host",
+    "trust-host": "trusted-host",
+    "trusted": "trusted-host",
+    "trustedhost": "trusted-host",
+    "find-link": "find-links",
+}
+
+
+#: Public package indexes: an extra index there carries no dependency-confusion risk of its own.
+PUBLIC_EXTRA_HOSTS = (
+    "pypi.org",
+    "download.pytorch.org",
+    "pypi.nvidia.com",
+    "pypi.ngc.nvidia.com",
+    "data.pyg.org",
+    "www.piwheels.org",
+)
+
+
+def private_extra_indexes(pip: PipFacts) -> list[str]:
+    """``extra-index-url`` entries on private hosts while ``index-url`` is the public PyPI (or unset)."""
+    eff = pip.effective
+    main = eff["index-url"].value.strip() if "index-url" in eff else DEFAULT_INDEX
+    if (urlsplit(main).hostname or "").lower() not in PYPI_HOSTS:
+        return []
+    out = []
+    for kind, url, _ in indexes(pip):
+        host = (urlsplit(url).hostname or "").lower()
+        if (
+            kind == "extra-index-url"
+            and host
+            and not any(host == h or host.endswith("." + h) for h in PUBLIC_EXTRA_HOSTS)
+        ):
+            if not is_secure_http_host(host):
+                out.append(url)
+    return out
+
+
+def ignored_settings(f: PipConfigFile) -> list[tuple[str, str, str, str]]:
+    """``(section, key, meant, why)`` for every network setting in ``f`` that pip never reads."""
+    out = []
+    for sk in f.values:
+        section, _, key = sk.partition(".")
+        meant = MISSPELT.get(key, key if key in NETWORK_KEYS else "")
+        if not meant:
+            continue
+        if section not in PIP_SECTIONS:
+            out.append((section, key, meant, "pip reads only `[global]` and per-command sections such as `[install]`"))
+        elif key != meant:
+            out.append((section, key, meant, f"`pip install` has no option `{key}`; the option is `{meant}`"))
+    return out
+
+
+def trusted_host_urls(trusted_hosts: list[str]) -> list[str]:
+    """``trusted-host`` entries written with a scheme (``http://host``): pip trusts the host ``http`` instead."""
+    return [e for e in trusted_hosts if "://" in e]
+
+
 def repairable(f: PipConfigFile, home: str = "") -> str | None:
     """The repair description when the parse error of ``f`` has one unambiguous repair, else None."""
     if f.error is None or f.text is None:
@@ -174,8 +333,57 @@ def evaluate(facts: Facts) -> list[Finding]:
         shown = redact_text(url)
         src = _source(setting, pip.home)
         evidence = {"option": kind, "url": url, "set_by": setting.source, "trusted-host": trusted_hosts}
+        shape = index_url_problem(url)
+        if shape is not None:
+            problem, suggested = shape
+            fixable = kind == "index-url" and setting.variant != "env_var" and bool(suggested)
+            where_to = (
+                f"`gpudoctor fix {FIX_ID}` sets `index-url = {suggested}` in that file"
+                if fixable
+                else f"change it to `{suggested}`"
+                if suggested
+                else "correct it"
+            )
+            if setting.variant == "env_var" and suggested:
+                where_to = f"`export {setting.source}={suggested}` (and correct it where it is set)"
+            findings.append(
+                CHECK.finding(
+                    Status.FAIL if kind == "index-url" else Status.WARN,
+                    f"pip cannot use the {kind} {shown}: {problem.split(':')[0]}",
+                    f"`{kind}` is `{shown}`, set by {src}: {problem}. "
+                    + (
+                        "Every `pip install` then ends in `No matching distribution found`."
+                        if kind == "index-url"
+                        else "pip finds nothing on that index, so packages meant to come from it come from "
+                        "the other indexes or are not found."
+                    )
+                    + f"\n\nFix: {where_to}; then `pip download --no-deps -d /tmp/x six` must succeed.",
+                    evidence={**evidence, "problem": problem, "suggested_index_url": suggested},
+                    fixes=(FIX_ID,) if fixable else (),
+                )
+            )
+            continue
         if parts.scheme == "http" and not is_secure_http_host(parts.hostname or ""):
-            if trusted(url, trusted_hosts):
+            as_urls = [e for e in trusted_host_urls(trusted_hosts) if host_port(e)[0] == (parts.hostname or "")]
+            if as_urls and not trusted(url, trusted_hosts):
+                host = parts.netloc.rpartition("@")[2]
+                findings.append(
+                    CHECK.finding(
+                        Status.FAIL,
+                        f"pip ignores the index {shown}: trusted-host {as_urls[0]} is a URL, pip wants the host "
+                        f"name {host}",
+                        f"`{kind}` is `{shown}` (plain http), set by {src}, and `trusted-host` has "
+                        f"`{as_urls[0]}`. pip reads a trusted-host entry as `host[:port]`: with the scheme in "
+                        f'front it trusts a host called `http` and still prints "The repository located at '
+                        f'{parts.hostname} is not a trusted or secure host and is being ignored".\n\n'
+                        f"Write the host name only: `trusted-host = {host}` "
+                        f"(`gpudoctor fix {FIX_ID} --allow-insecure` adds it), or better switch to the mirror's "
+                        f"https URL.",
+                        evidence={**evidence, "trusted_host_urls": as_urls},
+                        fixes=(FIX_ID,),
+                    )
+                )
+            elif trusted(url, trusted_hosts):
                 findings.append(
                     CHECK.finding(
                         Status.WARN,
@@ -257,6 +465,77 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"PIP_CONFIG_FILE": cfg},
                 )
             )
+    for f in pip.files:
+        if not f.loaded or f.error is not None:
+            continue
+        ignored = ignored_settings(f)
+        if not ignored:
+            continue
+        shown_file = show_path(f.path, pip.home)
+        section, key, meant, _why = ignored[0]
+        lines = [f"- line {f.lines.get(f'{s}.{k}', 0)}: `[{s}]` `{k}` — {why}" for s, k, m, why in ignored]
+        scope = {"global": "global", "user": "user", "site": "site"}.get(f.variant, "user")
+        commands = [
+            f"pip config --{scope} set global.{m} '{redact_text(f.values[f'{s}.{k}'])}'" for s, k, m, _ in ignored
+        ]
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"pip never reads `{key}` in [{section}] of {shown_file}: "
+                + (
+                    "no such section for pip (use [global])"
+                    if section not in PIP_SECTIONS
+                    else f"the option is `{meant}`"
+                ),
+                f"pip skips settings it does not recognise without a word, so these lines in `{shown_file}` do "
+                f"nothing and pip keeps using "
+                + (f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}")
+                + ":\n\n"
+                + "\n".join(lines)
+                + "\n\nMove them under `[global]` with the right name and delete the old lines, e.g.:\n\n"
+                + "\n".join(f"    {c}" for c in commands)
+                + f"\n\nThen `pip config list` must show `global.{meant}`.",
+                evidence={"file": f.path, "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored]},
+            )
+        )
+    private = private_extra_indexes(pip)
+    if private:
+        shown = ", ".join(redact_text(u) for u in private)
+        src = _source(eff["extra-index-url"], pip.home)
+        findings.append(
+            CHECK.finding(
+                Status.INFO,
+                f"pip merges the public PyPI with the private index {shown}: a public package with an internal "
+                f"name would win",
+                f"`extra-index-url` ({src}) adds `{shown}` next to PyPI. pip does not prefer either index: it "
+                f"collects the candidates of all of them and installs the highest version, so anyone who "
+                f"uploads a package with one of your internal names and a higher version to PyPI gets it "
+                f'installed ("dependency confusion").\n\nSafer: serve both through one index (an '
+                f"Artifactory/Nexus/devpi group that proxies PyPI) and make it the only `index-url`; or pin "
+                f"internal packages with hashes (`pip install --require-hashes -r requirements.txt`); uv "
+                f"instead stops at the first index that has a package.",
+                evidence={"extra_index_urls": private, "set_by": eff["extra-index-url"].source},
+            )
+        )
+    for ini in pip.windows_named:
+        shown_ini = show_path(ini, pip.home)
+        conf = ini[: -len("pip.ini")] + "pip.conf"
+        conf_file = pip.file(conf)
+        findings.append(
+            CHECK.finding(
+                Status.WARN,
+                f"pip never reads {shown_ini}: on Linux its file is pip.conf (pip.ini is the Windows name)",
+                f"`{shown_ini}` sits where pip looks, but pip on Linux and macOS reads only `pip.conf`, so none of "
+                f"its settings (index-url, trusted-host, ...) are used. Rename it: `mv {ini} {conf}`"
+                + (
+                    " (a pip.conf is already there: merge the two by hand)"
+                    if conf_file is not None and conf_file.exists
+                    else ""
+                )
+                + ", then `pip config list` shows its settings.",
+                evidence={"file": ini, "meant": conf},
+            )
+        )
     unreadable = [
         f
         for f in pip.files

@@ -27,6 +27,7 @@ from gpudoctor.checks._common import (
     newest_torch_for_python,
     nvidia_gpu_count,
     pip_install_command,
+    split_local,
     wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
@@ -66,6 +67,40 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
     )
 
 
+def _cpu_origin(version: str) -> str:
+    """Where a CPU-only build came from, by its local version tag (PyTorch wheel naming:
+    ``+cpu`` wheels are served only by the CPU index download.pytorch.org/whl/cpu)."""
+    if split_local(version)[1] == "cpu":
+        return (
+            " The `+cpu` tag means pip took it from the PyTorch CPU index (`--index-url`/`--extra-index-url "
+            "https://download.pytorch.org/whl/cpu`): in a requirements file, `pip.conf`, the project's uv/Poetry "
+            "index settings, or a package whose install instructions name that index. Reinstall "
+            "torchvision/torchaudio from the same CUDA index as torch, or installing them later brings "
+            "the CPU build back."
+        )
+    return ""
+
+
+def _same_version_hint(python: str, version: str, facts: Facts, python_version: str | None) -> str:
+    """The command that keeps the installed torch release and swaps in its CUDA build, when a CUDA
+    variant the driver runs published it (``data/torch_wheels.toml``); "" otherwise."""
+    from gpudoctor.checks._gpu import variant_for
+
+    driver = driver_version(facts)
+    public = split_local(version)[0]
+    if driver is None or not public:
+        return ""
+    variant = variant_for(public, driver)
+    if variant is None or not (Version(variant["first_torch"]) <= Version(public) <= Version(variant["newest_torch"])):
+        return ""
+    cmd = pip_install_command(python, variant, public, python_version=python_version)
+    return (
+        f"Keep torch {public} (what your other packages were resolved against) and take its CUDA "
+        f"{variant['cuda']} build, which driver {driver} runs:\n\n```\n{cmd}\n```\n\nOr move to the newest "
+        f"release. "
+    )
+
+
 def _hint_without_driver(python: str, python_version: str | None) -> str:
     """An NVIDIA GPU but no known driver version (none installed, or not visible): the build
     cannot be matched to the driver yet, so name the install order and the command per driver
@@ -99,7 +134,44 @@ def _hint_without_driver(python: str, python_version: str | None) -> str:
     return "\n".join(lines)
 
 
-def _import_error_cause(error: str) -> str:
+#: a CUDA toolkit's library directory on LD_LIBRARY_PATH (``/usr/local/cuda-12.0/lib64``,
+#: ``/usr/local/cuda/targets/x86_64-linux/lib``); not the container runtime's ``/usr/local/nvidia/lib64``
+#: and a conda prefix's ``lib`` (its cudatoolkit/cuda-* packages: pytorch/pytorch #134929)
+_TOOLKIT_LIB = re.compile(
+    r"/cuda(?:-\d+(?:\.\d+)?)?/(?:lib64|lib|targets/[^/]+/lib)/?$"
+    r"|/(?:conda|miniconda3?|anaconda3?|miniforge3?|mambaforge)(?:/envs/[^/]+)?/lib/?$"
+)
+_NVJITLINK = re.compile(r"undefined symbol: __nvJitLink\w*_(\d+)_(\d+)")
+
+
+def _without_toolkit_dirs(ld_library_path: str | None) -> tuple[list[str], str] | None:
+    """(toolkit directories on ``LD_LIBRARY_PATH``, the value without them), or None when there are none."""
+    entries = [e for e in (ld_library_path or "").split(":") if e]
+    toolkit = [e for e in entries if _TOOLKIT_LIB.search(e)]
+    if not toolkit:
+        return None
+    rest = [e for e in entries if e not in toolkit]
+    return toolkit, (f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH")
+
+
+def _import_error_cause(error: str, ld_library_path: str | None = None, python: str = "python") -> str:
+    """The likely cause of an ``import torch`` failure and its remedy; ``ld_library_path`` (the
+    target's) names the toolkit directories that shadow the ``nvidia-*`` wheels' libraries."""
+    shadow = _without_toolkit_dirs(ld_library_path)
+    m = _NVJITLINK.search(error)
+    if m:
+        need = f"{m.group(1)}.{m.group(2)}"
+        where = (
+            f"`LD_LIBRARY_PATH` lists `{shadow[0][0]}` (a CUDA toolkit's or conda's library directory), whose older "
+            f"`libnvJitLink.so.{m.group(1)}` is found before the wheel's. Take it out:\n\n```\n{shadow[1]}\n```\n\n"
+            if shadow
+            else "An older `libnvJitLink` is found first (`LD_LIBRARY_PATH`, `LD_PRELOAD`, or an outdated wheel). "
+        )
+        return (
+            f"cuSPARSE/cuFFT from the `nvidia-*` wheels need nvJitLink ≥ {need}, but an older `libnvJitLink` was "
+            f"loaded. {where}If the wheel itself is old (a partial upgrade), update it: "
+            f"`{python} -m pip install -U 'nvidia-nvjitlink-cu{m.group(1)}>={need}'`."
+        )
     m = _MISSING_SO.search(error)
     if m:
         lib = m.group(1)
@@ -117,6 +189,14 @@ def _import_error_cause(error: str) -> str:
             )
         return f"`{lib}` could not be found by the dynamic loader; install the package that provides it."
     m = _UNDEFINED.search(error)
+    if m and shadow:
+        return (
+            f"An undefined symbol means torch and one of its libraries come from different versions. "
+            f"`LD_LIBRARY_PATH` lists `{shadow[0][0]}` (a CUDA toolkit's or conda's library directory), whose "
+            f"libraries are found "
+            f"before the `nvidia-*` wheels' own; take it out:\n\n```\n{shadow[1]}\n```\n\nIf it still fails, "
+            f"reinstall torch with `--force-reinstall` (a partial upgrade)."
+        )
     if m:
         return (
             "An undefined symbol means torch and one of its libraries come from different versions "
@@ -244,7 +324,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             Status.FAIL,
             f"`import torch` fails in {probe.executable}: {tf.import_error}",
             f"torch {tf.dist_version or ''} is installed but does not import:\n\n```\n{tf.import_error}\n```\n\n"
-            f"{_import_error_cause(tf.import_error or '')}",
+            f"{_import_error_cause(tf.import_error or '', probe.env.get('LD_LIBRARY_PATH'), probe.executable)}",
             evidence=evidence,
             target=t.label,
         )
@@ -273,7 +353,9 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"torch {tf.version} in {probe.executable} is a CPU-only build, but this machine has "
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
-            f"`torch.cuda.is_available()` is always False.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
+            f"`torch.cuda.is_available()` is always False.{_cpu_origin(tf.version or '')}\n\n"
+            f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version)}"
+            f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
         )

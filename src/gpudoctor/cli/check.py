@@ -10,8 +10,10 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     common_collect_options,
+    complete_check_ids,
     given,
     load_registry,
     make_collect_options,
@@ -26,8 +28,14 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
 
 
 @click.command(cls=ConfiguredCommand, context_settings=CONTEXT_SETTINGS)  # issue 14: GPUDOCTOR_*, gpudoctor.toml
-@click.argument("ids", nargs=-1, metavar="[IDS]...")
-@click.option("--skip", multiple=True, metavar="ID", help="Leave out checks with this id or id prefix (repeatable).")
+@click.argument("ids", nargs=-1, metavar="[IDS]...", shell_complete=complete_check_ids)
+@click.option(
+    "--skip",
+    multiple=True,
+    metavar="ID",
+    shell_complete=complete_check_ids,
+    help="Leave out checks with this id or id prefix (repeatable).",
+)
 @common_collect_options
 @click.option(
     "--facts",
@@ -89,6 +97,7 @@ def check(
     from gpudoctor.system import kill_running_commands
 
     check_pythons(pythons)
+    check_output_path("-o", output, atomic=fmt == "prometheus")
     rank = bool(mirror_opts.get("rank_mirrors"))
     refuse_conflicts(
         ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),

@@ -193,6 +193,25 @@ def check_pythons(pythons: Sequence[str]) -> None:
             raise usage(f"--python {p}: not found on PATH")
 
 
+def _other_gpudoctor_document(doc: object) -> str | None:
+    """What another gpudoctor JSON document given to ``--facts`` is (a report,
+    an explanation, a gate status, a fix outcome), by its keys; None otherwise.
+    A report carries ``schema_version`` 1 like old snapshots, but no ``domains``,
+    so without this it replayed as a snapshot with no facts: every check "not
+    applicable" and exit 0."""
+    if not isinstance(doc, dict) or "domains" in doc:
+        return None
+    if doc.get("kind") == "explain" or "diagnosis" in doc:
+        return "a `gpudoctor explain --format json` document"
+    if "findings" in doc and "counts" in doc:
+        return "a `gpudoctor check --format json` report"
+    if "healthy" in doc and "checks" in doc:
+        return "a `gpudoctor gate` status document"
+    if "fixes" in doc or "offered" in doc:
+        return "a `gpudoctor fix --format json` document"
+    return None
+
+
 def read_facts(path: str):
     """The :class:`~gpudoctor.facts.Facts` snapshot in ``path`` (``-``: stdin); usage error when unreadable."""
     from gpudoctor.facts import Facts, FactsDecodeError
@@ -202,12 +221,61 @@ def read_facts(path: str):
         doc = loads_json(read_user_file(path), path)
     except InputError as exc:
         raise usage(f"--facts {exc}") from None
+    other = _other_gpudoctor_document(doc)
+    if other:
+        raise usage(f"--facts {path}: {other}, not a facts snapshot; write one with `gpudoctor facts -o FILE`")
     try:
         return Facts.from_json(doc)
     except FactsDecodeError as exc:
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot: {exc}") from None
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:
         raise usage(f"--facts {path}: not a gpudoctor facts snapshot ({type(exc).__name__}: {exc})") from None
+
+
+def complete_check_ids(ctx, param, incomplete: str):
+    """Shell completion for check ids and their family prefixes (``cuda``, ``cuda.driver``, ...)."""
+    return _complete_ids(incomplete, fixes=False)
+
+
+def complete_fix_ids(ctx, param, incomplete: str):
+    """Shell completion for fix ids (``pip.index-url``, ...)."""
+    return _complete_ids(incomplete, fixes=True)
+
+
+def _complete_ids(incomplete: str, fixes: bool):
+    from click.shell_completion import CompletionItem
+
+    try:
+        registry = load_registry()
+    except Exception:  # completion must never print a traceback into the shell
+        return []
+    ids = list(registry.fixes if fixes else registry.checks)
+    words = ids if fixes else [*sorted({i.split(".", 1)[0] for i in ids}), *ids]
+    return [CompletionItem(w) for w in dict.fromkeys(words) if w.startswith(incomplete)]
+
+
+def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None:
+    """Usage error now, before anything is collected or run, when ``path`` (an
+    ``-o``/``--status-file`` value; empty or ``-``: stdout) cannot be written: it
+    is a directory, its directory does not exist or is not one, or it (or,
+    for a new file or an ``atomic`` write through a temporary file beside it,
+    its directory) is not writable. Without this a bad path surfaced only at
+    the end, after the collection (or the whole ``explain -- CMD`` run), and
+    the result was lost."""
+    if not path or path == "-":
+        return
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise usage(f"{flag} {path}: is a directory, not a file")
+    if not parent.exists():
+        raise usage(f"{flag} {path}: its directory {parent} does not exist")
+    if not parent.is_dir():
+        raise usage(f"{flag} {path}: {parent} is not a directory")
+    if target.exists() and not os.access(target, os.W_OK):
+        raise usage(f"{flag} {path}: not writable (permission denied)")
+    if (atomic or not target.exists()) and not os.access(parent, os.W_OK | os.X_OK):
+        raise usage(f"{flag} {path}: cannot create a file in {parent} (permission denied)")
 
 
 def write_output(text: str, out: str | None) -> None:

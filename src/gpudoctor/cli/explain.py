@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import shlex
 import sys
+from typing import Any
 
 import click
 
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     load_registry,
     make_collect_options,
     usage,
+    write_output,
 )
 
 _COMMAND_KEY = "gpudoctor.explain.command"
@@ -99,9 +102,11 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     if list_:
         if file or command is not None:
             raise usage("--list takes no FILE or COMMAND")
-        _list(signatures, fmt)
+        check_output_path("-o", output)
+        _list(signatures, fmt, output)
         return
     check_pythons(pythons)
+    check_output_path("-o", output)
     if command is not None:
         if file:
             raise usage("give either FILE or `-- COMMAND`, not both")
@@ -115,10 +120,13 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
             raise usage("give a FILE to explain, `-` for stdin, or `-- COMMAND` to run")
         try:
             if file in (None, "-"):
-                explanation = explain_run.explain_stream(sys.stdin.buffer)
+                with _ReadProgress("stdin") as progress:
+                    explanation = explain_run.explain_stream(sys.stdin.buffer, on_chunk=progress)
                 source = "stdin"
             else:
-                explanation = explain_run.explain_file(file)
+                _refuse_device(file)
+                with _ReadProgress(file) as progress:
+                    explanation = explain_run.explain_file(file, on_chunk=progress)
                 source = file
         except IsADirectoryError:
             raise usage(f"{file}: is a directory") from None
@@ -138,11 +146,86 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     sys.exit(result.exit_code)
 
 
-def _list(signatures, fmt: str) -> None:
+class _ReadProgress:
+    """A status line on stderr while a long log is read: "reading FILE: 40 of 176 MiB" (a
+    terminal only, from the first half second on; piped stderr stays silent). Called with
+    each chunk's size in bytes (:func:`gpudoctor.explain_run.explain_stream`)."""
+
+    DELAY_S = 0.5
+
+    def __init__(self, name: str):
+        import os
+        import time
+
+        from gpudoctor.render.console import make_console
+
+        self._name = name
+        self._console = make_console(sys.stderr)
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._done = 0
+        self._shown = 0.0
+        self._status: Any = None  # a rich Status once shown
+        try:
+            self._total = os.path.getsize(name) if name != "stdin" and not name.endswith(".gz") else 0
+        except OSError:
+            self._total = 0
+
+    def __enter__(self) -> _ReadProgress:
+        return self
+
+    def __call__(self, n: int) -> None:
+        self._done += n
+        now = self._clock()
+        if not self._console.is_terminal or now - self._start < self.DELAY_S or now - self._shown < 0.1:
+            return
+        self._shown = now
+        mib = self._done / 1048576
+        text = f"reading {self._name}: {mib:.0f}" + (f" of {self._total / 1048576:.0f} MiB" if self._total else " MiB")
+        if self._status is None:
+            self._status = self._console.status(text, spinner="dots")
+            self._status.start()
+        else:
+            self._status.update(text)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._status is not None:
+            self._status.stop()
+
+
+def _refuse_device(path: str) -> None:
+    """Usage error for a device or socket given as FILE: ``/dev/zero`` or a disk would be
+    read forever. A FIFO (``<(cmd)``, ``/dev/stdin`` on a pipe) and a terminal are read."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # open() reports it
+    if stat.S_ISBLK(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and not _is_tty(path)):
+        raise usage(f"{path}: a device, not a log file (give a file, `-` for stdin, or `-- COMMAND`)")
+
+
+def _is_tty(path: str) -> bool:
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError:
+        return False
+    try:
+        return os.isatty(fd)
+    finally:
+        os.close(fd)
+
+
+def _list(signatures, fmt: str, output: str | None = None) -> None:
+    """Every signature: JSON, a Markdown table, or aligned text; to ``-o`` FILE when given."""
     if fmt == "json":
         import json
 
-        click.echo(
+        text = (
             json.dumps(
                 [
                     {
@@ -157,11 +240,16 @@ def _list(signatures, fmt: str) -> None:
                 ],
                 indent=2,
             )
+            + "\n"
         )
-        return
-    width = max(len(s.id) for s in signatures)
-    for s in signatures:
-        click.echo(f"{s.id:<{width}}  {s.describe()}")
+    elif fmt == "markdown":
+        bar = "\\|"  # a literal | inside a table cell; <placeholder> would read as an HTML tag
+        rows = [f"| `{s.id}` | {s.describe().replace('|', bar).replace('<', '&lt;')} |" for s in signatures]
+        text = "\n".join(["| signature | matches |", "|---|---|", *rows]) + "\n"
+    else:
+        width = max(len(s.id) for s in signatures)
+        text = "".join(f"{s.id:<{width}}  {s.describe()}\n" for s in signatures)
+    write_output(text, output)
 
 
 def _run(command: list[str], output: str | None, fmt: str):

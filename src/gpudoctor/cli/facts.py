@@ -10,8 +10,10 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     check_pythons,
     common_collect_options,
+    complete_check_ids,
     load_registry,
     make_collect_options,
     usage,
@@ -20,7 +22,7 @@ from gpudoctor.cli.common import (
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.argument("ids", nargs=-1, metavar="[IDS]...", shell_complete=complete_check_ids)
 @common_collect_options
 @click.option("-o", "--output", metavar="FILE", help="Write the snapshot to FILE instead of stdout.")
 def facts(ids, root, pythons, offline, probe_timeout, output):
@@ -44,6 +46,7 @@ def facts(ids, root, pythons, offline, probe_timeout, output):
     except engine.SelectionError as exc:
         raise usage(str(exc)) from None
     check_pythons(pythons)
+    check_output_path("-o", output)
     system = build_system(root)
     collectors = all_collectors()
     domains = engine.needed_domains(selected, collectors)

@@ -39,6 +39,7 @@ from gpudoctor.cli.common import (
     build_system,
     check_pythons,
     common_collect_options,
+    complete_fix_ids,
     load_registry,
     make_collect_options,
     refuse_conflicts,
@@ -366,7 +367,7 @@ def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
 
 
 @click.command("fix", context_settings=CONTEXT_SETTINGS)
-@click.argument("ids", nargs=-1, metavar="[IDS]...")
+@click.argument("ids", nargs=-1, metavar="[IDS]...", shell_complete=complete_fix_ids)
 @click.option("--all", "all_", is_flag=True, help="Apply every fix offered by a failing or warning finding.")
 @click.option("--dry-run", is_flag=True, help="Only show the diffs; write nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -511,7 +512,7 @@ def fix(
             if f.status in (Status.WARN, Status.FAIL):
                 offered_ids.extend(i for i in f.fixes if i in registry.fixes and i not in offered_ids)
         if not all_:
-            _list_offered(before.findings, offered_ids, out, fmt)
+            _list_offered(before.findings, offered_ids, out, fmt, _offered_flags(root, pythons, offline))
             return
         selected = [registry.fixes[i] for i in offered_ids]
     else:
@@ -663,7 +664,23 @@ def _emit(doc: dict[str, Any], outcomes: Sequence[FixOutcome], fmt: str, code: i
     sys.exit(code)
 
 
-def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str) -> None:
+def _offered_flags(root: str, pythons: Sequence[str], offline: bool) -> str:
+    """The options of this run that the suggested ``gpudoctor fix`` command must repeat to
+    plan the same fixes: ``--root`` (else it edits the machine's own files), each
+    ``--python``, ``--offline``; shell-quoted, with a leading space (``""`` when none)."""
+    import shlex
+
+    argv: list[str] = []
+    if root and root.rstrip("/"):
+        argv += ["--root", root]
+    for p in dict.fromkeys(pythons):
+        argv += ["--python", p]
+    if offline:
+        argv.append("--offline")
+    return "".join(" " + shlex.quote(a) for a in argv)
+
+
+def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out, fmt: str, flags: str = "") -> None:
     if fmt == "json":
         click.echo(
             json.dumps(
@@ -679,7 +696,9 @@ def _list_offered(findings: Sequence[Finding], offered: Sequence[str], out: _Out
         why = [f for f in findings if fid in f.fixes and f.status in (Status.WARN, Status.FAIL)]
         out.line(f"{fid}  ({'; '.join(f'{f.check}: {f.status.value}: {f.summary}' for f in why)})")
     out.line("")
-    out.line(f"apply with: gpudoctor fix {' '.join(offered)}   (or gpudoctor fix --all; --dry-run to preview)")
+    out.line(
+        f"apply with: gpudoctor fix {' '.join(offered)}{flags}   (or gpudoctor fix --all{flags}; --dry-run to preview)"
+    )
 
 
 def _history(journal, out: _Out, fmt: str) -> None:

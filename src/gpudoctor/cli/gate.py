@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, usage
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, complete_check_ids, usage
 from gpudoctor.config import ConfiguredCommand
 from gpudoctor.redact import redact_text
 
@@ -45,7 +45,13 @@ def _ids(text):
     metavar="IDS",
     help="Run these checks (ids or prefixes, comma-separated) instead of the gate set.",
 )
-@click.option("--skip", multiple=True, metavar="ID", help="Leave out a gate check (id or prefix; repeatable).")
+@click.option(
+    "--skip",
+    multiple=True,
+    metavar="ID",
+    shell_complete=complete_check_ids,
+    help="Leave out a gate check (id or prefix; repeatable).",
+)
 @click.option(
     "--deep", is_flag=True, help="Full probe (imports torch: arch list, import errors, mapped libraries); slower."
 )
@@ -141,6 +147,13 @@ def gate(
     from gpudoctor import gate as g
     from gpudoctor.engine import SelectionError
 
+    if output and output != "-" and fmt == "text":
+        raise usage(
+            f"-o {output}: only --format json or prometheus is written to a file (text goes to stderr); "
+            "add --format json, or use --status-file"
+        )
+    check_output_path("--status-file", status_file, atomic=True)
+    check_output_path("-o", output, atomic=True)
     system = build_system(root)
     # start the probe in the job's interpreter now: it runs while the checks load
     from gpudoctor.collect.targets import start_early

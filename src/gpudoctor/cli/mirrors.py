@@ -19,6 +19,7 @@ import click
 from gpudoctor.cli.common import (
     CONTEXT_SETTINGS,
     build_system,
+    check_output_path,
     given,
     refuse_conflicts,
     write_output,
@@ -72,6 +73,8 @@ def mirrors(ecosystems, root, catalogue, budget, timeout, offline, fmt, output):
     from gpudoctor.collect import CollectOptions, all_collectors
     from gpudoctor.mirrors.gather import candidate_targets, configured_targets, measure
     from gpudoctor.render.console import make_console
+
+    check_output_path("-o", output)
 
     refuse_conflicts(
         *(

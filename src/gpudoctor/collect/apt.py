@@ -30,6 +30,21 @@ SOURCES_PARTS = "/etc/apt/sources.list.d"
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+def dpkg_architecture(status: str) -> str:
+    """The native Debian architecture (``arm64``, ``amd64``) of a root, from the ``dpkg`` package's
+    stanza in ``/var/lib/dpkg/status`` (dpkg is always the native build); "" when not found."""
+    in_dpkg = False
+    for line in status.splitlines():
+        if line.startswith("Package:"):
+            in_dpkg = line.split(":", 1)[1].strip() == "dpkg"
+        elif in_dpkg and line.startswith("Architecture:"):
+            return line.split(":", 1)[1].strip()
+    return ""
+
+
 def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
     files = ctx.system.files
     if not files.is_dir("/etc/apt"):
@@ -38,6 +53,8 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
     distro_id = codename = machine = ""
     if isinstance(os_facts, OsFacts):
         distro_id, codename, machine = os_facts.id, os_facts.codename, os_facts.machine
+    if not machine:  # an image root: its own architecture is the one its dpkg package was built for
+        machine = dpkg_architecture(files.read_text_or_none(DPKG_STATUS) or "")
     found: list[AptSourceFile] = []
     sources = []
     present = files.is_file(SOURCES_LIST)
@@ -99,6 +116,17 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
             if e.action == "sed"
         )
         built = tuple(sources_after(overlay))
+    keyrings = [
+        k
+        for src in sources
+        if src.enabled
+        for k in (src.options.get("signed-by") or "").replace(",", " ").split()
+        if k.startswith("/") and "BEGIN" not in (src.options.get("signed-by") or "")
+    ]
+    # only where the keyring's directory exists: a partial root (a copy of /etc alone) says nothing
+    missing = tuple(
+        k for k in dict.fromkeys(keyrings) if files.is_dir(k.rsplit("/", 1)[0] or "/") and not files.exists(k)
+    )
     return AptFacts(
         distro_id=distro_id,
         codename=codename,
@@ -107,6 +135,7 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         files=tuple(found),
         sources=tuple(sources),
         ca_certificates=files.exists(CA_BUNDLE),
+        missing_keyrings=missing,
         rewrites=rewrites,
         build_file=build_file,
         build_edits=build_edits,

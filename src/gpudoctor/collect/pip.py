@@ -170,6 +170,14 @@ def collect(ctx: CollectContext) -> PipFacts:
             allowed, note = False, f"PIP_CONFIG_FILE={config_file} exists, so pip skips the user files"
         out.append(_read_file(ctx, variant, path, allowed, note))
     files = tuple(out)
+    # pip names its file pip.ini only on Windows (pip utils/appdirs.py, configuration.py CONFIG_BASENAME)
+    windows_named = tuple(
+        dict.fromkeys(
+            f.path[: -len("pip.conf")] + "pip.ini"
+            for f in files
+            if f.path.endswith("/pip.conf") and _exists(ctx, f.path[: -len("pip.conf")] + "pip.ini")
+        )
+    )
     recorded = {k: env[k] for k in RELEVANT_ENV if k in env}
     return PipFacts(
         files=files,
@@ -178,6 +186,7 @@ def collect(ctx: CollectContext) -> PipFacts:
         site_prefix=prefix,
         site_prefix_from=prefix_from,
         home=home,
+        windows_named=windows_named,
     )
 
 

@@ -92,6 +92,13 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
             return None
         if pyproject:
             return ((doc.get("tool") or {}).get("uv")) if isinstance(doc.get("tool"), dict) else None
+        if "tool" in doc:  # uv.toml takes its settings at the top level; uv rejects unknown fields
+            problems.append(
+                f"{path}: has a `[tool...]` table (`[tool.uv]`, `[[tool.uv.index]]`), the pyproject.toml form; "
+                f'uv stops with "Failed to parse `uv.toml`: unknown field `tool`". In uv.toml the settings go '
+                f"at the top level (`[[index]]`, `index-url = ...`)"
+            )
+            return None
         return doc
 
     user = user_config_path(env, home)

@@ -137,7 +137,8 @@ class Facts:
         if version not in READABLE_FACTS_SCHEMA_VERSIONS or isinstance(version, bool):
             readable = ", ".join(str(v) for v in READABLE_FACTS_SCHEMA_VERSIONS)
             raise FactsDecodeError(
-                f"$.schema_version: this gpudoctor reads facts schemas {readable}, the file has {version!r}"
+                f"$.schema_version: this gpudoctor reads facts schemas {readable}, "
+                + ("the file has none" if version is None else f"the file has {version!r}")
             )
         raw = doc.get("domains", {})
         if not isinstance(raw, dict):

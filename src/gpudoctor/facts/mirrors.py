@@ -138,7 +138,8 @@ class AptFacts:
     Attributes:
         distro_id: ``debian``/``ubuntu``/... from the ``os`` facts ("" unknown).
         codename: e.g. ``bookworm``, ``noble`` ("" unknown).
-        machine: ``uname -m`` when live ("" for an image root).
+        machine: ``uname -m`` when live; for an image root the Debian architecture of
+            its ``dpkg`` package (``arm64``, ``amd64``), "" when unknown.
         sources_list_present: whether ``/etc/apt/sources.list`` exists.
         files: every sources file found, in apt's reading order.
         sources: every entry of the files apt reads.
@@ -149,6 +150,9 @@ class AptFacts:
         build_edits: every edit of an apt source file the build makes, in order.
         built_sources: the sources apt reads after the build (the build's edits
             replayed on the root's files); empty without ``--dockerfile``.
+        missing_keyrings: keyring files named by ``Signed-By`` / ``signed-by=`` of
+            an enabled source that do not exist in a directory that does (paths
+            inside the root; a root without that directory is a partial copy and says nothing).
     """
 
     distro_id: str
@@ -162,6 +166,7 @@ class AptFacts:
     build_file: str = ""
     build_edits: tuple[SourceEdit, ...] = ()
     built_sources: tuple[AptSource, ...] = ()
+    missing_keyrings: tuple[str, ...] = ()
 
 
 @domain("build")

@@ -106,6 +106,8 @@ class PipFacts:
             file, and how it was chosen (``site_prefix_from``: ``--python``,
             ``VIRTUAL_ENV``, ``CONDA_PREFIX`` or ``default``).
         home: the home directory used for user files.
+        windows_named: ``pip.ini`` files next to a candidate ``pip.conf`` (the
+            Windows file name; pip on Linux never reads them), paths inside the root.
     """
 
     files: tuple[PipConfigFile, ...]
@@ -114,6 +116,7 @@ class PipFacts:
     site_prefix: str
     site_prefix_from: str
     home: str
+    windows_named: tuple[str, ...] = ()
 
     def file(self, path: str) -> PipConfigFile | None:
         """The file entry for ``path`` (inside the root), or None."""

@@ -150,7 +150,10 @@ def _trust(pip: PipFacts, texts: dict[str, tuple[str | None, str]], f: PipConfig
     text = _current(pip, texts, f)
     values, _ = pipconf.parse(text or "")
     existing = values.get("global.trusted-host", "").split()
-    merged = existing + [h for h in hosts if h not in existing]
+    wanted = {h.partition(":")[0].lower() for h in hosts}
+    # an entry written as a URL (``http://host``) trusts nothing (pip reads the host ``http``): replace it
+    kept = [e for e in existing if not ("://" in e and (host_port(e)[0] or "").lower() in wanted)]
+    merged = kept + [h for h in hosts if h not in kept]
     if merged != existing:
         new = pipconf.set_option(text, "trusted-host", " ".join(merged))
         texts[f.path] = (texts[f.path][0] if f.path in texts else f.text, new)
@@ -245,6 +248,16 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             "index-url": str(finding.evidence["index_url"]),
             "scope": options.get("scope") or str(finding.evidence.get("scope") or "user"),
         }
+    if (
+        finding is not None
+        and finding.check == "pip.config"
+        and finding.evidence.get("suggested_index_url")
+        and finding.evidence.get("option") == "index-url"
+        and not options.get("index-url")
+        and "://" not in (options.get("mirror") or "")
+    ):
+        # the index URL pip cannot use, corrected (quotes, scheme, the /simple path)
+        options = {**options, "index-url": str(finding.evidence["suggested_index_url"])}
     texts, descriptions = _repairs(pip)
     notes: list[str] = []
     _network_options(pip, texts, descriptions, notes, options)

@@ -54,6 +54,15 @@ def set_default_index(text: str, url: str, pyproject: bool = False) -> str:
                 if m:
                     lines[i] = m.group("head") + m.group("q") + url + m.group("q") + lines[i][m.end() :]
                     return "".join(lines)
+    for block in blocks:  # an [[index]] with this URL but no `default = true` (asked first, not the default)
+        if not block or _header(lines[block[0]]) != index_header:
+            continue
+        for i in block:
+            m = _URL.match(lines[i])
+            if m and m.group("v").rstrip("/") == url.rstrip("/"):
+                end = lines[i] if lines[i].endswith("\n") else lines[i] + "\n"
+                lines[i] = end + "default = true\n"
+                return "".join(lines)
     legacy_scope = "[tool.uv]" if pyproject else None
     for block in blocks:
         header = _header(lines[block[0]]) if block and _HEADER.match(lines[block[0]]) else None
@@ -91,14 +100,21 @@ def default_index(doc: dict[str, Any], pyproject: bool = False) -> str | None:
     return legacy if isinstance(legacy, str) else None
 
 
-def _without_default(doc: dict[str, Any] | None, pyproject: bool) -> dict[str, Any]:
+def _without_default(doc: dict[str, Any] | None, pyproject: bool, url: str = "") -> dict[str, Any]:
     import copy
 
     doc = copy.deepcopy(doc or {})
     table = _uv_table(doc, pyproject)
     indexes = table.get("index")
     if isinstance(indexes, list):
-        table["index"] = [e for e in indexes if not (isinstance(e, dict) and e.get("default") is True)]
+        table["index"] = [
+            e
+            for e in indexes
+            if not (
+                isinstance(e, dict)
+                and (e.get("default") is True or (url and str(e.get("url", "")).rstrip("/") == url.rstrip("/")))
+            )
+        ]
         if not table["index"]:
             del table["index"]
     table.pop("index-url", None)
@@ -114,7 +130,7 @@ def default_index_meaning(old: dict[str, Any] | None, new: dict[str, Any], url: 
     got = default_index(new, pyproject)
     if got != url:
         return f"its default index would be {got!r}, not {url!r}"
-    if _without_default(old, pyproject) != _without_default(new, pyproject):
+    if _without_default(old, pyproject, url) != _without_default(new, pyproject, url):
         return "other settings would change too"
     return None
 

@@ -37,7 +37,7 @@ from gpudoctor.mirrors.probe import (
 __all__ = ["ECOSYSTEMS", "apt_archive", "candidate_targets", "configured_targets", "measure", "pip_index_urls"]
 
 ECOSYSTEMS = ("pip", "uv", "conda", "apt")
-PORTS_MACHINES = ("aarch64", "arm64", "armv7l", "armhf", "ppc64le", "s390x", "riscv64")
+PORTS_MACHINES = ("aarch64", "arm64", "armv7l", "armhf", "ppc64le", "ppc64el", "s390x", "riscv64")
 
 
 def pip_index_urls(pip_facts: Any) -> list[str]:

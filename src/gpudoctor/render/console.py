@@ -100,7 +100,7 @@ def _finding(
     elif f.explanation and explain:
         _print_block(console, f.explanation, plain, 6)
     if f.fixes and f.status > Status.SKIP:
-        console.print(Text(f"      fix: gpudoctor fix {' '.join(f.fixes)}", style="cyan"))
+        console.print(Text(f"      fix: {lay.fix_command(f)}", style="cyan"))
     if verbose and f.evidence:
         console.print(Text("\n".join("      " + ln for ln in evidence_lines(f)), style="dim"))
 

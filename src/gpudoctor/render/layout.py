@@ -19,7 +19,10 @@
   not collected;
 - ``next_steps``: the commands to type next, in order (failures first):
   ``gpudoctor fix ID`` for a fixable finding, else the first command in its
-  explanation, else a pointer to the finding to read.
+  explanation, else a pointer to the finding to read; a ``gpudoctor check``
+  or ``gpudoctor fix`` step carries the ``--root DIR`` and ``--python PATH``
+  the report was collected with (:func:`rerun_flags`), so it acts on what
+  the report examined and not on the machine's own configuration.
 
 Everything here is pure: no I/O, no styling.
 """
@@ -27,6 +30,7 @@ Everything here is pure: no I/O, no styling.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -197,6 +201,11 @@ class Layout:
     total: int
     path_labels: dict[str, str] = field(default_factory=dict)
     network: str | None = None
+    rerun: tuple[str, str] = ("", "")
+
+    def fix_command(self, f: Finding) -> str:
+        """``gpudoctor fix ID...`` for ``f``'s fixes, with the report's ``--root``/``--python`` (:func:`rerun_flags`)."""
+        return with_rerun_flags(f"gpudoctor fix {' '.join(f.fixes)}", flags_for(f, self.rerun))
 
     def short(self, text: str) -> str:
         """``text`` with every target interpreter path replaced by its label in brackets."""
@@ -214,8 +223,9 @@ class Layout:
         return summary
 
 
-def _target_paths(report_facts: object) -> list[tuple[str, str]]:
-    """(label, interpreter path) of every probed target, from the ``targets`` facts."""
+def _target_paths(report_facts: object, kinds: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(label, interpreter path) of every probed target (of these ``kinds``, when
+    given), from the ``targets`` facts."""
     out: list[tuple[str, str]] = []
     get = getattr(report_facts, "get", None)
     if get is None:
@@ -224,9 +234,49 @@ def _target_paths(report_facts: object) -> list[tuple[str, str]]:
     for t in getattr(targets, "targets", ()) or ():
         label = getattr(t, "label", "")
         python = getattr(t, "python", "")
+        if kinds and getattr(t, "kind", "") not in kinds:
+            continue
         if label and python:
             out.append((label, python))
     return out
+
+
+#: check families that judge the target interpreters (their follow-up commands need ``--python``)
+_TARGET_FAMILIES = ("cuda", "cudnn", "torch", "jupyter")
+
+
+def rerun_flags(report_facts: object) -> tuple[str, str]:
+    """The options a follow-up ``gpudoctor check``/``fix`` needs to examine what
+    this report examined, shell-quoted: (``--root DIR`` when the facts were
+    collected under an image root (``Facts.root`` is not ``/``), ``--python PATH``
+    for every ``--python`` target (``kind == "python"`` in the ``targets``
+    facts)); ``""`` for the live machine and its current interpreter. Without
+    them ``gpudoctor fix`` would plan against the machine's own configuration
+    files (its HOME, its /etc) and gpudoctor's own interpreter instead."""
+    root = getattr(report_facts, "root", "/") or "/"
+    root_flags = f"--root {shlex.quote(root)}" if root.rstrip("/") else ""
+    pythons = dict.fromkeys(path for _label, path in _target_paths(report_facts, kinds=("python",)))
+    return root_flags, " ".join(f"--python {shlex.quote(p)}" for p in pythons)
+
+
+def flags_for(f: Finding, rerun: tuple[str, str]) -> str:
+    """The :func:`rerun_flags` a follow-up command for ``f`` needs: ``--root`` always,
+    ``--python`` only for a finding about a target interpreter (a ``target``, or a
+    check of the cuda, cudnn, torch or jupyter families)."""
+    root_flags, python_flags = rerun
+    bound = f.target is not None or f.check.split(".", 1)[0] in _TARGET_FAMILIES
+    return " ".join(x for x in (root_flags, python_flags if bound else "") if x)
+
+
+def with_rerun_flags(command: str, flags: str) -> str:
+    """``command`` with ``flags`` appended when it is a one-line ``gpudoctor check``
+    or ``gpudoctor fix`` command that sets neither ``--root`` nor ``--python`` itself."""
+    if not flags or "\n" in command or not command.startswith(("gpudoctor check", "gpudoctor fix")):
+        return command
+    words = command.split()
+    if "--root" in words or "--python" in words or "--facts" in words:
+        return command
+    return f"{command} {flags}"
 
 
 #: Probe statuses that mean no request left this machine (``local``: a file:// index; ``offline``).
@@ -369,7 +419,9 @@ def _shown(check: object, f: Finding, findings: Sequence[Finding]) -> bool:
     )
 
 
-def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[NextStep, ...]:
+def _next_steps(
+    findings: Sequence[Finding], labels: dict[str, str], rerun: tuple[str, str] = ("", "")
+) -> tuple[NextStep, ...]:
     rank = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
     order = sorted((f for f in findings if f.status in ATTENTION), key=lambda f: rank[f.status])
     steps: list[NextStep] = []
@@ -392,6 +444,8 @@ def _next_steps(findings: Sequence[Finding], labels: dict[str, str]) -> tuple[Ne
             is_command = False
             where = f" [{labels.get(f.target, f.target)}]" if f.target and f.target != "current" else ""
             cmd = f"read {f.check}{where} above"
+        else:
+            cmd = with_rerun_flags(cmd, flags_for(f, rerun))
         if cmd in seen:
             continue
         seen.add(cmd)
@@ -494,14 +548,16 @@ def layout(report: object) -> Layout:
         # an OK from nothing must not read like a healthy machine
         headline = f"the snapshot holds no facts: nothing was judged ({headline})"
     counts = status_counts_text(findings)
+    rerun = rerun_flags(facts)
     return Layout(
         verdict,
         headline,
         targets,
         tuple(areas),
-        _next_steps(findings, mapping),
+        _next_steps(findings, mapping, rerun),
         counts,
         len(findings),
         mapping,
-        network_line(getattr(report, "facts", None), bool(getattr(report, "replayed", False))),
+        network_line(facts, bool(getattr(report, "replayed", False))),
+        rerun,
     )

@@ -41,7 +41,7 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
     elif explain and f.explanation:
         body.append(redact_text(f.explanation))
     if f.fixes and f.status > Status.SKIP:
-        body.append(f"Fix: `gpudoctor fix {' '.join(f.fixes)}`")
+        body.append(f"Fix: `{lay.fix_command(f)}`")
     if verbose and f.evidence:
         body.append(
             "\n".join(["<details><summary>evidence</summary>", "", "```", *evidence_lines(f), "```", "", "</details>"])
