@@ -81,21 +81,25 @@ def test_pip_conf_that_cannot_be_read_is_not_read_silently(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "path, text, check_id, word",
+    "path, text, check_id, word, status",
     [
-        ("/home/user/.condarc", "channels: [defaults\n", "conda.mirror", "not valid YAML"),
-        ("/home/user/.condarc", "- defaults\n- conda-forge\n", "conda.mirror", "not a mapping"),
-        ("/home/user/.config/uv/uv.toml", "[[index]\nurl = 'x'\n", "uv.mirror", "not valid TOML"),
+        ("/home/user/.condarc", "channels: [defaults\n", "conda.mirror", "not valid YAML", Status.WARN),
+        ("/home/user/.condarc", "- defaults\n- conda-forge\n", "conda.mirror", "not a mapping", Status.WARN),
+        # uv refuses to run on a uv.toml it cannot parse: a fail
+        ("/home/user/.config/uv/uv.toml", "[[index]\nurl = 'x'\n", "uv.mirror", "not valid TOML", Status.FAIL),
     ],
 )
-def test_invalid_condarc_or_uv_toml_is_not_not_configured(tmp_path, path, text, check_id, word):
+def test_invalid_condarc_or_uv_toml_is_not_not_configured(tmp_path, path, text, check_id, word, status):
     write_tree(tmp_path, {path: text, "/etc/os-release": "ID=debian\n"})
     from gpudoctor.registry import load_registry
 
     check = load_registry().checks[check_id]
     findings = evaluate([check], _facts(tmp_path, ["os", "apt", "uv", "conda", "pip", "mirrors"]))
-    assert findings[0].status is Status.WARN, findings[0]
+    assert findings[0].status is status, findings[0]
     assert "cannot be read" in findings[0].summary and word in findings[0].summary
+    # the explanation adds to the summary instead of repeating it, and names the syntax to fix
+    assert word not in findings[0].explanation
+    assert ("Fix its TOML syntax" if check_id == "uv.mirror" else "Fix its YAML syntax") in findings[0].explanation
     assert "not configured" not in findings[0].summary
 
 

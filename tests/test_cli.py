@@ -355,7 +355,7 @@ def test_console_colour_on_a_terminal_and_plain_with_no_color():
     assert code == 1
     assert "\x1b[" in out and "✗" in out
     # a command to copy is never broken by the renderer (the terminal soft-wraps it)
-    assert "install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu126" in out
+    assert "install --force-reinstall torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124" in out
     code, out = _run_in_pty(args, env_with(TERM="xterm-256color", NO_COLOR="1"))
     assert code == 1
     assert "\x1b[" not in out

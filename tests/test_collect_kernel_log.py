@@ -118,3 +118,30 @@ def test_real_dmesg_binary_on_path(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     facts = collect_kernel_log(CollectContext(System(files=Files(Path("/"))), CollectOptions()))
     assert facts.source == "dmesg" and [e.xid for e in facts.events] == [79, 13]
+
+
+def test_the_light_gate_reads_no_kernel_log_without_an_nvidia_driver(monkeypatch):
+    """No NVIDIA kernel driver loaded: no NVRM line to find, so the entrypoint gate (light level) spawns
+    no dmesg; with a driver, and at the full level, the log is read as before."""
+    import gpudoctor.collect.nvidia as nvidia
+
+    light = CollectOptions(probe_level="light")
+    runner = ScriptedRunner({("dmesg",): ok(DMESG)})
+    monkeypatch.setattr(nvidia, "kernel_driver_absent", lambda files: True)
+    facts = collect_kernel_log(CollectContext(System(runner=runner, files=Files(Path("/")), env={}), light))
+    assert isinstance(facts.readable, Unavailable) and "no NVIDIA kernel driver" in facts.readable.reason
+    assert runner.calls == []
+    assert [e.xid for e in collect_kernel_log(live(runner)).events] == [79, 13]  # full level: read
+    monkeypatch.setattr(nvidia, "kernel_driver_absent", lambda files: False)
+    facts = collect_kernel_log(CollectContext(System(runner=runner, files=Files(Path("/")), env={}), light))
+    assert [e.xid for e in facts.events] == [79, 13]
+
+
+def test_kernel_driver_absent_reads_the_driver_signs(tmp_path):
+    from gpudoctor.collect.nvidia import kernel_driver_absent
+
+    assert kernel_driver_absent(Files(tmp_path))
+    for sign in ("proc/driver/nvidia", "dev/nvidiactl", "dev/dxg", "sys/module/nvidia"):
+        root = tmp_path / sign.replace("/", "_")
+        (root / sign).mkdir(parents=True)
+        assert not kernel_driver_absent(Files(root)), sign

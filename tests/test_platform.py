@@ -519,11 +519,21 @@ def test_docker_host_with_toolkit_configured(tmp_path, fakebin, registry):
 def test_toolkit_installed_but_docker_runtime_not_registered(tmp_path, fakebin, registry):
     fakebin("docker", "docker-info-runc-only.txt")
     fakebin("nvidia-ctk", "nvidia-ctk-version.txt")
-    root = write_tree(tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": ""})
+    root = write_tree(
+        tmp_path, {"/usr/bin/docker": "", "/usr/bin/nvidia-ctk": "", "/usr/bin/nvidia-container-runtime-hook": ""}
+    )
     f = one(
         registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())), "platform.toolkit"
     )
     assert f.status is Status.WARN and "sudo nvidia-ctk runtime configure --runtime=docker" in f.explanation
+    assert "could not select device driver" in f.explanation
+    # only nvidia-container-toolkit-base (nvidia-ctk, no hook): Docker's --gpus has no driver at all
+    (root / "usr/bin/nvidia-container-runtime-hook").unlink()
+    f = one(
+        registry, _host_facts(container_host_facts(fake_system(root).files, SubprocessRunner())), "platform.toolkit"
+    )
+    assert f.status is Status.FAIL and "nvidia-container-runtime-hook" in f.summary
+    assert "sudo apt-get install -y nvidia-container-toolkit" in f.explanation
 
 
 def test_a_hung_docker_is_killed_at_its_timeout(fakebin, monkeypatch):
@@ -1075,3 +1085,25 @@ def test_snapshot_replayed_by_the_cli(fixture, check, status, words, tmp_path):
         assert word in said, word
     failed = any(f["status"] in ("fail", "error") for f in report["findings"])
     assert proc.returncode == (1 if failed else 0), proc.stderr
+
+
+def test_the_light_gate_runs_no_modinfo_without_an_nvidia_driver(monkeypatch):
+    """No NVIDIA kernel driver loaded: the entrypoint gate (light level) spawns no ``modinfo nvidia``;
+    ``gpudoctor check`` (full level) and a node with a driver still ask it."""
+    import gpudoctor.collect.nvidia as nvidia
+    from gpudoctor.collect import CollectContext, CollectOptions
+    from gpudoctor.collect.platform import collect_kmod
+    from gpudoctor.system import Files, System
+    from gpudoctor.testing import ScriptedRunner, not_found
+
+    def kmod(level: str, absent: bool):
+        monkeypatch.setattr(nvidia, "kernel_driver_absent", lambda files: absent)
+        runner = ScriptedRunner({("modinfo", "nvidia"): not_found()})
+        system = System(runner=runner, files=Files(Path("/")), env={})
+        return collect_kmod(CollectContext(system, CollectOptions(probe_level=level))), runner.calls
+
+    km, calls = kmod("light", absent=True)
+    assert calls == [] and "no NVIDIA kernel driver is loaded" in km.modinfo.reason
+    for level, absent in (("full", True), ("light", False)):
+        km, calls = kmod(level, absent)
+        assert [c[0] for c in calls] == [("modinfo", "nvidia")] and "not installed" in km.modinfo.reason

@@ -179,3 +179,26 @@ def test_parse_probe_output_takes_the_last_document(real_torch_probe):
     noisy = f"{MARKER}garbage{MARKER}\nwarning\n{MARKER}{doc}{MARKER}\n"
     assert parse_probe_output(noisy) == real_torch_probe
     assert parse_probe_output(ok(noisy)(("x",)).stdout) == real_torch_probe
+
+
+def test_a_probe_killed_at_its_timeout_is_not_asked_its_python_version_again(tmp_path):
+    """A hung interpreter would hang the version query too (10 s more than --probe-timeout); a probe
+    that failed another way is still asked (its Python version explains an unsupported target)."""
+    import gpudoctor.probe as probe_mod
+    from gpudoctor.collect.targets import failed_version
+    from gpudoctor.testing import fake_system
+
+    hang = tmp_path / "python"
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    result = probe_mod.probe_target(System.live(), str(hang), timeout_s=1.0)
+    assert probe_mod.timed_out(result), result
+    asked = ScriptedRunner(default=ok("3.11"))
+    assert failed_version(fake_system(tmp_path, runner=asked), str(hang), result) == ""
+    assert asked.calls == []
+    # the twin: a probe that crashed is asked, once
+    crashed = Unavailable(f"the probe in {hang} crashed with SIGSEGV")
+    assert not probe_mod.timed_out(crashed)
+    probe_mod._VERSIONS.clear()
+    assert failed_version(fake_system(tmp_path, runner=asked), str(hang), crashed) == "3.11"
+    assert len(asked.calls) == 1

@@ -110,6 +110,24 @@ def test_a_finding_with_the_same_cause_points_at_it_instead_of_repeating_the_rem
     assert f["evidence"]["caused_by"] == cause and f["explanation"]  # the document keeps the full text
 
 
+def test_a_kernel_whose_interpreter_is_gone_is_told_once_by_jupyter_kernels(tmp_path):
+    """torch.install cannot probe the kernel's interpreter because it was deleted: jupyter.kernels names
+    that cause with the fix, so torch.install points at it and the headline names jupyter.kernels."""
+    spec = tmp_path / "share" / "jupyter" / "kernels" / "gpu"
+    spec.mkdir(parents=True)
+    argv = ["/nonexistent/venv/bin/python", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "GPU", "language": "python"}))
+    env = env_with(JUPYTER_PATH=str(tmp_path / "share" / "jupyter"), NO_COLOR="1")
+    out = run_gpudoctor("check", "--offline", "torch.install", "jupyter.kernels", env=env).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("[FAIL] gpudoctor: FAIL — jupyter.kernels: kernel gpu runs"), lines[0]
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("  [FAIL] torch.install  could not inspect [kernel:gpu]"))
+    assert lines[i + 1] == "      same cause as jupyter.kernels: its remedy repairs this too"
+    steps = lines[lines.index("Next steps:") + 1 :]
+    assert steps[0].startswith("  1. gpudoctor fix jupyter.kernel-argv")
+    assert not any("torch.install" in s for s in steps)
+
+
 def test_nouveau_without_torch_points_at_the_driver_then_torch_install():
     out = check("--facts", str(FIXTURES / "facts" / "gpu-nouveau-no-torch.json")).stdout
     lines = out.splitlines()

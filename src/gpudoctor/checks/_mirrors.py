@@ -122,11 +122,13 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         # and only warns about a pyproject.toml ("during settings discovery ... skipping"; astral-sh/uv #6009)
         fatal = eco == "uv" and broken.split(":", 1)[0].endswith("uv.toml")
         lead = broken.split(". ", 1)[0]
+        rest = broken[len(lead) :].lstrip(". ").strip()  # what the summary does not already say
+        syntax = "TOML" if eco == "uv" else "YAML" if eco == "conda" else "INI"
         return [
             check.finding(
                 Status.FAIL if fatal else Status.WARN,
                 f"the {eco} configuration cannot be read: {lead}",
-                f"{broken}.\n\n"
+                (f"{rest}\n\n" if rest else "")
                 + (
                     "uv stops every command on this file (`error: Failed to parse`), so nothing is installed "
                     "until it is fixed. "
@@ -134,7 +136,8 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                     else f"{eco} itself fails on (or silently skips) this file, so the index it uses is not the "
                     "one you configured. "
                 )
-                + f"Fix the file (check it with a YAML/TOML linter), then run `gpudoctor check {check.id}` again.",
+                + f"Fix its {syntax} syntax where the error above points, then run `gpudoctor check {check.id}` "
+                "again.",
                 evidence={"problem": broken},
             )
         ]

@@ -6,12 +6,21 @@ Remedies and their sources:
 - Docker: ``docker run --gpus all`` and Compose
   ``deploy.resources.reservations.devices`` (Docker docs, "GPU support" and
   "Enable GPU access with Docker Compose");
+- Apptainer/Singularity: ``--nv`` binds the host's driver libraries
+  (Apptainer user guide, "GPU Support");
+- LXC: LXD/Incus ``gpu`` devices with ``nvidia.runtime=true`` (LXD docs,
+  "Type: gpu"); raw LXC/Proxmox ``lxc.cgroup2.devices.allow`` and
+  ``lxc.mount.entry`` lines (LXC ``lxc.container.conf(5)``) with the host
+  driver's user-space installed ``--no-kernel-module``;
 - Podman: CDI, ``podman run --device nvidia.com/gpu=all`` after
   ``nvidia-ctk cdi generate`` (NVIDIA Container Toolkit docs, "Support for
   Container Device Interface");
 - Kubernetes: ``runtimeClassName: nvidia`` or the nvidia runtime as
   containerd's default, and the ``nvidia.com/gpu`` resource of the NVIDIA
-  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs).
+  device plugin (NVIDIA k8s-device-plugin README; GPU Operator docs); GKE
+  instead mounts the node's driver at ``/usr/local/nvidia`` through its own
+  device plugin once the driver is installed (GKE docs "Run GPUs in Standard
+  node pools": ``gpu-driver-version``, the driver-installer DaemonSet).
 """
 
 from __future__ import annotations
@@ -80,9 +89,38 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` then "
             "`sudo systemctl restart containerd` (microk8s/k3s keep containerd's config in their own "
             "template). Do not install a driver inside the image. Docker's run flags do not apply inside a "
-            "pod: the kubelet creates the container."
+            "pod: the kubelet creates the container.\n\nGKE is the exception: it uses no NVIDIA runtime; its "
+            "device plugin mounts the driver (installed on the node under `/home/kubernetes/bin/nvidia`) at "
+            "`/usr/local/nvidia` in containers that request `nvidia.com/gpu`, once the driver is installed: create "
+            "the GPU node pool with `--accelerator type=<gpu>,count=1,gpu-driver-version=default`, or apply "
+            "Google's driver-installer DaemonSet (`kubectl get pods -n kube-system | grep nvidia-driver-installer`)."
         )
     runtime = p.container_runtime if p is not None else ""
+    if runtime == "apptainer":
+        return (
+            "Run the container with the host's NVIDIA driver libraries: `apptainer exec --nv image.sif ...` "
+            "(`singularity exec --nv ...`; with the NVIDIA Container Toolkit's CLI on the host: `--nvccli`). "
+            "In a Slurm job also request the GPU (`--gres=gpu:1`)."
+        )
+    if runtime == "lxc":
+        version = ""
+        if p is not None and p.proc_driver_version:
+            parts = [w for w in p.proc_driver_version.split() if w[:1].isdigit() and "." in w]
+            version = parts[0] if parts else ""
+        same = f" {version}" if version else ""
+        return (
+            "An LXC container gets the GPU from its configuration, not from an NVIDIA runtime hook. LXD/Incus: "
+            "`lxc config device add <name> gpu gpu` and `lxc config set <name> nvidia.runtime=true`, then restart "
+            "it. Proxmox/raw LXC: allow and bind the device nodes in the container's config:\n\n```\n"
+            "lxc.cgroup2.devices.allow: c 195:* rwm\nlxc.cgroup2.devices.allow: c 509:* rwm   # nvidia-uvm: "
+            "its major from `ls -l /dev/nvidia-uvm` on the host\n"
+            "lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n"
+            "lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file\n"
+            "lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file\n```\n\n"
+            f"and install inside the container the user-space of the host's driver, the same version{same}, "
+            "without its kernel module (`./NVIDIA-Linux-x86_64-<version>.run --no-kernel-module`): any other "
+            'version gives "Driver/library version mismatch".'
+        )
     if runtime == "podman":
         return (
             "Start the container with the GPU through CDI: `podman run --device nvidia.com/gpu=all ...` "

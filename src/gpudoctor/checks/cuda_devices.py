@@ -91,7 +91,11 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
         )
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
-        return None
+        from gpudoctor.checks import platform_visibility  # a Slurm job that requested no GPU
+
+        seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+        slurm = platform_visibility.assess(facts, dict(env), probe.torch.version, None, seen)
+        return (slurm.status, slurm.summary, slurm.explanation) if slurm.status is Status.FAIL else None
     entries = [e.strip() for e in cvd.split(",")]
     if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
         sched = scheduler_of(platform_of(facts))
@@ -171,7 +175,8 @@ def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bo
     the scheduler that set the variable)."""
     from gpudoctor.checks import platform_visibility
 
-    return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label).status is Status.FAIL
+    seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+    return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label, seen).status is Status.FAIL
 
 
 def _picked_other_gpus(

@@ -13,12 +13,16 @@ In order:
    ``LD_LIBRARY_PATH``/``LD_PRELOAD`` (its wheel's own) -> ``fail`` naming the
    directory, the library, both versions and how to change the search order;
 2. a needed CUDA library is found nowhere -> ``fail``;
-3. ``LD_LIBRARY_PATH``/``LD_PRELOAD`` swaps in another copy whose version
+3. an ``nvidia-*`` wheel installed older than the framework pins it
+   (``Requires-Dist``; pytorch/pytorch #119072: torch 2.2 with
+   ``nvidia-nccl-cu12`` 2.18, ``undefined symbol: ncclCommRegister``) ->
+   ``fail`` with the pinned install and ``pip check``;
+4. ``LD_LIBRARY_PATH``/``LD_PRELOAD`` swaps in another copy whose version
    cannot be compared with the framework's own -> ``warn``;
-4. two copies of one library where a consumer without RUNPATH (another
+5. two copies of one library where a consumer without RUNPATH (another
    framework's ``dlopen`` by name) gets an older one than the framework uses ->
    ``warn``;
-5. otherwise ``ok``; no GPU framework library in the target -> ``skip``.
+6. otherwise ``ok``; no GPU framework library in the target -> ``skip``.
 
 Reinstalling a framework never changes the search order, so the remedy is
 never a blind ``--force-reinstall``.
@@ -32,6 +36,7 @@ from gpudoctor.checks._gpu import per_target, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.libraries import (
     CudaLibrariesFacts,
+    FrameworkInstall,
     LibraryCopy,
     Resolution,
     TargetLibraries,
@@ -163,6 +168,60 @@ def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
     return out
 
 
+def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, str, str]]:
+    """(framework, dist, pinned version, installed version) of every ``nvidia-*`` wheel installed OLDER than
+    a framework of target ``label`` pins it (``Requires-Dist: nvidia-nccl-cu12==2.21.5``; a newer one is
+    left alone: those libraries keep backward compatibility within a major, and upgrading them for another
+    framework is common practice)."""
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return []
+    out = []
+    for fw in cl.frameworks:
+        if fw.label != label:
+            continue
+        have = dict(p.split("==", 1) for p in fw.pinned_installed)
+        for pin in fw.pins:
+            dist, pinned = pin.split("==", 1)
+            if dist in have and _older(have[dist], pinned):
+                out.append((fw, dist, pinned, have[dist]))
+    return out
+
+
+def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
+    """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
+
+    torch pins each ``nvidia-*`` wheel in its metadata, and ``pip install torch==<installed>`` installs the
+    dependencies that are missing at those pins (from the index of its ``+cuXYZ`` build); other frameworks
+    get the ``nvidia-<stem>-cu<major>`` wheel of the family (PyPI names, ``WHEEL_STEM`` in
+    :mod:`gpudoctor.checks.cuda_frameworks`).
+    """
+    from gpudoctor.checks.cuda_frameworks import WHEEL_STEM, frameworks_of
+
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
+    tail = " (or put the directory that holds it on `LD_LIBRARY_PATH`)."
+    if fw is not None and fw.name == "torch":
+        public, _, local = fw.version.partition("+")
+        index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
+        if not local or index:
+            return (
+                f"A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
+                f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
+                f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
+            )
+    stem = WHEEL_STEM.get(family or "")
+    if fw is not None and stem and fw.cuda_major:
+        return (
+            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n```\n"
+            f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}\n```\n\n({fw.dist} may pin an exact "
+            f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
+        )
+    return (
+        f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
+        f"or the framework's CUDA extra){tail}"
+    )
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.libraries`` finding for one target (pure)."""
     model = target_model(facts, t.label)
@@ -224,10 +283,27 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             Status.FAIL,
             f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
             f"`{r.consumer}` needs `{r.needed}`; no directory of its RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
-            f"({model.cache_source}) or the default directories holds it. Install the matching `nvidia-*` wheel "
-            f"into this environment (`{probe.executable} -m pip install <framework>[and-cuda]` or the framework's "
-            f"CUDA extra), or put the directory that holds it on `LD_LIBRARY_PATH`.",
+            f"({model.cache_source}) or the default directories holds it. "
+            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer), r.family),
             evidence=evidence,
+            target=t.label,
+        )
+    older = older_pins(facts, t.label)
+    if older:
+        owner, dist, pinned, have = older[0]
+        more = "".join(f"\n- `{d}` {h} (pinned {p}, by {f.dist})" for f, d, p, h in older[1:])
+        fix = " ".join(f"{d}=={p}" for _f, d, p, _h in older)
+        return CHECK.finding(
+            Status.FAIL,
+            f"{dist} {have} is installed, older than the {pinned} that {owner.dist} {owner.version} pins",
+            f"`{owner.dist} {owner.version}` was built against `{dist}=={pinned}` (its `Requires-Dist`), but this "
+            f"environment has `{dist} {have}`: another package's requirement, or a manual install, moved it "
+            f"back. The older library lacks functions the framework calls, so it fails at import or first use "
+            f"(NCCL: `undefined symbol: ncclCommRegister`; cuDNN: a version-incompatibility error).{more}\n\n"
+            f"Restore the pinned versions:\n\n```\n{probe.executable} -m pip install {fix}\n"
+            f"{probe.executable} -m pip check\n```\n\n`pip check` names the package that asked for the older "
+            f"version; upgrade that one too, or keep it in a separate environment.",
+            evidence={**evidence, "pins": list(owner.pins), "installed": list(owner.pinned_installed)},
             target=t.label,
         )
     swapped = replaced(model)

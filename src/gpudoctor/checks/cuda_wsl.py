@@ -11,7 +11,8 @@ On WSL 2 the NVIDIA driver lives on Windows; its Linux user-space libraries
 - ``libcuda.so.1`` or ``libcuda.so`` (cuDNN 8 and the runtime ``dlopen`` the
   unversioned name) not resolvable by a bare ``dlopen`` -> ``fail`` with the
   WSL remedy (``ld.wsl.conf`` + ``sudo ldconfig``, or ``LD_LIBRARY_PATH``);
-- resolved to a copy outside ``/usr/lib/wsl/lib`` (a Linux driver installed
+- ``libcuda`` or ``libnvidia-ml.so.1`` resolved to a copy outside
+  ``/usr/lib/wsl/lib`` (a Linux driver, or just ``nvidia-utils``, installed
   inside WSL) -> ``fail``;
 - otherwise ``ok``. Not WSL -> ``skip``.
 """
@@ -92,17 +93,25 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     foreign = [
         r
         for r in model.lookups
-        if r.family == "libcuda" and r.path and os.path.normpath(os.path.dirname(r.path)) != WSL_LIB
+        if r.family in ("libcuda", "nvml") and r.path and os.path.normpath(os.path.dirname(r.path)) != WSL_LIB
     ]
     if foreign:
         r = foreign[0]
+        what = (
+            "`nvidia-smi` and NVML fail (\"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+            "driver\"): the Linux `nvidia-utils` package's `libnvidia-ml.so.1` (and its `/usr/bin/nvidia-smi`) "
+            "replaced WSL's"
+            if r.family == "nvml"
+            else "CUDA cannot reach the GPU"
+        )
         return CHECK.finding(
             Status.FAIL,
             f"{r.needed} resolves to {r.path}, not the Windows driver's copy in {WSL_LIB}",
             f"A Linux NVIDIA driver's libraries inside WSL shadow the ones Windows provides ({r.via}); they cannot "
-            f"talk to the GPU through `/dev/dxg`. Remove them (Ubuntu: `sudo apt-get remove --purge "
-            f"'libnvidia-compute-*' 'nvidia-driver-*'`, then `sudo ldconfig`) and keep only `{WSL_LIB}` on the "
-            f"loader path. Never install a Linux driver inside WSL.",
+            f"talk to the GPU through `/dev/dxg`, so {what}. Remove them (Ubuntu: `sudo apt-get remove --purge "
+            f"'nvidia-utils-*' 'libnvidia-compute-*' 'nvidia-driver-*'`, then `sudo ldconfig`) and keep only "
+            f"`{WSL_LIB}` on the loader path (WSL's own `nvidia-smi` is `{WSL_LIB}/nvidia-smi`). Never install a "
+            f"Linux driver inside WSL.",
             evidence=evidence,
             target=t.label,
         )

@@ -15,6 +15,9 @@ container's device cgroup and the GPU device rules are lost).
   (``/proc/driver/nvidia/version`` is the host's) -> ``fail`` with the remedy of
   the platform in use (Kubernetes: ``runtimeClassName: nvidia``);
 - device nodes without driver libraries -> ``fail`` (capabilities);
+- a driver library without device nodes -> ``fail``: the library was installed
+  in the image and the container was started without the GPU (under WSL 2,
+  ``/dev/dxg`` with ``/usr/lib/wsl/lib`` is the injected GPU -> ``ok``);
 - device nodes and libraries but NVML "Unknown Error" -> ``fail`` (device cgroup lost);
 - everything injected -> ``ok``; a container with no GPU anywhere -> ``info``.
 """
@@ -44,6 +47,7 @@ def where(p: PlatformFacts) -> str:
             "containerd": "a containerd container",
             "cri-o": "a CRI-O container",
             "lxc": "an LXC container",
+            "apptainer": "an Apptainer/Singularity container",
         }.get(p.container_runtime, "a container")
     elif p.kind == "wsl":
         base = "WSL"
@@ -122,12 +126,49 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    if not nodes and libs:
+        if "dxg" in p.device_nodes:
+            return [
+                CHECK.finding(
+                    Status.OK,
+                    f"running in {place}; the GPU was injected through WSL 2 (/dev/dxg, {libs[0]})",
+                    evidence=evidence,
+                )
+            ]
+        if not assigned and not host_gpu:
+            return [
+                CHECK.finding(
+                    Status.INFO,
+                    f"running in {place} with no GPU assigned and none visible (the image carries {libs[0]})",
+                    "No `/dev/nvidia*`, no `NVIDIA_VISIBLE_DEVICES` and no NVIDIA kernel module visible: a CPU-only "
+                    "container. If this job needs a GPU:\n\n" + injection_remedy(facts, gpu_requested=False),
+                    evidence=evidence,
+                )
+            ]
+        host = f" (the host's module: `{p.proc_driver_version}`)" if p.proc_driver_version else ""
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"in {place}: no /dev/nvidia* device nodes, only a driver library ({libs[0]}) baked into the image",
+                f"The NVIDIA runtime did not inject the GPU: there are no `/dev/nvidia0`/`/dev/nvidiactl` nodes, so "
+                f"CUDA sees no device. The `{libs[0]}` here came with the image (a driver package such as "
+                f"`libnvidia-compute-*`/`nvidia-utils-*` installed in the Dockerfile), not from the host{host}. "
+                f"Remove the driver packages from the image (a copy that differs from the host's kernel module "
+                f'gives "Driver/library version mismatch" even once the GPU is passed), and start the container '
+                f"with the GPU:\n\n"
+                + injection_remedy(facts, gpu_requested=assigned and (nvd or "").strip().lower() != "all"),
+                evidence=evidence,
+            )
+        ]
     if nodes and not libs:
         caps = p.env.get("NVIDIA_DRIVER_CAPABILITIES", "")
         hint = (
             f"`NVIDIA_DRIVER_CAPABILITIES={caps}` does not include `compute`, so the runtime mounted no CUDA "
             f"driver library: set `NVIDIA_DRIVER_CAPABILITIES=compute,utility` (or `all`)."
             if caps and not {"compute", "all"} & {c.strip() for c in caps.split(",")}
+            else "Apptainer/Singularity binds the host's `/dev` (so the device nodes are here) but the driver "
+            "libraries only with `--nv`.\n\n" + injection_remedy(facts)
+            if p.container_runtime == "apptainer"
             else "The device nodes are there but the driver libraries were not mounted: the devices were passed "
             "by hand (`--device /dev/nvidia0`) instead of through the NVIDIA runtime.\n\n" + injection_remedy(facts)
         )

@@ -61,12 +61,66 @@ def _family(facts: Facts) -> str:
     return ""
 
 
+def pre_turing(device_id: str) -> dict[str, Any] | None:
+    """The [[open_module_unsupported]] row covering a PCI device id (a GPU older than Turing), or None."""
+    try:
+        n = int(device_id, 16)
+    except ValueError:
+        return None
+    row: dict[str, Any]
+    for row in load_table("platform")["open_module_unsupported"]:
+        if int(row["first"], 16) <= n <= int(row["last"], 16):
+            return row
+    return None
+
+
+#: the last driver branch that drives Maxwell, Pascal and Volta GPUs (NVIDIA, "Unix graphics feature
+#: deprecation schedule" forum announcement and CUDA 13.0 release notes: R580 is the last branch for them)
+LAST_PRE_TURING_BRANCH = 580
+
+
+def proprietary_package_commands(facts: Facts, branch: int) -> str:
+    """Markdown: the proprietary-flavour driver package for this distro (every family when unknown)."""
+    family = _family(facts)
+    rows = [r for r in load_table("platform")["proprietary_package"] if not family or r["family"] == family]
+    lines = [("" if family else f"# {r['family']}\n") + r["command"].format(branch=branch) for r in rows]
+    return "```\n" + "\n".join(lines) + "\nsudo reboot\n```"
+
+
 def open_package_commands(facts: Facts, branch: int) -> str:
     """Markdown: the open-module driver package for this distro (every family when unknown)."""
     family = _family(facts)
     rows = [r for r in load_table("platform")["open_package"] if not family or r["family"] == family]
     lines = [("" if family else f"# {r['family']}\n") + r["command"].format(branch=branch) for r in rows]
     return "```\n" + "\n".join(lines) + "\nsudo reboot\n```"
+
+
+def headers_command(facts: Facts, release: str) -> str:
+    """The command that installs the kernel headers DKMS builds against (distro packaging docs:
+    Debian/Ubuntu ``linux-headers-<release>``, RHEL/Fedora ``kernel-devel-<release>``, SUSE
+    ``kernel-default-devel``); both common ones when the distro is unknown."""
+    family = _family(facts)
+    if family in ("ubuntu", "debian"):
+        return f"sudo apt install linux-headers-{release}"
+    if family in ("rhel", "fedora"):
+        return f"sudo dnf install kernel-devel-{release}"
+    if family == "suse":
+        return "sudo zypper install kernel-default-devel"
+    return f"sudo apt install linux-headers-{release}   # RHEL/Fedora: sudo dnf install kernel-devel-{release}"
+
+
+def mok_command(facts: Facts) -> str:
+    """The command that enrols the module-signing key of this distro's DKMS/akmods setup.
+
+    Ubuntu's DKMS signs with ``/var/lib/shim-signed/mok/MOK.der`` (Ubuntu wiki "UEFI/SecureBoot/DKMS");
+    Fedora's akmods with ``/etc/pki/akmods/certs/public_key.der`` (RPM Fusion "Howto/Secure Boot");
+    upstream DKMS 3 elsewhere with ``/var/lib/dkms/mok.pub`` (Debian wiki "SecureBoot")."""
+    family = _family(facts)
+    if family == "ubuntu":
+        return "sudo mokutil --import /var/lib/shim-signed/mok/MOK.der"
+    if family == "fedora":
+        return "sudo kmodgenca -a   # once, if akmods has no key yet\nsudo mokutil --import /etc/pki/akmods/certs/public_key.der"
+    return "sudo mokutil --import /var/lib/dkms/mok.pub"
 
 
 def _where(facts: Facts) -> str:
@@ -124,6 +178,42 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    unbound_all = [d for d in devices if d.driver is None]
+    old_gpus = [(d, row) for d in unbound_all for row in [pre_turing(d.device_id)] if row is not None]
+    drv = driver_version(facts) or (mod.version if mod else "")
+    too_new = bool(drv) and v(drv).major > LAST_PRE_TURING_BRANCH
+    if old_gpus and (km.flavour == "open" or too_new):
+        d, row = old_gpus[0]
+        branch = min(max(int(v(drv or "0").major), 535), LAST_PRE_TURING_BRANCH)
+        if too_new:
+            summary = (
+                f"driver {drv} does not support the {row['chip'].split(' (')[0]} GPU {d.device_id} at "
+                f"{d.bus_id}: R{LAST_PRE_TURING_BRANCH} is the last branch for Maxwell, Pascal and Volta GPUs"
+            )
+            why = (
+                f"Driver branches after R{LAST_PRE_TURING_BRANCH} dropped GPUs older than Turing ({row['chip']}); "
+                f"the module loads but leaves this GPU unbound, so `nvidia-smi` finds no device."
+            )
+        else:
+            summary = (
+                f"the open NVIDIA kernel module is {'loaded' if km.loaded else 'installed'}, but the GPU {d.device_id} at {d.bus_id} is older "
+                f"than Turing: only the proprietary module drives it"
+            )
+            why = (
+                f"The open kernel modules support Turing and newer GPUs only ({row['source'].split(';')[0]}); "
+                f'for this {row["chip"]} GPU the module loads and leaves it unbound (`dmesg`: "NVRM: ... not '
+                f'supported by open nvidia.ko"), so `nvidia-smi` finds no device.'
+            )
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                summary,
+                f"{why} Install the proprietary flavour of the R{branch} branch{where} (it replaces the open "
+                f"package):\n\n{proprietary_package_commands(facts, branch)}\n\nand use a torch build whose "
+                f"CUDA still supports this architecture (`torch.cuda.get_arch_list()`).",
+                evidence=evidence,
+            )
+        ]
     if km.loaded:
         unbound = [d for d in devices if d.driver is None]
         if unbound:
@@ -162,10 +252,33 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"the nvidia module is built for kernel {', '.join(other)} but the running kernel is "
                 f"{km.kernel_release}",
                 f"DKMS did not build the module for this kernel (headers missing when the kernel was installed, or "
-                f"a build failure). Build it for the running kernel:\n\n```\nsudo apt install "
-                f"linux-headers-{km.kernel_release}   # dnf install kernel-devel-{km.kernel_release}\n"
-                f"sudo dkms autoinstall -k {km.kernel_release}\nsudo modprobe nvidia\n```\n\nor boot the kernel it was "
-                f"built for.",
+                f"a build failure: `/var/lib/dkms/nvidia/*/build/make.log`). Build it for the running kernel:\n\n"
+                f"```\n{headers_command(facts, km.kernel_release)}\nsudo dkms autoinstall -k {km.kernel_release}\n"
+                f"sudo modprobe nvidia\n```\n\nor boot the kernel it was built for (a driver from NVIDIA's `.run` "
+                f"installer without DKMS must be re-run after every kernel update).",
+                evidence=evidence,
+            )
+        ]
+    if km.kernel_release and km.kernel_release not in km.installed_for and mod is None and km.dkms_versions:
+        ver = km.dkms_versions[-1]
+        why = (
+            f"the kernel headers for {km.kernel_release} are not installed (`/lib/modules/{km.kernel_release}/build` "
+            f"is missing), so DKMS could not build it"
+            if not km.kernel_headers
+            else f"the DKMS build failed (read `/var/lib/dkms/nvidia/{ver}/build/make.log`: a compiler that differs "
+            f"from the kernel's, or a kernel newer than this driver supports)"
+        )
+        evidence["dkms"] = list(km.dkms_versions)
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the NVIDIA driver {ver} is installed through DKMS, but no module was built for kernel "
+                f"{km.kernel_release}: {'no kernel headers' if not km.kernel_headers else 'the build failed'}",
+                f"The driver package is here (DKMS holds its source, `dkms status`), but {why}. Build it for the "
+                f"running kernel:\n\n```\n{headers_command(facts, km.kernel_release)}\n"
+                f"sudo dkms autoinstall -k {km.kernel_release}\nsudo modprobe nvidia\n```\n\nand check "
+                f"`nvidia-smi`. Install the headers meta-package too (Ubuntu `linux-headers-generic`, Debian "
+                f"`linux-headers-amd64`), so that the next kernel update builds the module by itself.",
                 evidence=evidence,
             )
         ]
@@ -176,8 +289,8 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 "the nvidia module is installed but not loaded, and Secure Boot is on: the kernel refuses "
                 "the unsigned module",
                 "With Secure Boot the kernel loads only modules signed by a trusted key (`modprobe nvidia` fails with "
-                '"Key was rejected by service"). Enrol the DKMS signing key and reboot (the MOK manager asks for the '
-                "password):\n\n```\nsudo mokutil --import /var/lib/dkms/mok.pub\nsudo reboot\n```\n\nor disable Secure "
+                '"Key was rejected by service"). Enrol the key the module was signed with and reboot (the MOK manager '
+                f"asks for the password you set):\n\n```\n{mok_command(facts)}\nsudo reboot\n```\n\nor disable Secure "
                 "Boot in the firmware setup.",
                 evidence=evidence,
             )

@@ -33,6 +33,16 @@ K8S = (
 )
 
 
+#: Slurm FAQ ("locked memory" for InfiniBand/MPI jobs): a job inherits the limit of the shell that
+#: submitted it (PropagateResourceLimits) or of slurmd itself; both must allow unlimited locked memory.
+SLURM_MEMLOCK = (
+    "In a Slurm job the limit comes from the submitting shell (Slurm propagates it) or from `slurmd`: ask the "
+    "administrators to set `PropagateResourceLimitsExcept=MEMLOCK` in `slurm.conf` and `LimitMEMLOCK=infinity` "
+    "in slurmd's systemd unit (`systemctl edit slurmd`), or submit from a shell where `ulimit -l` is "
+    "`unlimited`. Check inside the job: `srun bash -c 'ulimit -l'`."
+)
+
+
 def unmatched(spec: str, names: tuple[str, ...], strip_port: bool = False) -> list[str]:
     """Entries of an NCCL interface/HCA list that match no name (``^`` exclusions are ignored)."""
     spec = spec.strip()
@@ -143,6 +153,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + (
                     f"Start the container with {how}."
                     if in_container
+                    else SLURM_MEMLOCK
+                    if p is not None and p.scheduler == "slurm"
                     else "Raise it: `ulimit -l unlimited` (hard limit permitting), `* - memlock unlimited` in "
                     "`/etc/security/limits.conf`, or `LimitMEMLOCK=infinity` for a systemd service."
                 ),

@@ -12,6 +12,12 @@ upgraded and must be regenerated); Kubernetes RuntimeClass docs.
   the configure command per engine;
 - a CDI spec for another driver version -> ``fail`` (regenerate);
 - Podman without a CDI spec, containerd without an ``nvidia`` runtime -> ``fail``;
+- Docker without the runtime hook (only ``nvidia-container-toolkit-base``)
+  and without the ``nvidia`` runtime -> ``fail`` (``could not select device
+  driver``: Docker's ``--gpus`` needs ``nvidia-container-runtime-hook``, looked
+  up when the daemon starts; moby ``daemon/nvidia_linux.go``);
+- rootless Docker without ``no-cgroups = true`` -> ``fail`` (toolkit docs,
+  "Rootless mode");
 - Docker without the ``nvidia`` runtime registered -> ``warn``;
 - containerd with ``nvidia`` declared but ``runc`` as default -> ``info``
   (pods need ``runtimeClassName: nvidia``);
@@ -35,6 +41,76 @@ CONFIGURE = {
     "containerd": "sudo nvidia-ctk runtime configure --runtime=containerd && sudo systemctl restart containerd",
     "podman": "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
 }
+
+
+RUNTIME_CLASS = """```yaml
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: nvidia
+handler: nvidia
+```"""
+
+
+def containerd_flavour(path: str) -> str:
+    """``k3s``, ``microk8s`` or ``containerd``: who writes this containerd config."""
+    if "/rancher/k3s/" in path:
+        return "k3s"
+    if "/snap/microk8s/" in path:
+        return "microk8s"
+    if "/rancher/rke2/" in path:
+        return "rke2"
+    return "containerd"
+
+
+def containerd_register(path: str) -> str:
+    """Markdown: how to give the containerd behind ``path`` the ``nvidia`` runtime.
+
+    k3s regenerates its ``config.toml`` at every start and adds the ``nvidia`` runtime itself when it finds
+    ``nvidia-container-runtime`` (k3s docs, "Advanced Options: NVIDIA Container Runtime Support"; the
+    RuntimeClass and ``--default-runtime`` since k3s-io/k3s #8700);
+    MicroK8s gets it from its ``nvidia`` addon (MicroK8s docs, "Addon: nvidia"); plain containerd from
+    ``nvidia-ctk runtime configure`` (NVIDIA Container Toolkit install guide).
+    """
+    who = containerd_flavour(path)
+    if who == "rke2":
+        return (
+            "RKE2 writes this file itself at every start and adds the `nvidia` runtime when it finds "
+            '`nvidia-container-runtime` on the node (RKE2 docs, "Deploy NVIDIA operator"): install the NVIDIA '
+            "Container Toolkit on the node and restart RKE2, "
+            "`sudo systemctl restart rke2-agent` (servers: `rke2-server`)."
+        )
+    if who == "k3s":
+        return (
+            "k3s writes this file itself at every start and adds the `nvidia` runtime when it finds "
+            "`nvidia-container-runtime`; `nvidia-ctk runtime configure` would edit a file k3s ignores. With the "
+            "NVIDIA Container Toolkit installed on the node, restart k3s:\n\n```\nsudo systemctl restart k3s   "
+            "# agents: k3s-agent\ngrep -A2 'runtimes.\"nvidia\"' " + path + "\n```\n\nthen check that the `nvidia` "
+            f"RuntimeClass exists (`kubectl get runtimeclass`; k3s releases since Dec 2023 create it, older ones "
+            f"do not):\n\n{RUNTIME_CLASS}"
+        )
+    if who == "microk8s":
+        return (
+            "MicroK8s configures its containerd through the GPU addon (the NVIDIA GPU Operator):\n\n```\n"
+            "sudo microk8s enable nvidia   # older releases: microk8s enable gpu\n```"
+        )
+    return (
+        f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
+        f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes nodes)."
+    )
+
+
+def containerd_default(path: str) -> str:
+    """The sentence that makes ``nvidia`` the default runtime of the containerd behind ``path``."""
+    who = containerd_flavour(path)
+    if who == "k3s":
+        return (
+            "start k3s with `--default-runtime=nvidia` (or `default-runtime: nvidia` in "
+            "`/etc/rancher/k3s/config.yaml`; releases since Dec 2023, k3s-io/k3s #8700) and restart it."
+        )
+    if who == "microk8s":
+        return "the MicroK8s `nvidia` addon sets it; re-run `sudo microk8s enable nvidia`."
+    return "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd."
 
 
 def distro_family(facts: Facts) -> str:
@@ -77,6 +153,12 @@ def evaluate(facts: Facts) -> list[Finding]:
         raise SkipCheck("no container engine (Docker, Podman, containerd) on this host")
     if not _host_has_gpu(facts):
         raise SkipCheck("no NVIDIA GPU or driver on this host")
+    if host.docker_desktop and host.engines == ("docker",):
+        # Docker docs, "GPU support in Docker Desktop for Windows": the WSL 2 backend passes the GPU itself
+        raise SkipCheck(
+            "Docker Desktop's WSL 2 backend gives containers the GPU itself (`docker run --gpus=all ...`); "
+            "no NVIDIA Container Toolkit is needed in this distribution"
+        )
     docker = host.docker if isinstance(host.docker, DockerInfo) else None
     evidence: dict[str, object] = {
         "engines": list(host.engines),
@@ -94,6 +176,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         or host.toolkit_packages
         or isinstance(host.toolkit_version, str)
         or (docker and "nvidia" in docker.runtimes)
+        or any("nvidia" in c.runtimes for c in host.containerd)
     )
     engines = ", ".join(host.engines)
     if not installed:
@@ -106,6 +189,40 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"`nvidia-container-toolkit` package, no `nvidia` runtime in `docker info` and no CDI spec in `/etc/cdi` "
                 f"or `/var/run/cdi`. Install it:\n\n{install_commands(facts)}\n\nthen configure each engine:\n\n"
                 f"```\n{configure}\n```",
+                evidence=evidence,
+            )
+        ]
+    hook = any(f.endswith("/nvidia-container-runtime-hook") for f in host.toolkit_files) or any(
+        pkg.split()[0] == "nvidia-container-toolkit" for pkg in host.toolkit_packages
+    )
+    if "docker" in host.engines and not hook and not (docker and "nvidia" in docker.runtimes):
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "Docker cannot give containers a GPU: the NVIDIA Container Toolkit's runtime hook "
+                "(nvidia-container-runtime-hook, package nvidia-container-toolkit) is not installed",
+                f"Only part of the toolkit is here ({', '.join(host.toolkit_files or host.toolkit_packages)}): "
+                f"`nvidia-ctk` comes from `nvidia-container-toolkit-base`, but Docker's `--gpus` needs "
+                f"`nvidia-container-runtime-hook` on the daemon's PATH at start-up; without it `docker run --gpus "
+                f'all` fails with `could not select device driver "" with capabilities: [[gpu]]`. Install the '
+                f"full package, then configure and restart Docker:\n\n{install_commands(facts)}\n\n"
+                f"```\n{CONFIGURE['docker']}\n```",
+                evidence=evidence,
+            )
+        ]
+    if docker and docker.rootless and not host.no_cgroups:
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                "rootless Docker with the NVIDIA runtime hook, but `no-cgroups` is not set: GPU containers fail "
+                "to start",
+                "A rootless daemon may not change device cgroups, so the hook's `nvidia-container-cli` fails "
+                "(`mount error: failed to add device rules ... operation not permitted`). Configure the toolkit "
+                "for rootless mode:\n\n```\nsudo nvidia-ctk config --set nvidia-container-cli.no-cgroups "
+                "--in-place\nnvidia-ctk runtime configure --runtime=docker --config=$HOME/.config/docker/daemon.json"
+                "\nsystemctl --user restart docker\n```\n\n(or, Docker 25+, skip the hook: CDI devices need no "
+                "cgroup changes, `docker run --device nvidia.com/gpu=all ...` after "
+                "`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).",
                 evidence=evidence,
             )
         ]
@@ -142,9 +259,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 CHECK.finding(
                     Status.FAIL,
                     f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get no GPU",
-                    f"Register the NVIDIA runtime with containerd:\n\n```\n{CONFIGURE['containerd']}\n```\n\n(add "
-                    f"`--set-as-default` to make every container use it; the GPU Operator does this for Kubernetes "
-                    f"nodes).",
+                    containerd_register(cfg.path),
                     evidence=evidence,
                 )
             ]
@@ -154,7 +269,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 Status.WARN,
                 "the NVIDIA Container Toolkit is installed but Docker has no `nvidia` runtime registered",
                 f"`docker run --gpus all` can work through the toolkit's hook, but `--runtime=nvidia` and Compose files "
-                f"that name it fail. Configure Docker:\n\n```\n{CONFIGURE['docker']}\n```",
+                f"that name it fail (`unknown or invalid runtime name: nvidia`). Docker looks for the hook only when "
+                f'the daemon starts: if `--gpus` says `could not select device driver "" with capabilities: '
+                f"[[gpu]]`, the daemon predates the toolkit install and the restart below fixes it. Configure "
+                f"Docker:\n\n```\n{CONFIGURE['docker']}\n```",
                 evidence=evidence,
             )
         ]
@@ -166,8 +284,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"containerd ({cfg.path}) declares the `nvidia` runtime but runs `runc` by default",
                     "Pods get the GPU only with `runtimeClassName: nvidia` at pod level (a RuntimeClass named `nvidia` "
                     "must exist: `kubectl get runtimeclass`); a pod that requests `nvidia.com/gpu` without it starts "
-                    "with no driver inside. To make it the default instead: "
-                    "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd.",
+                    "with no driver inside (create the RuntimeClass if it is missing:\n\n"
+                    f"{RUNTIME_CLASS}\n\n`kubectl apply -f` it). To make it the default instead: "
+                    + containerd_default(cfg.path),
                     evidence=evidence,
                 )
             ]

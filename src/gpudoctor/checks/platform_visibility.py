@@ -31,6 +31,7 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.words import plural
 
 HIDING = ("", "-1", "none", "nodevfiles", "void")
 
@@ -76,8 +77,40 @@ def parse_limit(torch_version: str | None, entries: list[str]) -> dict[str, Any]
     return None
 
 
-def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: str | None) -> Finding:
-    """The finding for one environment (a target's, or the platform's)."""
+def slurm_gpu_request(env: dict[str, str]) -> bool:
+    """Whether the Slurm job's environment shows a GPU allocation (sbatch(1) OUTPUT ENVIRONMENT VARIABLES:
+    ``SLURM_JOB_GPUS``/``SLURM_STEP_GPUS``/``SLURM_GPUS*`` set, or ``gpu`` in ``SLURM_JOB_GRES``/
+    ``SLURM_STEP_GRES``/``SLURM_TRES_PER_TASK``)."""
+    for key, value in env.items():
+        if key.startswith(("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS")) and value.strip():
+            return True
+        if key in ("SLURM_JOB_GRES", "SLURM_STEP_GRES", "SLURM_TRES_PER_TASK") and "gpu" in value.lower():
+            return True
+    return False
+
+
+def gpus_seen_by(facts: Facts, torch_count: int | None) -> int | None:
+    """GPUs this job can see: the target's ``torch.cuda.device_count()``, else NVML's device count when
+    NVML answered; None when neither says."""
+    if torch_count is not None:
+        return torch_count
+    nv = facts.of(NvidiaDriverFacts)
+    if isinstance(nv, Unavailable) or isinstance(nv.nvml, Unavailable):
+        return None
+    return len(nv.devices)
+
+
+def assess(
+    facts: Facts,
+    env: dict[str, Any],
+    torch_version: str | None,
+    label: str | None,
+    gpus_seen: int | None = None,
+) -> Finding:
+    """The finding for one environment (a target's, or the platform's).
+
+    ``gpus_seen``: GPUs the target could use (``torch.cuda.device_count()`` or NVML's count), None when
+    unknown; 0 in a Slurm job without a GPU allocation is the "forgot ``--gres``" signature."""
     p = platform_of(facts)
     sched = scheduler_of(p)
     cvd = env.get("CUDA_VISIBLE_DEVICES")
@@ -103,6 +136,20 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
             evidence=evidence,
             target=label,
         )
+    if cvd is None and sched == "slurm" and not slurm_gpu_request(p.env if p else {}) and gpus_seen == 0:
+        who, how = REQUEST["slurm"]
+        job = (p.env.get("SLURM_JOB_ID", "") if p else "").strip()
+        return CHECK.finding(
+            Status.FAIL,
+            f"Slurm job{' ' + job if job else ''} requested no GPU: CUDA sees none (no --gres=gpu / --gpus in the job)",
+            f"This job carries no GPU allocation (no `SLURM_JOB_GPUS`, `SLURM_GPUS*` or `gpu` in "
+            f"`SLURM_JOB_GRES`), and the node's device cgroup (`ConstrainDevices=yes` in `cgroup.conf`) hides the "
+            f'GPUs from it: `nvidia-smi` prints "No devices were found" and `torch.cuda.is_available()` is False, '
+            f"although the node has GPUs. {how} Interactive: `srun --gres=gpu:1 --pty bash` or "
+            f"`salloc --gpus=1`. Check the job with `scontrol show job $SLURM_JOB_ID | grep -i tres`.",
+            evidence=evidence,
+            target=label,
+        )
     if cvd is None:
         return CHECK.finding(
             Status.OK, "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", evidence=evidence, target=label
@@ -117,6 +164,35 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
             f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
             f"`CUDA_VISIBLE_DEVICES={cvd}` hides every GPU, and it was set by {who} for this job, so unsetting it "
             f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
+            evidence=evidence,
+            target=label,
+        )
+    renumbered = (
+        p is not None
+        and p.in_container
+        and bool(devices)
+        and entries[0].isdigit()
+        and int(entries[0]) >= len(devices)
+        and cvd.strip() != ""
+    )
+    if hidden_all and renumbered:
+        host_ids = p.env.get("NVIDIA_VISIBLE_DEVICES", "") if p is not None else ""
+        n = len(devices)
+        return CHECK.finding(
+            Status.FAIL,
+            f"CUDA_VISIBLE_DEVICES={cvd!r} names a host GPU index; inside this container the {plural(n, 'GPU')} "
+            f"{'is' if n == 1 else 'are'} numbered from 0",
+            "The container runtime passes only the assigned GPUs"
+            + (f" (`NVIDIA_VISIBLE_DEVICES={host_ids}`)" if host_ids else "")
+            + f" and CUDA numbers them from 0 inside the container, so index {entries[0]} does not exist here "
+            f'(`invalid device ordinal`, or "no CUDA GPUs are available"). '
+            + (
+                "In a pod the device plugin picks the GPU (`nvidia.com/gpu: N` in the limits): remove "
+                "`CUDA_VISIBLE_DEVICES` from the pod spec or the image, or use indices from 0."
+                if p is not None and p.kubernetes
+                else f"Select the GPU on the host side (`docker run --gpus '\"device={entries[0]}\"'`, Compose "
+                f"`device_ids: ['{entries[0]}']`) and use `CUDA_VISIBLE_DEVICES=0` (or leave it unset) inside."
+            ),
             evidence=evidence,
             target=label,
         )
@@ -167,17 +243,22 @@ def assess(facts: Facts, env: dict[str, Any], torch_version: str | None, label: 
 
 
 def evaluate(facts: Facts) -> list[Finding]:
-    probes: list[tuple[str, str | None, dict[str, Any]]] = [
-        (t.label, pr.torch.version if pr.torch.import_ok else None, dict(pr.env))
+    probes: list[tuple[str, str | None, dict[str, Any], int | None]] = [
+        (
+            t.label,
+            pr.torch.version if pr.torch.import_ok else None,
+            dict(pr.env),
+            gpus_seen_by(facts, pr.torch.device_count if pr.torch.import_ok else None),
+        )
         for t, pr in target_probes(facts)
         if pr is not None
     ]
     if probes:
-        return [assess(facts, env, tv, label) for label, tv, env in probes]
+        return [assess(facts, env, tv, label, seen) for label, tv, env, seen in probes]
     p = platform_of(facts)
     if p is None:
         raise SkipCheck("neither a target probe nor the platform facts were collected")
-    return [assess(facts, dict(p.env), None, None)]
+    return [assess(facts, dict(p.env), None, None, gpus_seen_by(facts, None))]
 
 
 CHECK = Check(

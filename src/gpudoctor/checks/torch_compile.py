@@ -26,9 +26,11 @@ from typing import Any
 
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
+from gpudoctor.checks._platform import platform_of
+from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
-from gpudoctor.facts.libraries import CudaLibrariesFacts
+from gpudoctor.facts.libraries import CudaLibrariesFacts, LinkDir
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
@@ -38,6 +40,30 @@ RPM_LIKE = {"fedora", "rhel", "centos", "rocky", "almalinux", "amzn", "ol"}
 
 def _minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
+
+
+def rpm_devel_package(distro: str, release: str, mm: str) -> tuple[str, str]:
+    """(package, note): the RPM that ships ``Python.h`` for Python ``mm`` on ``distro`` ``release``.
+
+    ``python3-devel`` holds only the headers of the release's system Python; every other version has its
+    own (``python3.11-devel``; RHEL 8: ``python39-devel``). Table: ``data/platform.toml`` [[python_devel]].
+    """
+    major = release.split(".")[0]
+    row = next(
+        (r for r in load_table("platform")["python_devel"] if distro in r["id"] and r["major"] == major),
+        None,
+    )
+    if row is None:
+        return (
+            f"python{mm}-devel",
+            f"(when Python {mm} is this release's system `python3`, the package is `python3-devel`).",
+        )
+    if row["system"] == mm:
+        return "python3-devel", f"(Python {mm} is the system `python3` of {distro} {major}.)"
+    return (
+        row["others"].get(mm, f"python{mm}-devel"),
+        f"(`python3-devel` would install the headers of the system Python {row['system']}, not of {mm}.)",
+    )
 
 
 def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
@@ -63,10 +89,9 @@ def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
             f"(deadsnakes builds: the same `python{mm}-dev` from that PPA)."
         )
     if distro in RPM_LIKE:
-        return (
-            f"Install the headers for Python {mm}:\n\n```\nsudo dnf install python3-devel\n```\n\n"
-            f"(for a non-default Python use `python{mm}-devel`, e.g. `sudo dnf install python{mm}-devel`)."
-        )
+        release = "" if isinstance(os_facts, Unavailable) else os_facts.version
+        package, note = rpm_devel_package(distro, release, mm)
+        return f"Install the headers for Python {mm}:\n\n```\nsudo dnf install {package}\n```\n\n{note}"
     if distro == "alpine":
         return "Install the headers:\n\n```\nsudo apk add python3-dev\n```"
     if distro in {"opensuse-leap", "opensuse-tumbleweed", "sles"}:
@@ -89,6 +114,29 @@ def compiler_remedy(facts: Facts, which: str) -> str:
     return f"Install a {which} compiler (gcc/g++) with your package manager, or set `CC`/`CXX` to one."
 
 
+def _is_32bit(d: LinkDir) -> bool:
+    if d.arch_tag is not None:
+        return "64" not in d.arch_tag
+    return d.elf_class == 32 or "i386" in d.path or "lib32" in d.path
+
+
+def driver_dir64(link_dirs: tuple[LinkDir, ...]) -> str:
+    """The directory of the 64-bit driver library, where the ``libcuda.so`` link belongs.
+
+    The ld.so cache tag decides (``libc6,x86-64`` / ``libc6,AArch64`` vs ``libc6`` = 32-bit: RHEL keeps
+    the 32-bit copy in ``/usr/lib``, Debian in ``/usr/lib/i386-linux-gnu``); without cache entries the
+    multiarch directory when it exists, else ``/usr/lib64``.
+    """
+    cached = [d.path for d in link_dirs if d.origin == "ld.so cache" and not _is_32bit(d)]
+    if cached:
+        return cached[0]
+    defaults = [d.path for d in link_dirs if d.origin == "default"]
+    for candidate in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64"):
+        if candidate in defaults:
+            return candidate
+    return "/usr/lib/x86_64-linux-gnu"
+
+
 def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, str, dict[str, Any]] | None:
     """(summary, explanation, evidence) when ``gcc -lcuda`` cannot find a 64-bit ``libcuda.so``, else None."""
     cl = facts.of(CudaLibrariesFacts)
@@ -107,10 +155,7 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
     if usable:
         return None
     wrong = [d for d in model.link_dirs if d.unversioned]
-    cached = [
-        d.path for d in model.link_dirs if d.origin == "ld.so cache" and "i386" not in d.path and "lib32" not in d.path
-    ]
-    dir64 = cached[0] if cached else "/usr/lib/x86_64-linux-gnu"
+    dir64 = driver_dir64(model.link_dirs)
     skipped = (
         f" The only `libcuda.so` is the 32-bit one in `{wrong[0].path}`"
         f"{' (ld.so cache tag `' + wrong[0].arch_tag + '`)' if wrong[0].arch_tag else ''}, which `ld` skips "
@@ -140,6 +185,13 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
         f"```\n\n(newer Triton also reads `TRITON_LIBCUDA_PATH`). Never put the toolkit's `stubs` directory on "
         f"`LD_LIBRARY_PATH`. Clear `~/.triton/cache` afterwards."
     )
+    p = platform_of(facts)
+    if p is not None and p.in_container:
+        explanation += (
+            f"\n\nIn a container the NVIDIA runtime mounts only `libcuda.so.1` at start, and a link made inside "
+            f"the container is gone when it is recreated: put it in the image instead, `RUN ln -s libcuda.so.1 "
+            f"{dir64}/libcuda.so` in the Dockerfile (dangling at build time, valid once the driver is mounted)."
+        )
     return summary, explanation, evidence
 
 
@@ -229,6 +281,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 CHECK = Check(
     id="torch.compile",
     title="torch.compile toolchain: C/C++ compiler, Python.h of the target's Python, Triton",
-    needs=("targets", "os", "gpu", "nvidia", "cuda_libraries"),
+    needs=("targets", "os", "gpu", "nvidia", "cuda_libraries", "platform"),
     evaluate=per_target("torch.compile", assess),
 )

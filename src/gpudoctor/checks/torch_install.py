@@ -31,7 +31,7 @@ from gpudoctor.checks._common import (
     wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.targets import TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import KERNEL_KIND, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.probe import MIN_PYTHON, python_supported
 
@@ -277,12 +277,16 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
         return _unsupported_python(t)
     if isinstance(probe, Unavailable):
+        evidence: dict[str, object] = {"python": t.python}
+        if t.kind == KERNEL_KIND and re.search(r"(does not exist|was not found)$", probe.reason):
+            # a kernelspec whose interpreter is gone: jupyter.kernels says so, with the fix
+            evidence["caused_by"] = "jupyter.kernels"
         return CHECK.finding(
             Status.FAIL,
             f"could not inspect {t.python}: {probe.reason}",
             "gpudoctor runs a small stdlib-only script in each target interpreter to see its torch. "
             "That failed; run the interpreter by hand to see why.",
-            evidence={"python": t.python},
+            evidence=evidence,
             target=t.label,
         )
     tf = probe.torch

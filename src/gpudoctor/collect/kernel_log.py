@@ -49,8 +49,16 @@ def parse_xid_lines(text: str) -> tuple[list[XidEvent], int]:
 
 
 def collect_kernel_log(ctx: CollectContext) -> KernelLogFacts:
+    """XID events from the kernel log. Not read on an image root, nor at the light level (the
+    entrypoint gate) on a machine with no NVIDIA kernel driver loaded (no NVRM messages to find)."""
+    from gpudoctor.collect.nvidia import kernel_driver_absent
+
     if not ctx.system.files.is_live:
         return KernelLogFacts("", Unavailable("the kernel log belongs to the running host, not an image root (--root)"))
+    if ctx.options.probe_level == "light" and kernel_driver_absent(ctx.system.files):
+        return KernelLogFacts(
+            "", Unavailable("not read: no NVIDIA kernel driver is loaded here, so no XID to find (light gate)")
+        )
     reasons = []
     for argv, label in SOURCES:
         result = ctx.system.runner.run(list(argv), timeout_s=TIMEOUT_S)

@@ -19,12 +19,10 @@ from typing import Any
 from gpudoctor.collect import CollectContext
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch
-from gpudoctor.facts.targets import TargetFacts
+from gpudoctor.facts.targets import KERNEL_KIND, TargetFacts
 from gpudoctor.probe import probe_target
 
 __all__ = ["KERNEL_KIND", "kernel_label", "kernel_targets"]
-
-KERNEL_KIND = "kernel"
 
 
 def kernel_label(name: str) -> str:

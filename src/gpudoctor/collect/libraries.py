@@ -32,7 +32,7 @@ from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
 
-__all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "family_of"]
+__all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "exact_pins", "family_of"]
 
 WSL_LIB = "/usr/lib/wsl/lib"
 
@@ -382,16 +382,38 @@ def describe_copy(
 # --------------------------------------------------------------------------- frameworks
 
 
+_PIN = re.compile(r"^\s*(nvidia-[A-Za-z0-9._-]+)\s*\(?\s*==\s*([0-9][^\s;),]*)\s*\)?\s*(?:;(.*))?$")
+
+
+def exact_pins(metadata: str) -> tuple[str, ...]:
+    """``dist==version`` of every ``nvidia-*`` requirement pinned with ``==`` in a METADATA header block
+    (core metadata spec, ``Requires-Dist``); requirements that apply only with an ``extra`` are left out."""
+    out = []
+    for line in metadata.splitlines():
+        if not line.strip():
+            break  # the description follows the headers
+        key, _sep, value = line.partition(":")
+        if key != "Requires-Dist":
+            continue
+        m = _PIN.match(value)
+        if m and "extra" not in (m.group(3) or ""):
+            out.append(f"{m.group(1).replace('_', '-').lower()}=={m.group(2)}")
+    return tuple(dict.fromkeys(out))
+
+
 def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[FrameworkInstall]:
     table = load_table("frameworks")
     dists: dict[str, tuple[str, str]] = {}
+    entries: dict[str, str] = {}
     for site in sites:
         if not files.is_dir(site):
             continue
         for entry in files.listdir(site):
             m = _DIST_INFO.match(entry)
             if m:
-                dists.setdefault(m.group(1).replace("_", "-").lower(), (m.group(2), site))
+                name = m.group(1).replace("_", "-").lower()
+                dists.setdefault(name, (m.group(2), site))
+                entries.setdefault(name, f"{site}/{entry}")
     out: list[FrameworkInstall] = []
     for fw in table["framework"]:
         hit = next(((d, dists[d]) for d in fw["dists"] if d in dists), None)
@@ -431,6 +453,8 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 base, pat = os.path.dirname(f"{site}/{pattern}"), os.path.basename(pattern)
                 if files.is_dir(base):
                     libs.extend(files.glob(base, pat))
+        pins = exact_pins(files.read_text_or_none(f"{entries[dist]}/METADATA") or "")
+        installed = tuple(f"{name}=={dists[name][0]}" for name in (p.split("==", 1)[0] for p in pins) if name in dists)
         out.append(
             FrameworkInstall(
                 label=label,
@@ -441,6 +465,8 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 cudnn_major=cudnn,
                 source=source,
                 gpu_libs=tuple(dict.fromkeys(libs)),
+                pins=pins,
+                pinned_installed=installed,
             )
         )
     return out
@@ -475,7 +501,11 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
         if e.name.startswith("libcuda.so"):
             wanted.append((os.path.dirname(e.path), "ld.so cache"))
     wanted += [(d, "LIBRARY_PATH") for d in split_path_list(env.get("LIBRARY_PATH", "")) if d]
-    wanted += [(d, "default") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib") if files.is_dir(d)]
+    wanted += [
+        (d, "default")
+        for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+        if files.is_dir(d)
+    ]
     out, seen = [], set()
     for d, origin in wanted:
         d = _norm(d)
@@ -485,7 +515,11 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
         path = f"{d}/libcuda.so"
         exists = _exists(files, path)
         info = read_elf(files, path, False) if exists else ElfInfo()
-        tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None)
+        # the tag of the unversioned entry, else of the directory's versioned libcuda (the ELF class of
+        # the directory where no libcuda.so exists yet: RHEL keeps 32-bit copies in /usr/lib)
+        tag = next((e.flags for e in cache if e.name == "libcuda.so" and _norm(e.path) == path), None) or next(
+            (e.flags for e in cache if e.name.startswith("libcuda.so") and _norm(os.path.dirname(e.path)) == d), None
+        )
         out.append(LinkDir(d, origin, exists, info.elf_class, tag))
     return out
 

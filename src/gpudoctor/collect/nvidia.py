@@ -141,6 +141,13 @@ NVML_LIBRARY_DIRS = (
 DRIVER_SIGNS = ("/proc/driver/nvidia", "/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg")
 
 
+def kernel_driver_absent(files: Files) -> bool:
+    """True when no NVIDIA kernel driver is loaded here: none of :data:`DRIVER_SIGNS` and no
+    ``/sys/module/nvidia``. The light (entrypoint gate) collectors then skip the commands that only
+    an NVIDIA driver gives something to read (``modinfo nvidia``, the kernel log's XIDs)."""
+    return not any(files.exists(p) for p in (*DRIVER_SIGNS, "/sys/module/nvidia"))
+
+
 def nvml_worth_trying(ctx: CollectContext) -> str | None:
     """``None`` when NVML may answer here; else why starting the worker is pointless.
 

@@ -59,6 +59,8 @@ PLATFORM_ENV = (
     "RAY_RAYLET_PID",
     "RAY_ADDRESS",
     "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+    "APPTAINER_CONTAINER",
+    "SINGULARITY_CONTAINER",
     "container",
 )
 
@@ -71,6 +73,7 @@ DRIVER_LIB_DIRS = (
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
     "/usr/lib/wsl/lib",
+    "/.singularity.d/libs",
 )
 DRIVER_LIBS = ("libcuda.so.1", "libnvidia-ml.so.1")
 BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/local/nvidia/bin", "/snap/bin")
@@ -179,6 +182,9 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str
     if env.get("KUBERNETES_SERVICE_HOST"):
         markers.append("KUBERNETES_SERVICE_HOST is set")
         kube = True
+    if files.exists("/.singularity.d") or env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
+        markers.append("/.singularity.d exists (Apptainer/Singularity)")
+        runtime = runtime or "apptainer"
     if env.get("container"):
         markers.append(f"container={env['container']} in the environment")
         runtime = runtime or env["container"]
@@ -207,7 +213,7 @@ def collect_platform(ctx: CollectContext) -> PlatformFacts | Unavailable:
     hyper = _hypervisor(files)
     kind = "container" if runtime else "wsl" if wsl else "vm" if hyper else "bare-metal"
     try:
-        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia"))
+        nodes = tuple(n for n in files.listdir("/dev") if n.startswith("nvidia") or n == "dxg")
     except OSError:
         nodes = ()
     libs = []
@@ -251,6 +257,8 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
         runtimes=tuple(sorted(runtimes)) if isinstance(runtimes, dict) else (),
         default_runtime=str(doc.get("DefaultRuntime") or ""),
         cdi_spec_dirs=tuple(doc.get("CDISpecDirs") or ()),
+        security_options=tuple(str(o) for o in doc.get("SecurityOptions") or ()),
+        operating_system=str(doc.get("OperatingSystem") or ""),
     )
 
 
@@ -275,7 +283,12 @@ _CONTAINERD_CONFIGS = (
     "/etc/containerd/config.toml",
     "/var/snap/microk8s/current/args/containerd-template.toml",
     "/var/lib/rancher/k3s/agent/etc/containerd/config.toml",
+    "/var/lib/rancher/rke2/agent/etc/containerd/config.toml",
 )
+
+#: where the GPU Operator's toolkit container installs the runtime on the node (GPU Operator docs,
+#: "Container Toolkit": ``/usr/local/nvidia/toolkit``)
+OPERATOR_TOOLKIT_DIR = "/usr/local/nvidia/toolkit"
 
 
 def parse_containerd_config(path: str, text: str) -> ContainerdConfig:
@@ -343,7 +356,7 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             engines.append(name)
     toolkit_files = tuple(
         f"{d}/{n}"
-        for d in BIN_DIRS
+        for d in (*BIN_DIRS, OPERATOR_TOOLKIT_DIR)
         for n in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-cli", "nvidia-container-runtime-hook")
         if files.is_file(f"{d}/{n}")
     )
@@ -366,6 +379,8 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
             "libnvidia-container-tools",
         ),
     )
+    runtime_config = files.read_text_or_none("/etc/nvidia-container-runtime/config.toml") or ""
+    no_cgroups = bool(re.search(r"(?m)^\s*no-cgroups\s*=\s*true\b", runtime_config))
     if runner is not None:
         docker, ctk = query_host_tools(runner)
     else:
@@ -379,6 +394,9 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         toolkit_packages=packages,
         cdi_specs=tuple(specs),
         containerd=configs,
+        no_cgroups=no_cgroups,
+        docker_desktop=files.is_dir("/mnt/wsl/docker-desktop")
+        or (isinstance(docker, DockerInfo) and "docker desktop" in docker.operating_system.lower()),
     )
 
 
@@ -439,14 +457,19 @@ def _secure_boot(files: Files) -> bool | Unavailable:
     return bool(data[-1]) if data else Unavailable(f"{names[0]} is empty")
 
 
-def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str = "") -> KernelModuleFacts:
-    """The kmod facts; ``modinfo nvidia`` runs only when ``runner`` is given."""
+def kernel_module_facts(
+    files: Files, runner: Runner | None, kernel_release: str = "", modinfo_skipped: str = ""
+) -> KernelModuleFacts:
+    """The kmod facts; ``modinfo nvidia`` runs only when ``runner`` is given and ``modinfo_skipped``
+    (the reason it is not run, for the Unavailable) is empty."""
     release = kernel_release or (files.read_text_or_none("/proc/sys/kernel/osrelease") or "").strip()
     proc = (files.read_text_or_none("/proc/driver/nvidia/version") or "").strip().splitlines()
     proc_line = proc[0] if proc else ""
     loaded = bool(proc_line) or files.is_dir("/sys/module/nvidia")
     modinfo: Modinfo | Unavailable
-    if runner is not None:
+    if modinfo_skipped:
+        modinfo = Unavailable(f"modinfo nvidia {modinfo_skipped}")
+    elif runner is not None:
         result = runner.run(["modinfo", "nvidia"], timeout_s=COMMAND_TIMEOUT_S)
         if result.ok:
             modinfo = parse_modinfo(result.stdout)
@@ -467,7 +490,15 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
     for rel in releases:
         if any(True for _ in files.glob(f"/lib/modules/{rel}", "**/nvidia.ko*")):
             installed.append(rel)
+    dkms = []
+    for name in ("nvidia", "nvidia-srv"):
+        try:
+            dkms += [v for v in files.listdir(f"/var/lib/dkms/{name}") if v[:1].isdigit()]
+        except OSError:
+            pass
     return KernelModuleFacts(
+        dkms_versions=tuple(sorted(set(dkms))),
+        kernel_headers=bool(release) and files.exists(f"/lib/modules/{release}/build"),
         kernel_release=release,
         loaded=loaded,
         proc_version=proc_line,
@@ -480,9 +511,18 @@ def kernel_module_facts(files: Files, runner: Runner | None, kernel_release: str
 
 
 def collect_kmod(ctx: CollectContext) -> KernelModuleFacts:
+    """The kmod facts. At the light level (the entrypoint gate) on a machine with no NVIDIA kernel
+    driver, ``modinfo nvidia`` is not run (the installed modules are still listed from /lib/modules)."""
+    from gpudoctor.collect.nvidia import kernel_driver_absent
+
     files = ctx.system.files
     live = files.is_live
-    return kernel_module_facts(files, ctx.system.runner if live else None, _platform.release() if live else "")
+    skip = ""
+    if live and ctx.options.probe_level == "light" and kernel_driver_absent(files):
+        skip = "not run: no NVIDIA kernel driver is loaded here (the light gate skips it; `gpudoctor check` runs it)"
+    return kernel_module_facts(
+        files, ctx.system.runner if live else None, _platform.release() if live else "", modinfo_skipped=skip
+    )
 
 
 # --------------------------------------------------------------------------- limits

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from gpudoctor.collect import CollectContext, CollectOptions, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import TargetFacts, TargetsFacts
-from gpudoctor.probe import probe_target, target_python_version
+from gpudoctor.probe import probe_target, target_python_version, timed_out
 from gpudoctor.system import System
 
 
@@ -132,8 +132,11 @@ class ProbeCache:
 
 
 def failed_version(system: System, python: str, probe, env: Mapping[str, str] | None = None) -> str:
-    """The target's ``major.minor`` when its probe failed (for ``TargetFacts.python_version``), else ""."""
-    if not isinstance(probe, Unavailable) or (os.sep in python and not os.path.exists(python)):
+    """The target's ``major.minor`` when its probe failed (for ``TargetFacts.python_version``), else "".
+
+    Not asked when the probe was killed at its timeout: the interpreter hangs, and asking would add
+    up to 10 s past ``--probe-timeout``."""
+    if not isinstance(probe, Unavailable) or (os.sep in python and not os.path.exists(python)) or timed_out(probe):
         return ""
     return target_python_version(system, python, env)
 

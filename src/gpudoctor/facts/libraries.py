@@ -115,7 +115,8 @@ class LinkDir:
         origin: ``TRITON_LIBCUDA_PATH``, ``ld.so cache``, ``LIBRARY_PATH`` or ``default``.
         unversioned: ``libcuda.so`` exists there.
         elf_class: ELF class of that ``libcuda.so`` (32/64); None when unknown.
-        arch_tag: the ld.so cache tag of that entry (``libc6,x86-64``; ``libc6`` = 32-bit x86).
+        arch_tag: the ld.so cache tag of that entry, else of the directory's versioned ``libcuda.so.*``
+            entry (``libc6,x86-64``; ``libc6`` = 32-bit x86); None when the cache lists neither.
     """
 
     path: str
@@ -172,6 +173,10 @@ class FrameworkInstall:
         cudnn_major: the cuDNN major it needs; None when unknown or none.
         source: the table row's source, or ``local version tag``.
         gpu_libs: its GPU provider libraries found in site-packages.
+        pins: the ``nvidia-*`` wheels its metadata pins exactly (``Requires-Dist: nvidia-nccl-cu12==2.21.5``,
+            requirements behind an ``extra`` left out), as ``dist==version``.
+        pinned_installed: the installed versions of those pinned wheels, ``dist==version``
+            (a pinned wheel that is not installed is absent).
     """
 
     label: str
@@ -182,6 +187,8 @@ class FrameworkInstall:
     cudnn_major: int | None = None
     source: str = ""
     gpu_libs: tuple[str, ...] = ()
+    pins: tuple[str, ...] = ()
+    pinned_installed: tuple[str, ...] = ()
 
 
 @domain("cuda_libraries")

@@ -76,14 +76,16 @@ class PlatformFacts:
             any of the others).
         hypervisor: the VM's vendor/product from DMI, or "" (bare metal / unknown).
         container_runtime: ``docker``, ``podman``, ``containerd``, ``cri-o``,
-            ``lxc``, ``container`` (a container whose runtime cannot be told) or "".
+            ``lxc``, ``apptainer`` (Apptainer/Singularity), ``container`` (a container whose
+            runtime cannot be told) or "".
         markers: the evidence for kind and runtime, e.g. ``/.dockerenv exists``.
         kubernetes: True inside a Kubernetes pod.
         scheduler: ``slurm``, ``ray`` or "" (none seen).
         env: the variables that decide GPU visibility and placement
             (``NVIDIA_VISIBLE_DEVICES``, ``CUDA_VISIBLE_DEVICES``, ``SLURM_*`` GPU
             variables, ``RAY_*`` ids, ``NCCL_SOCKET_IFNAME``, ...), as set.
-        device_nodes: ``/dev/nvidia*`` entries (``nvidia0``, ``nvidiactl``, ``nvidia-uvm``).
+        device_nodes: ``/dev/nvidia*`` entries (``nvidia0``, ``nvidiactl``, ``nvidia-uvm``), and ``dxg``
+            when ``/dev/dxg`` (the WSL 2 GPU device) exists.
         driver_libraries: driver user-space libraries found in the usual
             directories (``libcuda.so.1``, ``libnvidia-ml.so.1`` with their
             directory), which the NVIDIA container runtime mounts in.
@@ -119,12 +121,22 @@ class DockerInfo:
         runtimes: runtime names (``runc``, ``io.containerd.runc.v2``, ``nvidia``).
         default_runtime: ``DefaultRuntime``.
         cdi_spec_dirs: ``CDISpecDirs`` (Docker 25+ with CDI enabled), empty otherwise.
+        security_options: ``SecurityOptions`` (``name=seccomp,profile=builtin``, ``name=rootless``,
+            ``name=cgroupns``); ``name=rootless`` marks a rootless daemon.
+        operating_system: ``OperatingSystem`` of the daemon (``Ubuntu 22.04.5 LTS``, ``Docker Desktop``).
     """
 
     server_version: str
     runtimes: tuple[str, ...]
     default_runtime: str
     cdi_spec_dirs: tuple[str, ...] = ()
+    security_options: tuple[str, ...] = ()
+    operating_system: str = ""
+
+    @property
+    def rootless(self) -> bool:
+        """The daemon runs rootless (Docker docs, "Rootless mode": ``docker info`` shows ``rootless``)."""
+        return any("name=rootless" in o for o in self.security_options)
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,10 @@ class ContainerHostFacts:
             (``nvidia-container-toolkit 1.17.3-1``); empty where there is none.
         cdi_specs: CDI specs found in ``/etc/cdi`` and ``/var/run/cdi``.
         containerd: containerd configs found, with their runtimes.
+        no_cgroups: ``/etc/nvidia-container-runtime/config.toml`` sets ``no-cgroups = true`` (needed by
+            rootless Docker/Podman with the runtime hook; NVIDIA Container Toolkit docs, "Rootless mode").
+        docker_desktop: the ``docker`` here is Docker Desktop's WSL integration (``/mnt/wsl/docker-desktop``,
+            or ``docker info`` says ``Docker Desktop``), which gives containers the GPU itself.
     """
 
     engines: tuple[str, ...] = ()
@@ -188,6 +204,8 @@ class ContainerHostFacts:
     toolkit_packages: tuple[str, ...] = ()
     cdi_specs: tuple[CdiSpec, ...] = ()
     containerd: tuple[ContainerdConfig, ...] = ()
+    no_cgroups: bool = False
+    docker_desktop: bool = False
 
 
 @dataclass(frozen=True)
@@ -228,6 +246,10 @@ class KernelModuleFacts:
             ``nvidia.ko*`` (a DKMS build for another kernel shows here).
         secure_boot: the UEFI SecureBoot variable (True: unsigned modules are
             refused), or Unavailable (legacy boot, efivarfs not mounted).
+        dkms_versions: NVIDIA module sources registered with DKMS
+            (``/var/lib/dkms/nvidia/<version>``; also ``nvidia-srv``), e.g. ``550.120``.
+        kernel_headers: the running kernel's build tree exists (``/lib/modules/<release>/build``),
+            which DKMS needs to build the module.
     """
 
     kernel_release: str = ""
@@ -238,6 +260,8 @@ class KernelModuleFacts:
     nouveau_loaded: bool = False
     installed_for: tuple[str, ...] = ()
     secure_boot: bool | Unavailable = _NOT_COLLECTED
+    dkms_versions: tuple[str, ...] = ()
+    kernel_headers: bool = False
 
 
 @domain("limits")

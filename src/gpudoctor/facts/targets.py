@@ -345,6 +345,10 @@ class ProbeFacts:
     cuda_driver: CudaDriverProbe | Unavailable = _NOT_PROBED
 
 
+#: ``TargetFacts.kind`` of a Jupyter kernel's interpreter
+KERNEL_KIND = "kernel"
+
+
 @dataclass(frozen=True)
 class TargetFacts:
     """One target interpreter and its probe result.

@@ -35,6 +35,7 @@ __all__ = [
     "probe_target",
     "python_supported",
     "target_python_version",
+    "timed_out",
     "unsupported_reason",
 ]
 
@@ -127,6 +128,16 @@ def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
     return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
 
 
+#: the words of :func:`probe_target`'s reason for a probe killed at its timeout (see :func:`timed_out`)
+_TIMED_OUT = " did not finish within "
+
+
+def timed_out(probe: object) -> bool:
+    """Whether ``probe`` (a :func:`probe_target` result) is the Unavailable of a probe that was killed at
+    its timeout: the interpreter hangs, so nothing else should be asked of it (another run would hang too)."""
+    return isinstance(probe, Unavailable) and _TIMED_OUT in probe.reason
+
+
 def probe_target(
     system: System,
     python: str,
@@ -149,8 +160,7 @@ def probe_target(
         return Unavailable(f"the interpreter {python} was not found")
     if result.error == "timeout":
         return Unavailable(
-            f"the probe in {python} did not finish within {timeout_s:g} s and was killed "
-            f"(a hung import or CUDA initialisation)"
+            f"the probe in {python}{_TIMED_OUT}{timeout_s:g} s and was killed (a hung import or CUDA initialisation)"
         )
     if result.error:
         return Unavailable(f"the probe could not start {python}: {result.error}")

@@ -480,7 +480,10 @@ def _headline(findings: Sequence[Finding], proto: Layout) -> str:
     rank = {Status.FAIL: 0, Status.ERROR: 1, Status.WARN: 2}
     cuda = [f for f in findings if f.check == "cuda.available" and f.status is not Status.SKIP]
     top_cuda = max(cuda, key=lambda f: f.status.severity) if cuda else None
-    problems = sorted((f for f in findings if f.status in rank), key=lambda f: rank[f.status])
+    # a finding with the same cause as another one shown is not the headline: its cause is
+    problems = sorted(
+        (f for f in findings if f.status in rank and not consequence_of(f, findings)), key=lambda f: rank[f.status]
+    )
     if problems and (
         top_cuda is None or top_cuda.status.severity < problems[0].status.severity or top_cuda.status is Status.ERROR
     ):
