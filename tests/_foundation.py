@@ -66,13 +66,13 @@ def run_gpudoctor(*args: str, env: dict | None = None, timeout: float = 120, **k
 
 
 def validator(name: str):
-    """A jsonschema validator for a published schema, resolving the $ref between the two files."""
+    """A jsonschema validator for a published schema, resolving the $refs between the files."""
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
     from gpudoctor.schemas import published_schema
 
-    schemas = {n: published_schema(n) for n in ("facts.schema.json", "report.schema.json")}
+    schemas = {n: published_schema(n) for n in ("facts.schema.json", "report.schema.json", "explain.schema.json")}
     registry = Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas.values())
     schema = schemas[name]
     Draft202012Validator.check_schema(schema)

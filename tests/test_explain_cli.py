@@ -534,6 +534,62 @@ def test_json_with_confirming_checks_embeds_a_valid_report():
     assert proc.returncode == 1  # the diagnosis itself is a failure
 
 
+def test_every_json_document_validates_against_the_published_explain_schema(tmp_path):
+    from _foundation import validator
+
+    explain = validator("explain.schema.json")
+    out = tmp_path / "cmd.json"
+    code = "import sys; print('RuntimeError: No CUDA GPUs are available'); sys.exit(3)"
+    docs = {
+        "with checks": run_gpudoctor(
+            "explain", "--offline", "--format", "json", str(CASES / "20-pip-conf-no-section-header/pip-output.txt")
+        ).stdout,
+        "no check": run_gpudoctor(
+            "explain",
+            "--no-check",
+            "--format",
+            "json",
+            str(CASES / "33-nvjitlink-ld-library-path-shadow/traceback.txt"),
+        ).stdout,
+        "nothing found": run_gpudoctor(
+            "explain", "--format", "json", str(FIXTURES / "explain/pip-install-ok.log")
+        ).stdout,
+    }
+    proc = _run_bytes("explain", "--no-check", "--format", "json", "-o", str(out), "--", PY, "-c", code)
+    assert proc.returncode == 3
+    docs["command"] = out.read_text()
+    for name, text in docs.items():
+        doc = json.loads(text)
+        explain.validate(doc)
+        assert doc["schema_version"] == 1, name
+    assert json.loads(docs["command"])["diagnosis"][0]["stream"] == "stdout"
+    assert json.loads(docs["with checks"])["checks"]["findings"]
+
+
+def test_explain_schema_refuses_documents_that_break_its_contract():
+    from _foundation import validator
+
+    explain = validator("explain.schema.json")
+    doc = json.loads(
+        run_gpudoctor(
+            "explain", "--no-check", "--format", "json", str(CASES / "23-docker-shm-64m-bus-error/traceback.txt")
+        ).stdout
+    )
+    explain.validate(doc)
+    broken = [
+        {**doc, "schema_version": 2},
+        {**doc, "kind": "report"},
+        {**doc, "diagnosis": [{**doc["diagnosis"][0], "line": 0}]},
+        {**doc, "diagnosis": [{**doc["diagnosis"][0], "values": {"size": 64}}]},
+        {**doc, "diagnosis": [{k: v for k, v in doc["diagnosis"][0].items() if k != "signature"}]},
+        {**doc, "checks": {"findings": []}},  # not a report
+        {k: v for k, v in doc.items() if k != "matched"},
+        {**doc, "extra": 1},
+    ]
+    for bad in broken:
+        assert not explain.is_valid(bad), bad
+
+
 def test_no_input_on_a_terminal_is_a_usage_error():
     import pty
 

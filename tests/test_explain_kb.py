@@ -167,12 +167,31 @@ def _doc(**override):
         ({"colour": "red"}, "unknown key"),
         ({"yields_to": ["x.other"]}, "yields_to names no other signature"),
         ({"yields_to": "x.other"}, "yields_to"),
+        ({"require": ["thing >= nothing"]}, "require"),
+        ({"require": ["thing ~ thing"]}, "require"),
+        ({"require": "thing >= thing"}, "require"),
     ],
 )
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
     with pytest.raises(SignatureError) as err:
         parse_signatures(_doc(**override))
     assert message in str(err.value) and override.get("id", "x.sample") in str(err.value)
+
+
+def test_require_compares_sizes_and_versions_and_drops_matches_that_fail():
+    doc = _doc(
+        regex=r"asked (?P<want>\S+ [KMG]iB), spare (?P<spare>\S+ [KMG]iB)",
+        groups={"want": "requested size", "spare": "spare size"},
+        title="t",
+        example="asked 1.5 GiB, spare 2.0 GiB",
+        require=["spare >= want"],
+    )
+    (sig,) = parse_signatures(doc)
+    assert sig.require == (("spare", ">=", "want"),)
+    assert explain_text("asked 1.5 GiB, spare 2.0 GiB", [sig]).matches
+    assert explain_text("asked 1.5 GiB, spare 1536.0 MiB", [sig]).matches  # equal after units
+    assert not explain_text("asked 1.5 GiB, spare 900.0 MiB", [sig]).matches
+    assert not explain_text("asked 1.5 GiB, spare lots GiB", [sig]).matches  # not a quantity
 
 
 def test_missing_key_and_duplicate_id_are_refused():

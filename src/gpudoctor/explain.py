@@ -64,7 +64,7 @@ MAX_WINDOW_LINES = 12
 _SIG_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 _FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
 _REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
-_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to")
+_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to", "require")
 _FLAGS = {"i": re.IGNORECASE}
 #: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([^{}]*))?\}")
@@ -100,6 +100,10 @@ class Signature:
         yields_to: ids of more specific signatures: when one of them matched the same
             text, this (generic) match is left out (``BackendCompilerFailed`` yields to
             the compiler error it wraps).
+        require: conditions ``(name, operator, name)`` between two extracted (or derived)
+            values that must all hold for a match to count (see :func:`_holds`):
+            fragmentation is the cause of an out-of-memory error only when the memory
+            reserved but unallocated is at least the failed request.
     """
 
     id: str
@@ -121,6 +125,7 @@ class Signature:
     any_needles: tuple[str, ...] = ()
     yields_to: tuple[str, ...] = ()
     literal_chars: int = 0
+    require: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -168,6 +173,43 @@ DERIVATIONS = {
     "tuple_version": _tuple_version,
     "capability_arch": _capability_arch,
 }
+
+
+# --------------------------------------------------------------------------- conditions
+
+_SIZE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B")
+_NUMBERS_RE = re.compile(r"\d+(?:\.\d+)*")
+_REQUIRE_RE = re.compile(r"^\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*(\w+)\s*$")
+_COMPARE = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+}
+
+
+def _quantity(value: str) -> tuple[float, ...] | None:
+    """A value as a comparable quantity: a memory size (``1.50 GiB``, ``512 MB``) -> (bytes,);
+    a number or dotted version (``12.4``) -> its numbers; anything else -> None."""
+    m = _SIZE_RE.fullmatch(value.strip())
+    if m:
+        base = 1024 if m.group(3) or m.group(2) == "" else 1000
+        return (float(m.group(1)) * base ** " KMGTP".index(m.group(2) or " "),)
+    if _NUMBERS_RE.fullmatch(value.strip()):
+        return tuple(float(x) for x in value.strip().split("."))
+    return None
+
+
+def _holds(values: Mapping[str, str], require: Sequence[tuple[str, str, str]]) -> bool:
+    """Whether every condition ``(a, op, b)`` holds between the quantities of values ``a``
+    and ``b`` (see :func:`_quantity`); a condition on a missing or non-numeric value fails."""
+    for a, op, b in require:
+        qa, qb = _quantity(values.get(a, "")), _quantity(values.get(b, ""))
+        if qa is None or qb is None or not _COMPARE[op](qa, qb):
+            return False
+    return True
 
 
 # --------------------------------------------------------------------------- pattern analysis
@@ -389,6 +431,15 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
     yields_to = raw.get("yields_to", [])
     if not isinstance(yields_to, list) or not all(isinstance(y, str) and _SIG_ID_RE.match(y) for y in yields_to):
         raise _fail(sig_id, "'yields_to' must be a list of signature ids")
+    require = []
+    raw_require = raw.get("require", [])
+    if not isinstance(raw_require, list):
+        raise _fail(sig_id, "'require' must be a list of conditions such as 'unallocated >= size'")
+    for cond in raw_require:
+        m = _REQUIRE_RE.match(cond) if isinstance(cond, str) else None
+        if not m or not {m.group(1), m.group(3)} <= usable:
+            raise _fail(sig_id, f"require {cond!r} must compare two named groups or derived values (a >= b)")
+        require.append((m.group(1), m.group(2), m.group(3)))
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -413,6 +464,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         any_needles=any_needles,
         yields_to=tuple(yields_to),
         literal_chars=literal,
+        require=tuple(require),
     )
 
 
@@ -536,9 +588,10 @@ class Matcher:
         self.stream = stream
         self.signatures = tuple(load_signatures() if signatures is None else signatures)
         self._by_word: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
-        # signatures with no whole word in their needles: (first needle, signature, other needles)
-        self._plain_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
-        self._icase_needles: list[tuple[str, Signature, tuple[str, ...]]] = []
+        # signatures with no whole word in their needles: first needle -> [(signature, other
+        # needles)], each distinct needle tested once per line however many signatures share it
+        plain: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
+        icase: dict[str, list[tuple[Signature, tuple[str, ...]]]] = {}
         self._bare: list[Signature] = []  # no needle at all: searched on every line
         for sig in self.signatures:
             if sig.lines > 1:
@@ -550,14 +603,22 @@ class Matcher:
                 continue
             keyed = [(next((k for k in map(_key_word, needles) if k), None), needles) for needles in options]
             if _icase(sig) or any(k is None for k, _ in keyed):
-                target = self._icase_needles if _icase(sig) else self._plain_needles
-                target.extend((opt[0], sig, opt[1:]) for opt in options)
+                target = icase if _icase(sig) else plain
+                for opt in options:
+                    target.setdefault(opt[0], []).append((sig, opt[1:]))
                 continue
             for key, needles in keyed:
                 self._by_word.setdefault(key, []).append((sig, needles))
+        self._plain_needles = list(plain.items())
+        self._icase_needles = list(icase.items())
         self._keys = frozenset(self._by_word)
-        self._multi = [(s, s.needles[0] if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1]
-        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its first needle
+        # a multi-line signature is armed by its longest needle (the rarest, as a rule): every
+        # needle lies on one line of any match, so a match ending at this line has it in the window
+        self._multi = [
+            (s, max(s.needles, key=len) if s.needles else None, _icase(s)) for s in self.signatures if s.lines > 1
+        ]
+        self._armed: dict[str, int] = {}  # multi-line signature -> last line that held its arming needle
+        self._any_icase = bool(self._icase_needles) or any(icase for _, _, icase in self._multi)
         width = max((s.lines for s, _, _ in self._multi), default=1)
         self._window: deque[str] = deque(maxlen=width)
         self._found: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
@@ -565,6 +626,8 @@ class Matcher:
 
     def _record(self, sig: Signature, m: re.Match[str], first_line: int, text: str) -> None:
         values = _values(sig, m)
+        if sig.require and not _holds(values, sig.require):
+            return
         key = (sig.id, tuple(sorted(values.items())))
         old = self._found.get(key)
         if old is None:
@@ -579,15 +642,18 @@ class Matcher:
         self.lines_read += 1
         self._window.append(line)
         searched = set()
-        lower = line.lower() if self._icase_needles else line
+        lower = line.lower() if self._any_icase else line
         for needles, hay in ((self._plain_needles, line), (self._icase_needles, lower)):
-            for needle, sig, option in needles:
-                if needle not in hay or sig.id in searched or not all(n in hay for n in option):
+            for needle, candidates in needles:
+                if needle not in hay:
                     continue
-                searched.add(sig.id)
-                m = sig.pattern.search(line)
-                if m:
-                    self._record(sig, m, self.lines_read, line)
+                for sig, option in candidates:
+                    if sig.id in searched or not all(n in hay for n in option):
+                        continue
+                    searched.add(sig.id)
+                    m = sig.pattern.search(line)
+                    if m:
+                        self._record(sig, m, self.lines_read, line)
         for sig in self._bare:
             m = sig.pattern.search(line)
             if m:
@@ -603,10 +669,10 @@ class Matcher:
                     self._record(sig, m, self.lines_read, line)
         for sig, first, icase in self._multi:
             if first is not None:
-                if first in (line.lower() if icase else line):
+                if first in (lower if icase else line):
                     self._armed[sig.id] = self.lines_read
                 if self.lines_read - self._armed.get(sig.id, -MAX_WINDOW_LINES) >= sig.lines:
-                    continue  # its first needle is not in the window: it cannot match
+                    continue  # its arming needle is not in the window: it cannot match
             lines = list(self._window)[-sig.lines :]
             text = "\n".join(lines)
             start_of_last = len(text) - len(line)

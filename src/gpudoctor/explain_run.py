@@ -35,6 +35,7 @@ from gpudoctor.explain import (
 )
 
 __all__ = [
+    "EXPLAIN_SCHEMA_VERSION",
     "CommandOutcome",
     "Confirmation",
     "ExplainResult",
@@ -47,6 +48,8 @@ __all__ = [
     "target_python",
 ]
 
+#: Version of the ``--format json`` document (``schemas/explain.schema.json``).
+EXPLAIN_SCHEMA_VERSION = 1
 #: Read size for pipes and files, bytes.
 CHUNK = 64 * 1024
 _PYTHON_NAME = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
@@ -309,7 +312,8 @@ class ExplainResult:
         return 1 if Status.FAIL in statuses else 0
 
     def to_json(self) -> dict:
-        """The ``--format json`` document (secrets redacted), schema version 1."""
+        """The ``--format json`` document (secrets redacted), :data:`EXPLAIN_SCHEMA_VERSION`
+        (``schemas/explain.schema.json``)."""
         from gpudoctor import __version__
         from gpudoctor.explain import match_finding
         from gpudoctor.redact import redact_value
@@ -332,7 +336,7 @@ class ExplainResult:
         conf = self.confirmation
         report = conf.report if conf else None
         out = {
-            "schema_version": 1,
+            "schema_version": EXPLAIN_SCHEMA_VERSION,
             "kind": "explain",
             "gpudoctor_version": __version__,
             "source": self.source,

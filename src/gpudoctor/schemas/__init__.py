@@ -1,8 +1,10 @@
-"""Published JSON Schemas: ``facts.schema.json`` (the snapshot) and
-``report.schema.json`` (``--format json``).
+"""Published JSON Schemas: ``facts.schema.json`` (the snapshot),
+``report.schema.json`` (``gpudoctor check --format json``) and
+``explain.schema.json`` (``gpudoctor explain --format json``).
 
 The facts schema is generated from the domain dataclasses, so it cannot drift
-from the code; the files in this package are the published copies, and a test
+from the code; the explain document embeds findings of the report schema and, when
+confirming checks ran, a whole report (``$ref``); the files in this package are the published copies, and a test
 fails if they differ from what the code generates. Regenerate with
 ``python -m gpudoctor.schemas``.
 """
@@ -17,7 +19,7 @@ from gpudoctor.engine import REPORT_SCHEMA_VERSION
 from gpudoctor.facts import facts_schema
 from gpudoctor.model import Status
 
-__all__ = ["generated_schemas", "published_schema", "report_schema", "write_schemas"]
+__all__ = ["explain_schema", "generated_schemas", "published_schema", "report_schema", "write_schemas"]
 
 
 def report_schema() -> dict:
@@ -73,13 +75,124 @@ def report_schema() -> dict:
     }
 
 
+def explain_schema() -> dict:
+    """JSON Schema of the ``gpudoctor explain --format json`` document
+    (:meth:`gpudoctor.explain_run.ExplainResult.to_json`).
+
+    A diagnosis is a report-schema finding (its ``check`` is the signature id) plus the
+    match: signature, extracted values, line, stream, occurrences, the message's source and
+    the confirming checks the knowledge base names. ``checks`` is the report of the
+    confirming checks (``report.schema.json``) or null when none ran.
+    """
+    from gpudoctor.explain_run import EXPLAIN_SCHEMA_VERSION
+
+    finding = report_schema()["$defs"]["Finding"]
+    diagnosis = {
+        "type": "object",
+        "required": [
+            *finding["required"],
+            "signature",
+            "values",
+            "line",
+            "stream",
+            "occurrences",
+            "source",
+            "confirming_checks",
+        ],
+        "properties": {
+            **finding["properties"],
+            "check": {"type": "string", "description": "the signature id (never a check id)"},
+            "signature": {"type": "string", "description": "signature id in data/errors.toml, e.g. cuda.out-of-memory"},
+            "values": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "named value -> text taken from the message (or derived from it)",
+            },
+            "line": {"type": "integer", "minimum": 1, "description": "1-based line of the first matched line"},
+            "stream": {"enum": ["stdout", "stderr", None], "description": "the command's stream; null for a file"},
+            "occurrences": {"type": "integer", "minimum": 1, "description": "times seen with the same values"},
+            "source": {"type": "string", "description": "the project code or docs that emit the message"},
+            "confirming_checks": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "check ids or id prefixes that confirm or rule out the diagnosis",
+            },
+        },
+        "additionalProperties": False,
+    }
+    strings = {"type": "array", "items": {"type": "string"}}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://gpudoctor.invalid/schemas/explain.schema.json",
+        "title": "gpudoctor explain result",
+        "type": "object",
+        "required": [
+            "schema_version",
+            "kind",
+            "gpudoctor_version",
+            "source",
+            "command",
+            "command_exit_code",
+            "lines_read",
+            "matched",
+            "diagnosis",
+            "checks",
+            "checks_run",
+            "confirmed_here",
+            "confirm_with",
+            "unresolved_checks",
+            "suggestion",
+        ],
+        "properties": {
+            "schema_version": {"const": EXPLAIN_SCHEMA_VERSION},
+            "kind": {"const": "explain"},
+            "gpudoctor_version": {"type": "string"},
+            "source": {"type": "string", "description": "a file path, `stdin`, or the command line that ran"},
+            "command": {"oneOf": [{**strings, "minItems": 1}, {"type": "null"}], "description": "argv, or null"},
+            "command_exit_code": {
+                "type": ["integer", "null"],
+                "description": "the command's exit status (128 + N when killed by signal N); null: no command",
+            },
+            "lines_read": {"type": "integer", "minimum": 0},
+            "matched": {"type": "boolean", "description": "whether any known error was recognised"},
+            "diagnosis": {
+                "type": "array",
+                "items": {"$ref": "#/$defs/Diagnosis"},
+                "description": "recognised errors, most specific first",
+            },
+            "checks": {
+                "oneOf": [{"$ref": "report.schema.json"}, {"type": "null"}],
+                "description": "the confirming checks' report, null when none ran (--no-check)",
+            },
+            "checks_run": {**strings, "description": "the confirming checks that ran"},
+            "confirmed_here": {
+                "type": ["boolean", "null"],
+                "description": "whether a confirming check warns or fails on this machine; null: none ran",
+            },
+            "confirm_with": {**strings, "description": "installed checks that confirm the diagnosis"},
+            "unresolved_checks": {**strings, "description": "confirming checks named but not installed"},
+            "suggestion": {
+                "type": ["string", "null"],
+                "description": "what to run when nothing was recognised (`gpudoctor check`), else null",
+            },
+        },
+        "additionalProperties": False,
+        "$defs": {"Diagnosis": diagnosis},
+    }
+
+
 def generated_schemas() -> dict[str, dict]:
     """File name -> schema as the code generates it now."""
-    return {"facts.schema.json": facts_schema(), "report.schema.json": report_schema()}
+    return {
+        "facts.schema.json": facts_schema(),
+        "report.schema.json": report_schema(),
+        "explain.schema.json": explain_schema(),
+    }
 
 
 def published_schema(name: str) -> dict:
-    """A published schema file shipped in this package (``facts.schema.json`` or ``report.schema.json``)."""
+    """A published schema file shipped in this package (``facts.schema.json``, ``report.schema.json``
+    or ``explain.schema.json``). Raises ``FileNotFoundError`` for another name."""
     return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
 
 
