@@ -346,3 +346,16 @@ def test_fix_steps_about_a_python_target_repeat_its_python_and_machine_wide_ones
         "gpudoctor check torch --python /other/python",  # a command that names its own target is kept
     ]
     assert lay.fix_command(fs[0]) == "gpudoctor fix jupyter.kernel-argv --python '/srv/train env/bin/python'"
+
+
+def test_two_findings_naming_each_other_as_their_cause_are_both_shown():
+    """A plug-in (or a future check) could set caused_by both ways; folding both would hide the remedy."""
+    from gpudoctor.render.layout import consequence_of
+
+    a = Finding(check="x.a", status=Status.FAIL, summary="a", explanation="run a", evidence={"caused_by": "x.b"})
+    b = Finding(check="x.b", status=Status.FAIL, summary="b", explanation="run b", evidence={"caused_by": "x.a"})
+    c = Finding(check="x.c", status=Status.FAIL, summary="c", explanation="run c", evidence={"caused_by": "x.b"})
+    assert consequence_of(a, [a, b]) is None and consequence_of(b, [a, b]) is None
+    assert consequence_of(c, [b, c]) == "x.b"  # one way only: folded
+    lay = layout(Report(findings=(a, b), facts=make_facts()))
+    assert lay.headline.startswith("x.a: a")

@@ -409,7 +409,11 @@ def consequence_of(f: Finding, findings: Sequence[Finding]) -> str | None:
     otherwise. The renderers then print a pointer instead of the same remedy
     twice, and the next steps skip ``f``."""
     cause = (f.evidence or {}).get("caused_by")
-    return str(cause) if _shown(cause, f, findings) else None
+    if not _shown(cause, f, findings):
+        return None
+    if any(o.check == cause and (o.evidence or {}).get("caused_by") == f.check for o in findings):
+        return None  # two findings naming each other: neither is folded, so the remedy is still shown
+    return str(cause)
 
 
 def _shown(check: object, f: Finding, findings: Sequence[Finding]) -> bool:
