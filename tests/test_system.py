@@ -175,3 +175,21 @@ def test_scripted_runner_answers_and_records():
 def test_scripted_runner_default():
     runner = ScriptedRunner(default=not_found())
     assert runner.run(["anything"]).error == "not-found"
+
+
+def test_after_an_interrupt_no_command_starts(tmp_path):
+    """Ctrl-C: the CLI stops new commands before it kills the running ones, so a worker thread
+    still finishing cannot start a process nothing would kill (it hung the exit for 10 s)."""
+    from gpudoctor.system import stop_new_commands
+
+    marker = tmp_path / "ran"
+    argv = ["sh", "-c", f"touch {marker}; sleep 30"]
+    stop_new_commands()
+    try:
+        r = SubprocessRunner().run(argv, timeout_s=60)
+        assert r.error == "interrupted" and "gpudoctor was interrupted" in r.describe_failure()
+        assert r.duration_ms < 20_000  # killed at once, not waited for (a hang would take 30 s)
+    finally:
+        stop_new_commands(False)
+    r = SubprocessRunner().run(["sh", "-c", "echo again"], timeout_s=60)
+    assert r.ok and r.stdout == "again\n"

@@ -56,7 +56,8 @@ class CommandResult:
         stdout, stderr: decoded output (UTF-8, errors replaced).
         duration_ms: wall time in ms.
         error: None when the command ran; otherwise ``not-found``,
-            ``timeout`` or ``os-error: <message>``.
+            ``timeout``, ``interrupted`` (not run: see :func:`stop_new_commands`) or
+            ``os-error: <message>``.
     """
 
     argv: tuple
@@ -78,6 +79,8 @@ class CommandResult:
             return f"{name} is not installed (not found on PATH)"
         if self.error == "timeout":
             return f"{name} did not answer within its timeout ({self.duration_ms / 1000:.1f} s) and was killed"
+        if self.error == "interrupted":
+            return f"{name} was not run: gpudoctor was interrupted"
         if self.error:
             return f"{name} could not be started: {self.error}"
         tail = (self.stderr or self.stdout).strip().splitlines()
@@ -111,16 +114,42 @@ class Runner(Protocol):
 
 _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
+#: set by :func:`stop_new_commands` on Ctrl-C/SIGTERM/SIGHUP: no command may start any more
+_STOPPED = threading.Event()
+
+
+def stop_new_commands(stopped: bool = True) -> None:
+    """After an interrupt (``stopped=True``): every command started from now on is killed at once
+    and reported as ``error="interrupted"``, so a worker thread still finishing (a probe whose
+    process was just killed asks the interpreter its Python version, say) cannot start a process
+    that nothing would kill; the CLI then calls :func:`kill_running_commands`. ``main()`` clears it
+    (``stopped=False``) when it starts, for callers that run it more than once in a process."""
+    with _RUNNING_LOCK:
+        if stopped:
+            _STOPPED.set()
+        else:
+            _STOPPED.clear()
+
+
+def _register(proc: subprocess.Popen) -> bool:
+    """Track ``proc`` for :func:`kill_running_commands`; False (and ``proc``'s group killed) after
+    :func:`stop_new_commands`."""
+    with _RUNNING_LOCK:
+        if not _STOPPED.is_set():
+            _RUNNING.add(proc)
+            return True
+    _kill_group(proc)
+    return False
 
 
 def track_process(proc: subprocess.Popen, running: bool = True) -> None:
     """Add (or, with ``running=False``, remove) a child that :func:`kill_running_commands` must kill on
     Ctrl-C — e.g. a Jupyter kernel started for ``--deep`` (its own session, so SIGINT never reaches it)."""
+    if running:
+        _register(proc)
+        return
     with _RUNNING_LOCK:
-        if running:
-            _RUNNING.add(proc)
-        else:
-            _RUNNING.discard(proc)
+        _RUNNING.discard(proc)
 
 
 def track(proc: subprocess.Popen) -> None:
@@ -182,8 +211,12 @@ class SubprocessRunner:
             return CommandResult(argv, None, duration_ms=_ms(start), error="not-found")
         except OSError as exc:
             return CommandResult(argv, None, duration_ms=_ms(start), error=f"os-error: {exc.strerror or exc}")
-        with _RUNNING_LOCK:
-            _RUNNING.add(proc)
+        if not _register(proc):  # interrupted: nothing may start any more
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            return CommandResult(argv, None, duration_ms=_ms(start), error="interrupted")
         try:
             return self._finish(proc, argv, input_text, timeout_s, start)
         except BaseException:

@@ -352,11 +352,12 @@ def _interrupted(exc: BaseException | None = None) -> None:
     import signal
 
     from gpudoctor import signals
-    from gpudoctor.system import kill_running_commands
+    from gpudoctor.system import kill_running_commands, stop_new_commands
 
     previous = {s: signal.signal(s, signal.SIG_IGN) for s in signals.HANDLED}  # no second signal mid clean-up
     code = signals.exit_code(exc)
     try:
+        stop_new_commands()  # a worker thread still finishing must not start another probe
         kill_running_commands()
         name = {130: "interrupted", 143: "terminated (SIGTERM)", 129: "hung up (SIGHUP)"}.get(code, "interrupted")
         try:
@@ -411,9 +412,11 @@ def _main(argv: Sequence[str] | None) -> None:
     """The body of :func:`main`."""
     from gpudoctor import signals
     from gpudoctor.redact import guard_streams
+    from gpudoctor.system import stop_new_commands
 
     guard_streams()
     signals.install()
+    stop_new_commands(False)  # a previous in-process run that was interrupted
     global _PROCESS_STARTED
     _PROCESS_STARTED = _process_started()
     try:
