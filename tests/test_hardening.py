@@ -265,3 +265,16 @@ def test_main_called_in_process_gives_the_callers_signal_handlers_back():
         with pytest.raises(SystemExit):
             main(argv)
         assert {s: signal.getsignal(s) for s in before} == before, argv
+
+
+def test_an_interrupted_in_process_main_lets_the_caller_run_commands_afterwards():
+    """An interrupt stops new commands until that main() ends (so its own worker threads start
+    nothing more); the caller's later commands run as before."""
+    from gpudoctor.cli import main
+
+    interrupt_parent = "import os, signal; os.kill(os.getppid(), signal.SIGINT)"
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", "--no-check", "--", sys.executable, "-c", interrupt_parent])
+    assert exited.value.code == 130
+    r = SubprocessRunner().run([sys.executable, "-c", "print('after')"], timeout_s=60)
+    assert r.ok and r.stdout == "after\n", r

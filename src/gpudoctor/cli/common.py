@@ -401,6 +401,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         _main(argv)
     finally:
+        from gpudoctor.system import stop_new_commands
+
+        stop_new_commands(False)  # an interrupted run stops commands until it ends, not the caller's later ones
         for s, h in _RESTORE_SIGNALS.items():
             try:
                 signal.signal(s, h)
@@ -416,7 +419,7 @@ def _main(argv: Sequence[str] | None) -> None:
 
     guard_streams()
     signals.install()
-    stop_new_commands(False)  # a previous in-process run that was interrupted
+    stop_new_commands(False)
     global _PROCESS_STARTED
     _PROCESS_STARTED = _process_started()
     try:
