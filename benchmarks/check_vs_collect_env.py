@@ -28,7 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from _bytecode import compile_package
+from _startup import compile_package, doctor_command
 
 _SELF_RSS = (
     "import atexit, resource, sys\n"
@@ -74,8 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--runs must be at least 1")
 
     python = args.python
-    script = Path(python).with_name("gpudoctor")
-    doctor = [str(script)] if script.exists() else [python, "-m", "gpudoctor"]
+    doctor = doctor_command(python)
     # --offline: a benchmark sends no traffic beyond this machine (collect_env uses none either);
     # GPUDOCTOR_LOOPBACK_ONLY is the belt to those braces
     doctor += ["check", "--offline", *args.extra]

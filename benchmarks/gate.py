@@ -17,7 +17,7 @@ round, the medians and the ratios (issue 14: gate <= 0.15x collect_env, check
 - ``wait4`` ru_maxrss: the largest single process of the tree (a floor);
 - the issue's target: <= 60 MiB for doctor plus children.
 
-Before the rounds the doctor's package is byte-compiled in place (``_bytecode.py``),
+Before the rounds the doctor's package is byte-compiled in place (``_startup.py``),
 as pip does when it installs a wheel and as torch's files already are: an
 editable install under ``PYTHONDONTWRITEBYTECODE=1`` would otherwise charge the
 gate for compiling its own source on every start (about 0.1 s here), a cost no
@@ -37,9 +37,8 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-from _bytecode import compile_package
+from _startup import compile_package, doctor_command
 
 
 def _rss_kib(pid: int) -> int:
@@ -128,8 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     python = args.python
-    script = Path(python).with_name("gpudoctor")
-    doctor = [str(script)] if script.exists() else [python, "-m", "gpudoctor"]
+    doctor = doctor_command(python)
     commands: dict[str, list[str]] = {
         "gpudoctor gate": doctor + ["gate", "-q"],
         "collect_env": [python, "-m", "torch.utils.collect_env"],

@@ -1,5 +1,5 @@
-"""Shared by the start-up benchmarks: byte-compile the doctor's package the way pip does when it
-installs a wheel.
+"""Shared by the start-up benchmarks: how the doctor is started (:func:`doctor_command`), and its
+package byte-compiled the way pip does when it installs a wheel (:func:`compile_package`).
 
 An editable install run with ``PYTHONDONTWRITEBYTECODE=1`` in the environment
 never caches its bytecode, so every timed start would compile gpudoctor's
@@ -11,6 +11,13 @@ installed copy costs.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
+
+
+def doctor_command(python: str) -> list[str]:
+    """argv prefix that runs gpudoctor in ``python``'s venv: its console script, else ``python -m gpudoctor``."""
+    script = Path(python).with_name("gpudoctor")
+    return [str(script)] if script.exists() else [python, "-m", "gpudoctor"]
 
 
 def compile_package(python: str, env: dict) -> str:
