@@ -14,7 +14,7 @@ Used by ``tests/field/test_cases.py`` (one parametrised test) and by
 from __future__ import annotations
 
 import json
-import tomllib
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +28,11 @@ from gpudoctor.model import Finding, Status
 from gpudoctor.registry import Registry, load_registry
 from gpudoctor.system import CommandResult
 from gpudoctor.testing import ScriptedRunner, fake_system, not_found
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 FIELD = Path(__file__).resolve().parent
 CASES = FIELD / "cases"
