@@ -54,6 +54,28 @@ PLATFORM_ENV = (
     "SLURM_JOB_GRES",
     "SLURM_STEP_GRES",
     "SLURM_TRES_PER_TASK",
+    "SLURM_LOCALID",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_STEP_ID",
+    "SLURM_GPU_BIND",
+    "SLURM_CONF",
+    "LOCAL_RANK",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "ACCELERATE_USE_DEEPSPEED",
+    "ACCELERATE_MIXED_PRECISION",
+    "ACCELERATE_DYNAMO_BACKEND",
+    "CROSS_RANK",
+    "LOCAL_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "JUPYTERHUB_USER",
+    "JUPYTERHUB_SERVICE_PREFIX",
+    "JUPYTERHUB_SERVER_NAME",
+    "JUPYTERHUB_API_URL",
     "RAY_JOB_ID",
     "RAY_NODE_ID",
     "RAY_RAYLET_PID",
@@ -185,6 +207,10 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str
     if files.exists("/.singularity.d") or env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
         markers.append("/.singularity.d exists (Apptainer/Singularity)")
         runtime = runtime or "apptainer"
+    for sock, name in (("/dev/lxd/sock", "LXD"), ("/dev/incus/sock", "Incus")):
+        if files.exists(sock):
+            markers.append(f"{sock} exists ({name} guest API)")
+            runtime = runtime or "lxc"
     if env.get("container"):
         markers.append(f"container={env['container']} in the environment")
         runtime = runtime or env["container"]

@@ -1,0 +1,222 @@
+"""One cause, "no GPU reached the process", in the words of the launcher that started it.
+
+Each case is a fake root (marker files, ``/proc`` entries, config files) read by the real
+``platform`` and ``launch`` collectors, plus the environment the launcher gives the process; the
+remedy must name that launcher's setting and never another launcher's (no ``docker run --gpus`` for
+someone who does not run Docker). Healthy twins: the same launcher with the GPU injected.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpudoctor.collect import CollectContext, CollectOptions
+from gpudoctor.collect.launch import collect_launch
+from gpudoctor.collect.nvidia import collect_gpu, collect_nvidia
+from gpudoctor.collect.platform import collect_platform
+from gpudoctor.engine import evaluate
+from gpudoctor.facts.platform import PlatformFacts
+from gpudoctor.launchers import chain, no_gpu_remedy
+from gpudoctor.model import Status
+from gpudoctor.registry import load_registry
+from gpudoctor.testing import fake_system, make_facts, probe_facts, target, targets, torch_facts, write_tree
+
+NVRM_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.127.05  Tue Oct  8 03:22:07 UTC 2024\n"
+UUID = "GPU-5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
+HUB_ENV = {
+    "JUPYTERHUB_USER": "alice",
+    "JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+    "JUPYTERHUB_API_URL": "http://hub:8081/hub/api",
+    "JUPYTERHUB_API_TOKEN": "secret-token-value",
+}
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return load_registry()
+
+
+def collected(tmp_path: Path, files: dict[str, str], env: dict[str, str] | None = None, **domains):
+    """Facts from the real collectors on a fake root (platform, launch, nvidia, gpu)."""
+    root = write_tree(tmp_path, {"/proc/sys/kernel/osrelease": "6.8.0-51-generic\n", **files})
+    system = fake_system(root, env=env or {})
+    ctx = CollectContext(system, CollectOptions())
+    return make_facts(
+        platform=collect_platform(ctx),
+        launch=collect_launch(ctx),
+        nvidia=collect_nvidia(ctx),
+        gpu=collect_gpu(ctx),
+        **domains,
+    )
+
+
+def findings(registry, facts, cid):
+    return [f for f in evaluate([registry.checks[cid]], facts) if f.check == cid]
+
+
+def one(registry, facts, cid):
+    [f] = findings(registry, facts, cid)
+    return f
+
+
+def text(f):
+    return f"{f.summary}\n{f.explanation}"
+
+
+# the host's kernel module is visible in every container (/proc is the host's), nothing was injected
+NOTHING_INJECTED = {"/proc/driver/nvidia/version": NVRM_550}
+
+# (launcher, marker files, env, the words its remedy must have, words it must not have)
+SAME_CAUSE = [
+    (
+        "docker",
+        {"/.dockerenv": "", "/proc/self/cgroup": "0::/docker/4f3c2a\n"},
+        {},
+        ["docker run --gpus all", "deploy:"],
+        ["podman", "runtimeClassName", "nvidia.runtime", "--nv", "c.DockerSpawner"],
+    ),
+    (
+        "podman",
+        {"/run/.containerenv": 'engine="podman-4.9.3"\n'},
+        {"container": "podman"},
+        ["podman run --device nvidia.com/gpu=all", "nvidia-ctk cdi generate"],
+        ["docker run", "--gpus", "runtimeClassName", "nvidia.runtime"],
+    ),
+    (
+        "kubernetes",
+        {
+            "/var/run/secrets/kubernetes.io/serviceaccount/token": "x",
+            "/proc/self/cgroup": "0::/kubepods/pod1/cri-containerd-ab\n",
+        },
+        {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "NVIDIA_VISIBLE_DEVICES": UUID},
+        ["runtimeClassName: nvidia", "The pod already requests a GPU"],
+        ["docker run", "podman", "nvidia.runtime", "c.KubeSpawner"],
+    ),
+    (
+        "lxd",
+        {"/dev/lxd/sock": ""},
+        {},
+        ["lxc config device add <container> gpu0 gpu", "nvidia.runtime=true", "550.127.05"],
+        ["docker run", "podman", "runtimeClassName", "incus", "lxc.mount.entry"],
+    ),
+    (
+        "incus",
+        {"/dev/incus/sock": ""},
+        {},
+        ["incus config device add <container> gpu0 gpu", "incus config set <container> nvidia.runtime=true"],
+        ["docker run", "podman", "runtimeClassName", "lxc config"],
+    ),
+    (
+        "apptainer",
+        {"/.singularity.d/env/90-environment.sh": ""},
+        {"APPTAINER_CONTAINER": "/scratch/img.sif", "SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "0"},
+        ["apptainer exec --nv", "--nvccli", "In this Slurm job", "--gres=gpu:1"],
+        ["docker run", "podman", "runtimeClassName", "nvidia.runtime"],
+    ),
+    (
+        "jupyterhub-docker",
+        {"/.dockerenv": ""},
+        HUB_ENV,
+        ["DockerSpawner", "c.DockerSpawner.extra_host_config", "device_requests", "Stop My Server"],
+        ["docker run --gpus all", "podman", "KubeSpawner"],
+    ),
+    (
+        "jupyterhub-kube",
+        {"/var/run/secrets/kubernetes.io/serviceaccount/token": "x"},
+        {**HUB_ENV, "KUBERNETES_SERVICE_HOST": "10.96.0.1"},
+        [
+            "KubeSpawner",
+            'c.KubeSpawner.extra_resource_limits = {"nvidia.com/gpu": "1"}',
+            "singleuser:",
+            "extraResource",
+        ],
+        ["docker run", "podman", "device_requests"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("launcher", "files", "env", "must", "never"), SAME_CAUSE, ids=[c[0] for c in SAME_CAUSE])
+def test_no_gpu_reached_the_container_gets_its_launchers_remedy(tmp_path, registry, launcher, files, env, must, never):
+    facts = collected(tmp_path, {**NOTHING_INJECTED, **files}, env)
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.FAIL, text(f)
+    assert "injected no device nodes" in f.summary
+    for word in must:
+        assert word in f.explanation, (launcher, word)
+    for word in never:
+        assert word not in text(f), (launcher, word)
+    assert "JUPYTERHUB_API_TOKEN" not in facts.of(PlatformFacts).env
+
+
+def test_the_remedies_differ_for_every_launcher(tmp_path):
+    seen = {}
+    for i, (launcher, files, env, _must, _never) in enumerate(SAME_CAUSE):
+        facts = collected(tmp_path / str(i), {**NOTHING_INJECTED, **files}, env)
+        seen[launcher] = no_gpu_remedy(facts)
+    assert len(set(seen.values())) == len(seen)
+
+
+@pytest.mark.parametrize(("launcher", "files", "env", "must", "never"), SAME_CAUSE, ids=[c[0] for c in SAME_CAUSE])
+def test_healthy_twin_with_the_gpu_injected(tmp_path, registry, launcher, files, env, must, never):
+    injected = {
+        "/dev/nvidia0": "",
+        "/dev/nvidiactl": "",
+        "/dev/nvidia-uvm": "",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.550.127.05": "",
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": "",
+    }
+    facts = collected(tmp_path, {**NOTHING_INJECTED, **files, **injected}, env)
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.OK and "the GPU was injected" in f.summary
+    assert one(registry, facts, "platform.launcher").status is Status.OK
+
+
+def test_slurm_job_without_a_gpu_request_gets_the_slurm_remedy(tmp_path, registry):
+    env = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1"}
+    cuda_torch = torch_facts("2.5.1+cu124", cuda="12.4", cuda_available=False, device_count=0)
+    facts = collected(
+        tmp_path,
+        {"/proc/driver/nvidia/version": NVRM_550, "/dev/nvidia0": "", "/dev/nvidiactl": ""},
+        env,
+        targets=targets(target(probe_facts(torch=cuda_torch, env=env))),
+    )
+    f = one(registry, facts, "platform.visibility")
+    assert f.status is Status.FAIL and "requested no GPU" in f.summary
+    assert "#SBATCH --gres=gpu:1" in f.explanation and "docker" not in text(f).lower()
+    assert [x.kind for x in chain(facts)] == ["slurm"]
+    # the healthy twin: the job holds a GPU
+    env2 = {**env, "SLURM_JOB_GPUS": "0", "CUDA_VISIBLE_DEVICES": "0"}
+    ok_torch = torch_facts("2.5.1+cu124", cuda="12.4", cuda_available=True, device_count=1)
+    twin = collected(
+        tmp_path / "twin",
+        {"/proc/driver/nvidia/version": NVRM_550, "/dev/nvidia0": "", "/dev/nvidiactl": ""},
+        env2,
+        targets=targets(target(probe_facts(torch=ok_torch, env=env2))),
+    )
+    assert one(registry, twin, "platform.visibility").status is Status.OK
+
+
+def test_systemd_spawner_private_devices_hides_the_gpu(tmp_path, registry):
+    files = {
+        "/proc/driver/nvidia/version": NVRM_550,
+        "/proc/self/cgroup": "0::/system.slice/jupyter-alice-singleuser.service\n",
+    }
+    facts = collected(tmp_path, files, HUB_ENV)
+    assert [x.name for x in chain(facts)] == ["JupyterHub (SystemdSpawner)"]
+    f = one(registry, facts, "platform.launcher")
+    assert f.status is Status.FAIL and "sees no /dev/nvidia*" in f.summary
+    assert "c.SystemdSpawner.isolate_devices = False" in f.explanation
+    assert "docker" not in text(f).lower() and "kubespawner" not in text(f).lower()
+    twin = collected(tmp_path / "twin", {**files, "/dev/nvidia0": "", "/dev/nvidiactl": ""}, HUB_ENV)
+    f = one(registry, twin, "platform.launcher")
+    assert f.status is Status.OK and f.summary == "started by JupyterHub (SystemdSpawner)"
+
+
+def test_chain_names_every_launcher_outermost_first(tmp_path):
+    env = {**HUB_ENV, "KUBERNETES_SERVICE_HOST": "10.96.0.1", "LOCAL_RANK": "0", "TORCHELASTIC_RUN_ID": "x"}
+    facts = collected(tmp_path, {"/var/run/secrets/kubernetes.io/serviceaccount/token": "x"}, env)
+    assert [x.kind for x in chain(facts)] == ["jupyterhub", "kubernetes", "torchrun"]
+    assert "secret-token-value" not in repr(facts.of(PlatformFacts))
