@@ -289,7 +289,11 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
 
 
 _CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
-_SO_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.(\d{3}\.\d+(?:\.\d+)?)")
+#: a driver library named by the driver's version (libcuda.so.550.127.05, libEGL_nvidia.so.535.161.07,
+#: libnvidia-ml.so...): what a CDI spec mounts; libnvidia-egl-wayland.so.1.1.13 (its own version) does not match
+_SO_VERSION = re.compile(
+    r"lib(?:cuda|nvidia-ml|nvidia-[a-z]+|EGL_nvidia|GLX_nvidia|GLESv2_nvidia|GLESv1_CM_nvidia)\.so\.(\d{3}\.\d+(?:\.\d+)?)"
+)
 
 
 def parse_cdi_spec(path: str, text: str) -> CdiSpec:
