@@ -220,3 +220,40 @@ def test_chain_names_every_launcher_outermost_first(tmp_path):
     facts = collected(tmp_path, {"/var/run/secrets/kubernetes.io/serviceaccount/token": "x"}, env)
     assert [x.kind for x in chain(facts)] == ["jupyterhub", "kubernetes", "torchrun"]
     assert "secret-token-value" not in repr(facts.of(PlatformFacts))
+
+
+def test_nerdctl_container_gets_the_containerd_remedy(tmp_path, registry):
+    files = {**NOTHING_INJECTED, "/proc/self/cgroup": "0::/system.slice/nerdctl-3f1c2b9e8d7a.scope\n"}
+    facts = collected(tmp_path, files)
+    f = one(registry, facts, "platform.container")
+    assert f.status is Status.FAIL and "a containerd container" in f.summary
+    assert "nerdctl run --gpus all" in f.explanation and "ctr run --gpus 0" in f.explanation
+    assert "docker run" not in f.explanation and "runtimeClassName" not in f.explanation
+
+
+def test_pod_with_fewer_device_nodes_than_the_plugin_assigned(tmp_path, registry):
+    env = {
+        "KUBERNETES_SERVICE_HOST": "10.96.0.1",
+        "NVIDIA_VISIBLE_DEVICES": f"{UUID},GPU-0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9",
+    }
+    files = {
+        **NOTHING_INJECTED,
+        "/var/run/secrets/kubernetes.io/serviceaccount/token": "x",
+        "/dev/nvidia0": "",
+        "/dev/nvidiactl": "",
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1": "",
+    }
+    f = findings(registry, collected(tmp_path, files, env), "platform.launcher")[0]
+    assert f.status is Status.WARN and "assigned 2 GPUs" in f.summary and "only 1 device node" in f.summary
+    assert "nvidia.com/gpu: 2" in f.explanation
+    twin = collected(tmp_path / "t", {**files, "/dev/nvidia1": ""}, env)
+    assert [x.status for x in findings(registry, twin, "platform.launcher")] == [Status.OK]
+
+
+def test_a_cdi_spec_names_its_driver_by_any_versioned_nvidia_library():
+    from gpudoctor.collect.platform import parse_cdi_spec
+
+    egl = "  - hostPath: /usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.535.161.07\n"
+    assert parse_cdi_spec("/etc/cdi/nvidia.yaml", "kind: nvidia.com/gpu\n" + egl).driver_version == "535.161.07"
+    wayland = "  - hostPath: /usr/lib/libnvidia-egl-wayland.so.1.1.13\n"  # its own version, not the driver's
+    assert parse_cdi_spec("/etc/cdi/nvidia.yaml", "kind: nvidia.com/gpu\n" + wayland).driver_version == ""

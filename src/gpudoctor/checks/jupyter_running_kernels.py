@@ -3,10 +3,11 @@
 CUDA reads ``CUDA_VISIBLE_DEVICES`` once, when it initialises (CUDA
 Programming Guide, "Environment variables"); setting
 ``os.environ['CUDA_VISIBLE_DEVICES']`` in a notebook cell afterwards changes
-nothing until the kernel restarts. Each running kernel is asked (facts
-``jupyter_running``): when CUDA is initialised and the variable now differs
-from the value the process started with -> ``warn`` naming the kernel (and
-its notebook when known); a kernel that does not answer -> ``info``; ``ok``
+nothing until the kernel restarts; the same holds for ``CUDA_DEVICE_ORDER``. Each
+running kernel is asked (facts ``jupyter_running``): when CUDA is initialised and
+either variable now differs from the value the process started with -> ``warn``
+naming the kernel (and its notebook when known), the devices torch enumerated,
+and "restart the kernel and set it first"; a kernel that does not answer -> ``info``; ``ok``
 otherwise; ``skip`` without ``--deep`` or without running kernels.
 """
 
@@ -45,27 +46,46 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"connection_file": k.connection_file},
                 )
             )
-        elif k.cuda_initialized and k.cvd_now != k.cvd_at_start:
+        elif k.cuda_initialized and (k.cvd_now != k.cvd_at_start or k.order_now != k.order_at_start):
+            changed = [
+                (var, now, start)
+                for var, now, start in (
+                    ("CUDA_VISIBLE_DEVICES", k.cvd_now, k.cvd_at_start),
+                    ("CUDA_DEVICE_ORDER", k.order_now, k.order_at_start),
+                )
+                if now != start
+            ]
+            what = "; ".join(
+                f"{var} is {_show(now)} now, but CUDA was initialised with {_show(start)}"
+                for var, now, start in changed
+            )
+            names = " and ".join(f"`{var}`" for var, _n, _s in changed)
+            enumerated = (
+                f" torch enumerated {k.device_count} device(s) at initialisation, numbered by the start values."
+                if k.device_count is not None
+                else ""
+            )
             out.append(
                 Finding(
                     check=CHECK_ID,
                     status=Status.WARN,
-                    summary=(
-                        f"{_label(k)}: CUDA_VISIBLE_DEVICES is {_show(k.cvd_now)} now, but CUDA was initialised "
-                        f"with {_show(k.cvd_at_start)}: the change has no effect"
-                    ),
+                    summary=f"{_label(k)}: {what}: the change has no effect; restart the kernel and set it first",
                     explanation=(
-                        "CUDA reads `CUDA_VISIBLE_DEVICES` once, at initialisation; this kernel changed it "
-                        "afterwards (a cell like `os.environ['CUDA_VISIBLE_DEVICES'] = ...`), so it still "
-                        f"uses the GPUs of {_show(k.cvd_at_start)}.\n\nRestart the kernel and set the variable "
-                        "in the first cell, before `import torch`, or in the kernelspec's `env` "
-                        "(kernel.json), so every start gets it."
+                        f"CUDA reads {names} once, at initialisation; this kernel changed "
+                        f"{'it' if len(changed) == 1 else 'them'} afterwards (a cell like "
+                        f"`os.environ['{changed[0][0]}'] = ...`), so it still uses the GPUs (and the device order) "
+                        f"of the values it started with.{enumerated}\n\nRestart the kernel and set the variable in "
+                        "the first cell, before `import torch`, or in the kernelspec's `env` (kernel.json), so every "
+                        "start gets it."
                     ),
                     evidence={
                         "connection_file": k.connection_file,
                         "pid": k.pid,
                         "now": k.cvd_now,
                         "at_start": k.cvd_at_start,
+                        "order_now": k.order_now,
+                        "order_at_start": k.order_at_start,
+                        "devices_enumerated": k.device_count,
                         "kernel_name": k.kernel_name,
                     },
                 )

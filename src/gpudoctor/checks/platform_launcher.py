@@ -236,6 +236,30 @@ def _hidden_nodes(p: PlatformFacts, launch: LaunchFacts | Unavailable, spawner: 
     )
 
 
+def _k8s_mounted(p: PlatformFacts) -> Finding | None:
+    """A pod whose ``NVIDIA_VISIBLE_DEVICES`` (set by the device plugin) names more GPUs than the runtime
+    mounted as ``/dev/nvidiaN``."""
+    nvd = p.env.get("NVIDIA_VISIBLE_DEVICES", "").strip()
+    if not p.kubernetes or not nvd or nvd.lower() in (*HIDING, "all"):
+        return None
+    assigned = [e.strip() for e in nvd.split(",") if e.strip()]
+    mounted = [n for n in p.device_nodes if n[len("nvidia") :].isdigit()]
+    if not mounted or len(mounted) >= len(assigned):
+        return None
+    return CHECK.finding(
+        Status.WARN,
+        f"the device plugin assigned {len(assigned)} GPUs to this pod (NVIDIA_VISIBLE_DEVICES), but only "
+        f"{len(mounted)} device node(s) are mounted ({', '.join(sorted(mounted))})",
+        f"`NVIDIA_VISIBLE_DEVICES={nvd}` is the device plugin's allocation; the NVIDIA runtime mounts one "
+        f"`/dev/nvidiaN` per GPU. Fewer nodes mean the container was not created from that allocation: an image or "
+        f"pod spec that sets `NVIDIA_VISIBLE_DEVICES` itself (which allocates nothing), or a container that "
+        f"mounts `/dev/nvidia*` by hand. Request the GPUs as `resources.limits: nvidia.com/gpu: {len(assigned)}` and "
+        f"remove `NVIDIA_VISIBLE_DEVICES` from the pod spec and image; check the allocation with "
+        f"`kubectl describe pod <pod> | grep nvidia.com/gpu`.",
+        evidence={"NVIDIA_VISIBLE_DEVICES": nvd, "device_nodes": list(p.device_nodes)},
+    )
+
+
 def evaluate(facts: Facts) -> list[Finding]:
     p = require(facts, PlatformFacts)
     launch = facts.of(LaunchFacts)
@@ -254,6 +278,9 @@ def evaluate(facts: Facts) -> list[Finding]:
     hidden = _hidden_nodes(p, launch, next((x.detail for x in launchers if x.kind == "jupyterhub"), ""))
     if hidden is not None:
         out.append(hidden)
+    short = _k8s_mounted(p)
+    if short is not None:
+        out.append(short)
     if not any(f.status.severity > Status.OK.severity for f in out):
         names = " > ".join(launcher.name for launcher in launchers) or "unknown"
         out.insert(

@@ -104,6 +104,7 @@ BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/lo
 _CGROUP_RUNTIMES = (
     ("libpod", "podman"),
     ("cri-containerd", "containerd"),
+    ("nerdctl-", "containerd"),  # nerdctl's systemd scope: nerdctl-<id>.scope
     ("crio-", "cri-o"),
     ("/docker/", "docker"),
     ("docker-", "docker"),
