@@ -257,3 +257,15 @@ def test_a_cdi_spec_names_its_driver_by_any_versioned_nvidia_library():
     assert parse_cdi_spec("/etc/cdi/nvidia.yaml", "kind: nvidia.com/gpu\n" + egl).driver_version == "535.161.07"
     wayland = "  - hostPath: /usr/lib/libnvidia-egl-wayland.so.1.1.13\n"  # its own version, not the driver's
     assert parse_cdi_spec("/etc/cdi/nvidia.yaml", "kind: nvidia.com/gpu\n" + wayland).driver_version == ""
+
+
+def test_lxd_remedy_from_the_platform_markers_alone(tmp_path):
+    # checks that do not ask for the launch facts (nvidia.driver, cuda.libcuda) still tell LXD from raw LXC
+    root = write_tree(tmp_path, {**NOTHING_INJECTED, "/dev/incus/sock": "", "/proc/sys/kernel/osrelease": "6.8.0\n"})
+    ctx = CollectContext(fake_system(root), CollectOptions())
+    facts = make_facts(platform=collect_platform(ctx))
+    text_ = no_gpu_remedy(facts)
+    assert "incus config device add <container> gpu0 gpu" in text_ and "lxc.mount.entry" not in text_
+    raw = write_tree(tmp_path / "raw", {**NOTHING_INJECTED, "/proc/self/cgroup": "0::/lxc.payload.ct101\n"})
+    facts = make_facts(platform=collect_platform(CollectContext(fake_system(raw), CollectOptions())))
+    assert "lxc.mount.entry: /dev/nvidia0" in no_gpu_remedy(facts)

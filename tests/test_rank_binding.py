@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpudoctor.engine import evaluate
+from gpudoctor.facts.launch import LaunchFacts, SlurmNodeConfig
 from gpudoctor.facts.platform import PlatformFacts
 from gpudoctor.model import Status
 from gpudoctor.registry import load_registry
@@ -20,10 +21,12 @@ def registry():
     return load_registry()
 
 
-def run(registry, env, device_count, kind="bare-metal", **platform):
+def run(registry, env, device_count, kind="bare-metal", launch=None, **platform):
     p = PlatformFacts(kind=kind, env=dict(env), **platform)
     torch = torch_facts("2.5.1+cu124", cuda="12.4", cuda_available=device_count > 0, device_count=device_count)
     facts = make_facts(platform=p, targets=targets(target(probe_facts(torch=torch, env=env))))
+    if launch is not None:
+        facts = facts.with_domains(launch=launch)
     [f] = [f for f in evaluate([registry.checks[CID]], facts) if f.check == CID]
     return f
 
@@ -58,8 +61,11 @@ def test_rank_zero_of_that_job_is_told_too(registry):
 
 def test_srun_tasks_bound_by_gpus_per_task_use_slurm_localid(registry):
     env = {**SLURM_STEP, "SLURM_LOCALID": "3", "SLURM_PROCID": "3"}
-    f = run(registry, env, 1, scheduler="slurm")
+    slurm = SlurmNodeConfig("/etc/slurm/gres.conf", ("AutoDetect=nvml",), "/etc/slurm/cgroup.conf", True)
+    f = run(registry, env, 1, scheduler="slurm", launch=LaunchFacts(slurm=slurm))
     assert f.status is Status.WARN  # the code may select cuda:0; only SLURM_LOCALID is known
+    assert "`ConstrainDevices=yes` in `/etc/slurm/cgroup.conf`" in f.explanation
+    assert f.evidence["gres.conf"] == ["AutoDetect=nvml"]
     assert "SLURM_LOCALID=3" in f.summary
     assert "--gpus-per-task=1" in f.explanation and "srun --gpu-bind=none" in f.explanation
     assert "torch.cuda.set_device(0)" in f.explanation

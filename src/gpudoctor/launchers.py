@@ -194,7 +194,7 @@ def chain(facts: Facts) -> tuple[Launcher, ...]:
             }.get(runtime, runtime),
         )
         if runtime == "lxc":
-            api = launch.lxd_api if launch is not None else ""
+            api = lxd_api(p, launch)
             kind, name = (api, {"lxd": "LXD", "incus": "Incus"}[api]) if api else ("lxc", "LXC")
         if not (p.kubernetes and runtime in ("containerd", "cri-o", "container")):
             out.append(Launcher(kind, name, "; ".join(p.markers)))
@@ -207,6 +207,15 @@ def chain(facts: Facts) -> tuple[Launcher, ...]:
     if not out:
         out.append(Launcher("host", {"wsl": "WSL", "vm": "a VM"}.get(p.kind, "the host"), f"platform: {p.kind}"))
     return tuple(out)
+
+
+def lxd_api(p: PlatformFacts | None, launch: LaunchFacts | None) -> str:
+    """``lxd`` or ``incus`` when the container has that guest API socket (launch facts, else the
+    platform's markers), "" for raw LXC/Proxmox."""
+    if launch is not None and launch.lxd_api:
+        return launch.lxd_api
+    markers = " ".join(p.markers) if p is not None else ""
+    return "incus" if "/dev/incus/sock" in markers else "lxd" if "/dev/lxd/sock" in markers else ""
 
 
 def kinds(facts: Facts) -> tuple[str, ...]:
@@ -360,8 +369,7 @@ def no_gpu_remedy(facts: Facts, gpu_requested: bool = True) -> str:
             )
         )
     if runtime == "lxc":
-        launch = _launch(facts)
-        api = launch.lxd_api if launch is not None else ""
+        api = lxd_api(p, _launch(facts))
         version = host_driver_version(p)
         if api:
             return _lxd_remedy("incus" if api == "incus" else "lxc", "Incus" if api == "incus" else "LXD", version)

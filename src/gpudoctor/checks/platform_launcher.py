@@ -264,6 +264,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     p = require(facts, PlatformFacts)
     launch = facts.of(LaunchFacts)
     out: list[Finding] = []
+    notes: list[str] = []
     launchers = chain(facts)
     spawner = next((launcher.detail for launcher in launchers if launcher.kind == "jupyterhub"), "")
     if not isinstance(launch, Unavailable):
@@ -271,7 +272,9 @@ def evaluate(facts: Facts) -> list[Finding]:
         if mismatch is not None:
             out.append(mismatch)
         if not isinstance(launch.hub, Unavailable):
-            out += [f for f in _hub_findings(p, launch.hub) if f.status is not Status.OK]
+            hub_findings = _hub_findings(p, launch.hub)
+            out += [f for f in hub_findings if f.status is not Status.OK]
+            notes += [f.summary for f in hub_findings if f.status is Status.OK]
             spawner = spawner or (_spawner_word(launch.hub.spawner) if launch.hub.spawner else "local")
         out += _server_findings(launch.singleuser, spawner or "local")
         out += _lxd_host_findings(launch)
@@ -287,7 +290,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             0,
             CHECK.finding(
                 Status.OK,
-                f"started by {names}",
+                f"started by {names}" + "".join(f"; {n}" for n in notes),
                 evidence={"launchers": [f"{launcher.name}: {launcher.evidence}" for launcher in launchers]},
             ),
         )
@@ -334,6 +337,14 @@ def _assess_binding(facts: Facts, env: dict[str, str], torch_count: int | None, 
             target=label,
         )
     who = {"slurm": "Slurm", "ray": "Ray", "kubernetes": "Kubernetes"}.get(b.scheduler, "")
+    launch = facts.of(LaunchFacts)
+    slurm = None if isinstance(launch, Unavailable) or isinstance(launch.slurm, Unavailable) else launch.slurm
+    node = (
+        f"\n\nThis node constrains devices (`ConstrainDevices=yes` in `{slurm.cgroup_conf}`): each task's device "
+        f"cgroup holds only its own GPUs, renumbered from 0 inside the task."
+        if slurm is not None and slurm.constrain_devices and b.scheduler == "slurm"
+        else ""
+    )
     too_many = b.local_ranks > b.visible
     what = (
         f"{b.rank_var}={b.local_rank} but this process sees {b.visible} GPU(s) ({b.visible_from})"
@@ -354,9 +365,11 @@ def _assess_binding(facts: Facts, env: dict[str, str], torch_count: int | None, 
             if not b.certain
             else "."
         )
+        + node
         + "\n\n"
         + b.remedy,
         evidence={
+            "gres.conf": list(slurm.gres_gpu_lines) if slurm is not None else [],
             b.rank_var: b.local_rank,
             "local_ranks": b.local_ranks,
             "visible": b.visible,
@@ -389,6 +402,6 @@ def evaluate_binding(facts: Facts) -> list[Finding]:
 BINDING = Check(
     id="platform.rank-binding",
     title="the local rank a launcher gives each process against the GPUs its scheduler binds to it",
-    needs=("platform", "targets"),
+    needs=("platform", "targets", "launch"),
     evaluate=evaluate_binding,
 )
