@@ -137,6 +137,7 @@ def test_systemd_spawner_isolate_devices(tmp_path, registry):
     f = worst(registry, facts)
     assert f.status is Status.FAIL and "isolate_devices=True" in f.summary
     assert "PrivateDevices=yes" in f.explanation and "c.SystemdSpawner.isolate_devices = False" in f.explanation
+    assert "The single-user servers are started by JupyterHub's **SystemdSpawner**" in f.explanation
     twin_cfg = SYSTEMD_HUB.replace("isolate_devices = True", "isolate_devices = False")
     twin = facts_of(write_tree(tmp_path / "t", {**GPU_HOST, "/etc/jupyterhub/jupyterhub_config.py": twin_cfg}))
     assert [x.status for x in launcher_findings(registry, twin)] == [Status.OK]

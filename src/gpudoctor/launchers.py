@@ -226,15 +226,17 @@ def kinds(facts: Facts) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- remedies
 
 
-def hub_gpu_remedy(spawner: str) -> str:
-    """Markdown: the spawner setting that gives a single-user server its GPU."""
+def hub_gpu_remedy(spawner: str, here: bool = True) -> str:
+    """Markdown: the spawner setting that gives a single-user server its GPU. ``here``: said to the
+    process the spawner started ("This notebook server was started by"); else to the hub's admin."""
+    who = "This notebook server was started by" if here else "The single-user servers are started by"
     restart = (
         "\n\nThen restart the hub and the user's server (Hub Control Panel > Stop My Server > Start My "
         "Server): the spawner creates the server, so nothing typed in the notebook or its terminal reaches it."
     )
     if spawner == "docker":
         return (
-            "This notebook server was started by JupyterHub's **DockerSpawner**: the GPU is requested in the "
+            f"{who} JupyterHub's **DockerSpawner**: the GPU is requested in the "
             "spawner's host config, in `jupyterhub_config.py`:\n\n```python\nimport docker\n"
             "c.DockerSpawner.extra_host_config = {\n"
             '    "device_requests": [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],\n}\n```\n\n'
@@ -243,7 +245,7 @@ def hub_gpu_remedy(spawner: str) -> str:
         )
     if spawner == "kube":
         return (
-            "This notebook server was started by JupyterHub's **KubeSpawner**: the pod gets a GPU only when the "
+            f"{who} JupyterHub's **KubeSpawner**: the pod gets a GPU only when the "
             "spawner requests it from the NVIDIA device plugin. In `jupyterhub_config.py`:\n\n```python\n"
             'c.KubeSpawner.extra_resource_limits = {"nvidia.com/gpu": "1"}\n'
             'c.KubeSpawner.extra_pod_config = {"runtimeClassName": "nvidia"}   # where runc is the default\n'
@@ -254,7 +256,7 @@ def hub_gpu_remedy(spawner: str) -> str:
         )
     if spawner == "systemd":
         return (
-            "This notebook server was started by JupyterHub's **SystemdSpawner** as a transient systemd unit. "
+            f"{who} JupyterHub's **SystemdSpawner** as a transient systemd unit. "
             "With `c.SystemdSpawner.isolate_devices = True` the unit runs with `PrivateDevices=yes`, which hides "
             "`/dev/nvidia*`: set it to False in `jupyterhub_config.py`:\n\n```python\n"
             "c.SystemdSpawner.isolate_devices = False\n```\n\nThe unit does not read shell profiles either: "
@@ -262,7 +264,7 @@ def hub_gpu_remedy(spawner: str) -> str:
             '`c.Spawner.env_keep.extend(["LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"])`.' + restart
         )
     return (
-        "This notebook server was started by JupyterHub as a plain process on this machine (the default "
+        f"{who} JupyterHub as a plain process on this machine (the default "
         "LocalProcessSpawner), so no container stands in the way: its kernels see what the spawner's "
         "environment gives them. A GPU hidden by `CUDA_VISIBLE_DEVICES`, or a lost `LD_LIBRARY_PATH`, comes from "
         "the spawner: set it in `jupyterhub_config.py` with `c.Spawner.environment = {...}` or keep the hub's "

@@ -94,7 +94,7 @@ def _hub_findings(p: PlatformFacts | None, hub: HubConfig) -> list[Finding]:
                     f"/dev/nvidia*",
                     f"`{iso[-1].name} = True` ({iso[-1].file}) starts each server's unit with `PrivateDevices=yes`: "
                     f"only pseudo-devices exist in it, so CUDA finds no GPU even though `nvidia-smi` works in an "
-                    f"admin's shell.\n\n" + hub_gpu_remedy("systemd"),
+                    f"admin's shell.\n\n" + hub_gpu_remedy("systemd", here=False),
                     evidence=evidence,
                 )
             ]
@@ -107,7 +107,7 @@ def _hub_findings(p: PlatformFacts | None, hub: HubConfig) -> list[Finding]:
                     f"{where}: DockerSpawner requests no GPU, so the single-user containers get none",
                     "No `device_requests` in `c.DockerSpawner.extra_host_config`: DockerSpawner creates each "
                     "server's container through the Docker API without a GPU request (the API equivalent of "
-                    "`--gpus`).\n\n" + hub_gpu_remedy("docker"),
+                    "`--gpus`).\n\n" + hub_gpu_remedy("docker", here=False),
                     evidence=evidence,
                 )
             ]
@@ -128,7 +128,7 @@ def _hub_findings(p: PlatformFacts | None, hub: HubConfig) -> list[Finding]:
                     f"{where}: KubeSpawner requests no nvidia.com/gpu, so the single-user pods get no GPU",
                     "Neither `c.KubeSpawner.extra_resource_limits`, `singleuser.extraResource.limits` nor a "
                     "`profileList` entry's `kubespawner_override` requests `nvidia.com/gpu`: the device plugin "
-                    "allocates GPUs only to pods that request them.\n\n" + hub_gpu_remedy("kube"),
+                    "allocates GPUs only to pods that request them.\n\n" + hub_gpu_remedy("kube", here=False),
                     evidence=evidence,
                 )
             ]
@@ -166,7 +166,7 @@ def _server_findings(servers: tuple[SingleUserServer, ...], spawner: str) -> lis
                 f"The running server's environment (`/proc/{s.pid}/environ`) has `{bad}`, which hides every GPU; "
                 f"each kernel inherits it from the server, so no cell can undo it before CUDA starts. It was set "
                 f"by the spawner (`c.Spawner.environment`) or inherited from the hub (`c.Spawner.env_keep`).\n\n"
-                + hub_gpu_remedy(which),
+                + hub_gpu_remedy(which, here=False),
                 evidence={"pid": s.pid, "command": s.command, "unit": s.unit, bad.split("=")[0]: bad.split("=", 1)[1]},
             )
         )
