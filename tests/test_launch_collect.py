@@ -265,3 +265,36 @@ def test_lxd_host_client_that_fails_is_unavailable(tmp_path):
     )
     got = launch_facts(fake_system(root).files, {}, runner).lxd_instances
     assert isinstance(got, Unavailable) and "lxc" in got.reason
+
+
+def test_hub_that_drops_its_ld_library_path_for_local_servers(tmp_path, registry):
+    hub_env = {
+        "PATH": "/usr/bin",
+        "LD_LIBRARY_PATH": "/usr/local/cuda-12.4/lib64:/opt/cudnn/lib",
+        "CUDA_HOME": "/usr/local/cuda-12.4",
+    }
+    hub = {
+        "/proc/900/cmdline": b"/opt/jupyterhub/bin/python3\0/opt/jupyterhub/bin/jupyterhub\0-f\0/etc/jupyterhub/jupyterhub_config.py\0",
+        "/proc/900/environ": b"\0".join(f"{k}={v}".encode() for k, v in hub_env.items()) + b"\0",
+        "/proc/900/cgroup": "0::/system.slice/jupyterhub.service\n",
+    }
+    server_env = {"JUPYTERHUB_USER": "alice", "PATH": "/usr/bin", "LD_LIBRARY_PATH": "/usr/local/cuda-12.4/lib64"}
+    unit = "jupyter-alice-singleuser.service"
+    files = {**GPU_HOST, **hub, **_server(4242, server_env, unit)}
+    facts = facts_of(write_tree(tmp_path, files))
+    launch = facts.of(LaunchFacts)
+    assert launch.hub_process is not None and launch.hub_process.pid == 900
+    assert [s.pid for s in launch.singleuser] == [4242] and launch.singleuser[0].unit == unit
+    f = worst(registry, facts)
+    assert f.status is Status.WARN and "JupyterHub (pid 900) has LD_LIBRARY_PATH, CUDA_HOME" in f.summary
+    assert "alice (pid 4242)" in f.summary
+    assert 'c.Spawner.env_keep.extend(["LD_LIBRARY_PATH", "CUDA_HOME"])' in f.explanation
+    assert f.evidence["lost"]["LD_LIBRARY_PATH"] == "/opt/cudnn/lib"
+    # twin: env_keep carried them
+    twin_env = {**server_env, "LD_LIBRARY_PATH": hub_env["LD_LIBRARY_PATH"], "CUDA_HOME": hub_env["CUDA_HOME"]}
+    twin = facts_of(write_tree(tmp_path / "t", {**GPU_HOST, **hub, **_server(4242, twin_env, unit)}))
+    assert [x.status for x in launcher_findings(registry, twin)] == [Status.OK]
+    # neighbour: a DockerSpawner container's server has its own environment by design
+    cfg = {"/etc/jupyterhub/jupyterhub_config.py": DOCKER_HUB_GPU}
+    docker = facts_of(write_tree(tmp_path / "d", {**GPU_HOST, **hub, **_server(4242, server_env), **cfg}))
+    assert [x.status for x in launcher_findings(registry, docker)] == [Status.OK]

@@ -23,6 +23,7 @@ GPUs -> ``fail`` (``warn`` when only ``SLURM_LOCALID`` is known: the code may no
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpudoctor.checks import SkipCheck, require
@@ -173,6 +174,53 @@ def _server_findings(servers: tuple[SingleUserServer, ...], spawner: str) -> lis
     return out
 
 
+#: variables a CUDA job needs from the environment that started it (besides LD_LIBRARY_PATH entries)
+_CARRIED = ("CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_PRELOAD", "XLA_FLAGS")
+
+
+def _dropped_env(launch: LaunchFacts, spawner: str) -> list[Finding]:
+    """Single-user servers started on this machine (LocalProcessSpawner, SystemdSpawner) that lack the
+    hub's ``LD_LIBRARY_PATH`` entries or CUDA variables: JupyterHub passes only ``c.Spawner.env_keep``
+    (by default PATH, PYTHONPATH, CONDA_ROOT, CONDA_DEFAULT_ENV, VIRTUAL_ENV, LANG, LC_ALL, ...) and
+    ``c.Spawner.environment`` to them."""
+    hub = launch.hub_process
+    if hub is None or not hub.env:
+        return []
+    out = []
+    for s in launch.singleuser:
+        local = spawner in ("local", "systemd") or bool(re.match(r"jupyter-.+-singleuser\.service$", s.unit))
+        if not local or not s.env:
+            continue
+        lost: dict[str, str] = {}
+        have = set((s.env.get("LD_LIBRARY_PATH") or "").split(":"))
+        missing = [e for e in (hub.env.get("LD_LIBRARY_PATH") or "").split(":") if e and e not in have]
+        if missing:
+            lost["LD_LIBRARY_PATH"] = ":".join(missing)
+        lost.update({k: hub.env[k] for k in _CARRIED if k in hub.env and k not in s.env})
+        if not lost:
+            continue
+        user = s.env.get("JUPYTERHUB_USER", "")
+        names = ", ".join(f"`{k}`" for k in lost)
+        keep = ", ".join(f'"{k}"' for k in lost)
+        values = ", ".join(f'"{k}": "{v}"' for k, v in lost.items())
+        out.append(
+            CHECK.finding(
+                Status.WARN,
+                f"JupyterHub (pid {hub.pid}) has {', '.join(lost)} in its environment, but the single-user server of "
+                f"{user or 'a user'} (pid {s.pid}) did not get {'it' if len(lost) == 1 else 'them'}",
+                f"The hub passes its own environment to the servers it starts only through `c.Spawner.env_keep` "
+                f"(by default `PATH`, `PYTHONPATH`, `CONDA_ROOT`, `CONDA_DEFAULT_ENV`, `VIRTUAL_ENV`, `LANG`, "
+                f"`LC_ALL`) and `c.Spawner.environment`, so {names} set for the hub (its systemd unit, its shell) "
+                f"never reach the notebooks' kernels: libraries on those paths are not found there although they "
+                f"load in an admin's shell. In `jupyterhub_config.py`:\n\n```python\n"
+                f"c.Spawner.env_keep.extend([{keep}])\n# or set them explicitly:\n"
+                f"c.Spawner.environment.update({{{values}}})\n```\n\nthen restart the hub and the user's server.",
+                evidence={"hub_pid": hub.pid, "server_pid": s.pid, "lost": lost, "unit": s.unit},
+            )
+        )
+    return out
+
+
 def _lxd_host_findings(launch: LaunchFacts) -> list[Finding]:
     if isinstance(launch.lxd_instances, Unavailable):
         return []
@@ -277,6 +325,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             notes += [f.summary for f in hub_findings if f.status is Status.OK]
             spawner = spawner or (_spawner_word(launch.hub.spawner) if launch.hub.spawner else "local")
         out += _server_findings(launch.singleuser, spawner or "local")
+        configured = "" if isinstance(launch.hub, Unavailable) else (_spawner_word(launch.hub.spawner) or "local")
+        out += _dropped_env(launch, configured)
         out += _lxd_host_findings(launch)
     hidden = _hidden_nodes(p, launch, next((x.detail for x in launchers if x.kind == "jupyterhub"), ""))
     if hidden is not None:

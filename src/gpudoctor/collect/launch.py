@@ -220,31 +220,46 @@ def _environ(raw: bytes) -> dict[str, str]:
     return out
 
 
-def singleuser_servers(files: Files, limit: int = 64) -> tuple[SingleUserServer, ...]:
-    """JupyterHub single-user servers in ``/proc`` (by command line), with their environment."""
+#: the hub's own command line: ``jupyterhub`` (argv[0] or a Python's argv[1]), not ``jupyterhub-singleuser``
+_HUB = re.compile(r"^(?:\S*/)?(?:python[\d.]*\s+(?:\S*/)?)?jupyterhub(?:\s|$)")
+
+
+def _process(files: Files, pid: int, cmd: str) -> SingleUserServer:
+    try:
+        env = _environ(files.read_bytes(f"/proc/{pid}/environ"))
+    except OSError:
+        env = {}
+    keep = relevant(env)
+    keep.update({k: env[k] for k in _SERVER_EXTRA if k in env})
+    unit = _service(files.read_text_or_none(f"/proc/{pid}/cgroup") or "")
+    return SingleUserServer(pid=pid, command=_short(cmd, 200), env=keep, unit=unit)
+
+
+def hub_processes(files: Files, limit: int = 64) -> tuple[tuple[SingleUserServer, ...], SingleUserServer | None]:
+    """(single-user servers, the hub) in ``/proc`` (by command line), with their environment."""
     try:
         pids = sorted(int(n) for n in files.listdir("/proc") if n.isdigit())
     except OSError:
-        return ()
+        return (), None
     out = []
+    hub = None
     for pid in pids:
         try:
             cmd = files.read_bytes(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:
             continue
-        if not _SINGLEUSER.search(cmd):
+        if hub is None and _HUB.search(cmd) and not _SINGLEUSER.search(cmd):
+            hub = _process(files, pid, cmd)
             continue
-        try:
-            env = _environ(files.read_bytes(f"/proc/{pid}/environ"))
-        except OSError:
-            env = {}
-        keep = relevant(env)
-        keep.update({k: env[k] for k in _SERVER_EXTRA if k in env})
-        unit = _service(files.read_text_or_none(f"/proc/{pid}/cgroup") or "")
-        out.append(SingleUserServer(pid=pid, command=_short(cmd, 200), env=keep, unit=unit))
-        if len(out) >= limit:
-            break
-    return tuple(out)
+        if not _SINGLEUSER.search(cmd) or len(out) >= limit:
+            continue
+        out.append(_process(files, pid, cmd))
+    return tuple(out), hub
+
+
+def singleuser_servers(files: Files, limit: int = 64) -> tuple[SingleUserServer, ...]:
+    """JupyterHub single-user servers in ``/proc`` (by command line), with their environment."""
+    return hub_processes(files, limit)[0]
 
 
 # --------------------------------------------------------------------------- LXD / Incus
@@ -323,10 +338,12 @@ def launch_facts(files: Files, env: Mapping[str, str], runner: Runner | None) ->
         instances, tool = lxd_instances(files, runner)
     else:
         instances = Unavailable("the LXD/Incus client is asked only on a live host, not in a container or image root")
+    servers, hub = hub_processes(files)
     return LaunchFacts(
         slurm=slurm_config(files, env),
         hub=hub_config(files),
-        singleuser=singleuser_servers(files),
+        singleuser=servers,
+        hub_process=hub,
         unit=_service(files.read_text_or_none("/proc/self/cgroup") or ""),
         lxd_api=api,
         container_driver_version=version,
@@ -350,6 +367,7 @@ __all__ = [
     "collect_launch",
     "container_driver",
     "hub_config",
+    "hub_processes",
     "launch_facts",
     "lxd_instances",
     "parse_hub_config",

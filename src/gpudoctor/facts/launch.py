@@ -89,7 +89,7 @@ class HubConfig:
 
 @dataclass(frozen=True)
 class SingleUserServer:
-    """A running JupyterHub single-user server found in ``/proc``.
+    """A running JupyterHub single-user server (or the hub itself) found in ``/proc``.
 
     Attributes:
         pid: its process id.
@@ -139,6 +139,8 @@ class LaunchFacts:
         lxd_instances: the host's LXD/Incus instances (``incus``/``lxc list --format json``), or
             Unavailable (no LXD/Incus, inside a container, an image root).
         lxd_tool: the command that listed them (``incus`` or ``lxc``), "" when none answered.
+        hub_process: the running JupyterHub process (its environment is what ``c.Spawner.env_keep``
+            passes on to local and systemd single-user servers), None when none is readable.
     """
 
     slurm: SlurmNodeConfig | Unavailable = _NOT_COLLECTED
@@ -150,3 +152,4 @@ class LaunchFacts:
     container_driver_file: str = ""
     lxd_instances: tuple[LxdInstance, ...] | Unavailable = _NOT_COLLECTED
     lxd_tool: str = ""
+    hub_process: SingleUserServer | None = None
