@@ -241,7 +241,7 @@ def hub_processes(files: Files, limit: int = 64) -> tuple[tuple[SingleUserServer
         pids = sorted(int(n) for n in files.listdir("/proc") if n.isdigit())
     except OSError:
         return (), None
-    out = []
+    out: list[SingleUserServer] = []
     hub = None
     for pid in pids:
         try:
