@@ -298,3 +298,37 @@ def test_hub_that_drops_its_ld_library_path_for_local_servers(tmp_path, registry
     cfg = {"/etc/jupyterhub/jupyterhub_config.py": DOCKER_HUB_GPU}
     docker = facts_of(write_tree(tmp_path / "d", {**GPU_HOST, **hub, **_server(4242, server_env), **cfg}))
     assert [x.status for x in launcher_findings(registry, docker)] == [Status.OK]
+
+
+def test_hub_config_named_on_its_command_line_relative_to_its_cwd(tmp_path, registry):
+    hub_env = {
+        "PATH": "/opt/anaconda3/envs/pytorch2/bin:/usr/bin",
+        "LD_LIBRARY_PATH": "/opt/anaconda3/envs/pytorch2/lib",
+    }
+    files = {
+        **GPU_HOST,
+        "/proc/900/cmdline": b"/opt/anaconda3/bin/python\0/opt/anaconda3/bin/jupyterhub\0-f\0jupyterhub_config.py\0",
+        "/proc/900/environ": b"\0".join(f"{k}={v}".encode() for k, v in hub_env.items()) + b"\0",
+        "/root/jupyterhub_config.py": "c.Spawner.env_keep = ['LD_LIBRARY_PATH']\n",
+        **_server(4242, {"JUPYTERHUB_USER": "alex", "PATH": "/usr/bin", "LD_LIBRARY_PATH": hub_env["LD_LIBRARY_PATH"]}),
+    }
+    root = write_tree(tmp_path, files)
+    (root / "proc/900/cwd").symlink_to("/root")
+    facts = facts_of(root)
+    launch = facts.of(LaunchFacts)
+    assert launch.hub_process is not None and launch.hub_process.config == "/root/jupyterhub_config.py"
+    assert isinstance(launch.hub, HubConfig) and launch.hub.files == ("/root/jupyterhub_config.py",)
+    assert [s.name for s in launch.hub.settings] == ["c.Spawner.env_keep"]
+    assert [x.status for x in launcher_findings(registry, facts)] == [Status.OK]
+
+
+def test_a_containers_server_is_not_compared_with_the_hub(tmp_path, registry):
+    hub = {
+        "/proc/900/cmdline": b"jupyterhub\0",
+        "/proc/900/environ": b"LD_LIBRARY_PATH=/usr/local/cuda/lib64\0",
+    }
+    server = _server(4242, {"JUPYTERHUB_USER": "alice", "PATH": "/opt/conda/bin"})
+    server["/proc/4242/cgroup"] = "0::/system.slice/docker-4f3c2a9b.scope\n"
+    facts = facts_of(write_tree(tmp_path, {**GPU_HOST, **hub, **server}))
+    assert facts.of(LaunchFacts).singleuser[0].in_container
+    assert [x.status for x in launcher_findings(registry, facts)] == [Status.OK]

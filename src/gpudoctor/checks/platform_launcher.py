@@ -23,7 +23,6 @@ GPUs -> ``fail`` (``warn`` when only ``SLURM_LOCALID`` is known: the code may no
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from gpudoctor.checks import SkipCheck, require
@@ -188,7 +187,7 @@ def _dropped_env(launch: LaunchFacts, spawner: str) -> list[Finding]:
         return []
     out = []
     for s in launch.singleuser:
-        local = spawner in ("local", "systemd") or bool(re.match(r"jupyter-.+-singleuser\.service$", s.unit))
+        local = not s.in_container and spawner not in ("docker", "kube")
         if not local or not s.env:
             continue
         lost: dict[str, str] = {}
@@ -325,7 +324,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             notes += [f.summary for f in hub_findings if f.status is Status.OK]
             spawner = spawner or (_spawner_word(launch.hub.spawner) if launch.hub.spawner else "local")
         out += _server_findings(launch.singleuser, spawner or "local")
-        configured = "" if isinstance(launch.hub, Unavailable) else (_spawner_word(launch.hub.spawner) or "local")
+        configured = "" if isinstance(launch.hub, Unavailable) else _spawner_word(launch.hub.spawner)
         out += _dropped_env(launch, configured)
         out += _lxd_host_findings(launch)
     hidden = _hidden_nodes(p, launch, next((x.detail for x in launchers if x.kind == "jupyterhub"), ""))

@@ -176,11 +176,12 @@ def _walk_yaml(prefix: str, value: Any, path: str, out: list[HubSetting]) -> Non
             _walk_yaml(name, sub, path, out)
 
 
-def hub_config(files: Files) -> HubConfig | Unavailable:
-    """The JupyterHub configuration files under the usual directories, read and parsed."""
-    paths: list[str] = []
+def hub_config(files: Files, named: str = "") -> HubConfig | Unavailable:
+    """The JupyterHub configuration files under the usual directories (and ``named``, the file a running
+    hub's command line names), read and parsed."""
+    paths: list[str] = [named] if named and files.is_file(named) else []
     for d in HUB_DIRS:
-        if files.is_file(f"{d}/jupyterhub_config.py"):
+        if files.is_file(f"{d}/jupyterhub_config.py") and f"{d}/jupyterhub_config.py" not in paths:
             paths.append(f"{d}/jupyterhub_config.py")
         if files.is_dir(f"{d}/jupyterhub_config.d"):
             paths += sorted(p for p in files.glob(f"{d}/jupyterhub_config.d", "*.py"))
@@ -224,15 +225,40 @@ def _environ(raw: bytes) -> dict[str, str]:
 _HUB = re.compile(r"^(?:\S*/)?(?:python[\d.]*\s+(?:\S*/)?)?jupyterhub(?:\s|$)")
 
 
-def _process(files: Files, pid: int, cmd: str) -> SingleUserServer:
+_CONTAINER_CGROUP = re.compile(r"docker|kubepods|libpod|cri-containerd|crio-|nerdctl|lxc")
+
+
+def _config_arg(files: Files, pid: int, argv: list[str]) -> str:
+    """The config file named by a hub's ``-f PATH`` / ``--config PATH`` / ``--config=PATH``, made absolute
+    against its working directory (``/proc/<pid>/cwd``)."""
+    path = ""
+    for i, arg in enumerate(argv):
+        if arg in ("-f", "--config", "--JupyterHub.config_file") and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif arg.startswith(("--config=", "--JupyterHub.config_file=")):
+            path = arg.split("=", 1)[1]
+    if path and not path.startswith("/"):
+        cwd = files.readlink(f"/proc/{pid}/cwd") or ""
+        path = f"{cwd.rstrip('/')}/{path}" if cwd.startswith("/") else ""
+    return path
+
+
+def _process(files: Files, pid: int, argv: list[str], hub: bool = False) -> SingleUserServer:
     try:
         env = _environ(files.read_bytes(f"/proc/{pid}/environ"))
     except OSError:
         env = {}
     keep = relevant(env)
     keep.update({k: env[k] for k in _SERVER_EXTRA if k in env})
-    unit = _service(files.read_text_or_none(f"/proc/{pid}/cgroup") or "")
-    return SingleUserServer(pid=pid, command=_short(cmd, 200), env=keep, unit=unit)
+    cgroup = files.read_text_or_none(f"/proc/{pid}/cgroup") or ""
+    return SingleUserServer(
+        pid=pid,
+        command=_short(" ".join(argv), 200),
+        env=keep,
+        unit=_service(cgroup),
+        in_container=bool(_CONTAINER_CGROUP.search(cgroup)),
+        config=_config_arg(files, pid, argv) if hub else "",
+    )
 
 
 def hub_processes(files: Files, limit: int = 64) -> tuple[tuple[SingleUserServer, ...], SingleUserServer | None]:
@@ -245,15 +271,17 @@ def hub_processes(files: Files, limit: int = 64) -> tuple[tuple[SingleUserServer
     hub = None
     for pid in pids:
         try:
-            cmd = files.read_bytes(f"/proc/{pid}/cmdline").replace(b"\0", b" ").decode("utf-8", "replace").strip()
+            raw = files.read_bytes(f"/proc/{pid}/cmdline")
         except OSError:
             continue
+        argv = [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+        cmd = " ".join(argv)
         if hub is None and _HUB.search(cmd) and not _SINGLEUSER.search(cmd):
-            hub = _process(files, pid, cmd)
+            hub = _process(files, pid, argv, hub=True)
             continue
         if not _SINGLEUSER.search(cmd) or len(out) >= limit:
             continue
-        out.append(_process(files, pid, cmd))
+        out.append(_process(files, pid, argv))
     return tuple(out), hub
 
 
@@ -341,7 +369,7 @@ def launch_facts(files: Files, env: Mapping[str, str], runner: Runner | None) ->
     servers, hub = hub_processes(files)
     return LaunchFacts(
         slurm=slurm_config(files, env),
-        hub=hub_config(files),
+        hub=hub_config(files, hub.config if hub is not None else ""),
         singleuser=servers,
         hub_process=hub,
         unit=_service(files.read_text_or_none("/proc/self/cgroup") or ""),

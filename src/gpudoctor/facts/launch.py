@@ -96,12 +96,18 @@ class SingleUserServer:
         command: its command line (shortened).
         env: the variables of its environment that decide GPUs and libraries (tokens dropped).
         unit: its systemd unit (``jupyter-alice-singleuser.service`` under SystemdSpawner), "" when none.
+        in_container: its cgroup names a container (Docker, Podman, containerd, a pod, LXC), as
+            DockerSpawner's and KubeSpawner's servers are; their environment is the image's by design.
+        config: for the hub: the config file its command line names (``-f``/``--config``, resolved
+            against its working directory), "" when none.
     """
 
     pid: int
     command: str
     env: dict[str, str] = field(default_factory=dict)
     unit: str = ""
+    in_container: bool = False
+    config: str = ""
 
 
 @dataclass(frozen=True)
