@@ -207,7 +207,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="platform.container",
     title="where gpudoctor runs, and whether the container runtime injected the GPU",
-    needs=("platform", "nvidia", "gpu", "launch"),
+    needs=("platform", "nvidia", "gpu"),
     evaluate=evaluate,
     tags=("gate",),
 )
