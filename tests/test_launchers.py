@@ -269,3 +269,20 @@ def test_lxd_remedy_from_the_platform_markers_alone(tmp_path):
     raw = write_tree(tmp_path / "raw", {**NOTHING_INJECTED, "/proc/self/cgroup": "0::/lxc.payload.ct101\n"})
     facts = make_facts(platform=collect_platform(CollectContext(fake_system(raw), CollectOptions())))
     assert "lxc.mount.entry: /dev/nvidia0" in no_gpu_remedy(facts)
+
+
+def test_batchspawner_server_in_a_slurm_job_gets_the_spawner_setting(tmp_path, registry):
+    env = {**HUB_ENV, "SLURM_JOB_ID": "777", "SLURM_NTASKS": "1"}
+    cuda_torch = torch_facts("2.5.1+cu124", cuda="12.4", cuda_available=False, device_count=0)
+    facts = collected(
+        tmp_path,
+        {"/proc/driver/nvidia/version": NVRM_550, "/dev/nvidia0": "", "/dev/nvidiactl": ""},
+        env,
+        targets=targets(target(probe_facts(torch=cuda_torch, env=env))),
+    )
+    assert [x.name for x in chain(facts)] == ["JupyterHub (batchspawner (Slurm))", "Slurm job 777"]
+    text_ = no_gpu_remedy(facts)
+    assert 'c.SlurmSpawner.req_gres = "gpu:1"' in text_ and "Stop My Server" in text_
+    assert "docker" not in text_.lower() and "#SBATCH --gres=gpu:1" in text_
+    f = one(registry, facts, "platform.visibility")
+    assert f.status is Status.FAIL and 'c.SlurmSpawner.req_gres = "gpu:1"' in f.explanation

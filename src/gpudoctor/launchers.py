@@ -138,6 +138,8 @@ def spawner_of(facts: Facts) -> str:
         return "kube"
     if p.container_runtime in ("docker", "podman"):
         return "docker"
+    if p.scheduler == "slurm":
+        return "batch"  # batchspawner's SlurmSpawner runs the server as a Slurm job
     launch = _launch(facts)
     if launch is not None and re.match(r"jupyter-.+-singleuser\.service$", launch.unit):
         return "systemd"
@@ -149,7 +151,7 @@ _SPAWNER_NAMES = {
     "kube": "KubeSpawner",
     "systemd": "SystemdSpawner",
     "local": "LocalProcessSpawner",
-    "batch": "BatchSpawner",
+    "batch": "batchspawner (Slurm)",
 }
 
 
@@ -262,6 +264,14 @@ def hub_gpu_remedy(spawner: str, here: bool = True) -> str:
             "c.SystemdSpawner.isolate_devices = False\n```\n\nThe unit does not read shell profiles either: "
             "pass CUDA variables with `c.Spawner.environment = {...}` or keep the hub's with "
             '`c.Spawner.env_keep.extend(["LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES"])`.' + restart
+        )
+    if spawner == "batch":
+        return (
+            f"{who} JupyterHub's **batchspawner** (SlurmSpawner) as a Slurm job: the job gets a GPU only when the "
+            "spawner's batch script requests one. In `jupyterhub_config.py`:\n\n```python\n"
+            'c.SlurmSpawner.req_gres = "gpu:1"   # the default batch_script adds #SBATCH --gres={gres}\n'
+            "```\n\n(a custom `c.SlurmSpawner.batch_script` needs its own `#SBATCH --gres=gpu:1` line; with "
+            "profiles, `wrapspawner.ProfilesSpawner` passes `req_gres` per profile)." + restart
         )
     return (
         f"{who} JupyterHub as a plain process on this machine (the default "
