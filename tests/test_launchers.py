@@ -286,3 +286,19 @@ def test_batchspawner_server_in_a_slurm_job_gets_the_spawner_setting(tmp_path, r
     assert "docker" not in text_.lower() and "#SBATCH --gres=gpu:1" in text_
     f = one(registry, facts, "platform.visibility")
     assert f.status is Status.FAIL and 'c.SlurmSpawner.req_gres = "gpu:1"' in f.explanation
+
+
+def test_cdi_spec_device_nodes_missing_on_a_host_that_shows_its_gpu(tmp_path):
+    from gpudoctor.collect.platform import container_host_facts
+
+    spec = (
+        "kind: nvidia.com/gpu\ndevices:\n- name: all\n  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia1\n"
+    )
+    spec += "    - hostPath: /dev/dri/renderD129\n      path: /dev/dri/renderD128\n"
+    host = write_tree(tmp_path / "host", {"/dev/nvidia0": "", "/dev/dri/renderD128": "", "/etc/cdi/nvidia.yaml": spec})
+    [cdi] = container_host_facts(fake_system(host).files, None).cdi_specs
+    assert cdi.device_nodes == ("/dev/nvidia1", "/dev/dri/renderD129", "/dev/dri/renderD128")
+    assert cdi.missing_device_nodes == ("/dev/nvidia1", "/dev/dri/renderD129")
+    # an image root shows no GPU device nodes: nothing to compare with
+    image = write_tree(tmp_path / "image", {"/etc/cdi/nvidia.yaml": spec})
+    assert container_host_facts(fake_system(image).files, None).cdi_specs[0].missing_device_nodes == ()

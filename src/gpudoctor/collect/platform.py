@@ -302,11 +302,13 @@ def parse_cdi_spec(path: str, text: str) -> CdiSpec:
     kind_m = re.search(r"""["']?kind["']?\s*:\s*["']?([\w./-]+)""", text)
     names = re.findall(r"""-?\s*["']?name["']?\s*:\s*["']?([\w.:-]+)["']?""", text)
     ver = _SO_VERSION.search(text)
+    nodes = re.findall(r"""["']?(?:hostPath|path)["']?\s*:\s*["']?(/dev/[\w./-]+)""", text)
     return CdiSpec(
         path=path,
         kind=kind_m.group(1) if kind_m else "",
         devices=tuple(dict.fromkeys(names)),
         driver_version=ver.group(1) if ver else "",
+        device_nodes=tuple(dict.fromkeys(nodes)),
     )
 
 
@@ -392,10 +394,16 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         if files.is_file(f"{d}/{n}")
     )
     specs = []
+    try:  # an image root has no device nodes to compare a spec with: only a root that shows the GPU's
+        shows_devices = any(n.startswith("nvidia") for n in files.listdir("/dev"))
+    except OSError:
+        shows_devices = False
     for d in ("/etc/cdi", "/var/run/cdi"):
         for path in files.glob(d, "*"):
             if path.endswith((".yaml", ".yml", ".json")):
-                specs.append(parse_cdi_spec(path, files.read_text_or_none(path) or ""))
+                spec = parse_cdi_spec(path, files.read_text_or_none(path) or "")
+                missing = tuple(n for n in spec.device_nodes if shows_devices and not files.exists(n))
+                specs.append(dataclasses.replace(spec, missing_device_nodes=missing))
     configs = tuple(
         parse_containerd_config(p, files.read_text_or_none(p) or "") for p in _CONTAINERD_CONFIGS if files.is_file(p)
     )
