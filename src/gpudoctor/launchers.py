@@ -50,13 +50,20 @@ from gpudoctor.facts.platform import PlatformFacts
 __all__ = [
     "COMPOSE",
     "K8S_RUNTIME_CLASS",
+    "SLURM_REQUEST",
+    "SPAWNER_NAMES",
     "Binding",
     "Launcher",
     "chain",
+    "host_driver_version",
     "hub_gpu_remedy",
+    "kinds",
+    "lxd_api",
     "no_gpu_remedy",
     "rank_binding",
     "spawner_of",
+    "spawner_word",
+    "to_int",
 ]
 
 K8S_RUNTIME_CLASS = """```yaml
@@ -118,7 +125,7 @@ def _hub_spawner_class(facts: Facts) -> str:
     return launch.hub.spawner
 
 
-def _spawner_word(spawner_class: str) -> str:
+def spawner_word(spawner_class: str) -> str:
     low = spawner_class.lower()
     for word in ("docker", "kube", "systemd", "sudo", "batch", "local"):
         if word in low:
@@ -143,10 +150,10 @@ def spawner_of(facts: Facts) -> str:
     launch = _launch(facts)
     if launch is not None and re.match(r"jupyter-.+-singleuser\.service$", launch.unit):
         return "systemd"
-    return _spawner_word(_hub_spawner_class(facts)) or "local"
+    return spawner_word(_hub_spawner_class(facts)) or "local"
 
 
-_SPAWNER_NAMES = {
+SPAWNER_NAMES = {
     "docker": "DockerSpawner",
     "kube": "KubeSpawner",
     "systemd": "SystemdSpawner",
@@ -170,7 +177,7 @@ def chain(facts: Facts) -> tuple[Launcher, ...]:
         out.append(
             Launcher(
                 "jupyterhub",
-                f"JupyterHub ({_SPAWNER_NAMES.get(spawner, spawner)})",
+                f"JupyterHub ({SPAWNER_NAMES.get(spawner, spawner)})",
                 "JUPYTERHUB_* in the environment" + (f" (user {user})" if user else ""),
                 spawner,
             )
@@ -458,7 +465,7 @@ class Binding:
     remedy: str
 
 
-def _int(value: str | None) -> int | None:
+def to_int(value: str | None) -> int | None:
     try:
         return int(str(value).split("(")[0]) if value is not None and str(value).strip() else None
     except ValueError:
@@ -543,12 +550,12 @@ def rank_binding(facts: Facts, env: dict[str, str], visible: int | None, visible
         else ""
     )
     launcher = next((k for k in ("deepspeed", "accelerate", "torchrun") if k in launchers), "")
-    local = _int(penv.get("LOCAL_RANK"))
+    local = to_int(penv.get("LOCAL_RANK"))
     var = "LOCAL_RANK"
-    ranks = _int(penv.get("LOCAL_WORLD_SIZE")) or _int(penv.get("LOCAL_SIZE")) or 0
-    if local is None and sched == "slurm" and (_int(penv.get("SLURM_NTASKS")) or 1) > 1:
-        local, var = _int(penv.get("SLURM_LOCALID")), "SLURM_LOCALID"
-        ranks = _int(penv.get("SLURM_NTASKS_PER_NODE")) or 0
+    ranks = to_int(penv.get("LOCAL_WORLD_SIZE")) or to_int(penv.get("LOCAL_SIZE")) or 0
+    if local is None and sched == "slurm" and (to_int(penv.get("SLURM_NTASKS")) or 1) > 1:
+        local, var = to_int(penv.get("SLURM_LOCALID")), "SLURM_LOCALID"
+        ranks = to_int(penv.get("SLURM_NTASKS_PER_NODE")) or 0
         launcher = "slurm"
     if local is None:
         return None

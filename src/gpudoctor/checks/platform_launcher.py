@@ -31,13 +31,13 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.launch import HubConfig, LaunchFacts, SingleUserServer
 from gpudoctor.facts.platform import PlatformFacts
 from gpudoctor.launchers import (
-    _SPAWNER_NAMES,
-    _int,
-    _spawner_word,
+    SPAWNER_NAMES,
     chain,
     host_driver_version,
     hub_gpu_remedy,
     rank_binding,
+    spawner_word,
+    to_int,
 )
 from gpudoctor.model import Check, Finding, Status
 
@@ -75,8 +75,8 @@ def _lxd_mismatch(p: PlatformFacts, launch: LaunchFacts) -> Finding | None:
 
 
 def _hub_findings(p: PlatformFacts | None, hub: HubConfig) -> list[Finding]:
-    spawner = _spawner_word(hub.spawner) if hub.spawner else "local"
-    name = _SPAWNER_NAMES.get(spawner, hub.spawner or "LocalProcessSpawner")
+    spawner = spawner_word(hub.spawner) if hub.spawner else "local"
+    name = SPAWNER_NAMES.get(spawner, hub.spawner or "LocalProcessSpawner")
     evidence: dict[str, Any] = {
         "files": list(hub.files),
         "spawner": hub.spawner or "(default) LocalProcessSpawner",
@@ -322,9 +322,9 @@ def evaluate(facts: Facts) -> list[Finding]:
             hub_findings = _hub_findings(p, launch.hub)
             out += [f for f in hub_findings if f.status is not Status.OK]
             notes += [f.summary for f in hub_findings if f.status is Status.OK]
-            spawner = spawner or (_spawner_word(launch.hub.spawner) if launch.hub.spawner else "local")
+            spawner = spawner or (spawner_word(launch.hub.spawner) if launch.hub.spawner else "local")
         out += _server_findings(launch.singleuser, spawner or "local")
-        configured = "" if isinstance(launch.hub, Unavailable) else _spawner_word(launch.hub.spawner)
+        configured = "" if isinstance(launch.hub, Unavailable) else spawner_word(launch.hub.spawner)
         out += _dropped_env(launch, configured)
         out += _lxd_host_findings(launch)
     hidden = _hidden_nodes(p, launch, next((x.detail for x in launchers if x.kind == "jupyterhub"), ""))
@@ -434,7 +434,7 @@ def evaluate_binding(facts: Facts) -> list[Finding]:
     p = require(facts, PlatformFacts)
     env = p.env
     distributed = "LOCAL_RANK" in env or (
-        p.scheduler == "slurm" and "SLURM_LOCALID" in env and (_int(env.get("SLURM_NTASKS")) or 1) > 1
+        p.scheduler == "slurm" and "SLURM_LOCALID" in env and (to_int(env.get("SLURM_NTASKS")) or 1) > 1
     )
     probes = [
         (t.label, dict(pr.env), pr.torch.device_count if pr.torch.import_ok and pr.torch.cuda else None)
