@@ -332,3 +332,18 @@ def test_a_containers_server_is_not_compared_with_the_hub(tmp_path, registry):
     facts = facts_of(write_tree(tmp_path, {**GPU_HOST, **hub, **server}))
     assert facts.of(LaunchFacts).singleuser[0].in_container
     assert [x.status for x in launcher_findings(registry, facts)] == [Status.OK]
+
+
+def test_spawner_environment_values_are_not_kept(tmp_path):
+    text = 'c.Spawner.environment = {"LD_LIBRARY_PATH": "/opt/cuda/lib64", "WANDB_API_KEY": "wandb-s3cr3t"}\n'
+    text += 'c.Spawner.environment["HF_TOKEN"] = "hf_s3cr3t"\n'
+    helm = "singleuser:\n  extraEnv:\n    HF_TOKEN: hf_s3cr3t\n    CUDA_VISIBLE_DEVICES: '0'\n"
+    root = write_tree(
+        tmp_path,
+        {"/etc/jupyterhub/jupyterhub_config.py": text, "/usr/local/etc/jupyterhub/secret/values.yaml": helm},
+    )
+    hub = launch_facts(fake_system(root).files, {}, None).hub
+    assert isinstance(hub, HubConfig)
+    shown = repr(hub.settings)
+    assert "s3cr3t" not in shown and "/opt/cuda/lib64" not in shown
+    assert '"LD_LIBRARY_PATH": ...' in shown and "HF_TOKEN, CUDA_VISIBLE_DEVICES (values not kept)" in shown

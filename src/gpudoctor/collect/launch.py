@@ -152,6 +152,18 @@ def parse_hub_config(path: str, text: str) -> tuple[str, list[HubSetting]]:
             if not name.startswith("c.") or name.rsplit(".", 1)[-1] not in HUB_TRAITS:
                 continue
             source = ast.get_source_segment(text, value) or ""
+            if name.endswith(".environment"):
+                # the variables' names say what reaches the servers; their values may be secrets
+                source = (
+                    "{"
+                    + ", ".join(
+                        f"{(ast.get_source_segment(text, k) if k is not None else '**') or '?'}: ..."
+                        for k in value.keys
+                    )
+                    + "}"
+                    if isinstance(value, ast.Dict)
+                    else "..."
+                )
             if name.endswith(".spawner_class"):
                 spawner = source.strip("'\" ")
             out.append(HubSetting(name + key, _short(source), path))
@@ -164,10 +176,16 @@ def _walk_yaml(prefix: str, value: Any, path: str, out: list[HubSetting]) -> Non
         return
     for key, sub in value.items():
         name = f"{prefix}.{key}" if prefix else str(key)
-        if name in (
+        if name == "singleuser.extraEnv" or (name.startswith("hub.config.") and str(key) == "environment"):
+            names = (
+                list(sub)
+                if isinstance(sub, dict)
+                else [str(e.get("name", "?")) for e in sub or [] if isinstance(e, dict)]
+            )
+            out.append(HubSetting(name, _short(", ".join(names) + " (values not kept)"), path))
+        elif name in (
             "singleuser.extraResource",
             "singleuser.extraPodConfig",
-            "singleuser.extraEnv",
             "singleuser.profileList",
             "singleuser.image",
         ) or (name.startswith("hub.config.") and str(key) in HUB_TRAITS):
