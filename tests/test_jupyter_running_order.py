@@ -14,9 +14,12 @@ from gpudoctor.model import Status
 from test_jupyter import collect_domains, live_system
 from test_jupyter_servers import _run
 
+# two GPUs enumerated fastest first: the second one sits on the lower PCI bus
 FAKE_TORCH = (
     "import os, sys, types\ntorch = types.ModuleType('torch')\n"
-    "torch.cuda = types.SimpleNamespace(is_initialized=lambda: {init}, device_count=lambda: 2)\n"
+    "buses = ['0000:41:00.0', '0000:01:00.0']\n"
+    "torch.cuda = types.SimpleNamespace(is_initialized=lambda: {init}, device_count=lambda: 2,\n"
+    "    get_device_properties=lambda i: types.SimpleNamespace(pci_bus_id=buses[i]))\n"
     "sys.modules['torch'] = torch\n"
 )
 
@@ -47,7 +50,44 @@ def test_device_order_changed_after_cuda_started_and_its_twin(tmp_path, python):
         assert "CUDA_DEVICE_ORDER is 'PCI_BUS_ID' now, but CUDA was initialised with unset" in late.summary
         assert "restart the kernel and set it first" in late.summary
         assert "torch enumerated 2 device(s)" in late.explanation and late.evidence["devices_enumerated"] == 2
+        assert late.evidence["device_buses"] == ["0000:41:00.0", "0000:01:00.0"]
         assert "kernel before-init" in findings[1].summary and "CUDA not initialised" in findings[1].summary
     finally:
         for km in kms:
             km.shutdown_kernel(now=True)
+
+
+# --------------------------------------------------------------------------- the judgement, from facts
+
+
+def _judge(**kw):
+    from gpudoctor.facts.jupyter import RunningKernel, RunningKernelsFacts
+    from gpudoctor.testing import make_facts
+
+    k = RunningKernel(
+        "/run/jupyter/kernel-k1.json", "python3", pid=77, torch_imported=True, cuda_initialized=True, **kw
+    )
+    [f] = RUNNING.evaluate(make_facts(jupyter_running=RunningKernelsFacts("/run/jupyter", (k,))))
+    return f
+
+
+@pytest.mark.parametrize(
+    ("kw", "status"),
+    [
+        # set in a cell after CUDA started: torch still enumerates both GPUs
+        ({"cvd_now": "1", "device_count": 2}, Status.WARN),
+        # the healthy twin: set in the first cell, before CUDA started: torch enumerates the one GPU named
+        ({"cvd_now": "1", "device_count": 1}, Status.OK),
+        # no evidence (an older answer): a change counts as late
+        ({"cvd_now": "1"}, Status.WARN),
+        ({"order_now": "PCI_BUS_ID", "device_buses": ("0000:41:00.0", "0000:01:00.0")}, Status.WARN),
+        ({"order_now": "PCI_BUS_ID", "device_buses": ("0000:01:00.0", "0000:41:00.0")}, Status.OK),
+    ],
+)
+def test_a_change_counts_only_when_the_enumerated_devices_do_not_show_it(kw, status):
+    f = _judge(**kw)
+    assert f.status is status, f.summary
+    if status is Status.OK:
+        assert "they are in effect" in f.summary
+    else:
+        assert "restart the kernel and set it first" in f.summary

@@ -27,7 +27,8 @@ from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import RunningKernel, RunningKernelsFacts
 
 #: One expression, evaluated in the kernel's namespace; comprehension names do not leak.
-#: ``count`` is asked only once CUDA is up (``device_count()`` then reads the initialised runtime, never starts it).
+#: ``count`` and ``buses`` (each device's PCI bus id, in torch's order) are asked only once CUDA is up: they
+#: then read the initialised runtime and never start it.
 EXPRESSION = (
     "(lambda os, sys, start: __import__('json').dumps({'pid': os.getpid(), "
     "'cvd_now': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cvd_start': start.get('CUDA_VISIBLE_DEVICES'), "
@@ -35,6 +36,9 @@ EXPRESSION = (
     "'torch': 'torch' in sys.modules, "
     "'cuda_init': bool(sys.modules['torch'].cuda.is_initialized()) if 'torch' in sys.modules else False, "
     "'count': (lambda f: f() if f else None)(getattr(sys.modules['torch'].cuda, 'device_count', None)) "
+    "if 'torch' in sys.modules and sys.modules['torch'].cuda.is_initialized() else None, "
+    "'buses': (lambda c: [getattr(c.get_device_properties(i), 'pci_bus_id', None) for i in range(c.device_count())] "
+    "if hasattr(c, 'get_device_properties') and hasattr(c, 'device_count') else None)(sys.modules['torch'].cuda) "
     "if 'torch' in sys.modules and sys.modules['torch'].cuda.is_initialized() else None}))"
     "(__import__('os'), __import__('sys'), {k: v for k, _, v in (e.partition('=') for e in "
     "open('/proc/self/environ', 'rb').read().decode('utf-8', 'replace').split(chr(0)))})"
@@ -83,6 +87,7 @@ def ask(path: str, timeout_s: float = ASK_TIMEOUT_S) -> RunningKernel:
             order_now=data.get("order_now"),
             order_at_start=data.get("order_start"),
             device_count=data.get("count"),
+            device_buses=tuple(str(b) for b in data.get("buses") or () if b is not None),
         )
     except Exception as exc:
         why = (

@@ -216,6 +216,8 @@ class RunningKernel:
         order_at_start: its value in the start environment (None: unset).
         device_count: ``torch.cuda.device_count()`` once CUDA is initialised (the devices torch
             enumerated), None when CUDA is not initialised or the kernel is older than this question.
+        device_buses: the PCI bus id of each device in torch's order (``get_device_properties(i)
+            .pci_bus_id``), empty when not known: tells whether ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` took effect.
     """
 
     connection_file: str
@@ -230,6 +232,7 @@ class RunningKernel:
     order_now: str | None = None
     order_at_start: str | None = None
     device_count: int | None = None
+    device_buses: tuple[str, ...] = ()
 
 
 @domain("jupyter_running")
