@@ -302,3 +302,25 @@ def test_cdi_spec_device_nodes_missing_on_a_host_that_shows_its_gpu(tmp_path):
     # an image root shows no GPU device nodes: nothing to compare with
     image = write_tree(tmp_path / "image", {"/etc/cdi/nvidia.yaml": spec})
     assert container_host_facts(fake_system(image).files, None).cdi_specs[0].missing_device_nodes == ()
+
+
+def test_cdi_spec_naming_nvidia_uvm_before_the_module_is_loaded(tmp_path, registry):
+    from gpudoctor.collect.platform import container_host_facts
+
+    spec = (
+        "kind: nvidia.com/gpu\ncontainerEdits:\n  deviceNodes:\n  - path: /dev/nvidia-uvm\n  - path: /dev/nvidiactl\n"
+    )
+    files = {"/usr/bin/podman": "", "/usr/bin/nvidia-ctk": "", "/dev/nvidia0": "", "/dev/nvidiactl": ""}
+    host = write_tree(tmp_path, {**files, **NOTHING_INJECTED, "/etc/cdi/nvidia.yaml": spec})
+    system = fake_system(host)
+    ctx = CollectContext(system, CollectOptions())
+    facts = make_facts(
+        container_host=container_host_facts(system.files, None),
+        platform=collect_platform(ctx),
+        nvidia=collect_nvidia(ctx),
+        gpu=collect_gpu(ctx),
+    )
+    f = one(registry, facts, "platform.toolkit")
+    assert f.status is Status.FAIL and "/dev/nvidia-uvm" in f.summary
+    assert "sudo nvidia-modprobe -u -c=0" in f.explanation and "The spec itself is right" in f.explanation
+    assert "cdi generate" not in f.explanation

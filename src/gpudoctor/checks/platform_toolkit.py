@@ -245,16 +245,28 @@ def evaluate(facts: Facts) -> list[Finding]:
     if gone:
         s = gone[0]
         nodes = ", ".join(f"`{n}`" for n in s.missing_device_nodes)
+        uvm_only = all(n.startswith("/dev/nvidia-uvm") for n in s.missing_device_nodes)
+        uvm = (
+            "`/dev/nvidia-uvm` and `/dev/nvidia-uvm-tools` appear only once the `nvidia-uvm` module is loaded, "
+            "normally by the first CUDA call on the host: after a reboot they are missing. Load it now and at every "
+            "boot:\n\n```\nsudo nvidia-modprobe -u -c=0\n"
+            "echo nvidia-uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf\n```\n\n"
+        )
         return [
             CHECK.finding(
                 Status.FAIL,
                 f"the CDI spec {s.path} injects {', '.join(s.missing_device_nodes)}, which no longer exist on this "
                 f"host",
-                f"A CDI spec lists the host device nodes it injects; {nodes} are gone (a GPU removed or renumbered, "
-                f"`/dev/dri` nodes numbered differently after a reboot or driver change, MIG devices recreated), so "
-                f'every container asking for `nvidia.com/gpu=...` fails to start: "failed to stat CDI host device". '
-                f"Regenerate the spec from the devices that exist now:\n\n```\n"
-                f"sudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```",
+                f"A CDI spec lists the host device nodes it injects; {nodes} "
+                + (
+                    "do not exist now, so every container asking for `nvidia.com/gpu=...` fails to start: "
+                    f'"failed to stat CDI host device". {uvm}The spec itself is right.'
+                    if uvm_only
+                    else "are gone (a GPU removed or renumbered, `/dev/dri` nodes numbered differently after a reboot "
+                    "or driver change, MIG devices recreated), so every container asking for `nvidia.com/gpu=...` "
+                    f'fails to start: "failed to stat CDI host device". Regenerate the spec from the devices that '
+                    f"exist now:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```"
+                ),
                 evidence=evidence,
             )
         ]
