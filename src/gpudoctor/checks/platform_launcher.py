@@ -313,7 +313,8 @@ def evaluate(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     notes: list[str] = []
     launchers = chain(facts)
-    spawner = next((launcher.detail for launcher in launchers if launcher.kind == "jupyterhub"), "")
+    own_spawner = next((launcher.detail for launcher in launchers if launcher.kind == "jupyterhub"), "")
+    spawner = own_spawner  # who started this process, else the hub configured here
     if not isinstance(launch, Unavailable):
         mismatch = _lxd_mismatch(p, launch)
         if mismatch is not None:
@@ -327,7 +328,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         configured = "" if isinstance(launch.hub, Unavailable) else spawner_word(launch.hub.spawner)
         out += _dropped_env(launch, configured)
         out += _lxd_host_findings(launch)
-    hidden = _hidden_nodes(p, launch, next((x.detail for x in launchers if x.kind == "jupyterhub"), ""))
+    hidden = _hidden_nodes(p, launch, own_spawner)
     if hidden is not None:
         out.append(hidden)
     short = _k8s_mounted(p)
