@@ -106,6 +106,25 @@ _BARE_TOKEN = re.compile(
     r"|(?<![\w-])sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,255}"
 )
 
+#: literal starts of _BARE_TOKEN's credentials: the regex runs only on text holding one
+_BARE_PREFIXES = (
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "hf_",
+    "npm_",
+    "AIza",
+    "xox",
+    "AKIA",
+    "ASIA",
+    "eyJ",
+    "sk-",
+)
+
 # "NAME": "value" / 'NAME': 'value' (JSON or Python reprs printed in free text)
 _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)(?P<sep>\s*:\s*)"
@@ -236,7 +255,8 @@ def _redact_secrets(text: str) -> str:
     applies to a terminal stream, whose colours must survive."""
     if not text:
         return text
-    text = _BARE_TOKEN.sub(REDACTED, text)
+    if any(prefix in text for prefix in _BARE_PREFIXES):  # the alternation costs ~0.25 s per MB
+        text = _BARE_TOKEN.sub(REDACTED, text)
     text = _URL_USERINFO.sub(_userinfo, text)
     text = _QUERY_PARAM.sub(_query, text)
     text = _CONDA_TOKEN.sub(lambda m: f"{m.group('pre')}{REDACTED}", text)
