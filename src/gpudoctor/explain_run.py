@@ -157,22 +157,39 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
 
 
 def run_command(
-    argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2, env: dict | None = None
+    argv: Sequence[str],
+    stdout: int | None = 1,
+    stderr: int | None = 2,
+    env: dict | None = None,
+    *,
+    inherit: bool = False,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
     ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
     command exits and both pipes are drained.
 
+    ``inherit=True`` (``gpudoctor watch``): the command writes to gpudoctor's own stdout
+    and stderr directly (a terminal stays a terminal for it), nothing is copied or
+    matched. ``on_start(proc)`` is called once the command has started.
+
     The command inherits stdin, the environment and the process group (so Ctrl-C in a
     terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
     Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
     """
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    capture = None if inherit else subprocess.PIPE
+    proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env)
+    if on_start is not None:
+        on_start(proc)
     matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
-    threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
-    ]
+    threads = (
+        []
+        if inherit
+        else [
+            threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
+        ]
+    )
     for t in threads:
         t.start()
     previous = {}
