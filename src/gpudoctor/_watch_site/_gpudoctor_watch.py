@@ -33,11 +33,10 @@ import sys
 import threading
 import time
 import weakref
-
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 __all__ = ["ENV_DIR", "FLUSH_S", "Recorder", "install", "install_import_hook", "recorder"]
 
