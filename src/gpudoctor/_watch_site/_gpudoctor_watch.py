@@ -33,10 +33,6 @@ import sys
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ENV_DIR", "FLUSH_S", "Recorder", "install", "install_import_hook", "recorder"]
 
@@ -273,12 +269,12 @@ def _first_shape(batch, depth=0):
 
 def _site():
     """file:line of the first frame outside torch and this module (where the loader was made)."""
-    f = sys._getframe(2)  # type: Any
+    f = sys._getframe(2)
     while f is not None:
         fn = f.f_code.co_filename
         if os.sep + "torch" + os.sep not in fn and not fn.endswith(("_gpudoctor_watch.py", "loop_watch.py")):
             return "%s:%d" % (fn, f.f_lineno)
-        f = f.f_back
+        f = f.f_back  # type: ignore[assignment]
     return None
 
 
