@@ -178,7 +178,30 @@ def run_command(
     Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
     """
     capture = None if inherit else subprocess.PIPE
-    proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env)
+    # forward SIGTERM/SIGHUP from before the command starts: one that arrives before the
+    # command exists is sent to it as soon as it does
+    started: list[subprocess.Popen] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if started:
+            started[0].send_signal(signum)
+        else:
+            pending.append(signum)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            previous[sig] = signal.signal(sig, forward)
+    try:
+        proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
+    started.append(proc)
+    for signum in pending:
+        proc.send_signal(signum)
     if on_start is not None:
         on_start(proc)
     matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
@@ -192,10 +215,6 @@ def run_command(
     )
     for t in threads:
         t.start()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
     try:
         while True:
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -138,7 +139,13 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         except KeyboardInterrupt:
             interrupted = True
             proc = state["proc"]
-            rc = proc.poll() if proc is not None else None
+            rc = None
+            if proc is not None:  # the terminal's Ctrl-C reached the command too: let it end its own way
+                try:
+                    rc = proc.wait(timeout=10)
+                except (subprocess.TimeoutExpired, KeyboardInterrupt):
+                    proc.kill()
+                    rc = proc.wait()
             code = explain_run.exit_status(rc) if rc is not None else 130
         except OSError as exc:
             stop_live.set()
