@@ -182,7 +182,8 @@ def test_healthy_loader_is_step_bound_and_keeps_its_settings():
 
 
 def test_no_workers_says_too_few_and_recommends_workers():
-    recs = records(None, 30, 20, wait_cpu_s=50 * 0.030)  # loading is CPU work in the loop's thread
+    # loading is CPU work in the loop's thread (the recorder CPU-timed 4 of the waits)
+    recs = records(None, 30, 20, wait_cpu_s=4 * 0.030, cpu_sampled_s=4 * 0.030)
     doc = stall.analyse(recs, {"cpu_busy": 0.1}, CPUS)
     assert kinds(doc)[0] == "too-few-workers"
     rec = doc["recommendation"]

@@ -107,6 +107,7 @@ class LoaderStats:
     step_s: float = 0.0
     first_wait_s: float = 0.0
     wait_cpu_s: float = 0.0
+    cpu_sampled_s: float = 0.0
     max_wait_s: float = 0.0
     iterations: int = 0
     new_iterators: int = 0
@@ -194,6 +195,7 @@ def loader_stats(records: Iterable[dict[str, Any]]) -> list[LoaderStats]:
                 s.step_s += float(rec.get("step_s") or 0.0)
                 s.first_wait_s += float(rec.get("first_wait_s") or 0.0)
                 s.wait_cpu_s += float(rec.get("wait_cpu_s") or 0.0)
+                s.cpu_sampled_s += float(rec.get("cpu_sampled_s") or 0.0)
                 s.max_wait_s = max(s.max_wait_s, float(rec.get("max_wait_s") or 0.0))
         except (TypeError, ValueError, KeyError):
             continue  # a malformed record (a job writing into the run directory): skipped
@@ -428,10 +430,10 @@ def slow_rank(stats: list[LoaderStats]) -> tuple[int, LoaderStats, float] | None
 
 def load_cpu_share(s: LoaderStats, machine: dict[str, Any]) -> float | None:
     """How much of loading is CPU work (0–1): with num_workers=0 the loop thread's CPU time
-    while it waited (measured by the recorder) over the wait; with workers their mean
+    during the waits the recorder CPU-timed, over those waits; with workers their mean
     busy share from the machine samples; None when unknown."""
     if not (s.settings.get("num_workers") or 0):
-        return round(min(1.0, s.wait_cpu_s / s.wait_s), 3) if s.wait_s > 0 else None
+        return round(min(1.0, s.wait_cpu_s / s.cpu_sampled_s), 3) if s.cpu_sampled_s > 0 else None
     per_pid = machine.get("process_cpu_busy") or {}
     vals = [per_pid[str(p)] for p in s.workers if per_pid.get(str(p)) is not None]
     return round(sum(vals) / len(vals), 3) if vals else None

@@ -23,8 +23,8 @@ Records (``"k"`` is the kind)::
      "pin_memory", "prefetch_factor", "persistent_workers", "drop_last"}
     {"k": "iter", "pid", "id", "s", "new", "workers": [pids], "t"}
     {"k": "batches", "pid", "id", "n", "samples", "wait_s", "step_s", "max_wait_s",
-     "first_wait_s", "wait_cpu_s" (num_workers=0: CPU time of the loop's thread while
-     it waited), "t"}
+     "first_wait_s", "wait_cpu_s", "cpu_sampled_s" (num_workers=0: CPU time of the loop's
+     thread during the CPU-timed waits, and those waits' wall time), "t"}
 """
 
 import json
@@ -43,6 +43,9 @@ FLUSH_S = 0.5
 _TARGET = "torch.utils.data.dataloader"
 _perf = time.perf_counter
 _cpu = time.thread_time
+#: With num_workers=0, one wait in this many is CPU-timed (``thread_time`` costs up to
+#: half a millisecond in a process with many threads).
+CPU_EVERY = 16
 
 
 def _int_env(name):
@@ -53,11 +56,11 @@ def _int_env(name):
 
 
 class _Sums:
-    __slots__ = ("n", "samples", "wait", "step", "max_wait", "first_wait", "wait_cpu")
+    __slots__ = ("n", "samples", "wait", "step", "max_wait", "first_wait", "wait_cpu", "cpu_sampled")
 
     def __init__(self):
         self.n = self.samples = 0
-        self.wait = self.step = self.max_wait = self.first_wait = self.wait_cpu = 0.0
+        self.wait = self.step = self.max_wait = self.first_wait = self.wait_cpu = self.cpu_sampled = 0.0
 
 
 class Recorder:
@@ -127,7 +130,8 @@ class Recorder:
         i = self.loader_id(loader)
         try:
             # loader id, end of the last next(), first batch pending, loading in this process
-            it._gpudoctor_watch = [i, None, True, not getattr(it, "_num_workers", 0)]
+            # and how many batches it has yielded (every CPU_EVERY-th wait is CPU-timed)
+            it._gpudoctor_watch = [i, None, True, not getattr(it, "_num_workers", 0), 0]
         except Exception:
             return
         workers = [getattr(w, "pid", None) for w in (getattr(it, "_workers", None) or [])]
@@ -146,18 +150,20 @@ class Recorder:
                 }
             )
 
-    def batch(self, it, t0, t1, batch, ok, cpu=0.0):
+    def batch(self, it, t0, t1, batch, ok, cpu=None):
         state = getattr(it, "_gpudoctor_watch", None)
         if state is None:
             return
-        i, last, first, _ = state
+        i, last, first = state[0], state[1], state[2]
         wait = t1 - t0
         with self._lock:
             s = self._sums.get(i)
             if s is None:
                 s = self._sums[i] = _Sums()
             s.wait += wait
-            s.wait_cpu += cpu
+            if cpu is not None:
+                s.wait_cpu += cpu
+                s.cpu_sampled += wait
             if last is not None:
                 s.step += t0 - last
             if ok:
@@ -200,6 +206,7 @@ class Recorder:
                             "max_wait_s": round(s.max_wait, 6),
                             "first_wait_s": round(s.first_wait, 6),
                             "wait_cpu_s": round(s.wait_cpu, 6),
+                            "cpu_sampled_s": round(s.cpu_sampled, 6),
                             "t": now,
                         }
                     )
@@ -326,7 +333,11 @@ def install(module, rec):
         state = getattr(self, "_gpudoctor_watch", None)
         if r is None or not r.enabled or state is None:
             return next_(self)
-        c0 = _cpu() if state[3] else 0.0  # loading in this thread: how much of the wait is CPU work
+        timed = False
+        if state[3]:  # loading in this thread: how much of the wait is CPU work (sampled: the clock is slow)
+            state[4] += 1
+            timed = state[4] % CPU_EVERY == 1
+        c0 = _cpu() if timed else 0.0
         t0 = _perf()
         try:
             batch = next_(self)
@@ -338,7 +349,7 @@ def install(module, rec):
             raise
         t1 = _perf()
         try:
-            r.batch(self, t0, t1, batch, True, _cpu() - c0 if state[3] else 0.0)
+            r.batch(self, t0, t1, batch, True, _cpu() - c0 if timed else None)
         except Exception:
             r.enabled = False
         return batch
