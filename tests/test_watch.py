@@ -306,3 +306,36 @@ def test_without_a_driver_no_nvml_worker_is_started(tmp_path):
     assert not nvml_may_answer(env)
     summary = MachineSampler(0.2).summary()
     assert summary["gpus"] == [] and summary["gpu_busy_percent"] is None
+
+
+# ------------------------------------------------------------------ --live and Ctrl-C
+
+
+def test_live_gives_the_verdict_so_far_while_the_command_runs(tmp_path):
+    script = tmp_path / "slow.py"
+    script.write_text("import time\nprint('start', flush=True)\ntime.sleep(3.5)\nprint('end')\n")
+    r = run([*GPUDOCTOR, "watch", "--no-gpu", "--live", "1", "--", sys.executable, str(script)], stdin=b"")
+    assert r.returncode == 0 and r.stdout == b"start\nend\n"
+    err = r.stderr.decode()
+    assert err.count("gpudoctor watch: so far") >= 1
+    assert err.rstrip().splitlines()[0].startswith("gpudoctor watch: so far")
+    assert err.count("gpudoctor watch: verdict") == 1 and err.index("so far") < err.index("verdict")
+
+
+def test_ctrl_c_gives_the_verdict_and_the_commands_status(tmp_path):
+    script = tmp_path / "wait.py"
+    script.write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    out = tmp_path / "v.json"
+    proc = subprocess.Popen(
+        [*watch_argv(sys.executable, str(script), out=out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does: the whole group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    assert b"KeyboardInterrupt" in err  # the job's own traceback, passed through
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True and doc["exit_code"] == 130
