@@ -339,3 +339,18 @@ def test_ctrl_c_gives_the_verdict_and_the_commands_status(tmp_path):
     assert b"KeyboardInterrupt" in err  # the job's own traceback, passed through
     doc = json.loads(out.read_text())
     assert doc["interrupted"] is True and doc["exit_code"] == 130
+
+
+def test_the_training_loader_is_judged_not_a_short_validation_loader():
+    train = records(None, 2, 20, n=200, pid=1000)
+    val = [dict(r, id=2) for r in records(None, 30, 5, n=10, pid=1000) if r["k"] != "proc"]
+    doc = stall.analyse(train + val, {}, CPUS)
+    assert doc["main_loader"] == {"pid": 1000, "loader": 1, "rank": None}
+    assert [lo["loader"] for lo in doc["loaders"]] == [1, 2]
+    assert kinds(doc) == ["step-bound"]
+
+
+def test_with_ranks_the_slowest_rank_is_the_one_judged():
+    doc = stall.analyse(records(0, 2, 48) + records(1, 30, 20), {}, CPUS)
+    assert doc["main_loader"]["rank"] == 1
+    assert "(rank 1, the slowest)" in stall.render_text(doc)

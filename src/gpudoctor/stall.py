@@ -38,6 +38,7 @@ __all__ = [
     "RecordReader",
     "analyse",
     "loader_stats",
+    "main_loader",
     "predict",
     "recommend",
 ]
@@ -428,6 +429,16 @@ def slow_rank(stats: list[LoaderStats]) -> tuple[int, LoaderStats, float] | None
     return worst_rank, worst, median
 
 
+def main_loader(stats: list[LoaderStats]) -> LoaderStats | None:
+    """The training loop's loader: among the loaders that took at least 80 % of the longest
+    loop time (a validation loader takes less; ranks of one job take about the same, as
+    they wait for each other), the one that stalls most (the rank that sets the pace)."""
+    if not stats:
+        return None
+    longest = max(s.wait_s + s.step_s for s in stats)
+    return max((s for s in stats if s.wait_s + s.step_s >= 0.8 * longest), key=lambda s: s.stall_fraction)
+
+
 def load_cpu_share(s: LoaderStats, machine: dict[str, Any]) -> float | None:
     """How much of loading is CPU work (0–1): with num_workers=0 the loop thread's CPU time
     during the waits the recorder CPU-timed, over those waits; with workers their mean
@@ -456,7 +467,7 @@ def analyse(
     gpu_busy = machine.get("gpu_busy_percent")
     ranks = sorted({s.rank for s in stats if s.rank is not None})
     ranks_per_node = max(1, len({s.pid for s in stats}))
-    main = max(stats, key=lambda s: s.wait_s + s.step_s) if stats else None
+    main = main_loader(stats)
     worker_busy = None if main is None else load_cpu_share(main, machine)
     doc: dict[str, Any] = {
         "schema_version": WATCH_SCHEMA_VERSION,
@@ -513,7 +524,12 @@ def render_text(doc: dict[str, Any]) -> str:
     stall = doc.get("stall_fraction")
     gpu = doc.get("gpu_busy_percent")
     if stall is not None:
-        line = f"  waiting for data: {100 * stall:.0f} % of step time"
+        ml = doc.get("main_loader") or {}
+        line = f"  waiting for data: {100 * stall:.0f} % of step time" + (
+            f" (rank {ml['rank']}, the slowest)"
+            if ml.get("rank") is not None and len(doc.get("ranks") or []) > 1
+            else ""
+        )
         if gpu is not None:
             line += f"; GPU busy: {gpu:.0f} %"
         lines.append(line)
