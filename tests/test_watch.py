@@ -342,7 +342,7 @@ def test_ctrl_c_gives_the_verdict_and_the_commands_status(tmp_path):
 
 
 def test_the_training_loader_is_judged_not_a_short_validation_loader():
-    train = records(None, 2, 20, n=200, pid=1000)
+    train = records(None, 0.5, 20, n=200, pid=1000)
     val = [dict(r, id=2) for r in records(None, 30, 5, n=10, pid=1000) if r["k"] != "proc"]
     doc = stall.analyse(train + val, {}, CPUS)
     assert doc["main_loader"] == {"pid": 1000, "loader": 1, "rank": None}
