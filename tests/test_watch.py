@@ -354,3 +354,28 @@ def test_with_ranks_the_slowest_rank_is_the_one_judged():
     doc = stall.analyse(records(0, 2, 48) + records(1, 30, 20), {}, CPUS)
     assert doc["main_loader"]["rank"] == 1
     assert "(rank 1, the slowest)" in stall.render_text(doc)
+
+
+def test_reader_memory_does_not_grow_with_the_run(tmp_path):
+    lines = [{"k": "proc", "pid": 9, "rank": None}]
+    lines += [{"k": "iter", "pid": 9, "id": 1, "s": 0.5, "new": True, "workers": [20 + e]} for e in range(3)]
+    lines += [
+        {
+            "k": "batches",
+            "pid": 9,
+            "id": 1,
+            "n": 10,
+            "samples": 40,
+            "wait_s": 0.1,
+            "step_s": 0.2,
+            "max_wait_s": 0.02 + i / 1000,
+        }
+        for i in range(100)
+    ]
+    (tmp_path / "rec-9.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    reader = stall.RecordReader(str(tmp_path))
+    assert len(reader.read()) == 104
+    assert len(reader.records) == 3
+    (s,) = stall.loader_stats(reader.records)
+    assert (s.batches, s.samples, s.iterations, s.new_iterators, s.workers) == (1000, 4000, 3, 3, [20, 21, 22])
+    assert (round(s.wait_s, 6), round(s.step_s, 6), round(s.max_wait_s, 6)) == (10.0, 20.0, 0.119)

@@ -56,15 +56,61 @@ HOST_BUSY = 0.85
 IO_PRESSURE = 0.10
 
 
+_SUMMED = ("n", "samples", "wait_s", "step_s", "first_wait_s", "wait_cpu_s", "cpu_sampled_s")
+
+
 class RecordReader:
     """Reads the recorder's ``rec-<pid>.jsonl`` files in a run directory incrementally:
     :meth:`read` returns the records added since the last call (a line still being
-    written is kept for the next call)."""
+    written is kept for the next call). :attr:`records` holds everything read, compacted
+    (one ``batches`` and one ``iter`` record per loader and process), so memory does not
+    grow with the length of the run."""
 
     def __init__(self, run_dir: str):
         self.run_dir = run_dir
         self._offsets: dict[str, int] = {}
-        self.records: list[dict[str, Any]] = []
+        self._other: list[dict[str, Any]] = []
+        self._batches: dict[tuple[Any, Any], dict[str, Any]] = {}
+        self._iters: dict[tuple[Any, Any], dict[str, Any]] = {}
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        return [*self._other, *self._iters.values(), *self._batches.values()]
+
+    def _keep(self, rec: dict[str, Any]) -> None:
+        key = (rec.get("pid"), rec.get("id"))
+        try:
+            if rec["k"] == "batches":
+                cur = self._batches.get(key)
+                if cur is None:
+                    self._batches[key] = dict(rec)
+                    return
+                for f in _SUMMED:
+                    cur[f] = (cur.get(f) or 0) + (rec.get(f) or 0)
+                cur["max_wait_s"] = max(cur.get("max_wait_s") or 0.0, rec.get("max_wait_s") or 0.0)
+                return
+            if rec["k"] == "iter":
+                cur = self._iters.get(key)
+                if cur is None:
+                    cur = self._iters[key] = {
+                        "k": "iter",
+                        "pid": rec.get("pid"),
+                        "id": rec.get("id"),
+                        "count": 0,
+                        "new_count": 0,
+                        "s": 0.0,
+                        "workers": [],
+                    }
+                cur["count"] += 1
+                cur["new_count"] += 1 if rec.get("new") else 0
+                cur["s"] += float(rec.get("s") or 0.0)
+                cur["workers"] = (cur["workers"] + [w for w in rec.get("workers") or [] if w not in cur["workers"]])[
+                    -256:
+                ]
+                return
+        except (TypeError, ValueError):
+            return
+        self._other.append(rec)
 
     def read(self) -> list[dict[str, Any]]:
         new: list[dict[str, Any]] = []
@@ -90,7 +136,7 @@ class RecordReader:
                     continue
                 if isinstance(rec, dict) and "k" in rec:
                     new.append(rec)
-        self.records.extend(new)
+                    self._keep(rec)
         return new
 
 
@@ -181,10 +227,9 @@ def loader_stats(records: Iterable[dict[str, Any]]) -> list[LoaderStats]:
                 get(rec).settings = {x: rec.get(x) for x in rec if x not in ("k", "pid", "id")}
             elif k == "iter":
                 s = get(rec)
-                s.iterations += 1
+                s.iterations += int(rec.get("count", 1))  # a compacted record counts several
                 s.iter_s += float(rec.get("s") or 0.0)
-                if rec.get("new"):
-                    s.new_iterators += 1
+                s.new_iterators += int(rec["new_count"]) if "new_count" in rec else 1 if rec.get("new") else 0
                 for w in rec.get("workers") or []:
                     if isinstance(w, int) and w not in s.workers:
                         s.workers.append(w)
