@@ -379,3 +379,23 @@ def test_reader_memory_does_not_grow_with_the_run(tmp_path):
     (s,) = stall.loader_stats(reader.records)
     assert (s.batches, s.samples, s.iterations, s.new_iterators, s.workers) == (1000, 4000, 3, 3, [20, 21, 22])
     assert (round(s.wait_s, 6), round(s.step_s, 6), round(s.max_wait_s, 6)) == (10.0, 20.0, 0.119)
+
+
+def test_some_workers_with_cpus_free_is_too_few_workers():
+    recs = records(None, 15, 20, workers=2, persistent=True)
+    recs[2]["workers"] = [3001, 3002]
+    machine = {"cpu_busy": 0.3, "process_cpu_busy": {"3001": 0.95, "3002": 0.97}}
+    doc = stall.analyse(recs, machine, CPUS)
+    assert kinds(doc)[0] == "too-few-workers"
+    assert "num_workers=2 (train.py:40) with 16 usable CPUs" in doc["limits"][0]["summary"]
+    assert doc["recommendation"]["kwargs"]["num_workers"] > 2
+
+
+def test_busy_workers_on_every_usable_cpu_are_cpu_bound_even_with_the_machine_idle_elsewhere():
+    recs = records(None, 15, 20, workers=3, persistent=True)
+    recs[2]["workers"] = [4001, 4002, 4003]
+    machine = {"cpu_busy": 0.6, "process_cpu_busy": {"4001": 0.9, "4002": 0.92, "4003": 0.88}}
+    doc = stall.analyse(recs, machine, {"logical": 4, "affinity": 4, "quota_cpus": None, "usable": 4})
+    assert kinds(doc)[0] == "cpu-bound" and "3 workers 90 % busy each" in doc["limits"][0]["summary"]
+    # the CPUs cap the workers that help: the recommendation stays within them
+    assert doc["recommendation"]["kwargs"]["num_workers"] <= 4
