@@ -128,3 +128,26 @@ def test_in_process_watch_of_one_loop(tmp_path):
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     assert not hasattr(_BaseDataLoaderIter.__next__, "__wrapped__")
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU (runs where one is lent)")
+def test_on_a_gpu_the_verdict_gives_gpu_busy_next_to_the_stall(tmp_path):
+    out = tmp_path / "v.json"
+    argv = [*GPUDOCTOR, "watch", "--interval", "0.2", "--format", "json", "-o", str(out), "--"]
+    r = subprocess.run([*argv, sys.executable, str(FIXTURES / "gpu_loop.py")], capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["gpu_busy_percent"] is not None and doc["machine"]["gpus"], doc["machine"]
+    assert doc["stall_fraction"] > 0.05
+    kinds = [lim["kind"] for lim in doc["limits"]]
+    assert "too-few-workers" in kinds and "pin-memory-off" in kinds
+    assert doc["recommendation"]["kwargs"]["pin_memory"] is True
