@@ -596,6 +596,8 @@ def render_text(doc: dict[str, Any]) -> str:
     facts = []
     if m.get("cpu_busy") is not None:
         facts.append(f"CPU {100 * m['cpu_busy']:.0f} % busy of {doc.get('cpus', {}).get('usable')} usable")
+    if m.get("job_cpu_cores") is not None:
+        facts.append(f"the job's processes {m['job_cpu_cores']:.1f} CPUs")
     if doc.get("worker_cpu_busy") is not None:
         facts.append(f"loading process(es) {100 * doc['worker_cpu_busy']:.0f} % of a CPU each")
     if m.get("io_pressure_some") is not None:
@@ -604,6 +606,12 @@ def render_text(doc: dict[str, Any]) -> str:
         facts.append(f"/dev/shm peak {m['shm_used_mib_max']:.0f} MiB")
     if m.get("mem_available_mib_min") is not None:
         facts.append(f"memory available min {m['mem_available_mib_min']:.0f} MiB")
+    for g in m.get("gpus") or []:
+        if g.get("memory_used_mib_max") is not None:
+            facts.append(
+                f"GPU {g['index']} {g.get('util_percent_mean')} % busy, memory peak {g['memory_used_mib_max']}"
+                f" of {g.get('memory_total_mib')} MiB"
+            )
     if facts:
         lines.append("  machine: " + ", ".join(facts))
     for lim in doc.get("limits") or []:
