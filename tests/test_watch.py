@@ -28,6 +28,18 @@ PLAIN = str(FIXTURES / "plain.py")
 GPUDOCTOR = [sys.executable, "-m", "gpudoctor"]
 
 
+def valid(doc):
+    """``doc`` checked against the published schemas/watch.schema.json; returned."""
+    from jsonschema import Draft202012Validator
+
+    from gpudoctor.schemas import published_schema
+
+    schema = published_schema("watch.schema.json")
+    Draft202012Validator.check_schema(schema)
+    Draft202012Validator(schema).validate(doc)
+    return doc
+
+
 def run(argv, env=None, stdin=b"hello\n"):
     return subprocess.run(argv, input=stdin, capture_output=True, env=env, timeout=120)
 
@@ -51,7 +63,7 @@ def test_output_and_exit_are_byte_identical(tmp_path, how):
     assert watched.returncode == exit_status(plain.returncode)
     if how == "kill:TERM":
         assert plain.returncode == -signal.SIGTERM and watched.returncode == 128 + signal.SIGTERM
-    doc = json.loads((tmp_path / "v.json").read_text())
+    doc = valid(json.loads((tmp_path / "v.json").read_text()))
     assert doc["exit_code"] == watched.returncode
     assert doc["instrumented"] is False and doc["limits"][0]["kind"] == "no-dataloader"
 
@@ -163,7 +175,7 @@ def kinds(doc):
 
 
 def test_slow_rank_is_named():
-    doc = stall.analyse(records(0, 2, 20) + records(1, 30, 20), {}, CPUS)
+    doc = valid(stall.analyse(records(0, 2, 20) + records(1, 30, 20), {}, CPUS))
     slow = next(lim for lim in doc["limits"] if lim["kind"] == "slow-rank")
     assert slow["summary"].startswith("rank 1 is slower")
     assert [r["rank"] for r in doc["ranks"]] == [0, 1]
@@ -184,7 +196,7 @@ def test_healthy_loader_is_step_bound_and_keeps_its_settings():
 def test_no_workers_says_too_few_and_recommends_workers():
     # loading is CPU work in the loop's thread (the recorder CPU-timed 4 of the waits)
     recs = records(None, 30, 20, wait_cpu_s=4 * 0.030, cpu_sampled_s=4 * 0.030)
-    doc = stall.analyse(recs, {"cpu_busy": 0.1}, CPUS)
+    doc = valid(stall.analyse(recs, {"cpu_busy": 0.1}, CPUS))
     assert kinds(doc)[0] == "too-few-workers"
     rec = doc["recommendation"]
     assert rec["kwargs"]["num_workers"] >= 2 and rec["kwargs"]["persistent_workers"] is True
@@ -294,7 +306,7 @@ def test_gpu_busy_comes_from_the_nvml_worker(tmp_path):
     assert [g["index"] for g in summary["gpus"]] == [0, 1]
     assert summary["gpus"][0]["util_percent_mean"] == 37.0 and summary["gpu_busy_percent"] == 37.0
     assert summary["gpus"][0]["memory_total_mib"] == 81559
-    doc = stall.analyse(records(None, 1, 20, workers=2), summary, CPUS)
+    doc = valid(stall.analyse(records(None, 1, 20, workers=2), summary, CPUS))
     assert doc["gpu_busy_percent"] == 37.0
     assert "GPU busy: 37 %" in stall.render_text(doc)
 
@@ -337,7 +349,7 @@ def test_ctrl_c_gives_the_verdict_and_the_commands_status(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()[-2000:]
     assert b"KeyboardInterrupt" in err  # the job's own traceback, passed through
-    doc = json.loads(out.read_text())
+    doc = valid(json.loads(out.read_text()))
     assert doc["interrupted"] is True and doc["exit_code"] == 130
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from test_watch import valid
+
 pytestmark = pytest.mark.slow
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "watch"
@@ -44,6 +46,7 @@ def test_stall_matches_the_loops_own_timing_and_the_recommendation_lowers_it(tmp
         env=loaders_env(),
     )
     assert r.returncode == 0, r.stderr.decode()[-2000:]
+    valid(doc)
     truth = json.loads(truth_file.read_text())
     by_workers = {lo["settings"]["num_workers"]: lo for lo in doc["loaders"]}
     assert sorted(by_workers) == [0, 2, 4]

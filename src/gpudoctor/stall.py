@@ -41,6 +41,7 @@ __all__ = [
     "main_loader",
     "predict",
     "recommend",
+    "watch_schema",
 ]
 
 #: Version of the ``--format json`` document.
@@ -624,3 +625,127 @@ def render_text(doc: dict[str, Any]) -> str:
             "other arguments such as shuffle, sampler, collate_fn)"
         )
     return "\n".join(lines) + "\n"
+
+
+def watch_schema() -> dict[str, Any]:
+    """JSON Schema of the ``gpudoctor watch --format json`` document (:func:`analyse`);
+    published as ``schemas/watch.schema.json``."""
+    num = {"type": ["number", "null"]}
+    limit = {
+        "type": "object",
+        "required": ["kind", "summary", "detail"],
+        "properties": {
+            "kind": {
+                "enum": [
+                    "step-bound",
+                    "too-few-workers",
+                    "cpu-bound",
+                    "io-bound",
+                    "pin-memory-off",
+                    "workers-restarted",
+                    "slow-rank",
+                    "no-dataloader",
+                ]
+            },
+            "summary": {"type": "string"},
+            "detail": {"type": "string"},
+        },
+    }
+    recommendation = {
+        "type": ["object", "null"],
+        "required": ["kwargs", "call", "expected_stall_fraction", "expected_samples_per_s", "model"],
+        "properties": {
+            "kwargs": {"type": "object", "description": "DataLoader keyword arguments to use"},
+            "call": {"type": "string", "description": "the DataLoader(...) call to paste"},
+            "expected_stall_fraction": {"type": "number", "minimum": 0, "maximum": 1},
+            "expected_samples_per_s": {"type": "number", "minimum": 0},
+            "current_model_stall_fraction": num,
+            "model": {"type": "object", "description": "the measured load and step per batch, the predictions"},
+        },
+    }
+    loader = {
+        "type": "object",
+        "required": [
+            "pid",
+            "loader",
+            "rank",
+            "settings",
+            "batches",
+            "samples",
+            "epochs",
+            "wait_s",
+            "step_s",
+            "stall_fraction",
+            "wait_ms_per_batch",
+            "step_ms_per_batch",
+            "worker_startups",
+            "worker_restarts",
+            "load_cpu_share",
+            "recommendation",
+        ],
+        "properties": {
+            "pid": {"type": "integer"},
+            "loader": {"type": "integer", "description": "the loader's number in its process"},
+            "rank": {"type": ["integer", "null"], "description": "RANK of the process (null: not distributed)"},
+            "site": {"type": ["string", "null"], "description": "file:line where the DataLoader was made"},
+            "dataset": {"type": ["string", "null"]},
+            "settings": {"type": "object"},
+            "batches": {"type": "integer", "minimum": 0},
+            "samples": {"type": "integer", "minimum": 0},
+            "epochs": {"type": "integer", "minimum": 0},
+            "wait_s": {"type": "number", "minimum": 0},
+            "step_s": {"type": "number", "minimum": 0},
+            "stall_fraction": {"type": "number", "minimum": 0, "maximum": 1},
+            "wait_ms_per_batch": {"type": "number"},
+            "step_ms_per_batch": {"type": "number"},
+            "max_wait_ms": {"type": "number"},
+            "worker_startups": {"type": "integer"},
+            "worker_restarts": {"type": "integer"},
+            "startup_s": {"type": "number"},
+            "worker_pids": {"type": "array", "items": {"type": "integer"}},
+            "load_cpu_share": num,
+            "recommendation": recommendation,
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://gpudoctor.invalid/schemas/watch.schema.json",
+        "title": "gpudoctor watch --format json",
+        "type": "object",
+        "required": [
+            "schema_version",
+            "kind",
+            "final",
+            "command",
+            "exit_code",
+            "instrumented",
+            "stall_fraction",
+            "gpu_busy_percent",
+            "loaders",
+            "ranks",
+            "cpus",
+            "machine",
+            "limits",
+            "recommendation",
+        ],
+        "properties": {
+            "schema_version": {"const": WATCH_SCHEMA_VERSION},
+            "kind": {"const": "watch"},
+            "final": {"type": "boolean", "description": "false for a --live verdict so far"},
+            "interrupted": {"type": "boolean", "description": "present and true after Ctrl-C"},
+            "command": {"type": ["array", "null"], "items": {"type": "string"}},
+            "exit_code": {"type": ["integer", "null"]},
+            "elapsed_s": num,
+            "instrumented": {"type": "boolean", "description": "whether any DataLoader batch was recorded"},
+            "stall_fraction": {**num, "description": "the judged loop's share of step time waiting for data"},
+            "gpu_busy_percent": {**num, "description": "mean NVML utilisation over the GPUs (null: no GPU)"},
+            "main_loader": {"type": ["object", "null"]},
+            "loaders": {"type": "array", "items": loader},
+            "ranks": {"type": "array", "items": {"type": "object", "required": ["rank", "stall_fraction"]}},
+            "worker_cpu_busy": num,
+            "cpus": {"type": "object", "required": ["usable"]},
+            "machine": {"type": "object", "description": "the samples summarised (MachineSampler.summary)"},
+            "limits": {"type": "array", "items": limit},
+            "recommendation": recommendation,
+        },
+    }
