@@ -10,8 +10,9 @@
    rounds (``--rounds``, ``--batches`` each); the per-batch difference of the medians is
    the overhead, printed in microseconds and as a fraction of a 20 ms step (goal <= 0.02).
    With ``--workers N`` the loader has N workers (the wrapped ``__next__`` is the same).
-   The same comparison is then made on a loop with a real 20 ms step (``time.sleep``),
-   as the ratio of the loop times (instrumented / plain; noisy on a shared machine).
+   The same comparison is then made on a loop with a real 20 ms step (``time.sleep``):
+   the median time in ``next()`` with and without the wrappers (the sleep itself is left
+   out: its jitter on a shared machine is larger than the whole overhead).
 2. The sampler's CPU use. :class:`gpudoctor.stall_sampler.MachineSampler` watches this
    process for ``--seconds`` at its default interval (1 s) and at its fastest (0.2 s);
    the process's CPU time in that window minus the same window idle (the baseline)
@@ -117,18 +118,31 @@ def recorder_overhead(args) -> None:
         f"  per batch: plain {p * 1e6:.1f} us, instrumented {w * 1e6:.1f} us (medians; the loader's own noise included)"
     )
     print(f"  overhead per step: {overhead * 1e6:.1f} us = {overhead / 0.020:.4f} of a 20 ms step")
-    steps = max(20, args.batches // 50)
-    plain20, watched20 = [], []
+    # in a loop with a real 20 ms step (time.sleep): the time in next() alone, since the
+    # sleep's own jitter on a shared machine (hundreds of microseconds) would swamp the rest
+    steps = args.steps
+    nexts: dict[bool, list[float]] = {False: [], True: []}
     for r in range(max(3, args.rounds // 2)):
-        for instrumented in (r % 2 == 0, r % 2 != 0):
+        for instrumented in (r % 2 == 0, r % 2 != 0):  # the order swaps every round
             if instrumented:
                 gw.install(dl, gw.Recorder(None))
-            t = loop_time(loader, steps, 0.020)
+            it = iter(loader)
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                try:
+                    next(it)
+                except StopIteration:
+                    it = iter(loader)
+                    continue
+                nexts[instrumented].append(time.perf_counter() - t0)
+                time.sleep(0.020)
             if instrumented:
                 gw.uninstall()
-            (watched20 if instrumented else plain20).append(t)
-    ratio = statistics.median(watched20) / statistics.median(plain20)
-    print(f"  loop with a 20 ms step ({steps} steps): instrumented / plain = {ratio:.4f}")
+    p20, w20 = statistics.median(nexts[False]), statistics.median(nexts[True])
+    print(
+        f"  loop with a 20 ms step ({len(nexts[True])} steps each): next() plain {p20 * 1e6:.1f} us, "
+        f"instrumented {w20 * 1e6:.1f} us (medians): overhead {(w20 - p20) / 0.020:.4f} of the step"
+    )
 
 
 def sampler_cpu(args) -> None:
@@ -166,6 +180,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=2000)
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--steps", type=int, default=100, help="steps of the 20 ms loop per measurement")
     args = ap.parse_args()
     wrapper_cost(args)
     recorder_overhead(args)
