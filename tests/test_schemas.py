@@ -20,7 +20,9 @@ from gpudoctor.schemas import generated_schemas, published_schema
 FACTS_VALIDATOR = validator("facts.schema.json")
 
 
-@pytest.mark.parametrize("name", ["facts.schema.json", "report.schema.json", "explain.schema.json"])
+@pytest.mark.parametrize(
+    "name", ["facts.schema.json", "report.schema.json", "explain.schema.json", "watch.schema.json"]
+)
 def test_published_schema_equals_generated(name):
     assert published_schema(name) == generated_schemas()[name], "regenerate with: python -m gpudoctor.schemas"
 

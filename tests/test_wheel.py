@@ -44,7 +44,9 @@ def _shipped(pattern: str) -> set[str]:
 def test_wheel_carries_every_module_table_and_schema(wheel: zipfile.ZipFile) -> None:
     names = set(wheel.namelist())
     modules, tables, schemas = _shipped("**/*.py"), _shipped("data/*.toml"), _shipped("schemas/*.json")
-    assert len(tables) >= 5 and len(schemas) == 3 and "gpudoctor/probe/_script.py" in modules  # facts, report, explain
+    # facts, report, explain, watch; the sitecustomize `gpudoctor watch` puts on the job's PYTHONPATH
+    assert len(tables) >= 5 and len(schemas) == 4 and "gpudoctor/probe/_script.py" in modules
+    assert "gpudoctor/_watch_site/sitecustomize.py" in modules
     assert not (modules | tables | schemas) - names, sorted((modules | tables | schemas) - names)
     # nothing from the checkout's tests, fixtures or venv leaks into it
     assert not [n for n in names if n.startswith(("tests/", ".venv/", "src/")) or "__pycache__" in n]

@@ -157,28 +157,64 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
 
 
 def run_command(
-    argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2, env: dict | None = None
+    argv: Sequence[str],
+    stdout: int | None = 1,
+    stderr: int | None = 2,
+    env: dict | None = None,
+    *,
+    inherit: bool = False,
+    on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
     ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
     command exits and both pipes are drained.
 
+    ``inherit=True`` (``gpudoctor watch``): the command writes to gpudoctor's own stdout
+    and stderr directly (a terminal stays a terminal for it), nothing is copied or
+    matched. ``on_start(proc)`` is called once the command has started.
+
     The command inherits stdin, the environment and the process group (so Ctrl-C in a
     terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
     Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
     """
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
-    threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
-    ]
-    for t in threads:
-        t.start()
+    capture = None if inherit else subprocess.PIPE
+    # forward SIGTERM/SIGHUP from before the command starts: one that arrives before the
+    # command exists is sent to it as soon as it does
+    started: list[subprocess.Popen] = []
+    pending: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if started:
+            started[0].send_signal(signum)
+        else:
+            pending.append(signum)
+
     previous = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+            previous[sig] = signal.signal(sig, forward)
+    try:
+        proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env)
+    except BaseException:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        raise
+    started.append(proc)
+    for signum in pending:
+        proc.send_signal(signum)
+    if on_start is not None:
+        on_start(proc)
+    matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
+    threads = (
+        []
+        if inherit
+        else [
+            threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
+        ]
+    )
+    for t in threads:
+        t.start()
     try:
         while True:
             try:

@@ -239,7 +239,58 @@ def collect():
             pass
 
 
+def sample(interval_s: float, out=None) -> int:
+    """``--sample SECONDS``: one JSON line per interval on stdout, until the reader goes away
+    or the parent dies: ``{"t": unix time, "devices": [{"index", "util_gpu", "util_mem",
+    "mem_used_mib", "mem_total_mib"}]}`` (a value NVML cannot give is null); the first line
+    is ``{"ok": false, "error": "..."}`` when NVML cannot start (and the worker exits)."""
+    import os
+    import time
+
+    out = out or sys.stdout
+    try:
+        import pynvml as nv  # nvidia-ml-py
+
+        nv.nvmlInit()
+        count = nv.nvmlDeviceGetCount()
+        handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    except Exception as exc:
+        out.write(json.dumps({"ok": False, "error": str(exc) or type(exc).__name__}) + "\n")
+        out.flush()
+        return 0
+    parent = os.getppid()
+    try:
+        while os.getppid() == parent:
+            devices = []
+            for i, h in enumerate(handles):
+                util = _query(nv.nvmlDeviceGetUtilizationRates, h)
+                mem = _query(nv.nvmlDeviceGetMemoryInfo, h)
+                devices.append(
+                    {
+                        "index": i,
+                        "util_gpu": None if _is_na(util) else int(util.gpu),
+                        "util_mem": None if _is_na(util) else int(util.memory),
+                        "mem_used_mib": None if _is_na(mem) else int(mem.used) // MIB,
+                        "mem_total_mib": None if _is_na(mem) else int(mem.total) // MIB,
+                    }
+                )
+            try:
+                out.write(json.dumps({"ok": True, "t": round(time.time(), 3), "devices": devices}) + "\n")
+                out.flush()
+            except (BrokenPipeError, OSError):
+                return 0
+            time.sleep(interval_s)
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+    return 0
+
+
 def main() -> int:
+    if len(sys.argv) == 3 and sys.argv[1] == "--sample":
+        return sample(max(0.05, float(sys.argv[2])))
     doc = collect()
     sys.stdout.write(f"\n{MARKER}\n{json.dumps(doc)}\n{MARKER}\n")
     sys.stdout.flush()

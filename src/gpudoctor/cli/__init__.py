@@ -11,7 +11,7 @@ Layout (docs/architecture.md):
   :mod:`~gpudoctor.cli.facts`, :mod:`~gpudoctor.cli.listing` (``list``),
   :mod:`~gpudoctor.cli.fix`, :mod:`~gpudoctor.cli.gate`,
   :mod:`~gpudoctor.cli.probe` (``probe dataloader``),
-  :mod:`~gpudoctor.cli.mirrors`, :mod:`~gpudoctor.cli.explain`. Each defines a plain click command and
+  :mod:`~gpudoctor.cli.mirrors`, :mod:`~gpudoctor.cli.explain`, :mod:`~gpudoctor.cli.watch`. Each defines a plain click command and
   imports only from :mod:`gpudoctor.cli.common` (never from here).
 - this module registers them on the group, in :data:`COMMANDS` order (the
   order ``gpudoctor --help`` lists them).
@@ -34,6 +34,7 @@ LAZY_COMMANDS = {
     "probe": "gpudoctor.cli.probe:probe",
     "mirrors": "gpudoctor.cli.mirrors:mirrors",
     "explain": "gpudoctor.cli.explain:explain",
+    "watch": "gpudoctor.cli.watch:watch",  # issue 30: the data stall inside a running job
     "report": "gpudoctor.cli.report:report",  # issue 14: report merge
     "diff": "gpudoctor.cli.diff:diff",  # issue 31: two snapshots or reports compared
 }

@@ -119,6 +119,22 @@ def cli() -> None:
 # --------------------------------------------------------------------------- helpers
 
 
+#: Where :class:`CommandAfterDashes` leaves the command after ``--`` (``ctx.meta``).
+COMMAND_KEY = "gpudoctor.command"
+
+
+class CommandAfterDashes(click.Command):
+    """Takes everything after the first ``--`` as the command to run, before click parses
+    (``explain -- CMD``, ``watch -- CMD``): ``ctx.meta[COMMAND_KEY]``, absent without ``--``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta[COMMAND_KEY] = list(args[i + 1 :])
+            args = args[:i]
+        return super().parse_args(ctx, args)
+
+
 def usage(message: str) -> click.UsageError:
     """The error for bad input: one line, exit 2 (raise it)."""
     return click.UsageError(message)

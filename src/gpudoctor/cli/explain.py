@@ -14,7 +14,9 @@ from typing import Any
 import click
 
 from gpudoctor.cli.common import (
+    COMMAND_KEY,
     CONTEXT_SETTINGS,
+    CommandAfterDashes,
     build_system,
     check_output_path,
     check_pythons,
@@ -24,21 +26,8 @@ from gpudoctor.cli.common import (
     write_output,
 )
 
-_COMMAND_KEY = "gpudoctor.explain.command"
 
-
-class _ExplainCommand(click.Command):
-    """Takes everything after the first ``--`` as the command to run, before click parses."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if "--" in args:
-            i = args.index("--")
-            ctx.meta[_COMMAND_KEY] = list(args[i + 1 :])
-            args = args[:i]
-        return super().parse_args(ctx, args)
-
-
-@click.command("explain", cls=_ExplainCommand, context_settings=CONTEXT_SETTINGS)
+@click.command("explain", cls=CommandAfterDashes, context_settings=CONTEXT_SETTINGS)
 @click.argument("file", required=False, metavar="[FILE | - | -- COMMAND [ARGS]...]")
 @click.option("--list", "list_", is_flag=True, help="List every known error signature and exit.")
 @click.option("--no-check", is_flag=True, help="Only explain; do not run the confirming checks on this machine.")
@@ -94,7 +83,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
     from gpudoctor import explain_run
     from gpudoctor.explain import SignatureError, load_signatures
 
-    command: list[str] | None = ctx.meta.get(_COMMAND_KEY)
+    command: list[str] | None = ctx.meta.get(COMMAND_KEY)
     try:
         signatures = load_signatures()
     except SignatureError as exc:  # a broken plug-in data file is ours to report, in one line

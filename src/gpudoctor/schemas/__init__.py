@@ -187,7 +187,14 @@ def generated_schemas() -> dict[str, dict]:
         "facts.schema.json": facts_schema(),
         "report.schema.json": report_schema(),
         "explain.schema.json": explain_schema(),
+        "watch.schema.json": _watch_schema(),
     }
+
+
+def _watch_schema() -> dict:
+    from gpudoctor.stall import watch_schema
+
+    return watch_schema()
 
 
 def published_schema(name: str) -> dict:
