@@ -123,6 +123,10 @@
 #define UTIL_MEM 0
 #endif
 
+#ifndef MEM_USED_MIB
+#define MEM_USED_MIB 0ULL /* -DMEM_USED_MIB=n: memory in use that no process accounts for */
+#endif
+
 #ifndef MIG_DEVICES
 #define MIG_DEVICES 0 /* MIG devices on GPU 0 (MIG mode on when > 0) */
 #endif
@@ -241,7 +245,8 @@ int nvmlDeviceGetCudaComputeCapability(fake_device *d, int *major, int *minor) {
 }
 typedef struct { unsigned long long total, free, used; } nvml_memory;
 int nvmlDeviceGetMemoryInfo(fake_device *d, nvml_memory *m) {
-    (void)d; m->total = 81559ULL * 1024 * 1024; m->used = 0; m->free = m->total; return NVML_SUCCESS;
+    (void)d; m->total = 81559ULL * 1024 * 1024; m->used = MEM_USED_MIB * 1024ULL * 1024ULL; m->free = m->total - m->used;
+    return NVML_SUCCESS;
 }
 int nvmlDeviceGetMigMode(fake_device *d, unsigned int *cur, unsigned int *pending) {
     *cur = *pending = (MIG_DEVICES > 0 && d->index == 0); return NVML_SUCCESS;

@@ -278,6 +278,7 @@ def _device(nv, i, h):
         "pci_bus_id": bus,
         "compute_capability": _map(cc, lambda v: f"{v[0]}.{v[1]}"),
         "memory_total_mib": _map(mem, lambda m: int(m.total) // MIB),
+        "memory_used_mib": _map(mem, lambda m: int(m.used) // MIB),
         "mig_mode": _map(mig, lambda v: bool(v[0])),
         "mig_instances": _mig_instances(nv, h, mig),
         "health": _health(nv, h),

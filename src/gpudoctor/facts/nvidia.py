@@ -104,6 +104,7 @@ class NvmlDevice:
         recovery_action: what the driver says the GPU needs now (field
             ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, R550+): ``none``, ``gpu_reset``,
             ``node_reboot``, ``drain_p2p``, ``drain_and_reset``, ...; Unavailable on older drivers.
+        memory_used_mib: memory in use, MiB (``nvmlDeviceGetMemoryInfo``), or Unavailable.
         nvlink_active: NVLink links in the active state (``nvmlDeviceGetNvLinkState``),
             Unavailable on a GPU without NVLink.
     """
@@ -119,6 +120,7 @@ class NvmlDevice:
     health: GpuHealth | Unavailable = Unavailable("not queried")
     recovery_action: str | Unavailable = Unavailable("not queried")
     nvlink_active: int | Unavailable = Unavailable("not queried")
+    memory_used_mib: int | Unavailable = Unavailable("not queried")
 
 
 @dataclass(frozen=True)
