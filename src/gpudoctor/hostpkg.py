@@ -201,3 +201,16 @@ def blacklist_nouveau(facts: Facts) -> str:
         + "\n\nThen install NVIDIA's driver:\n\n"
         + _block(p, "install_driver", extra=("sudo reboot",))
     )
+
+
+def kernel_param(facts: Facts, param: str) -> str:
+    """Markdown: add ``param`` to the kernel command line with this family's boot-loader tooling, reboot."""
+    p = place(facts)
+    rows = _rows(p)
+    lines: list[str] = []
+    for row in rows:
+        if len(rows) > 1:
+            lines.append(f"# {row['family']} ({row['manager']})")
+        lines.append(row["kernel_param"].replace("{param}", param))
+    lines.append("sudo reboot")
+    return on_host(p, "```\n" + "\n".join(lines) + "\n```", f"add `{param}` to the kernel command line")
