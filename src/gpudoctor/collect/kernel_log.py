@@ -139,11 +139,9 @@ def parse_messages(text: str, boot: int, boot_time: _dt.datetime | None = None) 
     """The NVIDIA-related messages other than XIDs in ``text`` (one boot), at most MAX_PER_KIND per kind (newest)."""
     per_kind: dict[str, list[KernelMessage]] = {}
     for line in text.splitlines():
-        if "NVRM: Xid" in line:
-            continue
         kind = classify(line)
-        if kind is None:
-            continue
+        if kind is None or ("NVRM: Xid" in line and kind != "fallen_off_bus"):
+            continue  # XIDs are events of their own; XID 79's text is also the fallen-off-the-bus message
         body = _body(line)
         bdfs = _BDF_RE.findall(body)
         ts = _MONO_RE.search(line[:60])
