@@ -190,6 +190,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    if isinstance(nv, Unavailable) or nv.nvml != "ok":
+        raise SkipCheck("no process holds /dev/nvidia* and no NVIDIA driver answers here (see nvidia.driver)")
     unread = f" ({hf.unreadable} processes could not be read: run as root to see all)" if hf.unreadable else ""
     return [CHECK.finding(Status.OK, f"no process holds /dev/nvidia*{unread}", evidence=evidence)]
 
