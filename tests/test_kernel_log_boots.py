@@ -220,3 +220,21 @@ def test_a_fake_root_without_host_commands_reads_nothing(tmp_path):
     runner = ScriptedRunner({})
     log = collect_kernel_log(CollectContext(fake_system(tmp_path, runner=runner), CollectOptions()))
     assert isinstance(log.readable, Unavailable) and runner.calls == []
+
+
+def test_aer_errors_of_other_devices_are_not_the_gpus(tmp_path):
+    from gpudoctor.facts.nvidia import PciDevice, PciGpuFacts
+    from gpudoctor.facts.topology import Bridge, GpuPath, TopologyFacts
+
+    nvme = "[  1.{i}] pcieport 0000:00:1d.0: AER: Multiple Corrected error received: 0000:03:00.0\n"
+    log = collect(tmp_path, "".join(nvme.format(i=i) for i in range(15)))
+    gpu = PciGpuFacts((PciDevice("0000:02:00.0", "0x10de", "0x20b0", "0x030200", "nvidia"),))
+    topo = TopologyFacts(paths=(GpuPath("0000:02:00.0", (Bridge("0000:00:02.0", None),)),))
+    other = run(make_facts(kernel_log=log, os=os_facts(), gpu=gpu, topology=topo), "devices.kernel-log")
+    assert other["devices.kernel-log"].status is Status.OK
+    assert other["devices.kernel-log"].evidence["aer_of_other_devices"] == 15
+    # the same count on the GPU's own root port warns
+    port = "[  1.{i}] pcieport 0000:00:02.0: AER: Corrected error received: 0000:02:00.0\n"
+    log = collect(tmp_path / "gpu", "".join(port.format(i=i) for i in range(15)))
+    mine = run(make_facts(kernel_log=log, os=os_facts(), gpu=gpu, topology=topo), "devices.kernel-log")
+    assert mine["devices.kernel-log"].status is Status.WARN

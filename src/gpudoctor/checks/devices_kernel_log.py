@@ -23,14 +23,16 @@ from a container.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from gpudoctor import hostpkg
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.kernel_log import KernelLogFacts, KernelMessage
-from gpudoctor.facts.nvidia import NvidiaDriverFacts
+from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.platform import KernelModuleFacts
+from gpudoctor.facts.topology import TopologyFacts
 from gpudoctor.model import Check, Finding, Status
 
 #: corrected AER messages in one boot from which a warning is given (one now and then is normal)
@@ -69,6 +71,25 @@ def _module_state(facts: Facts) -> tuple[bool | None, bool]:
     return km.loaded, built
 
 
+def _short(bdf: str) -> str:
+    return bdf.lower()[5:] if re.match(r"^[0-9a-fA-F]{4}:", bdf) else bdf.lower()
+
+
+def _gpu_addresses(facts: Facts) -> set[str]:
+    """PCI addresses (``02:00.0``) of the NVIDIA GPUs and the bridges above them, when known; empty when
+    not (then every AER message counts)."""
+    out: set[str] = set()
+    pci = facts.of(PciGpuFacts)
+    if not isinstance(pci, Unavailable):
+        out |= {_short(d.bus_id) for d in pci.devices}
+    topo = facts.of(TopologyFacts)
+    if not isinstance(topo, Unavailable):
+        for path in topo.paths:
+            out.add(_short(path.bus_id))
+            out |= {_short(b.bus_id) for b in path.bridges}
+    return out
+
+
 def _branch(facts: Facts) -> str:
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable) or not isinstance(nv.driver_version, str):
@@ -87,14 +108,20 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "(and `-b -1` for the boot before).",
             )
         ]
+    near = _gpu_addresses(facts)
     by: dict[tuple[str, int], list[KernelMessage]] = {}
+    ignored = 0
     for m in log.messages:
+        if m.kind.startswith("aer_") and near and not any(a in m.text.lower() for a in near):
+            ignored += 1  # a PCIe error of another device (NVMe, NIC): not this check's business
+            continue
         by.setdefault((m.kind, m.boot), []).append(m)
     loaded, built = _module_state(facts)
     evidence: dict[str, Any] = {
         "source": log.source,
         "previous_boot": log.previous_boot if isinstance(log.previous_boot, str) else str(log.previous_boot),
         "counts": {f"{k} ({'this boot' if b == 0 else 'previous boot'})": len(v) for (k, b), v in by.items()},
+        "aer_of_other_devices": ignored,
     }
     findings: list[tuple[Status, str, str]] = []
 
@@ -213,6 +240,6 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="devices.kernel-log",
     title="NVIDIA driver, PCIe and module-signing messages in the kernel log (this boot and the previous)",
-    needs=("kernel_log", "os", "kmod", "nvidia"),
+    needs=("kernel_log", "os", "kmod", "nvidia", "gpu", "topology"),
     evaluate=evaluate,
 )

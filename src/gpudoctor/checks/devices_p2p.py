@@ -109,7 +109,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"{dev.name} with driver {driver}: peer-to-peer is {row['effect']} here, but the driver "
                     f"reports it with {others}",
                     f"{row['what']} ({row['source']}).\n\nWhat to do: {row['setting']} (`export NCCL_P2P_DISABLE=1` "
-                    f"in the job's environment). `NCCL_P2P_DISABLE=1` costs: {cost('NCCL_P2P_DISABLE=1')}.",
+                    f"in the job's environment). `NCCL_P2P_DISABLE=1` costs: {cost('NCCL_P2P_DISABLE=1')}. "
+                    "`gpudoctor check --deep devices.smoke` copies between every pair and checks what arrives.",
                 )
             )
             break
