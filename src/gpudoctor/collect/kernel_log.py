@@ -75,6 +75,20 @@ KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("aer_corrected", re.compile(r"AER: .*Correct(?:ed|able) error|severity=Correct", re.I)),
 )
 
+#: Substrings one of which every line of :data:`KINDS` contains: lines without any are skipped before
+#: the patterns run (most kernel lines are about other devices).
+_KEYS = (
+    "NVRM",
+    "nvidia",
+    "nouveau",
+    "AER",
+    "severity=",
+    "nsigned module",
+    "Key was rejected",
+    "unavailable key",
+    "PKCS#7",
+)
+
 #: Commands tried for the current boot, in order: (argv, label).
 SOURCES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("dmesg",), "dmesg"),
@@ -91,6 +105,8 @@ def parse_xid_lines(text: str) -> tuple[list[XidEvent], int]:
     events: list[XidEvent] = []
     lines = text.splitlines()
     for line in lines:
+        if "Xid" not in line:
+            continue
         m = _XID_RE.search(line)
         if not m:
             continue
@@ -139,6 +155,8 @@ def parse_messages(text: str, boot: int, boot_time: _dt.datetime | None = None) 
     """The NVIDIA-related messages other than XIDs in ``text`` (one boot), at most MAX_PER_KIND per kind (newest)."""
     per_kind: dict[str, list[KernelMessage]] = {}
     for line in text.splitlines():
+        if not any(k in line for k in _KEYS):
+            continue
         kind = classify(line)
         if kind is None or ("NVRM: Xid" in line and kind != "fallen_off_bus"):
             continue  # XIDs are events of their own; XID 79's text is also the fallen-off-the-bus message
