@@ -209,3 +209,14 @@ def test_a_single_gpu_skips(tmp_path):
         nvidia=nvidia_facts(devices=[nvml_device(0)]), topology=topo(sysfs(tmp_path, one, {})), os=os_facts()
     )
     assert p2p(facts).status is Status.SKIP
+
+
+def test_nics_far_from_every_gpu_say_gpudirect_rdma_stays_off(tmp_path):
+    from gpudoctor.facts.topology import TopologyFacts
+
+    far = TopologyFacts(matrix=(("GPU0", "GPU1", "PIX"), ("GPU0", "NIC0", "SYS"), ("GPU1", "NIC0", "SYS")))
+    finding = p2p(make_facts(nvidia=two(), topology=far, os=os_facts()))
+    assert finding.status is Status.INFO and "GPUDirect RDMA stays off" in finding.summary
+    assert "NCCL_NET_GDR_LEVEL" in finding.explanation
+    near = TopologyFacts(matrix=(("GPU0", "GPU1", "PIX"), ("GPU0", "NIC0", "PIX"), ("GPU1", "NIC0", "PIX")))
+    assert p2p(make_facts(nvidia=two(), topology=near, os=os_facts())).status is Status.OK

@@ -146,6 +146,22 @@ def evaluate(facts: Facts) -> list[Finding]:
             explanation += "\n\nAlso:\n\n" + bullets([s for s, _e in problems[1:]])
         return [CHECK.finding(Status.WARN, summary, explanation, evidence=evidence, doc_url=DOC)]
     unsupported = [p for p in pairs if isinstance(p.p2p_read, str) and p.p2p_read != "ok"]
+    matrix = () if isinstance(topo, Unavailable) or isinstance(topo.matrix, Unavailable) else topo.matrix
+    nic = [(r, c, link) for r, c, link in matrix if r.startswith("GPU") and not c.startswith("GPU")]
+    if nic and all(link in ("SYS", "NODE") for _r, _c, link in nic):
+        far = sorted({c for _r, c, _l in nic})
+        return [
+            CHECK.finding(
+                Status.INFO,
+                f"every NIC ({', '.join(far)}) is across a CPU host bridge from every GPU: GPUDirect RDMA stays off",
+                "`nvidia-smi topo -m` puts each GPU-NIC pair at NODE or SYS. NCCL uses GPUDirect RDMA only up to "
+                "`NCCL_NET_GDR_LEVEL` (by default when NIC and GPU share a PCIe switch or host bridge), so network "
+                "traffic is staged through host memory. Forcing it (`NCCL_NET_GDR_LEVEL=SYS`) sends it across the "
+                "CPU interconnect instead, usually no faster; the lasting fix is a NIC in the GPUs' PCIe switch.",
+                evidence=evidence,
+                doc_url="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html#nccl-net-gdr-level-formerly-nccl-ib-gdr-level",
+            )
+        ]
     if unsupported:
         lines = [f"GPU{p.a} ↔ GPU{p.b} ({p.link}): P2P {p.p2p_read}" for p in unsupported]
         return [
