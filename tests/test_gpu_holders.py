@@ -174,3 +174,28 @@ def test_memory_in_use_comes_from_the_real_nvml_path(tmp_path):
     proc(root, 1, 0, "bash")
     finding = check(make_facts(gpu_holders=holders(root), nvidia=nv, os=os_facts()))
     assert finding.status is Status.WARN and "45000 MiB in use" in finding.explanation
+
+
+def test_a_nohup_job_or_a_service_under_init_is_not_an_orphan(tmp_path):
+    root = tree(tmp_path)
+    proc(root, 1, 0, "systemd")
+    proc(root, 7000, 1, "python", TRAIN, GPU_FDS)  # nohup'd: its shell exited
+    for pid in (7001, 7002):
+        proc(root, pid, 7000, "python", TRAIN, GPU_FDS)  # its live DataLoader workers
+    proc(root, 8000, 1, "python", "python serve.py", ("/dev/nvidia0",))  # a service
+    nv = gpu(
+        61234, [GpuProcess(7000, 50000, "compute", True, "python"), GpuProcess(8000, 11000, "compute", True, "python")]
+    )
+    finding = check(make_facts(gpu_holders=holders(root), nvidia=nv, os=os_facts()))
+    assert finding.status is Status.INFO
+
+
+def test_tini_as_pid_1_with_a_live_job_is_not_orphans(tmp_path):
+    root = tree(tmp_path)
+    proc(root, 1, 0, "tini")
+    proc(root, 7, 1, "python", TRAIN, GPU_FDS)
+    for pid in (40, 41):
+        proc(root, pid, 7, "python", TRAIN, GPU_FDS)
+    nv = gpu(20000, [GpuProcess(123456, 19800, "compute", False, "")])  # host PID as NVML sees it
+    finding = check(make_facts(gpu_holders=holders(root), nvidia=nv, os=os_facts(in_container=True, kind="docker")))
+    assert finding.status is Status.INFO

@@ -162,3 +162,13 @@ def test_cuda_view_per_target_is_joined_by_pci_address():
         ("0000:18:00.0", 0, (("current", "yes"),)),
         ("0000:19:00.0", 1, (("current", "no"),)),
     ]
+
+
+def test_wsl_gpu_not_on_the_pci_view_is_fine():
+    # WSL2: /sys/bus/pci/devices is readable but holds no NVIDIA function; NVML drives the GPU through /dev/dxg
+    nv = nvidia_facts(devices=[nvml_device(0, bus="00000000:01:00.0")])
+    nv = nv.__class__(**{**nv.__dict__, "device_count": 1})
+    facts = make_facts(nvidia=nv, gpu=PciGpuFacts(()), os=os_facts(id="ubuntu", version="22.04"))
+    found = run(facts, "nvidia.driver", "devices.inventory")
+    assert found["nvidia.driver"].status is Status.OK
+    assert found["devices.inventory"].status is Status.OK

@@ -86,7 +86,6 @@ def account(facts: Facts) -> list[GpuAccount]:
     pci = facts.of(PciGpuFacts)
     nv = facts.of(NvidiaDriverFacts)
     pci_devs: tuple[PciDevice, ...] = () if isinstance(pci, Unavailable) else pci.devices
-    sysfs_ok = not isinstance(pci, Unavailable) and pci.sysfs_readable
     nvml_ran = not isinstance(nv, Unavailable) and nv.nvml == "ok"
     opened: dict[str, NvmlDevice] = {}
     unopened: tuple[UnopenedGpu, ...] = ()
@@ -123,14 +122,9 @@ def account(facts: Facts) -> list[GpuAccount]:
             state = "not in this container" if container else "absent" if nv_count is not None else "unlisted"
             out.append(GpuAccount(d.bus_id, d.device_id, d.driver or "none", state, None, "", "", cuda))
     for key, dev in sorted(opened.items()):
-        if key not in seen:
-            driver = "nvidia" if not sysfs_ok else "none"
+        if key not in seen:  # NVML drives a GPU this PCI view does not show (WSL2, some VMs, a masked sysfs)
             cuda = tuple((label, "yes" if key in keys else "no") for label, keys in views if keys is not None)
-            out.append(
-                GpuAccount(
-                    dev.pci_bus_id, "", driver if sysfs_ok else "unknown", "opened", dev.index, "", dev.name, cuda
-                )
-            )
+            out.append(GpuAccount(dev.pci_bus_id, "", "unknown", "opened", dev.index, "", dev.name, cuda))
     placed_idx = {u.index for u in placed.values()}
     for u in unopened:
         if u.index not in placed_idx:

@@ -5,8 +5,9 @@ copies forked children inherited: when a training job is killed, its PyTorch Dat
 (forked, same command line) are re-parented to init and keep the memory, often without NVML
 naming them. This check:
 
-- ``warn``: orphaned processes (parent died; re-parented to an init) hold the GPU -> named with
-  their command line, age and ``kill`` command;
+- ``warn``: orphaned workers (two or more with the main process's command line, re-parented to an
+  init, none with a CUDA context NVML lists) hold the GPU -> named with their command line, age and
+  ``kill`` command; a lone process under init (``nohup``, a service) is a running job;
 - ``warn``: a GPU has memory in use (``nvmlDeviceGetMemoryInfo``) that no process NVML lists
   accounts for -> the holders seen here are named, else it is said that they live in another
   container or PID namespace, with the commands to find them on the host;
@@ -79,9 +80,26 @@ def _line(h: GpuHolder) -> str:
     )
 
 
-def orphaned(h: GpuHolder) -> bool:
-    """Re-parented to an init after its parent died (not a daemon, not the container's own PID 1 program)."""
-    return h.ppid == 1 and h.parent_comm in INITS and h.comm not in DAEMONS
+def orphans(holders: list[GpuHolder], nvml_pids: set[int]) -> list[GpuHolder]:
+    """Forked children of a job whose main process is gone: two or more holders with the same command
+    line, all re-parented to an init, none the parent of another holder and none with a CUDA context
+    NVML lists. A lone process under init (a ``nohup`` job, a service) is a running job, not an orphan."""
+    users = [h for h in holders if h.comm not in DAEMONS]
+    pids = {h.pid for h in users}
+    groups: dict[str, list[GpuHolder]] = {}
+    for h in users:
+        if h.ppid == 1 and h.parent_comm in INITS:
+            groups.setdefault(h.cmdline or h.comm, []).append(h)
+    out: list[GpuHolder] = []
+    for cmd, group in groups.items():
+        if len(group) < 2:
+            continue
+        if any((u.cmdline or u.comm) == cmd and u.ppid in pids for u in users):
+            continue  # the main process is alive: its workers are its children
+        if any(h.pid in nvml_pids for h in group):
+            continue
+        out.extend(group)
+    return out
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -119,24 +137,21 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"account for {listed} MiB"
                 )
     evidence["unaccounted"] = unaccounted
-    orphans = [h for h in users if orphaned(h)]
+    lost = orphans(users, nvml_pids)
     place = hostpkg.place(facts)
-    if orphans:
-        pids = " ".join(str(h.pid) for h in orphans)
-        same = len({h.cmdline for h in orphans}) == 1 and len(orphans) > 1
+    if lost:
+        pids = " ".join(str(h.pid) for h in lost)
         what = (
-            f"{len(orphans)} processes with the same command line, re-parented to "
-            f"{orphans[0].parent_comm}: the DataLoader workers (or other forked children) of a job whose main "
-            "process is gone. They inherited its descriptors on the GPU and keep its memory."
-            if same
-            else "processes whose parent died (re-parented to init) still hold the GPU and its memory."
+            f"{len(lost)} processes with the same command line, re-parented to {lost[0].parent_comm}: the "
+            "DataLoader workers (or other forked children) of a job whose main process is gone. They inherited "
+            "its descriptors on the GPU and keep its memory."
         )
         extra = ("\n\nMemory NVML cannot attribute:\n\n" + bullets(unaccounted)) if unaccounted else ""
         return [
             CHECK.finding(
                 Status.WARN,
-                f"orphaned process(es) hold the GPU: PID {pids}" + (" (leftover DataLoader workers)" if same else ""),
-                f"{what}\n\n{bullets([_line(h) for h in orphans])}{extra}\n\nEnd them (they are this "
+                f"orphaned process(es) hold the GPU: PID {pids} (leftover DataLoader workers)",
+                f"{what}\n\n{bullets([_line(h) for h in lost])}{extra}\n\nEnd them (they are this "
                 f"{'container' if place.container else 'machine'}'s, so you can):\n\n```\nkill {pids}\n"
                 f"sleep 5; kill -9 {pids} 2>/dev/null\nnvidia-smi --query-gpu=index,memory.used --format=csv\n```\n\n"
                 "To stop it recurring, let the job's launcher kill its process group (`torchrun`, or "
