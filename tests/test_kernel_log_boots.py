@@ -238,3 +238,15 @@ def test_aer_errors_of_other_devices_are_not_the_gpus(tmp_path):
     log = collect(tmp_path / "gpu", "".join(port.format(i=i) for i in range(15)))
     mine = run(make_facts(kernel_log=log, os=os_facts(), gpu=gpu, topology=topo), "devices.kernel-log")
     assert mine["devices.kernel-log"].status is Status.WARN
+
+
+def test_a_probe_failure_the_driver_recovered_from_is_a_warning(tmp_path):
+    from gpudoctor.facts.nvidia import PciDevice, PciGpuFacts
+    from gpudoctor.testing import nvidia_facts, nvml_device
+
+    log = collect(tmp_path, RMINIT)
+    gpu = PciGpuFacts((PciDevice("0000:98:00.0", "0x10de", "0x2204", "0x030000", "nvidia"),))
+    nv = nvidia_facts(devices=[nvml_device(0, bus="00000000:98:00.0")])
+    nv = nv.__class__(**{**nv.__dict__, "device_count": 1})
+    now_fine = run(make_facts(kernel_log=log, os=os_facts(), gpu=gpu, nvidia=nv), "devices.kernel-log")
+    assert now_fine["devices.kernel-log"].status is Status.WARN

@@ -33,6 +33,7 @@ from gpudoctor.facts.kernel_log import KernelLogFacts, KernelMessage
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.platform import KernelModuleFacts
 from gpudoctor.facts.topology import TopologyFacts
+from gpudoctor.gpu_inventory import account
 from gpudoctor.model import Check, Finding, Status
 
 #: corrected AER messages in one boot from which a warning is given (one now and then is normal)
@@ -90,6 +91,14 @@ def _gpu_addresses(facts: Facts) -> set[str]:
     return out
 
 
+def _all_open(facts: Facts) -> bool:
+    """NVML answers now and opens every GPU bound to nvidia (an error logged earlier this boot is over)."""
+    nv = facts.of(NvidiaDriverFacts)
+    if isinstance(nv, Unavailable) or nv.nvml != "ok" or not nv.devices:
+        return False
+    return not any(a.nvml in ("unopened", "absent") for a in account(facts))
+
+
 def _branch(facts: Facts) -> str:
     nv = facts.of(NvidiaDriverFacts)
     if isinstance(nv, Unavailable) or not isinstance(nv.driver_version, str):
@@ -117,6 +126,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             continue
         by.setdefault((m.kind, m.boot), []).append(m)
     loaded, built = _module_state(facts)
+    all_open = _all_open(facts)
     evidence: dict[str, Any] = {
         "source": log.source,
         "previous_boot": log.previous_boot if isinstance(log.previous_boot, str) else str(log.previous_boot),
@@ -168,7 +178,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "driver of the branch, and on GSP errors the proprietary flavour. "
                     + hostpkg.reset_gpu(facts, [], reboot=True)
                 )
-            add(Status.FAIL, "probe_failed", 0, remedy)
+            # a probe that failed and then succeeded (the driver retries) leaves the log behind
+            add(Status.FAIL if not all_open else Status.WARN, "probe_failed", 0, remedy)
         if cur and ("unsupported_gpu", 0) in by:
             add(
                 Status.FAIL,
@@ -177,7 +188,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "Install a driver branch that lists this GPU (NVIDIA's supported-chips list of the branch). "
                 + hostpkg.install_driver(facts),
             )
-        if cur and ("api_mismatch", 0) in by:
+        if cur and ("api_mismatch", 0) in by and not all_open:
             add(
                 Status.FAIL,
                 "api_mismatch",
@@ -188,7 +199,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         if cur and ("key_rejected", 0) in by:
             if loaded is False or loaded is None:
                 add(
-                    Status.FAIL,
+                    Status.FAIL if loaded is False else Status.WARN,
                     "key_rejected",
                     0,
                     ("A module for the running kernel exists but is not trusted. " if built else "")
