@@ -50,6 +50,7 @@ def test_bus_key_normalises_sysfs_nvml_and_cuda_spellings():
         (15, "GPU is lost", ["reboot", "fell off the PCIe bus"]),  # NVML_ERROR_GPU_IS_LOST
         (999, "Unknown Error", ["reboot", "Unable to determine the device handle"]),  # what nvidia-smi prints
         (4, "Insufficient Permissions", ["nvidia-smi -r -i 1", "/dev/nvidia"]),
+        (16, "GPU requires restart", ["nvidia-smi -r -i 1", "NVML_ERROR_RESET_REQUIRED"]),  # needs a reset
     ],
 )
 def test_a_gpu_nvml_cannot_open_is_a_failure_never_driver_ok(tmp_path, rc, error, words):

@@ -51,6 +51,11 @@ def _lost_text(lost: list[GpuAccount]) -> str:
             'handle for GPU ..." for it. The kernel log says which (`devices.kernel-log`, or '
             "`sudo journalctl -k -b 0 | grep -E 'NVRM|Xid'`)."
         )
+    elif any("requires restart" in e.lower() or "reset" in e.lower() for e in errors):
+        why = (
+            'NVML answers "GPU requires restart" (`NVML_ERROR_RESET_REQUIRED`): after an error the driver keeps '
+            "the GPU closed until it is reset (or the node rebooted)."
+        )
     elif any("permission" in e.lower() for e in errors):
         why = (
             "NVML may not open the GPU's device node (`/dev/nvidia<minor>`): its permissions, or the container's "
