@@ -11,7 +11,12 @@
 #    kernel-log XIDs, the probe's matrix product / copy bandwidth / peer access)
 #    and saves it, secrets redacted, as OUTDIR/<gpu>-<driver>.json;
 # 3. runs `gpudoctor check --deep --format json` and saves the report next to it
-#    (OUTDIR/<gpu>-<driver>.report.json).
+#    (OUTDIR/<gpu>-<driver>.report.json);
+# 4. records the raw artefacts the machine-level collectors read (nvidia-smi -q, topo -m,
+#    lspci -vvv with the ACS bits, the kernel log of this and the previous boot, the processes
+#    holding /dev/nvidia*, IOMMU mode) under OUTDIR/<gpu>-<driver>.raw/ (scripts/gpu-record-raw.sh):
+#    the material of a field case replayed from a fake root. The facts snapshot holds the same
+#    machine as facts: the topology and gpu_holders domains (bridges, P2P, NVLink, holders).
 # Review the files (they describe this machine: GPU names, bus ids, driver
 # versions, process ids) before committing them as fixtures.
 set -u
@@ -54,6 +59,7 @@ echo "gpu-check: facts saved as $OUT/$name.json"
 "$PY" -m gpudoctor check --deep --offline --format json -o "$OUT/$name.report.json"
 check_rc=$?
 echo "gpu-check: report saved as $OUT/$name.report.json (gpudoctor check exit $check_rc)"
+bash "$(dirname "$0")/gpu-record-raw.sh" "$OUT/$name.raw"
 if [ "$tests_rc" != 0 ]; then echo "gpu-check: the gpu-marked tests failed (exit $tests_rc)" >&2; exit 1; fi
 # the check's own verdict (1 = something failed on this machine) is data here, not an error of the script
 [ "$check_rc" -le 1 ] || exit "$check_rc"

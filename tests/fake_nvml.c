@@ -12,6 +12,14 @@
  * -DGARBAGE_IN_INIT (prints noise and exits 0 without a result),
  * -DEXIT_IN_INIT=n (exits with status n), -DINIT_RETURN=n (nvmlInit returns NVML error n).  -DNO_ECC makes every ECC, retired
  * page and remapped row query answer NOT_SUPPORTED (a GeForce board).
+ * -DLOST_INDEX=n makes nvmlDeviceGetHandleByIndex fail for GPU n with -DLOST_RC (default 15 =
+ * NVML_ERROR_GPU_IS_LOST; 999 = NVML_ERROR_UNKNOWN, what nvidia-smi prints as "Unable to determine
+ * the device handle for GPU ...: Unknown Error"). -DRECOVERY_ACTION=n answers the field value
+ * NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (230; 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P,
+ * 4 drain and reset); without it nvmlDeviceGetFieldValues is absent (an older driver).
+ * -DP2P_READ_STATUS=n is what nvmlDeviceGetP2PStatus answers for every pair (0 OK, 1 chipset not
+ * supported, ...); -DTOPO_LEVEL=n what nvmlDeviceGetTopologyCommonAncestor answers (10 single
+ * switch ... 50 system); -DNVLINK_UP=n links answer active (the rest NOT_SUPPORTED).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -115,6 +123,10 @@
 #define UTIL_MEM 0
 #endif
 
+#ifndef MEM_USED_MIB
+#define MEM_USED_MIB 0ULL /* -DMEM_USED_MIB=n: memory in use that no process accounts for */
+#endif
+
 #ifndef MIG_DEVICES
 #define MIG_DEVICES 0 /* MIG devices on GPU 0 (MIG mode on when > 0) */
 #endif
@@ -180,8 +192,14 @@ int nvmlSystemGetDriverVersion(char *version, unsigned int length) {
 }
 int nvmlSystemGetCudaDriverVersion(int *v) { *v = CUDA_VERSION; return NVML_SUCCESS; }
 int nvmlDeviceGetCount_v2(unsigned int *count) { *count = DEVICE_COUNT; return NVML_SUCCESS; }
+#ifndef LOST_RC
+#define LOST_RC 15
+#endif
 int nvmlDeviceGetHandleByIndex_v2(unsigned int index, fake_device **device) {
     if (index >= DEVICE_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+#ifdef LOST_INDEX
+    if (index == LOST_INDEX) return LOST_RC;
+#endif
     devices[index].index = index;
     devices[index].mig = -1;
     *device = &devices[index];
@@ -227,7 +245,8 @@ int nvmlDeviceGetCudaComputeCapability(fake_device *d, int *major, int *minor) {
 }
 typedef struct { unsigned long long total, free, used; } nvml_memory;
 int nvmlDeviceGetMemoryInfo(fake_device *d, nvml_memory *m) {
-    (void)d; m->total = 81559ULL * 1024 * 1024; m->used = 0; m->free = m->total; return NVML_SUCCESS;
+    (void)d; m->total = 81559ULL * 1024 * 1024; m->used = MEM_USED_MIB * 1024ULL * 1024ULL; m->free = m->total - m->used;
+    return NVML_SUCCESS;
 }
 int nvmlDeviceGetMigMode(fake_device *d, unsigned int *cur, unsigned int *pending) {
     *cur = *pending = (MIG_DEVICES > 0 && d->index == 0); return NVML_SUCCESS;
@@ -330,4 +349,39 @@ int nvmlDeviceGetGraphicsRunningProcesses_v3(fake_device *d, unsigned int *count
 typedef struct { unsigned int gpu, memory; } nvml_utilization;
 int nvmlDeviceGetUtilizationRates(fake_device *d, nvml_utilization *u) {
     (void)d; u->gpu = UTIL_GPU; u->memory = UTIL_MEM; return NVML_SUCCESS;
+}
+
+#ifdef RECOVERY_ACTION
+typedef struct {
+    unsigned int fieldId; unsigned int scopeId; long long timestamp; long long latencyUsec;
+    int valueType; int nvmlReturn; unsigned long long value;
+} nvml_field_value;
+int nvmlDeviceGetFieldValues(fake_device *d, int count, nvml_field_value *values) {
+    (void)d;
+    for (int i = 0; i < count; i++) {
+        if (values[i].fieldId == 230) { values[i].nvmlReturn = 0; values[i].valueType = 1; values[i].value = RECOVERY_ACTION; }
+        else values[i].nvmlReturn = NVML_ERROR_NOT_SUPPORTED;
+    }
+    return NVML_SUCCESS;
+}
+#endif
+#ifndef P2P_READ_STATUS
+#define P2P_READ_STATUS 0
+#endif
+#ifndef TOPO_LEVEL
+#define TOPO_LEVEL 10
+#endif
+#ifndef NVLINK_UP
+#define NVLINK_UP 0
+#endif
+int nvmlDeviceGetP2PStatus(fake_device *a, fake_device *b, int index, int *status) {
+    (void)a; (void)b; (void)index; *status = P2P_READ_STATUS; return NVML_SUCCESS;
+}
+int nvmlDeviceGetTopologyCommonAncestor(fake_device *a, fake_device *b, int *level) {
+    (void)a; (void)b; *level = TOPO_LEVEL; return NVML_SUCCESS;
+}
+int nvmlDeviceGetNvLinkState(fake_device *d, unsigned int link, int *active) {
+    (void)d;
+    if (link >= NVLINK_UP) return NVML_ERROR_NOT_SUPPORTED;
+    *active = 1; return NVML_SUCCESS;
 }

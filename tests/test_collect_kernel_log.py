@@ -9,6 +9,7 @@ from pathlib import Path
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.collect.kernel_log import (
     MAX_BYTES,
+    PREVIOUS_ARGV,
     TIMEOUT_S,
     collect_kernel_log,
     parse_xid_lines,
@@ -37,6 +38,8 @@ JOURNAL = """\
 [ 77.300000] gpu01 kernel: NVRM: Xid (PCI:0000:18:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row marked for remapping, reset gpu to activate.
 """
 JOURNAL_ARGV = ("journalctl", "-k", "-b", "--no-pager", "-q", "-o", "short-monotonic")
+#: journald without the previous boot (and no syslog files on this root)
+NO_PREVIOUS = {PREVIOUS_ARGV: exits(1, stderr="Data from the specified boot (-1) is not available: No such boot ID")}
 
 
 def live(runner: ScriptedRunner) -> CollectContext:
@@ -54,16 +57,17 @@ def test_parse_xid_lines_from_dmesg():
 
 
 def test_dmesg_is_read_first_without_clearing_it():
-    runner = ScriptedRunner({("dmesg",): ok(DMESG)})
+    runner = ScriptedRunner({**NO_PREVIOUS, ("dmesg",): ok(DMESG)})
     facts = collect_kernel_log(live(runner))
     assert (facts.source, facts.readable, facts.lines_read) == ("dmesg", True, 6)
     assert [e.xid for e in facts.events] == [79, 13]
-    assert [(argv, t) for argv, t, _ in runner.calls] == [(("dmesg",), TIMEOUT_S)]
+    assert [(argv, t) for argv, t, _ in runner.calls] == [(("dmesg",), TIMEOUT_S), (PREVIOUS_ARGV, TIMEOUT_S)]
 
 
 def test_journalctl_when_dmesg_is_restricted():
     runner = ScriptedRunner(
         {
+            **NO_PREVIOUS,
             ("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
             JOURNAL_ARGV: ok(JOURNAL),
         }
@@ -76,6 +80,7 @@ def test_journalctl_when_dmesg_is_restricted():
 def test_neither_readable_says_why_for_each():
     runner = ScriptedRunner(
         {
+            **NO_PREVIOUS,
             ("dmesg",): exits(1, stderr="dmesg: read kernel buffer failed: Operation not permitted"),
             JOURNAL_ARGV: not_found(),
         }
@@ -86,7 +91,7 @@ def test_neither_readable_says_why_for_each():
 
 
 def test_a_hanging_dmesg_is_a_reason_not_a_hang():
-    runner = ScriptedRunner({("dmesg",): timed_out(TIMEOUT_S), JOURNAL_ARGV: ok("")})
+    runner = ScriptedRunner({**NO_PREVIOUS, ("dmesg",): timed_out(TIMEOUT_S), JOURNAL_ARGV: ok("")})
     facts = collect_kernel_log(live(runner))
     assert isinstance(facts.readable, Unavailable)
     assert "did not answer" in facts.readable.reason and "printed nothing" in facts.readable.reason
@@ -96,7 +101,7 @@ def test_output_is_bounded_to_the_newest_bytes_and_events():
     noise = "[    1.0] usb 1-1: new device\n" * (MAX_BYTES // 30 + 10)
     old = "[ 2.0] NVRM: Xid (PCI:0000:18:00): 48, pid=0, DBE\n"
     many = "".join(f"[ 9.{i}] NVRM: Xid (PCI:0000:18:00): 43, pid={i}, Ch 8\n" for i in range(MAX_EVENTS + 50))
-    facts = collect_kernel_log(live(ScriptedRunner({("dmesg",): ok(old + noise + many)})))
+    facts = collect_kernel_log(live(ScriptedRunner({**NO_PREVIOUS, ("dmesg",): ok(old + noise + many)})))
     assert len(facts.events) == MAX_EVENTS
     assert all(e.xid == 43 for e in facts.events)  # the old XID 48 is beyond the bounded tail
     assert facts.events[-1].text.startswith(f"pid={MAX_EVENTS + 49},")
@@ -115,6 +120,11 @@ def test_real_dmesg_binary_on_path(tmp_path, monkeypatch):
     script = bindir / "dmesg"
     script.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = -c ] && exit 9; done\ncat {tmp_path}/dmesg.txt\n')
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    journal = bindir / "journalctl"
+    journal.write_text(
+        "#!/bin/sh\necho 'Specifying boot ID or boot offset has no effect, no persistent journal was found.' >&2\n"
+    )
+    journal.chmod(journal.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     facts = collect_kernel_log(CollectContext(System(files=Files(Path("/"))), CollectOptions()))
     assert facts.source == "dmesg" and [e.xid for e in facts.events] == [79, 13]
@@ -126,7 +136,7 @@ def test_the_light_gate_reads_no_kernel_log_without_an_nvidia_driver(monkeypatch
     import gpudoctor.collect.nvidia as nvidia
 
     light = CollectOptions(probe_level="light")
-    runner = ScriptedRunner({("dmesg",): ok(DMESG)})
+    runner = ScriptedRunner({**NO_PREVIOUS, ("dmesg",): ok(DMESG)})
     monkeypatch.setattr(nvidia, "kernel_driver_absent", lambda files: True)
     facts = collect_kernel_log(CollectContext(System(runner=runner, files=Files(Path("/")), env={}), light))
     assert isinstance(facts.readable, Unavailable) and "no NVIDIA kernel driver" in facts.readable.reason

@@ -67,6 +67,7 @@ BUILTIN_GATE_IDS = frozenset(
         "platform.visibility",  # issue 12
         "devices.ecc",
         "devices.xid",  # issue 15
+        "devices.inventory",  # issue 26
     }
 )
 

@@ -12,7 +12,10 @@ group and turns whatever happened into an Unavailable reason.
 Document (version 1)::
 
     {"worker": 1, "ok": true, "driver_version": "550.54.15" | {"unavailable": "..."},
-     "cuda_driver_version": 12040 | {"unavailable": ...}, "devices": [ {NvmlDevice as JSON} ]}
+     "cuda_driver_version": 12040 | {"unavailable": ...}, "device_count": 2 | {"unavailable": ...},
+     "devices": [ {NvmlDevice as JSON} ],
+     "unopened": [ {"index": 1, "error": "nvmlDeviceGetHandleByIndex failed: GPU is lost"} ],
+     "pairs": [ {GpuPair as JSON} ]}
     {"worker": 1, "ok": false, "stage": "import" | "load" | "init", "error": "..."}
 
 Values that NVML could not give are ``{"unavailable": "<function> failed: <NVML error>"}``,
@@ -184,10 +187,83 @@ def _mig_instances(nv, h, mig):
     return out
 
 
-def _device(nv, i):
-    h = _query(nv.nvmlDeviceGetHandleByIndex, i)
-    if _is_na(h):
-        return None
+#: ``nvmlGpuRecoveryAction_t`` (nvml.h; field ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` = 230, R550+).
+RECOVERY_ACTIONS = {
+    0: "none",
+    1: "gpu_reset",
+    2: "node_reboot",
+    3: "drain_p2p",
+    4: "drain_and_reset",
+    5: "recover_imex_domain",
+    6: "bus_reset",
+    7: "system_reboot",
+}
+FI_RECOVERY_ACTION = 230
+
+
+def _recovery_action(nv, h):
+    """What the driver says the GPU needs (``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``), or unavailable."""
+    values = _query(nv.nvmlDeviceGetFieldValues, h, [FI_RECOVERY_ACTION])
+    if _is_na(values):
+        return values
+    v = values[0]
+    if int(v.nvmlReturn) != 0:
+        return _na(f"NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: NVML error {int(v.nvmlReturn)}")
+    code = int(v.value.uiVal)
+    return RECOVERY_ACTIONS.get(code, f"action {code}")
+
+
+def _nvlink_active(nv, h):
+    """Active NVLink links (``nvmlDeviceGetNvLinkState`` per link), or unavailable when the GPU has none."""
+    up = 0
+    answered = False
+    first = None
+    for link in range(int(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18))):
+        state = _query(nv.nvmlDeviceGetNvLinkState, h, link)
+        if _is_na(state):
+            first = first or state
+            continue
+        answered = True
+        up += 1 if int(state) else 0
+    return up if answered else (first or _na("no NVLink"))
+
+
+#: ``nvmlGpuTopologyLevel_t`` -> the ``nvidia-smi topo -m`` legend word.
+TOPOLOGY_LEVELS = {0: "internal", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+#: ``nvmlGpuP2PStatus_t``.
+P2P_STATUS = {
+    0: "ok",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "IOH topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+
+
+def _pairs(nv, opened):
+    """Topology level and P2P read status for each pair of opened GPUs (index, handle)."""
+    out = []
+    read = getattr(nv, "NVML_P2P_CAPS_INDEX_READ", 0)
+    read = read[0] if isinstance(read, tuple) else read  # nvidia-ml-py defines it as a 1-tuple
+    for a in range(len(opened)):
+        for b in range(a + 1, len(opened)):
+            (ia, ha), (ib, hb) = opened[a], opened[b]
+            level = _query(nv.nvmlDeviceGetTopologyCommonAncestor, ha, hb)
+            p2p = _query(nv.nvmlDeviceGetP2PStatus, ha, hb, read)
+            out.append(
+                {
+                    "a": ia,
+                    "b": ib,
+                    "link": _map(level, lambda v: TOPOLOGY_LEVELS.get(int(v), f"level {v}")),
+                    "p2p_read": _map(p2p, lambda v: P2P_STATUS.get(int(v), f"status {v}")),
+                }
+            )
+    return out
+
+
+def _device(nv, i, h):
     cc = _query(nv.nvmlDeviceGetCudaComputeCapability, h)
     mem = _query(nv.nvmlDeviceGetMemoryInfo, h)
     pci = _query(nv.nvmlDeviceGetPciInfo, h)
@@ -202,9 +278,12 @@ def _device(nv, i):
         "pci_bus_id": bus,
         "compute_capability": _map(cc, lambda v: f"{v[0]}.{v[1]}"),
         "memory_total_mib": _map(mem, lambda m: int(m.total) // MIB),
+        "memory_used_mib": _map(mem, lambda m: int(m.used) // MIB),
         "mig_mode": _map(mig, lambda v: bool(v[0])),
         "mig_instances": _mig_instances(nv, h, mig),
         "health": _health(nv, h),
+        "recovery_action": _recovery_action(nv, h),
+        "nvlink_active": _nvlink_active(nv, h),
     }
 
 
@@ -223,7 +302,16 @@ def collect():
     try:
         cuda = _query(nv.nvmlSystemGetCudaDriverVersion)
         count = _query(nv.nvmlDeviceGetCount)
-        devices = [d for d in (_device(nv, i) for i in range(count if isinstance(count, int) else 0)) if d]
+        devices = []
+        unopened = []
+        opened = []
+        for i in range(count if isinstance(count, int) else 0):
+            h = _query(nv.nvmlDeviceGetHandleByIndex, i)
+            if _is_na(h):  # a GPU NVML counts but cannot open: never dropped silently
+                unopened.append({"index": i, "error": h["unavailable"]})
+                continue
+            opened.append((i, h))
+            devices.append(_device(nv, i, h))
         return {
             "worker": VERSION,
             "ok": True,
@@ -231,6 +319,8 @@ def collect():
             "cuda_driver_version": cuda,
             "device_count": count,
             "devices": devices,
+            "unopened": unopened,
+            "pairs": _pairs(nv, opened),
         }
     finally:
         try:

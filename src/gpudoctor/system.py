@@ -453,8 +453,8 @@ class Files:
         """True when ``path`` is a directory inside the root (links resolved in the root)."""
         return self._safe(Path.is_dir, path)
 
-    def read_bytes(self, path: str) -> bytes:
-        """The file's bytes. Raises ``OSError`` as open() does, and :class:`SymlinkLoop` /
+    def read_bytes(self, path: str, tail: int | None = None) -> bytes:
+        """The file's bytes (only its last ``tail`` bytes when given: a log file). Raises ``OSError`` as open() does, and :class:`SymlinkLoop` /
         :class:`RootEscape`. Under a root the last component is opened with
         ``O_NOFOLLOW``, so a link swapped in after resolution is not followed."""
         host = self.host_path(path)
@@ -474,6 +474,9 @@ class Files:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(errno.EINVAL, "not a regular file (a pipe, socket or device)", str(path))
             os.set_blocking(fd, True)
+            size = os.fstat(fd).st_size
+            if tail is not None and size > tail:
+                fh.seek(size - tail)
             return fh.read()
 
     def read_text(self, path: str) -> str:
@@ -539,6 +542,9 @@ class System:
         env: the environment being diagnosed (normally ``os.environ``).
         clock: time source.
         home: the user's home directory inside the root (``~`` expansion).
+        host_commands: whether ``runner`` speaks for the machine whose files these are (its
+            kernel log, ``nvidia-smi``, ``lspci``): None means "when the root is ``/``"; a
+            replay of a recorded machine (a fake root with scripted commands) sets True.
     """
 
     runner: Runner = field(default_factory=SubprocessRunner)
@@ -546,6 +552,12 @@ class System:
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     clock: Clock = field(default_factory=Clock)
     home: str = field(default_factory=lambda: os.path.expanduser("~"))
+    host_commands: bool | None = None
+
+    @property
+    def commands_live(self) -> bool:
+        """True when host commands (journalctl, nvidia-smi, lspci) describe the machine under the root."""
+        return self.files.is_live if self.host_commands is None else self.host_commands
 
     @classmethod
     def live(cls, root: str = "/") -> System:

@@ -117,10 +117,17 @@ def fake_system(
     env: Mapping[str, str] | None = None,
     runner: ScriptedRunner | None = None,
     home: str = "/home/user",
+    host_commands: bool | None = None,
 ) -> System:
-    """A System whose files live under ``root``, with a scripted runner (nothing scripted by default)."""
+    """A System whose files live under ``root``, with a scripted runner (nothing scripted by default).
+    ``host_commands=True``: the scripted commands speak for that root (a recorded machine's replay)."""
     return System(
-        runner=runner or ScriptedRunner(), files=Files(Path(root)), env=dict(env or {}), clock=Clock(), home=home
+        runner=runner or ScriptedRunner(),
+        files=Files(Path(root)),
+        env=dict(env or {}),
+        clock=Clock(),
+        home=home,
+        host_commands=host_commands,
     )
 
 

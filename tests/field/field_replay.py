@@ -210,6 +210,8 @@ def replay(case: Case) -> list[Finding]:
         env={str(k): str(v) for k, v in spec.get("env", {}).items()},
         runner=_runner(case, spec.get("command", [])),
         home=str(spec.get("home", "/home/user")),
+        # scripted commands speak for the recorded machine under root/ (its kernel log, nvidia-smi, lspci)
+        host_commands=True if spec.get("command") else None,
     )
     opts = dict(spec.get("options", {}))
     options = CollectOptions(

@@ -30,6 +30,10 @@ from gpudoctor.model import Check, Finding, Status
 from gpudoctor.words import noun, plural, verb
 
 DOC = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
+#: corrected (single-bit) errors since the driver loaded from which a rising count is reported, when they are
+#: also most of the GPU's lifetime count (NVML gives two counters, not a history: volatile since the driver
+#: loaded, aggregate over the GPU's life; a volatile count that is most of the aggregate is a recent rise)
+CORRECTED_RISING = 100
 RESET = "`sudo nvidia-smi -r -i {i}` (stop every process on it first; `nvidia-smi` lists them) or reboot the node"
 
 
@@ -37,6 +41,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     failed: list[str] = []
     pending: list[str] = []
     notes: list[str] = []
+    rising: list[str] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         evidence[f"gpu{dev.index}"] = {
@@ -82,6 +87,15 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"{name}: {plural(agg_unc, 'uncorrectable ECC error')} in its lifetime, already handled "
                 f"({handled} retired {noun(handled, 'page')}/remapped {noun(handled, 'row')})"
             )
+        vol_cor = num(h.ecc_volatile_corrected) or 0
+        agg_cor = num(h.ecc_aggregate_corrected) or 0
+        if vol_cor >= CORRECTED_RISING and 2 * vol_cor >= agg_cor:
+            rising.append(
+                f"{name}: **{plural(vol_cor, 'corrected ECC error')} since the driver loaded**, "
+                f"{'all' if vol_cor >= agg_cor else 'most'} of the {agg_cor} in its lifetime: the memory has started "
+                f"to fail. Watch `nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER`; plan a reset when idle "
+                f"({reset}) so retirements/remaps take effect, and an RMA if uncorrectable errors follow"
+            )
         if num(h.retired_pages_pending):
             pending.append(
                 f"{name}: pages are **pending retirement**; they are taken out of use at the next GPU "
@@ -108,7 +122,19 @@ def evaluate(facts: Facts) -> list[Finding]:
                 doc_url=DOC,
             )
         ]
-    if pending:
+    if pending or rising:
+        if not pending:
+            return [
+                CHECK.finding(
+                    Status.WARN,
+                    f"corrected GPU memory errors rising: {head(rising[0])}",
+                    "Corrected errors do not lose data, but a count that climbs since the last driver load is the "
+                    "usual first sign of failing GPU memory:\n\n" + bullets(rising) + tail,
+                    evidence=evidence,
+                    doc_url=DOC,
+                )
+            ]
+        tail = ("\n\nAlso rising:\n" + bullets(rising) if rising else "") + tail
         return [
             CHECK.finding(
                 Status.WARN,

@@ -45,12 +45,21 @@ def evaluate(facts: Facts) -> list[Finding]:
     table = xid_table()
     groups: OrderedDict[tuple[int, str], list[XidEvent]] = OrderedDict()
     for ev in log.events:
-        groups.setdefault((ev.xid, ev.pci), []).append(ev)
+        if ev.boot == 0:
+            groups.setdefault((ev.xid, ev.pci), []).append(ev)
+    before = _previous(log, table)
     if not groups:
+        if before is not None:
+            return [before]
         return [
             CHECK.finding(
                 Status.OK,
-                f"no XID errors in the kernel log since boot ({log.source})",
+                f"no XID errors in the kernel log since boot ({log.source})"
+                + (
+                    f"; none in the previous boot either ({log.previous_boot})"
+                    if isinstance(log.previous_boot, str)
+                    else ""
+                ),
                 evidence={"source": log.source, "lines_read": log.lines_read},
             )
         ]
@@ -67,8 +76,9 @@ def evaluate(facts: Facts) -> list[Finding]:
         meaning = row["meaning"] if row else "not in gpudoctor's XID table"
         action = row["action"] if row else f"look it up in NVIDIA's XID documentation ({DOC})"
         count = f"{len(evs)}×" if len(evs) > 1 else "once"
+        at = f" at {evs[-1].when}" if evs[-1].when else ""
         lines.append(
-            f"**XID {xid}** on {where}, {count} (last: `{evs[-1].text[:160]}`): {meaning}. "
+            f"**XID {xid}** on {where}, {count} (last{at}: `{evs[-1].text[:160]}`): {meaning}. "
             f"{'**Fatal.** ' if row and row['fatal'] else ''}Action: {action}"
         )
         events.append(
@@ -96,6 +106,42 @@ def evaluate(facts: Facts) -> list[Finding]:
             worst, f"XID errors in the kernel log since boot: {summary}", body, evidence=evidence, doc_url=DOC
         )
     ]
+
+
+def _previous(log: KernelLogFacts, table: dict[int, dict[str, Any]]) -> Finding | None:
+    """A warning for fatal or attention XIDs of the previous boot (the one before the last reboot)."""
+    groups: OrderedDict[tuple[int, str], list[XidEvent]] = OrderedDict()
+    for ev in log.events:
+        if ev.boot == -1:
+            groups.setdefault((ev.xid, ev.pci), []).append(ev)
+    serious = [(k, evs) for k, evs in groups.items() if (table.get(k[0]) or {"status": "warn"})["status"] != "info"]
+    if not serious:
+        return None
+    lines = []
+    for (xid, pci), evs in serious:
+        row = table.get(xid)
+        meaning = row["meaning"] if row else "not in gpudoctor's XID table"
+        at = f" at {evs[-1].when}" if evs[-1].when else ""
+        where = f"GPU at PCI {pci}" if pci else "a GPU"
+        lines.append(f"**XID {xid}** on {where}, {len(evs)}× (last{at}): {meaning}")
+    (xid, pci), _ = serious[-1]
+    booted = f" (this boot started {log.boot_time})" if log.boot_time else ""
+    return CHECK.finding(
+        Status.WARN,
+        f"XID {xid} in the previous boot, before the last reboot{booted}: "
+        + ((table.get(xid) or {}).get("meaning", "see NVIDIA's XID catalogue")).split(":")[0],
+        f"The previous boot's kernel log ({log.previous_boot}) has XID errors; none so far in this boot. A reboot "
+        "clears the GPU's state but not the cause: if it was a hardware fault (fallen off the bus, uncorrectable "
+        "ECC) it tends to come back under load.\n\n"
+        + "\n".join(f"- {line}" for line in lines)
+        + "\n\nWatch it (`sudo journalctl -k -f | grep -i xid`); if it recurs, drain the node and collect "
+        "`sudo nvidia-bug-report.sh` for the vendor.",
+        evidence={
+            "previous_boot": log.previous_boot,
+            "events": [{"xid": x, "pci": p, "count": len(e), "boot": -1} for (x, p), e in serious],
+        },
+        doc_url=DOC,
+    )
 
 
 CHECK = Check(

@@ -20,6 +20,7 @@ from gpudoctor.checks._common import in_container
 from gpudoctor.checks._platform import injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
+from gpudoctor.gpu_inventory import account, describe
 from gpudoctor.model import Check, Finding, Status
 
 #: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
@@ -69,6 +70,19 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
                     f"— reboot, or reload the module;\n"
                     f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
+                    evidence=evidence,
+                )
+            ]
+        lost = [a for a in account(facts) if a.nvml in ("unopened", "absent") and a.driver in ("nvidia", "unknown")]
+        if nv.source == "nvml" and lost:
+            evidence["unusable"] = [describe(a).replace("**", "").replace("`", "") for a in lost]
+            return [
+                CHECK.finding(
+                    Status.FAIL,
+                    f"NVIDIA driver {nv.driver_version} is loaded, but NVML cannot open {len(lost)} of its GPUs",
+                    "The driver answers, but not for every GPU bound to it:\n\n"
+                    + "\n".join(f"- {describe(a)}" for a in lost)
+                    + "\n\nSee `devices.inventory` for every GPU and what to do.",
                     evidence=evidence,
                 )
             ]

@@ -31,12 +31,14 @@ from gpudoctor.facts import FactsDecodeError, Unavailable
 from gpudoctor.facts.base import from_jsonable
 from gpudoctor.facts.nvidia import (
     GpuHealth,
+    GpuPair,
     GpuProcess,
     NvidiaDriverFacts,
     NvmlDevice,
     PciDevice,
     PciGpuFacts,
     SourceAttempt,
+    UnopenedGpu,
 )
 from gpudoctor.nvml_worker import MARKER
 from gpudoctor.system import Files, signal_name
@@ -253,13 +255,29 @@ def _decode_devices(doc: dict, files: Files) -> tuple[NvmlDevice, ...]:
     return tuple(devices)
 
 
+def _accounting(doc: dict) -> dict[str, Any]:
+    """device_count, unopened and pairs of the worker's document (NvidiaDriverFacts fields)."""
+    try:
+        count = doc.get("device_count")
+        return {
+            "device_count": count
+            if isinstance(count, int) and not isinstance(count, bool)
+            else Unavailable(str(count.get("unavailable")) if isinstance(count, dict) else "not reported"),
+            "unopened": tuple(from_jsonable(UnopenedGpu, u) for u in doc.get("unopened") or ()),
+            "pairs": tuple(from_jsonable(GpuPair, p) for p in doc.get("pairs") or ()),
+        }
+    except FactsDecodeError as exc:
+        raise ValueError(f"the NVML worker's accounting does not decode: {exc}") from None
+
+
 def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, str, Any]:
-    """(attempt, outcome, (driver, cuda_driver, devices) or None)."""
+    """(attempt, outcome, (driver, cuda_driver, devices, accounting) or None)."""
     outcome, detail, doc = run_nvml_worker(ctx)
     if doc is None:
         return SourceAttempt("nvml", False, detail), outcome, None
     try:
         devices = _decode_devices(doc, ctx.system.files)
+        accounting = _accounting(doc)
     except ValueError as exc:
         return SourceAttempt("nvml", False, str(exc)), "garbage", None
     driver = doc.get("driver_version")
@@ -272,7 +290,7 @@ def _nvml(ctx: CollectContext) -> tuple[SourceAttempt, str, Any]:
     )
     if isinstance(driver, Unavailable):
         return SourceAttempt("nvml", False, f"NVML gave no driver version: {driver.reason}"), "init-failed", None
-    return SourceAttempt("nvml", True, detail), "ok", (driver, cuda, devices)
+    return SourceAttempt("nvml", True, detail), "ok", (driver, cuda, devices, accounting)
 
 
 def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
@@ -282,8 +300,8 @@ def collect_nvidia(ctx: CollectContext) -> NvidiaDriverFacts:
         attempt, outcome, result = _nvml(ctx)
         attempts.append(attempt)
         if result is not None:
-            driver, cuda, devices = result
-            return NvidiaDriverFacts(driver, "nvml", cuda, "ok", devices, tuple(attempts), "ok")
+            driver, cuda, devices, accounting = result
+            return NvidiaDriverFacts(driver, "nvml", cuda, "ok", devices, tuple(attempts), "ok", **accounting)
         nvml_reason = attempt.detail
     else:
         outcome = "not-run"

@@ -101,6 +101,12 @@ class NvmlDevice:
             ``nvmlDeviceGetMigDeviceHandleByIndex``), empty when none or not queried.
         health: ECC, retired pages, remapped rows, throttling, PCIe link,
             temperature, power, modes, processes (see :class:`GpuHealth`).
+        recovery_action: what the driver says the GPU needs now (field
+            ``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION``, R550+): ``none``, ``gpu_reset``,
+            ``node_reboot``, ``drain_p2p``, ``drain_and_reset``, ...; Unavailable on older drivers.
+        memory_used_mib: memory in use, MiB (``nvmlDeviceGetMemoryInfo``), or Unavailable.
+        nvlink_active: NVLink links in the active state (``nvmlDeviceGetNvLinkState``),
+            Unavailable on a GPU without NVLink.
     """
 
     index: int
@@ -112,6 +118,45 @@ class NvmlDevice:
     mig_mode: bool | Unavailable = Unavailable("not queried")
     mig_instances: tuple[MigInstance, ...] = ()
     health: GpuHealth | Unavailable = Unavailable("not queried")
+    recovery_action: str | Unavailable = Unavailable("not queried")
+    nvlink_active: int | Unavailable = Unavailable("not queried")
+    memory_used_mib: int | Unavailable = Unavailable("not queried")
+
+
+@dataclass(frozen=True)
+class UnopenedGpu:
+    """A GPU NVML counts (``nvmlDeviceGetCount``) but cannot open (``nvmlDeviceGetHandleByIndex``
+    failed): ``nvidia-smi`` prints "Unable to determine the device handle for GPU ...".
+
+    Attributes:
+        index: its NVML index.
+        error: NVML's error (``GPU is lost``, ``Unknown Error``, ``Insufficient Permissions``, ...).
+    """
+
+    index: int
+    error: str
+
+
+@dataclass(frozen=True)
+class GpuPair:
+    """How two GPUs reach each other (NVML indices ``a`` < ``b``).
+
+    Attributes:
+        a, b: NVML indices.
+        link: the common ancestor as ``nvidia-smi topo -m`` names it
+            (``nvmlDeviceGetTopologyCommonAncestor``): ``PIX`` one PCIe switch, ``PXB``
+            several switches, ``PHB`` the CPU's host bridge, ``NODE`` host bridges of one
+            NUMA node, ``SYS`` across the CPU interconnect, ``internal`` the same board;
+            or Unavailable.
+        p2p_read: ``nvmlDeviceGetP2PStatus(.., NVML_P2P_CAPS_INDEX_READ)``: ``ok``,
+            ``chipset not supported``, ``GPU not supported``, ``IOH topology not
+            supported``, ``disabled by regkey``, ``not supported``, ``unknown``; or Unavailable.
+    """
+
+    a: int
+    b: int
+    link: str | Unavailable
+    p2p_read: str | Unavailable
 
 
 @domain("nvidia")
@@ -134,6 +179,9 @@ class NvidiaDriverFacts:
             by a signal inside the library), ``timeout`` (hung, killed with its
             process group), ``garbage`` (no valid result document), ``failed``
             (another nonzero exit); ``not-run`` (image root); "" in old snapshots.
+        device_count: GPUs NVML counts (``nvmlDeviceGetCount``), opened or not.
+        unopened: GPUs NVML counts but could not open, with NVML's error (never dropped silently).
+        pairs: topology and P2P status of every pair of opened GPUs.
     """
 
     driver_version: str | Unavailable
@@ -143,3 +191,6 @@ class NvidiaDriverFacts:
     devices: tuple[NvmlDevice, ...] = ()
     attempts: tuple[SourceAttempt, ...] = ()
     nvml_outcome: str = ""
+    device_count: int | Unavailable = Unavailable("not queried")
+    unopened: tuple[UnopenedGpu, ...] = ()
+    pairs: tuple[GpuPair, ...] = ()
