@@ -123,7 +123,6 @@ def test_conda_defaults_follow_a_channel_alias_mirror(tmp_path):
 
 @covers("conda.channels")
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="conda.channels does not move channel URLs yet (next commit)")
 def test_conda_channel_urls_on_a_failing_mirror_are_moved(tmp_path):
     with FakeMirror(fault="500") as bad, FakeMirror() as good:
         condarc = (

@@ -12,7 +12,7 @@ or ``--offline`` -> ``skip`` with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -214,6 +214,9 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
                 f"`gpudoctor fix {fix} --mirror fastest`."
             )
+        missing = [p for p in bad if eco == "conda" and p.http_status == 404]
+        if missing:
+            return [_conda_missing(check, facts, missing, evidence)]
         head = bad[0]
         return [
             check.finding(
@@ -337,3 +340,51 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             evidence=evidence,
         )
     ]
+
+
+def _conda_missing(
+    check: Check, facts: Facts, missing: Sequence[MirrorProbe], evidence: Mapping[str, object]
+) -> Finding:
+    """Channels the configured conda mirror answers 404 for: it does not carry them."""
+    from gpudoctor.facts.mirrors import CondaFacts
+
+    conda = facts.get("conda")
+    chans = [*conda.channels, *conda.named] if isinstance(conda, CondaFacts) else []
+    rows = []
+    names: list[str] = []
+    for p in missing:
+        mine = [c for c in chans if c.url.rstrip("/") == p.base_url.rstrip("/")]
+        name = mine[0].name if mine else p.base_url.rstrip("/").rsplit("/", 1)[-1]
+        names.append(name)
+        how = (
+            f" (named in {mine[0].origin}, resolved via {mine[0].via}"
+            + (f" set in {mine[0].setting}" if mine[0].setting and mine[0].setting != "built-in" else "")
+            + ")"
+            if mine
+            else ""
+        )
+        rows.append(f"- `{name}`{how}: `{p.probe_url}` -> HTTP 404")
+    names = list(dict.fromkeys(names))
+    host = _host(missing[0].base_url)
+    public = "\n".join(f"      {n}: https://conda.anaconda.org" for n in names)
+    return check.finding(
+        Status.FAIL,
+        f"the conda mirror {host} does not carry {', '.join(f'`{n}`' for n in names)}: HTTP 404 for "
+        f"{missing[0].probe_url}",
+        "conda stops every install that uses "
+        + ("this channel" if len(names) == 1 else "these channels")
+        + " with `UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...` (or mamba's "
+        "`Could not resolve`): the mirror answers, but has no copy of it. Mirrors carry a chosen set of channels "
+        "(their `cloud` tree), and `channel_alias` sends every other name there too.\n\n"
+        + "\n".join(rows)
+        + "\n\nEither send just "
+        + ("that channel" if len(names) == 1 else "those channels")
+        + " to a host that has "
+        + ("it" if len(names) == 1 else "them")
+        + " (this bypasses the mirror for "
+        + ("it" if len(names) == 1 else "them")
+        + f"), in `~/.condarc`:\n\n    custom_channels:\n{public}\n\nor switch to a mirror that carries "
+        "it: `gpudoctor fix conda.channels --mirror NAME|URL`, or remove the channel where it is named.",
+        evidence={**evidence, "missing": names},
+        fixes=("conda.channels",),
+    )

@@ -251,12 +251,22 @@ class CondaChannel:
     Attributes:
         name: as written (``defaults``, ``conda-forge``, ``https://...``).
         url: the base URL conda fetches (``<url>/<subdir>/repodata.json``).
-        via: how it was resolved: ``url``, ``default_channels``, ``custom_channels``, ``channel_alias``.
+        via: how it was resolved: ``url``, ``default_channels``, ``custom_channels``, ``channel_alias``,
+            ``custom_multichannels``.
+        origin: where the channel was named: a condarc path, ``CONDA_CHANNELS``, an
+            ``environment.yml``, ``<build file>:<line>`` (``-c NAME``), ``built-in``.
+        setting: the file (or variable) that set what it resolved through (the
+            ``default_channels``/``custom_channels`` entry, ``channel_alias``); ``built-in``
+            for conda's own default, "" for a URL.
+        tool: ``conda``, or ``mamba``/``micromamba`` for channels only they see.
     """
 
     name: str
     url: str
     via: str
+    origin: str = ""
+    setting: str = ""
+    tool: str = "conda"
 
 
 @domain("conda")
@@ -271,6 +281,12 @@ class CondaFacts:
         custom_channels: channel name -> base URL.
         channel_alias: base URL for other named channels.
         user_condarc: ``~/.condarc`` (the file the fix edits).
+        named: channels named outside the condarc ``channels`` lists (an ``environment.yml``,
+            ``-c NAME`` in a build file, channels only mamba/micromamba see), resolved the same way.
+        root_prefix: the base install read as ``$CONDA_ROOT`` ("" when none was found).
+        env: the channel variables set (``CONDA_CHANNELS``, ``CONDA_CHANNEL_ALIAS``, ...).
+        multichannels: ``custom_multichannels`` (name -> members).
+        channel_alias_origin: the file (or variable) that set ``channel_alias``; ``built-in``.
     """
 
     files: dict[str, str]
@@ -279,6 +295,11 @@ class CondaFacts:
     custom_channels: dict[str, str]
     channel_alias: str
     user_condarc: str
+    named: tuple[CondaChannel, ...] = ()
+    root_prefix: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    multichannels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    channel_alias_origin: str = "built-in"
 
 
 # --------------------------------------------------------------------------- mirrors

@@ -94,7 +94,11 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
             )
         )
     if isinstance(conda, CondaFacts):
-        for ch in conda.channels:
+        probed: set[str] = set()
+        for ch in (*conda.channels, *conda.named):  # named: environment.yml, -c in a build file, mamba
+            if ch.url.rstrip("/") in probed:
+                continue
+            probed.add(ch.url.rstrip("/"))
             out.append(
                 ProbeTarget(
                     "configured", "conda", "conda", ch.url, "conda", subdir=catalogue.conda_subdir, role="configured"
