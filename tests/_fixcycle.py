@@ -9,7 +9,7 @@ again on the same root. The caller asserts what the second run says.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from gpudoctor import engine
 from gpudoctor.collect import CollectOptions
 from gpudoctor.model import Finding, FixPlan, FixRefused, Status
 from gpudoctor.registry import load_registry
+from gpudoctor.system import System
 from gpudoctor.testing import ScriptedRunner, fake_system, not_found
 
 
@@ -45,10 +46,13 @@ class Cycle:
         return "\n".join(f"{f.check} {f.status.value}: {f.summary}" for f in self.after)
 
 
-def _run(root: Path, checks: Sequence[str], env: Mapping[str, str], home: str, offline: bool, extra: dict):
+def _run(root: Path, checks: Sequence[str], env: Mapping[str, str], home: str, offline: bool, extra: dict, live):
     registry = load_registry()
-    system = fake_system(root, env=env, runner=ScriptedRunner(default=not_found()), home=home)
-    opts = CollectOptions(offline=offline, kernels=False, extra=dict(extra))
+    if live is not None:
+        system = live()
+    else:
+        system = fake_system(root, env=env, runner=ScriptedRunner(default=not_found()), home=home)
+    opts = CollectOptions(offline=offline, kernels=live is not None, extra=dict(extra))
     return engine.run([registry.checks[c] for c in checks], system, opts), system, registry
 
 
@@ -62,9 +66,12 @@ def cycle(
     offline: bool = True,
     extra: dict | None = None,
     journal: Path | None = None,
+    live: Callable[[], System] | None = None,
 ) -> Cycle:
+    """``live``: a factory of a live System (real files, real commands) for collectors that refuse an
+    image root (Jupyter); ``root`` then only names where the journal goes."""
     env = dict(env or {})
-    report, system, registry = _run(root, checks, env, home, offline, extra or {})
+    report, system, registry = _run(root, checks, env, home, offline, extra or {}, live)
     fix = registry.fixes[fix_id]
     plans: list[FixPlan] = []
     refused: list[str] = []
@@ -87,5 +94,5 @@ def cycle(
     if plans:
         writes = ap.prepare(plans, system.files)
         ap.apply(writes, system.files, ap.Journal(journal or root.parent / f"{root.name}-journal"))
-    after, _, _ = _run(root, checks, env, home, offline, extra or {})
+    after, _, _ = _run(root, checks, env, home, offline, extra or {}, live)
     return Cycle(list(report.findings), plans, refused, list(after.findings), root)
