@@ -46,13 +46,15 @@ class Cycle:
         return "\n".join(f"{f.check} {f.status.value}: {f.summary}" for f in self.after)
 
 
-def _run(root: Path, checks: Sequence[str], env: Mapping[str, str], home: str, offline: bool, extra: dict, live):
+def _run(
+    root: Path, checks: Sequence[str], env: Mapping[str, str], home: str, offline: bool, extra: dict, live, pythons=()
+):
     registry = load_registry()
     if live is not None:
         system = live()
     else:
         system = fake_system(root, env=env, runner=ScriptedRunner(default=not_found()), home=home)
-    opts = CollectOptions(offline=offline, kernels=live is not None, extra=dict(extra))
+    opts = CollectOptions(pythons=tuple(pythons), offline=offline, kernels=live is not None, extra=dict(extra))
     return engine.run([registry.checks[c] for c in checks], system, opts), system, registry
 
 
@@ -67,11 +69,12 @@ def cycle(
     extra: dict | None = None,
     journal: Path | None = None,
     live: Callable[[], System] | None = None,
+    pythons: Sequence[str] = (),
 ) -> Cycle:
     """``live``: a factory of a live System (real files, real commands) for collectors that refuse an
     image root (Jupyter); ``root`` then only names where the journal goes."""
     env = dict(env or {})
-    report, system, registry = _run(root, checks, env, home, offline, extra or {}, live)
+    report, system, registry = _run(root, checks, env, home, offline, extra or {}, live, pythons)
     fix = registry.fixes[fix_id]
     plans: list[FixPlan] = []
     refused: list[str] = []
@@ -94,5 +97,5 @@ def cycle(
     if plans:
         writes = ap.prepare(plans, system.files)
         ap.apply(writes, system.files, ap.Journal(journal or root.parent / f"{root.name}-journal"))
-    after, _, _ = _run(root, checks, env, home, offline, extra or {}, live)
+    after, _, _ = _run(root, checks, env, home, offline, extra or {}, live, pythons)
     return Cycle(list(report.findings), plans, refused, list(after.findings), root)

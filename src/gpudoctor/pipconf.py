@@ -38,6 +38,7 @@ __all__ = [
     "Unrepairable",
     "normalize_name",
     "parse",
+    "remove_option",
     "repair_header",
     "scan",
     "set_option",
@@ -297,6 +298,17 @@ def set_option(text: str | None, key: str, value: str, section: str = "global") 
         lines[-1] += eol
     sep = eol if lines[-1].strip() else ""
     return "".join(lines) + f"{sep}[{section}]{eol}{new_line}"
+
+
+def remove_option(text: str, section: str, key: str) -> str:
+    """``text`` without option ``key`` (pip's normalised name) of ``section``: its key line and
+    continuation lines go, every other byte (comments, the section header) stays."""
+    doc = scan(text)
+    lines = list(doc.lines)
+    target = normalize_name(key)
+    for e in sorted((e for e in doc.entries if e.section == section and e.key == target), key=lambda e: -e.start):
+        del lines[e.start : e.end]
+    return "".join(lines)
 
 
 class Unrepairable(ValueError):

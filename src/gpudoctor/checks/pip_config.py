@@ -478,24 +478,45 @@ def evaluate(facts: Facts) -> list[Finding]:
         commands = [
             f"pip config --{scope} set global.{m} '{redact_text(f.values[f'{s}.{k}'])}'" for s, k, m, _ in ignored
         ]
+        # the index the user meant, not the one pip uses: every install goes elsewhere
+        lost = [
+            (s, k, m)
+            for s, k, m, _ in ignored
+            if m in ("index-url", "extra-index-url")
+            and f.values[f"{s}.{k}"].strip()
+            and (m not in eff or f.values[f"{s}.{k}"].strip() not in eff[m].value.split())
+        ]
+        moves = [
+            {"section": s, "key": k, "meant": m, "value": f.values[f"{s}.{k}"].strip()}
+            for s, k, m, _ in ignored
+            if "\n" not in f.values[f"{s}.{k}"].strip()
+        ]
+        now = f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}"
         findings.append(
             CHECK.finding(
-                Status.WARN,
+                Status.FAIL if lost else Status.WARN,
                 f"pip never reads `{key}` in [{section}] of {shown_file}: "
                 + (
                     "no such section for pip (use [global])"
                     if section not in PIP_SECTIONS
                     else f"the option is `{meant}`"
-                ),
+                )
+                + (f"; pip uses {now.strip('`')} instead" if lost else ""),
                 f"pip skips settings it does not recognise without a word, so these lines in `{shown_file}` do "
-                f"nothing and pip keeps using "
-                + (f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}")
+                f"nothing and pip keeps using {now}"
+                + (" — every install goes to that index, not to the one written here" if lost else "")
                 + ":\n\n"
                 + "\n".join(lines)
                 + "\n\nMove them under `[global]` with the right name and delete the old lines, e.g.:\n\n"
                 + "\n".join(f"    {c}" for c in commands)
-                + f"\n\nThen `pip config list` must show `global.{meant}`.",
-                evidence={"file": f.path, "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored]},
+                + f"\n\nThen `pip config list` must show `global.{meant}`. `gpudoctor fix {FIX_ID}` moves them "
+                f"in `{shown_file}` itself.",
+                evidence={
+                    "file": f.path,
+                    "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored],
+                    "moves": moves,
+                },
+                fixes=(FIX_ID,) if moves else (),
             )
         )
     private = private_extra_indexes(pip)

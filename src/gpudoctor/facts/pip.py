@@ -38,7 +38,8 @@ class PipConfigFile:
     Attributes:
         path: path inside the root (``/etc/pip.conf``, ``/home/u/.config/pip/pip.conf``).
         variant: pip's name for its place in the order: ``global``, ``user``,
-            ``site`` or ``env`` (the file named by ``PIP_CONFIG_FILE``).
+            ``base`` (``sys.base_prefix``: the interpreter a venv was made from), ``site``
+            or ``env`` (the file named by ``PIP_CONFIG_FILE``).
         exists: the file exists.
         loaded: pip reads it (False when it does not exist or cannot be
             opened, for user files when ``PIP_CONFIG_FILE`` names an existing
@@ -106,6 +107,8 @@ class PipFacts:
             file, and how it was chosen (``site_prefix_from``: ``--python``,
             ``VIRTUAL_ENV``, ``CONDA_PREFIX`` or ``default``).
         home: the home directory used for user files.
+        base_prefix: the ``sys.base_prefix`` of that interpreter (a venv's ``pyvenv.cfg`` ``home``,
+            ``sys.base_prefix`` on the live system); "" when it is the site prefix itself.
         windows_named: ``pip.ini`` files next to a candidate ``pip.conf`` (the
             Windows file name; pip on Linux never reads them), paths inside the root.
     """
@@ -117,6 +120,7 @@ class PipFacts:
     site_prefix_from: str
     home: str
     windows_named: tuple[str, ...] = ()
+    base_prefix: str = ""
 
     def file(self, path: str) -> PipConfigFile | None:
         """The file entry for ``path`` (inside the root), or None."""
