@@ -153,6 +153,12 @@ class AptFacts:
         missing_keyrings: keyring files named by ``Signed-By`` / ``signed-by=`` of
             an enabled source that do not exist in a directory that does (paths
             inside the root; a root without that directory is a partial copy and says nothing).
+        proxy_conf: lower-cased ``Acquire::*::Proxy*`` key -> value, from ``apt.conf`` and
+            ``apt.conf.d`` in apt's reading order (later wins).
+        proxy_conf_origin: the same keys -> the file that set them.
+        proxy_env: ``http_proxy``/``https_proxy``/``no_proxy`` (either case) as apt's environment has them.
+        tunnels: proxy URL -> the answer to a ``CONNECT`` through it (``ok``, ``denied: HTTP 403 ...``,
+            ``error: ...``); probed only online, for proxies that https sources go through.
     """
 
     distro_id: str
@@ -167,6 +173,10 @@ class AptFacts:
     build_edits: tuple[SourceEdit, ...] = ()
     built_sources: tuple[AptSource, ...] = ()
     missing_keyrings: tuple[str, ...] = ()
+    proxy_conf: dict[str, str] = field(default_factory=dict)
+    proxy_conf_origin: dict[str, str] = field(default_factory=dict)
+    proxy_env: dict[str, str] = field(default_factory=dict)
+    tunnels: dict[str, str] = field(default_factory=dict)
 
 
 @domain("build")

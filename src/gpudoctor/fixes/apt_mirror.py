@@ -30,6 +30,7 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_one_line,
 )
 from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.sources.apt import cache_https_form, proxy_for
 
 NOTES = (
     "Run `apt-get update` now (gpudoctor does not run it).",
@@ -81,6 +82,22 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
             "with --allow-insecure"
         )
+    conf = {k: (v, apt.proxy_conf_origin.get(k, "")) for k, v in apt.proxy_conf.items()}
+    for new_url in sorted({u for u in urls.values() if u.startswith("https://")}):
+        choice = proxy_for(new_url, conf, apt.proxy_env)
+        answer = apt.tunnels.get(choice.proxy, "")
+        if choice.proxy and (answer.startswith("denied") or (choice.cache and not answer)):
+            raise FixRefused(
+                f"apt would reach {new_url} through the proxy {choice.proxy} ({choice.origin}), which "
+                + (
+                    f"refuses https tunnels ({answer.removeprefix('denied: ')})"
+                    if answer
+                    else "is apt-cacher-ng: it refuses https tunnels unless PassThroughPattern allows them"
+                )
+                + f"; nothing was written. Use the mirror's http:// URL through the cache "
+                f"(`--mirror {cache_https_form(new_url, choice.proxy)}`), or let https go direct "
+                f'(`Acquire::https::Proxy "DIRECT";`) first'
+            )
     primary = [a for a in (classify_uri(u) for u in current) if a in ("debian", "ubuntu", "ubuntu_ports")]
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
