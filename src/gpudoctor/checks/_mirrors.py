@@ -218,6 +218,28 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         if missing:
             return [_conda_missing(check, facts, missing, evidence)]
         head = bad[0]
+        if eco == "pip" and head.status == "timeout":
+            limit, origin, retries = pip_timeout(facts)
+            waited = _waited_s(head.reason)
+            past = waited is not None and waited >= limit
+            return [
+                check.finding(
+                    Status.FAIL,
+                    f"the configured pip index {_host(head.base_url)} stalls: no answer within "
+                    + (f"{waited:g} s, " if waited is not None else "the probe's time, ")
+                    + (
+                        f"past pip's timeout of {limit:g} s: every install fails"
+                        if past
+                        else f"and pip waits {limit:g} s per request ({retries} retries) before every install fails"
+                    ),
+                    f"pip waits `timeout` = {limit:g} s ({origin}) for each response and retries {retries} "
+                    f"times; an index that does not answer makes every install end in `Read timed out` / "
+                    f'`Could not fetch URL ... connection error` and then "No matching distribution found".'
+                    f"\n\n{lines}\n\n{todo}{table}",
+                    evidence={**evidence, "pip_timeout_s": limit, "pip_timeout_from": origin, "waited_s": waited},
+                    fixes=(fix,) if best is not None or not ranking else (),
+                )
+            ]
         return [
             check.finding(
                 Status.FAIL,
@@ -271,6 +293,22 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             if worst.status == "slow"
             else f"median time to first byte {_ms(worst.median_ms)} ms"
         )
+        if eco == "pip" and worst.median_ms is not None:
+            limit, origin, retries = pip_timeout(facts)
+            if worst.median_ms / 1000.0 >= limit:
+                return [
+                    check.finding(
+                        Status.FAIL,
+                        f"the configured pip index {_host(worst.base_url)} answers in {worst.median_ms / 1000.0:.1f} s, "
+                        f"past pip's timeout of {limit:g} s ({origin}): every install fails"
+                        + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
+                        f"pip gives up on a response after `timeout` = {limit:g} s ({origin}) and retries {retries} "
+                        f"times, so every request to this index ends in `Read timed out` and every install fails, "
+                        f"although the index works.\n\n{figures}\n\n{todo}",
+                        evidence={**evidence, "pip_timeout_s": limit, "pip_timeout_from": origin},
+                        fixes=(fix,),
+                    )
+                ]
         return [
             check.finding(
                 Status.WARN,
@@ -388,3 +426,39 @@ def _conda_missing(
         evidence={**evidence, "missing": names},
         fixes=("conda.channels",),
     )
+
+
+#: pip's own defaults (pip ``cli/cmdoptions.py``: ``--timeout`` 15 s, ``--retries`` 5)
+PIP_TIMEOUT_S = 15.0
+PIP_RETRIES = 5
+
+
+def pip_timeout(facts: Facts) -> tuple[float, str, int]:
+    """(seconds, where it is set, retries) pip uses per request: ``timeout`` (alias ``default-timeout``)
+    from the effective pip configuration, else pip's default of 15 s."""
+    from gpudoctor.facts.pip import PipFacts
+
+    pip = facts.get("pip")
+    limit, origin, retries = PIP_TIMEOUT_S, "pip's default", PIP_RETRIES
+    if isinstance(pip, PipFacts):
+        for key in ("default-timeout", "timeout"):
+            s = pip.effective.get(key)
+            if s is not None:
+                try:
+                    limit, origin = float(s.value), f"{key} in {s.source}"
+                except ValueError:
+                    pass
+        r = pip.effective.get("retries")
+        if r is not None and r.value.strip().isdigit():
+            retries = int(r.value)
+    return limit, origin, retries
+
+
+def _waited_s(reason: str) -> float | None:
+    """Seconds a probe waited, from its timeout reason ("no response within 3 s")."""
+    import re
+
+    m = re.search(r"within ([0-9.]+) s|([0-9.]+) s were left", reason)
+    if not m:
+        return None
+    return float(m.group(1) or m.group(2))
