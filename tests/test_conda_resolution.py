@@ -239,3 +239,38 @@ def test_mirror_carrying_every_named_channel_twin(tmp_path):
         )
         c = cycle(root, ["conda.mirror"], "conda.channels", offline=False)
         assert [f.status for f in c.before] == [Status.OK], c.before[0].summary
+
+
+# --------------------------------------------------------------------------- known without probing: the catalogue
+
+TUNA = "https://mirrors.tuna.tsinghua.edu.cn/anaconda"
+
+
+def test_channel_alias_outside_the_mirrors_cloud_tree_fails_offline_then_fixed(tmp_path):
+    root = write_tree(tmp_path / "r", {"/home/user/.condarc": f"channels:\n  - defaults\nchannel_alias: {TUNA}\n"})
+    cmd = {"conda_commands": [["conda", "install", "-c", "conda-forge", "numpy"]]}
+    c = cycle(root, ["conda.mirror"], "conda.channels", extra=cmd)
+    (f,) = c.before
+    assert f.status is Status.FAIL and f"{TUNA}/conda-forge" in f.summary and "404" in f.summary
+    assert "command line" in f.summary and f"channel_alias: {TUNA}/cloud" in f.explanation
+    assert [x.status for x in c.after] == [Status.SKIP], c.text("conda.channels")  # nothing known wrong; not probed
+    assert f"channel_alias: {TUNA}/cloud\n" in (root / "home/user/.condarc").read_text()
+
+
+def test_channel_the_mirror_does_not_carry_goes_to_its_own_host(tmp_path):
+    root = write_tree(tmp_path / "r", {"/home/user/.condarc": f"channel_alias: {TUNA}/cloud\n"})
+    cmd = {"conda_commands": [["conda", "install", "pytorch-cuda=12.1", "-c", "pytorch", "-c", "nvidia"]]}
+    c = cycle(root, ["conda.mirror"], "conda.channels", extra=cmd)
+    (f,) = c.before
+    assert f.status is Status.FAIL and "does not carry `nvidia`" in f.summary and "tuna/issues" in f.explanation
+    assert "pytorch" not in f.summary
+    assert [x.status for x in c.after] == [Status.SKIP], c.text("conda.channels")
+    assert "  nvidia: https://conda.anaconda.org\n" in (root / "home/user/.condarc").read_text()
+    assert any("not on the mirror" in n for p in c.plans for n in p.notes)
+
+
+def test_catalogue_twin_channels_the_mirror_carries(tmp_path):
+    root = write_tree(tmp_path / "r", {"/home/user/.condarc": f"channel_alias: {TUNA}/cloud\n"})
+    cmd = {"conda_commands": [["conda", "install", "-c", "pytorch", "-c", "conda-forge", "numpy"]]}
+    c = cycle(root, ["conda.mirror"], "conda.channels", extra=cmd)
+    assert [x.status for x in c.before] == [Status.SKIP]

@@ -130,7 +130,13 @@ def _env_files(ctx: CollectContext) -> list[tuple[str, list[str]]]:
     """``(origin, channel names)`` of the environment files in view."""
     out: list[tuple[str, list[str]]] = []
     given = ctx.options.extra.get("conda_env_files") or ()
-    for name, text in given:
+    for entry in given:
+        if isinstance(entry, str):  # a path inside the root
+            name, text = entry, ctx.system.files.read_text_or_none(entry)
+            if text is None:
+                continue
+        else:
+            name, text = entry
         try:
             doc = yaml.safe_load(text)
         except (yaml.YAMLError, RecursionError):
@@ -153,14 +159,19 @@ def _env_files(ctx: CollectContext) -> list[tuple[str, list[str]]]:
 
 
 def _build_channels(ctx: CollectContext) -> list[tuple[str, str, list[str]]]:
-    """``(origin, tool, -c names)`` of conda/mamba/micromamba commands in the build file."""
+    """``(origin, tool, -c names)`` of conda/mamba/micromamba commands in the build file, and of the
+    commands given in ``extra["conda_commands"]`` (argv lists: what the user ran; origin ``command line``)."""
+    out: list[tuple[str, str, list[str]]] = []
+    for argv in ctx.options.extra.get("conda_commands") or ():
+        found = model.command_channels([str(a) for a in argv])
+        if found is not None:
+            out.append(("command line", found[0], found[1]))
     dockerfile = ctx.options.extra.get("dockerfile")
     if not dockerfile:
-        return []
+        return out
     from gpudoctor.mirrors.dockerfile import commands
 
     name, text = dockerfile
-    out: list[tuple[str, str, list[str]]] = []
     for cmd in commands(name, text).commands:
         found = model.command_channels(cmd.argv)
         if found is not None:

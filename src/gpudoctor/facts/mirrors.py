@@ -327,6 +327,8 @@ class CatalogueMirror:
         urls: archive -> base URL; archives are ``pypi``, ``conda_pkgs``,
             ``conda_cloud``, ``debian``, ``debian_security``, ``ubuntu``, ``ubuntu_ports``.
         source: where the URLs come from.
+        conda_missing: named channels the mirror's ``conda_cloud`` tree is known not to carry
+            (e.g. ``nvidia``, whose licence forbids redistribution), from the source given.
     """
 
     name: str
@@ -335,6 +337,7 @@ class CatalogueMirror:
     official: bool
     urls: dict[str, str]
     source: str = ""
+    conda_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ edited texts and refuses if one would still leave the mirror.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpudoctor.facts import Facts
@@ -99,6 +99,13 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                 f"  - https://MIRROR/pkgs/main"
             )
         return None
+    if (
+        finding is not None
+        and finding.check == "conda.mirror"
+        and (finding.evidence.get("cloud") or finding.evidence.get("public"))
+        and not options.get("mirror")
+    ):
+        return _plan_catalogue(conda, finding)
     evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
     extra_named: list[str] = []
     if evidence.get("cloud") and not options.get("mirror"):
@@ -222,6 +229,55 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         edits=tuple(edits),
         addresses=("conda.mirror", "index.consistency"),
         notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.", *notes),
+    )
+
+
+def _meaning_of(blocks: dict[str, list[str]]) -> Callable[[Any, Any], str | None]:
+    return lambda old, new: blocks_meaning(old, new, blocks)
+
+
+def _plan_catalogue(conda: CondaFacts, finding: Finding) -> FixPlan | None:
+    """``conda.mirror``'s catalogue findings: channels outside the mirror's ``cloud`` tree go into it;
+    channels the mirror does not carry go to their own host (the only place that has them)."""
+    ev = finding.evidence
+    cloud = str(ev.get("cloud") or "")
+    away = {str(n) for n in (ev.get("missing") or [])} | {str(n) for n in (ev.get("public") or [])}
+    names = [str(n) for n in ev.get("channels", [])]
+    user = conda.user_condarc
+    texts = dict(conda.files)
+    user_doc = model.yaml_load(texts.get(user, "") or "") or {}
+    mapping = {str(k): str(v) for k, v in (user_doc.get("custom_channels") or {}).items()}
+    for n in names:
+        mapping[n.split("/")[0]] = model.CHANNEL_ALIAS if n.split("/")[0] in away else cloud
+    blocks: dict[str, dict[str, list[str]]] = {
+        user: {"custom_channels": ["custom_channels:"] + [f"  {k}: {v}" for k, v in mapping.items()]}
+    }
+    alias_origin = str(ev.get("alias_origin") or "")
+    if cloud and alias_origin:
+        target = alias_origin if alias_origin in texts and not model.mamba_only(alias_origin) else user
+        blocks.setdefault(target, {})["channel_alias"] = [f"channel_alias: {cloud}"]
+    edits: list[FileEdit] = []
+    for path, b in blocks.items():
+        old = texts.get(path)
+        new = model.replace_blocks(old or "", b)
+        if new == old:
+            continue
+        manual = f"in {path}, set:\n" + "\n".join(line for lines in b.values() for line in lines)
+        edits.append(verified_edit(path, old, new, manual, meaning=_meaning_of(b), kind="condarc"))
+    if not edits:
+        return None
+    notes = ["Clear conda's cached indexes so the new channels are read: `conda clean -i`."]
+    gone = sorted(n for n in {x.split("/")[0] for x in names} if n in away)
+    if gone:
+        notes.append(
+            f"{', '.join(gone)}: not on the mirror, so now fetched from {model.CHANNEL_ALIAS} (outside the mirror)."
+        )
+    return FixPlan(
+        fix="conda.channels",
+        description=f"map {', '.join(dict.fromkeys(n.split('/')[0] for n in names))} in {', '.join(e.path for e in edits)}",
+        edits=tuple(edits),
+        addresses=("conda.mirror", "index.consistency"),
+        notes=tuple(notes),
     )
 
 
