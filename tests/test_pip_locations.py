@@ -134,3 +134,44 @@ def test_ignored_timeout_alone_is_a_warning(tmp_path):
     (f,) = [x for x in c.before if x.status >= Status.WARN]
     assert f.status is Status.WARN
     assert all(x.status < Status.WARN for x in c.after), c.text("pip.index-url")
+
+
+# --------------------------------------------------------------------------- several target interpreters
+
+
+def test_each_target_interpreter_reads_its_own_base_and_site_files(tmp_path):
+    conda_env = "/opt/conda/envs/train"
+    write_tree(
+        tmp_path,
+        {
+            "/etc/pip.conf": conf(MIRROR),
+            f"{VENV}/pyvenv.cfg": CFG,
+            f"{conda_env}/pip.conf": "[install]\nindex-url = https://old-mirror.example.org/simple\n",
+        },
+    )
+    pip = pip_facts(tmp_path, pythons=[f"{VENV}/bin/python", f"{conda_env}/bin/python"])
+    assert pip.effective["index-url"].value == MIRROR
+    (view,) = pip.targets
+    assert view.site_prefix == conda_env and view.base_prefix == ""
+    assert view.effective["index-url"].value == "https://old-mirror.example.org/simple"
+    assert view.effective["index-url"].source == f"{conda_env}/pip.conf"
+    from gpudoctor.checks import pip_config
+    from gpudoctor.testing import make_facts
+
+    findings = pip_config.evaluate(make_facts(pip=pip))
+    (info,) = [f for f in findings if "each interpreter reads its own site file" in f.summary]
+    assert info.status is Status.INFO and f"{conda_env}/bin/python" in info.summary
+
+
+def test_ignored_section_in_a_second_targets_site_file_is_fixed_there(tmp_path):
+    conda_env = "/opt/conda/envs/train"
+    root = write_tree(
+        tmp_path / "r",
+        {f"{VENV}/pyvenv.cfg": CFG, f"{conda_env}/pip.conf": f"[site]\nindex-url = {MIRROR}\n"},
+    )
+    pythons = [f"{VENV}/bin/python", f"{conda_env}/bin/python"]
+    c = cycle(root, ["pip.config"], "pip.index-url", pythons=pythons)
+    (f,) = [x for x in c.before if x.status >= Status.WARN]
+    assert f.status is Status.FAIL and conda_env in f.summary
+    assert (root / conda_env.lstrip("/") / "pip.conf").read_text() == f"[site]\n\n[global]\nindex-url = {MIRROR}\n"
+    assert all(x.status < Status.WARN for x in c.after), c.text("pip.index-url")

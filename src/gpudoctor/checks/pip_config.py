@@ -271,6 +271,35 @@ def repairable(f: PipConfigFile, home: str = "") -> str | None:
         return None
 
 
+def _targets_disagree(pip: PipFacts, eff: dict[str, PipSetting]) -> list[Finding]:
+    """Further ``--python`` targets whose own base/site file gives ``pip install`` another index."""
+    main = eff.get("index-url")
+    main_url = main.value if main is not None else DEFAULT_INDEX
+    rows = []
+    for t in pip.targets:
+        s = t.effective.get("index-url")
+        url = s.value if s is not None else DEFAULT_INDEX
+        if url.rstrip("/") != main_url.rstrip("/"):
+            where = show_path(s.source, pip.home) if s is not None else "pip's default"
+            rows.append((t, url, where))
+    if not rows:
+        return []
+    t, url, where = rows[0]
+    return [
+        CHECK.finding(
+            Status.INFO,
+            f"pip run by {t.python} uses {redact_text(url)} ({where}), not {redact_text(main_url)}: "
+            f"each interpreter reads its own site file",
+            "pip reads `<sys.base_prefix>/pip.conf` and `<sys.prefix>/pip.conf` of the interpreter that runs it, "
+            "so interpreters on one machine can use different indexes:\n\n"
+            + "\n".join(f"- `{x.python}` (prefix `{x.site_prefix}`): `{redact_text(u)}` from {w}" for x, u, w in rows)
+            + f"\n\nThe first target uses `{redact_text(main_url)}`. If that is not intended, set the index in the "
+            "file named, or at user/global scope: `pip config --user set global.index-url URL`.",
+            evidence={"targets": {x.python: u for x, u, _ in rows}, "main": main_url},
+        )
+    ]
+
+
 def _parse_failures(pip: PipFacts) -> list[Finding]:
     out = []
     for f in pip.files:
@@ -465,7 +494,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"PIP_CONFIG_FILE": cfg},
                 )
             )
-    for f in pip.files:
+    for f in pip.all_files():
         if not f.loaded or f.error is not None:
             continue
         ignored = ignored_settings(f)
@@ -519,6 +548,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 fixes=(FIX_ID,) if moves else (),
             )
         )
+    findings += _targets_disagree(pip, eff)
     private = private_extra_indexes(pip)
     if private:
         shown = ", ".join(redact_text(u) for u in private)

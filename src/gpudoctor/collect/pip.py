@@ -33,7 +33,7 @@ from pathlib import PurePosixPath
 
 from gpudoctor import pipconf
 from gpudoctor.collect import CollectContext, Collector
-from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting
+from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting, PipTargetView
 
 #: PIP_* variables recorded in the facts (all PIP_* count for ``effective``).
 RELEVANT_ENV = (
@@ -200,6 +200,21 @@ def collect(ctx: CollectContext) -> PipFacts:
             if f.path.endswith("/pip.conf") and _exists(ctx, f.path[: -len("pip.conf")] + "pip.ini")
         )
     )
+    views: list[PipTargetView] = []
+    for py in ctx.options.pythons[1:]:  # the first --python is the main view above
+        tprefix = str(PurePosixPath(py).parent.parent)
+        tbase = base_prefix(ctx, tprefix)
+        own = []
+        for variant, path in candidate_files(env, home, tprefix, tbase):
+            if variant in ("base", "site"):
+                own.append(
+                    _read_file(ctx, variant, path, not devnull, "" if not devnull else "PIP_CONFIG_FILE=/dev/null")
+                )
+        shared = [f for f in files if f.variant not in ("base", "site")]
+        ordered = (
+            [f for f in shared if f.variant in ("global", "user")] + own + [f for f in shared if f.variant == "env"]
+        )
+        views.append(PipTargetView(py, tprefix, tbase, tuple(own), effective_settings(tuple(ordered), env)))
     recorded = {k: env[k] for k in RELEVANT_ENV if k in env}
     return PipFacts(
         files=files,
@@ -210,6 +225,7 @@ def collect(ctx: CollectContext) -> PipFacts:
         home=home,
         windows_named=windows_named,
         base_prefix=base,
+        targets=tuple(views),
     )
 
 

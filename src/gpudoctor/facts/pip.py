@@ -88,6 +88,25 @@ class PipSetting:
     line: int = 0
 
 
+@dataclass(frozen=True)
+class PipTargetView:
+    """What ``pip install`` run by one more target interpreter (``--python`` after the first) reads.
+
+    Attributes:
+        python: the interpreter (path inside the root).
+        site_prefix: its ``sys.prefix`` (the interpreter's ``bin/`` parent).
+        base_prefix: its ``sys.base_prefix`` when it is a venv (``pyvenv.cfg`` ``home``), else "".
+        files: the ``base``/``site`` files it reads besides the shared global, user and env files.
+        effective: its ``pip install`` view, as :attr:`PipFacts.effective`.
+    """
+
+    python: str
+    site_prefix: str
+    base_prefix: str
+    files: tuple[PipConfigFile, ...]
+    effective: dict[str, PipSetting]
+
+
 @domain("pip")
 @dataclass(frozen=True)
 class PipFacts:
@@ -107,6 +126,7 @@ class PipFacts:
             file, and how it was chosen (``site_prefix_from``: ``--python``,
             ``VIRTUAL_ENV``, ``CONDA_PREFIX`` or ``default``).
         home: the home directory used for user files.
+        targets: the same view for every further ``--python`` target (its own base and site files).
         base_prefix: the ``sys.base_prefix`` of that interpreter (a venv's ``pyvenv.cfg`` ``home``,
             ``sys.base_prefix`` on the live system); "" when it is the site prefix itself.
         windows_named: ``pip.ini`` files next to a candidate ``pip.conf`` (the
@@ -121,13 +141,25 @@ class PipFacts:
     home: str
     windows_named: tuple[str, ...] = ()
     base_prefix: str = ""
+    targets: tuple[PipTargetView, ...] = ()
 
     def file(self, path: str) -> PipConfigFile | None:
-        """The file entry for ``path`` (inside the root), or None."""
-        for f in self.files:
+        """The file entry for ``path`` (inside the root; a further target's own files too), or None."""
+        for f in self.all_files():
             if f.path == path:
                 return f
         return None
+
+    def all_files(self) -> tuple[PipConfigFile, ...]:
+        """Every file of every target's view, each once (the main view's first)."""
+        seen = {f.path for f in self.files}
+        extra: list[PipConfigFile] = []
+        for t in self.targets:
+            for f in t.files:
+                if f.path not in seen:
+                    seen.add(f.path)
+                    extra.append(f)
+        return self.files + tuple(extra)
 
     def files_of(self, variant: str) -> tuple[PipConfigFile, ...]:
         """Candidate files of one variant, in load order."""
