@@ -274,3 +274,15 @@ def test_catalogue_twin_channels_the_mirror_carries(tmp_path):
     cmd = {"conda_commands": [["conda", "install", "-c", "pytorch", "-c", "conda-forge", "numpy"]]}
     c = cycle(root, ["conda.mirror"], "conda.channels", extra=cmd)
     assert [x.status for x in c.before] == [Status.SKIP]
+
+
+def test_custom_channels_written_as_a_list_is_reported_not_guessed(tmp_path):
+    # tuna/issues #1084 pasted `custom_channels:` with `- name: url` items: conda wants a mapping
+    condarc = f"channels:\n  - defaults\ncustom_channels:\n- conda-forge: {TUNA}/cloud\n- pytorch: {TUNA}/cloud\n"
+    root = write_tree(tmp_path / "r", {"/home/user/.condarc": condarc})
+    c = cycle(root, ["conda.mirror"], "conda.channels")
+    (f,) = c.before
+    assert f.status is Status.WARN and "custom_channels is a list, not a mapping" in f.summary
+    assert "without `- `" in f.summary + f.explanation and not c.plans
+    twin = write_tree(tmp_path / "t", {"/home/user/.condarc": condarc.replace("\n- ", "\n  ")})
+    assert [x.status for x in cycle(twin, ["conda.mirror"], "conda.channels").before] == [Status.SKIP]

@@ -37,6 +37,22 @@ def _load(path: str, text: str) -> dict[str, Any] | str:
         return f"{path} is not valid YAML: nested too deeply"
     if not isinstance(doc, dict):
         return f"{path}: its top level is a {type(doc).__name__}, not a mapping of settings; conda cannot read it"
+    for key in model.MAPS:
+        if doc.get(key) is not None and not isinstance(doc[key], dict):
+            hint = (
+                " (write `name: url` lines under it, without `- `)"
+                if isinstance(doc[key], list) and all(isinstance(v, dict) for v in doc[key])
+                else ""
+            )
+            return (
+                f"{path}: {key} is a {type(doc[key]).__name__}, not a mapping{hint}; conda refuses it "
+                f"(InvalidTypeError: Valid types: dict)"
+            )
+    for key in model.SEQUENCES:
+        if doc.get(key) is not None and not isinstance(doc[key], list):
+            return f"{path}: {key} is a {type(doc[key]).__name__}, not a list of channels; conda refuses it"
+    if doc.get("channel_alias") is not None and not isinstance(doc["channel_alias"], str):
+        return f"{path}: channel_alias is a {type(doc['channel_alias']).__name__}, not a URL; conda refuses it"
     return doc
 
 
