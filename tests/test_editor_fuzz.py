@@ -11,7 +11,6 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor import pipconf
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json
 from gpudoctor.fixes._verify import keep_style, parse_as, verified_edit
 from gpudoctor.fixes.apt_mirror import sources_meaning
@@ -27,6 +26,7 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_one_line,
 )
 from gpudoctor.model import FixRefused
+from gpudoctor.sources import pipconf
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 URL = "https://mirror.example.org/simple"

@@ -44,13 +44,13 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from gpudoctor import pipconf
 from gpudoctor.checks import require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.redact import redact_text
+from gpudoctor.sources import pipconf
 
 FIX_ID = "pip.index-url"
 DEFAULT_INDEX = "https://pypi.org/simple"

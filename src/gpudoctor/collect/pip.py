@@ -31,9 +31,9 @@ from __future__ import annotations
 import sys
 from pathlib import PurePosixPath
 
-from gpudoctor import pipconf
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting, PipTargetView
+from gpudoctor.sources import pipconf
 
 #: PIP_* variables recorded in the facts (all PIP_* count for ``effective``).
 RELEVANT_ENV = (

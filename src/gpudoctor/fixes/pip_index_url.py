@@ -3,7 +3,7 @@
 What it plans (pure; :mod:`gpudoctor.apply` writes):
 
 1. every pip.conf pip loads but cannot parse is repaired when the repair is
-   unambiguous (:func:`gpudoctor.pipconf.repair_header`: a damaged or missing
+   unambiguous (:func:`gpudoctor.sources.pipconf.repair_header`: a damaged or missing
    ``[global]`` header above key lines); any other parse error refuses the
    fix with the exact line to edit by hand;
 2. with ``options["index-url"]`` (or a ``mirror`` option that is already a
@@ -12,7 +12,7 @@ What it plans (pure; :mod:`gpudoctor.apply` writes):
    (``options["scope"]``: ``user``, ``site`` or ``global``; default: the file
    that sets the effective index-url now, else the user file
    ``$XDG_CONFIG_HOME/pip/pip.conf``), keeping every comment, the order of
-   keys and the other sections (:func:`gpudoctor.pipconf.set_option`);
+   keys and the other sections (:func:`gpudoctor.sources.pipconf.set_option`);
 3. an ``http://`` index needs ``options["allow-insecure"]``, which also adds
    its host to ``trusted-host`` in the same file (nothing else is touched
    unless asked). With ``allow-insecure`` alone, the hosts of the plain-http
@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from gpudoctor import pipconf
 from gpudoctor.checks.pip_config import (
     host_port,
     indexes,
@@ -42,6 +41,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.sources import pipconf
 
 FIX_ID = "pip.index-url"
 _TRUE = ("1", "true", "yes", "on")
