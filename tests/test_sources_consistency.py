@@ -410,7 +410,7 @@ def test_mirrors_offline_claims_no_probe_time():
 
 
 def test_a_uri_listed_twice_in_one_stanza_is_rewritten_once():
-    from gpudoctor.mirrors.aptsources import replace_base, rewrite_deb822
+    from gpudoctor.sources.aptsources import replace_base, rewrite_deb822
 
     text = (
         "Types: deb\nURIs: http://ftp.debian.org/debian http://ftp.debian.org/debian/\nSuites: bookworm\n"

@@ -39,9 +39,9 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
-from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.sources.apt import ProxyChoice, cache_https_form, proxy_for
+from gpudoctor.sources.aptsources import classify_uri, is_distro_source
 from gpudoctor.words import noun, verb
 
 APT_UPDATE = "apt-get update"

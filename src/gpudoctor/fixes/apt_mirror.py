@@ -20,7 +20,9 @@ from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, MirrorsFacts
 from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose, truthy
 from gpudoctor.fixes._verify import verified_edit
-from gpudoctor.mirrors.aptsources import (
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.sources.apt import cache_https_form, proxy_for
+from gpudoctor.sources.aptsources import (
     SourcesError,
     classify_uri,
     distro_archive,
@@ -29,8 +31,6 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_deb822,
     rewrite_one_line,
 )
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
-from gpudoctor.sources.apt import cache_https_form, proxy_for
 
 NOTES = (
     "Run `apt-get update` now (gpudoctor does not run it).",

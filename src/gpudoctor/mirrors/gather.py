@@ -24,7 +24,6 @@ from gpudoctor.facts.mirrors import (
     MirrorsFacts,
     UvFacts,
 )
-from gpudoctor.mirrors.aptsources import classify_uri, distro_archive, is_distro_source
 from gpudoctor.mirrors.catalogue import Catalogue
 from gpudoctor.mirrors.probe import (
     DEFAULT_BUDGET_S,
@@ -33,6 +32,7 @@ from gpudoctor.mirrors.probe import (
     probe_all,
     rank,
 )
+from gpudoctor.sources.aptsources import classify_uri, distro_archive, is_distro_source
 
 __all__ = ["ECOSYSTEMS", "apt_archive", "candidate_targets", "configured_targets", "measure", "pip_index_urls"]
 
