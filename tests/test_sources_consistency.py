@@ -18,11 +18,11 @@ from gpudoctor.checks import index_consistency
 from gpudoctor.cli import cli
 from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.fixes import conda_channels, pip_index_url, uv_index_url
-from gpudoctor.mirrors.buildwrites import apply_sed, parse_sed_script, sed_invocation
 from gpudoctor.mirrors.catalogue import CatalogueError, from_text
-from gpudoctor.mirrors.dockerfile import commands
 from gpudoctor.mirrors.testserver import FakeMirror
 from gpudoctor.model import FixRefused, Status
+from gpudoctor.sources.buildwrites import apply_sed, parse_sed_script, sed_invocation
+from gpudoctor.sources.dockerfile import commands
 from gpudoctor.testing import fake_system, write_tree
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"

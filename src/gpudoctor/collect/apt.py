@@ -23,10 +23,10 @@ from gpudoctor.facts.mirrors import (
     AptSourceFile,
     SourceEdit,
 )
-from gpudoctor.mirrors.buildwrites import Overlay, replay
-from gpudoctor.mirrors.dockerfile import commands
 from gpudoctor.sources import apt as aptmodel
 from gpudoctor.sources.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
+from gpudoctor.sources.buildwrites import Overlay, replay
+from gpudoctor.sources.dockerfile import commands
 
 SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_PARTS = "/etc/apt/sources.list.d"

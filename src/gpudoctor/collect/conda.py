@@ -185,7 +185,7 @@ def _build_channels(ctx: CollectContext) -> list[tuple[str, str, list[str]]]:
     dockerfile = ctx.options.extra.get("dockerfile")
     if not dockerfile:
         return out
-    from gpudoctor.mirrors.dockerfile import commands
+    from gpudoctor.sources.dockerfile import commands
 
     name, text = dockerfile
     for cmd in commands(name, text).commands:

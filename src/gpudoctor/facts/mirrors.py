@@ -98,7 +98,7 @@ class SourceEdit:
     """A build-file command that edits a file apt, pip, uv or conda may read (``--dockerfile``).
 
     Found by replaying the build's commands on the inspected root's files
-    (:mod:`gpudoctor.mirrors.buildwrites`).
+    (:mod:`gpudoctor.sources.buildwrites`).
 
     Attributes:
         origin: ``<file>:<line>`` of the instruction.

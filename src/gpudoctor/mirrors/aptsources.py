@@ -1,17 +1,10 @@
 """Moved to :mod:`gpudoctor.sources.aptsources` (package sources grouped by tool); kept for imports."""
 
+from typing import Any
+
+import gpudoctor.sources.aptsources as _moved
 from gpudoctor.sources.aptsources import *  # noqa: F403
-from gpudoctor.sources.aptsources import (  # noqa: F401  (private names some callers use)
-    DISTRO_COMPONENTS,
-    VALID_PART_NAME,
-    SourcesError,
-    classify_uri,
-    distro_archive,
-    find_rewrites,
-    is_distro_source,
-    parse_deb822,
-    parse_one_line,
-    replace_base,
-    rewrite_deb822,
-    rewrite_one_line,
-)
+
+
+def __getattr__(name: str) -> Any:  # every name, private ones included, from the new home
+    return getattr(_moved, name)

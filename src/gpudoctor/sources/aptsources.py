@@ -332,14 +332,14 @@ def find_rewrites(
 ) -> list[AptRewrite]:
     """``sed -i`` edits of apt source files in a Dockerfile or shell script.
 
-    The build is read like a shell would (:mod:`gpudoctor.mirrors.dockerfile`)
-    and replayed on the root's files (:mod:`gpudoctor.mirrors.buildwrites`):
+    The build is read like a shell would (:mod:`gpudoctor.sources.dockerfile`)
+    and replayed on the root's files (:mod:`gpudoctor.sources.buildwrites`):
     ``read(path)`` returns a file's text inside the inspected root (None when
     absent); ``glob(pattern)`` lists matching paths inside it. Each found edit
     says whether its target existed and whether its pattern matched there.
     """
-    from gpudoctor.mirrors.buildwrites import replay
-    from gpudoctor.mirrors.dockerfile import commands
+    from gpudoctor.sources.buildwrites import replay
+    from gpudoctor.sources.dockerfile import commands
 
     def listdir(directory: str) -> list[str]:
         return [p.rsplit("/", 1)[-1] for p in glob(directory.rstrip("/") + "/*")]
