@@ -81,7 +81,9 @@ def catalogue_findings(facts: Facts) -> list[Finding]:
                 f"({c.via}, set in {c.setting or 'conda'}) puts "
                 + ", ".join(f"`{n}`" for n in names)
                 + " directly under the mirror's root, where nothing is. conda stops with "
-                "`UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...`.\n\nIn `~/.condarc`:\n\n"
+                "`UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...`:\n\n"
+                + "\n".join(f"- `{x.name}`{_where(x)} -> `{x.url}`" for x, _ in wrong_tree[:12])
+                + "\n\nIn `~/.condarc`:\n\n"
                 f"    channel_alias: {cloud}\n\n(or `custom_channels:` with `NAME: {cloud}` per channel); "
                 f"`gpudoctor fix conda.channels` writes it."
                 + (
