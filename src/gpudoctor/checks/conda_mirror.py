@@ -83,7 +83,7 @@ def catalogue_findings(facts: Facts) -> list[Finding]:
                 + " directly under the mirror's root, where nothing is. conda stops with "
                 "`UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...`:\n\n"
                 + "\n".join(f"- `{x.name}`{_where(x)} -> `{x.url}`" for x, _ in wrong_tree[:12])
-                + "\n\nIn `~/.condarc`:\n\n"
+                + f"\n\nIn `{conda.user_condarc}`:\n\n"
                 f"    channel_alias: {cloud}\n\n(or `custom_channels:` with `NAME: {cloud}` per channel); "
                 f"`gpudoctor fix conda.channels` writes it."
                 + (
@@ -119,7 +119,7 @@ def catalogue_findings(facts: Facts) -> list[Finding]:
                 f"{m.name} has no copy of " + ", ".join(f"`{n}`" for n in names) + f" ({m.source}), yet conda "
                 f"sends it there ({c.via}, set in {c.setting or 'conda'}): every install that names it stops with "
                 "`UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...`.\n\nSend just that channel to "
-                f"its own host (the rest stays on the mirror), in `~/.condarc`:\n\n    custom_channels:\n{public}\n\n"
+                f"its own host (the rest stays on the mirror), in `{conda.user_condarc}`:\n\n    custom_channels:\n{public}\n\n"
                 "(`gpudoctor fix conda.channels` writes it), or drop the channel where it is named.",
                 evidence={
                     "channels": names,
