@@ -173,5 +173,15 @@ def test_ignored_section_in_a_second_targets_site_file_is_fixed_there(tmp_path):
     c = cycle(root, ["pip.config"], "pip.index-url", pythons=pythons)
     (f,) = [x for x in c.before if x.status >= Status.WARN]
     assert f.status is Status.FAIL and conda_env in f.summary
-    assert (root / conda_env.lstrip("/") / "pip.conf").read_text() == f"[site]\n\n[global]\nindex-url = {MIRROR}\n"
+    assert (root / conda_env.lstrip("/") / "pip.conf").read_text() == f"[global]\nindex-url = {MIRROR}\n"
     assert all(x.status < Status.WARN for x in c.after), c.text("pip.index-url")
+
+
+def test_remove_option_keeps_comments_and_drops_a_header_left_empty():
+    from gpudoctor.sources.pipconf import remove_option
+
+    text = "[site]\nindex-url = https://a\n  continued\n\n[global]\ntimeout = 60\n"
+    assert remove_option(text, "site", "index_url") == "[global]\ntimeout = 60\n"
+    kept = "[site]\n# why this is here\nindex-url = https://a\n[global]\ntimeout = 60\n"
+    assert remove_option(kept, "site", "index-url") == "[site]\n# why this is here\n[global]\ntimeout = 60\n"
+    assert remove_option(kept, "global", "index-url") == kept

@@ -306,8 +306,21 @@ def remove_option(text: str, section: str, key: str) -> str:
     doc = scan(text)
     lines = list(doc.lines)
     target = normalize_name(key)
-    for e in sorted((e for e in doc.entries if e.section == section and e.key == target), key=lambda e: -e.start):
+    hits = sorted((e for e in doc.entries if e.section == section and e.key == target), key=lambda e: -e.start)
+    if not hits:
+        return text
+    for e in hits:
         del lines[e.start : e.end]
+    # a section header left with nothing under it (no option, no comment) goes too, with its blank lines
+    after = scan("".join(lines))
+    for i, (name, header) in enumerate(after.sections):
+        if name != section:
+            continue
+        end = after.sections[i + 1][1] if i + 1 < len(after.sections) else len(after.lines)
+        if all(not ln.strip() for ln in after.lines[header + 1 : end]):
+            rest = list(after.lines)
+            del rest[header:end]
+            return "".join(rest)
     return "".join(lines)
 
 
