@@ -68,3 +68,20 @@ def test_twin_slow_answer_within_pips_timeout_is_a_warning(tmp_path):
         c = cycle(root, ["pip.mirror"], "pip.index-url", offline=False, extra={"mirror_budget_s": 8})
     (f,) = c.before
     assert f.status is Status.WARN and "usable but slow" in f.summary
+
+
+def test_uv_neighbour_stall_against_uv_http_timeout(tmp_path):
+    with FakeMirror(fault="stall") as stall:
+        root = write_tree(tmp_path, {"/home/user/.config/uv/uv.toml": f'index-url = "{stall.url}/simple"\n'})
+        c = cycle(
+            root,
+            ["uv.mirror"],
+            "uv.index-url",
+            env={"UV_HTTP_TIMEOUT": "2"},
+            offline=False,
+            extra={"mirror_timeout_s": 2.5, "mirror_budget_s": 3},
+        )
+    (f,) = c.before
+    assert f.status is Status.FAIL
+    assert "uv index" in f.summary and "past uv's timeout of 2 s: every install fails" in f.summary
+    assert "UV_HTTP_TIMEOUT" in f.explanation

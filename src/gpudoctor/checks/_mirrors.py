@@ -218,25 +218,29 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
         if missing:
             return [_conda_missing(check, facts, missing, evidence)]
         head = bad[0]
-        if eco == "pip" and head.status == "timeout":
-            limit, origin, retries = pip_timeout(facts)
+        if eco in ("pip", "uv") and head.status == "timeout":
+            limit, origin, retries = pip_timeout(facts) if eco == "pip" else uv_timeout(facts)
             waited = _waited_s(head.reason)
             past = waited is not None and waited >= limit
             return [
                 check.finding(
                     Status.FAIL,
-                    f"the configured pip index {_host(head.base_url)} stalls: no answer within "
+                    f"the configured {eco} index {_host(head.base_url)} stalls: no answer within "
                     + (f"{waited:g} s, " if waited is not None else "the probe's time, ")
                     + (
-                        f"past pip's timeout of {limit:g} s: every install fails"
+                        f"past {eco}'s timeout of {limit:g} s: every install fails"
                         if past
-                        else f"and pip waits {limit:g} s per request ({retries} retries) before every install fails"
+                        else f"and {eco} waits {limit:g} s per request ({retries} retries) before every install fails"
                     ),
-                    f"pip waits `timeout` = {limit:g} s ({origin}) for each response and retries {retries} "
-                    f"times; an index that does not answer makes every install end in `Read timed out` / "
-                    f'`Could not fetch URL ... connection error` and then "No matching distribution found".'
-                    f"\n\n{lines}\n\n{todo}{table}",
-                    evidence={**evidence, "pip_timeout_s": limit, "pip_timeout_from": origin, "waited_s": waited},
+                    f"{eco} waits {TIMEOUT_NAME[eco]} = {limit:g} s ({origin}) for each response and retries "
+                    f"{retries} times; an index that does not answer makes every install end in a read timeout / "
+                    f"connection error and then in no matching distribution.\n\n{lines}\n\n{todo}{table}",
+                    evidence={
+                        **evidence,
+                        f"{eco}_timeout_s": limit,
+                        f"{eco}_timeout_from": origin,
+                        "waited_s": waited,
+                    },
                     fixes=(fix,) if best is not None or not ranking else (),
                 )
             ]
@@ -293,19 +297,19 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             if worst.status == "slow"
             else f"median time to first byte {_ms(worst.median_ms)} ms"
         )
-        if eco == "pip" and worst.median_ms is not None:
-            limit, origin, retries = pip_timeout(facts)
+        if eco in ("pip", "uv") and worst.median_ms is not None:
+            limit, origin, retries = pip_timeout(facts) if eco == "pip" else uv_timeout(facts)
             if worst.median_ms / 1000.0 >= limit:
                 return [
                     check.finding(
                         Status.FAIL,
-                        f"the configured pip index {_host(worst.base_url)} answers in {worst.median_ms / 1000.0:.1f} s, "
-                        f"past pip's timeout of {limit:g} s ({origin}): every install fails"
+                        f"the configured {eco} index {_host(worst.base_url)} answers in {worst.median_ms / 1000.0:.1f} s, "
+                        f"past {eco}'s timeout of {limit:g} s ({origin}): every install fails"
                         + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
-                        f"pip gives up on a response after `timeout` = {limit:g} s ({origin}) and retries {retries} "
-                        f"times, so every request to this index ends in `Read timed out` and every install fails, "
-                        f"although the index works.\n\n{figures}\n\n{todo}",
-                        evidence={**evidence, "pip_timeout_s": limit, "pip_timeout_from": origin},
+                        f"{eco} gives up on a response after {TIMEOUT_NAME[eco]} = {limit:g} s ({origin}) and retries "
+                        f"{retries} times, so every request to this index ends in a read timeout and every install "
+                        f"fails, although the index works.\n\n{figures}\n\n{todo}",
+                        evidence={**evidence, f"{eco}_timeout_s": limit, f"{eco}_timeout_from": origin},
                         fixes=(fix,),
                     )
                 ]
@@ -452,6 +456,27 @@ def pip_timeout(facts: Facts) -> tuple[float, str, int]:
         if r is not None and r.value.strip().isdigit():
             retries = int(r.value)
     return limit, origin, retries
+
+
+#: how each tool names its per-request timeout
+TIMEOUT_NAME = {"pip": "`timeout`", "uv": "`UV_HTTP_TIMEOUT`"}
+
+#: uv's read timeout (uv docs, environment variables: ``UV_HTTP_TIMEOUT``, default 30 s) and retries (3)
+UV_TIMEOUT_S = 30.0
+UV_RETRIES = 3
+
+
+def uv_timeout(facts: Facts) -> tuple[float, str, int]:
+    """(seconds, where it is set, retries) uv waits per request: ``UV_HTTP_TIMEOUT`` else 30 s."""
+    from gpudoctor.facts.mirrors import UvFacts
+
+    uv = facts.get("uv")
+    if isinstance(uv, UvFacts) and uv.http_timeout.strip():
+        try:
+            return float(uv.http_timeout), "UV_HTTP_TIMEOUT", UV_RETRIES
+        except ValueError:
+            pass
+    return UV_TIMEOUT_S, "uv's default", UV_RETRIES
 
 
 def _waited_s(reason: str) -> float | None:

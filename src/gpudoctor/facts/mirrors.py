@@ -249,6 +249,7 @@ class UvFacts:
     system_config: str = ""
     binary: str = ""
     problems: tuple[str, ...] = ()
+    http_timeout: str = ""
 
 
 # --------------------------------------------------------------------------- conda
