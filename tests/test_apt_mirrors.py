@@ -20,7 +20,9 @@ from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.mirrors import AptFacts
 from gpudoctor.fixes import apt_mirror
-from gpudoctor.mirrors.aptsources import (
+from gpudoctor.mirrors.catalogue import from_text
+from gpudoctor.model import FixRefused, Status
+from gpudoctor.sources.aptsources import (
     classify_uri,
     find_rewrites,
     parse_deb822,
@@ -28,8 +30,6 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_deb822,
     rewrite_one_line,
 )
-from gpudoctor.mirrors.catalogue import from_text
-from gpudoctor.model import FixRefused, Status
 from gpudoctor.testing import fake_system, write_tree
 
 HERE = Path(__file__).resolve().parent
@@ -131,7 +131,7 @@ def test_classify_uri(uri, archive):
 
 
 def test_third_party_repo_with_debian_path_is_not_a_distro_archive():
-    from gpudoctor.mirrors.aptsources import distro_archive
+    from gpudoctor.sources.aptsources import distro_archive
 
     assert distro_archive("https://download.docker.com/linux/debian", ("stable",)) is None
     assert distro_archive("http://ftp.debian.org/debian", ("main", "contrib")) == "debian"

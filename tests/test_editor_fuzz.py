@@ -11,14 +11,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor import pipconf
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json
 from gpudoctor.fixes._verify import keep_style, parse_as, verified_edit
 from gpudoctor.fixes.apt_mirror import sources_meaning
 from gpudoctor.fixes.conda_channels import blocks_meaning, replace_blocks
 from gpudoctor.fixes.pip_index_url import pip_meaning
 from gpudoctor.fixes.uv_index_url import default_index, default_index_meaning, set_default_index
-from gpudoctor.mirrors.aptsources import (
+from gpudoctor.model import FixRefused
+from gpudoctor.sources import pipconf
+from gpudoctor.sources.aptsources import (
     SourcesError,
     parse_deb822,
     parse_one_line,
@@ -26,7 +27,6 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_deb822,
     rewrite_one_line,
 )
-from gpudoctor.model import FixRefused
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 URL = "https://mirror.example.org/simple"

@@ -328,7 +328,10 @@ def test_trusted_host_written_as_url_trusts_nothing(tmp_path):
 )
 def test_settings_pip_never_reads_warn(tmp_path, conf, summary, command):
     findings = check(collect_pip(write_tree(tmp_path, {"/etc/pip.conf": conf})))
-    [warn] = [f for f in findings if f.status == Status.WARN]
+    [warn] = [f for f in findings if f.status >= Status.WARN]
+    # issue 29: an ignored index the user meant is a failure (pip uses another index); other settings warn
+    assert warn.status is (Status.FAIL if "index" in conf else Status.WARN)
+    assert warn.fixes == ("pip.index-url",)
     assert warn.summary == summary or warn.summary.startswith(summary)
     assert command in warn.explanation
     assert not any(f.status == Status.OK for f in findings)

@@ -1,4 +1,4 @@
-"""The pip.conf reader and line editor (gpudoctor.pipconf): examples and hypothesis properties.
+"""The pip.conf reader and line editor (gpudoctor.sources.pipconf): examples and hypothesis properties.
 
 Properties are checked against configparser itself (pip's own parser), on
 generated files with comments, blank lines, several sections, continuation
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpudoctor import pipconf
+from gpudoctor.sources import pipconf
 
 TEXT = st.text(alphabet=st.sampled_from("abcxyz019 ./:=#;%-_[]"), min_size=0, max_size=12)
 WORD = st.text(alphabet=st.sampled_from("abcdefgh"), min_size=1, max_size=6)

@@ -18,11 +18,11 @@ from gpudoctor.checks import index_consistency
 from gpudoctor.cli import cli
 from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.fixes import conda_channels, pip_index_url, uv_index_url
-from gpudoctor.mirrors.buildwrites import apply_sed, parse_sed_script, sed_invocation
 from gpudoctor.mirrors.catalogue import CatalogueError, from_text
-from gpudoctor.mirrors.dockerfile import commands
 from gpudoctor.mirrors.testserver import FakeMirror
 from gpudoctor.model import FixRefused, Status
+from gpudoctor.sources.buildwrites import apply_sed, parse_sed_script, sed_invocation
+from gpudoctor.sources.dockerfile import commands
 from gpudoctor.testing import fake_system, write_tree
 
 CASES = Path(__file__).resolve().parent / "fixtures" / "cases"
@@ -410,7 +410,7 @@ def test_mirrors_offline_claims_no_probe_time():
 
 
 def test_a_uri_listed_twice_in_one_stanza_is_rewritten_once():
-    from gpudoctor.mirrors.aptsources import replace_base, rewrite_deb822
+    from gpudoctor.sources.aptsources import replace_base, rewrite_deb822
 
     text = (
         "Types: deb\nURIs: http://ftp.debian.org/debian http://ftp.debian.org/debian/\nSuites: bookworm\n"

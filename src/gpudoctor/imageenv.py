@@ -37,7 +37,7 @@ def image_environment(files: Files, dockerfile: tuple[str, str] | None = None) -
     env: dict[str, str] = {"PATH": DOCKER_PATH}
     user = "root"
     if dockerfile:
-        from gpudoctor.mirrors.dockerfile import commands, instructions
+        from gpudoctor.sources.dockerfile import commands, instructions
 
         name, text = dockerfile
         parsed = commands(name, text)

@@ -12,7 +12,7 @@ or ``--offline`` -> ``skip`` with the reason.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
 
 from gpudoctor.checks import SkipCheck, require
@@ -214,7 +214,36 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"Compare with the known mirrors: `gpudoctor check --rank-mirrors {check.id}`, then "
                 f"`gpudoctor fix {fix} --mirror fastest`."
             )
+        missing = [p for p in bad if eco == "conda" and p.http_status == 404]
+        if missing:
+            return [_conda_missing(check, facts, missing, evidence)]
         head = bad[0]
+        if eco in ("pip", "uv") and head.status == "timeout":
+            limit, origin, retries = pip_timeout(facts) if eco == "pip" else uv_timeout(facts)
+            waited = _waited_s(head.reason)
+            past = waited is not None and waited >= limit
+            return [
+                check.finding(
+                    Status.FAIL,
+                    f"the configured {eco} index {_host(head.base_url)} stalls: no answer within "
+                    + (f"{waited:g} s, " if waited is not None else "the probe's time, ")
+                    + (
+                        f"past {eco}'s timeout of {limit:g} s: every install fails"
+                        if past
+                        else f"and {eco} waits {limit:g} s per request ({retries} retries) before every install fails"
+                    ),
+                    f"{eco} waits {TIMEOUT_NAME[eco]} = {limit:g} s ({origin}) for each response and retries "
+                    f"{retries} times; an index that does not answer makes every install end in a read timeout / "
+                    f"connection error and then in no matching distribution.\n\n{lines}\n\n{todo}{table}",
+                    evidence={
+                        **evidence,
+                        f"{eco}_timeout_s": limit,
+                        f"{eco}_timeout_from": origin,
+                        "waited_s": waited,
+                    },
+                    fixes=(fix,) if best is not None or not ranking else (),
+                )
+            ]
         return [
             check.finding(
                 Status.FAIL,
@@ -268,6 +297,22 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             if worst.status == "slow"
             else f"median time to first byte {_ms(worst.median_ms)} ms"
         )
+        if eco in ("pip", "uv") and worst.median_ms is not None:
+            limit, origin, retries = pip_timeout(facts) if eco == "pip" else uv_timeout(facts)
+            if worst.median_ms / 1000.0 >= limit:
+                return [
+                    check.finding(
+                        Status.FAIL,
+                        f"the configured {eco} index {_host(worst.base_url)} answers in {worst.median_ms / 1000.0:.1f} s, "
+                        f"past {eco}'s timeout of {limit:g} s ({origin}): every install fails"
+                        + (f"; {faster.name} answers in {_ms(faster.median_ms)} ms" if faster is not None else ""),
+                        f"{eco} gives up on a response after {TIMEOUT_NAME[eco]} = {limit:g} s ({origin}) and retries "
+                        f"{retries} times, so every request to this index ends in a read timeout and every install "
+                        f"fails, although the index works.\n\n{figures}\n\n{todo}",
+                        evidence={**evidence, f"{eco}_timeout_s": limit, f"{eco}_timeout_from": origin},
+                        fixes=(fix,),
+                    )
+                ]
         return [
             check.finding(
                 Status.WARN,
@@ -337,3 +382,108 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             evidence=evidence,
         )
     ]
+
+
+def _conda_missing(
+    check: Check, facts: Facts, missing: Sequence[MirrorProbe], evidence: Mapping[str, object]
+) -> Finding:
+    """Channels the configured conda mirror answers 404 for: it does not carry them."""
+    from gpudoctor.facts.mirrors import CondaFacts
+
+    conda = facts.get("conda")
+    chans = [*conda.channels, *conda.named] if isinstance(conda, CondaFacts) else []
+    rows = []
+    names: list[str] = []
+    for p in missing:
+        mine = [c for c in chans if c.url.rstrip("/") == p.base_url.rstrip("/")]
+        name = mine[0].name if mine else p.base_url.rstrip("/").rsplit("/", 1)[-1]
+        names.append(name)
+        how = (
+            f" (named in {mine[0].origin}, resolved via {mine[0].via}"
+            + (f" set in {mine[0].setting}" if mine[0].setting and mine[0].setting != "built-in" else "")
+            + ")"
+            if mine
+            else ""
+        )
+        rows.append(f"- `{name}`{how}: `{p.probe_url}` -> HTTP 404")
+    names = list(dict.fromkeys(names))
+    host = _host(missing[0].base_url)
+    public = "\n".join(f"      {n}: https://conda.anaconda.org" for n in names)
+    return check.finding(
+        Status.FAIL,
+        f"the conda mirror {host} does not carry {', '.join(f'`{n}`' for n in names)}: HTTP 404 for "
+        f"{missing[0].probe_url}",
+        "conda stops every install that uses "
+        + ("this channel" if len(names) == 1 else "these channels")
+        + " with `UnavailableInvalidChannel: HTTP 404 NOT FOUND for channel ...` (or mamba's "
+        "`Could not resolve`): the mirror answers, but has no copy of it. Mirrors carry a chosen set of channels "
+        "(their `cloud` tree), and `channel_alias` sends every other name there too.\n\n"
+        + "\n".join(rows)
+        + "\n\nEither send just "
+        + ("that channel" if len(names) == 1 else "those channels")
+        + " to a host that has "
+        + ("it" if len(names) == 1 else "them")
+        + " (this bypasses the mirror for "
+        + ("it" if len(names) == 1 else "them")
+        + f"), in `~/.condarc`:\n\n    custom_channels:\n{public}\n\nor switch to a mirror that carries "
+        "it: `gpudoctor fix conda.channels --mirror NAME|URL`, or remove the channel where it is named.",
+        evidence={**evidence, "missing": names},
+        fixes=("conda.channels",),
+    )
+
+
+#: pip's own defaults (pip ``cli/cmdoptions.py``: ``--timeout`` 15 s, ``--retries`` 5)
+PIP_TIMEOUT_S = 15.0
+PIP_RETRIES = 5
+
+
+def pip_timeout(facts: Facts) -> tuple[float, str, int]:
+    """(seconds, where it is set, retries) pip uses per request: ``timeout`` (alias ``default-timeout``)
+    from the effective pip configuration, else pip's default of 15 s."""
+    from gpudoctor.facts.pip import PipFacts
+
+    pip = facts.get("pip")
+    limit, origin, retries = PIP_TIMEOUT_S, "pip's default", PIP_RETRIES
+    if isinstance(pip, PipFacts):
+        for key in ("default-timeout", "timeout"):
+            s = pip.effective.get(key)
+            if s is not None:
+                try:
+                    limit, origin = float(s.value), f"{key} in {s.source}"
+                except ValueError:
+                    pass
+        r = pip.effective.get("retries")
+        if r is not None and r.value.strip().isdigit():
+            retries = int(r.value)
+    return limit, origin, retries
+
+
+#: how each tool names its per-request timeout
+TIMEOUT_NAME = {"pip": "`timeout`", "uv": "`UV_HTTP_TIMEOUT`"}
+
+#: uv's read timeout (uv docs, environment variables: ``UV_HTTP_TIMEOUT``, default 30 s) and retries (3)
+UV_TIMEOUT_S = 30.0
+UV_RETRIES = 3
+
+
+def uv_timeout(facts: Facts) -> tuple[float, str, int]:
+    """(seconds, where it is set, retries) uv waits per request: ``UV_HTTP_TIMEOUT`` else 30 s."""
+    from gpudoctor.facts.mirrors import UvFacts
+
+    uv = facts.get("uv")
+    if isinstance(uv, UvFacts) and uv.http_timeout.strip():
+        try:
+            return float(uv.http_timeout), "UV_HTTP_TIMEOUT", UV_RETRIES
+        except ValueError:
+            pass
+    return UV_TIMEOUT_S, "uv's default", UV_RETRIES
+
+
+def _waited_s(reason: str) -> float | None:
+    """Seconds a probe waited, from its timeout reason ("no response within 3 s")."""
+    import re
+
+    m = re.search(r"within ([0-9.]+) s|([0-9.]+) s were left", reason)
+    if not m:
+        return None
+    return float(m.group(1) or m.group(2))

@@ -39,8 +39,9 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
-from gpudoctor.mirrors.aptsources import classify_uri, is_distro_source
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.sources.apt import ProxyChoice, cache_https_form, proxy_for
+from gpudoctor.sources.aptsources import classify_uri, is_distro_source
 from gpudoctor.words import noun, verb
 
 APT_UPDATE = "apt-get update"
@@ -497,6 +498,80 @@ def _untouched_findings(apt: AptFacts, official: set[str]) -> list[Finding]:
     return []
 
 
+def https_through_proxies(apt: AptFacts) -> list[tuple[AptSource, str, ProxyChoice]]:
+    """(source, https URI, the proxy apt uses for it) for every enabled https source that goes through a proxy."""
+    conf = {k: (v, apt.proxy_conf_origin.get(k, "")) for k, v in apt.proxy_conf.items()}
+    out = []
+    for s in apt.sources:
+        for u in s.uris if s.enabled else ():
+            if u.startswith("https://"):
+                choice = proxy_for(u, conf, apt.proxy_env)
+                if choice.proxy:
+                    out.append((s, u, choice))
+    return out
+
+
+def _proxy_findings(apt: AptFacts) -> list[Finding]:
+    """https sources sent through a proxy that does not (or, for apt-cacher-ng, by default does not) tunnel."""
+    rows = https_through_proxies(apt)
+    denied = [r for r in rows if apt.tunnels.get(r[2].proxy, "").startswith("denied")]
+    cache = [r for r in rows if r[2].cache and r[2].proxy not in apt.tunnels]
+    bad = denied or cache
+    if not bad:
+        return []
+    s0, u0, c0 = bad[0]
+    hosts = sorted({urlsplit(u).hostname or "" for _, u, _ in bad})
+    answer = apt.tunnels.get(c0.proxy, "")
+    forms = "\n".join(f"    {u}  ->  {cache_https_form(u, c.proxy)}" for _, u, c in bad[:6])
+    direct = "\n".join(f'    Acquire::https::Proxy::{h} "DIRECT";' for h in hosts[:6])
+    lines = "\n".join(f"- `{_describe(s)}` `{u}` via `{c.proxy}` ({c.origin})" for s, u, c in bad[:8])
+    if denied:
+        summary = (
+            f"apt sends https sources through the proxy {c0.proxy}, which refuses to tunnel them "
+            f"({answer.removeprefix('denied: ')}): apt-get update fails for {', '.join(hosts[:3])}"
+        )
+        status = Status.FAIL
+        lead = (
+            f"apt reaches an https archive through a proxy with a `CONNECT` tunnel. Asked for one, "
+            f"`{c0.proxy}` answered `{answer.removeprefix('denied: ')}`, so `apt-get update` reports "
+            f'"Invalid response from proxy: ... 403 CONNECT denied" / "Received HTTP code 403 from proxy after '
+            f'CONNECT" for these sources and skips them.'
+        )
+    else:
+        summary = (
+            f"apt sends https sources through the apt-cacher-ng proxy {c0.proxy} ({c0.origin}), which refuses "
+            f"https tunnels unless its PassThroughPattern allows them"
+        )
+        status = Status.WARN
+        lead = (
+            f"`{c0.proxy}` listens on apt-cacher-ng's port. apt sends an https source through it as a "
+            f"`CONNECT` tunnel (an `Acquire::http::Proxy` carries https too unless `Acquire::https::Proxy` says "
+            f"otherwise), and apt-cacher-ng denies tunnels by default: `apt-get update` then fails with "
+            f'"403 CONNECT denied (ask the admin to allow HTTPS tunnels)". (Not probed: --offline.)'
+        )
+    return [
+        Finding(
+            check="apt.sources",
+            status=status,
+            summary=summary,
+            explanation=(
+                f"{lead}\n\n{lines}\n\nAny one of these ends it:\n\n"
+                f"1. fetch through the cache without a tunnel, with apt-cacher-ng's own form of the URI:\n\n"
+                f"{forms}\n\n"
+                f"2. let https go direct where the network allows it, in `/etc/apt/apt.conf.d/99https-direct`:\n\n"
+                f"{direct}\n\n"
+                f"3. allow tunnels on the cache (`/etc/apt-cacher-ng/acng.conf`): `PassThroughPattern: ^(.*):443$`."
+            ),
+            evidence={
+                "proxy": c0.proxy,
+                "origin": c0.origin,
+                "tunnel": answer or "not probed",
+                "sources": [f"{_describe(s)} {u}" for s, u, _ in bad],
+            },
+        )
+    ]
+
+
 def evaluate(facts: Facts) -> list[Finding]:
     apt = require(facts, AptFacts)
     findings: list[Finding] = []
@@ -504,6 +579,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     findings += _untouched_findings(apt, official_domains())
     findings += _layout_findings(apt)
     findings += _ports_findings(apt)
+    findings += _proxy_findings(apt)
     if apt.missing_keyrings:
         users = [
             s

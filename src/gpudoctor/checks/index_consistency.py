@@ -35,9 +35,10 @@ from urllib.parse import urlsplit
 
 from gpudoctor.checks.pip_config import index_url_problem
 from gpudoctor.facts import Facts
-from gpudoctor.facts.mirrors import CondaFacts, UvFacts
+from gpudoctor.facts.mirrors import CondaChannel, CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.sources import conda as model
 
 CHECK_ID = "index.consistency"
 #: Hosts of the public package indexes: a tool using one of them is "not on a mirror".
@@ -280,26 +281,58 @@ def _conda_findings(conda: CondaFacts) -> list[Finding]:
     return out + _conda_named_public(conda)
 
 
+def _where(c: CondaChannel) -> str:
+    return {"": "", "built-in": "conda's default"}.get(c.origin, c.origin) + (
+        f" via {c.tool}" if c.tool != "conda" else ""
+    )
+
+
 def _conda_named_public(conda: CondaFacts) -> list[Finding]:
-    mirrored = [c for c in conda.channels if not _public(c.url, PUBLIC_CONDA)]
+    everything = (*conda.channels, *conda.named)
+    mirrored = [c for c in everything if not _public(c.url, PUBLIC_CONDA)]
     mirrored_defaults = [u for u in conda.default_channels if not _public(u, PUBLIC_CONDA)]
     if not mirrored and not mirrored_defaults:
         return []
-    named_public = [c for c in conda.channels if c.via == "channel_alias" and _public(c.url, PUBLIC_CONDA)]
+    named_public = [
+        c
+        for c in everything
+        if c.via in ("channel_alias", "custom_channels", "custom_multichannels", "url")
+        and c.name != "defaults"
+        and _public(c.url, PUBLIC_CONDA)
+    ]
     alias_public = _public(conda.channel_alias, PUBLIC_CONDA)
     if not alias_public and not named_public:
         return []
     cloud = conda_cloud_base(conda)
-    names = list(dict.fromkeys([c.name for c in named_public] + list(COMMON_NAMED)))
-    names = [n for n in names if n not in conda.custom_channels]
+    settings = model.merge([])
+    channel_names = [
+        (model.channel_name(c.url, settings) or c.name) if c.via == "url" else c.name for c in named_public
+    ]
+    names = list(dict.fromkeys(channel_names + (list(COMMON_NAMED) if alias_public else [])))
+    names = [n for n in names if n not in conda.custom_channels or n in channel_names]
     if not names:
         return []
     mirror = (mirrored_defaults or [c.url for c in mirrored])[0]
-    in_list = [c.name for c in named_public]
+    in_list = list(dict.fromkeys(c.name for c in named_public))
+    by_alias = all(c.via == "channel_alias" and c.origin in conda.files and c.tool == "conda" for c in named_public)
+    listing = "\n".join(
+        f"- `{c.name}`"
+        + (f" ({_where(c)})" if _where(c) else "")
+        + f" -> `{c.url}` via {c.via}"
+        + (f" (set in {c.setting})" if c.setting and c.setting != "built-in" else "")
+        for c in named_public[:12]
+    )
     summary = (
         (
             f"conda's named channels ({', '.join(in_list)}) bypass the mirror {_host(mirror)}: they resolve "
             f"through channel_alias {conda.channel_alias}"
+        )
+        if in_list and by_alias
+        else (
+            f"conda channels bypass the mirror {_host(mirror)}: "
+            + "; ".join(
+                f"{c.name} -> {_host(c.url)}" + (f" ({_where(c)})" if _where(c) else "") for c in named_public[:4]
+            )
         )
         if in_list
         else (
@@ -329,7 +362,9 @@ def _conda_named_public(conda: CondaFacts) -> list[Finding]:
                 f"A mirror set in `channels` URLs or `default_channels` covers `defaults` only: conda "
                 f"resolves every named channel (`conda-forge`, `pytorch`, `-c NAME` on the command line) "
                 f"through `channel_alias` (now `{conda.channel_alias}`) unless `custom_channels` names it. "
-                f"Those downloads bypass the mirror.\n\n{todo}"
+                f"Those downloads bypass the mirror."
+                + (f"\n\nWhat conda fetches outside the mirror:\n\n{listing}" if listing else "")
+                + f"\n\n{todo}"
             ),
             evidence={
                 "tool": "conda",

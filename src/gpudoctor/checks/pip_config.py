@@ -44,13 +44,13 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from gpudoctor import pipconf
 from gpudoctor.checks import require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.redact import redact_text
+from gpudoctor.sources import pipconf
 
 FIX_ID = "pip.index-url"
 DEFAULT_INDEX = "https://pypi.org/simple"
@@ -271,6 +271,35 @@ def repairable(f: PipConfigFile, home: str = "") -> str | None:
         return None
 
 
+def _targets_disagree(pip: PipFacts, eff: dict[str, PipSetting]) -> list[Finding]:
+    """Further ``--python`` targets whose own base/site file gives ``pip install`` another index."""
+    main = eff.get("index-url")
+    main_url = main.value if main is not None else DEFAULT_INDEX
+    rows = []
+    for t in pip.targets:
+        s = t.effective.get("index-url")
+        url = s.value if s is not None else DEFAULT_INDEX
+        if url.rstrip("/") != main_url.rstrip("/"):
+            where = show_path(s.source, pip.home) if s is not None else "pip's default"
+            rows.append((t, url, where))
+    if not rows:
+        return []
+    t, url, where = rows[0]
+    return [
+        CHECK.finding(
+            Status.INFO,
+            f"pip run by {t.python} uses {redact_text(url)} ({where}), not {redact_text(main_url)}: "
+            f"each interpreter reads its own site file",
+            "pip reads `<sys.base_prefix>/pip.conf` and `<sys.prefix>/pip.conf` of the interpreter that runs it, "
+            "so interpreters on one machine can use different indexes:\n\n"
+            + "\n".join(f"- `{x.python}` (prefix `{x.site_prefix}`): `{redact_text(u)}` from {w}" for x, u, w in rows)
+            + f"\n\nThe first target uses `{redact_text(main_url)}`. If that is not intended, set the index in the "
+            "file named, or at user/global scope: `pip config --user set global.index-url URL`.",
+            evidence={"targets": {x.python: u for x, u, _ in rows}, "main": main_url},
+        )
+    ]
+
+
 def _parse_failures(pip: PipFacts) -> list[Finding]:
     out = []
     for f in pip.files:
@@ -465,7 +494,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"PIP_CONFIG_FILE": cfg},
                 )
             )
-    for f in pip.files:
+    for f in pip.all_files():
         if not f.loaded or f.error is not None:
             continue
         ignored = ignored_settings(f)
@@ -478,26 +507,48 @@ def evaluate(facts: Facts) -> list[Finding]:
         commands = [
             f"pip config --{scope} set global.{m} '{redact_text(f.values[f'{s}.{k}'])}'" for s, k, m, _ in ignored
         ]
+        # the index the user meant, not the one pip uses: every install goes elsewhere
+        lost = [
+            (s, k, m)
+            for s, k, m, _ in ignored
+            if m in ("index-url", "extra-index-url")
+            and f.values[f"{s}.{k}"].strip()
+            and (m not in eff or f.values[f"{s}.{k}"].strip() not in eff[m].value.split())
+        ]
+        moves = [
+            {"section": s, "key": k, "meant": m, "value": f.values[f"{s}.{k}"].strip()}
+            for s, k, m, _ in ignored
+            if "\n" not in f.values[f"{s}.{k}"].strip()
+        ]
+        now = f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}"
         findings.append(
             CHECK.finding(
-                Status.WARN,
+                Status.FAIL if lost else Status.WARN,
                 f"pip never reads `{key}` in [{section}] of {shown_file}: "
                 + (
                     "no such section for pip (use [global])"
                     if section not in PIP_SECTIONS
                     else f"the option is `{meant}`"
-                ),
+                )
+                + (f"; pip uses {now.strip('`')} instead" if lost else ""),
                 f"pip skips settings it does not recognise without a word, so these lines in `{shown_file}` do "
-                f"nothing and pip keeps using "
-                + (f"`{eff['index-url'].value}`" if "index-url" in eff else f"the default index {DEFAULT_INDEX}")
+                f"nothing and pip keeps using {now}"
+                + (" — every install goes to that index, not to the one written here" if lost else "")
                 + ":\n\n"
                 + "\n".join(lines)
                 + "\n\nMove them under `[global]` with the right name and delete the old lines, e.g.:\n\n"
                 + "\n".join(f"    {c}" for c in commands)
-                + f"\n\nThen `pip config list` must show `global.{meant}`.",
-                evidence={"file": f.path, "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored]},
+                + f"\n\nThen `pip config list` must show `global.{meant}`. `gpudoctor fix {FIX_ID}` moves them "
+                f"in `{shown_file}` itself.",
+                evidence={
+                    "file": f.path,
+                    "ignored": [f"[{s}] {k} -> {m}" for s, k, m, _ in ignored],
+                    "moves": moves,
+                },
+                fixes=(FIX_ID,) if moves else (),
             )
         )
+    findings += _targets_disagree(pip, eff)
     private = private_extra_indexes(pip)
     if private:
         shown = ", ".join(redact_text(u) for u in private)

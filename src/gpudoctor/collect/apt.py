@@ -11,6 +11,8 @@ passed in ``CollectOptions.extra["dockerfile"]`` as ``(name, text)``), the
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.host import OsFacts
@@ -21,9 +23,10 @@ from gpudoctor.facts.mirrors import (
     AptSourceFile,
     SourceEdit,
 )
-from gpudoctor.mirrors.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
-from gpudoctor.mirrors.buildwrites import Overlay, replay
-from gpudoctor.mirrors.dockerfile import commands
+from gpudoctor.sources import apt as aptmodel
+from gpudoctor.sources.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
+from gpudoctor.sources.buildwrites import Overlay, replay
+from gpudoctor.sources.dockerfile import commands
 
 SOURCES_LIST = "/etc/apt/sources.list"
 SOURCES_PARTS = "/etc/apt/sources.list.d"
@@ -127,6 +130,17 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
     missing = tuple(
         k for k in dict.fromkeys(keyrings) if files.is_dir(k.rsplit("/", 1)[0] or "/") and not files.exists(k)
     )
+    conf, conf_origin, proxy_env = _proxy_settings(ctx)
+    tunnels: dict[str, str] = {}
+    if not ctx.options.offline:
+        merged = {k: (v, conf_origin[k]) for k, v in conf.items()}
+        for src in sources:
+            for uri in src.uris if src.enabled else ():
+                if not uri.startswith("https://"):
+                    continue
+                choice = aptmodel.proxy_for(uri, merged, proxy_env)
+                if choice.proxy and choice.proxy not in tunnels:
+                    tunnels[choice.proxy] = connect_probe(choice.proxy, urlsplit(uri).hostname or "", 443)
     return AptFacts(
         distro_id=distro_id,
         codename=codename,
@@ -140,7 +154,57 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         build_file=build_file,
         build_edits=build_edits,
         built_sources=built,
+        proxy_conf=conf,
+        proxy_conf_origin=conf_origin,
+        proxy_env=proxy_env,
+        tunnels=tunnels,
     )
+
+
+PROXY_ENV = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
+def _proxy_settings(ctx: CollectContext) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """apt's ``Acquire::*::Proxy*`` settings (value and file per key) and the proxy variables."""
+    files = ctx.system.files
+    texts: list[tuple[str, str]] = []
+    text = files.read_text_or_none(aptmodel.APT_CONF)
+    if text is not None:
+        texts.append((aptmodel.APT_CONF, text))
+    for name in sorted(_listdir(files, aptmodel.APT_CONF_D)):
+        if aptmodel.conf_part_read(name):
+            t = files.read_text_or_none(f"{aptmodel.APT_CONF_D}/{name}")
+            if t is not None:
+                texts.append((f"{aptmodel.APT_CONF_D}/{name}", t))
+    merged = aptmodel.merge_conf(texts)
+    proxy = {k: v for k, v in merged.items() if k.startswith("acquire::") and "::proxy" in k}
+    env = {k: ctx.system.env[k] for k in PROXY_ENV if ctx.system.env.get(k)}
+    return {k: v for k, (v, _) in proxy.items()}, {k: p for k, (_, p) in proxy.items()}, env
+
+
+def connect_probe(proxy: str, host: str, port: int, timeout_s: float = 3.0) -> str:
+    """Ask ``proxy`` for a ``CONNECT host:port`` tunnel (what apt does for an https source through a
+    proxy): ``ok`` on a 2xx answer, ``denied: <status line>`` otherwise, ``error: ...`` when the proxy
+    cannot be reached. Loopback only under ``GPUDOCTOR_LOOPBACK_ONLY``."""
+    import socket
+
+    from gpudoctor.mirrors.probe import blocked
+
+    url = proxy if "://" in proxy else f"http://{proxy}"
+    why = blocked(url)
+    if why:
+        return f"error: {why}"
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=timeout_s) as sock:
+            sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+            line = sock.makefile("rb").readline(512).decode("latin-1").strip()
+    except (OSError, ValueError) as exc:
+        return f"error: {exc}"
+    fields = line.split(" ", 2)
+    if len(fields) >= 2 and fields[1].startswith("2"):
+        return "ok"
+    return f"denied: {line or 'no answer'}"
 
 
 def _listdir(files, directory: str) -> list[str]:

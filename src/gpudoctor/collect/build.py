@@ -1,8 +1,8 @@
 """Collector for the ``build`` domain: what a build file (``--dockerfile FILE``) does to package sources.
 
-The file is read like a shell would (:mod:`gpudoctor.mirrors.dockerfile`)
+The file is read like a shell would (:mod:`gpudoctor.sources.dockerfile`)
 and replayed on the inspected root's files
-(:mod:`gpudoctor.mirrors.buildwrites`); every edit of a pip, uv or conda
+(:mod:`gpudoctor.sources.buildwrites`); every edit of a pip, uv or conda
 configuration file is judged against the files that tool reads in the image
 (the image's home and ENV: :mod:`gpudoctor.imageenv`). apt edits are judged by
 ``apt.sources`` from the ``apt`` facts.
@@ -15,8 +15,8 @@ from dataclasses import replace
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.mirrors import BuildFacts
-from gpudoctor.mirrors.buildwrites import _prefixes_created, judge, replay
-from gpudoctor.mirrors.dockerfile import commands
+from gpudoctor.sources.buildwrites import _prefixes_created, judge, replay
+from gpudoctor.sources.dockerfile import commands
 
 
 def collect_build(ctx: CollectContext) -> BuildFacts | Unavailable:

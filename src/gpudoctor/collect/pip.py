@@ -7,8 +7,12 @@ pip-apt-config.md §1.1), later overriding earlier:
 2. user: ``~/.pip/pip.conf`` (legacy), then ``$XDG_CONFIG_HOME/pip/pip.conf``
    (default ``~/.config/pip/pip.conf``) — skipped when ``PIP_CONFIG_FILE``
    names an existing file;
-3. site: ``<prefix>/pip.conf`` of the interpreter running pip;
-4. env: the file named by ``PIP_CONFIG_FILE`` (``/dev/null`` there disables every file);
+3. base: ``<sys.base_prefix>/pip.conf`` — the interpreter a venv was created
+   from (pip ``configuration.py`` ``kinds.BASE``, between user and site in
+   ``OVERRIDE_ORDER``); read from the venv's ``pyvenv.cfg`` (``home = <bin>``)
+   so it works on image roots too;
+4. site: ``<prefix>/pip.conf`` of the interpreter running pip;
+5. env: the file named by ``PIP_CONFIG_FILE`` (``/dev/null`` there disables every file);
 5. ``PIP_*`` environment variables override every file.
 
 Within those, ``pip install`` takes ``[install]`` over ``[global]`` whatever
@@ -27,9 +31,9 @@ from __future__ import annotations
 import sys
 from pathlib import PurePosixPath
 
-from gpudoctor import pipconf
 from gpudoctor.collect import CollectContext, Collector
-from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting
+from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipParseError, PipSetting, PipTargetView
+from gpudoctor.sources import pipconf
 
 #: PIP_* variables recorded in the facts (all PIP_* count for ``effective``).
 RELEVANT_ENV = (
@@ -45,7 +49,7 @@ _IGNORED_ENV = ("version", "help")
 DEVNULL = "/dev/null"
 
 
-def candidate_files(env: dict[str, str], home: str, site_prefix: str) -> list[tuple[str, str]]:
+def candidate_files(env: dict[str, str], home: str, site_prefix: str, base_prefix: str = "") -> list[tuple[str, str]]:
     """``(variant, path)`` for every file pip considers, in load order (before existence checks)."""
     out: list[tuple[str, str]] = []
     xdg_dirs = env.get("XDG_CONFIG_DIRS", "").strip() or "/etc/xdg"
@@ -56,6 +60,8 @@ def candidate_files(env: dict[str, str], home: str, site_prefix: str) -> list[tu
     out.append(("user", str(PurePosixPath(home, ".pip", "pip.conf"))))
     xdg_home = env.get("XDG_CONFIG_HOME", "").strip() or str(PurePosixPath(home, ".config"))
     out.append(("user", str(PurePosixPath(xdg_home, "pip", "pip.conf"))))
+    if base_prefix and base_prefix.rstrip("/") != site_prefix.rstrip("/"):
+        out.append(("base", str(PurePosixPath(base_prefix, "pip.conf"))))
     out.append(("site", str(PurePosixPath(site_prefix, "pip.conf"))))
     if env.get("PIP_CONFIG_FILE"):
         out.append(("env", env["PIP_CONFIG_FILE"]))
@@ -73,6 +79,21 @@ def site_prefix(ctx: CollectContext) -> tuple[str, str]:
     if ctx.system.files.is_live:
         return sys.prefix, "sys.prefix"
     return "/usr", "default"
+
+
+def base_prefix(ctx: CollectContext, prefix: str) -> str:
+    """``sys.base_prefix`` of the interpreter whose site prefix is ``prefix``: the ``home`` key of a
+    venv's ``pyvenv.cfg`` (the base interpreter's bin directory), else the live ``sys.base_prefix``
+    when ``prefix`` is this interpreter's; "" for a prefix that is no venv (a conda env, /usr)."""
+    text = ctx.system.files.read_text_or_none(str(PurePosixPath(prefix, "pyvenv.cfg")))
+    if text is not None:
+        for line in text.splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip().lower() == "home" and value.strip():
+                return str(PurePosixPath(value.strip()).parent)
+    if ctx.system.files.is_live and prefix == sys.prefix and sys.base_prefix != sys.prefix:
+        return sys.base_prefix
+    return ""
 
 
 #: ``PipConfigFile.note`` of a pip.conf path that is a directory (planners refuse to touch it, saying so).
@@ -156,11 +177,12 @@ def collect(ctx: CollectContext) -> PipFacts:
     env = dict(ctx.system.env)
     home = ctx.system.home
     prefix, prefix_from = site_prefix(ctx)
+    base = base_prefix(ctx, prefix)
     config_file = env.get("PIP_CONFIG_FILE") or None
     devnull = config_file == DEVNULL
     env_file_exists = config_file is not None and not devnull and _exists(ctx, config_file)
     out: list[PipConfigFile] = []
-    for variant, path in candidate_files(env, home, prefix):
+    for variant, path in candidate_files(env, home, prefix, base):
         if variant == "env" and devnull:
             continue
         allowed, note = True, ""
@@ -178,6 +200,21 @@ def collect(ctx: CollectContext) -> PipFacts:
             if f.path.endswith("/pip.conf") and _exists(ctx, f.path[: -len("pip.conf")] + "pip.ini")
         )
     )
+    views: list[PipTargetView] = []
+    for py in ctx.options.pythons[1:]:  # the first --python is the main view above
+        tprefix = str(PurePosixPath(py).parent.parent)
+        tbase = base_prefix(ctx, tprefix)
+        own = []
+        for variant, path in candidate_files(env, home, tprefix, tbase):
+            if variant in ("base", "site"):
+                own.append(
+                    _read_file(ctx, variant, path, not devnull, "" if not devnull else "PIP_CONFIG_FILE=/dev/null")
+                )
+        shared = [f for f in files if f.variant not in ("base", "site")]
+        ordered = (
+            [f for f in shared if f.variant in ("global", "user")] + own + [f for f in shared if f.variant == "env"]
+        )
+        views.append(PipTargetView(py, tprefix, tbase, tuple(own), effective_settings(tuple(ordered), env)))
     recorded = {k: env[k] for k in RELEVANT_ENV if k in env}
     return PipFacts(
         files=files,
@@ -187,6 +224,8 @@ def collect(ctx: CollectContext) -> PipFacts:
         site_prefix_from=prefix_from,
         home=home,
         windows_named=windows_named,
+        base_prefix=base,
+        targets=tuple(views),
     )
 
 

@@ -152,6 +152,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
         system_config=next((p for p in system_candidates(env) if files.is_file(p)), "/etc/uv/uv.toml"),
         binary=find_binary(files, env, home),
         problems=tuple(problems),
+        http_timeout=env.get("UV_HTTP_TIMEOUT", "") or env.get("UV_REQUEST_TIMEOUT", ""),
     )
 
 

@@ -98,7 +98,7 @@ class SourceEdit:
     """A build-file command that edits a file apt, pip, uv or conda may read (``--dockerfile``).
 
     Found by replaying the build's commands on the inspected root's files
-    (:mod:`gpudoctor.mirrors.buildwrites`).
+    (:mod:`gpudoctor.sources.buildwrites`).
 
     Attributes:
         origin: ``<file>:<line>`` of the instruction.
@@ -153,6 +153,12 @@ class AptFacts:
         missing_keyrings: keyring files named by ``Signed-By`` / ``signed-by=`` of
             an enabled source that do not exist in a directory that does (paths
             inside the root; a root without that directory is a partial copy and says nothing).
+        proxy_conf: lower-cased ``Acquire::*::Proxy*`` key -> value, from ``apt.conf`` and
+            ``apt.conf.d`` in apt's reading order (later wins).
+        proxy_conf_origin: the same keys -> the file that set them.
+        proxy_env: ``http_proxy``/``https_proxy``/``no_proxy`` (either case) as apt's environment has them.
+        tunnels: proxy URL -> the answer to a ``CONNECT`` through it (``ok``, ``denied: HTTP 403 ...``,
+            ``error: ...``); probed only online, for proxies that https sources go through.
     """
 
     distro_id: str
@@ -167,6 +173,10 @@ class AptFacts:
     build_edits: tuple[SourceEdit, ...] = ()
     built_sources: tuple[AptSource, ...] = ()
     missing_keyrings: tuple[str, ...] = ()
+    proxy_conf: dict[str, str] = field(default_factory=dict)
+    proxy_conf_origin: dict[str, str] = field(default_factory=dict)
+    proxy_env: dict[str, str] = field(default_factory=dict)
+    tunnels: dict[str, str] = field(default_factory=dict)
 
 
 @domain("build")
@@ -239,6 +249,7 @@ class UvFacts:
     system_config: str = ""
     binary: str = ""
     problems: tuple[str, ...] = ()
+    http_timeout: str = ""
 
 
 # --------------------------------------------------------------------------- conda
@@ -251,12 +262,22 @@ class CondaChannel:
     Attributes:
         name: as written (``defaults``, ``conda-forge``, ``https://...``).
         url: the base URL conda fetches (``<url>/<subdir>/repodata.json``).
-        via: how it was resolved: ``url``, ``default_channels``, ``custom_channels``, ``channel_alias``.
+        via: how it was resolved: ``url``, ``default_channels``, ``custom_channels``, ``channel_alias``,
+            ``custom_multichannels``.
+        origin: where the channel was named: a condarc path, ``CONDA_CHANNELS``, an
+            ``environment.yml``, ``<build file>:<line>`` (``-c NAME``), ``built-in``.
+        setting: the file (or variable) that set what it resolved through (the
+            ``default_channels``/``custom_channels`` entry, ``channel_alias``); ``built-in``
+            for conda's own default, "" for a URL.
+        tool: ``conda``, or ``mamba``/``micromamba`` for channels only they see.
     """
 
     name: str
     url: str
     via: str
+    origin: str = ""
+    setting: str = ""
+    tool: str = "conda"
 
 
 @domain("conda")
@@ -271,6 +292,12 @@ class CondaFacts:
         custom_channels: channel name -> base URL.
         channel_alias: base URL for other named channels.
         user_condarc: ``~/.condarc`` (the file the fix edits).
+        named: channels named outside the condarc ``channels`` lists (an ``environment.yml``,
+            ``-c NAME`` in a build file, channels only mamba/micromamba see), resolved the same way.
+        root_prefix: the base install read as ``$CONDA_ROOT`` ("" when none was found).
+        env: the channel variables set (``CONDA_CHANNELS``, ``CONDA_CHANNEL_ALIAS``, ...).
+        multichannels: ``custom_multichannels`` (name -> members).
+        channel_alias_origin: the file (or variable) that set ``channel_alias``; ``built-in``.
     """
 
     files: dict[str, str]
@@ -279,6 +306,11 @@ class CondaFacts:
     custom_channels: dict[str, str]
     channel_alias: str
     user_condarc: str
+    named: tuple[CondaChannel, ...] = ()
+    root_prefix: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    multichannels: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    channel_alias_origin: str = "built-in"
 
 
 # --------------------------------------------------------------------------- mirrors
@@ -296,6 +328,8 @@ class CatalogueMirror:
         urls: archive -> base URL; archives are ``pypi``, ``conda_pkgs``,
             ``conda_cloud``, ``debian``, ``debian_security``, ``ubuntu``, ``ubuntu_ports``.
         source: where the URLs come from.
+        conda_missing: named channels the mirror's ``conda_cloud`` tree is known not to carry
+            (e.g. ``nvidia``, whose licence forbids redistribution), from the source given.
     """
 
     name: str
@@ -304,6 +338,7 @@ class CatalogueMirror:
     official: bool
     urls: dict[str, str]
     source: str = ""
+    conda_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,8 @@ class PipConfigFile:
     Attributes:
         path: path inside the root (``/etc/pip.conf``, ``/home/u/.config/pip/pip.conf``).
         variant: pip's name for its place in the order: ``global``, ``user``,
-            ``site`` or ``env`` (the file named by ``PIP_CONFIG_FILE``).
+            ``base`` (``sys.base_prefix``: the interpreter a venv was made from), ``site``
+            or ``env`` (the file named by ``PIP_CONFIG_FILE``).
         exists: the file exists.
         loaded: pip reads it (False when it does not exist or cannot be
             opened, for user files when ``PIP_CONFIG_FILE`` names an existing
@@ -87,6 +88,25 @@ class PipSetting:
     line: int = 0
 
 
+@dataclass(frozen=True)
+class PipTargetView:
+    """What ``pip install`` run by one more target interpreter (``--python`` after the first) reads.
+
+    Attributes:
+        python: the interpreter (path inside the root).
+        site_prefix: its ``sys.prefix`` (the interpreter's ``bin/`` parent).
+        base_prefix: its ``sys.base_prefix`` when it is a venv (``pyvenv.cfg`` ``home``), else "".
+        files: the ``base``/``site`` files it reads besides the shared global, user and env files.
+        effective: its ``pip install`` view, as :attr:`PipFacts.effective`.
+    """
+
+    python: str
+    site_prefix: str
+    base_prefix: str
+    files: tuple[PipConfigFile, ...]
+    effective: dict[str, PipSetting]
+
+
 @domain("pip")
 @dataclass(frozen=True)
 class PipFacts:
@@ -106,6 +126,9 @@ class PipFacts:
             file, and how it was chosen (``site_prefix_from``: ``--python``,
             ``VIRTUAL_ENV``, ``CONDA_PREFIX`` or ``default``).
         home: the home directory used for user files.
+        targets: the same view for every further ``--python`` target (its own base and site files).
+        base_prefix: the ``sys.base_prefix`` of that interpreter (a venv's ``pyvenv.cfg`` ``home``,
+            ``sys.base_prefix`` on the live system); "" when it is the site prefix itself.
         windows_named: ``pip.ini`` files next to a candidate ``pip.conf`` (the
             Windows file name; pip on Linux never reads them), paths inside the root.
     """
@@ -117,13 +140,26 @@ class PipFacts:
     site_prefix_from: str
     home: str
     windows_named: tuple[str, ...] = ()
+    base_prefix: str = ""
+    targets: tuple[PipTargetView, ...] = ()
 
     def file(self, path: str) -> PipConfigFile | None:
-        """The file entry for ``path`` (inside the root), or None."""
-        for f in self.files:
+        """The file entry for ``path`` (inside the root; a further target's own files too), or None."""
+        for f in self.all_files():
             if f.path == path:
                 return f
         return None
+
+    def all_files(self) -> tuple[PipConfigFile, ...]:
+        """Every file of every target's view, each once (the main view's first)."""
+        seen = {f.path for f in self.files}
+        extra: list[PipConfigFile] = []
+        for t in self.targets:
+            for f in t.files:
+                if f.path not in seen:
+                    seen.add(f.path)
+                    extra.append(f)
+        return self.files + tuple(extra)
 
     def files_of(self, variant: str) -> tuple[PipConfigFile, ...]:
         """Candidate files of one variant, in load order."""

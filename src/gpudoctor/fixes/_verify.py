@@ -3,8 +3,8 @@
 :func:`verified_edit` takes the old and new text of one file, keeps the old
 file's line endings and byte-order mark, refuses binary or non-UTF-8 text,
 re-parses the new text with the SAME parser the tool reads that kind of file
-with (pip INI: :func:`gpudoctor.pipconf.parse`; apt one-line and deb822:
-:mod:`gpudoctor.mirrors.aptsources`; uv TOML: :mod:`tomllib`; ``.condarc``:
+with (pip INI: :func:`gpudoctor.sources.pipconf.parse`; apt one-line and deb822:
+:mod:`gpudoctor.sources.aptsources`; uv TOML: :mod:`tomllib`; ``.condarc``:
 PyYAML's ``safe_load``; ``kernel.json``: :mod:`json`) and, when the planner
 says what it meant (``meaning``: parsed old, parsed new -> problem or None),
 checks that the new file means exactly that. Any failure raises
@@ -49,7 +49,7 @@ def file_kind(path: str) -> str | None:
 def parse_as(kind: str, text: str, path: str = "") -> Any:
     """Parse ``text`` as the tool reads a ``kind`` file; raises :class:`NotParsable`."""
     if kind == "pip":
-        from gpudoctor.pipconf import parse
+        from gpudoctor.sources.pipconf import parse
 
         values, problem = parse(text)
         if problem is not None:
@@ -57,7 +57,7 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
             raise NotParsable(f"{problem.message}{where}")
         return values
     if kind in ("apt-list", "apt-deb822"):
-        from gpudoctor.mirrors.aptsources import SourcesError, parse_deb822, parse_one_line
+        from gpudoctor.sources.aptsources import SourcesError, parse_deb822, parse_one_line
 
         try:
             sources, errors = (parse_deb822 if kind == "apt-deb822" else parse_one_line)(path or "sources", text)

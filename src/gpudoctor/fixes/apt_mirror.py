@@ -13,12 +13,16 @@ refused. Afterwards ``apt-get update`` is printed, never run.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
+from gpudoctor.checks.apt_sources import is_official, official_domains
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, MirrorsFacts
-from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose
+from gpudoctor.fixes._mirror_choice import APT_ARCHIVES, choose, truthy
 from gpudoctor.fixes._verify import verified_edit
-from gpudoctor.mirrors.aptsources import (
+from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
+from gpudoctor.sources.apt import cache_https_form, proxy_for
+from gpudoctor.sources.aptsources import (
     SourcesError,
     classify_uri,
     distro_archive,
@@ -27,7 +31,6 @@ from gpudoctor.mirrors.aptsources import (
     rewrite_deb822,
     rewrite_one_line,
 )
-from gpudoctor.model import FileEdit, Finding, Fix, FixPlan, FixRefused
 
 NOTES = (
     "Run `apt-get update` now (gpudoctor does not run it).",
@@ -79,6 +82,22 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             "cannot use an https mirror: install ca-certificates first, or choose an http:// mirror "
             "with --allow-insecure"
         )
+    conf = {k: (v, apt.proxy_conf_origin.get(k, "")) for k, v in apt.proxy_conf.items()}
+    for new_url in sorted({u for u in urls.values() if u.startswith("https://")}):
+        choice = proxy_for(new_url, conf, apt.proxy_env)
+        answer = apt.tunnels.get(choice.proxy, "")
+        if choice.proxy and (answer.startswith("denied") or (choice.cache and not answer)):
+            raise FixRefused(
+                f"apt would reach {new_url} through the proxy {choice.proxy} ({choice.origin}), which "
+                + (
+                    f"refuses https tunnels ({answer.removeprefix('denied: ')})"
+                    if answer
+                    else "is apt-cacher-ng: it refuses https tunnels unless PassThroughPattern allows them"
+                )
+                + f"; nothing was written. Use the mirror's http:// URL through the cache "
+                f"(`--mirror {cache_https_form(new_url, choice.proxy)}`), or let https go direct "
+                f'(`Acquire::https::Proxy "DIRECT";`) first'
+            )
     primary = [a for a in (classify_uri(u) for u in current) if a in ("debian", "ubuntu", "ubuntu_ports")]
     if primary and primary[0] not in urls:
         raise FixRefused(f"mirror {label} has no {primary[0].replace('_', '-')} archive")
@@ -103,12 +122,46 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             return None
         return replace_base(uri, urls[arch])
 
+    insecure_ok = truthy(options.get("allow-insecure", "")) or truthy(options.get("allow_insecure", ""))
+    official = official_domains()
+
+    def final(uri: str, suites: tuple[str, ...], components: tuple[str, ...], enabled: bool) -> str | None:
+        """The URI after this fix: the mirror's, or, without CA certificates, an official archive's
+        own http:// form (the archive is signed; only the transport changes)."""
+        new = mapper(uri, suites, components, enabled)
+        if new is not None or apt.ca_certificates or not enabled or not uri.startswith("https://"):
+            return new
+        if insecure_ok and distro_archive(uri, components) and is_official(urlsplit(uri).hostname or "", official):
+            return "http://" + uri[len("https://") :]
+        return None
+
+    if not apt.ca_certificates:
+        stuck = [
+            f"{s.file}:{s.line} ({u})"
+            for s in apt.sources
+            if s.enabled
+            for u in s.uris
+            if u.startswith("https://") and not (final(u, s.suites, s.components, True) or u).startswith("http://")
+        ]
+        if stuck:
+            raise FixRefused(
+                "this system has no CA certificates (/etc/ssl/certs/ca-certificates.crt is missing), and after "
+                f"this fix apt would still fetch over https, which it cannot verify: {', '.join(stuck[:4])}. "
+                "Nothing was written. Install the certificates first (`apt-get update && apt-get install -y "
+                "ca-certificates` while those sources are http://), or move them by hand; "
+                + (
+                    "an official archive goes to its own http:// URL with --allow-insecure"
+                    if not insecure_ok
+                    else "a third-party or non-official https source cannot be switched to http by this fix"
+                )
+            )
+
     edits: list[FileEdit] = []
     for f in apt.files:
         if f.ignored or not any(s.file == f.path for s in distro):
             continue
         try:
-            new = rewrite_deb822(f.text, mapper) if f.format == "deb822" else rewrite_one_line(f.text, mapper)
+            new = rewrite_deb822(f.text, final) if f.format == "deb822" else rewrite_one_line(f.text, final)
         except SourcesError as exc:
             raise FixRefused(f"{f.path}: {exc}; fix it by hand first") from None
         kind = "apt-deb822" if f.format == "deb822" else "apt-list"
@@ -129,10 +182,21 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         )
         edits.append(
             verified_edit(
-                f.path, f.text, new, manual, kind=kind, meaning=lambda a, b, kind=kind: sources_meaning(a, b, mapper)
+                f.path, f.text, new, manual, kind=kind, meaning=lambda a, b, kind=kind: sources_meaning(a, b, final)
             )
         )
     kept = sorted({u for s in distro for u in s.uris if classify_uri(u) not in urls})
+    kept_official = [u for u in kept if is_official(urlsplit(u).hostname or "", official)]
+    kept_other = [u for u in kept if u not in kept_official]
+    plain = sorted(
+        {
+            u
+            for s in distro
+            for u in s.uris
+            if mapper(u, s.suites, s.components, s.enabled) is None
+            and (final(u, s.suites, s.components, s.enabled) or "").startswith("http://")
+        }
+    )
     desc = f"point apt at {label}: rewrite the archive URIs in {', '.join(e.path for e in edits if e.changes_anything) or 'no file (already there)'}"
     given = "://" in (options.get("mirror") or "")
     why = (
@@ -144,7 +208,15 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         if given
         else "the mirror has no copy"
     )
-    notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept)}",) if kept else ())
+    notes = NOTES + ((f"Kept on the official host ({why}): {', '.join(kept_official)}",) if kept_official else ())
+    if kept_other:
+        notes += (f"Left where they are ({why}; not an official host): {', '.join(kept_other)}",)
+    if plain and not apt.ca_certificates:
+        notes += (
+            "Without CA certificates apt cannot verify https, so these official archives now use their own "
+            f"http:// URL (the archive's signature still protects the packages): {', '.join(plain)}. "
+            "Install `ca-certificates` and switch back to https if you want.",
+        )
     if left_alone:
         notes += (
             f"The security archive was left alone: no probe verified that {label} serves "

@@ -3,7 +3,7 @@
 What it plans (pure; :mod:`gpudoctor.apply` writes):
 
 1. every pip.conf pip loads but cannot parse is repaired when the repair is
-   unambiguous (:func:`gpudoctor.pipconf.repair_header`: a damaged or missing
+   unambiguous (:func:`gpudoctor.sources.pipconf.repair_header`: a damaged or missing
    ``[global]`` header above key lines); any other parse error refuses the
    fix with the exact line to edit by hand;
 2. with ``options["index-url"]`` (or a ``mirror`` option that is already a
@@ -12,7 +12,7 @@ What it plans (pure; :mod:`gpudoctor.apply` writes):
    (``options["scope"]``: ``user``, ``site`` or ``global``; default: the file
    that sets the effective index-url now, else the user file
    ``$XDG_CONFIG_HOME/pip/pip.conf``), keeping every comment, the order of
-   keys and the other sections (:func:`gpudoctor.pipconf.set_option`);
+   keys and the other sections (:func:`gpudoctor.sources.pipconf.set_option`);
 3. an ``http://`` index needs ``options["allow-insecure"]``, which also adds
    its host to ``trusted-host`` in the same file (nothing else is touched
    unless asked). With ``allow-insecure`` alone, the hosts of the plain-http
@@ -29,7 +29,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from urllib.parse import urlsplit
 
-from gpudoctor import pipconf
 from gpudoctor.checks.pip_config import (
     host_port,
     indexes,
@@ -42,6 +41,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.pip import PipConfigFile, PipFacts, PipSetting
 from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused, Status
+from gpudoctor.sources import pipconf
 
 FIX_ID = "pip.index-url"
 _TRUE = ("1", "true", "yes", "on")
@@ -231,6 +231,25 @@ def _network_options(
         descriptions.append(f"set {key} = {value} in {show_path(f.path, pip.home)}")
 
 
+def _move_ignored(
+    pip: PipFacts, texts: dict[str, tuple[str | None, str]], descriptions: list[str], finding: Finding
+) -> None:
+    """Settings under a section or key pip never reads, moved to ``[global]`` under the right name,
+    in that same file (``pip.config``'s ``moves`` evidence)."""
+    f = pip.file(str(finding.evidence.get("file", "")))
+    if f is None or not f.loaded or f.error is not None:
+        return
+    old_text = texts[f.path][0] if f.path in texts else f.text
+    text = _current(pip, texts, f) or ""
+    for m in finding.evidence["moves"]:
+        text = pipconf.remove_option(text, str(m["section"]), str(m["key"]))
+        text = pipconf.set_option(text, str(m["meant"]), str(m["value"]))
+        descriptions.append(
+            f"move [{m['section']}] {m['key']} to [global] {m['meant']} in {show_path(f.path, pip.home)}"
+        )
+    texts[f.path] = (old_text, text)
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
@@ -260,6 +279,8 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         options = {**options, "index-url": str(finding.evidence["suggested_index_url"])}
     texts, descriptions = _repairs(pip)
     notes: list[str] = []
+    if finding is not None and finding.check == "pip.config" and finding.evidence.get("moves"):
+        _move_ignored(pip, texts, descriptions, finding)
     _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
@@ -341,13 +362,26 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                 f"gpudoctor fix {FIX_ID} --index-url https://mirror.example.org/simple"
             )
         return None
+    moved = {
+        f"{m['section']}.{pipconf.normalize_name(str(m['key']))}"
+        for m in (finding.evidence.get("moves") or [] if finding is not None and finding.check == "pip.config" else [])
+    }
+    moved_meaning = (
+        None
+        if not moved
+        else lambda o, n: pip_meaning(
+            None if o is None else {k: v for k, v in o.items() if k not in moved},
+            {k: v for k, v in n.items() if k not in moved},
+        )
+    )
+    moved_file = str(finding.evidence.get("file", "")) if moved and finding is not None else ""
     edits = tuple(
         verified_edit(
             path,
             old,
             new,
             f"in {path}, under [global], set the options this plan names: {'; '.join(descriptions)}",
-            meaning=pip_meaning,
+            meaning=moved_meaning if path == moved_file and moved_meaning is not None else pip_meaning,
             repairs=True,
         )
         for path, (old, new) in texts.items()

@@ -2,7 +2,7 @@
 
 - :mod:`gpudoctor.mirrors.catalogue`: built-in ``data/mirrors.toml`` plus a user file.
 - :mod:`gpudoctor.mirrors.probe`: times every candidate at once (httpx, threads).
-- :mod:`gpudoctor.mirrors.aptsources`: parse and edit one-line and deb822 apt sources.
+- :mod:`gpudoctor.sources.aptsources` (moved; re-exported here): parse and edit one-line and deb822 apt sources.
 """
 
 #: Overall budget of one probe run, seconds (issue 5: default 5 s).

@@ -91,7 +91,7 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
         if parts.scheme not in ("http", "https", "file") or (parts.scheme != "file" and not parts.netloc):
             raise CatalogueError(f"{where} ({name}): {key} = {value!r} is not an http(s) or file URL")
         urls[key] = value.rstrip("/")
-    unknown = set(raw) - set(ARCHIVES) - {"name", "operator", "region", "official", "source"}
+    unknown = set(raw) - set(ARCHIVES) - {"name", "operator", "region", "official", "source", "conda_missing"}
     if unknown:
         raise CatalogueError(
             f"{where} ({name}): unknown {noun(len(unknown), 'field')} {', '.join(sorted(unknown))}; "
@@ -106,7 +106,14 @@ def _row(raw: Any, where: str) -> CatalogueMirror:
         official=bool(raw.get("official", False)),
         urls=urls,
         source=str(raw.get("source", "")),
+        conda_missing=_names(raw.get("conda_missing", []), where, name),
     )
+
+
+def _names(value: Any, where: str, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CatalogueError(f"{where} ({name}): conda_missing must be a list of channel names")
+    return tuple(value)
 
 
 def parse(doc: Mapping[str, Any], where: str) -> tuple[list[CatalogueMirror], dict[str, Any], bool]:

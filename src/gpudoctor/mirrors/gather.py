@@ -24,7 +24,6 @@ from gpudoctor.facts.mirrors import (
     MirrorsFacts,
     UvFacts,
 )
-from gpudoctor.mirrors.aptsources import classify_uri, distro_archive, is_distro_source
 from gpudoctor.mirrors.catalogue import Catalogue
 from gpudoctor.mirrors.probe import (
     DEFAULT_BUDGET_S,
@@ -33,6 +32,7 @@ from gpudoctor.mirrors.probe import (
     probe_all,
     rank,
 )
+from gpudoctor.sources.aptsources import classify_uri, distro_archive, is_distro_source
 
 __all__ = ["ECOSYSTEMS", "apt_archive", "candidate_targets", "configured_targets", "measure", "pip_index_urls"]
 
@@ -94,7 +94,11 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
             )
         )
     if isinstance(conda, CondaFacts):
-        for ch in conda.channels:
+        probed: set[str] = set()
+        for ch in (*conda.channels, *conda.named):  # named: environment.yml, -c in a build file, mamba
+            if ch.url.rstrip("/") in probed:
+                continue
+            probed.add(ch.url.rstrip("/"))
             out.append(
                 ProbeTarget(
                     "configured", "conda", "conda", ch.url, "conda", subdir=catalogue.conda_subdir, role="configured"
