@@ -1,0 +1,1216 @@
+"""Write the field cases of issue 24 for the GPU stack, WSL, notebooks, the data pipeline,
+NCCL and torch.compile (``python tests/field/make_cases_fieldcases.py``).
+
+Every case is one public report: the artefacts the reporter showed (verbatim, with user
+names, host names and paths neutralised), a ``case.toml`` (source, expectations, and every
+value the artefacts do not show written down as an assumption) and the replay input, a
+``facts.json`` built here with the public facts builders. The script only writes files;
+the replay test (tests/field/test_cases.py) judges them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.targets import (
+    CudaDevice,
+    LibcudaProbe,
+    ProbeFacts,
+)
+from gpudoctor.testing import (
+    cpu_facts,
+    make_facts,
+    nvidia_facts,
+    nvml_device,
+    os_facts,
+    pci_gpus,
+    probe_facts,
+    shm_facts,
+    target,
+    targets,
+    torch_facts,
+)
+
+HERE = Path(__file__).resolve().parent
+CASES = HERE / "cases"
+ROOT = HERE.parent.parent
+MIB, GIB = 1024**2, 1024**3
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LIB = _load(ROOT / "tests/fixtures/facts/libraries/make_fixtures.py", "_field_libs_fixtures")
+SYSLIB = "/usr/lib/x86_64-linux-gnu"
+WSL = "/usr/lib/wsl/lib"
+
+
+# --------------------------------------------------------------------------- case writer
+
+
+@dataclass
+class Case:
+    area: str
+    name: str
+    source: str
+    title: str
+    kind: str
+    facts: Facts
+    artefacts: Mapping[str, str]
+    expect: Mapping[str, Any]
+    framework: str | None = None
+    platform: str | None = None
+    distro: str | None = None
+    twin_of: str | None = None
+    assumptions: Sequence[str] = ()
+    checks: Sequence[str] | None = None
+    xfail: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(v)
+
+
+def toml_text(c: Case) -> str:
+    lines = []
+    if c.xfail:
+        lines.append(f"xfail = {_toml_value(c.xfail)}")
+    lines += [f"source = {_toml_value(c.source)}", f"title = {_toml_value(c.title)}", f"kind = {_toml_value(c.kind)}"]
+    for key in ("framework", "platform", "distro", "twin_of"):
+        value = getattr(c, key)
+        if value:
+            lines.append(f"{key} = {_toml_value(value)}")
+    if c.assumptions:
+        lines.append("assumptions = [")
+        lines += [f"  {_toml_value(a)}," for a in c.assumptions]
+        lines.append("]")
+    lines += ["", "[replay]", 'mode = "facts"']
+    if c.checks:
+        lines.append(f"checks = {_toml_value(list(c.checks))}")
+    lines += ["", "[expect]"]
+    for key in ("status", "carrier", "keywords", "forbidden", "fine"):
+        if key in c.expect:
+            lines.append(f"{key} = {_toml_value(c.expect[key])}")
+    return "\n".join(lines) + "\n"
+
+
+def write(c: Case) -> None:
+    d = CASES / c.area / c.name
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    for name, text in c.artefacts.items():
+        (d / name).write_text(text.strip("\n") + "\n")
+    (d / "case.toml").write_text(toml_text(c))
+    (d / "facts.json").write_text(json.dumps(c.facts.to_json(redact=False), indent=1, sort_keys=True) + "\n")
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def gpu(name: str, cc: str, index: int = 0, memory_mib: int = 24564) -> Any:
+    return nvml_device(index, name, cc, memory_mib=memory_mib)
+
+
+def tprobe(
+    python: str,
+    torch: Any,
+    *,
+    python_version: str = "3.10.12",
+    libcuda: Any = None,
+    env: Mapping[str, str] | None = None,
+    **kw: Any,
+) -> ProbeFacts:
+    prefix = kw.pop("prefix", python.rsplit("/bin/", 1)[0])
+    return probe_facts(
+        python,
+        torch,
+        python_version=python_version,
+        env=dict(env or {"PATH": f"{prefix}/bin:/usr/bin:/bin"}),
+        prefix=prefix,
+        is_venv=kw.pop("is_venv", prefix not in ("/usr", "/usr/local", "/opt/conda")),
+        is_conda=kw.pop("is_conda", "conda" in prefix),
+        libcuda=libcuda if libcuda is not None else Unavailable("not reported by this probe version"),
+        **kw,
+    )
+
+
+def cuda_torch(version: str, cuda: str, *, available: bool = True, arch: Sequence[str] = (), devices=(), **kw: Any):
+    return torch_facts(
+        version,
+        cuda,
+        cuda_available=available,
+        device_count=len(devices) if available else 0,
+        arch_list=tuple(arch),
+        devices=tuple(devices),
+        **kw,
+    )
+
+
+def facts(**domains: Any) -> Facts:
+    return make_facts(**domains)
+
+
+def arch(*ccs: str, ptx: str | None = None) -> tuple[str, ...]:
+    out = [f"sm_{c}" for c in ccs]
+    if ptx:
+        out.append(f"compute_{ptx}")
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- gpu: driver vs framework CUDA
+
+TOO_OLD = (
+    "The NVIDIA driver on your system is too old (found version {v}). Please update your GPU driver by "
+    "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+    "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
+    "your version of the CUDA driver."
+)
+
+
+def driver_cases() -> list[Case]:
+    out = []
+    # Yuan-2.0 #65: an NGC-based container with torch for CUDA 12.1 on a CUDA 11.0 driver
+    ngc_py = "/usr/bin/python3"
+    for name, driver, cuda, api, ok in (
+        ("ngc-container-cu121-driver-450", "450.80.02", "11.0", 11000, False),
+        ("ngc-container-cu121-driver-535", "535.104.05", "12.2", 12020, True),
+    ):
+        tf = cuda_torch(
+            "2.1.0a0+32f93b1",
+            "12.1",
+            available=ok,
+            devices=[CudaDevice(0, "NVIDIA A800 80GB PCIe", "8.0")] if ok else (),
+            arch=arch("52", "60", "61", "70", "72", "75", "80", "86", "87", "90", ptx="90"),
+            driver_api_version=api,
+            cuda_error=None if ok else "CUDA initialization: " + TOO_OLD.format(v=11000),
+        )
+        out.append(
+            Case(
+                "gpu",
+                name,
+                "https://github.com/IEIT-Yuan/Yuan-2.0/issues/65",
+                "torch for CUDA 12.1 in the project's container on a host driver that reports CUDA 11.0"
+                + (" (twin: driver 535)" if ok else ""),
+                "cuda.driver-too-old",
+                facts(
+                    nvidia=nvidia_facts(driver, cuda, [gpu("NVIDIA A800 80GB PCIe", "8.0", memory_mib=81920)]),
+                    gpu=pci_gpus(1, device_id="0x20f5"),
+                    os=os_facts("ubuntu", "22.04", "jammy", in_container=True, kind="docker"),
+                    targets=targets(target(tprobe(ngc_py, tf, prefix="/usr", is_venv=False))),
+                ),
+                {
+                    "traceback.txt": (
+                        "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py:124: UserWarning: CUDA "
+                        "initialization: " + TOO_OLD.format(v=11000) + " (Triggered internally at "
+                        "/opt/pytorch/pytorch/c10/cuda/CUDAFunctions.cpp:108.)"
+                    ),
+                    "maintainer-reply.txt": "我们提供的容器cuda版本是12.1，建议gpu驱动更新到535",
+                }
+                if not ok
+                else {"report.txt": "Twin of ngc-container-cu121-driver-450 after the driver upgrade to 535."},
+                {
+                    "status": "ok" if ok else "fail",
+                    "carrier": "cuda.driver",
+                    "keywords": [] if ok else ["450.80.02", "525.60.13", "12.1"],
+                    "fine": ["nvidia.driver", "cuda.arch"],
+                },
+                framework="torch",
+                platform="docker",
+                distro="ubuntu-22.04",
+                twin_of="ngc-container-cu121-driver-450" if ok else None,
+                assumptions=[
+                    "found version 11000 = CUDA 11.0: driver assumed 450.80.02 (the CUDA 11.0 GA driver)"
+                    if not ok
+                    else "driver 535.104.05 as the maintainer advised (535)",
+                    "torch version 2.1.0a0+32f93b1 (an NGC 23.x build, path /opt/pytorch); the report shows only "
+                    "'CUDA 12.1' for the container",
+                    "GPU model assumed A800 80GB PCIe (not shown)",
+                    "Ubuntu 22.04 container (python3.10 dist-packages)",
+                ],
+            )
+        )
+    # googlecolab/colabtools #1685: pip install torch (1.7.0, CUDA 10.2) on a CUDA 10.1 driver
+    colab_py = "/usr/bin/python3"
+    for name, driver, cuda, api, ok in (
+        ("colab-torch170-cu102-driver-418", "418.67", "10.1", 10010, False),
+        ("colab-torch170-cu102-driver-450", "450.80.02", "11.0", 11000, True),
+    ):
+        tf = cuda_torch(
+            "1.7.0",
+            "10.2",
+            available=ok,
+            devices=[CudaDevice(0, "Tesla T4", "7.5")] if ok else (),
+            arch=arch("37", "50", "60", "70", "75") if ok else (),
+            driver_api_version=api,
+            cuda_error=None if ok else TOO_OLD.format(v=10010),
+        )
+        out.append(
+            Case(
+                "gpu",
+                name,
+                "https://github.com/googlecolab/colabtools/issues/1685",
+                "pip install torch in a notebook pulls torch 1.7.0 (CUDA 10.2) onto a CUDA 10.1 driver"
+                + (" (twin: driver 450)" if ok else ""),
+                "cuda.driver-too-old",
+                facts(
+                    nvidia=nvidia_facts(driver, cuda, [gpu("Tesla T4", "7.5", memory_mib=15109)]),
+                    gpu=pci_gpus(1, device_id="0x1eb8"),
+                    os=os_facts("ubuntu", "18.04", "bionic", in_container=True, kind="docker"),
+                    targets=targets(target(tprobe(colab_py, tf, python_version="3.6.9", prefix="/usr", is_venv=False))),
+                ),
+                {
+                    "notebook-cell.txt": (
+                        "!pip install torch torchvision\nimport torch\ntorch.cuda.ipc_collect()\n"
+                        "RuntimeError: " + TOO_OLD.format(v=10010) + "\n\ntorch.cuda.is_available()\nFalse"
+                    )
+                }
+                if not ok
+                else {"report.txt": "Twin of colab-torch170-cu102-driver-418 on a runtime with driver 450."},
+                {
+                    "status": "ok" if ok else "fail",
+                    "carrier": "cuda.driver",
+                    "keywords": [] if ok else ["418.67", "10.2", "440.33"],
+                    "fine": ["nvidia.driver", "torch.install"],
+                },
+                framework="torch",
+                platform="colab",
+                distro="ubuntu-18.04",
+                twin_of="colab-torch170-cu102-driver-418" if ok else None,
+                assumptions=[
+                    "found version 10010 = CUDA 10.1: driver assumed 418.67 (Colab's driver in 2020)"
+                    if not ok
+                    else "driver 450.80.02",
+                    "torch 1.7.0 from PyPI is the CUDA 10.2 build (the PyPI default for 1.7.0)",
+                    "GPU assumed Tesla T4, Python 3.6.9, Ubuntu 18.04 (Colab runtime of the time)",
+                ],
+            )
+        )
+    # ivadomed #69: torch 1.3.0 (CUDA 10.1) in a venv on a CUDA 10.0 driver
+    venv_py = "/home/user/ivadomed/venv/bin/python"
+    tf = cuda_torch("1.3.0", "10.1", available=False, driver_api_version=10000, cuda_error=TOO_OLD.format(v=10000))
+    out.append(
+        Case(
+            "gpu",
+            "venv-torch130-cu101-driver-410",
+            "https://github.com/ivadomed/ivadomed/issues/69",
+            "torch 1.3.0 (CUDA 10.1) in a fresh venv on a CUDA 10.0 driver",
+            "cuda.driver-too-old",
+            facts(
+                nvidia=nvidia_facts("410.48", "10.0", [gpu("GeForce GTX 1080 Ti", "6.1", memory_mib=11178)]),
+                gpu=pci_gpus(1, device_id="0x1b06"),
+                os=os_facts("ubuntu", "18.04", "bionic"),
+                targets=targets(target(tprobe(venv_py, tf, python_version="3.6.8"))),
+            ),
+            {
+                "report.txt": (
+                    "1. Create venv and install dependencies\n"
+                    "2. `python -c 'import torch;print(torch.cuda.is_available())'` gives `False`\n\n"
+                    "`print(torch.cuda.get_device_name(0))` gives :\n\n> AssertionError: \n"
+                    "The NVIDIA driver on your system is too old (found version 10000).\n"
+                    "Please update your GPU driver by downloading and installing a new\n"
+                    "version from the URL: http://www.nvidia.com/Download/index.aspx\n"
+                    "Alternatively, go to: https://pytorch.org to install\n"
+                    "a PyTorch version that has been compiled with your version\nof the CUDA driver."
+                )
+            },
+            {"status": "fail", "carrier": "cuda.driver", "keywords": ["410.48", "10.1", "418.39"]},
+            framework="torch",
+            platform="host",
+            distro="ubuntu-18.04",
+            assumptions=[
+                "found version 10000 = CUDA 10.0: driver assumed 410.48",
+                "torch 1.3.0 from PyPI is the CUDA 10.1 build",
+                "GPU, distribution and Python version not shown: GTX 1080 Ti, Ubuntu 18.04, 3.6.8",
+            ],
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- gpu: arch lists
+
+
+def _warn(gpu_name: str, sm: str, supported: str) -> str:
+    return (
+        f"{gpu_name} with CUDA capability {sm} is not compatible with the current PyTorch installation.\n"
+        f"The current PyTorch install supports CUDA capabilities {supported}.\n"
+        f"If you want to use the {gpu_name} GPU with PyTorch, please check the instructions at "
+        "https://pytorch.org/get-started/locally/"
+    )
+
+
+def arch_case(
+    name: str,
+    source: str,
+    title: str,
+    gpu_name: str,
+    cc: str,
+    torch_version: str,
+    cuda: str,
+    arch_list: Sequence[str],
+    driver: tuple[str, str],
+    artefact: str,
+    expect: Mapping[str, Any],
+    *,
+    python: str = "/home/user/venv/bin/python",
+    distro: tuple[str, str, str] = ("ubuntu", "22.04", "jammy"),
+    container: str | None = None,
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+    framework: str = "torch",
+    memory_mib: int = 24564,
+    python_version: str = "3.10.12",
+) -> Case:
+    dev = CudaDevice(0, gpu_name, cc)
+    tf = cuda_torch(torch_version, cuda, available=True, devices=[dev], arch=arch_list)
+    return Case(
+        "gpu",
+        name,
+        source,
+        title,
+        "cuda.arch-not-in-build",
+        facts(
+            nvidia=nvidia_facts(driver[0], driver[1], [gpu(gpu_name, cc, memory_mib=memory_mib)]),
+            gpu=pci_gpus(1),
+            os=os_facts(*distro, in_container=bool(container), kind=container),
+            targets=targets(target(tprobe(python, tf, python_version=python_version))),
+        ),
+        {"report.txt": artefact},
+        expect,
+        framework=framework,
+        platform=container or "host",
+        distro="-".join(distro[:2]),
+        twin_of=twin_of,
+        assumptions=assumptions,
+    )
+
+
+SM50_90 = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+
+
+def arch_cases() -> list[Case]:
+    out = []
+    out.append(
+        arch_case(
+            "rtx5090-torch-cu124-sm120",
+            "https://github.com/Hellod035/LeggedLab/issues/26",
+            "RTX 5090 (sm_120) with a torch build whose kernels stop at sm_90",
+            "NVIDIA GeForce RTX 5090",
+            "12.0",
+            "2.5.1+cu124",
+            "12.4",
+            SM50_90.split(),
+            ("570.133.07", "12.8"),
+            "环境：\n5090+i9-14th\n报错：\n" + _warn("NVIDIA GeForce RTX 5090", "sm_120", SM50_90),
+            {
+                "status": "fail",
+                "carrier": "cuda.arch",
+                "keywords": ["sm_120", "cu128"],
+                "forbidden": ["upgrade the nvidia driver"],
+                "fine": ["cuda.driver", "nvidia.driver"],
+            },
+            memory_mib=32607,
+            assumptions=[
+                "torch version not shown: 2.5.1+cu124 (its arch list is exactly the one the warning prints)",
+                "driver not shown: 570.133.07 (a Blackwell-capable driver; a 5090 needs ≥ 570)",
+                "Ubuntu 22.04, venv /home/user/venv",
+            ],
+        )
+    )
+    out.append(
+        arch_case(
+            "rtx5090-torch-cu128-ok",
+            "https://github.com/Hellod035/LeggedLab/issues/26",
+            "The same RTX 5090 after the reporter's fix: a torch build for CUDA 12.8 (twin)",
+            "NVIDIA GeForce RTX 5090",
+            "12.0",
+            "2.7.0+cu128",
+            "12.8",
+            ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
+            ("570.133.07", "12.8"),
+            "解决：\npip install --upgrade --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu128",
+            {"status": "ok", "carrier": "cuda.arch", "fine": ["cuda.driver", "torch.install"]},
+            memory_mib=32607,
+            twin_of="rtx5090-torch-cu124-sm120",
+            assumptions=["the reporter installed a cu128 nightly; the twin uses the 2.7.0+cu128 release"],
+        )
+    )
+    out.append(
+        arch_case(
+            "rtx5090-docker-torch201-cu118-sm120",
+            "https://github.com/pBFSLab/DeepPrep/issues/233",
+            "RTX 5090 in a container whose torch 2.0.1 (CUDA 11.8) has no Blackwell kernels",
+            "NVIDIA GeForce RTX 5090",
+            "12.0",
+            "2.0.1+cu118",
+            "11.8",
+            "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90".split(),
+            ("570.124.06", "12.8"),
+            _warn("NVIDIA GeForce RTX 5090", "sm_120", "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90")
+            + "\nthe version torch is 2.0.1\ncuda is 11.8",
+            {"status": "fail", "carrier": "cuda.arch", "keywords": ["sm_120", "2.0.1"], "fine": ["cuda.driver"]},
+            python="/opt/conda/bin/python",
+            container="docker",
+            memory_mib=32607,
+            assumptions=["driver 570.124.06 (not shown)", "Ubuntu 22.04 image with /opt/conda (not shown)"],
+        )
+    )
+    out.append(
+        arch_case(
+            "rtx3080-torch171-cu101-sm86",
+            "https://github.com/BindsNET/bindsnet/issues/468",
+            "RTX 3080 (sm_86) with torch 1.7.1 built for CUDA 10.x (kernels up to sm_75)",
+            "GeForce RTX 3080",
+            "8.6",
+            "1.7.1",
+            "10.2",
+            "sm_37 sm_50 sm_60 sm_70 sm_75".split(),
+            ("460.32.03", "11.2"),
+            "/home/user/miniconda3/envs/binds/lib/python3.6/site-packages/torch/cuda/__init__.py:104: UserWarning: \n"
+            + _warn("GeForce RTX 3080", "sm_86", "sm_37 sm_50 sm_60 sm_70 sm_75"),
+            {"status": "fail", "carrier": "cuda.arch", "keywords": ["sm_86", "1.7.1"], "fine": ["cuda.driver"]},
+            python="/home/user/miniconda3/envs/binds/bin/python",
+            distro=("ubuntu", "20.04", "focal"),
+            memory_mib=10018,
+            python_version="3.6.13",
+            assumptions=[
+                "torch 1.7.1 from PyPI: the CUDA 10.2 build (its arch list is the one printed)",
+                "driver 460.32.03 (not shown), Ubuntu 20.04 (not shown)",
+            ],
+        )
+    )
+    out.append(
+        arch_case(
+            "rtx3080-torch171-cu110-ok",
+            "https://github.com/BindsNET/bindsnet/issues/468",
+            "The same RTX 3080 with torch 1.7.1+cu110, whose kernels include sm_80 (twin)",
+            "GeForce RTX 3080",
+            "8.6",
+            "1.7.1+cu110",
+            "11.0",
+            "sm_37 sm_50 sm_60 sm_70 sm_75 sm_80".split(),
+            ("460.32.03", "11.2"),
+            "Twin: torch 1.7.1+cu110 from download.pytorch.org (sm_80 cubins run on sm_86).",
+            {"status": "ok", "carrier": "cuda.arch", "fine": ["cuda.driver"]},
+            python="/home/user/miniconda3/envs/binds/bin/python",
+            distro=("ubuntu", "20.04", "focal"),
+            memory_mib=10018,
+            python_version="3.6.13",
+            twin_of="rtx3080-torch171-cu101-sm86",
+        )
+    )
+    out.append(
+        arch_case(
+            "k40m-conda-torch13-sm35",
+            "https://github.com/pytorch/pytorch/issues/30532",
+            "Tesla K40m (sm_35) with torch 1.3 from conda: is_available() is True, every kernel fails",
+            "Tesla K40m",
+            "3.5",
+            "1.3.1",
+            "10.1",
+            "sm_37 sm_50 sm_60 sm_70 sm_75 compute_75".split(),
+            ("418.87.01", "10.1"),
+            "I am using a Tesla K40m, installed pytorch 1.3 with conda, using CUDA 10.1\n"
+            "1. conda install pytorch cudatoolkit -c pytorch\n"
+            "python -c 'import torch; print(torch.cuda.isavailable());'\n>>> True\n"
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+            {"status": "fail", "carrier": "cuda.arch", "keywords": ["sm_35", "K40m"], "fine": ["cuda.driver"]},
+            python="/home/user/miniconda3/envs/mdtk/bin/python",
+            distro=("centos", "7", ""),
+            memory_mib=11441,
+            python_version="3.7.5",
+            assumptions=[
+                "torch 1.3.1 conda build; its arch list (sm_37 ... sm_75, compute_75) is from the 1.3 release notes",
+                "driver 418.87.01, CentOS 7 cluster (not shown)",
+            ],
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- gpu: libcuda vs kernel module (TensorFlow)
+
+
+def tf_probe(python: str, tf_version: str, libcuda: Any, *, python_version: str = "3.8.10", env=None) -> ProbeFacts:
+    return tprobe(
+        python,
+        torch_facts(installed=False),
+        python_version=python_version,
+        libcuda=libcuda,
+        env=env,
+        distributions={"tensorflow": tf_version},
+    )
+
+
+def libcuda_cases() -> list[Case]:
+    out = []
+    diag = (
+        "E tensorflow/stream_executor/cuda/cuda_driver.cc:328] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no "
+        "CUDA-capable device is detected\n"
+        "I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:169] retrieving CUDA diagnostic information for host: "
+        "f7b7a8f85319\n"
+        "I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:176] hostname: f7b7a8f85319\n"
+        "I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:200] libcuda reported version is: {dso}\n"
+        "I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:204] kernel reported version is: {kernel}\n"
+        "E tensorflow/stream_executor/cuda/cuda_diagnostics.cc:313] kernel version {kernel} does not match DSO "
+        "version {dso} -- cannot find working devices in this configuration"
+    )
+    rows = (
+        (
+            "tf25-docker-libcuda-460-kernel-455",
+            "https://github.com/tensorflow/tensorflow/issues/48722",
+            "tensorflow/tensorflow:2.5.0-gpu on a host with driver 455: the image's libcuda 460.73.01 is loaded",
+            "455.32.00",
+            "460.73.01",
+            "2.5.0",
+            "docker",
+            ("ubuntu", "20.04", "focal"),
+            "/usr/bin/python3",
+            "docker run --gpus all --entrypoint python tensorflow/tensorflow:2.5.0-gpu -c "
+            '"import tensorflow as tf; tf.zeros([50])"\n\n',
+            [
+                "the image's libcuda.so.460.73.01 is the copy in /usr/local/cuda/compat that the image puts on the "
+                "loader path (the report shows only 'libcuda reported version is: 460.73.1')",
+                "GPU not shown: GeForce RTX 2080 Ti",
+            ],
+            "/usr/local/cuda-11.2/compat/libcuda.so.460.73.01",
+            "GeForce RTX 2080 Ti",
+            "7.5",
+        ),
+        (
+            "tf26-conda-libcuda-470-kernel-460",
+            "https://github.com/tensorflow/tensorflow/issues/52530",
+            "tensorflow-gpu 2.6 in conda: the driver's user-space libraries were upgraded to 470, the loaded kernel "
+            "module is still 460",
+            "460.91.03",
+            "470.57.02",
+            "2.6.0",
+            None,
+            ("ubuntu", "20.04", "focal"),
+            "/home/user/miniconda3/envs/tf/bin/python",
+            "CUDA/cuDNN version: kernel version 460.91.3 does not match DSO version 470.57.2 -- cannot find working "
+            "devices in this configuration\nFailed to initialize NVML: Driver/library version mismatch\n\n",
+            ["GPU not shown: GeForce RTX 3090", "libcuda path: the distribution's libcuda.so.470.57.02"],
+            f"{SYSLIB}/libcuda.so.470.57.02",
+            "GeForce RTX 3090",
+            "8.6",
+        ),
+        (
+            "tf-host-libcuda-375-kernel-384",
+            "https://github.com/tensorflow/tensorflow/issues/22525",
+            "TensorFlow on a laptop whose kernel module (384.130) and libcuda (375.66) come from two driver installs",
+            "384.130",
+            "375.66",
+            "1.10.0",
+            None,
+            ("ubuntu", "16.04", "xenial"),
+            "/usr/bin/python3",
+            "",
+            ["TensorFlow 1.10.0 (version not shown)", "GPU not shown: GeForce GTX 1060", "Python 3.5.2"],
+            f"{SYSLIB}/libcuda.so.375.66",
+            "GeForce GTX 1060",
+            "6.1",
+        ),
+    )
+    for name, src, title, kernel, dso, tfv, container, distro, py, prefix, assumptions, path, gname, gcc in rows:
+        k3 = kernel if kernel.count(".") == 2 else kernel + ".0"
+        d3 = ".".join(str(int(x)) for x in (dso.split(".") + ["0"])[:3])
+        k3 = ".".join(str(int(x)) for x in k3.split("."))
+        out.append(
+            Case(
+                "gpu",
+                name,
+                src,
+                title,
+                "cuda.libcuda-forward-compat-unsupported" if "compat" in path else "cuda.libcuda-version-mismatch",
+                facts(
+                    nvidia=nvidia_facts(kernel, source="proc", devices=[gpu(gname, gcc)]),
+                    gpu=pci_gpus(1),
+                    os=os_facts(*distro, in_container=bool(container), kind=container),
+                    targets=targets(target(tf_probe(py, tfv, LibcudaProbe(True, path, None, None)))),
+                ),
+                {"tensorflow-log.txt": prefix + diag.format(kernel=k3, dso=d3)},
+                {
+                    "status": "fail",
+                    "carrier": "cuda.libcuda",
+                    "keywords": [kernel, dso] + (["forward-compatibility"] if "compat" in path else ["mismatch"]),
+                },
+                framework="tensorflow",
+                platform=container or "host",
+                distro="-".join(distro[:2]),
+                assumptions=assumptions,
+            )
+        )
+    out.append(
+        Case(
+            "gpu",
+            "tf26-conda-libcuda-matches-kernel",
+            "https://github.com/tensorflow/tensorflow/issues/52530",
+            "The same conda TensorFlow after a reboot: libcuda and the kernel module are both 470.57.02 (twin)",
+            "cuda.libcuda-version-mismatch",
+            facts(
+                nvidia=nvidia_facts("470.57.02", "11.4", [gpu("GeForce RTX 3090", "8.6")]),
+                gpu=pci_gpus(1),
+                os=os_facts("ubuntu", "20.04", "focal"),
+                targets=targets(
+                    target(
+                        tf_probe(
+                            "/home/user/miniconda3/envs/tf/bin/python",
+                            "2.6.0",
+                            LibcudaProbe(True, f"{SYSLIB}/libcuda.so.470.57.02", None, 11040),
+                        )
+                    )
+                ),
+            ),
+            {"report.txt": "Twin of tf26-conda-libcuda-470-kernel-460 after rebooting into the 470 module."},
+            {"status": "ok", "carrier": "cuda.libcuda", "fine": ["nvidia.driver"]},
+            framework="tensorflow",
+            platform="host",
+            distro="ubuntu-20.04",
+            twin_of="tf26-conda-libcuda-470-kernel-460",
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- libraries: WSL
+
+
+WSL_FILES = ("libcuda.so", "libcuda.so.1", "libcuda.so.1.1", "libnvidia-ml.so.1", "nvidia-smi")
+WSL_KERNEL = "5.15.90.1-microsoft-standard-WSL2"
+
+
+def wsl_facts(resolvable: Sequence[str], *, torch_version="2.0.1+cu117", cuda="11.7", python=None, roots=None):
+    py = python or "/home/user/miniconda3/envs/torch/bin/python"
+    site = py.rsplit("/bin/", 1)[0] + "/lib/python3.10/site-packages"
+    torch_cuda = f"{site}/torch/lib/libtorch_cuda.so"
+    lookups = [
+        LIB.res(
+            "dlopen",
+            f"{WSL}/{n}" if n in resolvable else None,
+            "ld.so cache" if n in resolvable else "not found",
+            needed=n,
+        )
+        for n in ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1")
+    ]
+    libcuda = (
+        LibcudaProbe(True, f"{WSL}/libcuda.so.1.1", None, 12020)
+        if "libcuda.so.1" in resolvable
+        else LibcudaProbe(False, None, "libcuda.so.1: cannot open shared object file: No such file or directory")
+    )
+    tf = cuda_torch(
+        torch_version,
+        cuda,
+        available="libcuda.so.1" in resolvable,
+        devices=[CudaDevice(0, "NVIDIA GeForce RTX 3060 Ti", "8.6")] if "libcuda.so.1" in resolvable else (),
+    )
+    torch_fw = LIB.fw("torch", "torch", torch_version, int(cuda.split(".")[0]), 8, [torch_cuda])
+    return facts(
+        os=os_facts("ubuntu", "22.04", "jammy", wsl=True, kernel=WSL_KERNEL),
+        nvidia=nvidia_facts("536.67", "12.2", [gpu("NVIDIA GeForce RTX 3060 Ti", "8.6", memory_mib=8192)]),
+        gpu=pci_gpus(0),
+        targets=targets(target(tprobe(py, tf, site_packages=(site,), libcuda=libcuda))),
+        cuda_libraries=LIB.libs_facts(
+            LIB.model(roots or [f"torch:{torch_cuda}"], lookups=lookups), [torch_fw], WSL_FILES
+        ),
+    )
+
+
+def wsl_cases() -> list[Case]:
+    out = []
+    rows = (
+        (
+            "wsl-conda-torch-cudnn8-no-unversioned-libcuda",
+            "https://github.com/pytorch/pytorch/issues/85773",
+            "Conda PyTorch in WSL 2: matmul works, the first Conv2d aborts because cuDNN dlopens libcuda.so",
+            "console-output.txt",
+            "torch.cuda.is_available()=True\nY.shape=torch.Size([2, 3, 4, 4])\nmatrix multiply works\n"
+            "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: "
+            "No such file or directory\nPlease make sure libcudnn_cnn_infer.so.8 is in your library path!\nAborted",
+            "1.12.1",
+            "11.3",
+            ["conda torch 1.12.1 with cudatoolkit 11.3 (the conda channel's build of the time)"],
+        ),
+        (
+            "wsl-ctypes-libcuda-so-not-found",
+            "https://github.com/microsoft/WSL/issues/8587",
+            "WSL 2: ctypes loads libcuda.so.1 but not libcuda.so, so cuDNN 8 aborts in resnet training",
+            "python-session.txt",
+            ">>> from ctypes import cdll\n>>> cdll.LoadLibrary('libcuda.so.1')\n"
+            "<CDLL 'libcuda.so.1', handle 562f22ae4160 at 0x7f74fb662c10>\n>>> cdll.LoadLibrary('libcuda.so')\n"
+            'Traceback (most recent call last):\n  File "<stdin>", line 1, in <module>\n'
+            '  File "/home/user/miniconda3/lib/python3.9/ctypes/__init__.py", line 460, in LoadLibrary\n'
+            "    return self._dlltype(name)\n"
+            '  File "/home/user/miniconda3/lib/python3.9/ctypes/__init__.py", line 382, in __init__\n'
+            "    self._handle = _dlopen(self._name, mode)\n"
+            "OSError: libcuda.so: cannot open shared object file: No such file or directory",
+            "1.12.0+cu116",
+            "11.6",
+            ["torch 1.12.0+cu116 (the report names pytorch and timm, no version)"],
+        ),
+        (
+            "wsl-nougat-cudnn-cnn-infer-libcuda",
+            "https://github.com/facebookresearch/nougat/issues/105",
+            "nougat on WSL Ubuntu 22.04: 'Could not load library libcudnn_cnn_infer.so.8' until libcuda.so is linked",
+            "report.txt",
+            "On WSL Ubuntu 22.04.2 LTS, I had to create a link to /usr/lib/wsl/lib/libcuda.so.1 in "
+            ".local/lib/pythonx.xx/site-packages/nvidia/cudnn/lib/ directory, where libcudnn_cnn_infer.so.8 was found "
+            "to make it work.",
+            "2.0.1+cu117",
+            "11.7",
+            ["torch 2.0.1+cu117 with the nvidia-cudnn-cu11 8.5 wheel (nougat's requirements of the time)"],
+        ),
+        (
+            "wsl-yolov10-amp-check-libcuda",
+            "https://github.com/THU-MIG/yolov10/issues/395",
+            "YOLOv10 training on WSL 2 aborts in the AMP check: libcuda.so cannot be opened",
+            "train-output.txt",
+            "AMP: running Automatic Mixed Precision (AMP) checks with YOLOv8n...\n"
+            "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: "
+            "No such file or directory\nAborted",
+            "2.0.1+cu117",
+            "11.7",
+            ["torch 2.0.1+cu117 (yolov10 requirements); Ubuntu 22.04 in WSL 2 (not shown)"],
+        ),
+    )
+    for name, src, title, fname, text, tv, cu, assumptions in rows:
+        out.append(
+            Case(
+                "libraries",
+                name,
+                src,
+                title,
+                "cuda.wsl-libcuda-unresolvable",
+                wsl_facts(("libcuda.so.1", "libnvidia-ml.so.1"), torch_version=tv, cuda=cu),
+                {fname: text},
+                {
+                    "status": "fail",
+                    "carrier": "cuda.wsl",
+                    "keywords": ["libcuda.so", "/usr/lib/wsl/lib", "ldconfig"],
+                    "forbidden": ["reinstall cudnn", "apt-get install nvidia-driver", "ubuntu-drivers install"],
+                },
+                framework="torch",
+                platform="wsl",
+                distro="ubuntu-22.04",
+                assumptions=[
+                    "libcuda.so.1 resolves (the process got far enough to run CUDA kernels); libcuda.so "
+                    "(unversioned) does not, as the error says",
+                    "Windows driver 536.67 / GeForce RTX 3060 Ti (not shown)",
+                    *assumptions,
+                ],
+            )
+        )
+    out.append(
+        Case(
+            "libraries",
+            "wsl-libcuda-so-resolvable-ok",
+            "https://github.com/microsoft/WSL/issues/8587",
+            "WSL 2 after `sudo ldconfig` registers /usr/lib/wsl/lib: libcuda.so and libcuda.so.1 resolve (twin)",
+            "cuda.wsl-libcuda-unresolvable",
+            wsl_facts(("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1"), torch_version="1.12.0+cu116", cuda="11.6"),
+            {"report.txt": "Twin of wsl-ctypes-libcuda-so-not-found with /usr/lib/wsl/lib in the ld.so cache."},
+            {"status": "ok", "carrier": "cuda.wsl", "fine": ["cuda.libcuda", "cuda.available"]},
+            framework="torch",
+            platform="wsl",
+            distro="ubuntu-22.04",
+            twin_of="wsl-ctypes-libcuda-so-not-found",
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- data: /dev/shm, workers, NCCL
+
+BUS = (
+    "RuntimeError: DataLoader worker (pid {pid}) is killed by signal: Bus error. It is possible that dataloader's "
+    "workers are out of shared memory. Please try to raise your shared memory limit."
+)
+
+
+def shm_case(
+    name: str,
+    source: str,
+    title: str,
+    kind: str,
+    *,
+    shm_total: int,
+    shm_free: int | None = None,
+    gpus: Sequence[tuple[str, str]] = (("GeForce GTX 1080 Ti", "6.1"),),
+    container: str | None = "docker",
+    distro: tuple[str, str, str] = ("ubuntu", "20.04", "focal"),
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    framework: str = "torch",
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+    xfail: str | None = None,
+) -> Case:
+    devs = [gpu(n, cc, index=i) for i, (n, cc) in enumerate(gpus)]
+    return Case(
+        "data",
+        name,
+        source,
+        title,
+        kind,
+        facts(
+            shm=shm_facts(shm_total, shm_free),
+            os=os_facts(*distro, in_container=bool(container), kind=container),
+            nvidia=nvidia_facts("535.104.05", "12.2", devs),
+            gpu=pci_gpus(len(devs)),
+        ),
+        artefacts,
+        expect,
+        framework=framework,
+        platform=container or "host",
+        distro="-".join(distro[:2]),
+        twin_of=twin_of,
+        xfail=xfail,
+        assumptions=["NVIDIA driver 535.104.05 (not shown; irrelevant to /dev/shm)", *assumptions],
+    )
+
+
+def data_cases() -> list[Case]:
+    out = []
+    shm_fail = {"status": "fail", "carrier": "dataloader.shm", "keywords": ["/dev/shm", "--shm-size"]}
+    out.append(
+        shm_case(
+            "docker-dataparallel-bus-error-64m",
+            "https://github.com/pytorch/pytorch/issues/5040",
+            "DataLoader workers die with SIGBUS in a Docker container started with the default 64 MB /dev/shm",
+            "dataloader.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=(("GeForce GTX 1080 Ti", "6.1"), ("GeForce GTX 1080 Ti", "6.1")),
+            artefacts={
+                "traceback.txt": 'File "/opt/project/train.py", line 150, in <module>\n    dataset_sizes=dataset_sizes)\n'
+                'File "/opt/conda/envs/pytorch-py3.6/lib/python3.6/site-packages/torch/nn/parallel/data_parallel.py",'
+                " line 64, in forward\n" + "RuntimeError: DataLoader worker (pid 13) is killed by signal: Bus error."
+            },
+            expect=shm_fail,
+            assumptions=[
+                "docker run without --shm-size or --ipc=host: /dev/shm is Docker's default 64 MB (the paths "
+                "/opt/project and /opt/conda are a Docker image's)",
+                "two GPUs (nn.DataParallel), GTX 1080 Ti (not shown)",
+            ],
+        )
+    )
+    for name, size, ok in (
+        ("fastai-course-docker-64m", 64 * MIB, False),
+        ("fastai-course-docker-shm-3g", 3 * GIB, True),
+    ):
+        out.append(
+            shm_case(
+                name,
+                "https://github.com/fastai/docker-containers/issues/21",
+                "fastai-course container: the first DataLoader cell dies with a bus error"
+                + (" (twin: started with --shm-size=3G)" if ok else ""),
+                "dataloader.shm-too-small",
+                shm_total=size,
+                artefacts={
+                    "report.txt": "Twin of fastai-course-docker-64m: docker run --gpus all -p 8888:8888 "
+                    "--shm-size=3G fastdotai/fastai-course:latest ./run_jupyter.sh"
+                }
+                if ok
+                else {
+                    "error.txt": "RuntimeError: DataLoader worker (pid 47) is killed by signal: Bus\nerror. It is "
+                    "possible that dataloader's workers are out of shared\nmemory. Please try to raise your shared "
+                    "memory limit.",
+                    "fix-from-discord.txt": "docker run --gpus all -p 8888:8888 -v --shm-size=3G "
+                    "fastdotai/fastai-course:latest ./run_jupyter.sh",
+                },
+                expect={"status": "ok", "carrier": "dataloader.shm"} if ok else shm_fail,
+                assumptions=["one GTX 1080 Ti as reported; Ubuntu 20.04 image (not shown)"],
+                twin_of="fastai-course-docker-64m" if ok else None,
+            )
+        )
+    out.append(
+        shm_case(
+            "protenix-docker-4090-bus-error",
+            "https://github.com/bytedance/Protenix/issues/2",
+            "Protenix inference in its Docker image on one RTX 4090: worker killed by SIGBUS even with 1 worker",
+            "dataloader.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=(("NVIDIA GeForce RTX 4090", "8.9"),),
+            distro=("ubuntu", "22.04", "jammy"),
+            artefacts={
+                "error.txt": BUS.format(pid=572),
+                "maintainer-reply.txt": "It is due to the limited shared memory in docker. \nYou can check the memory "
+                "by `df -lh | grep shm` or manually set  docker run --gpus all -it --shm-size=128g ...",
+            },
+            expect=shm_fail,
+            assumptions=["the container ran with Docker's default 64 MB /dev/shm (the maintainer's diagnosis)"],
+        )
+    )
+    out.append(
+        shm_case(
+            "mmdetection-docker-run-no-shm-size",
+            "https://github.com/open-mmlab/mmdetection/issues/1997",
+            "mmdetection training in `docker run --rm -it ...` without --shm-size: bus error with free RAM",
+            "dataloader.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=(("GeForce RTX 2080 Ti", "7.5"),),
+            distro=("ubuntu", "18.04", "bionic"),
+            artefacts={
+                "docker-run.sh": "sudo docker run --rm -it -v $(pwd):/$(pwd) -w $(pwd) --name cascademask cascademask "
+                "python tools/train.py configs/mask_rcnn_r50_fpn_1x.py",
+                "error.txt": BUS.format(pid=37),
+            },
+            expect=shm_fail,
+            assumptions=["GPU model and image distribution not shown (GeForce RTX 2080 Ti, Ubuntu 18.04)"],
+        )
+    )
+    out.append(
+        shm_case(
+            "host-shm-64g-bus-error-elsewhere",
+            "https://github.com/greatlog/UnpairedSR/issues/17",
+            "Bus error on a host with a 64 GB /dev/shm, even with num_workers=0: shared memory is not the cause",
+            "dataloader.shm-not-the-cause",
+            shm_total=64 * GIB,
+            container=None,
+            artefacts={
+                "report.txt": "请问作者是否有遇到过这个问题：共享内存不足。\n我已经进行了以下尝试：\n（1）num_worker设置为0\n仍然报错，显示Bus "
+                "error\n（2）修改系统共享内存\n系统共享内存已经为64g，仍然报错共享内存不足\n（3）我的系统没有使用docker，"
+                "也就不存在docker下共享内存不足的问题\n（4）我的数据集大小正常，只有几百兆"
+            },
+            expect={"status": "ok", "carrier": "dataloader.shm", "forbidden": ["--shm-size"]},
+            assumptions=["GPU and distribution not shown (GTX 1080 Ti, Ubuntu 20.04)"],
+        )
+    )
+    # NCCL's SHM transport between local ranks
+    nccl_fail = {"status": "fail", "carrier": "dataloader.shm", "keywords": ["NCCL", "/dev/shm"]}
+    out.append(
+        shm_case(
+            "nccl-horovod-tf-container-posix-fallocate",
+            "https://github.com/NVIDIA/nccl/issues/290",
+            "Horovod + TensorFlow in the NGC TF container, 4 ranks: NCCL cannot allocate its SHM segments",
+            "nccl.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=tuple(("Tesla V100-SXM2-32GB", "7.0") for _ in range(4)),
+            distro=("ubuntu", "18.04", "bionic"),
+            framework="tensorflow",
+            artefacts={
+                "docker-run.sh": "docker run -it -d --rm --net=host --mount type=bind,source=/home,destination=/home "
+                "--runtime nvidia nvcr.io/nvidia/tensorflow:20.01-tf1-py3 sh",
+                "nccl-output.txt": "gpu2:2144:2556 [2] NCCL INFO Ring 00 : 2[3d000] -> 3[3e000] via direct shared "
+                "memory\n\ngpu2:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space "
+                "left on device\ngpu2:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2",
+            },
+            expect={**nccl_fail, "keywords": ["NCCL", "/dev/shm", "--shm-size"]},
+            assumptions=["4 GPUs (mpirun -np 4, ranks 0-3), V100 (not shown)", "/dev/shm is Docker's 64 MB default"],
+        )
+    )
+    out.append(
+        shm_case(
+            "nccl-kubeflow-4xT4-emptydir",
+            "https://github.com/NVIDIA/nccl/issues/525",
+            "Kubeflow job on a 4×T4 node: NCCL 2.9.6 fails to create its SHM segments in the pod's 64 MB /dev/shm",
+            "nccl.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=tuple(("Tesla T4", "7.5") for _ in range(4)),
+            container="kubernetes",
+            distro=("ubuntu", "20.04", "focal"),
+            framework="tensorflow",
+            artefacts={
+                "nccl-output.txt": "[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on "
+                "device\n[3] NCCL INFO include/shm.h:41 -> 2\n[3] include/shm.h:48 NCCL WARN Error while creating "
+                "shared memory segment nccl-shm-recv-1462445a6f01cbfc-1-2-3 (size 9637888)",
+                "workaround.yaml": "spec:\n  volumes:\n  - name: dshm\n    emptyDir:     \n        medium: Memory\n"
+                "  containers:\n  - image:  image-name\n    volumeMounts:\n      - mountPath: /dev/shm\n        name: dshm",
+            },
+            expect={**nccl_fail, "keywords": ["NCCL", "emptyDir", "Memory"]},
+            assumptions=["the pod has the container runtime's 64 MB /dev/shm (no memory-backed emptyDir)"],
+        )
+    )
+    out.append(
+        shm_case(
+            "nccl-docker-4x2080-nccl27",
+            "https://github.com/NVIDIA/nccl/issues/342",
+            "NCCL 2.7.3 in nvidia/cuda:10.1-devel-ubuntu18.04 on 4 RTX 2080: SHM segment creation fails",
+            "nccl.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=tuple(("GeForce RTX 2080", "7.5") for _ in range(4)),
+            distro=("ubuntu", "18.04", "bionic"),
+            framework="nccl",
+            artefacts={
+                "nccl-output.txt": "include/shm.h:28 NCCL WARN Call to posix_fallocate failed: No space left on "
+                "device\ninclude/shm.h:48 NCCL WARN Error while creating shared memory segment "
+                "nccl-shm-recv-250a7cc850ba9298-0-1-3 (size 9637888)",
+                "resolution.txt": "It is the /dev/shm size problem under the docker. By default, the shm size is "
+                "limited to 64MB under docker. After I increase the size, everything works.",
+            },
+            expect=nccl_fail,
+        )
+    )
+    out.append(
+        shm_case(
+            "nccl-xgboost-multigpu-ci-docker",
+            "https://github.com/dmlc/xgboost/issues/5963",
+            "XGBoost multi-GPU tests hang/fail in a CI Docker container: NCCL posix_fallocate on /dev/shm",
+            "nccl.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=tuple(("Tesla V100-SXM2-16GB", "7.0") for _ in range(4)),
+            distro=("ubuntu", "18.04", "bionic"),
+            framework="xgboost",
+            artefacts={
+                "nccl-output.txt": "7635c25c81cd:41590:41835 [0] NCCL INFO Channel 00 : 3[1c0] -> 2[1b0] via direct "
+                "shared memory\n7635c25c81cd:41588:41837 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate "
+                "failed : No space left on device\n7635c25c81cd:41588:41837 [0] NCCL INFO include/shm.h:41 -> 2\n"
+                "7635c25c81cd:41588:41837 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment "
+                "nccl-shm-recv-6c6b02bad5bfc129-0-1-0 (size 9637888)"
+            },
+            expect=nccl_fail,
+            assumptions=["4 GPUs (ranks 0-3 in the log), V100 16 GB (not shown)"],
+        )
+    )
+    for name, size, ok in (
+        ("nccl-video-diffusion-docker-64m", 64 * MIB, False),
+        ("nccl-video-diffusion-docker-shm-1g", 1 * GIB, True),
+    ):
+        out.append(
+            shm_case(
+                name,
+                "https://github.com/fal-ai-community/video-diffusion-speedrun/issues/2",
+                "Training in the project's Docker image: NCCL's /dev/shm segment fails until --shm-size=1g"
+                + (" (twin)" if ok else ""),
+                "nccl.shm-too-small",
+                shm_total=size,
+                gpus=(("NVIDIA H100 80GB HBM3", "9.0"), ("NVIDIA H100 80GB HBM3", "9.0")),
+                distro=("ubuntu", "22.04", "jammy"),
+                artefacts={"docker-run.sh": "docker run --gpus all --rm --shm-size=1g -it video-diffusion /bin/bash"}
+                if ok
+                else {
+                    "error.txt": "Error while creating shared memory segment /dev/shm/nccl-pZafXL (size 7340384)",
+                    "docker-run.sh": "docker run --gpus all --rm -it video-diffusion /bin/bash",
+                },
+                expect={"status": "ok", "carrier": "dataloader.shm"} if ok else nccl_fail,
+                assumptions=["two H100 GPUs (not shown)"],
+                xfail="dataloader.shm warns below its default DataLoader guess (8 workers x 2 x 64 MiB) plus NCCL, "
+                "though the report shows 1 GiB is enough"
+                if ok
+                else None,
+                twin_of="nccl-video-diffusion-docker-64m" if ok else None,
+            )
+        )
+    out.append(
+        shm_case(
+            "nccl-ci-runner-pod-4xT4",
+            "https://github.com/pytorch/ci-infra/pull/490",
+            "PyTorch CI workflow pods on 4×T4 runners: NCCL cannot extend /dev/shm/nccl-* (no tmpfs mount in the pod)",
+            "nccl.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=tuple(("Tesla T4", "7.5") for _ in range(4)),
+            container="kubernetes",
+            distro=("ubuntu", "22.04", "jammy"),
+            artefacts={
+                "nccl-output.txt": "[0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to "
+                "9637892 bytes, error: No space left on device (28)\n\n[0] misc/shmutils.cc:132 NCCL WARN Error "
+                "while creating shared memory segment /dev/shm/nccl-WU88OE (size 9637888), error: No space left on "
+                "device (28)\n[0] NCCL INFO transport/shm.cc:551 -> 2"
+            },
+            expect={**nccl_fail, "keywords": ["NCCL", "emptyDir"]},
+            assumptions=["the workflow pod's /dev/shm is the runtime's 64 MB default (the PR adds a tmpfs mount)"],
+        )
+    )
+    out.append(
+        shm_case(
+            "nccl-docker-4x2080-ipc-host-ok",
+            "https://github.com/NVIDIA/nccl/issues/342",
+            "The 4×RTX 2080 container restarted with --ipc=host: the host's /dev/shm (16 GB) is used (twin)",
+            "nccl.shm-too-small",
+            shm_total=16 * GIB,
+            gpus=tuple(("GeForce RTX 2080", "7.5") for _ in range(4)),
+            distro=("ubuntu", "18.04", "bionic"),
+            framework="nccl",
+            artefacts={"report.txt": "Twin of nccl-docker-4x2080-nccl27 with a 16 GB /dev/shm."},
+            expect={"status": "ok", "carrier": "dataloader.shm"},
+            twin_of="nccl-docker-4x2080-nccl27",
+        )
+    )
+    # CPU count vs quota / affinity
+    out.append(
+        Case(
+            "data",
+            "cpuset-23-of-208-workers-104",
+            "https://github.com/embeddings-benchmark/mteb/issues/1331",
+            "num_workers = os.cpu_count() / 2 = 104 on a node where the process may use 23 CPUs: the run freezes",
+            "dataloader.cpu-count-overstated",
+            facts(cpu=cpu_facts(208, affinity=23, quota_cpus=None)),
+            {
+                "warning.txt": "/env/lib/conda/gritkto4/lib/python3.10/site-packages/torch/utils/data/dataloader.py:"
+                "557: UserWarning: This DataLoader will create 104 worker processes in total. Our suggested max number "
+                "of worker in current system is 23, which is smaller than what this DataLoader is going to create. "
+                "Please be aware that excessive worker creation might get DataLoader running slow or even freeze, "
+                "lower the worker number to avoid potential slowness/freeze if necessary."
+            },
+            {"status": "warn", "carrier": "dataloader.cpu", "keywords": ["23", "208"]},
+            framework="torch",
+            platform="slurm",
+            assumptions=[
+                "os.cpu_count() = 208 (num_workers = floor(cpu_count / 2) = 104); the 23 suggested CPUs are the "
+                "process's affinity (cpuset), no CFS quota",
+                "a batch-scheduled node (slurm) with a cpuset allocation",
+            ],
+        )
+    )
+    out.append(
+        Case(
+            "data",
+            "four-core-host-eight-workers",
+            "https://github.com/AILab-CVC/YOLO-World/issues/413",
+            "YOLO-World fine-tuning with 8 workers on a 4-core machine: no quota, os.cpu_count() is right",
+            "dataloader.cpu-count-overstated",
+            facts(cpu=cpu_facts(4, quota_cpus=None)),
+            {
+                "warning.txt": "/mnt/data/conda_envs/yoloworld/lib/python3.9/site-packages/torch/utils/data/"
+                "dataloader.py:554: UserWarning: This DataLoader will create 8 worker processes in total. Our "
+                "suggested max number of worker in current system is 4, which is smaller than what this DataLoader is "
+                "going to create. Please be aware that excessive worker creation might get DataLoader running slow or "
+                "even freeze, lower the worker number to avoid potential slowness/freeze if necessary."
+            },
+            {"status": "ok", "carrier": "dataloader.cpu", "forbidden": ["cpu.max", "cgroup"]},
+            framework="torch",
+            platform="host",
+            assumptions=["no cgroup CPU limit (a workstation: 'my cpu have only 4 cores')"],
+        )
+    )
+    return out
+
+
+def main() -> None:
+    cases = []
+    for fn in CASE_SETS:
+        cases += fn()
+    names = [(c.area, c.name) for c in cases]
+    assert len(names) == len(set(names)), "duplicate case names"
+    for c in cases:
+        write(c)
+    print(f"wrote {len(cases)} cases")
+
+
+CASE_SETS = [driver_cases, arch_cases, libcuda_cases, wsl_cases, data_cases]
+
+if __name__ == "__main__":
+    main()
