@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
+from gpudoctor.facts.libraries import LinkDir
 from gpudoctor.facts.targets import (
     CudaDevice,
     LibcudaProbe,
     ProbeFacts,
+    ToolchainFacts,
+    TritonFacts,
 )
 from gpudoctor.testing import (
     cpu_facts,
@@ -1199,6 +1203,335 @@ def data_cases() -> list[Case]:
     return out
 
 
+# --------------------------------------------------------------------------- libraries: torch.compile / Triton
+
+PY_H_MISSING = (
+    "/tmp/tmp8rlaiy4j/main.c:5:10: fatal error: Python.h: No such file or directory\n"
+    "    5 | #include <Python.h>\n      |          ^~~~~~~~~~\ncompilation terminated."
+)
+
+
+def compile_case(
+    name: str,
+    source: str,
+    title: str,
+    kind: str,
+    *,
+    torch_version: str,
+    cuda: str,
+    python: str,
+    python_version: str,
+    python_h: bool,
+    triton: TritonFacts,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    distro: tuple[str, str, str] = ("ubuntu", "22.04", "jammy"),
+    container: str | None = None,
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+    gpu_name: tuple[str, str] = ("NVIDIA A100-SXM4-80GB", "8.0"),
+) -> Case:
+    mm = ".".join(python_version.split(".")[:2])
+    prefix = python.rsplit("/bin/", 1)[0]
+    site = f"{prefix}/lib/python{mm}/site-packages"
+    torch_cuda = f"{site}/torch/lib/libtorch_cuda.so"
+    tf = cuda_torch(
+        torch_version, cuda, devices=[CudaDevice(0, *gpu_name)], arch=arch("50", "60", "70", "75", "80", "86", "90")
+    )
+    tc = ToolchainFacts(python_h, f"/usr/include/python{mm}/Python.h", "/usr/bin/gcc", "/usr/bin/g++")
+    return Case(
+        "libraries",
+        name,
+        source,
+        title,
+        kind,
+        facts(
+            nvidia=nvidia_facts("550.54.15", "12.4", [gpu(gpu_name[0], gpu_name[1], memory_mib=81920)]),
+            gpu=pci_gpus(1),
+            os=os_facts(*distro, in_container=bool(container), kind=container),
+            targets=targets(
+                target(
+                    tprobe(
+                        python,
+                        tf,
+                        python_version=python_version,
+                        include_dir=f"/usr/include/python{mm}",
+                        site_packages=(site,),
+                        toolchain=tc,
+                        triton=triton,
+                        libcuda=LibcudaProbe(True, f"{SYSLIB}/libcuda.so.550.54.15", None, 12040),
+                    )
+                )
+            ),
+            cuda_libraries=LIB.libs_facts(
+                LIB.model(
+                    [f"torch:{torch_cuda}"], link_dirs=[LinkDir(SYSLIB, "ld.so cache", True, 64, "libc6,x86-64")]
+                ),
+                [LIB.fw("torch", "torch", torch_version, int(cuda.split(".")[0]), 9, [torch_cuda])],
+            ),
+        ),
+        artefacts,
+        expect,
+        framework="torch",
+        platform=container or "host",
+        distro="-".join(distro[:2]),
+        twin_of=twin_of,
+        assumptions=["driver 550.54.15 / A100 (not shown; compile failures do not depend on them)", *assumptions],
+    )
+
+
+def compile_cases() -> list[Case]:
+    out = []
+    ok_triton = TritonFacts(True, "2.3.1", True)
+    out.append(
+        compile_case(
+            "py310-python-h-missing-reduce-overhead",
+            "https://github.com/pytorch/pytorch/issues/129351",
+            "torch.compile(mode='reduce-overhead') on Python 3.10: Triton's launcher build cannot find Python.h",
+            "torch.compile-python-h-missing",
+            torch_version="2.3.1+cu121",
+            cuda="12.1",
+            python="/home/user/.venv/bin/python",
+            python_version="3.10.14",
+            python_h=False,
+            triton=ok_triton,
+            artefacts={"trace.txt": PY_H_MISSING},
+            expect={
+                "status": "fail",
+                "carrier": "torch.compile",
+                "keywords": ["Python.h", "python3.10-dev"],
+                "fine": ["cuda.available"],
+            },
+            assumptions=["torch 2.3.1+cu121 in a venv on Ubuntu 22.04 without python3.10-dev (not shown)"],
+        )
+    )
+    out.append(
+        compile_case(
+            "py310-python-h-present-ok",
+            "https://github.com/pytorch/pytorch/issues/129351",
+            "The same venv after `apt install python3.10-dev`: inductor's prerequisites are met (twin)",
+            "torch.compile-python-h-missing",
+            torch_version="2.3.1+cu121",
+            cuda="12.1",
+            python="/home/user/.venv/bin/python",
+            python_version="3.10.14",
+            python_h=True,
+            triton=ok_triton,
+            artefacts={"report.txt": "Twin of py310-python-h-missing-reduce-overhead with python3.10-dev installed."},
+            expect={"status": "ok", "carrier": "torch.compile"},
+            twin_of="py310-python-h-missing-reduce-overhead",
+        )
+    )
+    out.append(
+        compile_case(
+            "hf-model-python-h-missing-hydra",
+            "https://github.com/pytorch/pytorch/issues/97146",
+            "A Hugging Face model under torch.compile (Hydra job): every Triton launcher build fails on Python.h",
+            "torch.compile-python-h-missing",
+            torch_version="2.0.0+cu118",
+            cuda="11.8",
+            python="/home/user/miniconda3/envs/space/bin/python",
+            python_version="3.9.16",
+            python_h=False,
+            triton=TritonFacts(True, "2.0.0", True),
+            distro=("ubuntu", "20.04", "focal"),
+            artefacts={
+                "trace.txt": "/tmp/tmpn8c04nql/main.c:4:10: fatal error: Python.h: No such file or directory\n"
+                "    4 | #include <Python.h>\n      |          ^~~~~~~~~~\ncompilation terminated.\n"
+                "/tmp/tmpm_pufzho/main.c:4:10: fatal error: Python.h: No such file or directory\n"
+                "    4 | #include <Python.h>\n      |          ^~~~~~~~~~\ncompilation terminated."
+            },
+            expect={"status": "fail", "carrier": "torch.compile", "keywords": ["Python.h"]},
+            assumptions=[
+                "torch 2.0.0+cu118 (the issue is from March 2023); Python 3.9.16; Ubuntu 20.04; the interpreter's "
+                "include directory lacks Python.h"
+            ],
+        )
+    )
+    out.append(
+        compile_case(
+            "sglang-container-python-h-missing",
+            "https://github.com/sgl-project/sglang/issues/1117",
+            "sglang in its container: CUDA-graph capture compiles a Triton launcher and fails on Python.h",
+            "torch.compile-python-h-missing",
+            torch_version="2.4.0+cu121",
+            cuda="12.1",
+            python="/usr/bin/python3",
+            python_version="3.10.12",
+            python_h=False,
+            triton=TritonFacts(True, "3.0.0", True),
+            container="docker",
+            artefacts={
+                "log.txt": "/tmp/tmps1rkq3y3/main.c:5:10: fatal error: Python.h: No such file or directory\n"
+                "    5 | #include <Python.h>\n      |          ^~~~~~~~~~\ncompilation terminated.\n\n"
+                "Exception in run_tp_server:\nTraceback (most recent call last):\n"
+                '  File "/sgl-workspace/sglang/python/sglang/srt/managers/tp_worker.py", line 781, in run_tp_server'
+            },
+            expect={"status": "fail", "carrier": "torch.compile", "keywords": ["Python.h", "python3.10-dev"]},
+            assumptions=["the image is Ubuntu 22.04 with the system Python 3.10 and torch 2.4.0+cu121 (sglang 0.2.x)"],
+        )
+    )
+    out.append(
+        compile_case(
+            "py312-venv-triton-not-installed",
+            "https://github.com/pytorch/pytorch/issues/125093",
+            "torch.compile in a Python 3.12 venv: 'Triton installation not found' (no triton wheel for 3.12 then)",
+            "torch.compile-triton-missing",
+            torch_version="2.3.0+cu121",
+            cuda="12.1",
+            python="/home/user/.venvs/venv/bin/python",
+            python_version="3.12.3",
+            python_h=True,
+            triton=TritonFacts(False),
+            distro=("ubuntu", "24.04", "noble"),
+            artefacts={
+                "traceback.txt": '  File "/home/user/.venvs/venv/lib/python3.12/site-packages/torch/_inductor/'
+                'compile_fx.py", line 1450, in compile_fx\n    return aot_autograd(\n'
+                "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nRuntimeError: Cannot find a "
+                "working triton installation. More information on installing Triton can be found at "
+                "https://github.com/openai/triton"
+            },
+            expect={"status": "fail", "carrier": "torch.compile", "keywords": ["triton"]},
+            assumptions=[
+                "torch 2.3.0+cu121 (the wheel's triton requirement excluded Python 3.12); Ubuntu 24.04 (/usr/lib/python3.12)",
+                "the exception text is the one torch 2.3 raises for a missing Triton (the excerpt shows the frames)",
+            ],
+        )
+    )
+    out.append(
+        compile_case(
+            "py313-conda-triton-not-installed",
+            "https://github.com/pytorch/pytorch/issues/143406",
+            "torch.compile under Python 3.13 in conda: the triton package is not installed",
+            "torch.compile-triton-missing",
+            torch_version="2.6.0+cu124",
+            cuda="12.4",
+            python="/opt/conda/envs/conda-env/bin/python",
+            python_version="3.13.1",
+            python_h=True,
+            triton=TritonFacts(False),
+            artefacts={
+                "traceback.txt": '  File "/opt/conda/envs/conda-env/lib/python3.13/site-packages/torch/_inductor/'
+                'compile_fx.py", line 1129, in fx_codegen_and_compile\n    return scheme.codegen_and_compile(gm, '
+                "example_inputs, inputs_to_check, graph_kwargs)\n"
+                '  File "/opt/conda/envs/conda-env/lib/python3.13/site-packages/torch/_inductor/graph.py", line '
+                "2027, in compile_to_module\n    return self._compile_to_module()"
+            },
+            expect={"status": "fail", "carrier": "torch.compile", "keywords": ["triton"]},
+            assumptions=["torch 2.6.0 release candidate for CUDA 12.4 (the report is the 2.6 release test)"],
+        )
+    )
+    out.append(
+        compile_case(
+            "py312-venv-triton-installed-ok",
+            "https://github.com/pytorch/pytorch/issues/125093",
+            "The Python 3.12 venv with torch 2.4 and its triton 3.0.0 (twin)",
+            "torch.compile-triton-missing",
+            torch_version="2.4.0+cu121",
+            cuda="12.1",
+            python="/home/user/.venvs/venv/bin/python",
+            python_version="3.12.3",
+            python_h=True,
+            triton=TritonFacts(True, "3.0.0", True),
+            distro=("ubuntu", "24.04", "noble"),
+            artefacts={"report.txt": "Twin of py312-venv-triton-not-installed after upgrading to torch 2.4."},
+            expect={"status": "ok", "carrier": "torch.compile"},
+            twin_of="py312-venv-triton-not-installed",
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+def kspec(name: str, python: str, display: str) -> KernelSpecFacts:
+    argv = (python, "-m", "ipykernel_launcher", "-f", "{connection_file}")
+    path = f"/home/user/.local/share/jupyter/kernels/{name}/kernel.json"
+    text = json.dumps({"argv": list(argv), "display_name": display, "language": "python"}, indent=1)
+    return KernelSpecFacts(
+        name=name,
+        resource_dir=path.rsplit("/", 1)[0],
+        kernel_json=path,
+        kernel_json_text=text,
+        builtin=False,
+        error=None,
+        display_name=display,
+        language="python",
+        argv=argv,
+        is_python=True,
+        interpreter=KernelInterpreter(python, 0, "absolute", True),
+    )
+
+
+def notebook_cases() -> list[Case]:
+    out = []
+    py = "/home/user/test_env/bin/python"
+    for name, has_ipk in (("vscode-venv-without-ipykernel", False), ("vscode-venv-with-ipykernel-ok", True)):
+        tf = cuda_torch("2.3.1+cu121", "12.1", devices=[CudaDevice(0, "NVIDIA GeForce RTX 3080", "8.6")])
+        dists = {"torch": "2.3.1+cu121", **({"ipykernel": "6.29.4"} if has_ipk else {})}
+        terminal = tprobe(py, tf, python_version="3.12.1", distributions=dists)
+        kernel = tprobe(py, tf, python_version="3.12.1", distributions=dists)
+        jf = JupyterFacts(
+            "/usr/bin/python3",
+            "PATH",
+            "3.10.12",
+            "8.6.2",
+            "/home/user/.local/share/jupyter",
+            ("/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+            (kspec("test_env", py, "test_env (Python 3.12.1)"),),
+        )
+        out.append(
+            Case(
+                "notebooks",
+                name,
+                "https://github.com/microsoft/vscode-jupyter/issues/15780",
+                "The notebook's kernel is a venv whose torch sees the GPU in the terminal, but that venv has no "
+                "ipykernel" + (" (twin: ipykernel installed)" if has_ipk else ""),
+                "jupyter.kernel-no-ipykernel",
+                facts(
+                    jupyter=jf,
+                    targets=targets(target(terminal), target(kernel, label="kernel:test_env", kind="kernel")),
+                    nvidia=nvidia_facts("550.90.07", "12.4", [gpu("NVIDIA GeForce RTX 3080", "8.6", memory_mib=10240)]),
+                    gpu=pci_gpus(1),
+                    os=os_facts("ubuntu", "22.04", "jammy", kernel="6.5.0-35-generic"),
+                ),
+                {"report.txt": "Twin of vscode-venv-without-ipykernel after `pip install ipykernel` in test_env."}
+                if has_ipk
+                else {
+                    "report.txt": "NVIDIA-SMI 550.90.07 Driver Version: 550.90.07 CUDA Version: 12.4\n\n"
+                    "The problem is that when I run code in the terminal it appears to be able to use the GPU.\n"
+                    "x = torch.tensor([1.0, 2.0, 3.0], device='cuda')\n\n"
+                    "Tensor operation result on GPU: tensor([5., 7., 9.], device='cuda:0')\n\n"
+                    "But when I try to import torch in VScode in a notebook I get this:\n\n"
+                    "Running cells with 'test_env (Python 3.12.1)' requires the ipykernel package.\n"
+                    "Run the following command to install 'ipykernel' into the Python environment.\n"
+                    "Command: '/home/user/test_env/bin/activate -m pip install ipykernel -U --force-reinstall'"
+                },
+                {"status": "ok", "carrier": "jupyter.kernels"}
+                if has_ipk
+                else {
+                    "status": "fail",
+                    "carrier": "jupyter.kernels",
+                    "keywords": ["ipykernel", "/home/user/test_env/bin/python -m pip install ipykernel"],
+                    "forbidden": ["--force-reinstall"],
+                    "fine": ["cuda.available"],
+                },
+                framework="torch",
+                platform="host",
+                distro="ubuntu-22.04",
+                twin_of="vscode-venv-without-ipykernel" if has_ipk else None,
+                assumptions=[
+                    "the environment is registered as kernelspec test_env (VS Code shows it as 'test_env (Python "
+                    "3.12.1)'); Jupyter server from the system Python",
+                    "torch 2.3.1+cu121 and an RTX 3080 (not shown; the terminal test ran on cuda:0)",
+                    "Ubuntu 22.04 (kernel 6.5.0-35-generic is an Ubuntu 22.04 HWE kernel)",
+                ],
+            )
+        )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -1210,7 +1543,7 @@ def main() -> None:
     print(f"wrote {len(cases)} cases")
 
 
-CASE_SETS = [driver_cases, arch_cases, libcuda_cases, wsl_cases, data_cases]
+CASE_SETS = [driver_cases, arch_cases, libcuda_cases, wsl_cases, data_cases, compile_cases, notebook_cases]
 
 if __name__ == "__main__":
     main()
