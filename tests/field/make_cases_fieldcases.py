@@ -21,7 +21,8 @@ from typing import Any
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
-from gpudoctor.facts.libraries import LinkDir
+from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall, LinkDir
+from gpudoctor.facts.loader import CudaWheelsFacts, TargetWheels, WheelDist
 from gpudoctor.facts.targets import (
     CudaDevice,
     LibcudaProbe,
@@ -1532,6 +1533,199 @@ def notebook_cases() -> list[Case]:
     return out
 
 
+# --------------------------------------------------------------------------- gpu: driver vs other frameworks' CUDA
+
+
+def fw_driver_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    framework: str,
+    dist: str,
+    version: str,
+    cuda_major: int,
+    wheels: Sequence[tuple[str, str]],
+    driver: tuple[str, str],
+    gpu_model: tuple[str, str],
+    python: str,
+    python_version: str,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    container: str | None = None,
+    distro: tuple[str, str, str] = ("ubuntu", "22.04", "jammy"),
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+) -> Case:
+    mm = ".".join(python_version.split(".")[:2])
+    site = f"{python.rsplit('/bin/', 1)[0]}/lib/python{mm}/site-packages"
+    probe = tprobe(
+        python,
+        torch_facts(installed=False),
+        python_version=python_version,
+        site_packages=(site,),
+        distributions={dist: version, **dict(wheels)},
+    )
+    return Case(
+        "gpu",
+        name,
+        source,
+        title,
+        "cuda.driver-too-old-for-framework",
+        facts(
+            nvidia=nvidia_facts(driver[0], driver[1], [gpu(*gpu_model)]),
+            gpu=pci_gpus(1),
+            os=os_facts(*distro, in_container=bool(container), kind=container),
+            targets=targets(target(probe)),
+            cuda_libraries=CudaLibrariesFacts(
+                (LIB.model([]),),
+                (FrameworkInstall("current", framework, dist, version, cuda_major, None, "field case", ()),),
+            ),
+            cuda_wheels=CudaWheelsFacts(
+                (TargetWheels("current", (site,), tuple(WheelDist(n, v_) for n, v_ in wheels), ()),)
+            ),
+        ),
+        artefacts,
+        expect,
+        framework=framework,
+        platform=container or "host",
+        distro="-".join(distro[:2]),
+        twin_of=twin_of,
+        assumptions=assumptions,
+    )
+
+
+def framework_driver_cases() -> list[Case]:
+    out = []
+    jax_wheels = [("nvidia-cuda-nvcc-cu12", "12.6.20"), ("nvidia-cuda-runtime-cu12", "12.6.37")]
+    for name, driver, ok in (
+        ("jax-cuda12-ptxas-126-driver-124", ("550.78", "12.4"), False),
+        ("jax-cuda12-driver-560-ok", ("560.35.03", "12.6"), True),
+    ):
+        out.append(
+            fw_driver_case(
+                name,
+                "https://github.com/jax-ml/jax/issues/20133",
+                "jax[cuda12] brings ptxas 12.6 while the driver supports CUDA 12.4: XLA disables parallel compilation"
+                + (" (twin: driver 560)" if ok else ""),
+                framework="jax",
+                dist="jax-cuda12-plugin",
+                version="0.4.31",
+                cuda_major=12,
+                wheels=jax_wheels,
+                driver=driver,
+                gpu_model=("NVIDIA A100-SXM4-40GB", "8.0"),
+                python="/home/user/venv/bin/python",
+                python_version="3.11.9",
+                artefacts={"report.txt": "Twin of jax-cuda12-ptxas-126-driver-124 with driver 560 (CUDA 12.6)."}
+                if ok
+                else {
+                    "warning.txt": "The NVIDIA driver's CUDA version is 12.4 which is older than the PTX compiler "
+                    "version (12.6.20). Because the driver is older than the PTX compiler version, XLA is disabling "
+                    "parallel compilation, which may slow down compilation. You should update your NVIDIA driver or "
+                    "use the NVIDIA-provided CUDA forward compatibility packages.",
+                    "nvidia-smi.txt": "NVIDIA-SMI 550.78                 Driver Version: 550.78         CUDA Version: 12.4",
+                    "ld-library-path.txt": "echo $LD_LIBRARY_PATH\n/lib64:/lib:/usr/local/lib:/usr/local/lib64:/usr/lib64:/usr/lib:",
+                },
+                expect={"status": "ok", "carrier": "cuda.driver", "fine": ["cuda.driver"]}
+                if ok
+                else {
+                    "status": "ok",
+                    "carrier": "cuda.driver",
+                    "keywords": ["jax-cuda12-plugin", "12.6", "minor-version", "PTX"],
+                    "fine": ["nvidia.driver"],
+                },
+                twin_of="jax-cuda12-ptxas-126-driver-124" if ok else None,
+                assumptions=[
+                    "pip install jax[cuda12] in a venv: jax-cuda12-plugin 0.4.31 with nvidia-cuda-nvcc-cu12 12.6.20 "
+                    "(the PTX compiler version printed) and nvidia-cuda-runtime-cu12 12.6.37",
+                    "GPU A100-SXM4-40GB, Python 3.11.9, Ubuntu 22.04 (not shown)",
+                ],
+            )
+        )
+    for name, driver, ok in (
+        ("cupy-cuda11x-hpc-driver-418", ("418.87.01", "10.1"), False),
+        ("cupy-cuda11x-hpc-driver-470-ok", ("470.182.03", "11.4"), True),
+    ):
+        out.append(
+            fw_driver_case(
+                name,
+                "https://github.com/cupy/cupy/issues/9252",
+                "pip install cupy-cuda11x on an HPC node whose driver predates CUDA 11: 'CUDA driver version is "
+                "insufficient'" + (" (twin: driver 470)" if ok else ""),
+                framework="cupy",
+                dist="cupy-cuda11x",
+                version="13.4.1",
+                cuda_major=11,
+                wheels=[],
+                driver=driver,
+                gpu_model=("Tesla V100-PCIE-32GB", "7.0"),
+                python="/home/user/thesis/bin/python",
+                python_version="3.10.12",
+                distro=("rocky", "8.9", ""),
+                artefacts={"report.txt": "Twin of cupy-cuda11x-hpc-driver-418 on a node with driver 470."}
+                if ok
+                else {
+                    "report.txt": "I generally work on a HPC. Whenever I try to load CuPy I am often encountered with "
+                    "`CUDA driver version is insufficient for CUDA runtime version`\n\nI have installed CuPy within a "
+                    "python environment 'thesis'. I installed it using command 'pip install cupy-cuda11x'"
+                },
+                expect={"status": "ok", "carrier": "cuda.driver"}
+                if ok
+                else {
+                    "status": "fail",
+                    "carrier": "cuda.driver",
+                    "keywords": ["cupy-cuda11x", "450.80.02", "418.87.01"],
+                    "forbidden": ["--index-url https://download.pytorch.org"],
+                },
+                twin_of="cupy-cuda11x-hpc-driver-418" if ok else None,
+                assumptions=[
+                    "driver not shown (a screenshot): 418.87.01 (CUDA 10.1), older than every CUDA 11 runtime as the "
+                    "error implies"
+                    if not ok
+                    else "driver 470.182.03",
+                    "cupy-cuda11x 13.4.1 (the release of July 2025); V100; Rocky Linux 8.9 cluster (not shown)",
+                ],
+            )
+        )
+    out.append(
+        fw_driver_case(
+            "onnxruntime-cuda13-build-driver-550",
+            "https://github.com/onnxruntime/mobius/issues/316",
+            "A CUDA 13 build of onnxruntime-gpu on CI runners whose driver supports CUDA 12: CUDA failure 35",
+            framework="onnxruntime-gpu",
+            dist="onnxruntime-gpu",
+            version="1.24.1",
+            cuda_major=13,
+            wheels=[("nvidia-cuda-runtime", "13.0.96")],
+            driver=("550.163.01", "12.4"),
+            gpu_model=("Tesla T4", "7.5"),
+            python="/opt/venv/bin/python",
+            python_version="3.12.3",
+            container="docker",
+            distro=("ubuntu", "24.04", "noble"),
+            artefacts={
+                "ci-log.txt": "*************** EP Error ***************\nEP Error /onnxruntime_src/onnxruntime/core/"
+                "providers/cuda/cuda_call.cc:122 ... CUDA failure 35: CUDA driver version is insufficient for CUDA "
+                "runtime version ; GPU=-1 ; hostname=c4327188c000000 ; file=/onnxruntime_src/onnxruntime/core/"
+                "providers/cuda/cuda_execution_provider.cc ; line=336 ; expr=cudaSetDevice(info_.device_id); ",
+                "maintainer-note.txt": "Maybe we should upgrade the cuda driver or use the cuda 12 ort build?",
+            },
+            expect={
+                "status": "fail",
+                "carrier": "cuda.driver",
+                "keywords": ["onnxruntime-gpu", "580", "CUDA 12"],
+            },
+            assumptions=[
+                "the installed onnxruntime-gpu is a CUDA 13 build ('use the cuda 12 ort build'): 1.24.1 with the CUDA 13 "
+                "runtime wheel (nvidia-cuda-runtime 13.0.96)",
+                "runner driver 550.163.01 (CUDA 12.4), Tesla T4, Ubuntu 24.04 container (not shown)",
+            ],
+        )
+    )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -1543,7 +1737,16 @@ def main() -> None:
     print(f"wrote {len(cases)} cases")
 
 
-CASE_SETS = [driver_cases, arch_cases, libcuda_cases, wsl_cases, data_cases, compile_cases, notebook_cases]
+CASE_SETS = [
+    driver_cases,
+    arch_cases,
+    libcuda_cases,
+    wsl_cases,
+    data_cases,
+    compile_cases,
+    notebook_cases,
+    framework_driver_cases,
+]
 
 if __name__ == "__main__":
     main()
