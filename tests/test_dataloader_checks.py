@@ -294,3 +294,27 @@ def test_cpu_quota_above_the_cpu_count_is_ok():
 def test_cpu_skips_without_facts():
     with pytest.raises(SkipCheck):
         CPU_CHECK.evaluate(make_facts(cpu=Unavailable("no cgroup")))
+
+
+# --------------------------------------------------------------------------- remedies fit the container engine
+
+
+@pytest.mark.parametrize(
+    ("kind", "wanted", "unwanted"),
+    [
+        ("kubernetes", ("emptyDir", "medium: Memory", "pod spec"), ("docker run", "podman run", "mount -o remount")),
+        ("podman", ("podman run --shm-size=8g", "--ipc=host", "ShmSize="), ("docker run", "emptyDir")),
+        ("docker", ("docker run --shm-size=8g", "--ipc=host", "emptyDir"), ("podman run",)),
+        (None, ("docker run --shm-size=8g", "emptyDir", "mount -o remount"), ("podman run",)),
+    ],
+)
+def test_shm_remedy_fits_the_container_engine(kind, wanted, unwanted):
+    """A pod (pangeo-docker-images #258, NVIDIA/nccl #525) cannot take `docker run` flags; podman's own
+    flags for podman (its default /dev/shm is 64 MB too); a Docker or unknown container gets every way."""
+    os_ = os_facts(in_container=kind is not None, kind=kind)
+    f = one(SHM_CHECK, make_facts(shm=shm_facts(64 * MIB), os=os_))
+    assert f.status is Status.FAIL
+    for text in wanted:
+        assert text in f.explanation
+    for text in unwanted:
+        assert text not in f.explanation

@@ -1045,7 +1045,11 @@ def data_cases() -> list[Case]:
                 "workaround.yaml": "spec:\n  volumes:\n  - name: dshm\n    emptyDir:     \n        medium: Memory\n"
                 "  containers:\n  - image:  image-name\n    volumeMounts:\n      - mountPath: /dev/shm\n        name: dshm",
             },
-            expect={**nccl_fail, "keywords": ["NCCL", "emptyDir", "Memory"]},
+            expect={
+                **nccl_fail,
+                "keywords": ["NCCL", "emptyDir", "Memory"],
+                "forbidden": ["docker run --shm-size", "mount -o remount"],
+            },
             assumptions=["the pod has the container runtime's 64 MB /dev/shm (no memory-backed emptyDir)"],
         )
     )
@@ -1135,7 +1139,7 @@ def data_cases() -> list[Case]:
                 "while creating shared memory segment /dev/shm/nccl-WU88OE (size 9637888), error: No space left on "
                 "device (28)\n[0] NCCL INFO transport/shm.cc:551 -> 2"
             },
-            expect={**nccl_fail, "keywords": ["NCCL", "emptyDir"]},
+            expect={**nccl_fail, "keywords": ["NCCL", "emptyDir"], "forbidden": ["docker run --shm-size"]},
             assumptions=["the workflow pod's /dev/shm is the runtime's 64 MB default (the PR adds a tmpfs mount)"],
         )
     )
@@ -1726,6 +1730,162 @@ def framework_driver_cases() -> list[Case]:
     return out
 
 
+def quota_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    logical: int,
+    quota: float | None,
+    affinity: int | None = None,
+    platform: str,
+    framework: str,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+) -> Case:
+    return Case(
+        "data",
+        name,
+        source,
+        title,
+        "dataloader.cpu-count-overstated",
+        facts(cpu=cpu_facts(logical, affinity=affinity, quota_cpus=quota)),
+        artefacts,
+        expect,
+        framework=framework,
+        platform=platform,
+        twin_of=twin_of,
+        assumptions=assumptions,
+    )
+
+
+def data_cases_2() -> list[Case]:
+    out = []
+    out.append(
+        shm_case(
+            "jupyterhub-k8s-pod-torch-bus-error",
+            "https://github.com/pangeo-data/pangeo-docker-images/issues/258",
+            "PyTorch DataLoader workers in a JupyterHub notebook pod (Kubernetes): bus error from the pod's small "
+            "/dev/shm",
+            "dataloader.shm-too-small",
+            shm_total=64 * MIB,
+            gpus=(("Tesla T4", "7.5"),),
+            container="kubernetes",
+            distro=("ubuntu", "20.04", "focal"),
+            artefacts={
+                "traceback.txt": "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+                "insufficient shared memory (shm).\nTraceback (most recent call last):\n"
+                '  File "/srv/conda/envs/notebook/lib/python3.8/multiprocessing/queues.py", line 239, in _feed\n'
+                "    obj = _ForkingPickler.dumps(obj)\n"
+                '  File "/srv/conda/envs/notebook/lib/python3.8/site-packages/torch/multiprocessing/reductions.py",'
+                " line 321, in reduce_storage\n    fd, size = storage._share_fd_()\n"
+                "RuntimeError: unable to write to file </torch_1394_2747491098>"
+            },
+            expect={
+                "status": "fail",
+                "carrier": "dataloader.shm",
+                "keywords": ["emptyDir", "medium: Memory"],
+                "forbidden": ["docker run --shm-size", "mount -o remount"],
+            },
+            assumptions=[
+                "the hub's user pods have the runtime's default 64 MB /dev/shm (no memory-backed emptyDir), as the "
+                "issue concludes ('a small shared memory limit')",
+                "a T4 GPU node, the pangeo image (Ubuntu 20.04, /srv/conda)",
+            ],
+        )
+    )
+    quota_warn = {"status": "warn", "carrier": "dataloader.cpu"}
+    out.append(
+        quota_case(
+            "k8s-limit-4-of-12-cpu-max",
+            "https://github.com/springfall2008/batpred/pull/4771",
+            "An ML fine-tune in a pod with a 4-CPU limit on a 12-core node sizes its pool from cpu_count() (12)",
+            logical=12,
+            quota=4,
+            platform="kubernetes",
+            framework="torch",
+            artefacts={
+                "report.txt": "os.cpu_count()          -> 12\nsched_getaffinity        -> 12\n"
+                "/sys/fs/cgroup/cpu.max   -> 400000 100000   # i.e. 4 cores"
+            },
+            expect={**quota_warn, "keywords": ["4", "12", "cpu.max"]},
+        )
+    )
+    out.append(
+        quota_case(
+            "k8s-limit-4-of-12-twin-no-limit",
+            "https://github.com/springfall2008/batpred/pull/4771",
+            "The same node without a CPU limit: cpu_count() is right (twin)",
+            logical=12,
+            quota=None,
+            platform="kubernetes",
+            framework="torch",
+            artefacts={"report.txt": "Twin of k8s-limit-4-of-12-cpu-max: cpu.max reads 'max 100000'."},
+            expect={"status": "ok", "carrier": "dataloader.cpu"},
+            twin_of="k8s-limit-4-of-12-cpu-max",
+        )
+    )
+    out.append(
+        quota_case(
+            "compose-cpus-1-torchserve-16-workers",
+            "https://github.com/pytorch/serve/issues/3150",
+            "TorchServe in docker compose with `cpus: '1'`: os.cpu_count() says 16 and 16 workers start",
+            logical=16,
+            quota=1,
+            platform="docker",
+            framework="torchserve",
+            artefacts={
+                "compose.yaml": "deploy:\n  resources:\n    limits:\n      cpus: '1'\n      memory: 20G",
+                "in-container.txt": "os.cpu_count()\n16",
+            },
+            expect={**quota_warn, "keywords": ["1", "16"]},
+            assumptions=["cgroup v2 host (cpu.max 100000 100000 for cpus: '1')"],
+        )
+    )
+    out.append(
+        quota_case(
+            "kserve-limit-4-of-40-torchscript-threads",
+            "https://github.com/kserve/kserve/issues/1031",
+            "TorchScript inference in a pod limited to 4 CPUs on a 40-core node: intra-op threads = 40, CFS throttling",
+            logical=40,
+            quota=4,
+            platform="kubernetes",
+            framework="torch",
+            artefacts={
+                "report.txt": "the torchscript library by default spawns number of intra-op threads which is equal "
+                "to the number of cores available on the nodes the pod is scheduled to. If there are 40 cores on a "
+                "node and cpu limit is set to 4, each thread only gets 4*100(cfs cpu period)/40=10ms to run for a "
+                "given period and throttled for the next 90ms(stop the world)."
+            },
+            expect={**quota_warn, "keywords": ["4", "40"]},
+            assumptions=["cgroup v2 node (cpu.max 400000 100000)"],
+        )
+    )
+    out.append(
+        quota_case(
+            "gha-runner-2-cpus-10-workers",
+            "https://github.com/pytorch/ignite/issues/1558",
+            "ignite's distributed tests ask for 10 workers on a 2-CPU CI runner: no quota, cpu_count() is right",
+            logical=2,
+            quota=None,
+            platform="host",
+            framework="torch",
+            artefacts={
+                "warning.txt": "/opt/hostedtoolcache/Python/3.6.10/x64/lib/python3.6/site-packages/torch/utils/data/"
+                "dataloader.py:477: UserWarning: This DataLoader will create 10 worker processes in total. Our "
+                "suggested max number of worker in current system is 2, which is smaller than what this DataLoader is "
+                "going to create. Please be aware that excessive worker creation might get DataLoader running slow "
+                "or even freeze, lower the worker number to avoid potential slowness/freeze if necessary."
+            },
+            expect={"status": "ok", "carrier": "dataloader.cpu", "forbidden": ["cpu.max"]},
+            assumptions=["a hosted 2-vCPU runner VM without a cgroup CPU limit"],
+        )
+    )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -1746,6 +1906,7 @@ CASE_SETS = [
     compile_cases,
     notebook_cases,
     framework_driver_cases,
+    data_cases_2,
 ]
 
 if __name__ == "__main__":
