@@ -1235,6 +1235,8 @@ def compile_case(
     assumptions: Sequence[str] = (),
     twin_of: str | None = None,
     gpu_name: tuple[str, str] = ("NVIDIA A100-SXM4-80GB", "8.0"),
+    compiler: bool = True,
+    include: str | None = None,
 ) -> Case:
     mm = ".".join(python_version.split(".")[:2])
     prefix = python.rsplit("/bin/", 1)[0]
@@ -1243,7 +1245,10 @@ def compile_case(
     tf = cuda_torch(
         torch_version, cuda, devices=[CudaDevice(0, *gpu_name)], arch=arch("50", "60", "70", "75", "80", "86", "90")
     )
-    tc = ToolchainFacts(python_h, f"/usr/include/python{mm}/Python.h", "/usr/bin/gcc", "/usr/bin/g++")
+    inc = include or f"/usr/include/python{mm}"
+    tc = ToolchainFacts(
+        python_h, f"{inc}/Python.h", "/usr/bin/gcc" if compiler else None, "/usr/bin/g++" if compiler else None
+    )
     return Case(
         "libraries",
         name,
@@ -1260,7 +1265,7 @@ def compile_case(
                         python,
                         tf,
                         python_version=python_version,
-                        include_dir=f"/usr/include/python{mm}",
+                        include_dir=inc,
                         site_packages=(site,),
                         toolchain=tc,
                         triton=triton,
@@ -1886,6 +1891,279 @@ def data_cases_2() -> list[Case]:
     return out
 
 
+def compile_cases_2() -> list[Case]:
+    out = []
+    cc_fail = {"status": "fail", "carrier": "torch.compile", "keywords": ["gcc"]}
+    for name, has_cc in (("pytorch-runtime-image-no-compiler", False), ("pytorch-runtime-image-with-gpp-ok", True)):
+        out.append(
+            compile_case(
+                name,
+                "https://github.com/pytorch/pytorch/issues/116696",
+                "torch.compile in the official PyTorch CUDA *runtime* image: no C compiler"
+                + (" (twin: g++ installed)" if has_cc else ""),
+                "torch.compile-no-compiler",
+                torch_version="2.10.0.dev20251209+cu129",
+                cuda="12.9",
+                python="/opt/conda/bin/python",
+                python_version="3.11.14",
+                python_h=True,
+                include="/opt/conda/include/python3.11",
+                compiler=has_cc,
+                triton=TritonFacts(True, "3.5.1", True),
+                container="docker",
+                artefacts={"report.txt": "apt-get update -qq && apt-get install -y g++ ... SUCCESS!"}
+                if has_cc
+                else {
+                    "docker-run.sh": "docker run --rm --gpus all ghcr.io/pytorch/pytorch-nightly:2.10.0.dev20251209-"
+                    'cuda12.9-cudnn9-runtime bash -c "python -c ..."',
+                    "comment.txt": "Installing g++ in the container is enough to fix the issue and adds 187 MB of "
+                    "additional disk space.",
+                },
+                expect={"status": "ok", "carrier": "torch.compile"}
+                if has_cc
+                else {**cc_fail, "keywords": ["gcc", "RUN apt-get"], "forbidden": ["python3.11-dev", "sudo apt-get"]},
+                twin_of="pytorch-runtime-image-no-compiler" if has_cc else None,
+                assumptions=[
+                    "the image's conda Python 3.11 with its own Python.h under /opt/conda/include; Ubuntu 22.04 base; "
+                    "triton 3.5.1 (not shown)"
+                ],
+            )
+        )
+    out.append(
+        compile_case(
+            "olmo-research-image-debian-no-compiler",
+            "https://github.com/allenai/OLMo-core/pull/804",
+            "A bare Python base image (Debian) runs a training job with compile_model=True: 'Failed to find C "
+            "compiler' at the first compiled region",
+            "torch.compile-no-compiler",
+            torch_version="2.8.0+cu128",
+            cuda="12.8",
+            python="/usr/local/bin/python",
+            python_version="3.12.11",
+            python_h=True,
+            include="/usr/local/include/python3.12",
+            compiler=False,
+            triton=TritonFacts(True, "3.4.0", True),
+            container="docker",
+            distro=("debian", "12", "bookworm"),
+            gpu_name=("NVIDIA A10G", "8.6"),
+            artefacts={
+                "error.txt": "InductorError: RuntimeError: Failed to find C compiler. Please specify via CC\n"
+                "environment variable or set triton.knobs.build.impl."
+            },
+            expect={**cc_fail, "keywords": ["gcc", "RUN apt-get"], "forbidden": ["dnf install", "sudo apt-get"]},
+            assumptions=[
+                "python:3.12-bookworm style image (Python in /usr/local with its headers), torch 2.8.0+cu128, "
+                "triton 3.4.0 (not shown)"
+            ],
+        )
+    )
+    out.append(
+        compile_case(
+            "sglang-runtime-image-no-compiler",
+            "https://github.com/sgl-project/sglang/issues/1067",
+            "sglang's image moved from a CUDA devel to a runtime base: CUDA-graph capture fails to find a C compiler",
+            "torch.compile-no-compiler",
+            torch_version="2.4.0+cu121",
+            cuda="12.1",
+            python="/usr/bin/python3",
+            python_version="3.10.12",
+            python_h=True,
+            compiler=False,
+            triton=TritonFacts(True, "3.0.0", True),
+            container="docker",
+            artefacts={
+                "traceback.txt": "Initialization failed. controller_init_state: Traceback (most recent call last):\n"
+                '  File "/sgl-workspace/sglang/python/sglang/srt/model_executor/model_runner.py", line 344, in '
+                "init_cuda_graphs\n    self.cuda_graph_runner.capture(batch_size_list)\n"
+                "RuntimeError: Failed to find C compiler. Please specify via CC environment variable."
+            },
+            expect=cc_fail,
+            assumptions=["Ubuntu 22.04 runtime image with python3.10-dev present; torch 2.4.0+cu121 (not shown)"],
+        )
+    )
+    out.append(
+        compile_case(
+            "apptainer-pytorch-nightly-no-gpp",
+            "https://github.com/pytorch/pytorch/issues/92745",
+            "pytorch-nightly image under Singularity: torch.compile finds no C++ compiler (CPU) and no -lcuda (GPU)",
+            "torch.compile-no-compiler",
+            torch_version="2.0.0.dev20230120+cu117",
+            cuda="11.7",
+            python="/opt/conda/bin/python",
+            python_version="3.10.8",
+            python_h=True,
+            include="/opt/conda/include/python3.10",
+            compiler=False,
+            triton=TritonFacts(True, "2.0.0", True),
+            container="apptainer",
+            distro=("ubuntu", "20.04", "focal"),
+            artefacts={
+                "run.sh": "singularity run --containall pytorch-nightly_latest.sif python -c \\\n  'import torch; import "
+                "torchvision; x=torch.ones(1,3,224,224); model=torchvision.models.resnet50(); "
+                "compiled=torch.compile(model); compiled(x)'",
+                "report.txt": "on cpu, the error is that a suitable C++ compiler cannot be found. indeed `g++` does "
+                "not appear to be installed in the container. on gpu, the error is that `-lcuda` is not found.",
+            },
+            expect={**cc_fail, "keywords": ["g++", "%post"], "forbidden": ["sudo apt-get"]},
+            assumptions=[
+                "gcc is missing too (the image ships no toolchain); the -lcuda half of the report is not replayed "
+                "here (shared case 35 covers that kind)"
+            ],
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- libraries: NCCL wheel older than torch pins
+
+
+def nccl_pin_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    installed: str,
+    python: str,
+    python_version: str,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    platform: str = "host",
+    wsl: bool = False,
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+) -> Case:
+    mm = ".".join(python_version.split(".")[:2])
+    prefix = python.rsplit("/bin/", 1)[0]
+    site = (
+        f"/home/user/.local/lib/python{mm}/site-packages"
+        if prefix == "/usr"
+        else f"{prefix}/lib/python{mm}/site-packages"
+    )
+    torch_cuda = f"{site}/torch/lib/libtorch_cuda.so"
+    pins = ("nvidia-nccl-cu12==2.19.3", "nvidia-cudnn-cu12==8.9.2.26")
+    fw = FrameworkInstall(
+        "current",
+        "torch",
+        "torch",
+        "2.2.0",
+        12,
+        8,
+        "local version tag",
+        (torch_cuda,),
+        pins,
+        (f"nvidia-nccl-cu12=={installed}", "nvidia-cudnn-cu12==8.9.2.26"),
+    )
+    import_error = None if installed == "2.19.3" else f"ImportError: {torch_cuda}: undefined symbol: ncclCommRegister"
+    tf = (
+        torch_facts("2.2.0", import_error=import_error)
+        if import_error
+        else cuda_torch("2.2.0", "12.1", devices=[CudaDevice(0, "NVIDIA GeForce RTX 4070 Ti SUPER", "8.9")])
+    )
+    return Case(
+        "libraries",
+        name,
+        source,
+        title,
+        "cuda.libraries-nccl-older-than-pin",
+        facts(
+            nvidia=nvidia_facts(
+                "550.54.15", "12.4", [gpu("NVIDIA GeForce RTX 4070 Ti SUPER", "8.9", memory_mib=16376)]
+            ),
+            gpu=pci_gpus(0 if wsl else 1),
+            os=os_facts("ubuntu", "22.04", "jammy", wsl=wsl, kernel=WSL_KERNEL if wsl else "6.5.0-26-generic"),
+            targets=targets(
+                target(
+                    tprobe(python, tf, python_version=python_version, site_packages=(site,), is_venv=prefix != "/usr")
+                )
+            ),
+            cuda_libraries=LIB.libs_facts(LIB.model([f"torch:{torch_cuda}"]), [fw], WSL_FILES if wsl else LIB.NO_WSL),
+        ),
+        artefacts,
+        expect,
+        framework="torch",
+        platform=platform,
+        distro="ubuntu-22.04",
+        twin_of=twin_of,
+        assumptions=[
+            "torch 2.2.0 pins nvidia-nccl-cu12==2.19.3 (its Requires-Dist); driver 550.54.15 (not shown)",
+            *assumptions,
+        ],
+    )
+
+
+def nccl_pin_cases() -> list[Case]:
+    fail = {
+        "status": "fail",
+        "carrier": "cuda.libraries",
+        "keywords": ["nvidia-nccl-cu12==2.19.3", "pip check"],
+        "forbidden": ["--force-reinstall torch", "LD_LIBRARY_PATH=/usr/local/nccl"],
+    }
+    return [
+        nccl_pin_case(
+            "torch22-nccl-wheel-2-18-ms-amp",
+            "https://github.com/pytorch/pytorch/issues/119072",
+            "import torch 2.2 fails with 'undefined symbol: ncclCommRegister': another package moved "
+            "nvidia-nccl-cu12 back to 2.18",
+            installed="2.18.1",
+            python="/home/user/venv/bin/python",
+            python_version="3.10.12",
+            artefacts={
+                "comment.txt": "From the other issue, it sounds like the likely cause is that you have another package "
+                "that also provides the NCCL library, but the versions are incompatible.\n\n Either downgrade to "
+                "PyTorch 2.1.2 or remove the conflicting package (possibly https://github.com/Azure/MS-AMP)"
+            },
+            expect=fail,
+            assumptions=["nvidia-nccl-cu12 2.18.1 installed (the version MS-AMP's requirements pulled)"],
+        ),
+        nccl_pin_case(
+            "torch22-user-site-wsl-nccl-2-18",
+            "https://github.com/pytorch/pytorch/issues/119932",
+            "torch 2.2 in ~/.local under WSL 2: import fails with 'undefined symbol: ncclCommRegister'",
+            installed="2.18.1",
+            python="/usr/bin/python3",
+            python_version="3.10.12",
+            platform="wsl",
+            wsl=True,
+            artefacts={
+                "traceback.txt": '>>> import torch\nTraceback (most recent call last):\n  File "<stdin>", line 1, in '
+                '<module>\n  File "/home/user/.local/lib/python3.10/site-packages/torch/__init__.py", line 237, in '
+                "<module>\n    from torch._C import *  # noqa: F403\nImportError: /home/user/.local/lib/python3.10/"
+                "site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister"
+            },
+            expect=fail,
+            assumptions=["nvidia-nccl-cu12 2.18.1 in the user site (not shown)"],
+        ),
+        nccl_pin_case(
+            "torch22-conda-env-nccl-2-18-yolov10",
+            "https://github.com/THU-MIG/yolov10/issues/306",
+            "yolov10's conda env: libtorch_cuda.so: undefined symbol: ncclCommRegister",
+            installed="2.18.3",
+            python="/root/.local/conda/envs/yolov10/bin/python",
+            python_version="3.9.19",
+            artefacts={
+                "title.txt": "ImportError: /root/.local/conda/envs/yolov10/lib/python3.9/site-packages/torch/lib/"
+                "libtorch_cuda.so: undefined symbol: ncclCommRegister"
+            },
+            expect=fail,
+            assumptions=["torch 2.2.0 with nvidia-nccl-cu12 2.18.3 (the body is a screenshot)"],
+        ),
+        nccl_pin_case(
+            "torch22-nccl-wheel-at-pin-ok",
+            "https://github.com/pytorch/pytorch/issues/119072",
+            "torch 2.2 with nvidia-nccl-cu12 2.19.3 as pinned (twin)",
+            installed="2.19.3",
+            python="/home/user/venv/bin/python",
+            python_version="3.10.12",
+            artefacts={
+                "report.txt": "Twin of torch22-nccl-wheel-2-18-ms-amp after `pip install nvidia-nccl-cu12==2.19.3`."
+            },
+            expect={"status": "ok", "carrier": "cuda.libraries", "fine": ["torch.install"]},
+            twin_of="torch22-nccl-wheel-2-18-ms-amp",
+        ),
+    ]
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -1907,6 +2185,8 @@ CASE_SETS = [
     notebook_cases,
     framework_driver_cases,
     data_cases_2,
+    compile_cases_2,
+    nccl_pin_cases,
 ]
 
 if __name__ == "__main__":
