@@ -15,7 +15,7 @@ import json
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -2164,6 +2164,267 @@ def nccl_pin_cases() -> list[Case]:
     ]
 
 
+def kernel_missing_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    kernel_python: str,
+    exists: bool,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    kernel_name: str = "python3",
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+    has_ipykernel: bool = True,
+    kind: str = "jupyter.kernel-interpreter-missing",
+) -> Case:
+    terminal_py = "/home/user/venv/bin/python"
+    tf = cuda_torch("2.1.2+cu121", "12.1", devices=[CudaDevice(0, "NVIDIA GeForce RTX 3090", "8.6")])
+    terminal = tprobe(
+        terminal_py, tf, python_version="3.10.12", distributions={"torch": "2.1.2+cu121", "ipykernel": "6.28.0"}
+    )
+    spec = replace(
+        kspec(kernel_name, kernel_python, "Python 3 (ipykernel)"),
+        interpreter=KernelInterpreter(kernel_python, 0, "absolute", exists),
+    )
+    if exists:
+        dists = {"torch": "2.1.2+cu121", **({"ipykernel": "6.28.0"} if has_ipykernel else {})}
+        kprobe: Any = tprobe(kernel_python, tf, python_version="3.10.12", distributions=dists)
+    else:
+        kprobe = Unavailable(f"{kernel_python} does not exist")
+    jf = JupyterFacts(
+        "/usr/bin/python3",
+        "PATH",
+        "3.10.12",
+        "8.6.0",
+        "/home/user/.local/share/jupyter",
+        ("/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+        (spec,),
+    )
+    return Case(
+        "notebooks",
+        name,
+        source,
+        title,
+        kind,
+        facts(
+            jupyter=jf,
+            targets=targets(
+                target(terminal), target(kprobe, label=f"kernel:{kernel_name}", kind="kernel", python=kernel_python)
+            ),
+            nvidia=nvidia_facts("535.154.05", "12.2", [gpu("NVIDIA GeForce RTX 3090", "8.6")]),
+            gpu=pci_gpus(1),
+            os=os_facts("ubuntu", "22.04", "jammy"),
+        ),
+        artefacts,
+        expect,
+        framework="torch",
+        platform="host",
+        distro="ubuntu-22.04",
+        twin_of=twin_of,
+        assumptions=[
+            "the terminal's interpreter is /home/user/venv/bin/python with torch 2.1.2+cu121 on an RTX 3090 "
+            "(the report is about the kernel only)",
+            *assumptions,
+        ],
+    )
+
+
+def notebook_cases_2() -> list[Case]:
+    out = []
+    gone = "/home/user/oldenv/bin/python3"
+    out.append(
+        kernel_missing_case(
+            "kernelspec-points-to-removed-venv",
+            "https://github.com/jupyter/jupyter_client/issues/269",
+            "launch_kernel fails with FileNotFoundError: the kernelspec still points at a removed virtualenv's python3",
+            kernel_python=gone,
+            exists=False,
+            artefacts={
+                "maintainer-reply.txt": "Run `jupyter kernelspec list` - it should show you the location of the "
+                "kernelspec, which is probably pointing to the old virtualenv. You can just remove that directory, it "
+                "should detect your current Python by default. Or you can install a new kernelspec in its place."
+            },
+            expect={
+                "status": "fail",
+                "carrier": "jupyter.kernels",
+                "keywords": [gone, "kernel.json"],
+                "forbidden": ["pip install --force-reinstall"],
+            },
+            assumptions=["the removed venv was /home/user/oldenv (the report names no path)"],
+        )
+    )
+    out.append(
+        kernel_missing_case(
+            "kernelspec-reinstalled-current-venv-ok",
+            "https://github.com/jupyter/jupyter_client/issues/269",
+            "The same kernelspec re-installed from the current venv (twin)",
+            kernel_python="/home/user/venv/bin/python",
+            exists=True,
+            artefacts={
+                "report.txt": "Twin of kernelspec-points-to-removed-venv after `python -m ipykernel install --user`."
+            },
+            expect={"status": "ok", "carrier": "jupyter.kernels"},
+            twin_of="kernelspec-points-to-removed-venv",
+        )
+    )
+    conda_gone = "/home/user/anaconda/envs/pyk3/bin/python"
+    out.append(
+        kernel_missing_case(
+            "kernelspec-points-to-removed-conda-env",
+            "https://github.com/anaconda/nb_conda_kernels/issues/55",
+            "'Kernel Error' after reinstalling Anaconda: a kernelspec still runs the removed env pyk3",
+            kernel_python=conda_gone,
+            exists=False,
+            kernel_name="pyk3",
+            artefacts={
+                "kernel-error.txt": "FileNotFoundError: [Errno 2] No such file or directory: "
+                "'/home/user/anaconda/envs/pyk3/bin/python'"
+            },
+            expect={"status": "fail", "carrier": "jupyter.kernels", "keywords": [conda_gone]},
+            assumptions=[
+                "a Linux home (/home/user) instead of the reporter's macOS /Users/<name>: the mechanism does not "
+                "depend on it"
+            ],
+        )
+    )
+    out.append(
+        kernel_missing_case(
+            "kernel-dies-no-module-ipython",
+            "https://github.com/jupyter/notebook/issues/3434",
+            "The kernel keeps dying: its interpreter has no IPython/ipykernel",
+            kernel_python="/home/user/venv/bin/python",
+            exists=True,
+            has_ipykernel=False,
+            kind="jupyter.kernel-no-ipykernel",
+            artefacts={
+                "maintainer-reply.txt": "It looks like the crucial bit of that is `ModuleNotFoundError: No module "
+                "named 'IPython'`. It can't find IPython when it tries to import it. It might be installed on a "
+                "different version of Python or in a different environment."
+            },
+            expect={"status": "fail", "carrier": "jupyter.kernels", "keywords": ["ipykernel", "pip install ipykernel"]},
+            assumptions=["the kernel's interpreter is the venv the user works in, without ipykernel"],
+        )
+    )
+    return out
+
+
+# --------------------------------------------------------------------------- gpu: CUDA_VISIBLE_DEVICES
+
+
+def cvd_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    cvd: str,
+    ngpus: int,
+    artefacts: Mapping[str, str],
+    expect: Mapping[str, Any],
+    assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
+) -> Case:
+    devs = [gpu("NVIDIA GeForce RTX 3090", "8.6", index=i) for i in range(ngpus)]
+    idx = [int(x) for x in cvd.split(",") if x.strip().isdigit()]
+    visible = [i for i in idx if i < ngpus]
+    ok = bool(idx) and visible == idx
+    tf = cuda_torch(
+        "2.1.2+cu121",
+        "12.1",
+        available=ok,
+        devices=[CudaDevice(j, "NVIDIA GeForce RTX 3090", "8.6") for j, _ in enumerate(visible)] if ok else (),
+    )
+    py = "/home/user/miniconda3/envs/exp/bin/python"
+    return Case(
+        "gpu",
+        name,
+        source,
+        title,
+        "cuda.devices-visible-devices-invalid",
+        facts(
+            nvidia=nvidia_facts("535.154.05", "12.2", devs),
+            gpu=pci_gpus(ngpus),
+            os=os_facts("ubuntu", "20.04", "focal"),
+            targets=targets(
+                target(
+                    tprobe(
+                        py,
+                        tf,
+                        env={"PATH": "/home/user/miniconda3/envs/exp/bin:/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": cvd},
+                    )
+                )
+            ),
+        ),
+        artefacts,
+        expect,
+        framework="torch",
+        platform="host",
+        distro="ubuntu-20.04",
+        twin_of=twin_of,
+        assumptions=[
+            "the process sees CUDA_VISIBLE_DEVICES as shown (set by the launch script, or by the code before CUDA "
+            "starts; `gpudoctor gate -- <command>` sees the launcher's value)",
+            f"{ngpus} RTX 3090 GPU(s), driver 535.154.05, torch 2.1.2+cu121 (not shown)",
+            *assumptions,
+        ],
+    )
+
+
+def cvd_cases() -> list[Case]:
+    fail = {"status": "fail", "carrier": "cuda.devices", "keywords": ["CUDA_VISIBLE_DEVICES"]}
+    return [
+        cvd_case(
+            "cvd-7-on-one-gpu-ptqd",
+            "https://github.com/ziplab/PTQD/issues/13",
+            "The code sets CUDA_VISIBLE_DEVICES='7' (the authors' GPU): 'No CUDA GPUs are available' on a 1-GPU machine",
+            cvd="7",
+            ngpus=1,
+            artefacts={
+                "report.txt": "It is strongly recommended to remove the setting of cuda device ID in the code：\n"
+                "`import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '7'\n`\n\nas the error message No CUDA GPUs are "
+                "available keeps running"
+            },
+            expect={**fail, "keywords": ["CUDA_VISIBLE_DEVICES", "7"]},
+        ),
+        cvd_case(
+            "cvd-1-on-one-gpu-comosvc",
+            "https://github.com/Grace9994/CoMoSVC/issues/6",
+            "train.py sets CUDA_VISIBLE_DEVICES='1': training fails with 'No CUDA GPUs are available' on one GPU",
+            cvd="1",
+            ngpus=1,
+            artefacts={
+                "report.txt": "If not comment out the line `os.environ[\"CUDA_VISIBLE_DEVICES\"]='1'` in train.py, "
+                "training will encounter an error: `RuntimeError: No CUDA GPUs are available`."
+            },
+            expect=fail,
+        ),
+        cvd_case(
+            "cvd-3-on-one-gpu-samus",
+            "https://github.com/xianlin7/SAMUS/issues/39",
+            "The code selects GPU 3 (CUDA_VISIBLE_DEVICES='3'); with one GPU only '0' works",
+            cvd="3",
+            ngpus=1,
+            artefacts={
+                "comment.txt": "os.environ[\"CUDA_VISIBLE_DEVICES\"] = '3'   作者在 第四行设置了第三个gpu "
+                "多卡跑没问题但是单卡的话必须设置为0",
+                "error.txt": "RuntimeError: No CUDA GPUs are available",
+            },
+            expect=fail,
+        ),
+        cvd_case(
+            "cvd-0-on-one-gpu-ok",
+            "https://github.com/KeYang8/WITT/issues/34",
+            "CUDA_VISIBLE_DEVICES='0' on a one-GPU machine: the GPU is visible (twin)",
+            cvd="0",
+            ngpus=1,
+            artefacts={"comment.txt": 'Resolved\nos.environ["CUDA_VISIBLE_DEVICES"] = "0"'},
+            expect={"status": "ok", "carrier": "cuda.devices", "fine": ["cuda.available"]},
+            twin_of="cvd-1-on-one-gpu-comosvc",
+        ),
+    ]
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2187,6 +2448,8 @@ CASE_SETS = [
     data_cases_2,
     compile_cases_2,
     nccl_pin_cases,
+    notebook_cases_2,
+    cvd_cases,
 ]
 
 if __name__ == "__main__":
