@@ -1116,10 +1116,6 @@ def data_cases() -> list[Case]:
                 },
                 expect={"status": "ok", "carrier": "dataloader.shm"} if ok else nccl_fail,
                 assumptions=["two H100 GPUs (not shown)"],
-                xfail="dataloader.shm warns below its default DataLoader guess (8 workers x 2 x 64 MiB) plus NCCL, "
-                "though the report shows 1 GiB is enough"
-                if ok
-                else None,
                 twin_of="nccl-video-diffusion-docker-64m" if ok else None,
             )
         )

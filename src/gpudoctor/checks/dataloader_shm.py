@@ -14,7 +14,8 @@ recommended workers are used; otherwise the stated defaults below. With two
 or more local GPUs, NCCL adds about :data:`NCCL_SEGMENT_BYTES` per ordered
 GPU pair and direction. Status: ``fail`` below a quarter of the estimate (or
 below one measured batch, or below NCCL's share); ``warn`` below the
-estimate, or when less than the estimate is free; ``ok`` otherwise.
+estimate (a size that prints the same as the estimate, 1 GiB for ~1.04 GiB, is not below it), or
+when less than the estimate is free; ``ok`` otherwise.
 """
 
 from __future__ import annotations
@@ -176,7 +177,8 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
-    if total < need:
+    # the need is an estimate ("~"): a size that prints the same as it ("1 GiB" for ~1.04 GiB) is not short
+    if total < need and fmt_bytes(total) != fmt_bytes(need):
         return [
             CHECK.finding(
                 Status.WARN,
@@ -185,7 +187,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
-    if free is not None and free < need:
+    if free is not None and free < need and fmt_bytes(free) != fmt_bytes(need):
         return [
             CHECK.finding(
                 Status.WARN,
