@@ -22,7 +22,7 @@ from typing import Any
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelInterpreter, KernelSpecFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall, LinkDir
-from gpudoctor.facts.loader import CudaWheelsFacts, TargetWheels, WheelDist
+from gpudoctor.facts.loader import CudaWheelsFacts, LibraryDir, LibraryFile, LoaderFacts, TargetWheels, WheelDist
 from gpudoctor.facts.targets import (
     CudaDevice,
     LibcudaProbe,
@@ -2421,6 +2421,132 @@ def cvd_cases() -> list[Case]:
     ]
 
 
+def tf_kernel_case(
+    name: str,
+    source: str,
+    title: str,
+    *,
+    tf_version: str,
+    python: str,
+    python_version: str,
+    terminal_ld: str,
+    kernel_ld: str,
+    held: Mapping[str, Sequence[str]],
+    artefacts: Mapping[str, str],
+    platform: str = "host",
+    distro: str = "ubuntu-22.04",
+    assumptions: Sequence[str] = (),
+) -> Case:
+    def p(ld: str) -> ProbeFacts:
+        env = {"PATH": f"{python.rsplit('/bin/', 1)[0]}/bin:/usr/bin:/bin"}
+        if ld:
+            env["LD_LIBRARY_PATH"] = ld
+        return tprobe(
+            python,
+            torch_facts(installed=False),
+            python_version=python_version,
+            env=env,
+            distributions={"tensorflow": tf_version, "ipykernel": "6.23.1"},
+        )
+
+    jf = JupyterFacts(
+        python,
+        "PATH",
+        python_version,
+        "8.3.0",
+        "/home/user/.local/share/jupyter",
+        ("/home/user/.local/share/jupyter/kernels",),
+        (kspec("python3", python, "Python 3 (ipykernel)"),),
+    )
+    return Case(
+        "notebooks",
+        name,
+        source,
+        title,
+        "jupyter.kernel-loader-path",
+        facts(
+            jupyter=jf,
+            targets=targets(target(p(terminal_ld)), target(p(kernel_ld), label="kernel:python3", kind="kernel")),
+            nvidia=nvidia_facts("530.41.03", "12.1", [gpu("NVIDIA GeForce RTX 2070", "7.5", memory_mib=8192)]),
+            gpu=pci_gpus(1),
+            os=os_facts(*distro.split("-"), "jammy"),
+            loader=LoaderFacts(
+                (),
+                (),
+                (),
+                tuple(
+                    LibraryDir(d, "LD_LIBRARY_PATH", True, tuple(LibraryFile(n, f"{d.rstrip('/')}/{n}") for n in names))
+                    for d, names in held.items()
+                ),
+            ),
+        ),
+        artefacts,
+        {
+            "status": "fail",
+            "carrier": "jupyter.kernels",
+            "keywords": ["LD_LIBRARY_PATH", "kernel.json", "tensorflow"],
+            "forbidden": ["pip install --force-reinstall"],
+            "fine": ["torch.install"],
+        },
+        framework="tensorflow",
+        platform=platform,
+        distro=distro,
+        assumptions=["driver 530.41.03 and the GPU model are not shown", *assumptions],
+    )
+
+
+def tf_notebook_cases() -> list[Case]:
+    env = "/home/user/miniconda3/envs/tf"
+    cudnn = f"{env}/lib/python3.10/site-packages/nvidia/cudnn/lib"
+    return [
+        tf_kernel_case(
+            "tf212-conda-activate-ld-path-not-in-jupyter",
+            "https://github.com/tensorflow/tensorflow/issues/60790",
+            "TF 2.12 sees the GPU in the terminal (activate.d sets LD_LIBRARY_PATH), not in JupyterLab",
+            tf_version="2.12.0",
+            python=f"{env}/bin/python",
+            python_version="3.10.11",
+            terminal_ld=f":{env}/lib/:{cudnn}/lib".lstrip(":"),
+            kernel_ld="",
+            held={
+                f"{env}/lib/": ["libcudart.so.11.0", "libcublas.so.11", "libcufft.so.10"],
+                f"{cudnn}/lib": ["libcudnn.so.8"],
+            },
+            artefacts={
+                "report.txt": "TF sees the GPUs on terminal, but not on jupyter lab.\n\nEventually, after hours, I found a "
+                "temporary solution in setting the paths each time, before I launch `jupyter lab` :\n\n"
+                'CUDNN_PATH=$(dirname $(python -c "import nvidia.cudnn;print(nvidia.cudnn.__file__)"))\n'
+                "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$CONDA_PREFIX/lib/:$CUDNN_PATH/lib"
+            },
+            assumptions=[
+                "the conda env 'tf' under /home/user/miniconda3; JupyterLab started outside the activated env"
+            ],
+        ),
+        tf_kernel_case(
+            "tf29-conda-terminal-ok-notebook-libcudart-missing",
+            "https://github.com/tensorflow/tensorflow/issues/56959",
+            "TF 2.9.1: the GPU is detected in the terminal but not in a notebook of the same conda env",
+            tf_version="2.9.1",
+            python=f"{env}/bin/python",
+            python_version="3.9.13",
+            terminal_ld=f"{env}/lib/",
+            kernel_ld="",
+            held={f"{env}/lib/": ["libcudart.so.11.0", "libcublas.so.11", "libcudnn.so.8"]},
+            artefacts={
+                "log.txt": "2022-07-30 14:43:50.994118: W tensorflow/stream_executor/platform/default/dso_loader.cc:64] "
+                "Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open shared "
+                "object file: No such file or directory\n2022-07-30 14:43:50.994146: W tensorflow/stream_executor/"
+                "platform/default/dso_loader.cc:64] Could not load dynamic library 'libcublas.so.11'; dlerror: "
+                "libcublas.so.11: cannot open shared object file: No such file or directory"
+            },
+            assumptions=[
+                "the env follows tensorflow.org's conda instructions of the time (activate.d exports "
+                "LD_LIBRARY_PATH=$CONDA_PREFIX/lib/); Kubuntu 22.04 as reported"
+            ],
+        ),
+    ]
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2446,6 +2572,7 @@ CASE_SETS = [
     nccl_pin_cases,
     notebook_cases_2,
     cvd_cases,
+    tf_notebook_cases,
 ]
 
 if __name__ == "__main__":

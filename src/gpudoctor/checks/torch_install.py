@@ -31,7 +31,7 @@ from gpudoctor.checks._common import (
     wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.targets import KERNEL_KIND, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.probe import MIN_PYTHON, python_supported
 
@@ -272,6 +272,21 @@ def _unsupported_python(t: TargetFacts) -> Finding:
     )
 
 
+def _other_frameworks(probe: ProbeFacts) -> list[str]:
+    """``dist version`` of the GPU frameworks other than torch among the probe's distributions
+    (names from data/frameworks.toml)."""
+    from gpudoctor.data import load_table
+
+    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
+    return [
+        f"{d} {have[d]}"
+        for row in load_table("frameworks")["framework"]
+        if row["name"] != "torch"
+        for d in row["dists"]
+        if d in have
+    ]
+
+
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
@@ -295,12 +310,14 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         # issue 11: an environment built on another GPU framework does not need torch
         from gpudoctor.checks.cuda_frameworks import frameworks_of
 
-        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        if not others:
+            # without the cuda_libraries domain (a light run, a partial snapshot): the probe's distributions
+            others = _other_frameworks(probe)
         if others:
             return CHECK.finding(
                 Status.INFO,
-                f"PyTorch is not installed in {probe.executable}; it uses "
-                f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
+                f"PyTorch is not installed in {probe.executable}; it uses {', '.join(others)}",
                 evidence=evidence,
                 target=t.label,
             )
