@@ -2547,6 +2547,104 @@ def tf_notebook_cases() -> list[Case]:
     ]
 
 
+def conda_cpu_cases() -> list[Case]:
+    out = []
+    prefix = "/home/user/anaconda3/envs/env2"
+    for name, version, cuda, ok in (
+        ("conda-env2-pytorch14-cpuonly", "1.4.0", None, False),
+        ("conda-env1-pytorch131-cuda100-ok", "1.3.1", "10.0", True),
+    ):
+        pre = prefix if not ok else prefix.replace("env2", "env1")
+        tf = (
+            cuda_torch(
+                version,
+                cuda,
+                devices=[CudaDevice(0, "GeForce GTX 1080 Ti", "6.1")],
+                arch=arch("35", "50", "60", "61", "70", "75", ptx="75"),
+            )
+            if ok
+            else torch_facts(version, None, cuda_available=False, device_count=0)
+        )
+        out.append(
+            Case(
+                "gpu",
+                name,
+                "https://github.com/pytorch/pytorch/issues/32369",
+                "conda asked for PyTorch 1.4.0 with CUDA 10.1 installs the cpuonly build"
+                + (" (twin: env1, pytorch 1.3.1 cuda100)" if ok else ""),
+                "torch.install-cpu-build-on-gpu",
+                facts(
+                    nvidia=nvidia_facts("418.87.00", "10.1", [gpu("GeForce GTX 1080 Ti", "6.1", memory_mib=11178)]),
+                    gpu=pci_gpus(1),
+                    os=os_facts("ubuntu", "16.04", "xenial"),
+                    targets=targets(
+                        target(tprobe(f"{pre}/bin/python", tf, python_version="3.7.6", is_conda=True, is_venv=False))
+                    ),
+                ),
+                {"report.txt": "Twin: collect_env on env1: pytorch 1.3.1 cuda100py37h53c1284_0, Is CUDA available: Yes"}
+                if ok
+                else {
+                    "collect-env.txt": "# collect_env on Conda env2\nPyTorch version: 1.4.0\nIs debug build: No\n"
+                    "CUDA used to build PyTorch: None\n\nOS: Ubuntu 16.04.6 LTS\nPython version: 3.7\n"
+                    "Is CUDA available: No\n",
+                    "conda-list.txt": "pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch",
+                },
+                {"status": "ok", "carrier": "torch.install", "fine": ["cuda.driver", "cuda.arch"]}
+                if ok
+                else {
+                    "status": "fail",
+                    "carrier": "torch.install",
+                    "keywords": ["CPU-only", "conda list", "cpuonly", "conda install"],
+                },
+                framework="torch",
+                platform="host",
+                distro="ubuntu-16.04",
+                twin_of="conda-env2-pytorch14-cpuonly" if ok else None,
+                assumptions=[
+                    "driver 418.87.00 and a GTX 1080 Ti (the GPU lines of collect_env are cut in the excerpt)"
+                ],
+            )
+        )
+    pre = "/home/user/miniconda3/envs/hoist"
+    out.append(
+        Case(
+            "gpu",
+            "conda-pytorch19-cudatoolkit111-gets-cpu",
+            "https://github.com/SupreethN/HOISTFormer/issues/3",
+            "conda install pytorch==1.9.0 cudatoolkit=11.1 -c pytorch -c nvidia installs the CPU build",
+            "torch.install-cpu-build-on-gpu",
+            facts(
+                nvidia=nvidia_facts("535.183.01", "12.2", [gpu("NVIDIA GeForce RTX 3090", "8.6")]),
+                gpu=pci_gpus(1),
+                os=os_facts("ubuntu", "22.04", "jammy"),
+                targets=targets(
+                    target(
+                        tprobe(
+                            f"{pre}/bin/python",
+                            torch_facts("1.9.0", None, cuda_available=False, device_count=0),
+                            python_version="3.8.19",
+                            is_conda=True,
+                            is_venv=False,
+                        )
+                    )
+                ),
+            ),
+            {
+                "report.txt": "conda install pytorch==1.9.0 torchvision==0.10.0 cudatoolkit=11.1 -c pytorch -c nvidia\n\n"
+                "This command installs cpu version instead of cuda.\n\nUsing pip instead, fixees this.\n\n"
+                "pip install torch==1.9.0+cu111 torchvision==0.10.0+cu111 torchaudio==0.9.0 -f "
+                "https://download.pytorch.org/whl/torch_stable.html"
+            },
+            {"status": "fail", "carrier": "torch.install", "keywords": ["CPU-only", "conda list", "1.9.0"]},
+            framework="torch",
+            platform="host",
+            distro="ubuntu-22.04",
+            assumptions=["Linux host with an RTX 3090 and driver 535.183.01, Python 3.8 (not shown)"],
+        )
+    )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2573,6 +2671,7 @@ CASE_SETS = [
     notebook_cases_2,
     cvd_cases,
     tf_notebook_cases,
+    conda_cpu_cases,
 ]
 
 if __name__ == "__main__":

@@ -101,6 +101,22 @@ def _same_version_hint(python: str, version: str, facts: Facts, python_version: 
     )
 
 
+def _conda_hint(probe: ProbeFacts) -> str:
+    """In a conda environment torch often comes from a conda channel (a ``cpu_`` build, the ``cpuonly`` /
+    ``pytorch-mutex=*=cpu`` packages pin it there; pytorch/pytorch #32369): replacing it with pip mixes two
+    package managers over one package, so the conda way comes first, with the command that tells which
+    installed it. "" outside conda."""
+    if not probe.is_conda:
+        return ""
+    prefix = probe.prefix
+    return (
+        f"This is a conda environment. See which tool installed torch: `conda list -p {prefix} '^(pytorch|torch|"
+        f"cpuonly|pytorch-mutex)$'` (channel `pypi` = pip). If conda did, replace the CPU build with conda, not "
+        f"pip (remove `cpuonly` first if it is listed):\n\n```\nconda remove -p {prefix} cpuonly\n"
+        f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"\n```\n\nIf pip did: '
+    )
+
+
 def _hint_without_driver(python: str, python_version: str | None) -> str:
     """An NVIDIA GPU but no known driver version (none installed, or not visible): the build
     cannot be matched to the driver yet, so name the install order and the command per driver
@@ -375,6 +391,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
             f"`torch.cuda.is_available()` is always False.{_cpu_origin(tf.version or '')}\n\n"
+            f"{_conda_hint(probe)}"
             f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version)}"
             f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
