@@ -47,6 +47,27 @@ def test_manifests_parse_and_have_the_expected_kinds():
     assert pod["containers"][0]["startupProbe"]["exec"]["command"][:2] == ["gpudoctor", "gate"]
 
 
+@pytest.mark.parametrize("name", ["daemonset-textfile.yaml", "gpu-pod-gate.yaml", "node-problem-detector.yaml"])
+def test_manifests_validate_against_the_kubernetes_openapi_schema(name):
+    """Strict validation (unknown fields are errors) against the schema of a current Kubernetes
+    release, with kubernetes-validate (Apache-2.0; it ships the published OpenAPI schemas)."""
+    import kubernetes_validate
+
+    version = kubernetes_validate.latest_version()
+    for doc in _manifests()[name]:
+        kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
+
+
+def test_the_validator_rejects_a_manifest_kubernetes_would_reject():
+    import kubernetes_validate
+
+    pod = _manifests()["gpu-pod-gate.yaml"][0]
+    broken = json.loads(json.dumps(pod))
+    broken["spec"]["containers"][0]["resourcess"] = broken["spec"]["containers"][0].pop("resources", {})
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, kubernetes_validate.latest_version(), strict=True)
+
+
 def test_npd_plugin_config_is_consistent():
     cm = _manifests()["node-problem-detector.yaml"][0]["data"]
     monitor = json.loads(cm["gpudoctor-monitor.json"])

@@ -35,6 +35,7 @@ LAZY_COMMANDS = {
     "mirrors": "gpudoctor.cli.mirrors:mirrors",
     "explain": "gpudoctor.cli.explain:explain",
     "report": "gpudoctor.cli.report:report",  # issue 14: report merge
+    "diff": "gpudoctor.cli.diff:diff",  # issue 31: two snapshots or reports compared
 }
 
 for _name, _target in LAZY_COMMANDS.items():

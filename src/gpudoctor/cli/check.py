@@ -174,13 +174,12 @@ def check(
         kill_running_commands()  # an early probe nothing asked for (the selection did not need it)
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
     if fmt == "console":
-        if output:
-            try:
-                fh = open(output, "w", encoding="utf-8")
-            except OSError as exc:
-                raise usage(f"-o {output}: {exc.strerror or exc}") from None
-            with fh:
-                render_console(report, make_console(fh), verbose)
+        if output and output != "-":
+            import io
+
+            buffer = io.StringIO()
+            render_console(report, make_console(buffer), verbose)
+            write_output(buffer.getvalue(), output)
         else:
             render_console(report, console, verbose)
     elif fmt == "prometheus" and output and output != "-":
