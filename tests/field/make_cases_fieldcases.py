@@ -2645,6 +2645,71 @@ def conda_cpu_cases() -> list[Case]:
     return out
 
 
+def typo_cases() -> list[Case]:
+    out = []
+    rows = (
+        (
+            "cluster-sets-cuda-visable-devices",
+            "https://github.com/cBio/cbio-cluster/issues/1",
+            "The cluster exports CUDA_VISABLE_DEVICES (misspelled): CUDA_VISIBLE_DEVICES is empty, every GPU is visible",
+            {"CUDA_VISABLE_DEVICES": "0"},
+            4,
+            "cluster-shell.txt",
+            "-bash-4.1$ echo $CUDA_VISIBLE_DEVICES\n\n-bash-4.1$ echo $CUDA_VISABLE_DEVICES\n0",
+            ["CUDA_VISABLE_DEVICES", "CUDA_VISIBLE_DEVICES", "export CUDA_VISIBLE_DEVICES=0"],
+            "slurm",
+            ("centos", "6", ""),
+            ["a 4-GPU node (the scheduler's prolog sets the variable for one GPU; node size not shown)"],
+        ),
+        (
+            "docs-cuda-visible-typo-mmagic",
+            "https://github.com/open-mmlab/mmagic/issues/1580",
+            "The training docs say `CUDA_VISIBLE=0 python tools/train.py`: the variable does not select a GPU",
+            {"CUDA_VISIBLE": "0"},
+            2,
+            "docs.txt",
+            'I find that the environment variable CUDA_VISIBLE in the code "CUDA_VISIBLE=0 python tools/train.py '
+            'configs/example_config.py --work-dir work_dirs/example" in mmediting/docs/en/user_guides/train_test.md '
+            "can't seem to select GPU devices.",
+            ["CUDA_VISIBLE", "CUDA_VISIBLE_DEVICES"],
+            "host",
+            ("ubuntu", "20.04", "focal"),
+            ["a 2-GPU workstation (not shown); the command runs under `gpudoctor gate -- ...`, which sees its env"],
+        ),
+    )
+    for name, src, title, env, n, fname, text, keywords, platform, distro, assumptions in rows:
+        devs = [gpu("NVIDIA GeForce RTX 3090", "8.6", index=i) for i in range(n)]
+        tf = cuda_torch(
+            "1.13.1+cu117",
+            "11.7",
+            devices=[CudaDevice(i, "NVIDIA GeForce RTX 3090", "8.6", f"0000:{i + 1:02x}:00.0") for i in range(n)],
+        )
+        out.append(
+            Case(
+                "gpu",
+                name,
+                src,
+                title,
+                "cuda.devices-selection-variable-misspelled",
+                facts(
+                    nvidia=nvidia_facts("535.154.05", "12.2", devs),
+                    gpu=pci_gpus(n),
+                    os=os_facts(*distro),
+                    targets=targets(
+                        target(tprobe("/home/user/venv/bin/python", tf, env={"PATH": "/usr/bin:/bin", **env}))
+                    ),
+                ),
+                {fname: text},
+                {"status": "warn", "carrier": "cuda.devices", "keywords": keywords},
+                framework="torch",
+                platform=platform,
+                distro="-".join(x for x in distro[:2] if x),
+                assumptions=["torch 1.13.1+cu117, RTX 3090s, driver 535.154.05 (not shown)", *assumptions],
+            )
+        )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2672,6 +2737,7 @@ CASE_SETS = [
     cvd_cases,
     tf_notebook_cases,
     conda_cpu_cases,
+    typo_cases,
 ]
 
 if __name__ == "__main__":
