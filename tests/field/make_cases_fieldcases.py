@@ -2710,6 +2710,50 @@ def typo_cases() -> list[Case]:
     return out
 
 
+def tf_mismatch_cases_2() -> list[Case]:
+    tf = tf_probe(
+        "/usr/bin/python2.7",
+        "1.10.0",
+        LibcudaProbe(True, f"{SYSLIB}/libcuda.so.352.63", None, None),
+        python_version="2.7.6",
+    )
+    return [
+        Case(
+            "gpu",
+            "tf110-nvidia-smi-352-kernel-384",
+            "https://github.com/tensorflow/tensorflow/issues/22718",
+            "tensorflow-gpu 1.10: cuInit CUDA_ERROR_UNKNOWN; nvidia-smi prints NVIDIA-SMI 352.63 with Driver Version "
+            "384.130",
+            "cuda.libcuda-version-mismatch",
+            facts(
+                nvidia=nvidia_facts(
+                    "384.130",
+                    source="proc",
+                    devices=[gpu("GeForce GTX TITAN X", "5.2", index=i, memory_mib=12206) for i in range(3)],
+                ),
+                gpu=pci_gpus(3),
+                os=os_facts("ubuntu", "14.04", "trusty"),
+                targets=targets(target(tf)),
+            ),
+            {
+                "nvidia-smi.txt": "+------------------------------------------------------+                       \n"
+                "| NVIDIA-SMI 352.63     Driver Version: 384.130        |                       \n"
+                "|-------------------------------+----------------------+----------------------+\n"
+                "|   0  GeForce GTX TIT...  Off  | 0000:02:00.0     Off |                  N/A |",
+                "error.txt": "tensorflow-gpu-1.10: failed call to cuInit: CUDA_ERROR_UNKNOWN",
+            },
+            {"status": "fail", "carrier": "cuda.libcuda", "keywords": ["352.63", "384.130", "mismatch"]},
+            framework="tensorflow",
+            platform="host",
+            distro="ubuntu-14.04",
+            assumptions=[
+                "libcuda comes from the same leftover 352.63 user-space install as nvidia-smi (NVIDIA-SMI 352.63)",
+                "three GTX TITAN X shown; Python 2.7 as reported",
+            ],
+        )
+    ]
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2738,6 +2782,7 @@ CASE_SETS = [
     tf_notebook_cases,
     conda_cpu_cases,
     typo_cases,
+    tf_mismatch_cases_2,
 ]
 
 if __name__ == "__main__":
