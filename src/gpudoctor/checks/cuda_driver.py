@@ -191,6 +191,8 @@ def framework_cuda(facts: Facts, label: str) -> list[tuple[str, str, str, str, s
     """(framework, dist, version, CUDA ``X.Y``, where X.Y comes from) for every non-torch GPU framework of
     target ``label`` whose CUDA major is known. X.Y is the newest ``nvidia-cuda-runtime/nvcc/nvrtc-cuX``
     wheel of that major in the target, else ``X.0`` (only the major's floor can then be judged)."""
+    if "cuda_libraries" not in facts.domains:
+        return []  # the gate's light run: its domain module is not even imported
     from gpudoctor.facts.libraries import CudaLibrariesFacts
     from gpudoctor.facts.loader import CudaWheelsFacts
 
