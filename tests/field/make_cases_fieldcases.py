@@ -2436,6 +2436,7 @@ def tf_kernel_case(
     platform: str = "host",
     distro: str = "ubuntu-22.04",
     assumptions: Sequence[str] = (),
+    twin_of: str | None = None,
 ) -> Case:
     def p(ld: str) -> ProbeFacts:
         env = {"PATH": f"{python.rsplit('/bin/', 1)[0]}/bin:/usr/bin:/bin"}
@@ -2481,7 +2482,9 @@ def tf_kernel_case(
             ),
         ),
         artefacts,
-        {
+        {"status": "ok", "carrier": "jupyter.kernels", "fine": ["torch.install"]}
+        if twin_of
+        else {
             "status": "fail",
             "carrier": "jupyter.kernels",
             "keywords": ["LD_LIBRARY_PATH", "kernel.json", "tensorflow"],
@@ -2491,6 +2494,7 @@ def tf_kernel_case(
         framework="tensorflow",
         platform=platform,
         distro=distro,
+        twin_of=twin_of,
         assumptions=["driver 530.41.03 and the GPU model are not shown", *assumptions],
     )
 
@@ -2754,6 +2758,218 @@ def tf_mismatch_cases_2() -> list[Case]:
     ]
 
 
+def more_twins() -> list[Case]:
+    """Healthy twins of fault cases that had none: the same machine after the remedy the report or the
+    tool names."""
+    out = []
+    tf = cuda_torch("1.3.0", "10.1", devices=[CudaDevice(0, "GeForce GTX 1080 Ti", "6.1")], driver_api_version=10010)
+    out.append(
+        Case(
+            "gpu",
+            "venv-torch130-cu101-driver-418-ok",
+            "https://github.com/ivadomed/ivadomed/issues/69",
+            "The same venv after a driver upgrade to 418.87 (CUDA 10.1) (twin)",
+            "cuda.driver-too-old",
+            facts(
+                nvidia=nvidia_facts("418.87.00", "10.1", [gpu("GeForce GTX 1080 Ti", "6.1", memory_mib=11178)]),
+                gpu=pci_gpus(1, device_id="0x1b06"),
+                os=os_facts("ubuntu", "18.04", "bionic"),
+                targets=targets(target(tprobe("/home/user/ivadomed/venv/bin/python", tf, python_version="3.6.8"))),
+            ),
+            {"report.txt": "Twin of venv-torch130-cu101-driver-410 with driver 418.87.00."},
+            {"status": "ok", "carrier": "cuda.driver", "fine": ["nvidia.driver", "torch.install"]},
+            framework="torch",
+            platform="host",
+            distro="ubuntu-18.04",
+            twin_of="venv-torch130-cu101-driver-410",
+        )
+    )
+    out.append(
+        arch_case(
+            "rtx5090-docker-torch27-cu128-ok",
+            "https://github.com/pBFSLab/DeepPrep/issues/233",
+            "The container rebuilt on torch 2.7.0+cu128, whose kernels include sm_120 (twin)",
+            "NVIDIA GeForce RTX 5090",
+            "12.0",
+            "2.7.0+cu128",
+            "12.8",
+            ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"),
+            ("570.124.06", "12.8"),
+            "Twin of rtx5090-docker-torch201-cu118-sm120 with torch 2.7.0+cu128.",
+            {"status": "ok", "carrier": "cuda.arch", "fine": ["cuda.driver"]},
+            python="/opt/conda/bin/python",
+            container="docker",
+            memory_mib=32607,
+            twin_of="rtx5090-docker-torch201-cu118-sm120",
+        )
+    )
+    out.append(
+        Case(
+            "gpu",
+            "tf-host-libcuda-384-matches-kernel",
+            "https://github.com/tensorflow/tensorflow/issues/22525",
+            "The laptop after removing the 375 leftovers: libcuda and the kernel module are both 384.130 (twin)",
+            "cuda.libcuda-version-mismatch",
+            facts(
+                nvidia=nvidia_facts("384.130", "9.0", [gpu("GeForce GTX 1060", "6.1")]),
+                gpu=pci_gpus(1),
+                os=os_facts("ubuntu", "16.04", "xenial"),
+                targets=targets(
+                    target(
+                        tf_probe(
+                            "/usr/bin/python3", "1.10.0", LibcudaProbe(True, f"{SYSLIB}/libcuda.so.384.130", None, 9000)
+                        )
+                    )
+                ),
+            ),
+            {"report.txt": "Twin of tf-host-libcuda-375-kernel-384 after purging the 375 user-space libraries."},
+            {"status": "ok", "carrier": "cuda.libcuda", "fine": ["nvidia.driver"]},
+            framework="tensorflow",
+            platform="host",
+            distro="ubuntu-16.04",
+            twin_of="tf-host-libcuda-375-kernel-384",
+        )
+    )
+    for name, of, gpus, src, title in (
+        (
+            "jupyterhub-k8s-pod-emptydir-ok",
+            "jupyterhub-k8s-pod-torch-bus-error",
+            (("Tesla T4", "7.5"),),
+            "https://github.com/pangeo-data/pangeo-docker-images/issues/258",
+            "The hub's pods with a memory-backed emptyDir at /dev/shm (8 GiB) (twin)",
+        ),
+        (
+            "nccl-kubeflow-4xT4-emptydir-ok",
+            "nccl-kubeflow-4xT4-emptydir",
+            tuple(("Tesla T4", "7.5") for _ in range(4)),
+            "https://github.com/NVIDIA/nccl/issues/525",
+            "The Kubeflow pod with the reporter's emptyDir (medium: Memory) at /dev/shm (twin)",
+        ),
+    ):
+        out.append(
+            shm_case(
+                name,
+                src,
+                title,
+                "nccl.shm-too-small" if "nccl" in name else "dataloader.shm-too-small",
+                shm_total=8 * GIB,
+                gpus=gpus,
+                container="kubernetes",
+                artefacts={"report.txt": f"Twin of {of}: /dev/shm is an 8 GiB emptyDir (medium: Memory)."},
+                expect={"status": "ok", "carrier": "dataloader.shm"},
+                framework="tensorflow" if "nccl" in name else "torch",
+                twin_of=of,
+                assumptions=["an emptyDir without sizeLimit on a node with 16 GiB RAM shows 8 GiB in df"],
+            )
+        )
+    out.append(
+        compile_case(
+            "olmo-research-image-debian-with-gcc-ok",
+            "https://github.com/allenai/OLMo-core/pull/804",
+            "The research image with gcc and g++ added (the PR's fix) (twin)",
+            "torch.compile-no-compiler",
+            torch_version="2.8.0+cu128",
+            cuda="12.8",
+            python="/usr/local/bin/python",
+            python_version="3.12.11",
+            python_h=True,
+            include="/usr/local/include/python3.12",
+            compiler=True,
+            triton=TritonFacts(True, "3.4.0", True),
+            container="docker",
+            distro=("debian", "12", "bookworm"),
+            gpu_name=("NVIDIA A10G", "8.6"),
+            artefacts={"Dockerfile.fragment": "RUN apt-get update && apt-get install -y gcc g++"},
+            expect={"status": "ok", "carrier": "torch.compile"},
+            twin_of="olmo-research-image-debian-no-compiler",
+        )
+    )
+    out.append(
+        kernel_missing_case(
+            "kernelspec-conda-env-recreated-ok",
+            "https://github.com/anaconda/nb_conda_kernels/issues/55",
+            "The kernelspec pyk3 after the env was recreated (twin)",
+            kernel_python="/home/user/anaconda/envs/pyk3/bin/python",
+            exists=True,
+            kernel_name="pyk3",
+            artefacts={"report.txt": "Twin of kernelspec-points-to-removed-conda-env with the env recreated."},
+            expect={"status": "ok", "carrier": "jupyter.kernels"},
+            twin_of="kernelspec-points-to-removed-conda-env",
+        )
+    )
+    env = "/home/user/miniconda3/envs/tf"
+    out.append(
+        tf_kernel_case(
+            "tf29-kernel-json-env-ld-path-ok",
+            "https://github.com/tensorflow/tensorflow/issues/56959",
+            "The TF kernel with LD_LIBRARY_PATH in kernel.json env, as in the terminal (twin)",
+            tf_version="2.9.1",
+            python=f"{env}/bin/python",
+            python_version="3.9.13",
+            terminal_ld=f"{env}/lib/",
+            kernel_ld=f"{env}/lib/",
+            held={f"{env}/lib/": ["libcudart.so.11.0", "libcublas.so.11", "libcudnn.so.8"]},
+            artefacts={
+                "report.txt": "Twin of tf29-conda-terminal-ok-notebook-libcudart-missing with the kernel env fixed."
+            },
+            twin_of="tf29-conda-terminal-ok-notebook-libcudart-missing",
+        )
+    )
+    out.append(
+        fw_driver_case(
+            "onnxruntime-cuda12-build-driver-550-ok",
+            "https://github.com/onnxruntime/mobius/issues/316",
+            "The CI on the CUDA 12 build of onnxruntime-gpu (the maintainer's suggestion) (twin)",
+            framework="onnxruntime-gpu",
+            dist="onnxruntime-gpu",
+            version="1.22.0",
+            cuda_major=12,
+            wheels=[("nvidia-cuda-runtime-cu12", "12.4.127")],
+            driver=("550.163.01", "12.4"),
+            gpu_model=("Tesla T4", "7.5"),
+            python="/opt/venv/bin/python",
+            python_version="3.12.3",
+            container="docker",
+            distro=("ubuntu", "24.04", "noble"),
+            artefacts={"report.txt": "Twin of onnxruntime-cuda13-build-driver-550 with a CUDA 12 build."},
+            expect={"status": "ok", "carrier": "cuda.driver", "fine": ["torch.install"]},
+            twin_of="onnxruntime-cuda13-build-driver-550",
+        )
+    )
+    devs = [gpu("NVIDIA GeForce RTX 3090", "8.6", index=i) for i in range(4)]
+    tf4 = cuda_torch("1.13.1+cu117", "11.7", devices=[CudaDevice(0, "NVIDIA GeForce RTX 3090", "8.6", "0000:01:00.0")])
+    out.append(
+        Case(
+            "gpu",
+            "cluster-sets-cuda-visible-devices-ok",
+            "https://github.com/cBio/cbio-cluster/issues/1",
+            "The prolog fixed to export CUDA_VISIBLE_DEVICES=0 (twin)",
+            "cuda.devices-selection-variable-misspelled",
+            facts(
+                nvidia=nvidia_facts("535.154.05", "12.2", devs),
+                gpu=pci_gpus(4),
+                os=os_facts("centos", "6", ""),
+                targets=targets(
+                    target(
+                        tprobe(
+                            "/home/user/venv/bin/python",
+                            tf4,
+                            env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": "0"},
+                        )
+                    )
+                ),
+            ),
+            {"cluster-shell.txt": "-bash-4.1$ echo $CUDA_VISIBLE_DEVICES\n0"},
+            {"status": "ok", "carrier": "cuda.devices"},
+            framework="torch",
+            platform="slurm",
+            distro="centos-6",
+            twin_of="cluster-sets-cuda-visable-devices",
+        )
+    )
+    return out
+
+
 def main() -> None:
     cases = []
     for fn in CASE_SETS:
@@ -2783,6 +2999,7 @@ CASE_SETS = [
     conda_cpu_cases,
     typo_cases,
     tf_mismatch_cases_2,
+    more_twins,
 ]
 
 if __name__ == "__main__":
