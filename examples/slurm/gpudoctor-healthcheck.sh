@@ -9,8 +9,8 @@
 #   require-gpus = 8
 #   min-gpu-memory-gib = 79
 node=$(hostname -s)
-status=/run/gpudoctor/status.json
-mkdir -p /run/gpudoctor
+status=${GPUDOCTOR_STATUS_FILE:-/run/gpudoctor/status.json}
+mkdir -p "$(dirname "$status")"
 if out=$(gpudoctor gate -q --status-file "$status" 2>&1); then
     # only undo our own drain
     if scontrol show node "$node" | grep -q 'Reason=gpudoctor:'; then

@@ -3,10 +3,12 @@
 CUDA reads ``CUDA_VISIBLE_DEVICES`` once, when it initialises (CUDA
 Programming Guide, "Environment variables"); setting
 ``os.environ['CUDA_VISIBLE_DEVICES']`` in a notebook cell afterwards changes
-nothing until the kernel restarts. Each running kernel is asked (facts
-``jupyter_running``): when CUDA is initialised and the variable now differs
-from the value the process started with -> ``warn`` naming the kernel (and
-its notebook when known); a kernel that does not answer -> ``info``; ``ok``
+nothing until the kernel restarts; the same holds for ``CUDA_DEVICE_ORDER``. Each
+running kernel is asked (facts ``jupyter_running``): when CUDA is initialised and
+either variable now differs from the value the process started with, and the devices torch
+enumerated do not show the new value (their count, their PCI order) -> ``warn``
+naming the kernel (and its notebook when known), the devices torch enumerated,
+and "restart the kernel and set it first"; a kernel that does not answer -> ``info``; ``ok``
 otherwise; ``skip`` without ``--deep`` or without running kernels.
 """
 
@@ -30,6 +32,31 @@ def _show(v: object) -> str:
     return "unset" if v is None else repr(v)
 
 
+def _visible_count(value: str) -> int:
+    return len([e for e in value.split(",") if e.strip()]) if value.strip() not in ("-1", "none", "void") else 0
+
+
+def _ineffective(k: RunningKernel) -> list[tuple[str, str | None, str | None]]:
+    """The variables changed in the kernel whose new value CUDA did not take: (name, now, at start).
+
+    A change made in a cell *before* CUDA started is in effect, one made after is not; the devices torch
+    enumerated tell them apart where they can: as many devices as the new ``CUDA_VISIBLE_DEVICES`` names
+    (the new value is in effect), or the PCI bus ids in ascending order under ``CUDA_DEVICE_ORDER=PCI_BUS_ID``.
+    Without that evidence (an older kernel answer, a torch without ``pci_bus_id``) a change counts as late."""
+    out: list[tuple[str, str | None, str | None]] = []
+    if k.cvd_now != k.cvd_at_start:
+        took = k.device_count is not None and k.cvd_now is not None and k.device_count == _visible_count(k.cvd_now)
+        if not took:
+            out.append(("CUDA_VISIBLE_DEVICES", k.cvd_now, k.cvd_at_start))
+    order = (k.order_now or "FASTEST_FIRST", k.order_at_start or "FASTEST_FIRST")
+    if order[0] != order[1]:
+        buses = list(k.device_buses)
+        took = bool(buses) and (buses == sorted(buses)) == (order[0] == "PCI_BUS_ID")
+        if not took:
+            out.append(("CUDA_DEVICE_ORDER", k.order_now, k.order_at_start))
+    return out
+
+
 def evaluate(facts: Facts) -> list[Finding]:
     running = require(facts, RunningKernelsFacts)
     if not running.kernels:
@@ -45,34 +72,49 @@ def evaluate(facts: Facts) -> list[Finding]:
                     evidence={"connection_file": k.connection_file},
                 )
             )
-        elif k.cuda_initialized and k.cvd_now != k.cvd_at_start:
+        elif k.cuda_initialized and (changed := _ineffective(k)):
+            what = "; ".join(
+                f"{var} is {_show(now)} now, but CUDA was initialised with {_show(start)}"
+                for var, now, start in changed
+            )
+            names = " and ".join(f"`{var}`" for var, _n, _s in changed)
+            enumerated = (
+                f" torch enumerated {k.device_count} device(s) at initialisation, numbered by the start values."
+                if k.device_count is not None
+                else ""
+            )
             out.append(
                 Finding(
                     check=CHECK_ID,
                     status=Status.WARN,
-                    summary=(
-                        f"{_label(k)}: CUDA_VISIBLE_DEVICES is {_show(k.cvd_now)} now, but CUDA was initialised "
-                        f"with {_show(k.cvd_at_start)}: the change has no effect"
-                    ),
+                    summary=f"{_label(k)}: {what}: the change has no effect; restart the kernel and set it first",
                     explanation=(
-                        "CUDA reads `CUDA_VISIBLE_DEVICES` once, at initialisation; this kernel changed it "
-                        "afterwards (a cell like `os.environ['CUDA_VISIBLE_DEVICES'] = ...`), so it still "
-                        f"uses the GPUs of {_show(k.cvd_at_start)}.\n\nRestart the kernel and set the variable "
-                        "in the first cell, before `import torch`, or in the kernelspec's `env` "
-                        "(kernel.json), so every start gets it."
+                        f"CUDA reads {names} once, at initialisation; this kernel changed "
+                        f"{'it' if len(changed) == 1 else 'them'} afterwards (a cell like "
+                        f"`os.environ['{changed[0][0]}'] = ...`), so it still uses the GPUs (and the device order) "
+                        f"of the values it started with.{enumerated}\n\nRestart the kernel and set the variable in "
+                        "the first cell, before `import torch`, or in the kernelspec's `env` (kernel.json), so every "
+                        "start gets it."
                     ),
                     evidence={
                         "connection_file": k.connection_file,
                         "pid": k.pid,
                         "now": k.cvd_now,
                         "at_start": k.cvd_at_start,
+                        "order_now": k.order_now,
+                        "order_at_start": k.order_at_start,
+                        "devices_enumerated": k.device_count,
+                        "device_buses": list(k.device_buses),
                         "kernel_name": k.kernel_name,
                     },
                 )
             )
         else:
+            in_effect = k.cuda_initialized and (k.cvd_now != k.cvd_at_start or k.order_now != k.order_at_start)
             state = (
-                "CUDA initialised"
+                "CUDA initialised after the kernel set its CUDA variables: they are in effect"
+                if in_effect
+                else "CUDA initialised"
                 if k.cuda_initialized
                 else ("torch imported, CUDA not initialised" if k.torch_imported else "no torch imported")
             )

@@ -10,7 +10,7 @@ upgraded and must be regenerated); Kubernetes RuntimeClass docs.
 - in a container, no engine, or no NVIDIA GPU/driver on the host -> ``skip``;
 - no toolkit at all -> ``fail`` with the install commands of this distro and
   the configure command per engine;
-- a CDI spec for another driver version -> ``fail`` (regenerate);
+- a CDI spec for another driver version, or naming device nodes that no longer exist -> ``fail`` (regenerate);
 - Podman without a CDI spec, containerd without an ``nvidia`` runtime -> ``fail``;
 - Docker without the runtime hook (only ``nvidia-container-toolkit-base``)
   and without the ``nvidia`` runtime -> ``fail`` (``could not select device
@@ -238,6 +238,35 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"longer exist, so `--device nvidia.com/gpu=...` fails to start containers (or mounts nothing). "
                 f"Regenerate it:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```\n\n"
                 f"(toolkit 1.18+ can do this at boot: `sudo systemctl enable --now nvidia-cdi-refresh.path`).",
+                evidence=evidence,
+            )
+        ]
+    gone = [s for s in host.cdi_specs if s.missing_device_nodes]
+    if gone:
+        s = gone[0]
+        nodes = ", ".join(f"`{n}`" for n in s.missing_device_nodes)
+        uvm_only = all(n.startswith("/dev/nvidia-uvm") for n in s.missing_device_nodes)
+        uvm = (
+            "`/dev/nvidia-uvm` and `/dev/nvidia-uvm-tools` appear only once the `nvidia-uvm` module is loaded, "
+            "normally by the first CUDA call on the host: after a reboot they are missing. Load it now and at every "
+            "boot:\n\n```\nsudo nvidia-modprobe -u -c=0\n"
+            "echo nvidia-uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf\n```\n\n"
+        )
+        return [
+            CHECK.finding(
+                Status.FAIL,
+                f"the CDI spec {s.path} injects {', '.join(s.missing_device_nodes)}, which no longer exist on this "
+                f"host",
+                f"A CDI spec lists the host device nodes it injects; {nodes} "
+                + (
+                    "do not exist now, so every container asking for `nvidia.com/gpu=...` fails to start: "
+                    f'"failed to stat CDI host device". {uvm}The spec itself is right.'
+                    if uvm_only
+                    else "are gone (a GPU removed or renumbered, `/dev/dri` nodes numbered differently after a reboot "
+                    "or driver change, MIG devices recreated), so every container asking for `nvidia.com/gpu=...` "
+                    f'fails to start: "failed to stat CDI host device". Regenerate the spec from the devices that '
+                    f"exist now:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```"
+                ),
                 evidence=evidence,
             )
         ]

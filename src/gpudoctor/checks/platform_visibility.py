@@ -30,6 +30,7 @@ from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
+from gpudoctor.launchers import hub_gpu_remedy, spawner_of
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.words import plural
 
@@ -146,7 +147,8 @@ def assess(
             f"`SLURM_JOB_GRES`), and the node's device cgroup (`ConstrainDevices=yes` in `cgroup.conf`) hides the "
             f'GPUs from it: `nvidia-smi` prints "No devices were found" and `torch.cuda.is_available()` is False, '
             f"although the node has GPUs. {how} Interactive: `srun --gres=gpu:1 --pty bash` or "
-            f"`salloc --gpus=1`. Check the job with `scontrol show job $SLURM_JOB_ID | grep -i tres`.",
+            f"`salloc --gpus=1`. Check the job with `scontrol show job $SLURM_JOB_ID | grep -i tres`."
+            + (f"\n\n{hub_gpu_remedy('batch')}" if spawner_of(facts) == "batch" else ""),
             evidence=evidence,
             target=label,
         )

@@ -5,8 +5,9 @@ opened with jupyter_client's ``BlockingKernelClient``; the kernel is asked
 one ``execute_request`` with empty code, ``silent=True``,
 ``store_history=False`` and a single ``user_expressions`` entry — so nothing
 is added to its namespace, history or execution count — for its pid,
-whether torch is imported and CUDA initialised, and ``CUDA_VISIBLE_DEVICES``
-now and in its start environment (``/proc/self/environ``). A kernel that does
+whether torch is imported and CUDA initialised (then also how many devices
+torch enumerated), and ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER`` now and
+in its start environment (``/proc/self/environ``). A kernel that does
 not answer within the timeout is reported, never waited on longer. Kernels
 are asked concurrently (one thread each). The notebook using each kernel is
 named from the sessions API of the server(s) in the same runtime directory.
@@ -26,14 +27,21 @@ from gpudoctor.facts import Unavailable
 from gpudoctor.facts.jupyter import RunningKernel, RunningKernelsFacts
 
 #: One expression, evaluated in the kernel's namespace; comprehension names do not leak.
+#: ``count`` and ``buses`` (each device's PCI bus id, in torch's order) are asked only once CUDA is up: they
+#: then read the initialised runtime and never start it.
 EXPRESSION = (
-    "__import__('json').dumps({'pid': __import__('os').getpid(), "
-    "'cvd_now': __import__('os').environ.get('CUDA_VISIBLE_DEVICES'), "
-    "'cvd_start': {k: v for k, _, v in (e.partition('=') for e in "
-    "open('/proc/self/environ', 'rb').read().decode('utf-8', 'replace').split(chr(0)))}.get('CUDA_VISIBLE_DEVICES'), "
-    "'torch': 'torch' in __import__('sys').modules, "
-    "'cuda_init': bool(__import__('sys').modules['torch'].cuda.is_initialized()) "
-    "if 'torch' in __import__('sys').modules else False})"
+    "(lambda os, sys, start: __import__('json').dumps({'pid': os.getpid(), "
+    "'cvd_now': os.environ.get('CUDA_VISIBLE_DEVICES'), 'cvd_start': start.get('CUDA_VISIBLE_DEVICES'), "
+    "'order_now': os.environ.get('CUDA_DEVICE_ORDER'), 'order_start': start.get('CUDA_DEVICE_ORDER'), "
+    "'torch': 'torch' in sys.modules, "
+    "'cuda_init': bool(sys.modules['torch'].cuda.is_initialized()) if 'torch' in sys.modules else False, "
+    "'count': (lambda f: f() if f else None)(getattr(sys.modules['torch'].cuda, 'device_count', None)) "
+    "if 'torch' in sys.modules and sys.modules['torch'].cuda.is_initialized() else None, "
+    "'buses': (lambda c: [getattr(c.get_device_properties(i), 'pci_bus_id', None) for i in range(c.device_count())] "
+    "if hasattr(c, 'get_device_properties') and hasattr(c, 'device_count') else None)(sys.modules['torch'].cuda) "
+    "if 'torch' in sys.modules and sys.modules['torch'].cuda.is_initialized() else None}))"
+    "(__import__('os'), __import__('sys'), {k: v for k, _, v in (e.partition('=') for e in "
+    "open('/proc/self/environ', 'rb').read().decode('utf-8', 'replace').split(chr(0)))})"
 )
 ASK_TIMEOUT_S = 5.0
 
@@ -76,6 +84,10 @@ def ask(path: str, timeout_s: float = ASK_TIMEOUT_S) -> RunningKernel:
             cuda_initialized=bool(data["cuda_init"]),
             cvd_now=data["cvd_now"],
             cvd_at_start=data["cvd_start"],
+            order_now=data.get("order_now"),
+            order_at_start=data.get("order_start"),
+            device_count=data.get("count"),
+            device_buses=tuple(str(b) for b in data.get("buses") or () if b is not None),
         )
     except Exception as exc:
         why = (

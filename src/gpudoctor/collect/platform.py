@@ -54,6 +54,28 @@ PLATFORM_ENV = (
     "SLURM_JOB_GRES",
     "SLURM_STEP_GRES",
     "SLURM_TRES_PER_TASK",
+    "SLURM_LOCALID",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_NTASKS_PER_NODE",
+    "SLURM_STEP_ID",
+    "SLURM_GPU_BIND",
+    "SLURM_CONF",
+    "LOCAL_RANK",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID",
+    "ACCELERATE_USE_DEEPSPEED",
+    "ACCELERATE_MIXED_PRECISION",
+    "ACCELERATE_DYNAMO_BACKEND",
+    "CROSS_RANK",
+    "LOCAL_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "JUPYTERHUB_USER",
+    "JUPYTERHUB_SERVICE_PREFIX",
+    "JUPYTERHUB_SERVER_NAME",
+    "JUPYTERHUB_API_URL",
     "RAY_JOB_ID",
     "RAY_NODE_ID",
     "RAY_RAYLET_PID",
@@ -82,6 +104,7 @@ BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/bin", "/sbin", "/usr/lo
 _CGROUP_RUNTIMES = (
     ("libpod", "podman"),
     ("cri-containerd", "containerd"),
+    ("nerdctl-", "containerd"),  # nerdctl's systemd scope: nerdctl-<id>.scope
     ("crio-", "cri-o"),
     ("/docker/", "docker"),
     ("docker-", "docker"),
@@ -185,6 +208,10 @@ def detect_runtime(files: Files, env: Mapping[str, str]) -> tuple[str, tuple[str
     if files.exists("/.singularity.d") or env.get("APPTAINER_CONTAINER") or env.get("SINGULARITY_CONTAINER"):
         markers.append("/.singularity.d exists (Apptainer/Singularity)")
         runtime = runtime or "apptainer"
+    for sock, name in (("/dev/lxd/sock", "LXD"), ("/dev/incus/sock", "Incus")):
+        if files.exists(sock):
+            markers.append(f"{sock} exists ({name} guest API)")
+            runtime = runtime or "lxc"
     if env.get("container"):
         markers.append(f"container={env['container']} in the environment")
         runtime = runtime or env["container"]
@@ -263,7 +290,11 @@ def parse_docker_info(text: str) -> DockerInfo | Unavailable:
 
 
 _CTK_VERSION = re.compile(r"version\s+(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
-_SO_VERSION = re.compile(r"lib(?:cuda|nvidia-ml)\.so\.(\d{3}\.\d+(?:\.\d+)?)")
+#: a driver library named by the driver's version (libcuda.so.550.127.05, libEGL_nvidia.so.535.161.07,
+#: libnvidia-ml.so...): what a CDI spec mounts; libnvidia-egl-wayland.so.1.1.13 (its own version) does not match
+_SO_VERSION = re.compile(
+    r"lib(?:cuda|nvidia-ml|nvidia-[a-z]+|EGL_nvidia|GLX_nvidia|GLESv2_nvidia|GLESv1_CM_nvidia)\.so\.(\d{3}\.\d+(?:\.\d+)?)"
+)
 
 
 def parse_cdi_spec(path: str, text: str) -> CdiSpec:
@@ -271,11 +302,13 @@ def parse_cdi_spec(path: str, text: str) -> CdiSpec:
     kind_m = re.search(r"""["']?kind["']?\s*:\s*["']?([\w./-]+)""", text)
     names = re.findall(r"""-?\s*["']?name["']?\s*:\s*["']?([\w.:-]+)["']?""", text)
     ver = _SO_VERSION.search(text)
+    nodes = re.findall(r"""["']?(?:hostPath|path)["']?\s*:\s*["']?(/dev/[\w./-]+)""", text)
     return CdiSpec(
         path=path,
         kind=kind_m.group(1) if kind_m else "",
         devices=tuple(dict.fromkeys(names)),
         driver_version=ver.group(1) if ver else "",
+        device_nodes=tuple(dict.fromkeys(nodes)),
     )
 
 
@@ -361,10 +394,16 @@ def container_host_facts(files: Files, runner: Runner | None) -> ContainerHostFa
         if files.is_file(f"{d}/{n}")
     )
     specs = []
+    try:  # an image root has no device nodes to compare a spec with: only a root that shows the GPU's
+        shows_devices = any(n.startswith("nvidia") for n in files.listdir("/dev"))
+    except OSError:
+        shows_devices = False
     for d in ("/etc/cdi", "/var/run/cdi"):
         for path in files.glob(d, "*"):
             if path.endswith((".yaml", ".yml", ".json")):
-                specs.append(parse_cdi_spec(path, files.read_text_or_none(path) or ""))
+                spec = parse_cdi_spec(path, files.read_text_or_none(path) or "")
+                missing = tuple(n for n in spec.device_nodes if shows_devices and not files.exists(n))
+                specs.append(dataclasses.replace(spec, missing_device_nodes=missing))
     configs = tuple(
         parse_containerd_config(p, files.read_text_or_none(p) or "") for p in _CONTAINERD_CONFIGS if files.is_file(p)
     )

@@ -212,6 +212,12 @@ class RunningKernel:
             kernel before the first CUDA call (None: unset).
         notebook: the notebook using it (server sessions API), "" when unknown.
         error: why it could not be asked ("" when it answered).
+        order_now: ``os.environ['CUDA_DEVICE_ORDER']`` now (None: unset).
+        order_at_start: its value in the start environment (None: unset).
+        device_count: ``torch.cuda.device_count()`` once CUDA is initialised (the devices torch
+            enumerated), None when CUDA is not initialised or the kernel is older than this question.
+        device_buses: the PCI bus id of each device in torch's order (``get_device_properties(i)
+            .pci_bus_id``), empty when not known: tells whether ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` took effect.
     """
 
     connection_file: str
@@ -223,6 +229,10 @@ class RunningKernel:
     cvd_at_start: str | None = None
     notebook: str = ""
     error: str = ""
+    order_now: str | None = None
+    order_at_start: str | None = None
+    device_count: int | None = None
+    device_buses: tuple[str, ...] = ()
 
 
 @domain("jupyter_running")

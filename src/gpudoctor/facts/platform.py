@@ -150,12 +150,17 @@ class CdiSpec:
         driver_version: the driver version of the libraries it mounts
             (``libcuda.so.<version>``), "" when it names none: a spec generated
             for another driver no longer matches after an upgrade.
+        device_nodes: the host device nodes it injects (``deviceNodes`` ``path``/``hostPath``).
+        missing_device_nodes: those that do not exist on this host ("failed to stat CDI host device":
+            a GPU removed, renumbered ``/dev/dri`` nodes, MIG devices recreated since the spec was made).
     """
 
     path: str
     kind: str
     devices: tuple[str, ...] = ()
     driver_version: str = ""
+    device_nodes: tuple[str, ...] = ()
+    missing_device_nodes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,11 @@
+c.LocalAuthenticator.create_system_users = True
+c.PAMAuthenticator.encoding = 'utf8'
+c.PAMAuthenticator.open_sessions = False
+c.JupyterHub.admin_access = True
+c.JupyterHub.ip = '0.0.0.0'
+c.JupyterHub.port = 8888
+c.Spawner.args = ['--allow-root']
+c.Spawner.default_url = '/lab'
+c.Spawner.notebook_dir = '~'
+c.Authenticator.admin_users = set(['root', 'alex'])
+c.Spawner.cmd = ['/opt/anaconda3/envs/pytorch2/bin/jupyterhub-singleuser']
