@@ -85,3 +85,29 @@ def test_without_the_libraries_domain_only_torch_is_judged():
 def test_a_cpu_torch_skip_gives_way_to_the_framework_that_was_judged():
     findings = run("418.87.01", "10.1", [("cupy", "cupy-cuda11x", "13.4.1", 11)], torch=torch_facts("2.5.1+cpu"))
     assert [f.status for f in findings] == [Status.FAIL]
+
+
+def test_the_headline_names_the_framework_and_its_driver_cause():
+    """cuda.available for an environment without torch: the cuda.driver failure of its framework is the
+    root cause (not a skip, and never 'torch is not installed'); a healthy one stays a skip."""
+    from gpudoctor.checks.cuda_available import CHECK as HEADLINE
+
+    def headline(driver, cuda_max):
+        facts = make_facts(
+            nvidia=nvidia_facts(driver, cuda_max, [nvml_device(0, "Tesla V100-PCIE-32GB", "7.0")]),
+            gpu=pci_gpus(1),
+            targets=targets(
+                target(probe_facts(PY, torch_facts(installed=False), distributions={"cupy-cuda11x": "13.4.1"}))
+            ),
+            cuda_libraries=CudaLibrariesFacts(
+                (TargetLibraries("current"),),
+                (FrameworkInstall("current", "cupy", "cupy-cuda11x", "13.4.1", 11, None, "test"),),
+            ),
+        )
+        (f,) = HEADLINE.evaluate(facts)
+        return f
+
+    bad = headline("418.87.01", "10.1")
+    assert bad.status is Status.FAIL and "cupy-cuda11x 13.4.1" in bad.summary and "450.80.02" in bad.summary
+    assert "torch is not installed" not in bad.summary
+    assert headline("470.182.03", "11.4").status is Status.SKIP

@@ -1682,6 +1682,7 @@ def framework_driver_cases() -> list[Case]:
                     "carrier": "cuda.driver",
                     "keywords": ["cupy-cuda11x", "450.80.02", "418.87.01"],
                     "forbidden": ["--index-url https://download.pytorch.org"],
+                    "fine": ["torch.install"],
                 },
                 twin_of="cupy-cuda11x-hpc-driver-418" if ok else None,
                 assumptions=[
@@ -1720,6 +1721,7 @@ def framework_driver_cases() -> list[Case]:
                 "status": "fail",
                 "carrier": "cuda.driver",
                 "keywords": ["onnxruntime-gpu", "580", "CUDA 12"],
+                "fine": ["torch.install"],
             },
             assumptions=[
                 "the installed onnxruntime-gpu is a CUDA 13 build ('use the cuda 12 ort build'): 1.24.1 with the CUDA 13 "
@@ -2489,7 +2491,7 @@ def tf_kernel_case(
             "carrier": "jupyter.kernels",
             "keywords": ["LD_LIBRARY_PATH", "kernel.json", "tensorflow"],
             "forbidden": ["pip install --force-reinstall"],
-            "fine": ["torch.install"],
+            "fine": ["torch.install", "cuda.available"],
         },
         framework="tensorflow",
         platform=platform,
