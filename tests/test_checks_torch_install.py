@@ -330,3 +330,27 @@ def test_headline_with_a_working_driver_names_only_the_missing_torch():
     assert f.status is Status.FAIL
     assert f.summary == "CUDA is unavailable in /home/user/venv/bin/python: torch is not installed"
     assert "root_cause_check" not in f.evidence
+
+
+def test_cpu_build_in_a_conda_env_offers_the_conda_way_first_and_a_venv_does_not():
+    """pytorch/pytorch #32369: conda gave `pytorch 1.4.0 py3.7_cpu_0 [cpuonly]`; replacing it with pip
+    mixes two package managers over one package. Neighbour: the same CPU build in a venv."""
+    from gpudoctor.checks.torch_install import CHECK as TI
+    from gpudoctor.testing import make_facts, nvidia_facts, nvml_device, pci_gpus, probe_facts, target, targets
+    from gpudoctor.testing import torch_facts as tfacts
+
+    def finding(python, conda):
+        probe = probe_facts(python, tfacts("2.1.2", None), is_conda=conda, is_venv=not conda)
+        facts = make_facts(
+            targets=targets(target(probe)), nvidia=nvidia_facts("535.183.01", "12.2", [nvml_device()]), gpu=pci_gpus(1)
+        )
+        (f,) = TI.evaluate(facts)
+        return f
+
+    f = finding("/home/user/anaconda3/envs/env2/bin/python", conda=True)
+    assert f.status is Status.FAIL
+    assert "conda list -p /home/user/anaconda3/envs/env2" in f.explanation
+    assert 'conda install -p /home/user/anaconda3/envs/env2 -c conda-forge "pytorch=*=cuda*"' in f.explanation
+    assert f.explanation.index("conda install") < f.explanation.index("pip install")
+    v = finding("/home/user/venv/bin/python", conda=False)
+    assert v.status is Status.FAIL and "conda" not in v.explanation

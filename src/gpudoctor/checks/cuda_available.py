@@ -130,15 +130,35 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         )
     if not tf.installed:
         # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
+        from gpudoctor.checks import cuda_driver
         from gpudoctor.checks.cuda_frameworks import frameworks_of
+        from gpudoctor.checks.torch_install import _other_frameworks
 
-        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        others = others or _other_frameworks(probe)
         if others:
+            # the same causal order for any framework: the driver, then the driver against its CUDA runtime
+            fault = _driver_fault(facts)
+            if fault is None:
+                judged = [
+                    cuda_driver.assess_framework(facts, t, probe, fw)
+                    for fw in cuda_driver.framework_cuda(facts, t.label)
+                ]
+                fault = next((f for f in judged if f is not None and f.status == Status.FAIL), None)
+            if fault is not None:
+                evidence.update({"root_cause_check": fault.check, "frameworks": ", ".join(others)})
+                return CHECK.finding(
+                    Status.FAIL,
+                    f"CUDA is unavailable to {', '.join(others)} in {python}: {fault.summary}",
+                    f"Root cause (from `{fault.check}`):\n\n{fault.explanation}",
+                    evidence=evidence,
+                    target=t.label,
+                )
             return CHECK.finding(
                 Status.SKIP,
                 f"torch is not installed in {python}; its GPU framework"
                 f"{'s are' if len(others) > 1 else ' is'} "
-                f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
+                f"{', '.join(others)} "
                 f"(see cuda.frameworks and cuda.libraries)",
                 target=t.label,
             )

@@ -14,11 +14,15 @@ NVIDIA Container Toolkit: ``NVIDIA_VISIBLE_DEVICES=void|none`` injects no GPU.
 - an invalid later entry, a MIG-mode GPU named by GPU index/UUID -> ``warn``;
 - CUDA order differs from nvidia-smi order (heterogeneous GPUs, CUDA_DEVICE_ORDER
   unset) -> ``warn`` with the mapping table and ``export CUDA_DEVICE_ORDER=PCI_BUS_ID``;
+- a misspelled selection variable (``CUDA_VISABLE_DEVICES``, ``CUDA_VISIBLE``,
+  ``CUDA_VISIBLE_DEVICE``) while the real one is unset -> ``warn``: CUDA reads only the exact name, so
+  every GPU stays visible (cBio/cbio-cluster #1, open-mmlab/mmagic #1580);
 - otherwise ``ok``; no GPU -> ``skip``.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -163,6 +167,27 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
     return None
 
 
+#: the variables that select or order GPUs for CUDA and the NVIDIA container runtime
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "NVIDIA_VISIBLE_DEVICES")
+
+
+def misspelled_vars(env: dict[str, str]) -> list[tuple[str, str]]:
+    """(variable set, the name it was meant to be) for near-misses of :data:`GPU_VARS` whose real name is
+    unset. Only ``CUDA_``/``NVIDIA_`` names are compared, so other vendors' ``HIP_VISIBLE_DEVICES`` and
+    the like never match."""
+    out = []
+    for key in sorted(env):
+        if key in GPU_VARS or not key.startswith(("CUDA_", "NVIDIA_")):
+            continue
+        if any(key.startswith(v + "_") for v in GPU_VARS):  # a saved copy (CUDA_VISIBLE_DEVICES_ORIG), not a typo
+            continue
+        close = difflib.get_close_matches(key, GPU_VARS, n=1, cutoff=0.85)
+        meant = close[0] if close else ("CUDA_VISIBLE_DEVICES" if key.startswith("CUDA_VISIBLE") else None)
+        if meant is not None and meant not in env:
+            out.append((key, meant))
+    return out
+
+
 def _table(rows: list[tuple[int, GpuDevice | None, CudaDevice]]) -> str:
     lines = ["| torch `cuda:N` | nvidia-smi index | GPU | PCI bus |", "|---|---|---|---|"]
     for i, g, d in rows:
@@ -220,6 +245,26 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         if status is Status.FAIL and _scheduler_view_fails(facts, t, probe):
             evidence["caused_by"] = "platform.visibility"  # the same cause, told with the scheduler's request
         return CHECK.finding(status, summary, explanation, evidence=evidence, target=t.label)
+    typos = misspelled_vars(dict(env))
+    if typos:
+        key, meant = typos[0]
+        evidence["misspelled"] = [f"{k}={env[k]} (meant {m})" for k, m in typos]
+        return CHECK.finding(
+            Status.WARN,
+            f"{key}={env[key]} is set, but CUDA reads {meant}, which is unset: the selection has no effect",
+            f"`{key}` is not a variable CUDA or the NVIDIA container runtime knows; only the exact name `{meant}` "
+            f"is read. With it unset "
+            + (
+                f"every GPU ({plural(len(nvml), 'GPU')}) stays visible and the job may land on, or spread over, GPUs "
+                f"other people use."
+                if meant != "CUDA_DEVICE_ORDER"
+                else "CUDA keeps numbering GPUs fastest first."
+            )
+            + f"\n\nRename it where it is set (job script, shell profile, scheduler prolog, documentation):\n\n"
+            f"```\nexport {meant}={env[key]}\nunset {key}\n```",
+            evidence=evidence,
+            target=t.label,
+        )
     devices = probe.torch.devices
     evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]
     order = env.get("CUDA_DEVICE_ORDER", "")

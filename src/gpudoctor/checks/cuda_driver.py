@@ -13,6 +13,15 @@ offered only when every GPU is a data-center/Jetson part that supports it.
   --index-url`` of a torch build for a CUDA the driver supports);
 - driver between floor and toolkit driver -> ``ok`` (minor-version compatibility noted);
 - CPU/ROCm build, no driver, torch not importable -> ``skip`` with the reason.
+
+The same rule holds for every framework that brings its own CUDA runtime (JAX, TensorFlow, CuPy,
+ONNX Runtime, PaddlePaddle, ...): the ``cuda_libraries`` domain names each GPU framework of a
+target and the CUDA major its build needs, and the target's ``nvidia-cuda-runtime`` /
+``nvidia-cuda-nvcc`` / ``nvidia-cuda-nvrtc`` wheels (``cuda_wheels``) give the CUDA minor it
+runs (JAX compiles PTX with the wheel's ``ptxas``, so an older driver cannot load that PTX). One
+finding per such framework, judged like torch; a framework whose CUDA major is unknown is left
+out. The domains are read when the run collected them (``gpudoctor check`` does; the gate's
+light run does not, and then only torch is judged).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_version, pip_install_command, split_local
 from gpudoctor.checks._gpu import (
     DriverVerdict,
@@ -29,11 +39,12 @@ from gpudoctor.checks._gpu import (
     gpu_devices,
     judge_driver,
     per_target,
+    target_probes,
     v,
     variant_for,
 )
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.targets import ProbeFacts, TargetFacts
+from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 
 UPGRADE_HOWTO = (
@@ -172,11 +183,154 @@ def v_published(variant: dict[str, Any], public: str) -> bool:
     return bool(public) and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])
 
 
+#: ``nvidia-*`` wheels whose version is the CUDA release a framework runs (runtime, PTX compiler, NVRTC).
+_RUNTIME_WHEELS = re.compile(r"^nvidia-cuda-(?:runtime|nvcc|nvrtc)-cu(\d+)$")
+
+
+def framework_cuda(facts: Facts, label: str) -> list[tuple[str, str, str, str, str]]:
+    """(framework, dist, version, CUDA ``X.Y``, where X.Y comes from) for every non-torch GPU framework of
+    target ``label`` whose CUDA major is known. X.Y is the newest ``nvidia-cuda-runtime/nvcc/nvrtc-cuX``
+    wheel of that major in the target, else ``X.0`` (only the major's floor can then be judged)."""
+    if "cuda_libraries" not in facts.domains:
+        return []  # the gate's light run: its domain module is not even imported
+    from gpudoctor.facts.libraries import CudaLibrariesFacts
+    from gpudoctor.facts.loader import CudaWheelsFacts
+
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return []
+    wheels: dict[int, tuple[str, str]] = {}
+    cw = facts.of(CudaWheelsFacts)
+    if not isinstance(cw, Unavailable):
+        for tw in cw.targets:
+            if tw.label != label:
+                continue
+            for d in tw.dists:
+                m = _RUNTIME_WHEELS.match(d.name.lower())
+                if m and v(d.version).major == int(m.group(1)):
+                    major = int(m.group(1))
+                    if major not in wheels or v(d.version) > v(wheels[major][1]):
+                        wheels[major] = (d.name, d.version)
+    out = []
+    for fw in cl.frameworks:
+        if fw.label != label or fw.name == "torch" or not fw.cuda_major:
+            continue
+        if fw.cuda_major in wheels:
+            name, version = wheels[fw.cuda_major]
+            xy = ".".join(version.split(".")[:2])
+            out.append((fw.name, fw.dist, fw.version, xy, f"{name} {version}"))
+        else:
+            out.append((fw.name, fw.dist, fw.version, f"{fw.cuda_major}.0", ""))
+    return out
+
+
+def assess_framework(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fw: tuple[str, str, str, str, str]
+) -> Finding | None:
+    """The ``cuda.driver`` finding for one non-torch framework of a target (None: nothing to judge)."""
+    name, dist, version, cuda, basis = fw
+    driver = driver_version(facts)
+    if driver is None:
+        return None
+    verdict = judge_driver(driver, cuda)
+    if verdict.fit == "unknown":
+        return None
+    max_cuda = driver_max_cuda(facts, probe)
+    max_txt = f" (CUDA ≤ {max_cuda})" if max_cuda else ""
+    major = cuda.split(".")[0]
+    exact = bool(basis)
+    evidence: dict[str, Any] = {
+        "framework": name,
+        "dist": f"{dist}=={version}",
+        "cuda": cuda,
+        "cuda_from": basis or "the build's CUDA major",
+        "driver": driver,
+        "driver_max_cuda": max_cuda,
+        "toolkit_driver": verdict.toolkit_driver,
+        "minimum_driver": verdict.floor,
+        "fit": verdict.fit,
+    }
+    what = f"{dist} {version} (CUDA {cuda}, from {basis})" if exact else f"{dist} {version} (a CUDA {major}.x build)"
+    if verdict.fit == "full" or (verdict.fit == "minor-compat" and not exact):
+        return CHECK.finding(
+            Status.OK, f"NVIDIA driver {driver}{max_txt} runs {what}", evidence=evidence, target=t.label
+        )
+    if verdict.fit == "minor-compat":
+        return CHECK.finding(
+            Status.OK,
+            f"NVIDIA driver {driver}{max_txt} runs {what} through CUDA minor-version compatibility",
+            f"The driver is at least the CUDA {major}.x floor ({verdict.floor}) but older than the CUDA {cuda} "
+            f"toolkit driver ({verdict.toolkit_driver}). {dist} runs; PTX produced by the CUDA {cuda} compiler "
+            f"cannot be loaded by this driver, so frameworks that compile PTX at run time (JAX/XLA, Triton, CuPy "
+            f"kernels) fall back to slower paths or report that the driver is older than the PTX compiler. "
+            f"Upgrading the driver to ≥ {verdict.toolkit_driver} removes these limits.",
+            evidence=evidence,
+            target=t.label,
+        )
+    branch = verdict.floor.split(".")[0] if verdict.floor else "550"
+    older = [m for m in (int(major) - 1,) if m >= 11 and max_cuda and v(max_cuda).major >= m]
+    alt = ""
+    if older:
+        req = _cuda_extra(name, older[0])
+        how = (
+            f'`{probe.executable} -m pip install "{req}"`'
+            if req
+            else f"its CUDA {older[0]} build (the project's install guide names the package or extra)"
+        )
+        alt = (
+            f"\n\n2. **Or keep the driver** and install {name} for CUDA {older[0]} (this driver runs CUDA "
+            f"≤ {max_cuda}) in `{probe.executable}`: {how}."
+        )
+    return CHECK.finding(
+        Status.FAIL,
+        f"the NVIDIA driver {driver}{max_txt} is too old for {what}: it needs ≥ {verdict.floor}",
+        f"`{dist}` {version} in `{probe.executable}` runs on the CUDA {cuda if exact else major + '.x'} runtime"
+        + (f" ({basis})" if exact else "")
+        + f". CUDA {major}.x needs a Linux driver ≥ **{verdict.floor}** (minor-version compatibility), but "
+        f'this machine runs **{driver}**{max_txt}: the framework finds no usable GPU ("CUDA driver version is '
+        f'insufficient for CUDA runtime version", `cudaErrorInsufficientDriver`, CUDA error 35).\n\n'
+        f"1. **Upgrade the NVIDIA driver** to {verdict.floor} or newer. "
+        + UPGRADE_HOWTO.format(branch=max(int(branch), 535))
+        + alt,
+        evidence=evidence,
+        target=t.label,
+    )
+
+
+def _cuda_extra(name: str, major: int) -> str:
+    """The pip requirement of ``name`` built for CUDA ``major`` (the projects' documented spellings), or ""."""
+    if name == "jax":
+        return f"jax[cuda{major}]"
+    if name == "cupy":
+        return f"cupy-cuda{major}x"
+    if name == "tensorrt":
+        return f"tensorrt-cu{major}"
+    return ""
+
+
+def evaluate(facts: Facts) -> list[Finding]:
+    """torch per target (:func:`assess`), then every other framework with its own CUDA runtime."""
+    require(facts, TargetsFacts)
+    out: list[Finding] = []
+    for f, (t, probe) in zip(per_target("cuda.driver", assess)(facts), target_probes(facts)):
+        extra = []
+        if probe is not None:
+            for fw in framework_cuda(facts, t.label):
+                finding = assess_framework(facts, t, probe, fw)
+                if finding is not None:
+                    extra.append(finding)
+        # a torch that is not a CUDA build says nothing when another framework was judged
+        if not (extra and f.status == Status.SKIP):
+            out.append(f)
+        out += extra
+    return out
+
+
 CHECK = Check(
     id="cuda.driver",
-    title="NVIDIA driver new enough for each target torch's CUDA runtime",
+    title="NVIDIA driver new enough for each target framework's CUDA runtime",
     needs=("targets", "nvidia", "gpu"),
-    evaluate=per_target("cuda.driver", assess),
+    evaluate=evaluate,
     tags=("gate",),
     probe_level="light",  # issue 14: reads only what the light probe reports too
 )

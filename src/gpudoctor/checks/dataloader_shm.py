@@ -14,7 +14,8 @@ recommended workers are used; otherwise the stated defaults below. With two
 or more local GPUs, NCCL adds about :data:`NCCL_SEGMENT_BYTES` per ordered
 GPU pair and direction. Status: ``fail`` below a quarter of the estimate (or
 below one measured batch, or below NCCL's share); ``warn`` below the
-estimate, or when less than the estimate is free; ``ok`` otherwise.
+estimate (a size that prints the same as the estimate, 1 GiB for ~1.04 GiB, is not below it), or
+when less than the estimate is free; ``ok`` otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from gpudoctor.checks import require
 from gpudoctor.checks._common import GIB, MIB, fmt_bytes, in_container, nvidia_gpu_count
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.dataloader import DataLoaderProbeFacts
-from gpudoctor.facts.host import ShmFacts
+from gpudoctor.facts.host import OsFacts, ShmFacts
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.words import plural
 
@@ -79,17 +80,36 @@ def suggested_size(need: int) -> str:
     return f"{max(MIN_SUGGESTED, 2 * need) // GIB + (1 if max(MIN_SUGGESTED, 2 * need) % GIB else 0)}g"
 
 
-def remedy(need: int, gpus: int) -> str:
+def remedy(need: int, gpus: int, engine: str | None = None) -> str:
+    """What to do, for where the user is (``engine``: the container kind of ``os``; None on a host or
+    when unknown): a pod gets the memory-backed emptyDir only (``docker run`` flags cannot apply to
+    it), a podman container podman's flags, a Docker container or an unknown one every way."""
     size = suggested_size(need)
-    text = (
-        f"Give the container more shared memory (it is only used when written):\n\n"
-        f"- Docker: `docker run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm), "
-        f"or `-v /dev/shm:/dev/shm`; docker compose: `shm_size: {size}b`.\n"
+    k8s = (
         f"- Kubernetes: mount a memory-backed emptyDir at /dev/shm:\n\n"
         f"  ```yaml\n  volumes:\n    - name: dshm\n      emptyDir: {{medium: Memory, sizeLimit: {size[:-1]}Gi}}\n"
         f"  # container: volumeMounts: [{{name: dshm, mountPath: /dev/shm}}]\n  ```\n"
-        f"- A running machine (needs root): `mount -o remount,size={size[:-1]}G /dev/shm`.\n\n"
     )
+    if engine == "kubernetes":
+        text = (
+            "This pod's /dev/shm is the container runtime's default; the pod spec decides it (the job, "
+            "notebook spawner or operator template that creates the pod):\n\n" + k8s + "\n"
+        )
+    elif engine == "podman":
+        text = (
+            f"Give the container more shared memory (it is only used when written):\n\n"
+            f"- Podman: `podman run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm; podman "
+            f"refuses `--shm-size` together with it); Quadlet: `ShmSize={size}` (on the `.pod` unit when the "
+            f"container runs in a pod).\n\n"
+        )
+    else:
+        text = (
+            f"Give the container more shared memory (it is only used when written):\n\n"
+            f"- Docker: `docker run --shm-size={size} ...`, or `--ipc=host` (shares the host's /dev/shm), "
+            f"or `-v /dev/shm:/dev/shm`; docker compose: `shm_size: {size}b`.\n"
+            + k8s
+            + f"- A running machine (needs root): `mount -o remount,size={size[:-1]}G /dev/shm`.\n\n"
+        )
     if gpus >= 2:
         text += (
             "NCCL needs it too: with too little, multi-GPU jobs fail at start-up with `NCCL error ... "
@@ -105,6 +125,10 @@ def evaluate(facts: Facts) -> list[Finding]:
     shm = require(facts, ShmFacts)
     loader, nccl, est_evidence, basis = estimate(facts)
     need = loader + nccl
+    os_facts = facts.of(OsFacts)
+    engine = (
+        os_facts.container.kind if not isinstance(os_facts, Unavailable) and os_facts.container.in_container else None
+    )
     gpus = int(est_evidence["local_gpus"])  # type: ignore[call-overload]
     evidence: dict[str, object] = {
         "path": shm.path,
@@ -117,7 +141,8 @@ def evaluate(facts: Facts) -> list[Finding]:
             CHECK.finding(
                 Status.WARN,
                 f"{shm.path} is not usable: {shm.total_bytes.reason}",
-                "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n" + remedy(need, gpus),
+                "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n"
+                + remedy(need, gpus, engine),
                 evidence=evidence,
             )
         ]
@@ -148,27 +173,28 @@ def evaluate(facts: Facts) -> list[Finding]:
                 Status.FAIL,
                 f"{shm.path} is only {size}, far below the ~{fmt_bytes(need)} {users} need: "
                 f"expect 'Bus error' worker deaths" + (" and NCCL init failures" if nccl else ""),
-                f"{why}\n\n{remedy(need, gpus)}",
+                f"{why}\n\n{remedy(need, gpus, engine)}",
                 evidence=evidence,
             )
         ]
-    if total < need:
+    # the need is an estimate ("~"): a size that prints the same as it ("1 GiB" for ~1.04 GiB) is not short
+    if total < need and fmt_bytes(total) != fmt_bytes(need):
         return [
             CHECK.finding(
                 Status.WARN,
                 f"{shm.path} is {size}, below the ~{fmt_bytes(need)} {users} may need",
-                f"{why}\n\n{remedy(need, gpus)}",
+                f"{why}\n\n{remedy(need, gpus, engine)}",
                 evidence=evidence,
             )
         ]
-    if free is not None and free < need:
+    if free is not None and free < need and fmt_bytes(free) != fmt_bytes(need):
         return [
             CHECK.finding(
                 Status.WARN,
                 f"{shm.path} has only {fmt_bytes(free)} free of {size} (~{fmt_bytes(need)} needed)",
                 f"{why}\n\nSomething already holds most of it: list it with `ls -la /dev/shm` (`torch_*` files "
                 f"left by killed workers, `nccl-*` segments, other jobs) and remove stale ones, or "
-                f"{remedy(need, gpus)[0].lower()}{remedy(need, gpus)[1:]}",
+                f"{remedy(need, gpus, engine)[0].lower()}{remedy(need, gpus, engine)[1:]}",
                 evidence=evidence,
             )
         ]

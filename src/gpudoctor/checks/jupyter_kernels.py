@@ -16,7 +16,9 @@ kernelspec, then duplicate display names, then a summary:
 - torch missing, broken or CPU-only in the kernel while the terminal has a
   CUDA build -> ``fail`` naming both interpreters;
 - the kernel's ``LD_LIBRARY_PATH`` lacks directories the terminal's has and
-  torch/cuDNN/CUDA fail only in the kernel -> ``fail``;
+  torch/cuDNN/CUDA fail only in the kernel -> ``fail``; the same when those directories hold
+  CUDA libraries and the kernel's environment has a framework that opens them by bare name
+  (TensorFlow's dso_loader, ``opens_by_name`` in data/frameworks.toml), whose failure no probe sees;
 - two kernels with the same display name -> ``warn``;
 - no Python kernel at all -> ``info`` with the registration command.
 
@@ -98,6 +100,29 @@ def missing_loader_dirs(reference: ProbeFacts | None, kernel: ProbeFacts | None)
         return []
     have = set(_ld_dirs(kernel.env))
     return [d for d in _ld_dirs(reference.env) if d not in have]
+
+
+def _by_name_frameworks(probe: ProbeFacts) -> list[str]:
+    """Installed distributions (``dist version``) of frameworks that dlopen CUDA libraries by bare name."""
+    from gpudoctor.data import load_table
+
+    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
+    out = []
+    for row in load_table("frameworks")["framework"]:
+        if row.get("opens_by_name"):
+            out += [f"{d} {have[d]}" for d in row["dists"] if d in have]
+    return out
+
+
+def _cuda_dirs(facts: Facts, dirs: Sequence[str]) -> dict[str, list[str]]:
+    """Of ``dirs``, those the loader facts saw holding CUDA libraries: directory -> library names."""
+    from gpudoctor.facts.loader import LoaderFacts
+
+    loader = facts.of(LoaderFacts)
+    if isinstance(loader, Unavailable):
+        return {}
+    held = {d.path.rstrip("/"): [f.name for f in d.libraries] for d in loader.dirs if d.libraries}
+    return {d: held[d.rstrip("/")] for d in dirs if held.get(d.rstrip("/"))}
 
 
 def reference_target(facts: Facts) -> TargetFacts | None:
@@ -427,6 +452,28 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                     (FIX_ENV,),
                 )
             )
+        elif missing and not ld_symptom and _by_name_frameworks(probe) and _cuda_dirs(facts, missing):
+            held = _cuda_dirs(facts, missing)
+            fws = ", ".join(_by_name_frameworks(probe))
+            libs = sorted({n for names in held.values() for n in names})
+            shown = ", ".join(f"`{n}`" for n in libs[:6]) + (" ..." if len(libs) > 6 else "")
+            k.problems.append(
+                _Problem(
+                    Status.FAIL,
+                    "loader-path",
+                    f"kernel {spec.name}: {fws} cannot find its CUDA libraries in the kernel; the kernel's "
+                    f"LD_LIBRARY_PATH lacks {':'.join(held)}",
+                    f"In the terminal `LD_LIBRARY_PATH` contains `{':'.join(held)}`, which holds {shown}; the kernel's "
+                    f"environment does not. {fws} opens these libraries by bare name when it starts the GPU, so in the "
+                    "notebook it logs `Could not load dynamic library ...` and runs on the CPU, while the terminal sees "
+                    "the GPU. This happens when the variable is set by `conda activate` (an `activate.d` script), "
+                    "`~/.bashrc` or `module load`, but Jupyter was started without it (another environment, "
+                    "systemd, JupyterHub, an IDE).\n\n"
+                    f"Add the directories to kernel.json `env` (`gpudoctor fix {FIX_ENV} --set kernel={spec.name}`), "
+                    "or start Jupyter from the activated environment, then restart the kernel.",
+                    (FIX_ENV,),
+                )
+            )
         elif ld_symptom and not hiding and tk.import_ok:
             k.problems.append(
                 _Problem(
@@ -640,6 +687,6 @@ def suggest_kernel_name(facts: Facts) -> str:
 CHECK = Check(
     id="jupyter.kernels",
     title="Every Jupyter kernel sees the GPU the terminal sees (interpreter, ipykernel, env, loader path)",
-    needs=("jupyter", "targets"),
+    needs=("jupyter", "targets", "loader"),
     evaluate=evaluate,
 )

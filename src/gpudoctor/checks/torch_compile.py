@@ -16,7 +16,7 @@ such file or directory", pytorch/pytorch issue #129351).
   directories of the ld.so cache's ``libcuda`` entries), ``LIBRARY_PATH`` or the
   linker's defaults -> ``fail`` ("cannot find -lcuda"; pytorch/pytorch #123159,
   triton-lang/triton PR #1981);
-- torch older than 2.0 -> ``skip`` (no ``torch.compile``);
+- torch older than 2.0 -> ``skip`` (no ``torch.compile``; 2.0 nightlies and NGC ``2.0.0a0`` builds have it);
 - otherwise ``info``: inductor's prerequisites are met.
 """
 
@@ -103,15 +103,37 @@ def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
 
 
 def compiler_remedy(facts: Facts, which: str) -> str:
+    """How to install gcc and g++ (Triton builds C, inductor's CPU path C++) where the user is: on a host
+    with the distribution's package manager; in a container, in the image (a package installed in a
+    running container is gone when it is recreated); under Apptainer/Singularity, whose image is
+    read-only, in the definition file's ``%post`` and a rebuild."""
     os_facts = facts.of(OsFacts)
     distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
     if distro in DEBIAN_LIKE:
-        return "```\nsudo apt-get install build-essential\n```"
-    if distro in RPM_LIKE:
-        return "```\nsudo dnf install gcc gcc-c++\n```"
-    if distro == "alpine":
-        return "```\nsudo apk add build-base\n```"
-    return f"Install a {which} compiler (gcc/g++) with your package manager, or set `CC`/`CXX` to one."
+        install = "apt-get update && apt-get install -y build-essential"
+        host = "sudo apt-get install build-essential"
+    elif distro in RPM_LIKE:
+        install = "dnf install -y gcc gcc-c++"
+        host = "sudo dnf install gcc gcc-c++"
+    elif distro == "alpine":
+        install = "apk add --no-cache build-base"
+        host = "sudo apk add build-base"
+    else:
+        return f"Install a {which} compiler (gcc and g++) with your package manager, or set `CC`/`CXX` to one."
+    engine = None
+    if not isinstance(os_facts, Unavailable) and os_facts.container.in_container:
+        engine = os_facts.container.kind or "container"
+    if engine is None:
+        return f"```\n{host}\n```"
+    if engine in {"apptainer", "singularity"}:
+        return (
+            f"The container image is read-only: add the compilers to its definition file and rebuild it:\n\n"
+            f"```\n%post\n    {install}\n```"
+        )
+    return (
+        f"Put the compilers in the image (installed in a running container they are gone when it is "
+        f"recreated), in its Dockerfile/Containerfile:\n\n```\nRUN {install}\n```"
+    )
 
 
 def _is_32bit(d: LinkDir) -> bool:
@@ -201,7 +223,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if not tf.installed or not tf.import_ok:
         what = "is not installed" if not tf.installed else "does not import"
         return CHECK.finding(Status.SKIP, f"torch {what} in {probe.executable} (see torch.install)", target=t.label)
-    if tf.version and v(split_local(tf.version)[0]) < v("2.0"):
+    # the release part: 2.0 pre-releases and nightlies (2.0.0.dev20230120, 2.0.0a0+1767026) have torch.compile
+    if tf.version and v(v(split_local(tf.version)[0]).base_version) < v("2.0"):
         return CHECK.finding(
             Status.SKIP, f"torch {tf.version} has no torch.compile (it arrived in torch 2.0)", target=t.label
         )
@@ -244,11 +267,17 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     missing = [kind for kind, found in needed if not found]
     if missing:
         kind = missing[0]
+        also = (
+            " Nor is there a C++ compiler (`CXX` unset, no g++), which inductor needs for graphs that run on the "
+            'CPU (CPU tensors, `device="cpu"` models) even on a GPU machine.'
+            if gpu_path and not tc.cxx
+            else ""
+        )
         return CHECK.finding(
             Status.FAIL,
             f"no {kind} compiler for torch.compile in {probe.executable}",
             f"`torch.compile` ({'Triton' if gpu_path else 'inductor CPU backend'}) needs a {kind} compiler at run time "
-            f"and none was found (`{'CC' if kind == 'C' else 'CXX'}` unset; gcc/cc/clang not on PATH).\n\n"
+            f"and none was found (`{'CC' if kind == 'C' else 'CXX'}` unset; gcc/cc/clang not on PATH).{also}\n\n"
             + compiler_remedy(facts, kind),
             evidence=evidence,
             target=t.label,

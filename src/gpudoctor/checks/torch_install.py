@@ -31,7 +31,7 @@ from gpudoctor.checks._common import (
     wheel_variants,
 )
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.targets import KERNEL_KIND, TargetFacts, TargetsFacts
+from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.probe import MIN_PYTHON, python_supported
 
@@ -98,6 +98,22 @@ def _same_version_hint(python: str, version: str, facts: Facts, python_version: 
         f"Keep torch {public} (what your other packages were resolved against) and take its CUDA "
         f"{variant['cuda']} build, which driver {driver} runs:\n\n```\n{cmd}\n```\n\nOr move to the newest "
         f"release. "
+    )
+
+
+def _conda_hint(probe: ProbeFacts) -> str:
+    """In a conda environment torch often comes from a conda channel (a ``cpu_`` build, the ``cpuonly`` /
+    ``pytorch-mutex=*=cpu`` packages pin it there; pytorch/pytorch #32369): replacing it with pip mixes two
+    package managers over one package, so the conda way comes first, with the command that tells which
+    installed it. "" outside conda."""
+    if not probe.is_conda:
+        return ""
+    prefix = probe.prefix
+    return (
+        f"This is a conda environment. See which tool installed torch: `conda list -p {prefix} '^(pytorch|torch|"
+        f"cpuonly|pytorch-mutex)$'` (channel `pypi` = pip). If conda did, replace the CPU build with conda, not "
+        f"pip (remove `cpuonly` first if it is listed):\n\n```\nconda remove -p {prefix} cpuonly\n"
+        f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"\n```\n\nIf pip did: '
     )
 
 
@@ -272,6 +288,21 @@ def _unsupported_python(t: TargetFacts) -> Finding:
     )
 
 
+def _other_frameworks(probe: ProbeFacts) -> list[str]:
+    """``dist version`` of the GPU frameworks other than torch among the probe's distributions
+    (names from data/frameworks.toml)."""
+    from gpudoctor.data import load_table
+
+    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
+    return [
+        f"{d} {have[d]}"
+        for row in load_table("frameworks")["framework"]
+        if row["name"] != "torch"
+        for d in row["dists"]
+        if d in have
+    ]
+
+
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
@@ -295,12 +326,14 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         # issue 11: an environment built on another GPU framework does not need torch
         from gpudoctor.checks.cuda_frameworks import frameworks_of
 
-        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
+        if not others:
+            # without the cuda_libraries domain (a light run, a partial snapshot): the probe's distributions
+            others = _other_frameworks(probe)
         if others:
             return CHECK.finding(
                 Status.INFO,
-                f"PyTorch is not installed in {probe.executable}; it uses "
-                f"{', '.join(f'{f.dist} {f.version}' for f in others)}",
+                f"PyTorch is not installed in {probe.executable}; it uses {', '.join(others)}",
                 evidence=evidence,
                 target=t.label,
             )
@@ -358,6 +391,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{gpus} NVIDIA GPU{'s' if gpus != 1 else ''}",
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
             f"`torch.cuda.is_available()` is always False.{_cpu_origin(tf.version or '')}\n\n"
+            f"{_conda_hint(probe)}"
             f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version)}"
             f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,

@@ -1,0 +1,1 @@
+docker run --gpus all --rm -it video-diffusion /bin/bash
