@@ -48,7 +48,7 @@ _URL = re.compile(r"^https?://[a-z0-9.-]+\.[a-z]{2,}/")
 @dataclass(frozen=True)
 class Result:
     """The verdict on one log: ``right`` when the top diagnosis is the expected one, says every
-    keyword and is none of the forbidden ones (or, for a healthy log, when nothing is diagnosed);
+    keyword, is none of the forbidden ones and is told once, however often the log repeats it (or, for a healthy log, when nothing is diagnosed);
     ``why`` says what the tool said and, when wrong, what did not hold."""
 
     area: str
@@ -144,6 +144,9 @@ def judge(log: Log) -> Result:
     problems = []
     if top.signature.id != expect:
         problems.append(f"top diagnosis {top.signature.id}, expected {expect}")
+    repeats = sum(m.signature.id == top.signature.id for m in matches)
+    if repeats > 1:
+        problems.append(f"one error counted as {repeats} diagnoses")
     if top.signature.id in log.spec.get("forbidden", []):
         problems.append(f"forbidden top diagnosis {top.signature.id}")
     finding = match_finding(top)

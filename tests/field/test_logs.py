@@ -78,6 +78,21 @@ def test_the_judge_holds_the_top_diagnosis_to_the_sidecar():
     assert judge(_log("ok\n" * 5, healthy=True)).right
 
 
+def test_the_judge_counts_a_repeated_error_once():
+    """Three ranks timing out on one collective are one diagnosis, not three."""
+    lines = [
+        f"[rank{r}]:[E626 06:24:44.9 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation"
+        f" timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=9801523, NumelOut=9801523, Timeout(ms)=600000)"
+        f" ran for 6000{r}0 milliseconds before timing out."
+        for r in range(3)
+    ]
+    result = judge(
+        _log("\n".join(["step 10", "step 11", *lines]), expect="nccl.collective-timeout", keywords=["timeout"])
+    )
+    assert result.right, result.why
+    assert "collective-timeout (line 3)" in result.why and result.why.count("collective-timeout") == 1
+
+
 def test_a_malformed_log_is_a_wrong_result_not_a_crash(tmp_path):
     d = tmp_path / "gpu"
     d.mkdir()
