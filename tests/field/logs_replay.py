@@ -11,6 +11,8 @@ platform = "docker"               # optional
 expect = "cuda.out-of-memory"     # the explain signature that must be the top diagnosis
 keywords = ["expandable_segments"]  # words the top diagnosis (title + explanation) must hold
 forbidden = ["cuda.out-of-memory-other-process"]  # signatures that must not be the top one
+several = "why"                   # optional: the top signature may be diagnosed more than once
+                                  # (distinct faults of one kind, e.g. different Xids), else once
 # or, for a working run with benign noise:
 healthy = true                    # no diagnosis at all
 xfail = "why"                     # optional: a known gap (the test's mark is strict)
@@ -41,7 +43,19 @@ FIELD = Path(__file__).resolve().parent
 LOGS = FIELD / "logs"
 AREAS = ("gpu", "libraries", "platform", "devices", "notebooks", "data", "sources")
 MIN_LINES, MAX_LINES = 5, 100
-_KEYS = {"source", "kind", "framework", "platform", "expect", "keywords", "forbidden", "healthy", "xfail", "notes"}
+_KEYS = {
+    "source",
+    "kind",
+    "framework",
+    "platform",
+    "expect",
+    "keywords",
+    "forbidden",
+    "healthy",
+    "xfail",
+    "notes",
+    "several",
+}
 _URL = re.compile(r"^https?://[a-z0-9.-]+\.[a-z]{2,}/")
 
 
@@ -145,7 +159,7 @@ def judge(log: Log) -> Result:
     if top.signature.id != expect:
         problems.append(f"top diagnosis {top.signature.id}, expected {expect}")
     repeats = sum(m.signature.id == top.signature.id for m in matches)
-    if repeats > 1:
+    if repeats > 1 and not log.spec.get("several"):
         problems.append(f"one error counted as {repeats} diagnoses")
     if top.signature.id in log.spec.get("forbidden", []):
         problems.append(f"forbidden top diagnosis {top.signature.id}")
