@@ -769,7 +769,8 @@ def rank(matches: Iterable[Match]) -> list[Match]:
 
     - Best first: higher :attr:`Signature.specificity`, then earlier in the text.
     - Matches of one signature that differ only in its ``instance`` values (the rank, the
-      URL) are one diagnosis: the first occurrence, counting the others.
+      URL) are one diagnosis: the first occurrence, counting the others (values it lacks are
+      taken from them).
     - A match whose values are a subset of another match of the same signature is
       folded into it (the same error told twice, once with fewer details).
     - A generic signature is left out when one it ``yields_to`` matched too.
@@ -784,8 +785,10 @@ def rank(matches: Iterable[Match]) -> list[Match]:
         if first is None:
             occurrences[key] = m
         else:
+            # the first occurrence stands for all; a later one fills the values it lacks
+            values = {**{k: v for k, v in m.values.items() if v}, **{k: v for k, v in first.values.items() if v}}
             occurrences[key] = Match(
-                first.signature, first.values, first.line, first.text, first.count + m.count, first.stream
+                first.signature, values, first.line, first.text, first.count + m.count, first.stream
             )
     matches = list(occurrences.values())
     folded: list[Match] = []
