@@ -54,3 +54,24 @@ def test_field_twin_is_not_claimed(row):
 def test_the_field_set_covers_many_kinds():
     assert len(DATA["instance"]) >= 30
     assert len({r["signature"].split(".")[0] for r in DATA["instance"]}) >= 10
+
+
+def test_a_wrapper_gives_way_to_the_cause_printed_above_it():
+    """XLA's 'DNN library initialization failed. Look at the errors above' names no cause; when the
+    cuDNN version line is above it (jax-ml/jax#16167, #15742), that line is the diagnosis, and the
+    wrapper alone is still recognised as a wrapper."""
+    cause = (
+        "2023-05-29 05:39:19.492073: E external/xla/xla/stream_executor/cuda/cuda_dnn.cc:427] Loaded runtime"
+        " CuDNN library: 8.5.0 but source was compiled with: 8.6.0.  CuDNN library needs to have matching major"
+        " version and equal or higher minor version."
+    )
+    wrapper = (
+        "jaxlib.xla_extension.XlaRuntimeError: FAILED_PRECONDITION: DNN library initialization failed."
+        " Look at the errors above for more details."
+    )
+    ids = [
+        m.signature.id
+        for m in explain_text(_in_noise(cause + "\nTraceback (most recent call last):\n" + wrapper)).matches
+    ]
+    assert ids == ["cudnn.tf-runtime-older"]
+    assert [m.signature.id for m in explain_text(_in_noise(wrapper)).matches] == ["cudnn.dnn-init-failed"]

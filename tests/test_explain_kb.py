@@ -170,6 +170,9 @@ def _doc(**override):
         ({"require": ["thing >= nothing"]}, "require"),
         ({"require": ["thing ~ thing"]}, "require"),
         ({"require": "thing >= thing"}, "require"),
+        ({"instance": ["nothing"]}, "'instance' must list named groups"),
+        ({"instance": "thing"}, "'instance' must list named groups"),
+        ({"read": "no-such-reader"}, "is not a reader"),
     ],
 )
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
@@ -491,3 +494,28 @@ def test_prefilter_agrees_on_mangled_examples():
         assert _found(text) == _found(text, bare)
 
     check()
+
+
+def test_instance_groups_fold_occurrences_into_one_diagnosis_and_others_stay_apart():
+    """Three ranks timing out on one collective are one diagnosis (counted 3 times); a different
+    operation is a second one. Without `instance`, every rank would be a diagnosis of its own."""
+    doc = _doc(
+        id="x.timeout",
+        title="{op} timed out",
+        regex=r"\[Rank (?P<rank>\d+)\] (?P<op>\w+) timed out",
+        groups={"rank": "the rank", "op": "the operation"},
+        instance=["rank"],
+        example="[Rank 0] ALLREDUCE timed out",
+    )
+    text = "\n".join(
+        [
+            "[Rank 0] ALLREDUCE timed out",
+            "[Rank 3] ALLREDUCE timed out",
+            "[Rank 5] ALLREDUCE timed out",
+            "[Rank 1] BROADCAST timed out",
+        ]
+    )
+    matches = explain_text(text, parse_signatures(doc)).matches
+    assert [(m.values["op"], m.count, m.line) for m in matches] == [("ALLREDUCE", 3, 1), ("BROADCAST", 1, 4)]
+    plain = explain_text(text, parse_signatures(_doc(**{**doc["signature"][0], "instance": []}))).matches
+    assert len(plain) == 4

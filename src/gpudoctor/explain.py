@@ -64,7 +64,19 @@ MAX_WINDOW_LINES = 12
 _SIG_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 _FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
 _REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
-_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to", "require")
+_OPTIONAL = (
+    "groups",
+    "expect",
+    "priority",
+    "lines",
+    "status",
+    "derive",
+    "flags",
+    "yields_to",
+    "require",
+    "instance",
+    "read",
+)
 _FLAGS = {"i": re.IGNORECASE}
 #: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([^{}]*))?\}")
@@ -104,6 +116,12 @@ class Signature:
             values that must all hold for a match to count (see :func:`_holds`):
             fragmentation is the cause of an out-of-memory error only when the memory
             reserved but unallocated is at least the failed request.
+        instance: named groups that tell one occurrence from another (a rank, a sequence
+            number, a URL) rather than the fault: matches that differ only in them are one
+            diagnosis, counted (eight ranks timing out on one collective are one timeout).
+        read: the name of a reader in :data:`READERS` that reads the whole matched text
+            after the regex: it may replace values or reject the match (an out-of-memory
+            message lists every process on the GPU, the failing one included).
     """
 
     id: str
@@ -126,6 +144,8 @@ class Signature:
     yields_to: tuple[str, ...] = ()
     literal_chars: int = 0
     require: tuple[tuple[str, str, str], ...] = ()
+    instance: tuple[str, ...] = ()
+    read: str = ""
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -210,6 +230,45 @@ def _holds(values: Mapping[str, str], require: Sequence[tuple[str, str, str]]) -
         if qa is None or qb is None or not _COMPARE[op](qa, qb):
             return False
     return True
+
+
+_SIZE = r"\d+(?:\.\d+)? [KMGT]i?B"
+_OOM_PROCESS_RE = re.compile(rf"Process (\d+) has ({_SIZE}) memory in use")
+_OOM_SELF_RE = re.compile(rf"this process has ({_SIZE}) memory in use")
+_OOM_TORCH_RE = re.compile(rf"Of the allocated memory ({_SIZE}) is allocated by PyTorch, and ({_SIZE}) is reserved")
+
+
+def _bytes(value: str) -> float:
+    q = _quantity(value)
+    return q[0] if q else 0.0
+
+
+def _read_oom_processes(values: Mapping[str, str], text: str) -> dict[str, str] | None:
+    """PyTorch's out-of-memory message lists every process that holds memory on the GPU
+    (``Process <pid> has <size> memory in use``), its own included: it names its own
+    ``this process`` only when the PID it sees is the one the driver reports, which a
+    container's PID namespace breaks. So a listed process is *another* one when the
+    message also says ``this process has ...``, or when it holds less than what PyTorch
+    itself has allocated and reserved (then it cannot be the failing process). Returns the
+    values with ``pid``/``other_used`` set to the largest other process, or None when
+    every listed process may be the failing one."""
+    listed = [(pid, used) for pid, used in _OOM_PROCESS_RE.findall(text)]
+    torch = _OOM_TORCH_RE.search(text)
+    own = None if _OOM_SELF_RE.search(text) else (_bytes(torch.group(1)) + _bytes(torch.group(2)) if torch else None)
+    others = []
+    for pid, used in listed:
+        if own is not None and _bytes(used) >= 0.95 * own:
+            own = None  # the failing process itself, seen under another PID: only one can be
+            continue
+        others.append((pid, used))
+    if not others:
+        return None
+    pid, used = max(others, key=lambda o: _bytes(o[1]))
+    return {**values, "pid": pid, "other_used": used}
+
+
+#: reader name -> function(values, matched text) -> values (possibly changed) or None (no match)
+READERS = {"oom-processes": _read_oom_processes}
 
 
 # --------------------------------------------------------------------------- pattern analysis
@@ -440,6 +499,12 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         if not m or not {m.group(1), m.group(3)} <= usable:
             raise _fail(sig_id, f"require {cond!r} must compare two named groups or derived values (a >= b)")
         require.append((m.group(1), m.group(2), m.group(3)))
+    instance = raw.get("instance", [])
+    if not isinstance(instance, list) or not set(instance) <= named:
+        raise _fail(sig_id, "'instance' must list named groups of the regex")
+    read = raw.get("read", "")
+    if read and read not in READERS:
+        raise _fail(sig_id, f"read {read!r} is not a reader (known: {', '.join(sorted(READERS))})")
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -465,6 +530,8 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         yields_to=tuple(yields_to),
         literal_chars=literal,
         require=tuple(require),
+        instance=tuple(instance),
+        read=read,
     )
 
 
@@ -625,8 +692,10 @@ class Matcher:
         self.lines_read = 0
 
     def _record(self, sig: Signature, m: re.Match[str], first_line: int, text: str) -> None:
-        values = _values(sig, m)
-        if sig.require and not _holds(values, sig.require):
+        values: Mapping[str, str] | None = _values(sig, m)
+        if sig.read and values is not None:
+            values = READERS[sig.read](values, text)
+        if values is None or (sig.require and not _holds(values, sig.require)):
             return
         key = (sig.id, tuple(sorted(values.items())))
         old = self._found.get(key)
@@ -699,6 +768,9 @@ def rank(matches: Iterable[Match]) -> list[Match]:
     """Order matches best first and drop redundant ones.
 
     - Best first: higher :attr:`Signature.specificity`, then earlier in the text.
+    - Matches of one signature that differ only in its ``instance`` values (the rank, the
+      URL) are one diagnosis: the first occurrence, counting the others (values it lacks are
+      taken from them).
     - A match whose values are a subset of another match of the same signature is
       folded into it (the same error told twice, once with fewer details).
     - A generic signature is left out when one it ``yields_to`` matched too.
@@ -706,7 +778,19 @@ def rank(matches: Iterable[Match]) -> list[Match]:
       (``unhandled system error``) that matches the very line a specific one
       explains adds nothing.
     """
-    matches = list(matches)
+    occurrences: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
+    for m in sorted(matches, key=lambda m: m.line):
+        key = (m.signature.id, tuple(sorted((k, v) for k, v in m.values.items() if k not in m.signature.instance)))
+        first = occurrences.get(key)
+        if first is None:
+            occurrences[key] = m
+        else:
+            # the first occurrence stands for all; a later one fills the values it lacks
+            values = {**{k: v for k, v in m.values.items() if v}, **{k: v for k, v in first.values.items() if v}}
+            occurrences[key] = Match(
+                first.signature, values, first.line, first.text, first.count + m.count, first.stream
+            )
+    matches = list(occurrences.values())
     folded: list[Match] = []
     for m in matches:
         items = set(m.values.items())
