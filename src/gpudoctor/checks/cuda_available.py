@@ -129,19 +129,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     if not tf.installed:
-        # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
-        from gpudoctor.checks.cuda_frameworks import frameworks_of
+        # issue 25: without torch, CUDA usability is decided from the driver API and the other frameworks
+        from gpudoctor.checks._usability import headline_without_torch
 
-        others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
-        if others:
-            return CHECK.finding(
-                Status.SKIP,
-                f"torch is not installed in {python}; its GPU framework"
-                f"{'s are' if len(others) > 1 else ' is'} "
-                f"{', '.join(f'{f.dist} {f.version}' for f in others)} "
-                f"(see cuda.frameworks and cuda.libraries)",
-                target=t.label,
-            )
+        decided = headline_without_torch(CHECK, facts, t, probe, _driver_fault(facts))
+        if decided is not None:
+            return decided
     if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         fault = _driver_fault(facts)
