@@ -80,7 +80,9 @@ def _vtext(model: TargetLibraries, path: str | None) -> str:
     return c.version
 
 
-def _framework_of(model: TargetLibraries, consumer: str) -> str:
+def _framework_of(model: TargetLibraries, consumer: str, res: Resolution | None = None) -> str:
+    if res is not None and res.framework:
+        return res.framework
     for root in model.roots:
         name, _, path = root.partition(":")
         if os.path.normpath(path) == os.path.normpath(consumer):
@@ -92,6 +94,19 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
     """The exact commands that make ``good``'s directory win over ``res.path`` (Markdown)."""
     d = os.path.normpath(res.directory or "")
     good_dir = os.path.dirname(good) if good else None
+    script = res.path_origin.partition(", set by ")[2]
+    if script:
+        text = (
+            f"`{d}` is put on `LD_LIBRARY_PATH` by the environment's activation script `{script}` (conda runs it "
+            f"on `conda activate`). Delete that entry from the script, then activate the environment again:\n\n"
+            f"```\ngrep -n LD_LIBRARY_PATH {script}\nconda deactivate && conda activate {_env_of(script)}\n```"
+        )
+        if good:
+            text += (
+                f"\n\nIf another program needs that directory, put `{os.path.dirname(good)}` before it in the "
+                f"same line instead."
+            )
+        return text
     if res.via.startswith("LD_LIBRARY_PATH"):
         rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
         drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
@@ -121,6 +136,20 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
             f"that installed `{res.path}`."
         )
     return f"Remove `{d}` from the loader path."
+
+
+def _env_of(script: str) -> str:
+    """``/opt/conda/envs/tf/etc/conda/activate.d/x.sh`` -> ``/opt/conda/envs/tf``."""
+    return script.split("/etc/conda/activate.d/")[0] or script
+
+
+def loads_how(res: Resolution, fw: str) -> str:
+    """How ``fw`` gets ``res.needed``, in words."""
+    if res.how == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from `{os.path.basename(res.consumer)}`)"
+    if res.how == "preload":
+        return f"{fw} preloads `{res.needed}` itself"
+    return f"`{os.path.basename(res.consumer)}` ({fw}) links `{res.needed}`"
 
 
 def _older(a: str | None, b: str | None) -> bool:
@@ -243,8 +272,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     bad = shadowing(model)
     if bad:
         res, good, why = bad[0]
-        fw = _framework_of(model, res.consumer)
-        where = f"`{res.directory}` ({res.via})"
+        fw = _framework_of(model, res.consumer, res)
+        where = f"`{res.directory}` ({res.path_origin or res.via})"
         mine, theirs = _vtext(model, res.path), _vtext(model, good) if good else None
         lacks = ""
         if res.missing:
@@ -253,8 +282,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"so loading fails with `undefined symbol: {res.missing[0]}`."
             )
         good_txt = f" instead of the wheel's {theirs} copy `{good}`" if good else ""
+        binder = f"{fw} (dlopen)" if res.how == "dlopen" else os.path.basename(res.consumer)
         summary = (
-            f"{res.directory} ({res.via}) shadows {res.needed}: {os.path.basename(res.consumer)} binds "
+            f"{res.directory} ({res.path_origin or res.via}) shadows {res.needed}: {binder} binds "
             f"{mine} from there"
             + (f" instead of {theirs} from {os.path.dirname(good)}" if good else "")
             + (f"; it lacks {res.missing[0].split(',')[0]}" if res.missing else "")
@@ -268,7 +298,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.FAIL,
             summary,
-            f"The dynamic loader resolves `{res.needed}` for `{res.consumer}` from {where}: version {mine}"
+            f"{loads_how(res, fw)}. The dynamic loader resolves it for `{res.consumer}` from {where}: version {mine}"
             f"{good_txt}.{lacks} The loader searches `LD_LIBRARY_PATH` before a library's RUNPATH, so a CUDA "
             f"toolkit or module directory there hides the copy {fw} was built with.{others}\n\n"
             f"{path_remedy(model, res, good)}\n\nReinstalling {fw} does not help: the files are fine, the search "
@@ -281,10 +311,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         r = lost[0]
         return CHECK.finding(
             Status.FAIL,
-            f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
-            f"`{r.consumer}` needs `{r.needed}`; no directory of its RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
+            f"{r.needed}, needed by {_framework_of(model, r.consumer, r) if r.how == 'dlopen' else os.path.basename(r.consumer)}"
+            f"{' (dlopen by name)' if r.how == 'dlopen' else ''}, is found nowhere on the loader path",
+            f"{loads_how(r, _framework_of(model, r.consumer, r))}; no directory of `{os.path.basename(r.consumer)}`'s "
+            f"RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
             f"({model.cache_source}) or the default directories holds it. "
-            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer), r.family),
+            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer, r), r.family),
             evidence=evidence,
             target=t.label,
         )
@@ -311,7 +343,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         res, own = swapped[0]
         return CHECK.finding(
             Status.WARN,
-            f"{res.directory} ({res.via}) replaces {_framework_of(model, res.consumer)}'s own {res.needed} "
+            f"{res.directory} ({res.via}) replaces {_framework_of(model, res.consumer, res)}'s own {res.needed} "
             f"({own}); the two versions cannot be compared",
             f"`{res.consumer}` would bind `{own}` (its RUNPATH / wheel copy, {_vtext(model, own)}) but the "
             f"environment puts `{res.path}` ({_vtext(model, res.path)}) first. If that copy is older than the one the "

@@ -30,10 +30,10 @@ __all__ = ["Activation", "activate_d_scripts", "replay"]
 
 _ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _NVIDIA_FILE = re.compile(
-    r"""\$\(\s*dirname\s+\$\(\s*python3?\s+-c\s+['"]\s*import\s+nvidia\.([A-Za-z0-9_]+)\s*;\s*"""
-    r"""print\(\s*nvidia\.\1\.__file__\s*\)\s*;?\s*['"]\s*\)\s*\)"""
+    r"""\$\(\s*dirname\s+\$\(\s*python3?\s+-c\s+['"]?\s*import\s+nvidia\.([A-Za-z0-9_]+)\s*;\s*"""
+    r"""print\(\s*nvidia\.\1\.__file__\s*\)\s*;?\s*['"]?\s*\)\s*\)"""
 )
-_CONDITIONAL = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\+([^}]*)\}")
+_CONDITIONAL = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):\+((?:[^{}]|\$\{[^{}]*\})*)\}")
 _BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLAIN = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -66,7 +66,7 @@ def activate_d_scripts(files: Files, prefix: str) -> list[str]:
 
 def _unquote(value: str) -> str:
     value = value.strip()
-    if ";" in value and not value.startswith(("'", '"')):
+    if ";" in value and not value.startswith(("'", '"')) and "$(" not in value:
         value = value.split(";", 1)[0].strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]

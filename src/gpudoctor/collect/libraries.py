@@ -612,6 +612,13 @@ def _dlopens(
                 continue
             for name in row["libraries"]:  # type: ignore[attr-defined]
                 out.append(model.open_by_name(str(name), caller, fw.name))
+    # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
+    opened = {r.path: r.framework for r in out if r.path}
+    seen = {(r.consumer, r.needed) for r in out}
+    for r in model.load(list(opened), opened):
+        if (r.consumer, r.needed) not in seen:
+            seen.add((r.consumer, r.needed))
+            out.append(r)
     return out
 
 
@@ -634,7 +641,8 @@ def model_target(
     owners = {lib: fw.name for fw in reversed(frameworks) for lib in fw.gpu_libs}
     model = LoaderModel(files, llp, preload, cache, executable=probe.executable)
     resolutions = model.load(roots, owners)
-    resolutions += _dlopens(files, model, probe, frameworks)
+    linked = {(r.consumer, r.needed) for r in resolutions}
+    resolutions += [r for r in _dlopens(files, model, probe, frameworks) if (r.consumer, r.needed) not in linked]
     resolutions = [with_origin(r, llp_origins) for r in resolutions]
     arch = next(((i.elf_class, i.machine) for i in map(model.elf, roots) if i.error is None), _host_arch())
     bare = LoaderModel(files, llp, preload, cache)
