@@ -189,6 +189,34 @@ def _conflict(verdicts: list[FrameworkVerdict]) -> str | None:
     return None
 
 
+def framework_fault(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | None:
+    """The first installed framework that cannot use CUDA here, as a ``fail`` finding of the check that carries
+    the cause (``cuda.libraries`` / ``cuda.frameworks``), or None: the last step of the headline's causal order,
+    so a library the loader model finds missing or shadowed counts even when torch itself reported CUDA."""
+    verdicts = framework_verdicts(facts, t, probe)
+    broken = next((x for x in verdicts if x.state == "broken"), None)
+    if broken is not None:
+        return Finding(
+            check=broken.check,
+            status=Status.FAIL,
+            summary=f"{broken.fw.dist} {broken.fw.version}: {broken.reason}",
+            explanation=f"{broken.fw.dist} cannot use the GPU: {broken.reason}. See `{broken.check}` for the "
+            f"loader's path, the copy it needs and the exact remedy.",
+            target=t.label,
+        )
+    conflict = _conflict(verdicts)
+    if conflict:
+        return Finding(
+            check="cuda.frameworks",
+            status=Status.FAIL,
+            summary=conflict,
+            explanation="One process loads one copy per library major; see `cuda.frameworks` for the releases "
+            "that agree.",
+            target=t.label,
+        )
+    return None
+
+
 def headline_without_torch(
     check: Check, facts: Facts, t: TargetFacts, probe: ProbeFacts, fault: Finding | None
 ) -> Finding | None:

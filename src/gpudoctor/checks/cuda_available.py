@@ -100,7 +100,9 @@ def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | Non
         finding = fn(facts, t, probe)
         if finding.status == Status.FAIL:
             return finding
-    return None
+    from gpudoctor.checks._usability import framework_fault  # issue 25: every framework's libraries
+
+    return framework_fault(facts, t, probe)
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:

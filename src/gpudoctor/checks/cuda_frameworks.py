@@ -135,6 +135,67 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
     return None
 
 
+def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -> str:
+    """The choices when the driver is older than ``fw``'s CUDA (Markdown): a newer driver, or a build of the
+    framework for the CUDA the driver runs (``data/frameworks.toml`` rows, or the ``-cudaNNx`` dist)."""
+    from gpudoctor.checks.cuda_driver import UPGRADE_HOWTO
+
+    options = [
+        f"1. **Upgrade the driver** to one that supports CUDA {fw.cuda_version or fw.cuda_major}: "
+        + UPGRADE_HOWTO.format(branch="<branch>")
+    ]
+    alt: list[str] = []
+    if driver_major:
+        alt = [f"`{x}`" for x in agreeing_releases(fw.name, "cuda_major", driver_major)]
+        m = re.match(r"^(cupy-cuda|tensorrt-cu)(\d+)(x|-libs)$", fw.dist)
+        if m and int(m.group(2)) != driver_major:
+            alt.append(f"`{m.group(1)}{driver_major}{m.group(3)}` (uninstall `{fw.dist}` first)")
+    if alt:
+        options.append(
+            f"2. **Or keep the driver** and install a {fw.dist} build for CUDA {driver_major}: "
+            + " or ".join(alt)
+            + f" (`{python} -m pip install ...`)."
+        )
+    else:
+        options.append(
+            f"2. {fw.dist} publishes no build for the driver's CUDA {driver_major or ''} that gpudoctor "
+            f"knows of: the driver must be upgraded."
+        )
+    return "\n".join(options)
+
+
+def _driver_too_old(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: dict[str, object]
+) -> Finding | None:
+    """``fail`` for the first framework (torch aside: ``cuda.driver`` judges it) whose CUDA the driver is too
+    old to run (NVIDIA CUDA Compatibility guide: within a major, minor-version compatibility; across majors, a
+    newer driver)."""
+    from gpudoctor.checks._gpu import driver_max_cuda
+    from gpudoctor.checks._usability import driver_fit
+
+    for fw in fws:
+        if fw.name == "torch" or not fw.known:
+            continue
+        fit = driver_fit(facts, probe, fw)
+        if fit is None or fit[0] != "too-old":
+            continue
+        max_cuda = driver_max_cuda(facts, probe)
+        major = int(max_cuda.split(".")[0]) if max_cuda else None
+        return CHECK.finding(
+            Status.FAIL,
+            f"{fw.dist} {fw.version} needs CUDA {fw.cuda_version or fw.cuda_major}, newer than the driver "
+            f"supports ({max_cuda or 'unknown'}) in {probe.executable}",
+            f"{fit[1]}. The framework's CUDA runtime refuses to start on it (`CUDA driver version is insufficient "
+            f"for CUDA runtime version`; TensorFlow then lists no GPU, JAX says `CUDA backend failed to "
+            f"initialize`), so it runs on the CPU or not at all.\n\n"
+            + driver_remedy(fw, probe.executable, major)
+            + (f"\n\nSource: {fw.source}" if fw.source else ""),
+            evidence={**evidence, "driver_max_cuda": max_cuda},
+            target=t.label,
+        )
+    return None
+
+
 def _desc(f: FrameworkInstall) -> str:
     parts = []
     if f.cuda_major:
@@ -170,8 +231,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             for f in fws
         ],
     }
+    too_old = _driver_too_old(facts, t, probe, fws, evidence)
+    if too_old is not None:
+        return too_old
     for key, what in (("cudnn_major", "cuDNN"), ("cuda_major", "CUDA")):
-        for a, b in combinations(fws, 2):
+        for a, b in combinations([f for f in fws if f.known], 2):
             ma, mb = getattr(a, key), getattr(b, key)
             if not ma or not mb or ma == mb:
                 continue
