@@ -250,3 +250,50 @@ def test_activation_replay(tmp_path, line, env_llp, expect):
     assert act is not None and list(act.ld_library_path) == expect
     assert act.origins[0] == "/env/etc/conda/activate.d/env_vars.sh"
     assert act.scripts == ("/env/etc/conda/activate.d/env_vars.sh",)
+
+
+# --------------------------------------------------------------------------- installed but not searched (ORT's kind)
+
+
+@needs_gcc
+@pytest.mark.parametrize("on_path", [False, True])
+def test_a_wheel_copy_outside_every_searched_directory_is_named_with_the_way_to_reach_it(tmp_path, on_path):
+    """microsoft/onnxruntime#25609's kind: nvidia-cudnn-cu12 is installed, but the CUDA provider has no RUNPATH to
+    it, so the real dlopen fails and the model says the copy exists where the loader does not look; the twin puts
+    the wheel's directory on LD_LIBRARY_PATH and both the real loader and the model find it."""
+    site = tmp_path / "site"
+    wheel = site / "nvidia/cudnn/lib"
+    cl.build_so(wheel / "libcudnn.so.9", "libcudnn.so.9", "int cudnnCreate(void){return 0;}\n")
+    provider = cl.build_so(
+        site / "onnxruntime/capi/libonnxruntime_providers_cuda.so",
+        "libonnxruntime_providers_cuda.so",
+        "int cudnnCreate(void); int provider(void){return cudnnCreate();}\n",
+        link=[wheel / "libcudnn.so.9"],
+    )
+    cl.write_dist(Path("/"), str(site), "onnxruntime_gpu", "1.22.0")
+    cl.write_dist(Path("/"), str(site), "nvidia_cudnn_cu12", "9.5.1.17", ["nvidia/cudnn/lib/libcudnn.so.9"])
+    env = {"PATH": "/usr/bin:/bin"} | ({"LD_LIBRARY_PATH": str(wheel)} if on_path else {})
+    code = f"import ctypes; ctypes.CDLL({str(provider)!r}, mode=ctypes.RTLD_GLOBAL); print('loaded')"
+    real = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env)
+    files = Files(Path("/"))
+    probe = probe_facts(str(tmp_path / "bin/python"), torch_facts(installed=False), env=env, site_packages=(str(site),))
+    fws = _frameworks(files, "current", (str(site),))
+    model = model_target(files, "current", probe, [], fws)
+    (res,) = [r for r in model.resolutions if r.needed == "libcudnn.so.9"]
+    facts = make_facts(
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        cuda_libraries=CudaLibrariesFacts((model,), tuple(fws)),
+    )
+    (f,) = evaluate([load_registry().checks["cuda.libraries"]], facts)
+    if on_path:
+        assert real.stdout.strip() == "loaded" and res.path == str(wheel / "libcudnn.so.9")
+        assert f.status.value == "ok", f.summary
+        return
+    assert "libcudnn.so.9: cannot open shared object file" in real.stderr and res.path is None
+    assert f.status.value == "fail"
+    assert f.summary == (
+        f"libcudnn.so.9 9.5.1.17 is installed in {wheel} (wheel), but onnxruntime-gpu does not search there"
+    )
+    assert f"export LD_LIBRARY_PATH={wheel}" in f.explanation and "onnxruntime.preload_dlls()" in f.explanation
+    assert "pip install" not in f.explanation

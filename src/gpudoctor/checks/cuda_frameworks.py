@@ -22,6 +22,7 @@ wheel, an undefined versioned symbol is a shadowing copy (see
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from itertools import combinations
 
 from gpudoctor.checks._gpu import per_target
@@ -68,12 +69,27 @@ WHEEL_STEM = {
 _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared object file")
 
 
-def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str) -> str:
+def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str, label: str = "") -> str:
     """What to do about one failed ``dlopen`` of a framework library (Markdown)."""
+    from gpudoctor.checks.cuda_libraries import activation_hint, target_model
     from gpudoctor.collect.libraries import family_of
 
     m = _MISSING.search(error)
     lib = m.group(1) if m else ""
+    model = target_model(facts, label) if label else None
+    present = [c for c in (model.copies if model else ()) if lib and c.name == lib]
+    if present and not lib.startswith(("libcuda.so", "libnvidia-ml")):
+        dirs = list(dict.fromkeys(c.directory for c in present))
+        ort = (
+            " onnxruntime-gpu 1.21 and later can load them itself: `onnxruntime.preload_dlls()` before creating the "
+            "session."
+            if fw is not None and fw.name == "onnxruntime-gpu"
+            else ""
+        )
+        return (
+            f"`{lib}` is installed (`{present[0].path}`), but not in a directory the loader searches for this "
+            f"library: installing it again changes nothing.{ort}\n\n" + activation_hint(probe, dirs)
+        )
     if lib.startswith("libcuda.so") or lib.startswith("libnvidia-ml"):
         from gpudoctor.checks.cuda_libcuda import _remedy
 
@@ -128,7 +144,7 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
                 f"The probe opened {fl.dist}'s GPU provider libraries with `dlopen` (RTLD_NOW) in "
                 f"`{probe.executable}`:\n\n```\n" + "\n".join(f"{x.name}: {x.error}" for x in bad) + "\n```\n\n"
                 f"Without them {fl.dist} falls back to the CPU or fails at its first GPU call.\n\n"
-                + load_remedy(facts, probe, fw, first.error or ""),
+                + load_remedy(facts, probe, fw, first.error or "", t.label),
                 evidence={"python": probe.executable, "failed": [f"{x.path}: {x.error}" for x in bad]},
                 target=t.label,
             )
@@ -165,7 +181,7 @@ def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -
 
 
 def _driver_too_old(
-    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: dict[str, object]
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: Mapping[str, object]
 ) -> Finding | None:
     """``fail`` for the first framework (torch aside: ``cuda.driver`` judges it) whose CUDA the driver is too
     old to run (NVIDIA CUDA Compatibility guide: within a major, minor-version compatibility; across majors, a

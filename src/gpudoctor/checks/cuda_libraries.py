@@ -31,6 +31,7 @@ never a blind ``--force-reinstall``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from gpudoctor.checks._gpu import per_target, v
 from gpudoctor.facts import Facts, Unavailable
@@ -197,6 +198,57 @@ def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
     return out
 
 
+def activation_hint(probe: ProbeFacts, dirs: list[str]) -> str:
+    """Markdown: where to put ``LD_LIBRARY_PATH=dirs`` so it holds for every run of this environment."""
+    value = ":".join(dirs)
+    if probe.is_conda:
+        script = f"{probe.prefix}/etc/conda/activate.d/cuda_libs.sh"
+        return (
+            f"Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
+            f"\n\n```\nmkdir -p {probe.prefix}/etc/conda/activate.d\necho 'export LD_LIBRARY_PATH={value}"
+            f"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}' > {script}\n```"
+        )
+    return (
+        f"Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n```\n"
+        f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n```"
+    )
+
+
+def _not_searched(
+    model: TargetLibraries,
+    probe: ProbeFacts,
+    t: TargetFacts,
+    r: Resolution,
+    present: list[LibraryCopy],
+    evidence: Mapping[str, object],
+) -> Finding:
+    """A library the framework needs is installed (a wheel, a conda package) but in no directory its loader
+    searches: onnxruntime-gpu's provider has no RUNPATH to the ``nvidia/*/lib`` wheels (microsoft/onnxruntime
+    #25609), TensorFlow 2.16's RUNPATH missed them (tensorflow/tensorflow#63362)."""
+    fw = _framework_of(model, r.consumer, r)
+    dirs = list(dict.fromkeys(c.directory for c in present))
+    c = present[0]
+    version = f" {c.version}" if c.version else ""
+    own = ""
+    if fw == "onnxruntime-gpu":
+        own = (
+            "\n\nonnxruntime-gpu 1.21 and later can load the wheels' libraries itself: call "
+            "`onnxruntime.preload_dlls()` before creating the `InferenceSession` (ONNX Runtime docs, CUDA Execution "
+            'Provider, "Preload DLLs"); importing torch first has the same effect.'
+        )
+    return CHECK.finding(
+        Status.FAIL,
+        f"{r.needed}{version} is installed in {dirs[0]} ({c.origin}), but {fw} does not search there",
+        f"{loads_how(r, fw)}. A copy exists at `{c.path}`, but no directory the loader searches for "
+        f"`{os.path.basename(r.consumer)}` holds it: not its RUNPATH, not `LD_LIBRARY_PATH` "
+        f"(`{':'.join(model.ld_library_path) or 'unset'}`), not the ld.so cache ({model.cache_source}) nor the "
+        f"default directories. Installing the wheel again changes nothing; put its directory on the loader path."
+        f"\n\n{activation_hint(probe, dirs)}{own}",
+        evidence={**evidence, "installed_copies": [x.path for x in present]},
+        target=t.label,
+    )
+
+
 def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, str, str]]:
     """(framework, dist, pinned version, installed version) of every ``nvidia-*`` wheel installed OLDER than
     a framework of target ``label`` pins it (``Requires-Dist: nvidia-nccl-cu12==2.21.5``; a newer one is
@@ -309,6 +361,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     lost = [r for r in model.resolutions if r.path is None and r.family not in DRIVER_FAMILIES]
     if lost:
         r = lost[0]
+        unsearched = [c for c in model.copies if c.name == r.needed]
+        if unsearched:
+            return _not_searched(model, probe, t, r, unsearched, evidence)
         return CHECK.finding(
             Status.FAIL,
             f"{r.needed}, needed by {_framework_of(model, r.consumer, r) if r.how == 'dlopen' else os.path.basename(r.consumer)}"
