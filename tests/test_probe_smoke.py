@@ -20,6 +20,7 @@ class CpuBackend:
     """``n`` devices that are all torch's CPU device: the smoke code runs unchanged."""
 
     pinned = False
+    precision_n = 96  # the per-precision matmul: small on a CPU (a GPU times 4096^3)
 
     def __init__(self, n=2):
         self.n = n
@@ -65,6 +66,8 @@ def test_healthy_run_measures_everything():
             assert isinstance(v, float) and v > 0
         assert isinstance(d.h2d_pinned_gbps, Unavailable) and "needs CUDA" in d.h2d_pinned_gbps.reason
         assert d.errors == () and d.skipped == ()
+        assert set(d.matmul_tflops) == {"fp32", "tf32", "fp16", "bf16"}
+        assert all(isinstance(v, float) and v > 0 for v in d.matmul_tflops.values())
     assert [(p.src, p.dst, p.can_access, p.copy_ok) for p in smoke.peers] == [(0, 1, True, True), (1, 0, True, True)]
 
 
@@ -82,9 +85,22 @@ def test_a_failing_device_is_an_error_not_a_crash():
     assert any(p.errors for p in smoke.peers)
 
 
+class NoHalf(CpuBackend):
+    def matmul(self, a, b):
+        if a.dtype in (torch.float16, torch.bfloat16):
+            raise RuntimeError('"addmm_impl_cpu_" not implemented for this dtype')  # as an old build says
+        return a @ b
+
+
+def test_a_precision_the_device_refuses_is_left_out_not_an_error():
+    (d,) = decode(_smoke.run(torch, budget_s=60, backend=NoHalf(1))).devices
+    assert set(d.matmul_tflops) == {"fp32", "tf32"} and d.errors == ()
+
+
 def test_the_budget_bounds_the_run():
     smoke = decode(_smoke.run(torch, budget_s=0.0, backend=CpuBackend(2)))
-    assert all("matmul" in d.skipped and "d2d" in d.skipped for d in smoke.devices)
+    assert all("matmul" in d.skipped and "precision" in d.skipped and "d2d" in d.skipped for d in smoke.devices)
+    assert all(isinstance(d.matmul_tflops, Unavailable) for d in smoke.devices)
     assert all(p.errors == ("skipped: time budget spent",) for p in smoke.peers)
 
 

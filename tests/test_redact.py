@@ -581,3 +581,46 @@ def test_internal_error_crash_log_lands_in_the_per_test_tmpdir(private_tmpdir):
     assert proc.returncode == 3, proc.stderr
     (log,) = private_tmpdir.glob("gpudoctor-crash-*.log")
     assert str(log) in proc.stderr and "boom in engine.run" in log.read_text()
+
+
+PASTED = [
+    ("python train.py --token hf_Abcdefghijklmnopqrstuvwxyz0123 --lr 3e-4", "hf_Abcdef", "--lr 3e-4"),
+    ("python train.py --token plainsecretvalue --lr 3e-4", "plainsecretvalue", "--lr 3e-4"),
+    ("curl -u me --password s3cretpass https://mirror.example.org/", "s3cretpass", "https://mirror.example.org/"),
+    ("curl --api-key 'two words' https://mirror.example.org/", "two words", "curl --api-key '****'"),
+    ('cmd = "deepspeed train.py --hf_token abc123secretvalue --zero 3"', "abc123secretvalue", "--zero 3"),
+    ("git clone https://ghp_0123456789abcdefghijABCDEFGHIJ012345@github.com/o/r", "ghp_0123", "github.com/o/r"),
+    ("echo github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz > f", "github_pat_11", "> f"),
+    ("GITLAB glpat-abcdefghij0123456789 in log", "glpat-abcdef", "in log"),
+    ("client = OpenAI(api_key='sk-proj-abcdefghijklmnop0123456789ABCDEFGHIJ')", "sk-proj-abc", "OpenAI("),
+    ("token sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123", "sk-ant-api03-abc", "token"),
+    ("slack hook xoxb-123456789012-1234567890123-abcdefghijABCDEFGHIJ0123", "xoxb-1234", "slack hook"),
+    ("aws_access AKIAIOSFODNN7EXAMPLE rest", "AKIAIOSFODNN7EXAMPLE", "rest"),
+    ("npm_abcdefghijklmnopqrstuvwxyz0123456789 done", "npm_abcdef", "done"),
+    ("key AIzaSyA0123456789abcdefghijklmnopqrstuv ok", "AIzaSyA0123", "ok"),
+    (
+        "Authorization header eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U end",
+        "eyJhbGci",
+        "end",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "secret", "kept"), PASTED, ids=[p[1] for p in PASTED])
+def test_what_people_really_paste_is_redacted(text, secret, kept):
+    out = redact_text(text)
+    assert secret not in out and kept in out and REDACTED in out
+    assert redact_text(out) == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "torchrun --nproc-per-node 8 train.py --max-tokens 512 --tokenizer gpt2",
+        "pip install --index-url https://mirror.example.org/simple --key-file /etc/ssl/k.pem torch",
+        "scikit-learn sk-learn risk-assessment ask-questions-about-it",
+        "the token budget is 4096 tokens",
+    ],
+)
+def test_ordinary_command_lines_are_left_alone(text):
+    assert redact_text(text) == text

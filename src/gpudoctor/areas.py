@@ -37,6 +37,7 @@ PREFIX_AREAS: Mapping[str, str] = {
     "nvidia": "gpu",
     "cuda": "gpu",
     "torch": "gpu",
+    "amp": "gpu",
     "gpu": "gpu",
     "cudnn": "libraries",
     "cuda.libraries": "libraries",

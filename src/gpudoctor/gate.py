@@ -16,9 +16,7 @@ for other processes.
 from __future__ import annotations
 
 import json
-import os
 import socket
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -447,24 +445,11 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
 
 
 def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``text`` to ``path`` atomically: a temporary file in the same directory,
-    fsync, then ``os.replace``; readers see the old or the new file, never a part.
-    Raises OSError (the temporary file is removed)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".gpudoctor-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``text`` to ``path`` atomically through the one output writer
+    (:func:`gpudoctor.output.write_text`: regular files only, redacted). Raises OSError."""
+    from gpudoctor.output import write_text
+
+    write_text(path, text, mode)
 
 
 def write_status_file(path: str, doc: dict) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 __all__ = [
     "REDACTED",
     "redact_text",
+    "redact_file_text",
     "clean_text",
     "RedactingStream",
     "guard_streams",
@@ -88,6 +89,23 @@ _CUT_NOTE = re.compile(r" \[\.\.\. \d+ more characters cut\]$")
 _CONDA_TOKEN = re.compile(
     r"(?P<pre>://[^\s\"'<>/]{1,255}(?:/[^\s\"'<>/]{1,64}){0,2}?/t/)(?P<token>[A-Za-z0-9_.-]+)(?=/|$|[\s\"'<>])"
 )
+# ``--password VALUE`` / ``-token VALUE``: a command-line option whose name is secret, then its
+# value after blanks (``--name=value`` is _INLINE_ASSIGN's); a value starting with "-" is the next option
+_FLAG_VALUE = re.compile(
+    r"(?<![\w/.-])(?P<flag>--?[A-Za-z][A-Za-z0-9_-]{0,63})(?P<sp>[ \t]+)"
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s'\"-][^\s'\"]*)"
+)
+# Bare credentials with a well-known prefix, wherever they stand: GitHub (ghp_, gho_, ghu_, ghs_,
+# ghr_, github_pat_), GitLab (glpat-), Hugging Face (hf_), OpenAI/Anthropic-style (sk-, sk-proj-,
+# sk-ant-), Slack (xox?-), npm (npm_), Google API keys (AIza), AWS access key ids (AKIA/ASIA), JWTs
+_BARE_TOKEN = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{20,255}|glpat-[A-Za-z0-9_-]{20,255}"
+    r"|hf_[A-Za-z0-9]{30,255}|npm_[A-Za-z0-9]{36,255}|AIza[0-9A-Za-z_-]{35}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,255}|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    r"|eyJ[A-Za-z0-9_-]{8,4096}\.eyJ[A-Za-z0-9_-]{8,4096}\.[A-Za-z0-9_-]{8,4096})\b"
+    r"|(?<![\w-])sk-(?:proj-|ant-(?:api\d\d-)?)?[A-Za-z0-9_-]{20,255}"
+)
+
 # "NAME": "value" / 'NAME': 'value' (JSON or Python reprs printed in free text)
 _QUOTED_PAIR = re.compile(
     r"(?P<q>[\"'])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)(?P=q)(?P<sep>\s*:\s*)"
@@ -205,11 +223,20 @@ def _ini(m: re.Match) -> str:
     return f"{m.group('lead')}{m.group('name')}{m.group('sep')}{_quote_like(value)}{m.group('trail')}"
 
 
+def _flag(m: re.Match) -> str:
+    value = m.group("value").strip("'\"")
+    # a number after an option is a count or a size (--max-tokens 512), not a credential
+    if not is_secret_name(m.group("flag").lstrip("-")) or value == REDACTED or value.replace(".", "").isdigit():
+        return m.group(0)
+    return f"{m.group('flag')}{m.group('sp')}{_quote_like(m.group('value'))}"
+
+
 def _redact_secrets(text: str) -> str:
     """The secret rules alone (no control-character cleaning): what the output guard
     applies to a terminal stream, whose colours must survive."""
     if not text:
         return text
+    text = _BARE_TOKEN.sub(REDACTED, text)
     text = _URL_USERINFO.sub(_userinfo, text)
     text = _QUERY_PARAM.sub(_query, text)
     text = _CONDA_TOKEN.sub(lambda m: f"{m.group('pre')}{REDACTED}", text)
@@ -222,6 +249,7 @@ def _redact_secrets(text: str) -> str:
     text = _NETRC.sub(
         lambda m: m.group(0) if m.group("value") == REDACTED else f"{m.group('lead')}{m.group('kw')} {REDACTED}", text
     )
+    text = _FLAG_VALUE.sub(_flag, text)
     return _INLINE_ASSIGN.sub(_assign, text)
 
 
@@ -257,6 +285,15 @@ def redact_text(text: str) -> str:
 #: (``{"key": "password", "value": "..."}``, the pip facts of ``PIP_PASSWORD``)
 _NAME_FIELDS = ("key", "name", "var", "variable")
 _VALUE_FIELDS = frozenset({"value", "values", "raw", "raw_value"})
+
+
+def redact_file_text(text: str) -> str:
+    """Redaction for a whole file gpudoctor writes (:mod:`gpudoctor.output`): the secret rules
+    of :func:`redact_text` and the stream guard, and terminal escape sequences removed, but no
+    line is cut (a JSON document's one long line must stay valid JSON). Idempotent."""
+    if not text:
+        return text
+    return _ESCAPES.sub("", _redact_secrets(text))
 
 
 def _names_a_secret(record: Mapping) -> bool:

@@ -37,6 +37,7 @@ FAMILY_ORDER = (
     "cuda",
     "cudnn",
     "torch",
+    "amp",
     "gpu",
     "jupyter",
     "dataloader",

@@ -65,6 +65,14 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
     help="Start each Jupyter kernel for real and probe it from inside; run "
     "the GPU smoke test (matrix product, copy bandwidth, peer access) on each visible device.",
 )
+@click.option(
+    "--train-config",
+    "train_configs",
+    multiple=True,
+    metavar="FILE",
+    help="A training configuration to judge for precision (DeepSpeed JSON, Lightning or Accelerate YAML, "
+    "Trainer arguments; repeatable); Accelerate's default config is always read.",
+)
 @mirror_check_options
 def check(
     ids,
@@ -79,6 +87,7 @@ def check(
     strict,
     verbose,
     deep=False,
+    train_configs=(),
     **mirror_opts,
 ):
     """Run checks and explain what is wrong.
@@ -93,6 +102,7 @@ def check(
       gpudoctor check --python ~/venvs/train/bin/python
       gpudoctor check --root /mnt/image-rootfs --skip torch
       gpudoctor check --facts snapshot.json -v
+      gpudoctor check amp --train-config ds_config.json
     """
     from gpudoctor.system import kill_running_commands
 
@@ -109,6 +119,12 @@ def check(
             "a snapshot is replayed without probing anything; rank from this machine with `gpudoctor mirrors`",
         ),
         ("--facts", "--deep", bool(facts_file) and deep, "kernels are started only when collecting on this machine"),
+        (
+            "--facts",
+            "--train-config",
+            bool(facts_file) and bool(train_configs),
+            "the files are read only when collecting",
+        ),
         (
             "--facts",
             "--dockerfile",
@@ -136,6 +152,8 @@ def check(
         from gpudoctor.render.console import SpinnerProgress, make_console, render_console
 
         extra = mirror_extra(**mirror_opts)
+        if train_configs:  # paths inside --root; on the live system, relative to the working directory
+            extra["train_configs"] = tuple(str(Path(p).absolute()) if root == "/" else p for p in train_configs)
         system = build_system(root, extra.get("dockerfile"))
         options = replace(make_collect_options(pythons, offline, probe_timeout, **extra), deep=deep)
         registry = load_registry()
@@ -156,13 +174,12 @@ def check(
         kill_running_commands()  # an early probe nothing asked for (the selection did not need it)
     console = make_console(sys.stderr if fmt != "console" else sys.stdout)
     if fmt == "console":
-        if output:
-            try:
-                fh = open(output, "w", encoding="utf-8")
-            except OSError as exc:
-                raise usage(f"-o {output}: {exc.strerror or exc}") from None
-            with fh:
-                render_console(report, make_console(fh), verbose)
+        if output and output != "-":
+            import io
+
+            buffer = io.StringIO()
+            render_console(report, make_console(buffer), verbose)
+            write_output(buffer.getvalue(), output)
         else:
             render_console(report, console, verbose)
     elif fmt == "prometheus" and output and output != "-":

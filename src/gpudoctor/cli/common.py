@@ -266,8 +266,11 @@ def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None
         return
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise usage(f"{flag} {path}: is a directory, not a file")
+    from gpudoctor.output import refusal
+
+    why = refusal(path)
+    if why:
+        raise usage(f"{flag} {path}: {why}")
     if not parent.exists():
         raise usage(f"{flag} {path}: its directory {parent} does not exist")
     if not parent.is_dir():
@@ -281,8 +284,10 @@ def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None
 def write_output(text: str, out: str | None) -> None:
     """Write ``text`` to the file ``out`` (``-o``), or to stdout when ``out`` is empty or ``-``."""
     if out and out != "-":
+        from gpudoctor.output import write_text
+
         try:
-            Path(out).write_text(text, encoding="utf-8")
+            write_text(out, text)
         except OSError as exc:
             raise usage(f"-o {out}: {exc.strerror or exc}") from None
     else:

@@ -303,23 +303,18 @@ def _render(result, fmt: str, output: str | None, verbose: bool, to_stderr: bool
     )
 
     if fmt == "console":
-        if output:
-            try:
-                fh = open(output, "w", encoding="utf-8")
-            except OSError as exc:
-                raise usage(f"-o {output}: {exc.strerror or exc}") from None
-            with fh:
-                render_explain_console(result, make_console(fh), verbose)
+        if output and output != "-":
+            import io
+
+            buffer = io.StringIO()
+            render_explain_console(result, make_console(buffer), verbose)
+            write_output(buffer.getvalue(), output)
             return
         # after a command, its stdout stays its own: the explanation goes to stderr
         render_explain_console(result, make_console(sys.stderr if to_stderr else sys.stdout), verbose)
         return
     text = render_explain_json(result) if fmt == "json" else render_explain_markdown(result, verbose)
-    if output:
-        try:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise usage(f"-o {output}: {exc.strerror or exc}") from None
+    if output and output != "-":
+        write_output(text, output)
     else:
         click.echo(text, nl=False, err=to_stderr)

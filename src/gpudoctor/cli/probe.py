@@ -546,9 +546,9 @@ def _save(doc: dict[str, Any], python: str) -> None:
     }
     path = saved_result_path()
     try:
+        from gpudoctor.output import write_text
+
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        write_text(str(path), json.dumps(record, indent=2) + "\n")
     except OSError as exc:
         click.echo(f"gpudoctor: warning: could not save the result to {path}: {exc.strerror or exc}", err=True)

@@ -22,6 +22,9 @@ class SmokeDevice:
             ordinary (pageable) host memory, GB/s (1e9 bytes/s), best of 3.
         h2d_pinned_gbps, d2h_pinned_gbps: the same from page-locked (pinned) memory.
         d2d_gbps: a copy within the device, GB/s counting read + write.
+        matmul_tflops: precision (``fp32``, ``tf32``, ``fp16``, ``bf16``) -> TFLOP/s
+            (1e12 floating-point operations per second, 2*n^3 per n x n product) of a timed
+            matrix product in that precision; a precision the device or build refused is absent.
         errors: ``step: Exception: message`` for each step that raised.
         skipped: steps not started because the time budget was spent.
     """
@@ -35,6 +38,7 @@ class SmokeDevice:
     h2d_pinned_gbps: float | Unavailable = Unavailable("did not run")
     d2h_pinned_gbps: float | Unavailable = Unavailable("did not run")
     d2d_gbps: float | Unavailable = Unavailable("did not run")
+    matmul_tflops: dict[str, float] | Unavailable = Unavailable("did not run")
     errors: tuple[str, ...] = ()
     skipped: tuple[str, ...] = ()
 

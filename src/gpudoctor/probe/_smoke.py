@@ -22,6 +22,17 @@ MATMUL_RTOL = 1e-3
 #: Bytes per bandwidth copy (64 MiB) and timed repetitions (the best one counts).
 COPY_BYTES = 64 * 1024 * 1024
 COPY_REPS = 3
+#: Matrix size and timed repetitions of the per-precision throughput measurement (the best
+#: repetition counts); a 4096^3 product is large enough to keep Tensor Cores busy.
+PRECISION_N = 4096
+PRECISION_REPS = 3
+#: The precisions timed: name -> (torch dtype attribute, TF32 allowed).
+PRECISIONS = (
+    ("fp32", "float32", False),
+    ("tf32", "float32", True),
+    ("fp16", "float16", False),
+    ("bf16", "bfloat16", False),
+)
 
 
 class CudaBackend:
@@ -46,6 +57,8 @@ class CudaBackend:
 
     def matmul(self, a, b):
         return a @ b
+
+    precision_n = PRECISION_N
 
 
 def _err(exc):
@@ -95,6 +108,45 @@ def _matmul_check(torch, backend, i):
     return err <= MATMUL_RTOL and err == err, round(err, 9)
 
 
+def _precision_tflops(torch, backend, i, deadline):
+    """precision -> TFLOP/s of an n x n matrix product on device ``i``, best of
+    :data:`PRECISION_REPS`; a precision the device or build refuses is left out."""
+    n = getattr(backend, "precision_n", PRECISION_N)
+    dev = backend.device(i)
+    tf32 = getattr(getattr(torch.backends, "cuda", None), "matmul", None)
+    old = getattr(tf32, "allow_tf32", None)
+    out = {}
+    try:
+        for name, dtype_name, allow in PRECISIONS:
+            if time.monotonic() > deadline:
+                break
+            if old is not None:
+                tf32.allow_tf32 = allow
+            elif allow:
+                continue  # no TF32 switch in this build: the fp32 figure says it all
+            try:
+                dtype = getattr(torch, dtype_name)
+                a = torch.ones(n, n, dtype=dtype, device=dev)
+                b = torch.ones(n, n, dtype=dtype, device=dev)
+                backend.matmul(a, b)  # warm-up: kernel selection, cuBLAS handle
+                backend.sync(i)
+                best = None
+                for _ in range(PRECISION_REPS):
+                    start = time.perf_counter()
+                    backend.matmul(a, b)
+                    backend.sync(i)
+                    elapsed = time.perf_counter() - start
+                    best = elapsed if best is None else min(best, elapsed)
+            except Exception:  # a precision the device or build does not run: left out
+                continue
+            if best:
+                out[name] = round(2.0 * n**3 / best / 1e12, 3)
+    finally:
+        if old is not None:
+            tf32.allow_tf32 = old
+    return out
+
+
 def _device_steps(torch, backend, i, deadline):
     """Smoke facts of device ``i`` (dict)."""
     dev = backend.device(i)
@@ -114,6 +166,9 @@ def _device_steps(torch, backend, i, deadline):
     res = step("matmul", lambda: _matmul_check(torch, backend, i))
     if res is not None:
         out["matmul_ok"], out["matmul_rel_error"] = res
+    rates = step("precision", lambda: _precision_tflops(torch, backend, i, deadline))
+    if rates is not None:
+        out["matmul_tflops"] = rates
     n = COPY_BYTES
     host = step("allocate", lambda: torch.empty(n, dtype=torch.uint8))
     devbuf = step("allocate", lambda: torch.empty(n, dtype=torch.uint8, device=dev))

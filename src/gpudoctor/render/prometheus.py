@@ -150,7 +150,9 @@ def render_prometheus(report: Report, gate: Mapping[str, Any] | None = None) -> 
 
 
 def write_prometheus(path: str, report: Report, gate: Mapping[str, Any] | None = None) -> None:
-    """Write the metrics to ``path`` atomically (``write_to_textfile``). Raises OSError."""
-    from prometheus_client import write_to_textfile
+    """Write the metrics to ``path`` atomically through the one output writer
+    (:func:`gpudoctor.output.write_text`), as node_exporter's textfile collector expects.
+    Raises OSError."""
+    from gpudoctor.output import write_text
 
-    write_to_textfile(path, prometheus_registry(report, gate))
+    write_text(path, render_prometheus(report, gate))
