@@ -157,7 +157,13 @@ def framework_verdicts(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> list[
                 continue
             if r.path is None:
                 how = "opens by name" if r.how == "dlopen" else "needs"
-                broken = f"{r.needed}, which it {how}, is found nowhere on the loader path"
+                there = [c.directory for c in (model.copies if model else ()) if c.name == r.needed]
+                where = (
+                    f"is installed in {there[0]} but in no directory it searches"
+                    if there
+                    else ("is found nowhere on the loader path")
+                )
+                broken = f"{r.needed}, which it {how}, {where}"
                 break
             if r.missing:
                 broken = f"{r.needed} resolves to {r.path}, which lacks {r.missing[0].split(',')[0]}"

@@ -361,9 +361,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     lost = [r for r in model.resolutions if r.path is None and r.family not in DRIVER_FAMILIES]
     if lost:
         r = lost[0]
-        unsearched = [c for c in model.copies if c.name == r.needed]
+        unsearched = [cp for cp in model.copies if cp.name == r.needed]
         if unsearched:
-            return _not_searched(model, probe, t, r, unsearched, evidence)
+            # every directory that holds a lost library, so one LD_LIBRARY_PATH line repairs them all
+            more_copies = [cp for x in lost[1:] for cp in model.copies if cp.name == x.needed]
+            return _not_searched(model, probe, t, r, unsearched + more_copies, evidence)
         return CHECK.finding(
             Status.FAIL,
             f"{r.needed}, needed by {_framework_of(model, r.consumer, r) if r.how == 'dlopen' else os.path.basename(r.consumer)}"
