@@ -297,3 +297,42 @@ def test_a_wheel_copy_outside_every_searched_directory_is_named_with_the_way_to_
     )
     assert f"export LD_LIBRARY_PATH={wheel}" in f.explanation and "onnxruntime.preload_dlls()" in f.explanation
     assert "pip install" not in f.explanation
+
+
+@needs_gcc
+@pytest.mark.parametrize("on_path", [False, True])
+def test_cupy_opens_nvrtc_by_name_from_python(tmp_path, on_path):
+    """AInseven/ComfyUI-fastblend#5's kind: torch's nvidia-cuda-nvrtc-cu12 wheel holds libnvrtc.so.12, CuPy opens
+    it by name from Python (ctypes), which searches no wheel directory: the real ctypes load and the model agree;
+    the twin has the directory on LD_LIBRARY_PATH."""
+    site = tmp_path / "site"
+    lib = site / "nvidia/cuda_nvrtc/lib"
+    cl.build_so(lib / "libnvrtc.so.12", "libnvrtc.so.12", "int nvrtcVersion(int *a, int *b){*a=12;*b=1;return 0;}\n")
+    cl.write_dist(Path("/"), str(site), "cupy_cuda12x", "13.0.0")
+    cl.write_dist(Path("/"), str(site), "nvidia_cuda_nvrtc_cu12", "12.1.105", ["nvidia/cuda_nvrtc/lib/libnvrtc.so.12"])
+    env = {"PATH": "/usr/bin:/bin"} | ({"LD_LIBRARY_PATH": str(lib)} if on_path else {})
+    real = subprocess.run(
+        ["python3", "-c", "import ctypes; ctypes.CDLL('libnvrtc.so.12'); print('loaded')"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    files = Files(Path("/"))
+    probe = probe_facts(str(tmp_path / "bin/python"), torch_facts(installed=False), env=env, site_packages=(str(site),))
+    fws = _frameworks(files, "current", (str(site),))
+    model = model_target(files, "current", probe, [], fws)
+    (res,) = [r for r in model.resolutions if r.needed == "libnvrtc.so.12"]
+    assert res.how == "dlopen" and res.consumer == "dlopen" and res.framework == "cupy"
+    facts = make_facts(
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        cuda_libraries=CudaLibrariesFacts((model,), tuple(fws)),
+    )
+    (f,) = evaluate([load_registry().checks["cuda.libraries"]], facts)
+    if on_path:
+        assert real.stdout.strip() == "loaded" and res.path == str(lib / "libnvrtc.so.12")
+        assert f.status.value == "ok", f.summary
+        return
+    assert "libnvrtc.so.12: cannot open shared object file" in real.stderr and res.path is None
+    assert f.summary == f"libnvrtc.so.12 12.1.105 is installed in {lib} (wheel), but cupy does not search there"
+    assert "`dlopen` from Python" in f.explanation and f"export LD_LIBRARY_PATH={lib}" in f.explanation

@@ -146,6 +146,8 @@ def _env_of(script: str) -> str:
 
 def loads_how(res: Resolution, fw: str) -> str:
     """How ``fw`` gets ``res.needed``, in words."""
+    if res.how == "dlopen" and res.consumer == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from Python, so no library's RUNPATH applies)"
     if res.how == "dlopen":
         return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from `{os.path.basename(res.consumer)}`)"
     if res.how == "preload":
@@ -230,6 +232,11 @@ def _not_searched(
     c = present[0]
     version = f" {c.version}" if c.version else ""
     own = ""
+    if fw == "cupy":
+        own = (
+            "\n\nCuPy 13 and earlier look for a system CUDA Toolkit, not for the `nvidia-*` wheels (NVIDIA/cutile-python"
+            "#57); CuPy 14 finds pip-installed CUDA libraries itself."
+        )
     if fw == "onnxruntime-gpu":
         own = (
             "\n\nonnxruntime-gpu 1.21 and later can load the wheels' libraries itself: call "
@@ -240,7 +247,8 @@ def _not_searched(
         Status.FAIL,
         f"{r.needed}{version} is installed in {dirs[0]} ({c.origin}), but {fw} does not search there",
         f"{loads_how(r, fw)}. A copy exists at `{c.path}`, but no directory the loader searches for "
-        f"`{os.path.basename(r.consumer)}` holds it: not its RUNPATH, not `LD_LIBRARY_PATH` "
+        f"{'that `dlopen`' if r.consumer == 'dlopen' else f'`{os.path.basename(r.consumer)}`'} holds it: not a "
+        f"RUNPATH, not `LD_LIBRARY_PATH` "
         f"(`{':'.join(model.ld_library_path) or 'unset'}`), not the ld.so cache ({model.cache_source}) nor the "
         f"default directories. Installing the wheel again changes nothing; put its directory on the loader path."
         f"\n\n{activation_hint(probe, dirs)}{own}",
@@ -310,7 +318,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.SKIP, "the CUDA libraries were not modelled (no cuda_libraries facts)", target=t.label
         )
-    if not model.roots:
+    if not model.roots and not model.resolutions:
         return CHECK.finding(Status.SKIP, f"no GPU framework library found in {probe.executable}", target=t.label)
     evidence = {
         "python": probe.executable,

@@ -310,11 +310,12 @@ class LoaderModel:
                         queue.append((res.path, chain + (obj,), owner))
         return out
 
-    def open_by_name(self, name: str, caller: str, framework: str) -> Resolution:
+    def open_by_name(self, name: str, caller: str | None, framework: str) -> Resolution:
         """``dlopen(name)`` called from ``caller`` at run time: an object with that SONAME already loaded
         wins, else the caller's RPATH/RUNPATH, ``LD_LIBRARY_PATH``, the cache and the default directories
         (glibc ``_dl_map_object`` with the caller as loader)."""
-        res = replace(self.resolve(name, caller, (self.executable,) if self.executable else ()), framework=framework)
+        chain = (self.executable,) if self.executable and caller else ()
+        res = replace(self.resolve(name, caller, chain), framework=framework)
         res = replace(res, how="dlopen")
         if res.path:
             self.loaded.setdefault(name, res.path)
@@ -605,11 +606,16 @@ def _dlopens(
         for row in load_rows(fw.name, fw.version):
             if row.get("how") != "dlopen":
                 continue
-            caller = next(
-                (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")), None
-            )
-            if caller is None:
+            if row.get("dists") and fw.dist not in row["dists"]:  # type: ignore[operator]
                 continue
+            caller: str | None = None
+            if row.get("caller"):  # "" = opened from Python (ctypes): no library's RUNPATH applies
+                caller = next(
+                    (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")),
+                    None,
+                )
+                if caller is None:
+                    continue
             for name in row["libraries"]:  # type: ignore[attr-defined]
                 out.append(model.open_by_name(str(name), caller, fw.name))
     # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
