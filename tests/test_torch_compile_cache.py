@@ -57,7 +57,10 @@ def test_defaults_are_where_torch_and_triton_put_them_and_a_writable_local_twin_
     assert by["triton"].checked == str(tmp_path / "home") and by["triton"].writable
     assert by["inductor"].free_bytes and by["inductor"].free_bytes > 0
     f = _judge(caches)
-    assert f.status is Status.OK and "torch.compile caches are local and writable" in f.summary
+    assert (
+        f.status is Status.OK
+        and f.summary == "torch.compile caches are local and writable (triton: default place, inductor: default place)"
+    )
 
 
 def test_a_cache_dir_below_a_file_cannot_be_created(tmp_path):

@@ -105,7 +105,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             )
     return CHECK.finding(
         Status.OK,
-        "torch.compile caches are local and writable: " + ", ".join(f"{c.name} {c.path}" for c in caches),
+        "torch.compile caches are local and writable ("
+        + ", ".join(f"{c.name}: {c.source if c.source != 'default' else 'default place'}" for c in caches)
+        + ")",
         evidence=evidence,
         target=t.label,
     )
