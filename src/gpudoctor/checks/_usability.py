@@ -152,6 +152,7 @@ def framework_verdicts(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> list[
             out.append(FrameworkVerdict(fw, "broken", fit[1], "cuda.frameworks"))
             continue
         broken = None
+        carrier = "cuda.libraries"
         for r in _resolutions(facts, t.label, fw.name):
             if r.family in DRIVER_FAMILIES:
                 continue
@@ -168,13 +169,18 @@ def framework_verdicts(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> list[
             if r.missing:
                 broken = f"{r.needed} resolves to {r.path}, which lacks {r.missing[0].split(',')[0]}"
                 break
+            have = version_of(model, r.path) if model is not None else None
+            if fw.cudnn_min and r.needed == f"libcudnn.so.{fw.cudnn_major}" and have and v(have) < v(fw.cudnn_min):
+                broken = f"it was built against cuDNN {fw.cudnn_min} but loads cuDNN {have} from {r.directory}"
+                carrier = "cuda.frameworks"
+                break
             if model is not None and r.without_env and os.path.normpath(r.without_env) != os.path.normpath(r.path):
                 mine, own = version_of(model, r.path), version_of(model, r.without_env)
                 if mine and own and v(mine) < v(own):
                     broken = f"{r.needed} resolves to {mine} from {r.directory} ({r.via}) instead of its own {own}"
                     break
         if broken:
-            out.append(FrameworkVerdict(fw, "broken", broken, "cuda.libraries"))
+            out.append(FrameworkVerdict(fw, "broken", broken, carrier))
             continue
         if not fw.gpu_libs and fl is None:
             out.append(FrameworkVerdict(fw, "unknown", f"no GPU provider library of {fw.dist} {fw.version} was found"))

@@ -212,6 +212,47 @@ def _driver_too_old(
     return None
 
 
+def _cudnn_below_build(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: Mapping[str, object]
+) -> Finding | None:
+    """``fail`` when the cuDNN a framework loads is older than the one it was built against (TensorFlow:
+    "Loaded runtime CuDNN library: 8.2.1 but source was compiled with: 8.9.4. CuDNN library needs to have
+    matching major version and equal or higher minor version"; JAX: "Found cuDNN version ..., but JAX was
+    built against version ..., which is newer")."""
+    from gpudoctor.checks._gpu import v
+    from gpudoctor.checks.cuda_libraries import target_model, version_of
+
+    model = target_model(facts, t.label)
+    if model is None:
+        return None
+    for fw in fws:
+        if not fw.cudnn_min or not fw.cudnn_major or fw.name == "torch":  # torch: cudnn.load judges it
+            continue
+        for r in model.resolutions:
+            if r.framework != fw.name or r.needed != f"libcudnn.so.{fw.cudnn_major}" or not r.path:
+                continue
+            have = version_of(model, r.path)
+            if not have or v(have) >= v(fw.cudnn_min):
+                continue
+            own = version_of(model, r.without_env) if r.without_env and r.without_env != r.path else None
+            better = f" (without `LD_LIBRARY_PATH` it would get `{r.without_env}`, {own})" if own else ""
+            return CHECK.finding(
+                Status.FAIL,
+                f"{fw.dist} {fw.version} was built against cuDNN {fw.cudnn_min} but loads cuDNN {have} from "
+                f"{r.directory}",
+                f"{fw.dist} refuses an older cuDNN minor at start (TensorFlow: `Loaded runtime CuDNN library: {have} "
+                f"but source was compiled with: {fw.cudnn_min}...`; JAX: `Found cuDNN version ..., but JAX was built "
+                f"against version ..., which is newer`) and runs without its GPU kernels. The copy it gets is "
+                f"`{r.path}` ({r.path_origin or r.via}){better}.\n\nInstall cuDNN {fw.cudnn_min} or newer of major "
+                f'{fw.cudnn_major} where it looks (`{probe.executable} -m pip install "nvidia-cudnn-cu'
+                f'{fw.cuda_major or 12}>={fw.cudnn_min},<{fw.cudnn_major + 1}"`), or take `{r.directory}` off the '
+                f"loader path." + (f"\n\nSource: {fw.source}" if fw.source else ""),
+                evidence={**evidence, "cudnn_loaded": f"{r.path} ({have})"},
+                target=t.label,
+            )
+    return None
+
+
 def _desc(f: FrameworkInstall) -> str:
     parts = []
     if f.cuda_major:
@@ -250,6 +291,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     too_old = _driver_too_old(facts, t, probe, fws, evidence)
     if too_old is not None:
         return too_old
+    below = _cudnn_below_build(facts, t, probe, fws, evidence)
+    if below is not None:
+        return below
     for key, what in (("cudnn_major", "cuDNN"), ("cuda_major", "CUDA")):
         for a, b in combinations([f for f in fws if f.known], 2):
             ma, mb = getattr(a, key), getattr(b, key)

@@ -453,6 +453,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 cuda, source = int(m.group(1)), "distribution name"
         cuda_version = f"{local[2:-1]}.{local[-1]}" if cuda and re.match(r"^cu\d{3,}$", local or "") else None
         cudnn = None
+        cudnn_min: str | None = None
         pv = _v(public.split(".post")[0])
         for row in table["requirement"]:
             if row["framework"] != fw["name"] or pv is None:
@@ -465,6 +466,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                     cuda = row["cuda_major"]
                 if cuda_version is None and row.get("cuda_version"):
                     cuda_version = row["cuda_version"]
+                cudnn_min = row.get("cudnn_min", cudnn_min)
                 source = "; ".join(s for s in (source, row["source"]) if s)
         libs: list[str] = []
         for site in sites:
@@ -487,6 +489,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 pins=pins,
                 pinned_installed=installed,
                 cuda_version=cuda_version,
+                cudnn_min=cudnn_min,
             )
         )
     known = {d for fw in table["framework"] for d in fw["dists"]}

@@ -201,6 +201,8 @@ class FrameworkInstall:
             or the table row), None when only the major (or nothing) is known.
         known: False for a GPU package gpudoctor has no table row for (its name or
             its ``nvidia-*`` requirements say it uses CUDA); its needs are unknown.
+        cudnn_min: the cuDNN ``X.Y`` it was built against (table row): the copy it loads must
+            have that major and at least that minor; None when unknown.
     """
 
     label: str
@@ -215,6 +217,7 @@ class FrameworkInstall:
     pinned_installed: tuple[str, ...] = ()
     cuda_version: str | None = None
     known: bool = True
+    cudnn_min: str | None = None
 
 
 @domain("cuda_libraries")
