@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -336,3 +337,27 @@ def test_cupy_opens_nvrtc_by_name_from_python(tmp_path, on_path):
     assert "libnvrtc.so.12: cannot open shared object file" in real.stderr and res.path is None
     assert f.summary == f"libnvrtc.so.12 12.1.105 is installed in {lib} (wheel), but cupy does not search there"
     assert "`dlopen` from Python" in f.explanation and f"export LD_LIBRARY_PATH={lib}" in f.explanation
+
+
+def test_an_unknown_cuda_package_is_reported_as_unknown_not_broken(tmp_path):
+    """mxnet-cu112 has no row in the frameworks table: it is listed as a framework of unknown needs (never broken,
+    never judged); tensorrt-cu12 beside tensorrt-cu12-libs is the same framework, not an unknown one."""
+    site = tmp_path / "site"
+    for dist, version in (("mxnet_cu112", "1.9.1"), ("tensorrt_cu12", "10.0.1"), ("tensorrt_cu12_libs", "10.0.1")):
+        cl.write_dist(Path("/"), str(site), dist, version)
+    fws = {f.dist: f for f in _frameworks(Files(Path("/")), "current", (str(site),))}
+    assert set(fws) == {"mxnet-cu112", "tensorrt-cu12-libs"}
+    assert fws["mxnet-cu112"].known is False and fws["mxnet-cu112"].cuda_major == 11
+    assert fws["tensorrt-cu12-libs"].known is True
+    probe = probe_facts(str(tmp_path / "bin/python"), torch_facts(installed=False), site_packages=(str(site),))
+    from gpudoctor.facts.targets import CudaDriverDevice, CudaDriverProbe
+
+    drv = CudaDriverProbe(True, None, True, None, 12040, 1, (CudaDriverDevice(0, "NVIDIA L4", context_ok=True),))
+    probe = replace(probe, cuda_driver=drv)
+    facts = make_facts(
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        cuda_libraries=CudaLibrariesFacts((), (fws["mxnet-cu112"],)),
+    )
+    (head,) = evaluate([load_registry().checks["cuda.available"]], facts)
+    assert head.status.value == "ok" and "not modelled: mxnet-cu112 1.9.1" in head.summary

@@ -496,6 +496,8 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
     for dist, (version, _site) in sorted(dists.items()):
         if dist in known or dist.startswith("nvidia-") or not _UNKNOWN_GPU.match(dist):
             continue
+        if any(k.startswith(f"{dist}-") for k in known):  # tensorrt-cu12 beside tensorrt-cu12-libs: one framework
+            continue
         m = re.search(r"-cu(?:da)?(\d{2})", dist)
         out.append(
             FrameworkInstall(
