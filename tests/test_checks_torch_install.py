@@ -324,12 +324,26 @@ def test_headline_names_the_missing_driver_before_the_missing_torch():
     assert f.explanation.index("1. The driver") < f.explanation.index("nouveau") < f.explanation.index("2. torch")
 
 
-def test_headline_with_a_working_driver_names_only_the_missing_torch():
-    """The healthy-driver twin: nothing about the driver in the verdict."""
+def test_headline_with_a_working_driver_does_not_blame_the_missing_torch():
+    """The healthy-driver twin (issue 25): torch's absence is a fact about torch, not a verdict on CUDA. Without
+    a driver API result the headline says usability is not known; with one, CUDA works."""
     f = _cuda_available(gpu(targets=targets(target(probe_facts(torch=torch_facts(installed=False))))))
-    assert f.status is Status.FAIL
-    assert f.summary == "CUDA is unavailable in /home/user/venv/bin/python: torch is not installed"
+    assert f.status is Status.SKIP
+    assert "is not known: no GPU framework is installed (torch is not installed" in f.summary
     assert "root_cause_check" not in f.evidence
+    from gpudoctor.facts.targets import CudaDriverDevice, CudaDriverProbe
+
+    drv = CudaDriverProbe(True, None, True, None, 12040, 1, (CudaDriverDevice(0, "NVIDIA A100", context_ok=True),))
+    f = _cuda_available(gpu(targets=targets(target(probe_facts(torch=torch_facts(installed=False), cuda_driver=drv)))))
+    assert f.status is Status.OK
+    assert f.summary == (
+        "CUDA works in /home/user/venv/bin/python: cuInit works and the driver API sees 1 GPU; no GPU framework is "
+        "installed (torch is not installed)"
+    )
+    # neighbour: cuInit fails -> the driver API's own cause, still not torch
+    bad = CudaDriverProbe(True, None, False, "CUDA_ERROR_UNKNOWN (999): unknown error", 12040, 0)
+    f = _cuda_available(gpu(targets=targets(target(probe_facts(torch=torch_facts(installed=False), cuda_driver=bad)))))
+    assert f.status is Status.FAIL and "nvidia_uvm" in f.summary and "torch" not in f.summary
 
 
 def test_cpu_build_in_a_conda_env_offers_the_conda_way_first_and_a_venv_does_not():

@@ -119,7 +119,12 @@ EXPECTED = {
             ["nvidia-cudnn", "pip install"],
         ),
         "cuda.wsl": ("fail", ["libcuda.so.1", "not resolvable"], []),
-        "cuda.available": ("skip", ["torch is not installed", "ctranslate2 4.3.1"], ["no NVIDIA GPU"]),
+        # issue 25: the headline is decided from the framework there, not from torch's absence
+        "cuda.available": (
+            "fail",
+            ["CUDA is unavailable to ctranslate2 4.3.1", "libcuda.so.1: cannot open", "cuda.frameworks"],
+            ["no NVIDIA GPU", "python: torch is not installed"],
+        ),
     },
     "frameworks-cudnn-conflict": {
         "cuda.frameworks": (

@@ -100,7 +100,9 @@ def root_cause(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding | Non
         finding = fn(facts, t, probe)
         if finding.status == Status.FAIL:
             return finding
-    return None
+    from gpudoctor.checks._usability import framework_fault  # issue 25: every framework's libraries
+
+    return framework_fault(facts, t, probe)
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -129,39 +131,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     if not tf.installed:
-        # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
-        from gpudoctor.checks import cuda_driver
-        from gpudoctor.checks.cuda_frameworks import frameworks_of
-        from gpudoctor.checks.torch_install import _other_frameworks
+        # issue 25: without torch, CUDA usability is decided from the driver API and the other frameworks
+        from gpudoctor.checks._usability import headline_without_torch
 
-        others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
-        others = others or _other_frameworks(probe)
-        if others:
-            # the same causal order for any framework: the driver, then the driver against its CUDA runtime
-            fault = _driver_fault(facts)
-            if fault is None:
-                judged = [
-                    cuda_driver.assess_framework(facts, t, probe, fw)
-                    for fw in cuda_driver.framework_cuda(facts, t.label)
-                ]
-                fault = next((f for f in judged if f is not None and f.status == Status.FAIL), None)
-            if fault is not None:
-                evidence.update({"root_cause_check": fault.check, "frameworks": ", ".join(others)})
-                return CHECK.finding(
-                    Status.FAIL,
-                    f"CUDA is unavailable to {', '.join(others)} in {python}: {fault.summary}",
-                    f"Root cause (from `{fault.check}`):\n\n{fault.explanation}",
-                    evidence=evidence,
-                    target=t.label,
-                )
-            return CHECK.finding(
-                Status.SKIP,
-                f"torch is not installed in {python}; its GPU framework"
-                f"{'s are' if len(others) > 1 else ' is'} "
-                f"{', '.join(others)} "
-                f"(see cuda.frameworks and cuda.libraries)",
-                target=t.label,
-            )
+        decided = headline_without_torch(CHECK, facts, t, probe, _driver_fault(facts))
+        if decided is not None:
+            return decided
     if not tf.installed or tf.import_failed:
         what = "torch is not installed" if not tf.installed else f"`import torch` fails: {tf.import_error}"
         fault = _driver_fault(facts)

@@ -22,6 +22,7 @@ wheel, an undefined versioned symbol is a shadowing copy (see
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from itertools import combinations
 
 from gpudoctor.checks._gpu import per_target
@@ -68,12 +69,27 @@ WHEEL_STEM = {
 _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared object file")
 
 
-def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str) -> str:
+def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str, label: str = "") -> str:
     """What to do about one failed ``dlopen`` of a framework library (Markdown)."""
+    from gpudoctor.checks.cuda_libraries import activation_hint, target_model
     from gpudoctor.collect.libraries import family_of
 
     m = _MISSING.search(error)
     lib = m.group(1) if m else ""
+    model = target_model(facts, label) if label else None
+    present = [c for c in (model.copies if model else ()) if lib and c.name == lib]
+    if present and not lib.startswith(("libcuda.so", "libnvidia-ml")):
+        dirs = list(dict.fromkeys(c.directory for c in present))
+        ort = (
+            " onnxruntime-gpu 1.21 and later can load them itself: `onnxruntime.preload_dlls()` before creating the "
+            "session."
+            if fw is not None and fw.name == "onnxruntime-gpu"
+            else ""
+        )
+        return (
+            f"`{lib}` is installed (`{present[0].path}`), but not in a directory the loader searches for this "
+            f"library: installing it again changes nothing.{ort}\n\n" + activation_hint(probe, dirs)
+        )
     if lib.startswith("libcuda.so") or lib.startswith("libnvidia-ml"):
         from gpudoctor.checks.cuda_libcuda import _remedy
 
@@ -128,8 +144,110 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
                 f"The probe opened {fl.dist}'s GPU provider libraries with `dlopen` (RTLD_NOW) in "
                 f"`{probe.executable}`:\n\n```\n" + "\n".join(f"{x.name}: {x.error}" for x in bad) + "\n```\n\n"
                 f"Without them {fl.dist} falls back to the CPU or fails at its first GPU call.\n\n"
-                + load_remedy(facts, probe, fw, first.error or ""),
+                + load_remedy(facts, probe, fw, first.error or "", t.label),
                 evidence={"python": probe.executable, "failed": [f"{x.path}: {x.error}" for x in bad]},
+                target=t.label,
+            )
+    return None
+
+
+def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -> str:
+    """The choices when the driver is older than ``fw``'s CUDA (Markdown): a newer driver, or a build of the
+    framework for the CUDA the driver runs (``data/frameworks.toml`` rows, or the ``-cudaNNx`` dist)."""
+    from gpudoctor.checks.cuda_driver import UPGRADE_HOWTO
+
+    options = [
+        f"1. **Upgrade the driver** to one that supports CUDA {fw.cuda_version or fw.cuda_major}: "
+        + UPGRADE_HOWTO.format(branch="<branch>")
+    ]
+    alt: list[str] = []
+    if driver_major:
+        alt = [f"`{x}`" for x in agreeing_releases(fw.name, "cuda_major", driver_major)]
+        m = re.match(r"^(cupy-cuda|tensorrt-cu)(\d+)(x|-libs)$", fw.dist)
+        if m and int(m.group(2)) != driver_major:
+            alt.append(f"`{m.group(1)}{driver_major}{m.group(3)}` (uninstall `{fw.dist}` first)")
+    if alt:
+        options.append(
+            f"2. **Or keep the driver** and install a {fw.dist} build for CUDA {driver_major}: "
+            + " or ".join(alt)
+            + f" (`{python} -m pip install ...`)."
+        )
+    else:
+        options.append(
+            f"2. {fw.dist} publishes no build for the driver's CUDA {driver_major or ''} that gpudoctor "
+            f"knows of: the driver must be upgraded."
+        )
+    return "\n".join(options)
+
+
+def _driver_too_old(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: Mapping[str, object]
+) -> Finding | None:
+    """``fail`` for the first framework (torch aside: ``cuda.driver`` judges it) whose CUDA the driver is too
+    old to run (NVIDIA CUDA Compatibility guide: within a major, minor-version compatibility; across majors, a
+    newer driver)."""
+    from gpudoctor.checks._gpu import driver_max_cuda
+    from gpudoctor.checks._usability import driver_fit
+
+    for fw in fws:
+        if fw.name == "torch" or not fw.known:
+            continue
+        fit = driver_fit(facts, probe, fw)
+        if fit is None or fit[0] != "too-old":
+            continue
+        max_cuda = driver_max_cuda(facts, probe)
+        major = int(max_cuda.split(".")[0]) if max_cuda else None
+        return CHECK.finding(
+            Status.FAIL,
+            f"{fw.dist} {fw.version} needs CUDA {fw.cuda_version or fw.cuda_major}, newer than the driver "
+            f"supports ({max_cuda or 'unknown'}) in {probe.executable}",
+            f"{fit[1]}. The framework's CUDA runtime refuses to start on it (`CUDA driver version is insufficient "
+            f"for CUDA runtime version`; TensorFlow then lists no GPU, JAX says `CUDA backend failed to "
+            f"initialize`), so it runs on the CPU or not at all.\n\n"
+            + driver_remedy(fw, probe.executable, major)
+            + (f"\n\nSource: {fw.source}" if fw.source else ""),
+            evidence={**evidence, "driver_max_cuda": max_cuda},
+            target=t.label,
+        )
+    return None
+
+
+def _cudnn_below_build(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall], evidence: Mapping[str, object]
+) -> Finding | None:
+    """``fail`` when the cuDNN a framework loads is older than the one it was built against (TensorFlow:
+    "Loaded runtime CuDNN library: 8.2.1 but source was compiled with: 8.9.4. CuDNN library needs to have
+    matching major version and equal or higher minor version"; JAX: "Found cuDNN version ..., but JAX was
+    built against version ..., which is newer")."""
+    from gpudoctor.checks._gpu import v
+    from gpudoctor.checks.cuda_libraries import target_model, version_of
+
+    model = target_model(facts, t.label)
+    if model is None:
+        return None
+    for fw in fws:
+        if not fw.cudnn_min or not fw.cudnn_major or fw.name == "torch":  # torch: cudnn.load judges it
+            continue
+        for r in model.resolutions:
+            if r.framework != fw.name or r.needed != f"libcudnn.so.{fw.cudnn_major}" or not r.path:
+                continue
+            have = version_of(model, r.path)
+            if not have or v(have) >= v(fw.cudnn_min):
+                continue
+            own = version_of(model, r.without_env) if r.without_env and r.without_env != r.path else None
+            better = f" (without `LD_LIBRARY_PATH` it would get `{r.without_env}`, {own})" if own else ""
+            return CHECK.finding(
+                Status.FAIL,
+                f"{fw.dist} {fw.version} was built against cuDNN {fw.cudnn_min} but loads cuDNN {have} from "
+                f"{r.directory}",
+                f"{fw.dist} refuses an older cuDNN minor at start (TensorFlow: `Loaded runtime CuDNN library: {have} "
+                f"but source was compiled with: {fw.cudnn_min}...`; JAX: `Found cuDNN version ..., but JAX was built "
+                f"against version ..., which is newer`) and runs without its GPU kernels. The copy it gets is "
+                f"`{r.path}` ({r.path_origin or r.via}){better}.\n\nInstall cuDNN {fw.cudnn_min} or newer of major "
+                f'{fw.cudnn_major} where it looks (`{probe.executable} -m pip install "nvidia-cudnn-cu'
+                f'{fw.cuda_major or 12}>={fw.cudnn_min},<{fw.cudnn_major + 1}"`), or take `{r.directory}` off the '
+                f"loader path." + (f"\n\nSource: {fw.source}" if fw.source else ""),
+                evidence={**evidence, "cudnn_loaded": f"{r.path} ({have})"},
                 target=t.label,
             )
     return None
@@ -170,8 +288,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             for f in fws
         ],
     }
+    too_old = _driver_too_old(facts, t, probe, fws, evidence)
+    if too_old is not None:
+        return too_old
+    below = _cudnn_below_build(facts, t, probe, fws, evidence)
+    if below is not None:
+        return below
     for key, what in (("cudnn_major", "cuDNN"), ("cuda_major", "CUDA")):
-        for a, b in combinations(fws, 2):
+        for a, b in combinations([f for f in fws if f.known], 2):
             ma, mb = getattr(a, key), getattr(b, key)
             if not ma or not mb or ma == mb:
                 continue

@@ -31,6 +31,7 @@ never a blind ``--force-reinstall``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from gpudoctor.checks._gpu import per_target, v
 from gpudoctor.facts import Facts, Unavailable
@@ -80,7 +81,9 @@ def _vtext(model: TargetLibraries, path: str | None) -> str:
     return c.version
 
 
-def _framework_of(model: TargetLibraries, consumer: str) -> str:
+def _framework_of(model: TargetLibraries, consumer: str, res: Resolution | None = None) -> str:
+    if res is not None and res.framework:
+        return res.framework
     for root in model.roots:
         name, _, path = root.partition(":")
         if os.path.normpath(path) == os.path.normpath(consumer):
@@ -92,6 +95,19 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
     """The exact commands that make ``good``'s directory win over ``res.path`` (Markdown)."""
     d = os.path.normpath(res.directory or "")
     good_dir = os.path.dirname(good) if good else None
+    script = res.path_origin.partition(", set by ")[2]
+    if script:
+        text = (
+            f"`{d}` is put on `LD_LIBRARY_PATH` by the environment's activation script `{script}` (conda runs it "
+            f"on `conda activate`). Delete that entry from the script, then activate the environment again:\n\n"
+            f"```\ngrep -n LD_LIBRARY_PATH {script}\nconda deactivate && conda activate {_env_of(script)}\n```"
+        )
+        if good:
+            text += (
+                f"\n\nIf another program needs that directory, put `{os.path.dirname(good)}` before it in the "
+                f"same line instead."
+            )
+        return text
     if res.via.startswith("LD_LIBRARY_PATH"):
         rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
         drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
@@ -121,6 +137,22 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
             f"that installed `{res.path}`."
         )
     return f"Remove `{d}` from the loader path."
+
+
+def _env_of(script: str) -> str:
+    """``/opt/conda/envs/tf/etc/conda/activate.d/x.sh`` -> ``/opt/conda/envs/tf``."""
+    return script.split("/etc/conda/activate.d/")[0] or script
+
+
+def loads_how(res: Resolution, fw: str) -> str:
+    """How ``fw`` gets ``res.needed``, in words."""
+    if res.how == "dlopen" and res.consumer == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from Python, so no library's RUNPATH applies)"
+    if res.how == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from `{os.path.basename(res.consumer)}`)"
+    if res.how == "preload":
+        return f"{fw} preloads `{res.needed}` itself"
+    return f"`{os.path.basename(res.consumer)}` ({fw}) links `{res.needed}`"
 
 
 def _older(a: str | None, b: str | None) -> bool:
@@ -166,6 +198,63 @@ def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
         ):
             out.append((res, own))
     return out
+
+
+def activation_hint(probe: ProbeFacts, dirs: list[str]) -> str:
+    """Markdown: where to put ``LD_LIBRARY_PATH=dirs`` so it holds for every run of this environment."""
+    value = ":".join(dirs)
+    if probe.is_conda:
+        script = f"{probe.prefix}/etc/conda/activate.d/cuda_libs.sh"
+        return (
+            f"Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
+            f"\n\n```\nmkdir -p {probe.prefix}/etc/conda/activate.d\necho 'export LD_LIBRARY_PATH={value}"
+            f"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}' > {script}\n```"
+        )
+    return (
+        f"Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n```\n"
+        f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n```"
+    )
+
+
+def _not_searched(
+    model: TargetLibraries,
+    probe: ProbeFacts,
+    t: TargetFacts,
+    r: Resolution,
+    present: list[LibraryCopy],
+    evidence: Mapping[str, object],
+) -> Finding:
+    """A library the framework needs is installed (a wheel, a conda package) but in no directory its loader
+    searches: onnxruntime-gpu's provider has no RUNPATH to the ``nvidia/*/lib`` wheels (microsoft/onnxruntime
+    #25609), TensorFlow 2.16's RUNPATH missed them (tensorflow/tensorflow#63362)."""
+    fw = _framework_of(model, r.consumer, r)
+    dirs = list(dict.fromkeys(c.directory for c in present))
+    c = present[0]
+    version = f" {c.version}" if c.version else ""
+    own = ""
+    if fw == "cupy":
+        own = (
+            "\n\nCuPy 13 and earlier look for a system CUDA Toolkit, not for the `nvidia-*` wheels (NVIDIA/cutile-python"
+            "#57); CuPy 14 finds pip-installed CUDA libraries itself."
+        )
+    if fw == "onnxruntime-gpu":
+        own = (
+            "\n\nonnxruntime-gpu 1.21 and later can load the wheels' libraries itself: call "
+            "`onnxruntime.preload_dlls()` before creating the `InferenceSession` (ONNX Runtime docs, CUDA Execution "
+            'Provider, "Preload DLLs"); importing torch first has the same effect.'
+        )
+    return CHECK.finding(
+        Status.FAIL,
+        f"{r.needed}{version} is installed in {dirs[0]} ({c.origin}), but {fw} does not search there",
+        f"{loads_how(r, fw)}. A copy exists at `{c.path}`, but no directory the loader searches for "
+        f"{'that `dlopen`' if r.consumer == 'dlopen' else f'`{os.path.basename(r.consumer)}`'} holds it: not a "
+        f"RUNPATH, not `LD_LIBRARY_PATH` "
+        f"(`{':'.join(model.ld_library_path) or 'unset'}`), not the ld.so cache ({model.cache_source}) nor the "
+        f"default directories. Installing the wheel again changes nothing; put its directory on the loader path."
+        f"\n\n{activation_hint(probe, dirs)}{own}",
+        evidence={**evidence, "installed_copies": [x.path for x in present]},
+        target=t.label,
+    )
 
 
 def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, str, str]]:
@@ -229,7 +318,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.SKIP, "the CUDA libraries were not modelled (no cuda_libraries facts)", target=t.label
         )
-    if not model.roots:
+    if not model.roots and not model.resolutions:
         return CHECK.finding(Status.SKIP, f"no GPU framework library found in {probe.executable}", target=t.label)
     evidence = {
         "python": probe.executable,
@@ -243,8 +332,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     bad = shadowing(model)
     if bad:
         res, good, why = bad[0]
-        fw = _framework_of(model, res.consumer)
-        where = f"`{res.directory}` ({res.via})"
+        fw = _framework_of(model, res.consumer, res)
+        where = f"`{res.directory}` ({res.path_origin or res.via})"
         mine, theirs = _vtext(model, res.path), _vtext(model, good) if good else None
         lacks = ""
         if res.missing:
@@ -253,8 +342,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"so loading fails with `undefined symbol: {res.missing[0]}`."
             )
         good_txt = f" instead of the wheel's {theirs} copy `{good}`" if good else ""
+        binder = f"{fw} (dlopen)" if res.how == "dlopen" else os.path.basename(res.consumer)
         summary = (
-            f"{res.directory} ({res.via}) shadows {res.needed}: {os.path.basename(res.consumer)} binds "
+            f"{res.directory} ({res.path_origin or res.via}) shadows {res.needed}: {binder} binds "
             f"{mine} from there"
             + (f" instead of {theirs} from {os.path.dirname(good)}" if good else "")
             + (f"; it lacks {res.missing[0].split(',')[0]}" if res.missing else "")
@@ -268,7 +358,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.FAIL,
             summary,
-            f"The dynamic loader resolves `{res.needed}` for `{res.consumer}` from {where}: version {mine}"
+            f"{loads_how(res, fw)}. The dynamic loader resolves it for `{res.consumer}` from {where}: version {mine}"
             f"{good_txt}.{lacks} The loader searches `LD_LIBRARY_PATH` before a library's RUNPATH, so a CUDA "
             f"toolkit or module directory there hides the copy {fw} was built with.{others}\n\n"
             f"{path_remedy(model, res, good)}\n\nReinstalling {fw} does not help: the files are fine, the search "
@@ -279,12 +369,19 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     lost = [r for r in model.resolutions if r.path is None and r.family not in DRIVER_FAMILIES]
     if lost:
         r = lost[0]
+        unsearched = [cp for cp in model.copies if cp.name == r.needed]
+        if unsearched:
+            # every directory that holds a lost library, so one LD_LIBRARY_PATH line repairs them all
+            more_copies = [cp for x in lost[1:] for cp in model.copies if cp.name == x.needed]
+            return _not_searched(model, probe, t, r, unsearched + more_copies, evidence)
         return CHECK.finding(
             Status.FAIL,
-            f"{r.needed}, needed by {os.path.basename(r.consumer)}, is found nowhere on the loader path",
-            f"`{r.consumer}` needs `{r.needed}`; no directory of its RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
+            f"{r.needed}, needed by {_framework_of(model, r.consumer, r) if r.how == 'dlopen' else os.path.basename(r.consumer)}"
+            f"{' (dlopen by name)' if r.how == 'dlopen' else ''}, is found nowhere on the loader path",
+            f"{loads_how(r, _framework_of(model, r.consumer, r))}; no directory of `{os.path.basename(r.consumer)}`'s "
+            f"RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
             f"({model.cache_source}) or the default directories holds it. "
-            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer), r.family),
+            + missing_wheel_remedy(facts, t.label, probe.executable, _framework_of(model, r.consumer, r), r.family),
             evidence=evidence,
             target=t.label,
         )
@@ -311,7 +408,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         res, own = swapped[0]
         return CHECK.finding(
             Status.WARN,
-            f"{res.directory} ({res.via}) replaces {_framework_of(model, res.consumer)}'s own {res.needed} "
+            f"{res.directory} ({res.via}) replaces {_framework_of(model, res.consumer, res)}'s own {res.needed} "
             f"({own}); the two versions cannot be compared",
             f"`{res.consumer}` would bind `{own}` (its RUNPATH / wheel copy, {_vtext(model, own)}) but the "
             f"environment puts `{res.path}` ({_vtext(model, res.path)}) first. If that copy is older than the one the "

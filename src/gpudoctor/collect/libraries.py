@@ -11,11 +11,12 @@ import os
 import platform
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from packaging.version import InvalidVersion, Version
 
 from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.collect.activation import Activation, replay
 from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf, warm_up
 from gpudoctor.collect.loader import split_path_list
 from gpudoctor.data import load_table
@@ -275,8 +276,12 @@ class LoaderModel:
                 out.append(f"{sym}, version {ver}")
         return tuple(dict.fromkeys(out))
 
-    def load(self, roots: Sequence[str]) -> list[Resolution]:
-        """Resolve the CUDA ``DT_NEEDED`` entries of ``roots`` and of everything they pull in (BFS)."""
+    def load(self, roots: Sequence[str], owners: Mapping[str, str] | None = None) -> list[Resolution]:
+        """Resolve the CUDA ``DT_NEEDED`` entries of ``roots`` and of everything they pull in (BFS).
+
+        ``owners``: root -> the framework it belongs to; each resolution names the framework whose
+        root reached it first (``Resolution.framework``)."""
+        owners = owners or {}
         for p in self.ld_preload:
             if "/" in p and self.files.exists(p):
                 info = self.elf(p)
@@ -285,25 +290,36 @@ class LoaderModel:
                     self.preloaded.setdefault(key, p)
         out: list[Resolution] = []
         start = (self.executable,) if self.executable else ()
-        queue: list[tuple[str, tuple[str, ...]]] = [(r, start) for r in roots]
+        queue: list[tuple[str, tuple[str, ...], str]] = [(r, start, owners.get(r, "")) for r in roots]
         visited = {self.files.realpath(r) for r in roots}
         for r in roots:
             info = self.elf(r)
             self.loaded.setdefault(info.soname or os.path.basename(r), r)
         while queue:
-            obj, chain = queue.pop(0)
+            obj, chain, owner = queue.pop(0)
             for name in self.elf(obj).needed:
                 if family_of(name) is None:
                     continue
-                res = self.resolve(name, obj, chain)
+                res = replace(self.resolve(name, obj, chain), framework=owner)
                 out.append(res)
                 if res.path:
                     self.loaded.setdefault(name, res.path)
                     real = self.files.realpath(res.path)
                     if real not in visited:
                         visited.add(real)
-                        queue.append((res.path, chain + (obj,)))
+                        queue.append((res.path, chain + (obj,), owner))
         return out
+
+    def open_by_name(self, name: str, caller: str | None, framework: str) -> Resolution:
+        """``dlopen(name)`` called from ``caller`` at run time: an object with that SONAME already loaded
+        wins, else the caller's RPATH/RUNPATH, ``LD_LIBRARY_PATH``, the cache and the default directories
+        (glibc ``_dl_map_object`` with the caller as loader)."""
+        chain = (self.executable,) if self.executable and caller else ()
+        res = replace(self.resolve(name, caller, chain), framework=framework)
+        res = replace(res, how="dlopen")
+        if res.path:
+            self.loaded.setdefault(name, res.path)
+        return res
 
 
 # --------------------------------------------------------------------------- copies and versions
@@ -435,7 +451,9 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
             m = re.match(fw["cuda_from_dist"], dist)
             if m:
                 cuda, source = int(m.group(1)), "distribution name"
+        cuda_version = f"{local[2:-1]}.{local[-1]}" if cuda and re.match(r"^cu\d{3,}$", local or "") else None
         cudnn = None
+        cudnn_min: str | None = None
         pv = _v(public.split(".post")[0])
         for row in table["requirement"]:
             if row["framework"] != fw["name"] or pv is None:
@@ -446,6 +464,9 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 cudnn = row.get("cudnn_major")
                 if cuda is None and row.get("cuda_major"):
                     cuda = row["cuda_major"]
+                if cuda_version is None and row.get("cuda_version"):
+                    cuda_version = row["cuda_version"]
+                cudnn_min = row.get("cudnn_min", cudnn_min)
                 source = "; ".join(s for s in (source, row["source"]) if s)
         libs: list[str] = []
         for site in sites:
@@ -467,9 +488,49 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
                 gpu_libs=tuple(dict.fromkeys(libs)),
                 pins=pins,
                 pinned_installed=installed,
+                cuda_version=cuda_version,
+                cudnn_min=cudnn_min,
+            )
+        )
+    known = {d for fw in table["framework"] for d in fw["dists"]}
+    for dist, (version, _site) in sorted(dists.items()):
+        if dist in known or dist.startswith("nvidia-") or not _UNKNOWN_GPU.match(dist):
+            continue
+        if any(k.startswith(f"{dist}-") for k in known):  # tensorrt-cu12 beside tensorrt-cu12-libs: one framework
+            continue
+        m = re.search(r"-cu(?:da)?(\d{2})", dist)
+        out.append(
+            FrameworkInstall(
+                label=label,
+                name=dist,
+                dist=dist,
+                version=version,
+                cuda_major=int(m.group(1)[:2]) if m else None,
+                source="distribution name (not in gpudoctor's frameworks table)",
+                known=False,
             )
         )
     return out
+
+
+#: a distribution whose name says it is built for CUDA (``mxnet-cu112``, ``cudf-cu12``, ``jittor``...) but that
+#: has no row in ``data/frameworks.toml``: reported as a framework of unknown needs, never as broken
+_UNKNOWN_GPU = re.compile(r"^(?:[a-z0-9_.-]+-cu(?:da)?\d{2,3}x?|jittor|mxnet-cu\d+|cudf|cuml)$")
+
+
+def load_rows(name: str, version: str) -> list[dict[str, object]]:
+    """The ``[[load]]`` rows of ``data/frameworks.toml`` that apply to framework ``name`` at ``version``:
+    the libraries it opens by name at run time (``how = "dlopen"``) from its ``caller`` library."""
+    from packaging.specifiers import SpecifierSet
+
+    pv = _v(version.partition("+")[0].split(".post")[0])
+    if pv is None:
+        return []
+    return [
+        row
+        for row in load_table("frameworks").get("load", [])
+        if row["framework"] == name and pv in SpecifierSet(str(row["versions"]))
+    ]
 
 
 # --------------------------------------------------------------------------- collector
@@ -480,6 +541,11 @@ def _probes(facts: Mapping[str, object]) -> list[tuple[str, ProbeFacts]]:
     if not isinstance(targets, TargetsFacts):
         return []
     return [(t.label, t.probe) for t in targets.targets if isinstance(t.probe, ProbeFacts)]
+
+
+def _kinds(facts: Mapping[str, object]) -> dict[str, str]:
+    targets = facts.get("targets")
+    return {t.label: t.kind for t in targets.targets} if isinstance(targets, TargetsFacts) else {}
 
 
 def _scan(files: Files, directory: str) -> list[str]:
@@ -524,6 +590,49 @@ def _link_dirs(files: Files, env: Mapping[str, str], cache: Sequence[LdconfigEnt
     return out
 
 
+def activation_of(files: Files, probe: ProbeFacts, kind: str) -> Activation | None:
+    """``LD_LIBRARY_PATH`` as this target runs: a conda environment's ``activate.d`` scripts applied when the
+    target is run through ``conda activate`` (not for a Jupyter kernel, whose launcher does not activate)."""
+    prefix = probe.prefix if probe.is_conda else ""
+    if not prefix or kind == "kernel":
+        return None
+    active = os.path.normpath(probe.env.get("CONDA_PREFIX", "") or "/") == os.path.normpath(prefix)
+    site = probe.site_packages[0] if probe.site_packages else None
+    return replay(files, prefix, probe.env, site, already_active=active)
+
+
+def _dlopens(
+    files: Files, model: LoaderModel, probe: ProbeFacts, frameworks: Sequence[FrameworkInstall]
+) -> list[Resolution]:
+    """The libraries each framework opens by name at run time (``[[load]]`` rows, ``how = "dlopen"``),
+    resolved from the caller library's RUNPATH, in framework order (one process: the first wins)."""
+    out: list[Resolution] = []
+    for fw in frameworks:
+        for row in load_rows(fw.name, fw.version):
+            if row.get("how") != "dlopen":
+                continue
+            if row.get("dists") and fw.dist not in row["dists"]:  # type: ignore[operator]
+                continue
+            caller: str | None = None
+            if row.get("caller"):  # "" = opened from Python (ctypes): no library's RUNPATH applies
+                caller = next(
+                    (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")),
+                    None,
+                )
+                if caller is None:
+                    continue
+            for name in row["libraries"]:  # type: ignore[attr-defined]
+                out.append(model.open_by_name(str(name), caller, fw.name))
+    # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
+    opened = {r.path: r.framework for r in out if r.path}
+    seen = {(r.consumer, r.needed) for r in out}
+    for r in model.load(list(opened), opened):
+        if (r.consumer, r.needed) not in seen:
+            seen.add((r.consumer, r.needed))
+            out.append(r)
+    return out
+
+
 def model_target(
     files: Files,
     label: str,
@@ -531,14 +640,21 @@ def model_target(
     cache: Sequence[LdconfigEntry],
     frameworks: Sequence[FrameworkInstall],
     cache_source: str = "ldconfig -p",
+    kind: str = "current",
 ) -> TargetLibraries:
     """The :class:`TargetLibraries` of one target (pure over ``files``)."""
     env = probe.env
-    llp = split_path_list(env.get("LD_LIBRARY_PATH", ""))
+    act = activation_of(files, probe, kind)
+    llp = act.ld_library_path if act else split_path_list(env.get("LD_LIBRARY_PATH", ""))
+    llp_origins = act.origins if act else tuple("environment" for _e in llp)
     preload = tuple(p for p in re.split(r"[:\s]+", env.get("LD_PRELOAD", "")) if p)
     roots = [lib for fw in frameworks for lib in fw.gpu_libs]
+    owners = {lib: fw.name for fw in reversed(frameworks) for lib in fw.gpu_libs}
     model = LoaderModel(files, llp, preload, cache, executable=probe.executable)
-    resolutions = model.load(roots)
+    resolutions = model.load(roots, owners)
+    linked = {(r.consumer, r.needed) for r in resolutions}
+    resolutions += [r for r in _dlopens(files, model, probe, frameworks) if (r.consumer, r.needed) not in linked]
+    resolutions = [with_origin(r, llp_origins) for r in resolutions]
     arch = next(((i.elf_class, i.machine) for i in map(model.elf, roots) if i.error is None), _host_arch())
     bare = LoaderModel(files, llp, preload, cache)
     lookups = [bare.resolve(n, None, arch=arch) for n in BARE_LOOKUPS]
@@ -585,7 +701,19 @@ def model_target(
         lookups=tuple(lookups),
         link_dirs=tuple(_link_dirs(files, env, cache)),
         cache_source=cache_source,
+        ld_library_path_origins=llp_origins,
+        activation=act.scripts if act else (),
     )
+
+
+def with_origin(res: Resolution, origins: Sequence[str]) -> Resolution:
+    """``res`` with ``path_origin`` saying who put its ``LD_LIBRARY_PATH`` entry there."""
+    m = re.match(r"LD_LIBRARY_PATH entry (\d+)$", res.via)
+    if not m or int(m.group(1)) > len(origins):
+        return res
+    who = origins[int(m.group(1)) - 1]
+    text = f"{res.via}, set by {who}" if who != "environment" else f"{res.via}, from the process environment"
+    return replace(res, path_origin=text)
 
 
 def _cache(ctx: CollectContext) -> tuple[list[LdconfigEntry], str]:
@@ -608,10 +736,13 @@ def collect_cuda_libraries(ctx: CollectContext) -> CudaLibrariesFacts:
     cache, source = _cache(ctx)
     targets: list[TargetLibraries] = []
     frameworks: list[FrameworkInstall] = []
+    kinds = _kinds(ctx.facts)
     for label, probe in _probes(ctx.facts):
         fws = _frameworks(files, label, probe.site_packages)
         frameworks += fws
-        targets.append(model_target(files, label, probe, cache, fws, source))
+        targets.append(
+            model_target(files, label, probe, cache, [f for f in fws if f.known], source, kinds.get(label, "current"))
+        )
     wsl = tuple(files.listdir(WSL_LIB)) if files.is_dir(WSL_LIB) else Unavailable(f"{WSL_LIB} does not exist")
     return CudaLibrariesFacts(targets=tuple(targets), frameworks=tuple(frameworks), wsl_lib=wsl)
 

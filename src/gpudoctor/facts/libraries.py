@@ -92,6 +92,14 @@ class Resolution:
             from another framework) gets; None when none.
         missing: symbol versions / symbols the consumer needs from it that the
             picked copy lacks (``libnvJitLink.so.12:__nvJitLinkComplete_12_4``).
+        framework: the framework (``data/frameworks.toml`` key) whose libraries asked
+            first; "" when unknown (older snapshots).
+        how: how the framework gets it: ``linked`` (``DT_NEEDED``), ``dlopen`` (opened
+            by name at run time from ``consumer``, so that library's RUNPATH applies) or
+            ``preload`` (the framework opens its wheel's copy by full path itself first).
+        path_origin: where the winning directory was put on the search path, when the
+            environment put it there (``LD_LIBRARY_PATH entry 1, set by
+            /env/etc/conda/activate.d/env_vars.sh``); "" otherwise.
     """
 
     consumer: str
@@ -104,6 +112,9 @@ class Resolution:
     candidates: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     bare: str | None = None
+    framework: str = ""
+    how: str = "linked"
+    path_origin: str = ""
 
 
 @dataclass(frozen=True)
@@ -146,6 +157,13 @@ class TargetLibraries:
         cache_source: ``ldconfig -p`` when the ld.so cache was read;
             ``ld.so.conf.d`` when it could not be and the configured
             directories stand in for it.
+        ld_library_path_origins: for each ``ld_library_path`` entry, who put it
+            there: ``environment`` (the target's process environment as probed),
+            or ``<script>`` (a conda ``etc/conda/activate.d`` script the activation
+            of this environment runs).
+        activation: the activation scripts whose ``LD_LIBRARY_PATH`` changes were
+            applied to model this environment as ``conda activate`` sets it (the
+            probe ran the interpreter without activating it); () otherwise.
     """
 
     label: str
@@ -157,6 +175,8 @@ class TargetLibraries:
     lookups: tuple[Resolution, ...] = ()
     link_dirs: tuple[LinkDir, ...] = ()
     cache_source: str = "ldconfig -p"
+    ld_library_path_origins: tuple[str, ...] = ()
+    activation: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,6 +197,12 @@ class FrameworkInstall:
             requirements behind an ``extra`` left out), as ``dist==version``.
         pinned_installed: the installed versions of those pinned wheels, ``dist==version``
             (a pinned wheel that is not installed is absent).
+        cuda_version: the CUDA ``X.Y`` its build targets (local version tag ``+cu124``,
+            or the table row), None when only the major (or nothing) is known.
+        known: False for a GPU package gpudoctor has no table row for (its name or
+            its ``nvidia-*`` requirements say it uses CUDA); its needs are unknown.
+        cudnn_min: the cuDNN ``X.Y`` it was built against (table row): the copy it loads must
+            have that major and at least that minor; None when unknown.
     """
 
     label: str
@@ -189,6 +215,9 @@ class FrameworkInstall:
     gpu_libs: tuple[str, ...] = ()
     pins: tuple[str, ...] = ()
     pinned_installed: tuple[str, ...] = ()
+    cuda_version: str | None = None
+    known: bool = True
+    cudnn_min: str | None = None
 
 
 @domain("cuda_libraries")

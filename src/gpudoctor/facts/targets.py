@@ -254,6 +254,33 @@ class CudaDriverProbe:
     devices: tuple[CudaDriverDevice, ...] = ()
 
 
+@dataclass(frozen=True)
+class CompileCache:
+    """One of torch.compile's on-disk caches as the target process would use it.
+
+    Attributes:
+        name: ``triton`` (compiled kernels) or ``inductor`` (generated code, FX graph cache).
+        path: the directory (``TRITON_CACHE_DIR`` / ``TORCHINDUCTOR_CACHE_DIR``, else the default).
+        source: the variable that set it, or ``default``.
+        exists: the directory exists already.
+        checked: the nearest existing directory (or file) on its path, whose permissions decide.
+        writable: the target's user may create entries there (``os.access`` W_OK|X_OK on a directory).
+        fstype: the file system type holding it (``/proc/self/mounts``), or None when unknown.
+        mount: that file system's mount point, or None.
+        free_bytes: free space for the user (``statvfs``), or None.
+    """
+
+    name: str
+    path: str
+    source: str
+    exists: bool
+    checked: str
+    writable: bool
+    fstype: str | None = None
+    mount: str | None = None
+    free_bytes: int | None = None
+
+
 _NOT_PROBED = Unavailable("not reported by this probe version")
 
 
@@ -317,6 +344,8 @@ class ProbeFacts:
             metadata, version files and the CUDA driver API, no framework import).
         cuda_driver: the CUDA driver API in the target (cuInit, devices, a context
             per device), or Unavailable.
+        compile_caches: torch.compile's Triton and Inductor cache directories as the target
+            would use them (full probe), or Unavailable.
     """
 
     probe_version: int
@@ -343,6 +372,7 @@ class ProbeFacts:
     smoke: SmokeFacts | Unavailable = Unavailable("not run (gpudoctor check --deep runs it)")
     level: str = "full"
     cuda_driver: CudaDriverProbe | Unavailable = _NOT_PROBED
+    compile_caches: tuple[CompileCache, ...] | Unavailable = _NOT_PROBED
 
 
 #: ``TargetFacts.kind`` of a Jupyter kernel's interpreter

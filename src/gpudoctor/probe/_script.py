@@ -563,6 +563,73 @@ def probe_devices(torch):
     return devices
 
 
+def _mount_of(path, mounts_text):
+    """(mount point, fs type) of the mount holding ``path``: the longest mount point that prefixes it."""
+    best = ("/", "")
+    for line in mounts_text.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (path == point or path.startswith(point.rstrip("/") + "/")) and len(point) >= len(best[0]):
+            best = (point, parts[2])
+    return best
+
+
+def probe_compile_caches(mounts_path="/proc/self/mounts"):
+    """Where torch.compile's Triton and Inductor caches go in this process, and whether they can: the
+    directory (TRITON_CACHE_DIR, else ~/.triton/cache; TORCHINDUCTOR_CACHE_DIR, else
+    <tempdir>/torchinductor_<user>, as torch and Triton compute them), the nearest existing directory,
+    whether this user may create files there, its file system type and the free space."""
+    import getpass
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except Exception:
+        user = str(os.getuid())
+    home = os.environ.get("TRITON_HOME") or os.path.expanduser("~")
+    wanted = [
+        ("triton", "TRITON_CACHE_DIR", os.path.join(home, ".triton", "cache")),
+        ("inductor", "TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), "torchinductor_" + user)),
+    ]
+    try:
+        with open(mounts_path) as fh:
+            mounts = fh.read()
+    except OSError:
+        mounts = ""
+    out = []
+    for name, var, default in wanted:
+        path = os.environ.get(var) or default
+        source = var if os.environ.get(var) else "default"
+        checked = os.path.abspath(path)
+        while not os.path.exists(checked) and os.path.dirname(checked) != checked:
+            checked = os.path.dirname(checked)
+        real = os.path.realpath(checked)
+        is_dir = os.path.isdir(real)
+        free = None
+        try:
+            st = os.statvfs(real if is_dir else os.path.dirname(real))
+            free = st.f_bavail * st.f_frsize
+        except OSError:
+            pass
+        point, fstype = _mount_of(real, mounts)
+        out.append(
+            {
+                "name": name,
+                "path": path,
+                "source": source,
+                "exists": os.path.isdir(path),
+                "checked": checked,
+                "writable": bool(is_dir and os.access(real, os.W_OK | os.X_OK)),
+                "fstype": fstype or None,
+                "mount": point if fstype else None,
+                "free_bytes": free,
+            }
+        )
+    return out
+
+
 def probe_limits():
     """RLIMIT_NOFILE and RLIMIT_MEMLOCK of this (the target) process; -1 (RLIM_INFINITY) -> None."""
     import resource
@@ -657,6 +724,7 @@ def main():
     doc["toolchain"] = _section(probe_toolchain, doc["include_dir"])
     doc["triton"] = _section(probe_triton, _torch)
     doc["limits"] = _section(probe_limits)
+    doc["compile_caches"] = _section(probe_compile_caches)
     if isinstance(loading, list):
         doc["frameworks"] = _section(framework_load_finish, loading)
     else:
