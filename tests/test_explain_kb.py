@@ -519,3 +519,41 @@ def test_instance_groups_fold_occurrences_into_one_diagnosis_and_others_stay_apa
     assert [(m.values["op"], m.count, m.line) for m in matches] == [("ALLREDUCE", 3, 1), ("BROADCAST", 1, 4)]
     plain = explain_text(text, parse_signatures(_doc(**{**doc["signature"][0], "instance": []}))).matches
     assert len(plain) == 4
+
+
+def test_unless_drops_a_match_the_rest_of_the_log_refutes():
+    """Paddle #78917 on WSL: the warning about the unversioned libcuda.so, then the framework's own
+    device note (the driver answered): nothing to diagnose. Neighbour: TensorFlow's device creation.
+    Twin: the same warning with no such line is still a missing driver library."""
+    from gpudoctor.explain import explain_text
+
+    warning = (
+        "W0508 21:40:15.979074  1551 dynamic_loader.cc:412] The third-party dynamic library (libcuda.so) that Paddle "
+        "depends on is not configured correctly. (error code is libcuda.so: cannot open shared object file: No such "
+        "file or directory)"
+    )
+    paddle_ok = "W0508 21:40:15.993314  1551 gpu_resources.cc:116] Please NOTE: device: 0, GPU Compute Capability: 12.0, Driver API Version: 13.2, Runtime API Version: 13.0"
+    tf_ok = "I0000 00:00:1700000000.000000 1 gpu_device.cc:2022] Created device /job:localhost/replica:0/task:0/device:GPU:0 with 22000 MB memory"
+    assert [m.signature.id for m in explain_text(f"{warning}\n{paddle_ok}").matches] == []
+    assert [m.signature.id for m in explain_text(f"{tf_ok}\n{warning}").matches] == []
+    assert [m.signature.id for m in explain_text(warning).matches] == ["lib.libcuda-missing"]
+
+
+def test_an_unless_that_does_not_compile_is_refused():
+    import pytest
+
+    from gpudoctor.explain import SignatureError, parse_signatures
+
+    raw = {
+        "id": "x.y",
+        "title": "t",
+        "regex": "boom",
+        "meaning": "m",
+        "remedy": "r",
+        "checks": [],
+        "source": "https://example.org/x.py",
+        "example": "boom",
+        "unless": "(unclosed",
+    }
+    with pytest.raises(SignatureError, match="unless"):
+        parse_signatures({"signature": [raw]})

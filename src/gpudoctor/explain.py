@@ -76,6 +76,7 @@ _OPTIONAL = (
     "require",
     "instance",
     "read",
+    "unless",
 )
 _FLAGS = {"i": re.IGNORECASE}
 #: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
@@ -122,6 +123,10 @@ class Signature:
         read: the name of a reader in :data:`READERS` that reads the whole matched text
             after the regex: it may replace values or reject the match (an out-of-memory
             message lists every process on the GPU, the failing one included).
+        unless: a regex that, found on any line of the same text, shows the fault did not
+            happen after all (a loader's warning about the unversioned ``libcuda.so``
+            followed by the framework's own "GPU Compute Capability ..., Driver API
+            Version" line: the GPU was initialised); the match is then dropped.
     """
 
     id: str
@@ -146,6 +151,7 @@ class Signature:
     require: tuple[tuple[str, str, str], ...] = ()
     instance: tuple[str, ...] = ()
     read: str = ""
+    unless: re.Pattern[str] | None = None
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -505,6 +511,12 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
     read = raw.get("read", "")
     if read and read not in READERS:
         raise _fail(sig_id, f"read {read!r} is not a reader (known: {', '.join(sorted(READERS))})")
+    unless = None
+    if "unless" in raw:
+        try:
+            unless = re.compile(str(raw["unless"]))
+        except re.error as exc:
+            raise _fail(sig_id, f"'unless' does not compile: {exc}") from None
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -532,6 +544,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         require=tuple(require),
         instance=tuple(instance),
         read=read,
+        unless=unless,
     )
 
 
@@ -689,6 +702,9 @@ class Matcher:
         width = max((s.lines for s, _, _ in self._multi), default=1)
         self._window: deque[str] = deque(maxlen=width)
         self._found: dict[tuple[str, tuple[tuple[str, str], ...]], Match] = {}
+        self._unless = [(s.id, s.unless) for s in self.signatures if s.unless is not None]
+        #: signatures whose ``unless`` line was seen: their matches do not count
+        self.refuted: set[str] = set()
         self.lines_read = 0
 
     def _record(self, sig: Signature, m: re.Match[str], first_line: int, text: str) -> None:
@@ -710,6 +726,9 @@ class Matcher:
         line = line.rstrip("\r\n")[:MAX_LINE_CHARS]
         self.lines_read += 1
         self._window.append(line)
+        for sig_id, refute in self._unless:
+            if sig_id not in self.refuted and refute.search(line):
+                self.refuted.add(sig_id)
         searched = set()
         lower = line.lower() if self._any_icase else line
         for needles, hay in ((self._plain_needles, line), (self._icase_needles, lower)):
@@ -760,8 +779,26 @@ class Matcher:
             self.feed(line)
 
     def matches(self) -> list[Match]:
-        """The matches so far, ranked (see :func:`rank`)."""
-        return rank(self._found.values())
+        """The matches so far, ranked (see :func:`rank`); signatures refuted by an ``unless``
+        line are left out."""
+        return rank(_unrefuted(self._found.values(), self.refuted))
+
+
+def _unrefuted(found: Iterable[Match], refuted: set[str]) -> list[Match]:
+    """``found`` less the matches of refuted signatures and of the less specific signatures that
+    read the same line (the specific reading said the line is benign: a generic one must not
+    bring it back)."""
+    found = list(found)
+    gone = [m for m in found if m.signature.id in refuted]
+    return [
+        m
+        for m in found
+        if m.signature.id not in refuted
+        and not any(
+            g.line == m.line and g.stream == m.stream and g.signature.specificity >= m.signature.specificity
+            for g in gone
+        )
+    ]
 
 
 def rank(matches: Iterable[Match]) -> list[Match]:
@@ -871,7 +908,8 @@ def explain_lines(lines: Iterable[str], signatures: Sequence[Signature] | None =
 
 def merge(matchers: Sequence[Matcher]) -> Explanation:
     """One explanation from several matchers (a command's stdout and stderr), ranked together."""
-    found = [m for mt in matchers for m in mt._found.values()]
+    refuted = set().union(*(mt.refuted for mt in matchers)) if matchers else set()
+    found = _unrefuted([m for mt in matchers for m in mt._found.values()], refuted)
     return Explanation(tuple(rank(found)), sum(mt.lines_read for mt in matchers))
 
 
@@ -883,8 +921,9 @@ def explain_text(text: str, signatures: Sequence[Signature] | None = None) -> Ex
 def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> tuple[list[str], list[str]]:
     """Turn confirming-check references into installed check ids.
 
-    A reference is an exact check id or an id prefix (``platform`` selects every
-    ``platform.*`` check). Returns (check ids in reference order without repeats,
+    A reference is an exact check id or, when no check has that id, an id prefix
+    (``platform`` selects every ``platform.*`` check; ``torch.compile`` is the check of that
+    id, not ``torch.compile.cache`` too). Returns (check ids in reference order without repeats,
     references that matched no installed check: they are dropped, not an error,
     so the knowledge base can name checks that a plug-in or a newer release adds).
     """
@@ -892,7 +931,7 @@ def resolve_checks(refs: Sequence[str], known: Iterable[str]) -> tuple[list[str]
     ids: list[str] = []
     unresolved: list[str] = []
     for ref in refs:
-        hit = [k for k in known if k == ref or k.startswith(ref + ".")]
+        hit = [ref] if ref in known else [k for k in known if k.startswith(ref + ".")]
         if not hit:
             unresolved.append(ref)
         ids.extend(hit)
