@@ -392,7 +392,7 @@ def test_cuinit_failure_names_its_cause_and_the_headline_follows(error, summary,
     assert f.status is Status.FAIL
     assert error.split(":")[0] in f.summary and summary in f.summary
     assert remedy in f.explanation
-    assert f.evidence.get("caused_by") == owner
+    assert f.caused_by == ((owner,) if owner else ())
     assert found["cuda.available"].evidence["root_cause_check"] == "cuda.context"
     assert summary in found["cuda.available"].summary
 
@@ -762,7 +762,7 @@ def test_light_probe_of_a_stub_libcuda_is_judged_a_stub(tmp_path, registry):
     found = run(facts, registry, "cuda.libcuda", "cuda.context", "cuda.available")
     assert found["cuda.libcuda"].status is Status.FAIL
     assert "export LD_LIBRARY_PATH=/usr/local/cuda/lib64\n" in found["cuda.libcuda"].explanation
-    assert found["cuda.context"].evidence["caused_by"] == "cuda.libcuda"
+    assert found["cuda.context"].caused_by == ("cuda.libcuda",)
     assert found["cuda.available"].evidence["root_cause_check"] == "cuda.libcuda"
 
 

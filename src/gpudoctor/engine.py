@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Version of the ``--format json`` report document.
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 
 
 class SelectionError(ValueError):

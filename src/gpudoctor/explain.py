@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.model import Finding, Status
+from gpudoctor.model import Command, Finding, Status
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = [
@@ -64,7 +64,7 @@ MAX_WINDOW_LINES = 12
 _SIG_ID_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)+$")
 _FAMILY_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*(\.[a-z0-9][a-z0-9_-]*)*$")
 _REQUIRED = ("id", "title", "regex", "meaning", "remedy", "checks", "source", "example")
-_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to", "require")
+_OPTIONAL = ("groups", "expect", "priority", "lines", "status", "derive", "flags", "yields_to", "require", "commands")
 _FLAGS = {"i": re.IGNORECASE}
 #: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)(?:\|([^{}]*))?\}")
@@ -104,6 +104,8 @@ class Signature:
             values that must all hold for a match to count (see :func:`_holds`):
             fragmentation is the cause of an out-of-memory error only when the memory
             reserved but unallocated is at least the failed request.
+        commands: the remedy as data (text and purpose are templates like ``remedy``):
+            the diagnosis carries them as :attr:`Finding.commands`, preferred first.
     """
 
     id: str
@@ -126,6 +128,7 @@ class Signature:
     yields_to: tuple[str, ...] = ()
     literal_chars: int = 0
     require: tuple[tuple[str, str, str], ...] = ()
+    commands: tuple[Command, ...] = ()
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -440,6 +443,18 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         if not m or not {m.group(1), m.group(3)} <= usable:
             raise _fail(sig_id, f"require {cond!r} must compare two named groups or derived values (a >= b)")
         require.append((m.group(1), m.group(2), m.group(3)))
+    commands = []
+    raw_commands = raw.get("commands", [])
+    if not isinstance(raw_commands, list):
+        raise _fail(sig_id, "'commands' must be a list of tables with text, purpose and safety")
+    for spec in raw_commands:
+        try:
+            commands.append(Command(text=spec["text"], purpose=spec["purpose"], safety=spec.get("safety", "safe")))
+        except (TypeError, KeyError, ValueError) as exc:
+            raise _fail(sig_id, f"commands: each needs text, purpose and safety (safe, root, changes): {exc}") from None
+        for ph, _default in _PLACEHOLDER.findall(spec["text"] + spec["purpose"]):
+            if ph not in usable:
+                raise _fail(sig_id, f"commands use {{{ph}}}, which is neither a named group nor a derived value")
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -465,6 +480,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         yields_to=tuple(yields_to),
         literal_chars=literal,
         require=tuple(require),
+        commands=tuple(commands),
     )
 
 
@@ -774,6 +790,9 @@ def match_finding(m: Match) -> Finding:
         summary=redact_text(m.summary),
         explanation=redact_text("\n".join(parts)),
         evidence=redact_value(evidence),
+        commands=tuple(
+            Command(redact_text(m.fill(c.text)), redact_text(m.fill(c.purpose)), c.safety) for c in sig.commands
+        ),
     )
 
 

@@ -391,28 +391,17 @@ def gate_until_healthy(
 
 
 def blocking_line(reason: str, f: Finding) -> str:
-    """One compact stderr line: reason, check, target, cause, and the remedy's first command."""
+    """One compact stderr line: reason, check, target, cause, and the first remedy command."""
     target = f" [{f.target}]" if f.target and f.target != "current" else ""
-    remedy = _first_command(f.explanation)
+    remedy = remedy_of(f)
     return f"gpudoctor gate: {reason}: {f.check}{target}: {f.summary}" + (f" -> {remedy}" if remedy else "")
 
 
-def _first_command(markdown: str) -> str:
-    """The first command in a finding's explanation (a fenced block line, else an inline `code` span
-    that looks like a command), or ""."""
-    import re
-
-    m = re.search(r"```[a-z]*\n(.+?)\n", markdown or "")
-    if m and m.group(1).strip():
-        return m.group(1).strip()
-    for span in re.findall(r"`([^`\n]{4,200})`", markdown or ""):
-        if " " in span and re.match(
-            r"(sudo |pip|python|export |nvidia-smi|apt|dnf|conda|uv |docker|"
-            r"kubectl|gpudoctor|/)",
-            span,
-        ):
-            return span
-    return ""
+def remedy_of(f: Finding) -> str:
+    """The finding's first command (:attr:`Finding.commands`) on one line, or ""."""
+    if not f.commands:
+        return ""
+    return " ".join(ln.rstrip("\\").strip() for ln in f.commands[0].text.splitlines() if ln.strip())
 
 
 def status_document(result: GateResult, attempts: int = 1, now: float | None = None) -> dict:
@@ -438,7 +427,7 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
                 "status": f.status.value,
                 "target": f.target,
                 "summary": f.summary,
-                "remedy": _first_command(f.explanation),
+                "remedy": remedy_of(f),
             }
             for r, f in result.blocking
         ],

@@ -29,6 +29,7 @@ from gpudoctor.checks import (
     nvidia_driver,
 )
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
+from gpudoctor.checks._libraries import frameworks_of
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
@@ -130,8 +131,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         )
     if not tf.installed:
         # issue 11: an environment built on another GPU framework is judged by cuda.frameworks/cuda.libraries
-        from gpudoctor.checks.cuda_frameworks import frameworks_of
-
         others = [f for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if others:
             return CHECK.finding(
@@ -155,6 +154,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"{fault.explanation}\n\n2. torch: see `torch.install` for the cause and the command{later}.",
                 evidence=evidence,
                 target=t.label,
+                commands=fault.commands,
             )
         return CHECK.finding(
             Status.FAIL,
@@ -177,6 +177,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"visibility → initialisation):\n\n{cause.explanation}",
             evidence=evidence,
             target=t.label,
+            commands=cause.commands,
         )
     if tf.cuda_available:
         n = tf.device_count if tf.device_count is not None else len(tf.devices)

@@ -26,6 +26,7 @@ from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
 from gpudoctor.checks._platform import (
     REQUEST,
+    injection_commands,
     injection_remedy,
     platform_of,
     scheduler_of,
@@ -33,7 +34,7 @@ from gpudoctor.checks._platform import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
@@ -77,8 +78,8 @@ def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
     return False
 
 
-def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | None:
-    """A visibility fault of this target's environment: (status, summary, explanation), or None."""
+def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple[Command, ...]] | None:
+    """A visibility fault of this target's environment: (status, summary, explanation, commands), or None."""
     env = probe.env
     nvml = _nvml(facts)
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
@@ -88,6 +89,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             Status.FAIL,
             f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
             "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False),
+            injection_commands(facts),
         )
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
@@ -95,7 +97,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
 
         seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
         slurm = platform_visibility.assess(facts, dict(env), probe.torch.version, None, seen)
-        return (slurm.status, slurm.summary, slurm.explanation) if slurm.status is Status.FAIL else None
+        return (slurm.status, slurm.summary, slurm.explanation, slurm.commands) if slurm.status is Status.FAIL else None
     entries = [e.strip() for e in cvd.split(",")]
     if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
         sched = scheduler_of(platform_of(facts))
@@ -105,6 +107,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 Status.FAIL,
                 f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
                 f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}",
+                (),
             )
         return (
             Status.FAIL,
@@ -112,6 +115,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
             f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
             f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.",
+            (Command("unset CUDA_VISIBLE_DEVICES", "make every GPU visible again"),),
         )
     if nvml:
         bad = [i for i, e in enumerate(entries) if not _visible_entry_ok(e, nvml)]
@@ -139,6 +143,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
                 f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
                 f"(`nvidia-smi -L`).{mig_note}",
+                (Command("nvidia-smi -L", "the GPUs (and MIG devices) with their indices and UUIDs"),),
             )
         mig = [g for g in nvml if g.mig]
         named = [e for e in entries if not e.startswith("MIG-")]
@@ -151,6 +156,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"`torch.cuda.device_count()` is 1: only one of the listed devices is used; multi-GPU training across MIG "
                 f"devices is not possible. Start one process per MIG device, each with its own "
                 f"`CUDA_VISIBLE_DEVICES=MIG-<uuid>` (e.g. `CUDA_VISIBLE_DEVICES={migs[0]} python train.py`).",
+                (Command(f"CUDA_VISIBLE_DEVICES={migs[0]} python train.py", "one process on one MIG device"),),
             )
         if mig and named:
             return (
@@ -159,6 +165,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"{', '.join(f'GPU {g.index} ({g.name})' for g in mig)} {'is' if len(mig) == 1 else 'are'} in MIG "
                 f"mode: CUDA uses its MIG devices, which must be selected by `MIG-<uuid>` from `nvidia-smi -L`, "
                 f"e.g. `export CUDA_VISIBLE_DEVICES=MIG-...`.",
+                (Command("nvidia-smi -L", "the GPUs (and MIG devices) with their indices and UUIDs"),),
             )
     return None
 
@@ -216,10 +223,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
     fault = visibility(facts, probe)
     if fault:
-        status, summary, explanation = fault
-        if status is Status.FAIL and _scheduler_view_fails(facts, t, probe):
-            evidence["caused_by"] = "platform.visibility"  # the same cause, told with the scheduler's request
-        return CHECK.finding(status, summary, explanation, evidence=evidence, target=t.label)
+        status, summary, explanation, commands = fault
+        # the same cause, told with the scheduler's request
+        caused = ("platform.visibility",) if status is Status.FAIL and _scheduler_view_fails(facts, t, probe) else ()
+        return CHECK.finding(
+            status, summary, explanation, evidence=evidence, target=t.label, caused_by=caused, commands=commands
+        )
     devices = probe.torch.devices
     evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]
     order = env.get("CUDA_DEVICE_ORDER", "")

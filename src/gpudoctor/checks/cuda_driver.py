@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpudoctor.checks._common import driver_version, pip_install_command, split_local
+from gpudoctor.checks._common import driver_install_commands, driver_version, pip_install_command, split_local
 from gpudoctor.checks._gpu import (
     DriverVerdict,
     cuda_build_skip,
@@ -34,7 +34,7 @@ from gpudoctor.checks._gpu import (
 )
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 UPGRADE_HOWTO = (
     "Debian/Ubuntu: `sudo ubuntu-drivers install` or `sudo apt-get install nvidia-driver-{branch}`; "
@@ -132,12 +132,14 @@ def _too_old(
         + UPGRADE_HOWTO.format(branch=max(int(branch), 535))
     ]
     variant = variant_for(tf.version, verdict.driver)
+    commands = list(driver_install_commands(facts))
     if variant is not None:
         keep = v_published(variant, public)
         cmd = pip_install_command(
             probe.executable, variant, public if keep else None, python_version=probe.python_version
         )
         extra = " (reinstall torchvision/torchaudio from the same index if you use them)"
+        commands.append(Command(cmd, f"or keep the driver: torch for CUDA {variant['cuda']}", "changes"))
         remedies.append(
             f"2. **Or keep the driver** and install a torch build for CUDA {variant['cuda']}, which this driver "
             f"runs{extra}:\n\n```\n{cmd}\n```"
@@ -164,7 +166,7 @@ def _too_old(
         f'`torch.cuda.is_available()` is False and CUDA calls fail with "The NVIDIA driver on your system is too '
         f'old".\n\nFix it one of these ways:\n\n' + "\n\n".join(remedies)
     )
-    return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label)
+    return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label, commands=tuple(commands))
 
 
 def v_published(variant: dict[str, Any], public: str) -> bool:

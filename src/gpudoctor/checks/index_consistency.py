@@ -162,7 +162,8 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
                 f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
                 f"(`[tool.uv]` belongs in a project's pyproject.toml), or `{export}`."
             ),
-            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems), "caused_by": "uv.mirror"},
+            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems)},
+            caused_by=("uv.mirror",),
         )
     expl = (
         f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "

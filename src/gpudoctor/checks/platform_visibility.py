@@ -30,7 +30,7 @@ from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
 HIDING = ("", "-1", "none", "nodevfiles", "void")
@@ -149,6 +149,10 @@ def assess(
             f"`salloc --gpus=1`. Check the job with `scontrol show job $SLURM_JOB_ID | grep -i tres`.",
             evidence=evidence,
             target=label,
+            commands=(
+                Command("srun --gres=gpu:1 --pty bash", "an interactive shell with one GPU allocated"),
+                Command("scontrol show job $SLURM_JOB_ID | grep -i tres", "what this job was allocated"),
+            ),
         )
     if cvd is None:
         return CHECK.finding(
@@ -204,6 +208,10 @@ def assess(
             "script: `unset CUDA_VISIBLE_DEVICES` or list the GPUs to use (`nvidia-smi -L`).",
             evidence=evidence,
             target=label,
+            commands=(
+                Command("unset CUDA_VISIBLE_DEVICES", "make every GPU visible again"),
+                Command("nvidia-smi -L", "the GPUs to list instead"),
+            ),
         )
     row = parse_limit(torch_version, entries)
     if row is not None:
