@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gpudoctor import catalogue
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.engine import Report, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
@@ -47,34 +48,14 @@ __all__ = [
 
 GATE_TAG = "gate"
 
-#: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
-#: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
-BUILTIN_GATE_IDS = frozenset(
-    {
-        "nvidia.driver",
-        "cuda.available",
-        "cuda.driver",
-        "cuda.libcuda",
-        "cuda.arch",
-        "cuda.context",
-        "cudnn.load",
-        "torch.install",
-        "dataloader.shm",
-        "cuda.libraries",
-        "cuda.wsl",  # issues 11, 14
-        "platform.container",
-        "platform.kernel-module",
-        "platform.driver-branch",
-        "platform.toolkit",
-        "platform.visibility",  # issue 12
-        "devices.ecc",
-        "devices.xid",  # issue 15
-    }
-)
+#: gpudoctor's own gate checks (``gate`` in ``data/checks.toml``), so the gate imports only these of its
+#: own checks; plug-in checks are always loaded (they may be gate checks)
+BUILTIN_GATE_IDS = catalogue.gate_ids()
 
 
-#: the built-in gate checks that need the full probe or a costly collector: only ``--deep`` runs them
-BUILTIN_DEEP_ONLY = frozenset({"cuda.libraries", "cuda.wsl", "platform.driver-branch", "platform.visibility"})
+#: the built-in gate checks that need the full probe or a costly collector (``gate = "deep"``): only
+#: ``--deep`` runs them
+BUILTIN_DEEP_ONLY = catalogue.gate_ids() - catalogue.gate_ids(deep=False)
 
 
 def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):

@@ -198,6 +198,4 @@ CHECK = Check(
     title="each GPU's compute capability covered by the torch build (cubin or PTX)",
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.arch", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

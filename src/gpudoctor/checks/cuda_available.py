@@ -206,6 +206,4 @@ CHECK = Check(
     title="headline: is CUDA usable in each target, and the single most likely root cause",
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_wheels", "cuda_libraries", "platform", "kmod"),
     evaluate=per_target("cuda.available", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -180,6 +180,4 @@ CHECK = Check(
     title="a CUDA context can be created and destroyed on every visible GPU (driver API)",
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.context", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

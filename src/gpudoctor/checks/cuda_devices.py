@@ -282,5 +282,4 @@ CHECK = Check(
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
     needs=("targets", "nvidia", "gpu", "os", "platform"),
     evaluate=per_target("cuda.devices", assess),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -179,6 +179,4 @@ CHECK = Check(
     title="NVIDIA driver new enough for each target torch's CUDA runtime",
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.driver", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -219,6 +219,4 @@ CHECK = Check(
     title="the driver's libcuda.so.1 loads in each target",
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries", "platform"),
     evaluate=per_target("cuda.libcuda", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

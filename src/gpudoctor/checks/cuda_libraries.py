@@ -179,5 +179,4 @@ CHECK = Check(
     title="CUDA libraries: the loader picks each framework's own copy, with every symbol it needs",
     needs=("targets", "cuda_libraries"),
     evaluate=per_target("cuda.libraries", assess),
-    tags=("gate",),
 )

@@ -123,5 +123,4 @@ CHECK = Check(
     title="WSL 2: the Windows driver's libcuda in /usr/lib/wsl/lib is visible to the loader",
     needs=("targets", "os", "cuda_libraries"),
     evaluate=per_target("cuda.wsl", assess),
-    tags=("gate",),
 )

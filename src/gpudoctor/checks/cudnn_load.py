@@ -327,6 +327,4 @@ CHECK = Check(
     title="cuDNN: the wheel's copy, the right version, every sub-library loadable",
     needs=("targets", "cuda_wheels", "loader"),
     evaluate=per_target("cudnn.load", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -134,5 +134,4 @@ CHECK = Check(
     title="GPU memory: ECC errors, retired pages, remapped rows",
     needs=("nvidia",),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -103,5 +103,4 @@ CHECK = Check(
     title="NVIDIA XID errors in the kernel log",
     needs=("kernel_log",),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -190,5 +190,4 @@ CHECK = Check(
     title="NVIDIA GPU present and its driver usable",
     needs=("gpu", "nvidia", "os", "platform"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -209,5 +209,4 @@ CHECK = Check(
     title="where gpudoctor runs, and whether the container runtime injected the GPU",
     needs=("platform", "nvidia", "gpu"),
     evaluate=evaluate,
-    tags=("gate",),
 )

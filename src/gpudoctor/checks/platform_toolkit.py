@@ -285,5 +285,4 @@ CHECK = Check(
     title="NVIDIA Container Toolkit installed and configured for the host's container engines",
     needs=("container_host", "platform", "nvidia", "gpu", "os"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -274,5 +274,4 @@ CHECK = Check(
     title="GPU visibility set by schedulers and MIG: CUDA_VISIBLE_DEVICES vs CUDA and the torch release",
     needs=("platform", "targets", "nvidia"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -416,6 +416,4 @@ CHECK = Check(
     title="PyTorch installed, importable, and the right build for this machine",
     needs=("targets", "gpu", "nvidia", "cuda_libraries"),
     evaluate=evaluate,
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )
