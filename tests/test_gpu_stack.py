@@ -51,6 +51,7 @@ from gpudoctor.schemas import published_schema
 from gpudoctor.testing import (
     ScriptedRunner,
     fake_system,
+    headline_problems,
     make_facts,
     nvidia_facts,
     nvml_device,
@@ -86,6 +87,8 @@ def registry():
 def run_checks(facts: Facts, registry, ids=GPU_CHECKS):
     """Evaluate the given checks on ``facts``; returns check id -> first finding."""
     findings = evaluate([registry.checks[i] for i in ids], facts)
+    if "cuda.available" in ids:  # the headline is never better than what it summarises (issue 23)
+        assert headline_problems(evaluate(list(registry.checks.values()), facts)) == []
     out = {}
     for f in findings:
         out.setdefault(f.check, f)
@@ -528,7 +531,10 @@ def test_case_09_device_order_fastest_first(order, registry):
     assert "| 0 | 1 | NVIDIA GeForce GTX 1080 Ti | 00000000:02:00.0 |" in dev.explanation
     assert "| 1 | 0 | NVIDIA GeForce GTX 745 | 00000000:01:00.0 |" in dev.explanation
     assert "export CUDA_DEVICE_ORDER=PCI_BUS_ID" in dev.explanation
-    assert f["cuda.available"].status == Status.OK  # a warning, not a reason CUDA is unusable
+    # a warning, not a reason CUDA is unusable; the headline is never better than what it summarises
+    head = f["cuda.available"]
+    assert head.status == Status.WARN and head.summary.startswith("CUDA works")
+    assert head.summary.endswith("but cuda.devices: " + dev.summary)
 
 
 # --------------------------------------------------------------------------- collectors

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from gpudoctor import __version__
+from gpudoctor import __version__, causes
 from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
@@ -514,6 +514,35 @@ def evaluate(
     anything (``BaseException`` included), returns something that is not an iterable of
     :class:`Finding`, or overruns becomes an ``error`` finding naming it; the rest run."""
     progress = progress or Progress()
+    findings = _evaluate(checks, facts, progress, check_timeout_s)
+    if not any(c.id == causes.HEADLINE for c in checks):
+        return findings
+    # the headline is derived from the findings of the run: the candidates it summarises run once,
+    # selected or not (those not selected are evaluated for it and left out of the report)
+    hidden = _headline_helpers(checks)
+    extra = _evaluate(hidden, facts, Progress(), check_timeout_s) if hidden else []
+    derived = causes.derive(findings + extra)
+    return derived[: len(findings)]
+
+
+def _headline_helpers(checks: Sequence[Check]) -> list[Check]:
+    """The built-in candidates of the headline's root cause that are not among ``checks`` and that the
+    light gate could run (light probe or a light gate row; never a deep-only one), from the registry."""
+    from gpudoctor import catalogue
+    from gpudoctor.registry import load_registry
+
+    chosen = {c.id for c in checks}
+    wanted = set()
+    for cid in causes.candidate_ids():
+        row = catalogue.row(cid)
+        if cid not in chosen and row is not None and row.gate != "deep" and "light" in (row.probe, row.gate):
+            wanted.add(cid)
+    if not wanted:
+        return []
+    return list(load_registry(load_fixes=False, check_filter=lambda cid, own: own and cid in wanted).checks.values())
+
+
+def _evaluate(checks: Sequence[Check], facts: Facts, progress: Progress, check_timeout_s: float) -> list[Finding]:
     findings: list[Finding] = []
     for check in checks:
         progress.started(check.id)

@@ -342,8 +342,26 @@ def run_gate(
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
     report = replace(report, findings=tuple(findings))
-    blocking = tuple((r, f) for f in findings for r in [_reason(f, opts.strict)] if r)
+    blocking = root_blocking([(r, f) for f in findings for r in [_reason(f, opts.strict)] if r])
     return GateResult(not blocking, blocking, report, tuple(left_out))
+
+
+def root_blocking(blocking: Sequence[tuple[str, Finding]]) -> tuple[tuple[str, Finding], ...]:
+    """The blocking findings less those another blocking finding explains (the cause graph of
+    :mod:`gpudoctor.causes`): a headline whose root cause blocks too, a finding whose ``caused_by``
+    blocks. One line per cause; never empty when ``blocking`` is not."""
+    checks = {(f.check, f.target) for _r, f in blocking}
+
+    def blocks(check: object, f: Finding) -> bool:
+        return (check, f.target) in checks or (check, None) in checks
+
+    kept = tuple(
+        (r, f)
+        for r, f in blocking
+        if not blocks(f.evidence.get("root_cause_check"), f)
+        and not any(blocks(c, f) and c != f.check for c in f.caused_by)
+    )
+    return kept or tuple(blocking)
 
 
 def gate_until_healthy(

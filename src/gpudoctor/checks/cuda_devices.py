@@ -31,6 +31,8 @@ from gpudoctor.checks._platform import (
     platform_of,
     scheduler_of,
 )
+from gpudoctor.checks._visibility import assess as visibility_finding
+from gpudoctor.checks._visibility import gpus_seen_by
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
@@ -93,10 +95,8 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple
         )
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
-        from gpudoctor.checks import platform_visibility  # a Slurm job that requested no GPU
-
-        seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
-        slurm = platform_visibility.assess(facts, dict(env), probe.torch.version, None, seen)
+        seen = gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+        slurm = visibility_finding(facts, dict(env), probe.torch.version, None, seen)
         return (slurm.status, slurm.summary, slurm.explanation, slurm.commands) if slurm.status is Status.FAIL else None
     entries = [e.strip() for e in cvd.split(",")]
     if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
@@ -180,10 +180,8 @@ def _table(rows: list[tuple[int, GpuDevice | None, CudaDevice]]) -> str:
 def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bool:
     """Whether ``platform.visibility`` fails for this target too (the same hidden GPUs, judged with
     the scheduler that set the variable)."""
-    from gpudoctor.checks import platform_visibility
-
-    seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
-    return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label, seen).status is Status.FAIL
+    seen = gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+    return visibility_finding(facts, dict(probe.env), probe.torch.version, t.label, seen).status is Status.FAIL
 
 
 def _picked_other_gpus(

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpudoctor.checks.pip_config import index_url_problem
+from gpudoctor.checks._indexes import index_url_problem
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts

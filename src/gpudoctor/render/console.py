@@ -23,7 +23,15 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import CONSEQUENCE, Layout, area_size, consequence_of, layout, root_cause_shown
+from gpudoctor.render.layout import (
+    CONSEQUENCE,
+    Layout,
+    area_size,
+    consequence_of,
+    diagnosis_lines,
+    layout,
+    root_cause_shown,
+)
 from gpudoctor.render.text import (
     COLOURS,
     GLYPHS,
@@ -96,6 +104,8 @@ def _finding(
     consequence = None if verbose else consequence_of(f, findings)
     if cause:
         console.print(Text(f"      root cause and remedy: see {cause} below", style="dim"))
+        for line in diagnosis_lines(f):
+            console.print(Text(f"      {redact_text(line)}", style="dim"), soft_wrap=True)
     elif consequence:
         console.print(Text(f"      {CONSEQUENCE.format(check=consequence)}", style="dim"))
     elif f.explanation and explain:

@@ -298,6 +298,18 @@ def root_cause_shown(f: Finding, findings: Sequence[Finding]) -> str | None:
     return f"{cause}, then {then}" if then else str(cause)
 
 
+def diagnosis_lines(f: Finding) -> list[str]:
+    """For a headline with a root cause (:mod:`gpudoctor.causes`): ``ruled out: ...`` (the candidate
+    checks that ran and are fine) and ``verify: <command>`` (confirm the diagnosis by hand)."""
+    evidence = f.evidence or {}
+    out = []
+    if evidence.get("ruled_out"):
+        out.append(f"ruled out: {', '.join(map(str, evidence['ruled_out']))}")
+    if evidence.get("verify"):
+        out.append(f"verify: {evidence['verify']}")
+    return out
+
+
 #: the line a renderer prints instead of the explanation of a finding that follows from another
 CONSEQUENCE = "same cause as {check}: its remedy repairs this too"
 

@@ -17,6 +17,7 @@ from gpudoctor.render.layout import (
     Layout,
     area_size,
     consequence_of,
+    diagnosis_lines,
     layout,
     root_cause_shown,
 )
@@ -35,6 +36,7 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
     consequence = None if verbose else consequence_of(f, report.findings)
     if cause:
         body.append(f"Root cause and remedy: see `{cause}`.")
+        body.extend(_md(line) for line in diagnosis_lines(f))
     elif consequence:
         line = CONSEQUENCE.format(check=f"`{consequence}`")
         body.append(line[0].upper() + line[1:] + ".")
