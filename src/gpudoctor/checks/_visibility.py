@@ -15,9 +15,10 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.model import Command, Finding, Status
+from gpudoctor.visibility import HIDING, Gpu, parse_visible
 from gpudoctor.words import plural
 
-__all__ = ["HIDING", "CHECK_ID", "assess", "gpus_seen_by", "mig_instances", "parse_limit", "slurm_gpu_request"]
+__all__ = ["CHECK_ID", "machine_gpus", "assess", "gpus_seen_by", "mig_instances", "parse_limit", "slurm_gpu_request"]
 
 #: the check whose findings :func:`assess` makes
 CHECK_ID = "platform.visibility"
@@ -25,9 +26,6 @@ CHECK_ID = "platform.visibility"
 
 def _finding(status: Status, summary: str, explanation: str = "", **kwargs: Any) -> Finding:
     return Finding(check=CHECK_ID, status=status, summary=summary, explanation=explanation, **kwargs)
-
-
-HIDING = ("", "-1", "none", "nodevfiles", "void")
 
 
 def mig_instances(facts: Facts) -> dict[str, str]:
@@ -38,24 +36,14 @@ def mig_instances(facts: Facts) -> dict[str, str]:
     return {m.uuid: f"{m.profile or 'MIG instance'} on GPU {d.index}" for d in nv.devices for m in d.mig_instances}
 
 
-def _entries(value: str) -> list[str]:
-    return [e.strip() for e in value.split(",")]
-
-
-def _valid(entry: str, uuids: list[str], count: int) -> bool | None:
-    """Whether an entry names a GPU here (None: cannot tell without NVML devices)."""
-    low = entry.lower()
-    if low in HIDING:
-        return False
-    if not count:
-        return None
-    if entry.isdigit():
-        return int(entry) < count
-    if entry.startswith("GPU-"):
-        return any(u.startswith(entry) for u in uuids)
-    if entry.startswith("MIG-"):
-        return True
-    return False
+def machine_gpus(facts: Facts) -> list[Gpu]:
+    """The GPUs of this machine for the visibility model (NVML order, UUIDs, MIG mode and devices)."""
+    migs: dict[int, list[str]] = {}
+    nv = facts.of(NvidiaDriverFacts)
+    if not isinstance(nv, Unavailable):
+        for d in nv.devices:
+            migs[d.index] = [m.uuid for m in d.mig_instances]
+    return [Gpu(d.index, d.uuid, d.mig, tuple(migs.get(d.index, ()))) for d in gpu_devices(facts)]
 
 
 def parse_limit(torch_version: str | None, entries: list[str]) -> dict[str, Any] | None:
@@ -120,7 +108,6 @@ def assess(
         if val is not None
     }
     devices = gpu_devices(facts)
-    uuids = [d.uuid for d in devices]
     if sched == "kubernetes" and nvd is not None and nvd.strip().lower() in HIDING and cvd is None:
         who, how = REQUEST["kubernetes"]
         return _finding(
@@ -152,9 +139,10 @@ def assess(
         return _finding(
             Status.OK, "CUDA_VISIBLE_DEVICES is not set: every GPU is visible", evidence=evidence, target=label
         )
-    entries = _entries(cvd)
-    verdicts = [_valid(e, uuids, len(devices)) for e in entries]
-    hidden_all = cvd.strip() == "" or verdicts[0] is False
+    parsed = parse_visible(cvd)
+    entries = [e.text for e in parsed.entries] or [""]
+    # a value naming no GPU this machine has hides them all (never "ok"); None: no GPUs known to judge by
+    hidden_all = parsed.names_gpus(machine_gpus(facts)) is False
     if hidden_all and sched in REQUEST:
         who, how = REQUEST[sched]
         return _finding(

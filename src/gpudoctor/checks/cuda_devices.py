@@ -32,11 +32,12 @@ from gpudoctor.checks._platform import (
     scheduler_of,
 )
 from gpudoctor.checks._visibility import assess as visibility_finding
-from gpudoctor.checks._visibility import gpus_seen_by
+from gpudoctor.checks._visibility import gpus_seen_by, machine_gpus
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.visibility import parse_visible
 from gpudoctor.words import plural
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
@@ -68,18 +69,6 @@ def _nvml(facts: Facts) -> list[GpuDevice]:
     return gpu_devices(facts) if not isinstance(nv, Unavailable) and nv.devices else []
 
 
-def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
-    """Whether CUDA accepts this ``CUDA_VISIBLE_DEVICES`` entry on these GPUs: an index below the GPU
-    count, a prefix of a GPU's UUID, or a ``MIG-`` device while some GPU is (or may be) in MIG mode."""
-    if entry.isdigit():
-        return int(entry) < len(nvml)
-    if entry.startswith("MIG-"):
-        return any(g.mig is not False for g in nvml)
-    if entry.startswith("GPU-"):
-        return any(g.uuid.startswith(entry) for g in nvml)
-    return False
-
-
 def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple[Command, ...]] | None:
     """A visibility fault of this target's environment: (status, summary, explanation, commands), or None."""
     env = probe.env
@@ -98,8 +87,9 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple
         seen = gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
         slurm = visibility_finding(facts, dict(env), probe.torch.version, None, seen)
         return (slurm.status, slurm.summary, slurm.explanation, slurm.commands) if slurm.status is Status.FAIL else None
-    entries = [e.strip() for e in cvd.split(",")]
-    if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
+    parsed = parse_visible(cvd)
+    entries = [e.text for e in parsed.entries]
+    if not parsed.entries or parsed.entries[0].form == "hide":
         sched = scheduler_of(platform_of(facts))
         if sched in REQUEST:  # set for the job: unsetting it would take GPUs the job was not given
             who, how = REQUEST[sched]
@@ -117,10 +107,11 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple
             f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.",
             (Command("unset CUDA_VISIBLE_DEVICES", "make every GPU visible again"),),
         )
+    gpus = machine_gpus(facts)
     if nvml:
-        bad = [i for i, e in enumerate(entries) if not _visible_entry_ok(e, nvml)]
-        if bad:
-            first = bad[0]
+        first_bad = parsed.first_invalid(gpus)
+        if first_bad is not None:
+            first = first_bad
             hidden = entries[first:]
             status = Status.FAIL if first == 0 else Status.WARN
             ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
