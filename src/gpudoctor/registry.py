@@ -12,6 +12,8 @@ finding (check id ``gpudoctor.plugins``) naming the distribution(s).
 
 from __future__ import annotations
 
+import functools
+import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -81,6 +83,13 @@ def _provider_name(ep: metadata.EntryPoint) -> str:
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The group's entry points, found once per process and import path (the headline's helper
+    checks load the registry a second time in the gate: it must not scan every distribution again)."""
+    return list(_scan(group, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)
+def _scan(group: str, path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
     eps = metadata.entry_points(group=group)
     seen = set()
     unique = []
@@ -89,7 +98,7 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
         if key not in seen:
             seen.add(key)
             unique.append(ep)
-    return unique
+    return tuple(unique)
 
 
 def load_registry(
