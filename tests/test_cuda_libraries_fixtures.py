@@ -119,7 +119,8 @@ EXPECTED = {
             ["nvidia-cudnn", "pip install"],
         ),
         "cuda.wsl": ("fail", ["libcuda.so.1", "not resolvable"], []),
-        "cuda.available": ("skip", ["torch is not installed", "ctranslate2 4.3.1"], ["no NVIDIA GPU"]),
+        # issue 23: the headline is never better than what it summarises: cuda.wsl's failure is its root cause
+        "cuda.available": ("fail", ["libcuda.so.1", "WSL 2", "cuda.wsl"], ["no NVIDIA GPU"]),
     },
     "frameworks-cudnn-conflict": {
         "cuda.frameworks": (

@@ -170,6 +170,9 @@ def _doc(**override):
         ({"require": ["thing >= nothing"]}, "require"),
         ({"require": ["thing ~ thing"]}, "require"),
         ({"require": "thing >= thing"}, "require"),
+        ({"commands": [{"text": "reboot"}]}, "commands"),
+        ({"commands": [{"text": "x", "purpose": "p", "safety": "maybe"}]}, "commands"),
+        ({"commands": [{"text": "x {nothing}", "purpose": "p"}]}, "commands use {nothing}"),
     ],
 )
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
@@ -491,3 +494,21 @@ def test_prefilter_agrees_on_mangled_examples():
         assert _found(text) == _found(text, bare)
 
     check()
+
+
+def test_a_diagnosis_carries_its_remedy_as_commands_with_the_values_filled_in():
+    doc = _doc(
+        commands=[
+            {"text": "sudo modprobe {thing}", "purpose": "load {thing}", "safety": "root"},
+            {"text": "lsmod", "purpose": "list the modules"},
+        ]
+    )
+    (sig,) = parse_signatures(doc)
+    (finding,) = explain_text(sig.example, [sig]).findings
+    values = explain_text(sig.example, [sig]).matches[0].values
+    assert [(c.text, c.purpose, c.safety) for c in finding.commands] == [
+        (f"sudo modprobe {values['thing']}", f"load {values['thing']}", "root"),
+        ("lsmod", "list the modules", "safe"),
+    ]
+    (driver,) = [s for s in SIGNATURES if s.id == "cuda.driver-too-old"]
+    assert driver.commands[0].text == "sudo apt-get install nvidia-driver-550"

@@ -506,7 +506,11 @@ def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
 
 
 def evaluate(
-    checks: Sequence[Check], facts: Facts, progress: Progress | None = None, check_timeout_s: float = CHECK_TIMEOUT_S
+    checks: Sequence[Check],
+    facts: Facts,
+    progress: Progress | None = None,
+    check_timeout_s: float = CHECK_TIMEOUT_S,
+    light_helpers: bool = False,
 ) -> list[Finding]:
     """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault.
 
@@ -519,15 +523,16 @@ def evaluate(
         return findings
     # the headline is derived from the findings of the run: the candidates it summarises run once,
     # selected or not (those not selected are evaluated for it and left out of the report)
-    hidden = _headline_helpers(checks)
+    hidden = _headline_helpers(checks, light_helpers)
     extra = _evaluate(hidden, facts, Progress(), check_timeout_s) if hidden else []
     derived = causes.derive(findings + extra)
     return derived[: len(findings)]
 
 
-def _headline_helpers(checks: Sequence[Check]) -> list[Check]:
-    """The built-in candidates of the headline's root cause that are not among ``checks`` and that the
-    light gate could run (light probe or a light gate row; never a deep-only one), from the registry."""
+def _headline_helpers(checks: Sequence[Check], light: bool = False) -> list[Check]:
+    """The built-in candidates of the headline's root cause that are not among ``checks``, from the
+    registry; with ``light`` (the light gate) only those it could run (light probe or a light gate
+    row; never a deep-only one)."""
     from gpudoctor import catalogue
     from gpudoctor.registry import load_registry
 
@@ -535,7 +540,9 @@ def _headline_helpers(checks: Sequence[Check]) -> list[Check]:
     wanted = set()
     for cid in causes.candidate_ids():
         row = catalogue.row(cid)
-        if cid not in chosen and row is not None and row.gate != "deep" and "light" in (row.probe, row.gate):
+        if cid in chosen or row is None:
+            continue
+        if not light or (row.gate != "deep" and "light" in (row.probe, row.gate)):
             wanted.add(cid)
     if not wanted:
         return []
@@ -565,8 +572,11 @@ def run(
     facts: Facts | None = None,
     extra_findings: Sequence[Finding] = (),
     collectors: Mapping[str, Collector] | None = None,
+    light_helpers: bool = False,
 ) -> Report:
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
+
+    ``light_helpers``: the headline's unselected candidates are only those the light gate runs.
 
     ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
     the gate passes :func:`~gpudoctor.collect.collectors_for` its selection, so it imports
@@ -580,7 +590,7 @@ def run(
         collectors = all_collectors() if collectors is None else collectors
         domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
-    findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
+    findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress, light_helpers=light_helpers)
     import socket
 
     return Report(

@@ -338,7 +338,7 @@ def run_gate(
                 probe_level="light",
             )
         ]
-    report = run(checks, system, options, collectors=_gate_collectors(checks, opts))
+    report = run(checks, system, options, collectors=_gate_collectors(checks, opts), light_helpers=not opts.deep)
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
     report = replace(report, findings=tuple(findings))

@@ -32,7 +32,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts, LinkDir
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 DEBIAN_LIKE = {"debian", "ubuntu", "linuxmint", "pop", "raspbian"}
 RPM_LIKE = {"fedora", "rhel", "centos", "rocky", "almalinux", "amzn", "ol"}
@@ -100,6 +100,36 @@ def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
         f"Install your distribution's development package for Python {mm} (Debian/Ubuntu `python{mm}-dev`, "
         f"Fedora/RHEL `python{mm}-devel`)."
     )
+
+
+def install_commands(facts: Facts, probe: ProbeFacts | None = None) -> tuple[Command, ...]:
+    """The command of :func:`headers_remedy` (``probe`` given) or :func:`compiler_remedy`, for this
+    distribution; empty when there is no single one."""
+    os_facts = facts.of(OsFacts)
+    distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
+    if probe is not None:
+        mm = _minor(probe.python_version)
+        if probe.is_conda:
+            text = f"conda install --force-reinstall -p {probe.prefix} python={mm}"
+            return (Command(text, "the environment's Python with its headers", "changes"),)
+        if not probe.include_dir.startswith("/usr/include"):
+            return ()
+        if distro in DEBIAN_LIKE:
+            package = f"sudo apt-get install python{mm}-dev"
+        elif distro in RPM_LIKE:
+            release = "" if isinstance(os_facts, Unavailable) else os_facts.version
+            package = f"sudo dnf install {rpm_devel_package(distro, release, mm)[0]}"
+        elif distro == "alpine":
+            package = "sudo apk add python3-dev"
+        else:
+            return ()
+        return (Command(package, f"the headers (Python.h) of Python {mm}", "root"),)
+    text = {"alpine": "sudo apk add build-base"}.get(distro, "")
+    if distro in DEBIAN_LIKE:
+        text = "sudo apt-get install build-essential"
+    elif distro in RPM_LIKE:
+        text = "sudo dnf install gcc gcc-c++"
+    return (Command(text, "a C/C++ compiler", "root"),) if text else ()
 
 
 def compiler_remedy(facts: Facts, which: str) -> str:
@@ -239,6 +269,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"`/tmp/torchinductor_$USER` and `~/.triton/cache` only if stale builds keep failing.",
             evidence=evidence,
             target=t.label,
+            commands=install_commands(facts, probe),
         )
     needed = [("C", tc.cc)] if gpu_path else [("C++", tc.cxx)]
     missing = [kind for kind, found in needed if not found]
@@ -252,6 +283,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             + compiler_remedy(facts, kind),
             evidence=evidence,
             target=t.label,
+            commands=install_commands(facts),
         )
     if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
         detail = triton.import_error if triton.installed else "not installed"

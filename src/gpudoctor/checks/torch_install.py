@@ -356,6 +356,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                 f"{shadow[1]}",
                 evidence=evidence,
                 target=t.label,
+                caused_by=("cuda.libraries",),  # it names the shadowing directory and both versions
             )
         return CHECK.finding(
             Status.FAIL,
