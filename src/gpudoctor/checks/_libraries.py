@@ -18,6 +18,7 @@ from gpudoctor.facts.libraries import (
     Resolution,
     TargetLibraries,
 )
+from gpudoctor.model import Command
 
 
 def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
@@ -130,6 +131,22 @@ def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> st
             f"that installed `{res.path}`."
         )
     return f"Remove `{d}` from the loader path."
+
+
+def path_commands(model: TargetLibraries, res: Resolution, good: str | None) -> tuple[Command, ...]:
+    """The commands of :func:`path_remedy`, preferred first (none where it names no single command)."""
+    d = os.path.normpath(res.directory or "")
+    good_dir = os.path.dirname(good) if good else None
+    out: list[Command] = []
+    if res.via.startswith("LD_LIBRARY_PATH"):
+        rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
+        drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
+        out.append(Command(drop, f"the loader path without {d}"))
+    elif res.via == "LD_PRELOAD":
+        out.append(Command("unset LD_PRELOAD", f"stop preloading {res.path}"))
+    if good_dir and res.via not in ("LD_PRELOAD", "RPATH"):
+        out.append(Command(f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH", "the wheel's copy first"))
+    return tuple(out)
 
 
 def older(a: str | None, b: str | None) -> bool:

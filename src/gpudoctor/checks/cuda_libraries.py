@@ -39,6 +39,7 @@ from gpudoctor.checks._libraries import (
     missing_wheel_remedy,
     older,
     older_pins,
+    path_commands,
     path_remedy,
     replaced,
     shadowing,
@@ -104,6 +105,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"order is not.",
             evidence=evidence,
             target=t.label,
+            commands=path_commands(model, res, good),
         )
     lost = [r for r in model.resolutions if r.path is None and r.family not in DRIVER_FAMILIES]
     if lost:
@@ -148,6 +150,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{path_remedy(model, res, own)}",
             evidence=evidence,
             target=t.label,
+            commands=path_commands(model, res, own),
         )
     for r in model.resolutions:
         if not r.path or not r.bare or r.family in DRIVER_FAMILIES:
