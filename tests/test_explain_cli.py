@@ -561,7 +561,7 @@ def test_every_json_document_validates_against_the_published_explain_schema(tmp_
     for name, text in docs.items():
         doc = json.loads(text)
         explain.validate(doc)
-        assert doc["schema_version"] == 1, name
+        assert doc["schema_version"] == 2, name  # 2: diagnoses carry commands and caused_by
     assert json.loads(docs["command"])["diagnosis"][0]["stream"] == "stdout"
     assert json.loads(docs["with checks"])["checks"]["findings"]
 
@@ -577,7 +577,7 @@ def test_explain_schema_refuses_documents_that_break_its_contract():
     )
     explain.validate(doc)
     broken = [
-        {**doc, "schema_version": 2},
+        {**doc, "schema_version": 1},
         {**doc, "kind": "report"},
         {**doc, "diagnosis": [{**doc["diagnosis"][0], "line": 0}]},
         {**doc, "diagnosis": [{**doc["diagnosis"][0], "values": {"size": 64}}]},

@@ -173,6 +173,9 @@ def _doc(**override):
         ({"instance": ["nothing"]}, "'instance' must list named groups"),
         ({"instance": "thing"}, "'instance' must list named groups"),
         ({"read": "no-such-reader"}, "is not a reader"),
+        ({"commands": [{"text": "reboot"}]}, "commands"),
+        ({"commands": [{"text": "x", "purpose": "p", "safety": "maybe"}]}, "commands"),
+        ({"commands": [{"text": "x {nothing}", "purpose": "p"}]}, "commands use {nothing}"),
     ],
 )
 def test_malformed_signatures_are_refused_with_the_reason(override, message):
@@ -557,3 +560,21 @@ def test_an_unless_that_does_not_compile_is_refused():
     }
     with pytest.raises(SignatureError, match="unless"):
         parse_signatures({"signature": [raw]})
+
+
+def test_a_diagnosis_carries_its_remedy_as_commands_with_the_values_filled_in():
+    doc = _doc(
+        commands=[
+            {"text": "sudo modprobe {thing}", "purpose": "load {thing}", "safety": "root"},
+            {"text": "lsmod", "purpose": "list the modules"},
+        ]
+    )
+    (sig,) = parse_signatures(doc)
+    (finding,) = explain_text(sig.example, [sig]).findings
+    values = explain_text(sig.example, [sig]).matches[0].values
+    assert [(c.text, c.purpose, c.safety) for c in finding.commands] == [
+        (f"sudo modprobe {values['thing']}", f"load {values['thing']}", "root"),
+        ("lsmod", "list the modules", "safe"),
+    ]
+    (driver,) = [s for s in SIGNATURES if s.id == "cuda.driver-too-old"]
+    assert driver.commands[0].text == "sudo apt-get install nvidia-driver-550"

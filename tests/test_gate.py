@@ -399,3 +399,28 @@ def test_output_file_with_the_text_format_is_refused_not_ignored(tmp_path):
     assert proc.returncode == 2 and "only --format json or prometheus" in proc.stderr and not out.exists()
     ok = _gate("-o", str(out), "--format", "json")
     assert ok.returncode in (0, 1) and "healthy" in json.loads(out.read_text())
+
+
+def test_the_gate_prints_one_line_per_root_cause_with_its_first_command():
+    from gpudoctor.gate import blocking_line, root_blocking
+    from gpudoctor.model import Command, Finding, Status
+
+    driver = Finding(
+        "nvidia.driver", Status.FAIL, "no driver", commands=(Command("sudo ubuntu-drivers install", "", "root"),)
+    )
+    head = Finding(
+        "cuda.available",
+        Status.FAIL,
+        "CUDA is unavailable: no driver",
+        target="current",
+        evidence={"root_cause_check": "nvidia.driver"},
+    )
+    libcuda = Finding("cuda.libcuda", Status.FAIL, "no libcuda", target="current", caused_by=("nvidia.driver",))
+    shm = Finding("dataloader.shm", Status.FAIL, "/dev/shm is 64 MiB")
+    blocking = [("failed", head), ("failed", driver), ("failed", libcuda), ("failed", shm)]
+    assert root_blocking(blocking) == (("failed", driver), ("failed", shm))
+    assert root_blocking([("failed", head)]) == (("failed", head),)  # its cause is not blocking: it stays
+    assert blocking_line("failed", driver) == (
+        "gpudoctor gate: failed: nvidia.driver: no driver -> sudo ubuntu-drivers install"
+    )
+    assert blocking_line("failed", shm) == "gpudoctor gate: failed: dataloader.shm: /dev/shm is 64 MiB"

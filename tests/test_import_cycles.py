@@ -199,3 +199,39 @@ def test_the_probe_reports_every_library_family_the_loader_collector_knows():
     from gpudoctor.probe import _script
 
     assert set(CUDA_LIB_PREFIXES) <= set(_script.MAPPED_PREFIXES)
+
+
+def _check_modules() -> set[str]:
+    """The check modules: every public module of ``gpudoctor.checks`` (private ``_x`` ones are domain helpers)."""
+    names = discover(PACKAGE_DIR, "gpudoctor")
+    return {m for m in names if m.startswith("gpudoctor.checks.") and not m.rsplit(".", 1)[1].startswith("_")}
+
+
+def test_no_check_module_imports_another_check_module():
+    """Checks run once (issue 23): shared reasoning lives in domain modules (``gpudoctor.checks._x``
+    or outside ``checks/``), never in another check that would be evaluated twice. Every import counts,
+    those inside functions too."""
+    checks = _check_modules()
+    assert "gpudoctor.checks.cuda_available" in checks and "gpudoctor.checks._common" not in checks
+    offences = []
+    for module in sorted(checks):
+        path = discover(PACKAGE_DIR, "gpudoctor")[module]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            offences += [f"{module} imports {t}" for t in targets if t in checks and t != module]
+    assert offences == []
+
+
+def test_the_import_walk_sees_an_import_inside_a_function(tmp_path):
+    pkg = tmp_path / "checks"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("def f():\n    from gpudoctor.checks import cuda_devices\n")
+    tree = ast.parse((pkg / "a.py").read_text())
+    found = [
+        f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module for a in n.names
+    ]
+    assert found == ["gpudoctor.checks.cuda_devices"] and found[0] in _check_modules()

@@ -43,6 +43,8 @@ def test_finding_json_round_trip():
         "target": "kernel:py311",
         "duration_ms": 12.346,
         "area": "gpu",
+        "commands": [],
+        "caused_by": [],
     }  # not set on the finding: derived from the id prefix
     back = Finding.from_json(doc)
     assert back.status is Status.FAIL and back.fixes == ("a.b",) and back.duration_ms == 12.346
@@ -92,3 +94,30 @@ def test_file_edit_and_plan_detect_no_ops():
 )
 def test_check_id_format(id_, valid):
     assert bool(CHECK_ID_RE.match(id_)) is valid
+
+
+def test_a_finding_carries_its_remedy_and_causes_as_data_through_json():
+    import pytest
+
+    from gpudoctor.model import Command
+
+    f = Finding(
+        check="cuda.libcuda",
+        status=Status.FAIL,
+        summary="libcuda missing",
+        commands=(Command("docker run --gpus all <image>", "start with the GPU"), Command("sudo reboot", "", "root")),
+        caused_by=("nvidia.driver",),
+    )
+    doc = f.to_json()
+    assert doc["commands"][1] == {"text": "sudo reboot", "purpose": "", "safety": "root"}
+    assert doc["caused_by"] == ["nvidia.driver"]
+    assert Finding.from_json(doc) == Finding(**{**f.__dict__, "area": "gpu"})
+    assert [c.note for c in f.commands] == ["", "needs root"]
+    with pytest.raises(ValueError, match="safety"):
+        Command("rm -rf /tmp/x", "clean", "dangerous")
+
+
+def test_a_schema_2_finding_keeps_its_cause_from_the_evidence():
+    old = {"check": "x.a", "status": "fail", "summary": "a", "evidence": {"caused_by": "x.b"}}
+    assert Finding.from_json(old).caused_by == ("x.b",)
+    assert Finding.from_json({**old, "caused_by": []}).caused_by == ()  # schema 3 says so itself

@@ -893,9 +893,13 @@ def test_mig_uuid_on_torch_2_0(registry):
 
 def test_several_mig_instances_in_one_process(registry):
     cvd = "MIG-89c850dc-38e3-57df-85c7-690c186b68e9,MIG-f2b5fbbd-850e-51bb-8ffa-ac9fb48126da"
-    f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": cvd}), "platform.visibility")
+    mig = [nvml_device(0, mig=True), nvml_device(1, mig=True)]
+    f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": cvd}, devices=mig), "platform.visibility")
     assert f.status is Status.WARN and "2 MIG instances" in f.summary
     assert "one process per MIG instance" in f.explanation
+    # on GPUs that are not in MIG mode the same value names no device here: never ok (issue 23)
+    f = one(registry, _vis({"CUDA_VISIBLE_DEVICES": cvd}), "platform.visibility")
+    assert f.status is Status.FAIL and "hides every GPU" in f.summary
 
 
 def test_nothing_set_is_ok(registry):

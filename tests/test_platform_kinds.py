@@ -732,7 +732,7 @@ def test_slurm_without_gres_is_the_headline_root_cause(registry):
     head = one(registry, facts, "cuda.available")
     assert head.status is Status.FAIL and "requested no GPU" in head.summary
     dev = one(registry, facts, "cuda.devices")
-    assert dev.evidence.get("caused_by") == "platform.visibility"
+    assert dev.caused_by == ("platform.visibility",)
 
 
 # --------------------------------------------------------------------------- WSL: nvidia-utils installed inside

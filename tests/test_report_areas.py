@@ -19,9 +19,9 @@ from _foundation import env_with, run_gpudoctor
 from conftest import FIXTURES
 from gpudoctor.areas import AREAS, area_for, area_rank
 from gpudoctor.engine import Report, evaluate
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.render.console import render_console
-from gpudoctor.render.layout import first_command, layout
+from gpudoctor.render.layout import layout
 from gpudoctor.testing import make_facts
 
 GPU = FIXTURES / "facts" / "gpu"
@@ -76,14 +76,14 @@ def test_broken_machine_headline_details_and_next_steps():
     i = lines.index("Next steps:")
     steps = lines[i + 1 :]
     assert steps and all(re.match(rf"^  {n}\. ", s) for n, s in enumerate(steps, 1))
-    assert steps[0] == "  1. sudo ubuntu-drivers install   # cuda.driver"
+    assert steps[0] == "  1. sudo ubuntu-drivers install   # cuda.driver (needs root)"
 
 
 @pytest.mark.parametrize(
     "fixture, follower, cause, step",
     [
         # a container started without the NVIDIA runtime: libcuda missing follows from the unusable driver
-        (GPU / "libcuda-missing-in-container.json", "cuda.libcuda", "nvidia.driver", "read nvidia.driver above"),
+        (GPU / "libcuda-missing-in-container.json", "cuda.libcuda", "nvidia.driver", "docker run --gpus all <image>"),
         # an empty CUDA_VISIBLE_DEVICES: cuda.devices and platform.visibility see the same cause
         (
             GPU / "devices-cuda-visible-empty.json",
@@ -107,7 +107,7 @@ def test_a_finding_with_the_same_cause_points_at_it_instead_of_repeating_the_rem
     assert "same cause as" not in verbose
     doc = json.loads(check("--facts", str(fixture), "--format", "json").stdout)
     (f,) = [f for f in doc["findings"] if f["check"] == follower]
-    assert f["evidence"]["caused_by"] == cause and f["explanation"]  # the document keeps the full text
+    assert f["caused_by"] == [cause] and f["explanation"]  # the document keeps the full text
 
 
 def test_a_kernel_whose_interpreter_is_gone_is_told_once_by_jupyter_kernels(tmp_path):
@@ -134,7 +134,7 @@ def test_nouveau_without_torch_points_at_the_driver_then_torch_install():
     assert "nouveau" not in lines[0] and "no usable NVIDIA driver; and torch is not installed" in lines[0]
     assert "      root cause and remedy: see nvidia.driver, then torch.install below" in lines
     steps = lines[lines.index("Next steps:") + 1 :]
-    assert steps[0].startswith("  1. sudo apt install nvidia-driver   # nvidia.driver")
+    assert steps[0].startswith("  1. sudo ubuntu-drivers install   # nvidia.driver (needs root)")
     assert steps[1].startswith("  2. gpudoctor check   # torch.install")  # the wheel is chosen once the driver works
 
 
@@ -206,15 +206,25 @@ def test_a_plugin_declares_its_own_area_and_it_gets_a_header():
     assert "Next steps:\n  1. read acme.fabric above" in out
 
 
-def test_first_command_takes_the_earliest_command_in_the_explanation():
-    text = (
-        "Upgrade: `sudo apt-get install nvidia-driver-550`, or\n\n```\n# comment\n"
-        "/opt/venv/bin/python -m pip install torch\n```"
+def test_next_steps_read_the_commands_field_never_the_explanation():
+    """The remedy is data (``Finding.commands``): a command written only in the Markdown is not a step,
+    and the first command (with its safety note) is, whatever its first word."""
+    from gpudoctor.model import Command
+
+    prose = Finding(check="x.prose", status=Status.FAIL, summary="prose", explanation="Run `sudo apt-get install foo`.")
+    data = Finding(
+        check="x.data",
+        status=Status.FAIL,
+        summary="data",
+        explanation="anything",
+        commands=(
+            Command("acme-tool --repair /dev/acme0", "repair the fabric", "root"),
+            Command("acme-tool --status", "show the fabric", "safe"),
+        ),
     )
-    assert first_command(text) == "sudo apt-get install nvidia-driver-550"
-    assert first_command("```yaml\nspec:\n  runtimeClassName: nvidia\n```") is None
-    assert first_command("```\nexport A=1 \\\n  B=2\n```") == "export A=1 \\\n  B=2"
-    assert first_command("see `cuda.driver` and `pip.conf`") is None
+    lay = layout(Report(findings=(prose, data), facts=make_facts()))
+    steps = [(s.command, s.is_command, s.note) for s in lay.next_steps]
+    assert steps == [("read x.prose above", False, ""), ("acme-tool --repair /dev/acme0", True, "needs root")]
 
 
 def test_info_summaries_are_said_once_and_the_headline_is_not_repeated():
@@ -271,6 +281,7 @@ def test_next_steps_skip_placeholders_and_repeated_verdicts():
             Status.WARN,
             "old",
             "Run `pip install torch ... --index-url` then\n\n```\n/venv/bin/python -m pip install torch==2.5.1\n```",
+            commands=(Command("/venv/bin/python -m pip install torch==2.5.1", "torch 2.5.1", "changes"),),
         ),
     )
     steps = layout(Report(fs, make_facts())).next_steps
@@ -335,8 +346,20 @@ def test_fix_steps_about_a_python_target_repeat_its_python_and_machine_wide_ones
             fixes=("jupyter.kernel-argv",),
         ),
         Finding("pip.config", Status.FAIL, "pip.conf broken", "", fixes=("pip.index-url",)),
-        Finding("uv.mirror", Status.WARN, "uv.toml broken", "Then run `gpudoctor check uv.mirror` again."),
-        Finding("torch.install", Status.WARN, "old", "Run `gpudoctor check torch --python /other/python`."),
+        Finding(
+            "uv.mirror",
+            Status.WARN,
+            "uv.toml broken",
+            "Then run `gpudoctor check uv.mirror` again.",
+            commands=(Command("gpudoctor check uv.mirror"),),
+        ),
+        Finding(
+            "torch.install",
+            Status.WARN,
+            "old",
+            "Run `gpudoctor check torch --python /other/python`.",
+            commands=(Command("gpudoctor check torch --python /other/python"),),
+        ),
     )
     lay = layout(Report(fs, facts))
     assert [s.command for s in lay.next_steps] == [
@@ -352,9 +375,9 @@ def test_two_findings_naming_each_other_as_their_cause_are_both_shown():
     """A plug-in (or a future check) could set caused_by both ways; folding both would hide the remedy."""
     from gpudoctor.render.layout import consequence_of
 
-    a = Finding(check="x.a", status=Status.FAIL, summary="a", explanation="run a", evidence={"caused_by": "x.b"})
-    b = Finding(check="x.b", status=Status.FAIL, summary="b", explanation="run b", evidence={"caused_by": "x.a"})
-    c = Finding(check="x.c", status=Status.FAIL, summary="c", explanation="run c", evidence={"caused_by": "x.b"})
+    a = Finding(check="x.a", status=Status.FAIL, summary="a", explanation="run a", caused_by=("x.b",))
+    b = Finding(check="x.b", status=Status.FAIL, summary="b", explanation="run b", caused_by=("x.a",))
+    c = Finding(check="x.c", status=Status.FAIL, summary="c", explanation="run c", caused_by=("x.b",))
     assert consequence_of(a, [a, b]) is None and consequence_of(b, [a, b]) is None
     assert consequence_of(c, [b, c]) == "x.b"  # one way only: folded
     lay = layout(Report(findings=(a, b), facts=make_facts()))

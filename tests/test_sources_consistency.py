@@ -500,7 +500,7 @@ def test_uv_toml_with_a_tool_uv_table_is_refused_by_uv_and_said_so(tmp_path):
     assert uv.default_origin == "built-in" and "unknown field `tool`" in uv.problems[0]
     (finding,) = index_consistency.evaluate(facts)
     assert finding.status == Status.FAIL and finding.summary.startswith("uv cannot use its configuration")
-    assert finding.evidence["caused_by"] == "uv.mirror"
+    assert finding.caused_by == ("uv.mirror",)
     # the same settings in a project's pyproject.toml are the right form: no problem
     conf["/home/user/.config/uv/uv.toml"] = f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n'
     facts = collect(write_tree(tmp_path / "ok", conf))

@@ -1,9 +1,10 @@
 """Report areas: the groups a person reads a report by.
 
-Every check belongs to one area. A check may declare it (``Check.area``,
-plug-ins too); otherwise the area follows from its id by the longest matching
-prefix in :data:`PREFIX_AREAS` (``cudnn.load`` -> ``libraries``,
-``pip.mirror`` -> ``sources``). Ids that match nothing land in ``other``.
+Every check belongs to one area. A built-in check's area is its row in the
+catalogue (``data/checks.toml``, :mod:`gpudoctor.catalogue`); a plug-in may
+declare it (``Check.area``); otherwise the area follows from its id by the
+longest matching prefix in :data:`PREFIX_AREAS` (a plug-in ``cudnn.x`` ->
+``libraries``, ``pip.x`` -> ``sources``). Ids that match nothing land in ``other``.
 
 The console and markdown renderers show one header line per area, in the
 order of :data:`AREAS` (gpudoctor's own errors first, then the causal chain
@@ -14,6 +15,8 @@ is shown after the known ones under its own name.
 from __future__ import annotations
 
 from collections.abc import Mapping
+
+from gpudoctor import catalogue
 
 __all__ = ["AREAS", "PREFIX_AREAS", "area_for", "area_rank", "area_title"]
 
@@ -30,9 +33,8 @@ AREAS: Mapping[str, str] = {
     "other": "Other checks",
 }
 
-#: check-id prefix (a whole dotted component or more) -> area key. The
-#: longest prefix that matches wins, so ``cuda.libraries`` can leave the
-#: ``cuda`` family's default.
+#: check-id prefix (a whole dotted component or more) -> area key, for ids
+#: without a catalogue row (plug-ins). The longest prefix that matches wins.
 PREFIX_AREAS: Mapping[str, str] = {
     "nvidia": "gpu",
     "cuda": "gpu",
@@ -40,14 +42,10 @@ PREFIX_AREAS: Mapping[str, str] = {
     "amp": "gpu",
     "gpu": "gpu",
     "cudnn": "libraries",
-    "cuda.libraries": "libraries",
-    "cuda.frameworks": "libraries",
-    "cuda.wsl": "libraries",
     "libraries": "libraries",
     "frameworks": "libraries",
     "nccl": "libraries",
     "triton": "libraries",
-    "torch.compile": "libraries",
     "platform": "platform",
     "container": "platform",
     "kubernetes": "platform",
@@ -71,12 +69,15 @@ PREFIX_AREAS: Mapping[str, str] = {
 
 
 def area_for(check_id: str, declared: str | None = None) -> str:
-    """The area key of a check: ``declared`` when given, else by id prefix.
+    """The area key of a check: ``declared`` when given, else its catalogue row's, else by id prefix.
 
     ``area_for("cudnn.load") == "libraries"``, ``area_for("x.y") == "other"``.
     """
     if declared:
         return declared
+    row = catalogue.row(check_id)
+    if row is not None:
+        return row.area
     parts = check_id.split(".")
     for n in range(len(parts), 0, -1):
         area = PREFIX_AREAS.get(".".join(parts[:n]))

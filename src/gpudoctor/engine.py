@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
-from gpudoctor import __version__
+from gpudoctor import __version__, causes
 from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Version of the ``--format json`` report document.
-REPORT_SCHEMA_VERSION = 2
+REPORT_SCHEMA_VERSION = 3
 
 
 class SelectionError(ValueError):
@@ -506,7 +506,11 @@ def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
 
 
 def evaluate(
-    checks: Sequence[Check], facts: Facts, progress: Progress | None = None, check_timeout_s: float = CHECK_TIMEOUT_S
+    checks: Sequence[Check],
+    facts: Facts,
+    progress: Progress | None = None,
+    check_timeout_s: float = CHECK_TIMEOUT_S,
+    light_helpers: bool = False,
 ) -> list[Finding]:
     """Evaluate ``checks`` in order on ``facts``; never raises for a check's fault.
 
@@ -514,6 +518,38 @@ def evaluate(
     anything (``BaseException`` included), returns something that is not an iterable of
     :class:`Finding`, or overruns becomes an ``error`` finding naming it; the rest run."""
     progress = progress or Progress()
+    findings = _evaluate(checks, facts, progress, check_timeout_s)
+    if not any(c.id == causes.HEADLINE for c in checks):
+        return findings
+    # the headline is derived from the findings of the run: the candidates it summarises run once,
+    # selected or not (those not selected are evaluated for it and left out of the report)
+    hidden = _headline_helpers(checks, light_helpers)
+    extra = _evaluate(hidden, facts, Progress(), check_timeout_s) if hidden else []
+    derived = causes.derive(findings + extra)
+    return derived[: len(findings)]
+
+
+def _headline_helpers(checks: Sequence[Check], light: bool = False) -> list[Check]:
+    """The built-in candidates of the headline's root cause that are not among ``checks``, from the
+    registry; with ``light`` (the light gate) only those it could run (light probe or a light gate
+    row; never a deep-only one)."""
+    from gpudoctor import catalogue
+    from gpudoctor.registry import load_registry
+
+    chosen = {c.id for c in checks}
+    wanted = set()
+    for cid in causes.candidate_ids():
+        row = catalogue.row(cid)
+        if cid in chosen or row is None:
+            continue
+        if not light or (row.gate != "deep" and "light" in (row.probe, row.gate)):
+            wanted.add(cid)
+    if not wanted:
+        return []
+    return list(load_registry(load_fixes=False, check_filter=lambda cid, own: own and cid in wanted).checks.values())
+
+
+def _evaluate(checks: Sequence[Check], facts: Facts, progress: Progress, check_timeout_s: float) -> list[Finding]:
     findings: list[Finding] = []
     for check in checks:
         progress.started(check.id)
@@ -536,8 +572,11 @@ def run(
     facts: Facts | None = None,
     extra_findings: Sequence[Finding] = (),
     collectors: Mapping[str, Collector] | None = None,
+    light_helpers: bool = False,
 ) -> Report:
     """Collect (unless ``facts`` is given: replay) and evaluate; returns the Report.
+
+    ``light_helpers``: the headline's unselected candidates are only those the light gate runs.
 
     ``collectors`` defaults to every collector (:func:`~gpudoctor.collect.all_collectors`);
     the gate passes :func:`~gpudoctor.collect.collectors_for` its selection, so it imports
@@ -551,7 +590,7 @@ def run(
         collectors = all_collectors() if collectors is None else collectors
         domains = needed_domains(checks, collectors)
         facts, collector_errors = collect_facts(domains, system, options, collectors, progress)
-    findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress)
+    findings = list(extra_findings) + collector_errors + evaluate(checks, facts, progress, light_helpers=light_helpers)
     import socket
 
     return Report(

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpudoctor.model import Finding, Status
+from gpudoctor.model import Command, Finding, Status
 from gpudoctor.redact import redact_text, redact_value
 
 __all__ = [
@@ -77,6 +77,7 @@ _OPTIONAL = (
     "instance",
     "read",
     "unless",
+    "commands",
 )
 _FLAGS = {"i": re.IGNORECASE}
 #: ``{name}`` or ``{name|text used when the value is absent}`` in titles, meanings and remedies
@@ -127,6 +128,8 @@ class Signature:
             happen after all (a loader's warning about the unversioned ``libcuda.so``
             followed by the framework's own "GPU Compute Capability ..., Driver API
             Version" line: the GPU was initialised); the match is then dropped.
+        commands: the remedy as data (text and purpose are templates like ``remedy``):
+            the diagnosis carries them as :attr:`Finding.commands`, preferred first.
     """
 
     id: str
@@ -152,6 +155,7 @@ class Signature:
     instance: tuple[str, ...] = ()
     read: str = ""
     unless: re.Pattern[str] | None = None
+    commands: tuple[Command, ...] = ()
 
     @property
     def specificity(self) -> tuple[int, int, int]:
@@ -517,6 +521,18 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
             unless = re.compile(str(raw["unless"]))
         except re.error as exc:
             raise _fail(sig_id, f"'unless' does not compile: {exc}") from None
+    commands = []
+    raw_commands = raw.get("commands", [])
+    if not isinstance(raw_commands, list):
+        raise _fail(sig_id, "'commands' must be a list of tables with text, purpose and safety")
+    for spec in raw_commands:
+        try:
+            commands.append(Command(text=spec["text"], purpose=spec["purpose"], safety=spec.get("safety", "safe")))
+        except (TypeError, KeyError, ValueError) as exc:
+            raise _fail(sig_id, f"commands: each needs text, purpose and safety (safe, root, changes): {exc}") from None
+        for ph, _default in _PLACEHOLDER.findall(spec["text"] + spec["purpose"]):
+            if ph not in usable:
+                raise _fail(sig_id, f"commands use {{{ph}}}, which is neither a named group nor a derived value")
     literal, needles, any_needles = _prefilter(raw["regex"])
     if pattern.flags & re.IGNORECASE:
         needles = tuple(x.lower() for x in needles)
@@ -545,6 +561,7 @@ def _parse_one(raw: Mapping[str, Any], index: int) -> Signature:
         instance=tuple(instance),
         read=read,
         unless=unless,
+        commands=tuple(commands),
     )
 
 
@@ -895,6 +912,9 @@ def match_finding(m: Match) -> Finding:
         summary=redact_text(m.summary),
         explanation=redact_text("\n".join(parts)),
         evidence=redact_value(evidence),
+        commands=tuple(
+            Command(redact_text(m.fill(c.text)), redact_text(m.fill(c.purpose)), c.safety) for c in sig.commands
+        ),
     )
 
 

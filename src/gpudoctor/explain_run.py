@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 #: Version of the ``--format json`` document (``schemas/explain.schema.json``).
-EXPLAIN_SCHEMA_VERSION = 1
+EXPLAIN_SCHEMA_VERSION = 2
 #: Read size for pipes and files, bytes.
 CHUNK = 64 * 1024
 _PYTHON_NAME = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+from gpudoctor import catalogue
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.engine import Report, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
@@ -45,35 +46,14 @@ __all__ = [
 
 GATE_TAG = "gate"
 
-#: gpudoctor's own checks tagged ``gate`` (a test keeps this equal to the tags), so the gate
-#: imports only these of its own checks; plug-in checks are always loaded (they may be gate checks)
-BUILTIN_GATE_IDS = frozenset(
-    {
-        "nvidia.driver",
-        "cuda.available",
-        "cuda.driver",
-        "cuda.libcuda",
-        "cuda.arch",
-        "cuda.context",
-        "cudnn.load",
-        "torch.install",
-        "dataloader.shm",
-        "cuda.libraries",
-        "cuda.wsl",  # issues 11, 14
-        "platform.container",
-        "platform.kernel-module",
-        "platform.driver-branch",
-        "platform.toolkit",
-        "platform.visibility",  # issue 12
-        "devices.ecc",
-        "devices.xid",  # issue 15
-        "devices.inventory",  # issue 26
-    }
-)
+#: gpudoctor's own gate checks (``gate`` in ``data/checks.toml``), so the gate imports only these of its
+#: own checks; plug-in checks are always loaded (they may be gate checks)
+BUILTIN_GATE_IDS = catalogue.gate_ids()
 
 
-#: the built-in gate checks that need the full probe or a costly collector: only ``--deep`` runs them
-BUILTIN_DEEP_ONLY = frozenset({"cuda.libraries", "cuda.wsl", "platform.driver-branch", "platform.visibility"})
+#: the built-in gate checks that need the full probe or a costly collector (``gate = "deep"``): only
+#: ``--deep`` runs them
+BUILTIN_DEEP_ONLY = catalogue.gate_ids() - catalogue.gate_ids(deep=False)
 
 
 def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):
@@ -356,12 +336,30 @@ def run_gate(
                 probe_level="light",
             )
         ]
-    report = run(checks, system, options, collectors=_gate_collectors(checks, opts))
+    report = run(checks, system, options, collectors=_gate_collectors(checks, opts), light_helpers=not opts.deep)
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
     report = replace(report, findings=tuple(findings))
-    blocking = tuple((r, f) for f in findings for r in [_reason(f, opts.strict)] if r)
+    blocking = root_blocking([(r, f) for f in findings for r in [_reason(f, opts.strict)] if r])
     return GateResult(not blocking, blocking, report, tuple(left_out))
+
+
+def root_blocking(blocking: Sequence[tuple[str, Finding]]) -> tuple[tuple[str, Finding], ...]:
+    """The blocking findings less those another blocking finding explains (the cause graph of
+    :mod:`gpudoctor.causes`): a headline whose root cause blocks too, a finding whose ``caused_by``
+    blocks. One line per cause; never empty when ``blocking`` is not."""
+    checks = {(f.check, f.target) for _r, f in blocking}
+
+    def blocks(check: object, f: Finding) -> bool:
+        return (check, f.target) in checks or (check, None) in checks
+
+    kept = tuple(
+        (r, f)
+        for r, f in blocking
+        if not blocks(f.evidence.get("root_cause_check"), f)
+        and not any(blocks(c, f) and c != f.check for c in f.caused_by)
+    )
+    return kept or tuple(blocking)
 
 
 def gate_until_healthy(
@@ -390,28 +388,17 @@ def gate_until_healthy(
 
 
 def blocking_line(reason: str, f: Finding) -> str:
-    """One compact stderr line: reason, check, target, cause, and the remedy's first command."""
+    """One compact stderr line: reason, check, target, cause, and the first remedy command."""
     target = f" [{f.target}]" if f.target and f.target != "current" else ""
-    remedy = _first_command(f.explanation)
+    remedy = remedy_of(f)
     return f"gpudoctor gate: {reason}: {f.check}{target}: {f.summary}" + (f" -> {remedy}" if remedy else "")
 
 
-def _first_command(markdown: str) -> str:
-    """The first command in a finding's explanation (a fenced block line, else an inline `code` span
-    that looks like a command), or ""."""
-    import re
-
-    m = re.search(r"```[a-z]*\n(.+?)\n", markdown or "")
-    if m and m.group(1).strip():
-        return m.group(1).strip()
-    for span in re.findall(r"`([^`\n]{4,200})`", markdown or ""):
-        if " " in span and re.match(
-            r"(sudo |pip|python|export |nvidia-smi|apt|dnf|conda|uv |docker|"
-            r"kubectl|gpudoctor|/)",
-            span,
-        ):
-            return span
-    return ""
+def remedy_of(f: Finding) -> str:
+    """The finding's first command (:attr:`Finding.commands`) on one line, or ""."""
+    if not f.commands:
+        return ""
+    return " ".join(ln.rstrip("\\").strip() for ln in f.commands[0].text.splitlines() if ln.strip())
 
 
 def status_document(result: GateResult, attempts: int = 1, now: float | None = None) -> dict:
@@ -437,7 +424,7 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
                 "status": f.status.value,
                 "target": f.target,
                 "summary": f.summary,
-                "remedy": _first_command(f.explanation),
+                "remedy": remedy_of(f),
             }
             for r, f in result.blocking
         ],

@@ -21,7 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "CHECK_ID_RE",
+    "SAFETY",
     "Check",
+    "Command",
+    "fenced",
     "FileEdit",
     "Finding",
     "Fix",
@@ -88,6 +91,49 @@ class Status(enum.Enum):
 
 _SEVERITY = {s: i for i, s in enumerate(Status)}
 
+#: How a :class:`Command` may be run: ``safe`` as is (it only reads), ``root`` needs root
+#: (``sudo``), ``changes`` changes the system (installs, edits, restarts) without needing root.
+SAFETY = ("safe", "root", "changes")
+
+
+@dataclass(frozen=True)
+class Command:
+    """One remedy or verification command, as data (nothing parses Markdown for commands).
+
+    Attributes:
+        text: the exact command line to type (may span lines with ``\\`` continuations).
+        purpose: one line: what running it does or shows.
+        safety: ``safe`` (read-only, run as is), ``root`` (needs root) or ``changes``
+            (changes the system: installs, edits, restarts).
+    """
+
+    text: str
+    purpose: str = ""
+    safety: str = "safe"
+
+    def __post_init__(self) -> None:
+        if self.safety not in SAFETY:
+            raise ValueError(f"Command safety must be one of {', '.join(SAFETY)}, not {self.safety!r}")
+
+    def to_json(self) -> dict[str, str]:
+        return {"text": self.text, "purpose": self.purpose, "safety": self.safety}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Command:
+        return cls(
+            text=str(data["text"]), purpose=str(data.get("purpose") or ""), safety=str(data.get("safety") or "safe")
+        )
+
+    @property
+    def note(self) -> str:
+        """``"needs root"``, ``"changes the system"`` or ``""`` (safe as is)."""
+        return {"root": "needs root", "changes": "changes the system"}.get(self.safety, "")
+
+
+def fenced(*commands: Command) -> str:
+    """The commands as a fenced Markdown block, for an explanation that shows them in place."""
+    return "```\n" + "\n".join(c.text for c in commands) + "\n```"
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -107,6 +153,10 @@ class Finding:
             the engine; 0.0 when replayed from JSON without timings).
         area: the report area (:mod:`gpudoctor.areas`) it is shown under; set
             by the engine from the check's declared area or its id prefix.
+        commands: the remedy as data, preferred first (the explanation may show
+            them too); next steps and the gate's lines read the first.
+        caused_by: ids of the checks whose findings explain this one (the cause
+            graph: a finding nothing explains is a root cause).
     """
 
     check: str
@@ -119,6 +169,8 @@ class Finding:
     target: str | None = None
     duration_ms: float = 0.0
     area: str = ""
+    commands: tuple[Command, ...] = ()
+    caused_by: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The report-schema form of this finding (see ``report.schema.json``)."""
@@ -133,22 +185,34 @@ class Finding:
             "target": self.target,
             "duration_ms": round(self.duration_ms, 3),
             "area": self.area or area_for(self.check),
+            "commands": [c.to_json() for c in self.commands],
+            "caused_by": list(self.caused_by),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Finding:
-        """Inverse of :meth:`to_json`. Raises ``KeyError``/``ValueError`` on bad input."""
+        """Inverse of :meth:`to_json`. Raises ``KeyError``/``ValueError`` on bad input.
+
+        A schema-2 finding (no ``caused_by`` field) keeps its cause in ``evidence["caused_by"]``:
+        it is read from there."""
+        evidence = dict(data.get("evidence") or {})
+        caused_by = data.get("caused_by")
+        if caused_by is None:
+            old = evidence.get("caused_by")
+            caused_by = [old] if isinstance(old, str) else list(old or ())
         return cls(
             check=data["check"],
             status=Status(data["status"]),
             summary=data["summary"],
             explanation=data.get("explanation", ""),
-            evidence=dict(data.get("evidence") or {}),
+            evidence=evidence,
             fixes=tuple(data.get("fixes") or ()),
             doc_url=data.get("doc_url"),
             target=data.get("target"),
             duration_ms=float(data.get("duration_ms") or 0.0),
             area=str(data.get("area") or ""),
+            commands=tuple(Command.from_json(c) for c in data.get("commands") or ()),
+            caused_by=tuple(str(c) for c in caused_by),
         )
 
 

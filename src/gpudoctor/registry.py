@@ -12,11 +12,14 @@ finding (check id ``gpudoctor.plugins``) naming the distribution(s).
 
 from __future__ import annotations
 
+import functools
+import sys
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 
+from gpudoctor import catalogue
 from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
 
 __all__ = ["CHECK_GROUP", "FIX_GROUP", "PLUGIN_CHECK_ID", "Registry", "load_registry"]
@@ -27,51 +30,21 @@ FIX_GROUP = "gpudoctor.fixes"
 PLUGIN_CHECK_ID = "gpudoctor.plugins"
 _SELF = "gpudoctor"
 
-#: Display order of check families: the causal chain of a GPU job, from the
-#: hardware up to the data pipeline and package sources. Others follow by id.
-FAMILY_ORDER = (
-    "gpudoctor",
-    "collect",
-    "platform",
-    "nvidia",
-    "cuda",
-    "cudnn",
-    "torch",
-    "amp",
-    "gpu",
-    "jupyter",
-    "dataloader",
-    "nccl",
-    "pip",
-    "uv",
-    "conda",
-    "apt",
-)
+
+def sort_key(id_: str) -> tuple[int, int, str]:
+    """Stable order for checks: the catalogue's ``order`` for built-ins, a plug-in after its family's
+    built-ins (:func:`gpudoctor.catalogue.sort_key`)."""
+    return catalogue.sort_key(id_)
 
 
-#: Checks shown before every family: headlines that summarise the others.
-PINNED_FIRST = ("cuda.available",)
-#: Checks shown first within their family, in this (causal) order; the rest follow by id.
-FAMILY_LEADS = (
-    "cuda.driver",
-    "cuda.libcuda",
-    "cuda.arch",
-    "cuda.devices",
-    "platform.container",
-    "platform.kernel-module",
-    "platform.driver-branch",
-)
-
-
-def sort_key(id_: str) -> tuple:
-    """Stable order for checks: PINNED_FIRST, then by family (FAMILY_ORDER), within a
-    family FAMILY_LEADS first, then by id."""
-    if id_ in PINNED_FIRST:
-        return (-1, PINNED_FIRST.index(id_), id_)
-    family = id_.split(".", 1)[0]
-    rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
-    lead = FAMILY_LEADS.index(id_) if id_ in FAMILY_LEADS else len(FAMILY_LEADS)
-    return (rank, lead, id_)
+def catalogued(check: Check) -> Check:
+    """A built-in check with its catalogue row's area, ``gate`` tag, other tags and probe level
+    (``data/checks.toml``); a check without a row as it is."""
+    r = catalogue.row(check.id)
+    if r is None:
+        return check
+    tags = tuple(dict.fromkeys((*check.tags, *r.tags, *(("gate",) if r.gate else ()))))
+    return replace(check, area=check.area or r.area, tags=tags, probe_level=r.probe)
 
 
 @dataclass
@@ -110,6 +83,13 @@ def _provider_name(ep: metadata.EntryPoint) -> str:
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The group's entry points, found once per process and import path (the headline's helper
+    checks load the registry a second time in the gate: it must not scan every distribution again)."""
+    return list(_scan(group, tuple(sys.path)))
+
+
+@functools.lru_cache(maxsize=8)
+def _scan(group: str, path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
     eps = metadata.entry_points(group=group)
     seen = set()
     unique = []
@@ -118,7 +98,7 @@ def _entry_points(group: str) -> list[metadata.EntryPoint]:
         if key not in seen:
             seen.add(key)
             unique.append(ep)
-    return unique
+    return tuple(unique)
 
 
 def load_registry(
@@ -214,6 +194,8 @@ def load_registry(
                     )
                 )
                 continue
+            if kind == "check" and ep in own:
+                obj = catalogued(obj)
             target[ep.name] = obj
             reg.providers[key] = provider
     reg.checks = dict(sorted(reg.checks.items(), key=lambda kv: sort_key(kv[0])))

@@ -30,6 +30,7 @@ from gpudoctor.facts.nvidia import (
     SourceAttempt,
 )
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts, TorchFacts
+from gpudoctor.model import Finding, Status
 from gpudoctor.system import Clock, CommandResult, Files, System
 
 __all__ = [
@@ -358,3 +359,30 @@ def make_facts(**domains: Any) -> Facts:
 
 def load_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def headline_problems(findings: Sequence[Finding]) -> list[str]:
+    """What is wrong with the headlines (``cuda.available``) of one run, as sentences; empty when each
+    is never better than the worst finding it summarises, says "CUDA works" only when no finding it
+    summarises fails, and, with a root cause, names what was ruled out and a command to verify it."""
+    from gpudoctor import catalogue, causes
+
+    out: list[str] = []
+    for head in findings:
+        if head.check != causes.HEADLINE:
+            continue
+        summarised = causes.candidates(head, findings)
+        worst = max((f.status for f in summarised if f.status >= Status.WARN), default=None)
+        if worst is not None and head.status < worst:
+            out.append(f"[{head.target}] headline {head.status.value} below a {worst.value} finding: {head.summary}")
+        failing = [f.check for f in summarised if f.status is Status.FAIL]
+        if head.summary.startswith("CUDA works") and failing:
+            out.append(f"[{head.target}] 'CUDA works' beside failing {', '.join(failing)}")
+        cause = head.evidence.get("root_cause_check")
+        if cause:
+            row = catalogue.row(str(cause))
+            if row is not None and row.verify and not any(c.text == head.evidence.get("verify") for c in head.commands):
+                out.append(f"[{head.target}] root cause {cause} without a verify command")
+            if "ruled_out" not in head.evidence and any(f.status in (Status.OK, Status.INFO) for f in summarised):
+                out.append(f"[{head.target}] root cause {cause} without what was ruled out")
+    return out

@@ -12,6 +12,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
+from gpudoctor.model import Command
 
 GIB = 1024**3
 MIB = 1024**2
@@ -177,3 +178,45 @@ def distinct_targets(targets: TargetsFacts) -> list[TargetFacts]:
         seen.add(key)
         out.append(t)
     return out
+
+
+def distro_family(facts: Facts) -> str:
+    """``debian`` (Debian, Ubuntu...), ``rhel`` (RHEL, Rocky, Fedora, Amazon), ``suse``, or "" when unknown."""
+    os_facts = facts.of(OsFacts)
+    if isinstance(os_facts, Unavailable):
+        return ""
+    ident = os_facts.id.lower()
+    if ident in ("debian", "ubuntu", "linuxmint", "pop", "raspbian"):
+        return "debian"
+    if ident in ("rhel", "centos", "rocky", "almalinux", "fedora", "amzn", "ol"):
+        return "rhel"
+    if "suse" in ident or ident == "sles":
+        return "suse"
+    return ""
+
+
+def driver_install_commands(facts: Facts, branch: str = "") -> tuple[Command, ...]:
+    """How to install or upgrade the NVIDIA driver on this distribution (every family when unknown),
+    then reboot; ``branch`` e.g. ``"550"`` pins the branch where the package manager can."""
+    family = distro_family(facts)
+    rows: list[Command] = []
+    if family in ("debian", ""):
+        text = f"sudo apt-get install nvidia-driver-{branch}" if branch else "sudo ubuntu-drivers install"
+        rows.append(Command(text, "Debian/Ubuntu: install the NVIDIA driver, then reboot", "root"))
+    if family in ("rhel", ""):
+        text = f"sudo dnf module install nvidia-driver:{branch}-dkms" if branch else "sudo dnf install nvidia-driver"
+        rows.append(Command(text, "RHEL/Fedora: install the NVIDIA driver, then reboot", "root"))
+    if family == "suse":
+        rows.append(
+            Command("sudo zypper install nvidia-compute-G06", "SUSE: install the NVIDIA driver, then reboot", "root")
+        )
+    return tuple(rows)
+
+
+#: how to upgrade the driver, by distribution family ({branch}: the driver branch to install)
+UPGRADE_HOWTO = (
+    "Debian/Ubuntu: `sudo ubuntu-drivers install` or `sudo apt-get install nvidia-driver-{branch}`; "
+    "RHEL/Fedora: `sudo dnf module install nvidia-driver:{branch}-dkms` (or the distro's akmod); "
+    "then reboot and run `gpudoctor check cuda` again. A new CUDA *toolkit* alone does not "
+    "replace the driver."
+)

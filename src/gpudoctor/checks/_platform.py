@@ -28,8 +28,17 @@ from __future__ import annotations
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import PlatformFacts
 from gpudoctor.launchers import COMPOSE, K8S_RUNTIME_CLASS, SLURM_REQUEST, no_gpu_remedy
+from gpudoctor.model import Command
 
-__all__ = ["K8S_RUNTIME_CLASS", "REQUEST", "compose_snippet", "injection_remedy", "platform_of", "scheduler_of"]
+__all__ = [
+    "K8S_RUNTIME_CLASS",
+    "REQUEST",
+    "compose_snippet",
+    "injection_commands",
+    "injection_remedy",
+    "platform_of",
+    "scheduler_of",
+]
 
 
 def platform_of(facts: Facts) -> PlatformFacts | None:
@@ -50,6 +59,51 @@ def injection_remedy(facts: Facts, gpu_requested: bool = True) -> str:
     ``--gpus``; an unknown container gets each of them. ``gpu_requested`` says whether the job already
     asked for a GPU (then only the runtime side is named)."""
     return no_gpu_remedy(facts, gpu_requested)
+
+
+def injection_commands(facts: Facts) -> tuple[Command, ...]:
+    """The commands of :func:`injection_remedy` as data, preferred first, for this kind of container."""
+    p = platform_of(facts)
+    if p is not None and p.kubernetes:
+        return (
+            Command("kubectl get runtimeclass", "list the runtime classes (the pod needs `nvidia`)"),
+            Command(
+                "sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default",
+                "on each GPU node: make the NVIDIA runtime containerd's default (then restart containerd)",
+                "root",
+            ),
+        )
+    runtime = p.container_runtime if p is not None else ""
+    if runtime == "apptainer":
+        return (Command("apptainer exec --nv image.sif nvidia-smi", "run the image with the host's driver libraries"),)
+    if runtime == "lxc":
+        return (
+            Command("lxc config device add <name> gpu gpu", "LXD/Incus: give the container the GPU", "changes"),
+            Command("lxc config set <name> nvidia.runtime=true", "LXD/Incus: mount the driver libraries", "changes"),
+        )
+    if runtime == "podman":
+        return (
+            Command(
+                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml", "on the host, once: CDI specs", "root"
+            ),
+            Command("podman run --device nvidia.com/gpu=all <image>", "start the container with every GPU"),
+        )
+    if runtime in ("containerd", "cri-o"):
+        return (
+            Command(
+                f"sudo nvidia-ctk runtime configure --runtime={runtime.replace('-', '')}",
+                f"on the host: register the NVIDIA runtime with {runtime} (then restart it)",
+                "root",
+            ),
+        )
+    return (
+        Command("docker run --gpus all <image>", "start the container with every GPU (NVIDIA Container Toolkit)"),
+        Command(
+            "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
+            "on the host, once: register the NVIDIA runtime with Docker",
+            "root",
+        ),
+    )
 
 
 def scheduler_of(p: PlatformFacts | None) -> str:

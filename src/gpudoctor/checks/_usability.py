@@ -130,7 +130,7 @@ def _resolutions(facts: Facts, label: str, name: str) -> list[Resolution]:
 
 def framework_verdicts(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> list[FrameworkVerdict]:
     """The verdict of every GPU framework installed in target ``t`` (torch included), in table order."""
-    from gpudoctor.checks.cuda_libraries import DRIVER_FAMILIES, target_model, version_of
+    from gpudoctor.checks._libraries import DRIVER_FAMILIES, target_model, version_of
 
     out: list[FrameworkVerdict] = []
     fws = _installed(facts, t.label)
@@ -267,24 +267,11 @@ def headline_without_torch(
             target=t.label,
         )
     if api.state == "unusable":
-        from gpudoctor.checks import cuda_context, cuda_libcuda
-
-        cause = next(
-            (
-                f
-                for f in (cuda_libcuda.assess(facts, t, probe), cuda_context.assess(facts, t, probe))
-                if f.status == Status.FAIL
-            ),
-            None,
-        )
-        detail = cause.explanation if cause else api.text
-        if cause is not None:
-            evidence["root_cause_check"] = cause.check
+        # the finding that says why (cuda.libcuda, cuda.context) is the root cause the cause graph names
         return check.finding(
             Status.FAIL,
-            f"CUDA is unavailable in {python}: {cause.summary if cause else api.text}",
-            f"The CUDA driver API itself fails in this environment ({api.text}), so no framework can use the GPU."
-            f"\n\n{detail}",
+            f"CUDA is unavailable in {python}: {api.text}",
+            f"The CUDA driver API itself fails in this environment ({api.text}), so no framework can use the GPU.",
             evidence=evidence,
             target=t.label,
         )

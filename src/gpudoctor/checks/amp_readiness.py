@@ -256,6 +256,4 @@ CHECK = Check(
     title="Mixed precision: what each GPU runs fast, and settings that ask for more",
     needs=("nvidia", "precision", "targets"),
     evaluate=evaluate,
-    area="gpu",
-    probe_level="light",
 )

@@ -23,5 +23,4 @@ CHECK = Check(
     title="apt mirrors reachable, serving this release, and not needlessly slow",
     needs=("mirrors",),
     evaluate=evaluate,
-    tags=("network",),
 )

@@ -151,5 +151,4 @@ CHECK = Check(
     title="conda channels reachable and not needlessly slow",
     needs=("mirrors",),
     evaluate=evaluate,
-    tags=("network",),
 )

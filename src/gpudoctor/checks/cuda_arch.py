@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.checks._common import (
+    driver_install_commands,
     driver_version,
     pip_install_command,
     variant_fits_python,
@@ -39,10 +40,12 @@ from gpudoctor.checks._gpu import (
 )
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
-def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool = False) -> str:
+def _remedy(
+    facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool = False
+) -> tuple[str, tuple[Command, ...]]:
     """The builds that cover ``cc`` and the install command of the newest one the driver and Python
     run. ``dropped``: the GPU is older than every arch of the installed build (new wheels dropped it),
     so the text names the newest build that still covers it rather than the first one."""
@@ -51,7 +54,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool 
         return (
             "No official PyTorch wheel contains kernels for this GPU; build PyTorch from source with "
             f'`TORCH_CUDA_ARCH_LIST="{cc[0]}.{cc[1]}"`.'
-        )
+        ), ()
     first_torch, first_variant = builds[0]
     variants: dict[str, dict[str, Any]] = {r["name"]: r for r in wheel_variants()}
     driver = driver_version(facts)
@@ -79,6 +82,7 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool 
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
         cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
         out = text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
+        commands = [Command(cmd, f"a torch build with kernels for this GPU ({best_variant})", "changes")]
         if not dropped and runnable[0] != runnable[-1]:
             # a GPU newer than the installed build: the smallest upgrade keeps code written for this torch
             small_torch, small_variant = runnable[0]
@@ -89,12 +93,13 @@ def _remedy(facts: Facts, probe: ProbeFacts, cc: tuple[int, int], dropped: bool 
                 python_version=probe.python_version,
             )
             out += f"\n\nor the smallest upgrade that covers it (torch {small_torch}, {small_variant}):\n\n```\n{small}\n```"
-        return out
+            commands.append(Command(small, f"or the smallest upgrade: torch {small_torch}", "changes"))
+        return out, tuple(commands)
     need = variants.get(first_variant, {}).get("min_driver", "?")
     return text + (
         f", which needs driver ≥ {need}; upgrade the NVIDIA driver first, then install it from "
         f"{variants.get(first_variant, {}).get('index_url', 'the PyTorch index')}."
-    )
+    ), driver_install_commands(facts)
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -128,6 +133,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         "gpus": [f"{g.index}: {g.name} (compute capability {g.cc})" for g in gpus],
     }
     failures: list[tuple[str, str]] = []
+    commands: tuple[Command, ...] = ()
     notes: list[str] = []
     driver = driver_version(facts)
     for g in gpus:
@@ -142,13 +148,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         if ptx:
             need = toolkit_driver(tf.cuda or "")
             if driver and need and v(driver) < v(need):
+                remedy, commands = _remedy(facts, probe, cc)
                 failures.append(
                     (
                         f"{g.name} ({sm}) is covered only by {ptx.text} PTX, which driver {driver} cannot JIT-compile",
                         f"{label} has no matching cubin in torch {tf.version}; only {ptx.text} PTX, which the driver "
                         f"must JIT-compile. PTX from CUDA {tf.cuda} needs driver ≥ {need}, this is {driver}: kernels fail "
                         f"with `the provided PTX was compiled with an unsupported toolchain`. Upgrade the driver to ≥ "
-                        f"{need}. " + _remedy(facts, probe, cc),
+                        f"{need}. " + remedy,
                     )
                 )
             else:
@@ -159,19 +166,24 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             continue
         listed = " ".join(e.text for e in entries)
         dropped = bool(entries) and all((e.major, e.minor) > cc for e in entries)
+        remedy, commands = _remedy(facts, probe, cc, dropped)
         failures.append(
             (
                 f"{g.name} ({sm}) is not supported by torch {tf.version}, whose kernels cover {listed}",
                 f"{label} has neither a cubin of its major nor PTX it could JIT in torch {tf.version} (arch list: "
                 f"`{listed}`). CUDA calls fail with `no kernel image is available for execution on the device` (and "
-                f"torch warns `{sm} is not compatible with the current PyTorch installation`). "
-                + _remedy(facts, probe, cc, dropped),
+                f"torch warns `{sm} is not compatible with the current PyTorch installation`). " + remedy,
             )
         )
     if failures:
         summary = "; ".join(s for s, _ in failures)
         return CHECK.finding(
-            Status.FAIL, summary, "\n\n".join(e for _, e in failures), evidence=evidence, target=t.label
+            Status.FAIL,
+            summary,
+            "\n\n".join(e for _, e in failures),
+            evidence=evidence,
+            target=t.label,
+            commands=commands,
         )
     notes = list(dict.fromkeys(notes))  # two GPUs of one model say the same
     ptx_only = [n for n in notes if "PTX" in n]
@@ -186,6 +198,4 @@ CHECK = Check(
     title="each GPU's compute capability covered by the torch build (cubin or PTX)",
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.arch", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 _REMEDY = (
     "Look at the GPU with `nvidia-smi -q -d ECC,PERFORMANCE,COMPUTE` and the kernel log "
@@ -28,6 +28,12 @@ _REMEDY = (
     "makes `cuCtxCreate` fail with `CUDA_ERROR_DEVICE_BUSY`/`INVALID_DEVICE`; an Xid 79 (fallen off "
     "the bus) or uncorrectable ECC error needs a GPU reset (`sudo nvidia-smi -r -i N`) or a reboot; "
     "drain the node until then."
+)
+
+#: the commands of :data:`_REMEDY`, the first one safe to run as is
+_LOOK = (
+    Command("nvidia-smi -q -d ECC,PERFORMANCE,COMPUTE", "the GPUs' ECC errors, clocks and compute mode"),
+    Command("sudo dmesg | grep -i -e NVRM -e Xid", "the driver's messages in the kernel log", "root"),
 )
 
 
@@ -85,6 +91,22 @@ INIT_CAUSES: dict[str, tuple[str, str, str, str]] = {
 }
 
 
+#: cuInit CUresult name -> the commands of its remedy in :data:`INIT_CAUSES`, preferred first
+INIT_COMMANDS: dict[str, tuple[Command, ...]] = {
+    "CUDA_ERROR_UNKNOWN": (
+        Command(
+            "sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm",
+            "reload the unified-memory module (no CUDA program open)",
+            "root",
+        ),
+    ),
+    "CUDA_ERROR_SYSTEM_NOT_READY": (
+        Command("sudo systemctl enable --now nvidia-fabricmanager", "start NVIDIA Fabric Manager", "root"),
+        Command("systemctl status nvidia-fabricmanager", "whether it runs, and its version"),
+    ),
+}
+
+
 def init_cause(init_error: str | None) -> tuple[str, str, str, str] | None:
     """(short cause, cause, remedy, owning check) for a ``cuInit`` error such as ``CUDA_ERROR_UNKNOWN (999): unknown
     error``, or None for a code without a known single cause."""
@@ -110,8 +132,6 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         known = init_cause(drv.init_error)
         if known is not None:
             short, cause, remedy, owner = known
-            if owner:
-                evidence["caused_by"] = owner
             return CHECK.finding(
                 Status.FAIL,
                 f"cuInit fails in {probe.executable} with {(drv.init_error or '').split(':')[0]}: {short}",
@@ -119,6 +139,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"can start (`torch.cuda.is_available()` is False). Cause: {cause}.\n\n{remedy}",
                 evidence=evidence,
                 target=t.label,
+                caused_by=(owner,) if owner else (),
+                commands=INIT_COMMANDS.get((drv.init_error or "").split(" ", 1)[0], ()),
             )
         return CHECK.finding(
             Status.FAIL,
@@ -127,6 +149,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"```\nnvidia-smi\n```\n\n{_REMEDY}",
             evidence=evidence,
             target=t.label,
+            commands=(Command("nvidia-smi", "whether the driver answers at all"), *_LOOK),
         )
     bad = [d for d in drv.devices if d.context_ok is False]
     if bad:
@@ -139,6 +162,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{_REMEDY}",
             evidence=evidence,
             target=t.label,
+            commands=_LOOK,
         )
     n = len(drv.devices)
     if not n:
@@ -156,6 +180,4 @@ CHECK = Check(
     title="a CUDA context can be created and destroyed on every visible GPU (driver API)",
     needs=("targets", "nvidia", "gpu"),
     evaluate=per_target("cuda.context", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -30,14 +30,18 @@ from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
 from gpudoctor.checks._platform import (
     REQUEST,
+    injection_commands,
     injection_remedy,
     platform_of,
     scheduler_of,
 )
+from gpudoctor.checks._visibility import assess as visibility_finding
+from gpudoctor.checks._visibility import gpus_seen_by, machine_gpus
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.visibility import parse_visible
 from gpudoctor.words import plural
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
@@ -69,20 +73,8 @@ def _nvml(facts: Facts) -> list[GpuDevice]:
     return gpu_devices(facts) if not isinstance(nv, Unavailable) and nv.devices else []
 
 
-def _visible_entry_ok(entry: str, nvml: list[GpuDevice]) -> bool:
-    """Whether CUDA accepts this ``CUDA_VISIBLE_DEVICES`` entry on these GPUs: an index below the GPU
-    count, a prefix of a GPU's UUID, or a ``MIG-`` device while some GPU is (or may be) in MIG mode."""
-    if entry.isdigit():
-        return int(entry) < len(nvml)
-    if entry.startswith("MIG-"):
-        return any(g.mig is not False for g in nvml)
-    if entry.startswith("GPU-"):
-        return any(g.uuid.startswith(entry) for g in nvml)
-    return False
-
-
-def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | None:
-    """A visibility fault of this target's environment: (status, summary, explanation), or None."""
+def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple[Command, ...]] | None:
+    """A visibility fault of this target's environment: (status, summary, explanation, commands), or None."""
     env = probe.env
     nvml = _nvml(facts)
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
@@ -92,16 +84,16 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             Status.FAIL,
             f"NVIDIA_VISIBLE_DEVICES={nvd!r} tells the NVIDIA container runtime to inject no GPU",
             "The container was started with no GPU. " + injection_remedy(facts, gpu_requested=False),
+            injection_commands(facts),
         )
     cvd = env.get("CUDA_VISIBLE_DEVICES")
     if cvd is None:
-        from gpudoctor.checks import platform_visibility  # a Slurm job that requested no GPU
-
-        seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
-        slurm = platform_visibility.assess(facts, dict(env), probe.torch.version, None, seen)
-        return (slurm.status, slurm.summary, slurm.explanation) if slurm.status is Status.FAIL else None
-    entries = [e.strip() for e in cvd.split(",")]
-    if cvd.strip() == "" or entries[0] in ("-1", "none", "NoDevFiles"):
+        seen = gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+        slurm = visibility_finding(facts, dict(env), probe.torch.version, None, seen)
+        return (slurm.status, slurm.summary, slurm.explanation, slurm.commands) if slurm.status is Status.FAIL else None
+    parsed = parse_visible(cvd)
+    entries = [e.text for e in parsed.entries]
+    if not parsed.entries or parsed.entries[0].form == "hide":
         sched = scheduler_of(platform_of(facts))
         if sched in REQUEST:  # set for the job: unsetting it would take GPUs the job was not given
             who, how = REQUEST[sched]
@@ -109,6 +101,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 Status.FAIL,
                 f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
                 f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}",
+                (),
             )
         return (
             Status.FAIL,
@@ -116,11 +109,13 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
             f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device, so `torch.cuda.is_available()` is "
             f"False although the GPU and driver are fine. Unset it (`unset CUDA_VISIBLE_DEVICES`) or list the "
             f"GPUs to use, e.g. `export CUDA_VISIBLE_DEVICES=0`.",
+            (Command("unset CUDA_VISIBLE_DEVICES", "make every GPU visible again"),),
         )
+    gpus = machine_gpus(facts)
     if nvml:
-        bad = [i for i, e in enumerate(entries) if not _visible_entry_ok(e, nvml)]
-        if bad:
-            first = bad[0]
+        first_bad = parsed.first_invalid(gpus)
+        if first_bad is not None:
+            first = first_bad
             hidden = entries[first:]
             status = Status.FAIL if first == 0 else Status.WARN
             ids = ", ".join(f"{g.index} ({g.uuid})" for g in nvml)
@@ -143,6 +138,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"CUDA stops at the first invalid entry of `CUDA_VISIBLE_DEVICES`: it and everything after it "
                 f"are ignored. This machine's GPUs are {ids}. Use valid indices or `GPU-` UUIDs "
                 f"(`nvidia-smi -L`).{mig_note}",
+                (Command("nvidia-smi -L", "the GPUs (and MIG devices) with their indices and UUIDs"),),
             )
         mig = [g for g in nvml if g.mig]
         named = [e for e in entries if not e.startswith("MIG-")]
@@ -155,6 +151,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"`torch.cuda.device_count()` is 1: only one of the listed devices is used; multi-GPU training across MIG "
                 f"devices is not possible. Start one process per MIG device, each with its own "
                 f"`CUDA_VISIBLE_DEVICES=MIG-<uuid>` (e.g. `CUDA_VISIBLE_DEVICES={migs[0]} python train.py`).",
+                (Command(f"CUDA_VISIBLE_DEVICES={migs[0]} python train.py", "one process on one MIG device"),),
             )
         if mig and named:
             return (
@@ -163,6 +160,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str] | Non
                 f"{', '.join(f'GPU {g.index} ({g.name})' for g in mig)} {'is' if len(mig) == 1 else 'are'} in MIG "
                 f"mode: CUDA uses its MIG devices, which must be selected by `MIG-<uuid>` from `nvidia-smi -L`, "
                 f"e.g. `export CUDA_VISIBLE_DEVICES=MIG-...`.",
+                (Command("nvidia-smi -L", "the GPUs (and MIG devices) with their indices and UUIDs"),),
             )
     return None
 
@@ -198,10 +196,8 @@ def _table(rows: list[tuple[int, GpuDevice | None, CudaDevice]]) -> str:
 def _scheduler_view_fails(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> bool:
     """Whether ``platform.visibility`` fails for this target too (the same hidden GPUs, judged with
     the scheduler that set the variable)."""
-    from gpudoctor.checks import platform_visibility
-
-    seen = platform_visibility.gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
-    return platform_visibility.assess(facts, dict(probe.env), probe.torch.version, t.label, seen).status is Status.FAIL
+    seen = gpus_seen_by(facts, probe.torch.device_count if probe.torch.import_ok else None)
+    return visibility_finding(facts, dict(probe.env), probe.torch.version, t.label, seen).status is Status.FAIL
 
 
 def _picked_other_gpus(
@@ -241,10 +237,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     evidence["nvml"] = [f"{g.index}: {g.name} {g.pci_bus_id} {g.uuid}" + (" MIG" if g.mig else "") for g in nvml]
     fault = visibility(facts, probe)
     if fault:
-        status, summary, explanation = fault
-        if status is Status.FAIL and _scheduler_view_fails(facts, t, probe):
-            evidence["caused_by"] = "platform.visibility"  # the same cause, told with the scheduler's request
-        return CHECK.finding(status, summary, explanation, evidence=evidence, target=t.label)
+        status, summary, explanation, commands = fault
+        # the same cause, told with the scheduler's request
+        caused = ("platform.visibility",) if status is Status.FAIL and _scheduler_view_fails(facts, t, probe) else ()
+        return CHECK.finding(
+            status, summary, explanation, evidence=evidence, target=t.label, caused_by=caused, commands=commands
+        )
     typos = misspelled_vars(dict(env))
     if typos:
         key, meant = typos[0]
@@ -264,6 +262,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"```\nexport {meant}={env[key]}\nunset {key}\n```",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command(f"export {meant}={env[key]}; unset {key}", f"set the variable CUDA reads instead of {key}"),
+            ),
         )
     devices = probe.torch.devices
     evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]
@@ -318,5 +319,4 @@ CHECK = Check(
     title="GPU visibility and order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, NVIDIA_VISIBLE_DEVICES, MIG",
     needs=("targets", "nvidia", "gpu", "os", "platform"),
     evaluate=per_target("cuda.devices", assess),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

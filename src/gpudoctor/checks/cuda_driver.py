@@ -30,7 +30,13 @@ import re
 from typing import Any
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import driver_version, pip_install_command, split_local
+from gpudoctor.checks._common import (
+    UPGRADE_HOWTO,
+    driver_install_commands,
+    driver_version,
+    pip_install_command,
+    split_local,
+)
 from gpudoctor.checks._gpu import (
     DriverVerdict,
     cuda_build_skip,
@@ -45,14 +51,7 @@ from gpudoctor.checks._gpu import (
 )
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
-
-UPGRADE_HOWTO = (
-    "Debian/Ubuntu: `sudo ubuntu-drivers install` or `sudo apt-get install nvidia-driver-{branch}`; "
-    "RHEL/Fedora: `sudo dnf module install nvidia-driver:{branch}-dkms` (or the distro's akmod); "
-    "then reboot and run `gpudoctor check cuda` again. A new CUDA *toolkit* alone does not "
-    "replace the driver."
-)
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -143,12 +142,14 @@ def _too_old(
         + UPGRADE_HOWTO.format(branch=max(int(branch), 535))
     ]
     variant = variant_for(tf.version, verdict.driver)
+    commands = list(driver_install_commands(facts))
     if variant is not None:
         keep = v_published(variant, public)
         cmd = pip_install_command(
             probe.executable, variant, public if keep else None, python_version=probe.python_version
         )
         extra = " (reinstall torchvision/torchaudio from the same index if you use them)"
+        commands.append(Command(cmd, f"or keep the driver: torch for CUDA {variant['cuda']}", "changes"))
         remedies.append(
             f"2. **Or keep the driver** and install a torch build for CUDA {variant['cuda']}, which this driver "
             f"runs{extra}:\n\n```\n{cmd}\n```"
@@ -175,7 +176,7 @@ def _too_old(
         f'`torch.cuda.is_available()` is False and CUDA calls fail with "The NVIDIA driver on your system is too '
         f'old".\n\nFix it one of these ways:\n\n' + "\n\n".join(remedies)
     )
-    return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label)
+    return CHECK.finding(Status.FAIL, summary, explanation, evidence=evidence, target=t.label, commands=tuple(commands))
 
 
 def v_published(variant: dict[str, Any], public: str) -> bool:
@@ -331,6 +332,4 @@ CHECK = Check(
     title="NVIDIA driver new enough for each target framework's CUDA runtime",
     needs=("targets", "nvidia", "gpu"),
     evaluate=evaluate,
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

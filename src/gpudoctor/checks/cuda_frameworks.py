@@ -26,52 +26,21 @@ from collections.abc import Mapping
 from itertools import combinations
 
 from gpudoctor.checks._gpu import per_target
-from gpudoctor.data import load_table
+from gpudoctor.checks._libcuda import libcuda_commands, libcuda_remedy
+from gpudoctor.checks._libraries import WHEEL_STEM, agreeing_releases, frameworks_of
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall
+from gpudoctor.facts.libraries import FrameworkInstall
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
-
-
-def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
-    cl = facts.of(CudaLibrariesFacts)
-    if isinstance(cl, Unavailable):
-        return None
-    return [f for f in cl.frameworks if f.label == label]
-
-
-def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
-    """``framework`` release ranges whose ``key`` (``cudnn_major``/``cuda_major``) equals ``major``."""
-    return [
-        f"{framework}{row['versions']}"
-        for row in load_table("frameworks")["requirement"]
-        if row["framework"] == framework and row.get(key) == major
-    ]
-
-
-#: family -> nvidia-* wheel name stem (PyPI ``nvidia-<stem>-cu<CUDA major>``)
-WHEEL_STEM = {
-    "cudart": "cuda-runtime",
-    "cublas": "cublas",
-    "cublasLt": "cublas",
-    "cufft": "cufft",
-    "curand": "curand",
-    "cusolver": "cusolver",
-    "cusparse": "cusparse",
-    "nvJitLink": "nvjitlink",
-    "nvrtc": "cuda-nvrtc",
-    "cupti": "cuda-cupti",
-    "cudnn": "cudnn",
-    "nccl": "nccl",
-    "nvshmem": "nvshmem",
-}
+from gpudoctor.model import Check, Command, Finding, Status
 
 _MISSING = re.compile(r"(lib[A-Za-z0-9_+-]+\.so(?:\.\d+)*): cannot open shared object file")
 
 
-def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str, label: str = "") -> str:
-    """What to do about one failed ``dlopen`` of a framework library (Markdown)."""
-    from gpudoctor.checks.cuda_libraries import activation_hint, target_model
+def load_remedy(
+    facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str, label: str = ""
+) -> tuple[str, tuple[Command, ...]]:
+    """What to do about one failed ``dlopen`` of a framework library (Markdown, and the commands)."""
+    from gpudoctor.checks._libraries import activation_hint, target_model
     from gpudoctor.collect.libraries import family_of
 
     m = _MISSING.search(error)
@@ -89,20 +58,18 @@ def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, er
         return (
             f"`{lib}` is installed (`{present[0].path}`), but not in a directory the loader searches for this "
             f"library: installing it again changes nothing.{ort}\n\n" + activation_hint(probe, dirs)
-        )
+        ), ()
     if lib.startswith("libcuda.so") or lib.startswith("libnvidia-ml"):
-        from gpudoctor.checks.cuda_libcuda import _remedy
-
         return (
             f"`{lib}` belongs to the NVIDIA **driver**, not to the framework or cuDNN: reinstalling them does "
-            f"not help.\n\n" + _remedy(facts, probe)
-        )
+            f"not help.\n\n" + libcuda_remedy(facts, probe)
+        ), libcuda_commands(facts, probe)
     if "undefined symbol" in error or "version `" in error:
         return (
             "The library was found but an older copy of one of its dependencies was loaded instead of the one "
             "it was built against — see `cuda.libraries` for the directory that shadows it and the "
             "`LD_LIBRARY_PATH` change."
-        )
+        ), ()
     fam = family_of(lib) if lib else None
     if fam in WHEEL_STEM:
         so_major = re.search(r"\.so\.(\d+)", lib)
@@ -111,13 +78,16 @@ def load_remedy(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, er
         )
         pin = f"=={so_major.group(1)}.*" if so_major and fam == "cudnn" else ""
         wheel = f"nvidia-{WHEEL_STEM[fam]}-cu{cuda}"
+        install = Command(
+            f'{probe.executable} -m pip install "{wheel}{pin}"', f"install {lib} from its wheel", "changes"
+        )
         return (
             f"`{lib}` is not installed where the loader looks. Install it from its wheel:\n\n```\n"
             f'{probe.executable} -m pip install "{wheel}{pin}"\n```\n\nSome frameworks do not search the '
             f"`nvidia/*/lib` wheel directories by themselves; if the error stays, add the wheel's `lib` "
             f"directory to `LD_LIBRARY_PATH` in the environment's activation script."
-        )
-    return "Reinstall the framework's GPU package, or fix the file the loader names."
+        ), (install,)
+    return "Reinstall the framework's GPU package, or fix the file the loader names.", ()
 
 
 def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[FrameworkInstall]) -> Finding | None:
@@ -138,15 +108,16 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
             )
         if bad:
             first = bad[0]
+            remedy, commands = load_remedy(facts, probe, fw, first.error or "", t.label)
             return CHECK.finding(
                 Status.FAIL,
                 f"{fl.dist} {fl.version}: {first.name} does not load: {first.error}",
                 f"The probe opened {fl.dist}'s GPU provider libraries with `dlopen` (RTLD_NOW) in "
                 f"`{probe.executable}`:\n\n```\n" + "\n".join(f"{x.name}: {x.error}" for x in bad) + "\n```\n\n"
-                f"Without them {fl.dist} falls back to the CPU or fails at its first GPU call.\n\n"
-                + load_remedy(facts, probe, fw, first.error or "", t.label),
+                f"Without them {fl.dist} falls back to the CPU or fails at its first GPU call.\n\n" + remedy,
                 evidence={"python": probe.executable, "failed": [f"{x.path}: {x.error}" for x in bad]},
                 target=t.label,
+                commands=commands,
             )
     return None
 
@@ -154,7 +125,7 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
 def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -> str:
     """The choices when the driver is older than ``fw``'s CUDA (Markdown): a newer driver, or a build of the
     framework for the CUDA the driver runs (``data/frameworks.toml`` rows, or the ``-cudaNNx`` dist)."""
-    from gpudoctor.checks.cuda_driver import UPGRADE_HOWTO
+    from gpudoctor.checks._common import UPGRADE_HOWTO
 
     options = [
         f"1. **Upgrade the driver** to one that supports CUDA {fw.cuda_version or fw.cuda_major}: "
@@ -220,7 +191,7 @@ def _cudnn_below_build(
     matching major version and equal or higher minor version"; JAX: "Found cuDNN version ..., but JAX was
     built against version ..., which is newer")."""
     from gpudoctor.checks._gpu import v
-    from gpudoctor.checks.cuda_libraries import target_model, version_of
+    from gpudoctor.checks._libraries import target_model, version_of
 
     model = target_model(facts, t.label)
     if model is None:

@@ -34,7 +34,7 @@ from gpudoctor.checks._gpu import (
     per_target,
     v,
 )
-from gpudoctor.checks._platform import injection_remedy
+from gpudoctor.checks._libcuda import WSL_LIB, caps_without_compute, libcuda_commands, libcuda_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
@@ -43,64 +43,19 @@ from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
 
 _LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
-WSL_LIB = "/usr/lib/wsl/lib"
-
-
-def _caps_without_compute(probe: ProbeFacts) -> str | None:
-    """``NVIDIA_DRIVER_CAPABILITIES`` when it is set without ``compute`` or ``all`` (the runtime then
-    injects no libcuda), else None."""
-    caps = probe.env.get("NVIDIA_DRIVER_CAPABILITIES")
-    if caps is not None and not ({"compute", "all"} & {c.strip() for c in caps.split(",")}):
-        return caps
-    return None
 
 
 def _runtime_missing(facts: Facts, probe: ProbeFacts) -> bool:
-    """A container started without the NVIDIA runtime (not under WSL, not a capabilities
-    setting), while ``nvidia.driver`` fails: that finding carries the same remedy."""
-    from gpudoctor.checks import nvidia_driver
-
+    """A container that may have been started without the NVIDIA runtime (not under WSL, not a
+    capabilities setting, NVIDIA facts present): ``nvidia.driver`` then says the same, with the
+    remedy, when it fails in this run (the finding names it in ``caused_by``; the report folds it
+    only when that finding is there)."""
     os_facts = facts.of(OsFacts)
     if (not isinstance(os_facts, Unavailable) and os_facts.wsl) or not in_container(facts):
         return False
-    if _caps_without_compute(probe):
+    if caps_without_compute(probe):
         return False
-    if isinstance(facts.of(NvidiaDriverFacts), Unavailable):
-        return False
-    return any(f.status == Status.FAIL for f in nvidia_driver.evaluate(facts))
-
-
-def _remedy(facts: Facts, probe: ProbeFacts) -> str:
-    os_facts = facts.of(OsFacts)
-    wsl = not isinstance(os_facts, Unavailable) and os_facts.wsl
-    caps = _caps_without_compute(probe)
-    if wsl:
-        return (
-            f"Under WSL 2 the driver libraries come from Windows and live in `{WSL_LIB}`. Put that directory on "
-            f"the loader path:\n\n```\nexport LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH\n```\n\n(or add it to "
-            f"`/etc/ld.so.conf.d/ld.wsl.conf` and run `sudo ldconfig`). If `{WSL_LIB}/libcuda.so.1` does not "
-            f"exist, install or update the NVIDIA driver **on Windows**; do not install a Linux driver in WSL."
-        )
-    if in_container(facts):
-        if caps is not None:
-            return (
-                f"This container runs with `NVIDIA_DRIVER_CAPABILITIES={caps}`: the NVIDIA runtime then injects "
-                f"no compute libraries (libcuda). Start it with `-e NVIDIA_DRIVER_CAPABILITIES=compute,utility` "
-                f"(or `all`)."
-            )
-        return (
-            "This container was started without the NVIDIA runtime, so the host's driver libraries are not "
-            "mounted in. " + injection_remedy(facts) + " Do not install a driver inside the image."
-        )
-    branch = (driver_version(facts) or "").split(".")[0]
-    pkg_ubuntu = f"libnvidia-compute-{branch}" if branch else "libnvidia-compute-<driver branch>"
-    return (
-        "The kernel driver is present but its user-space compute library is not on the loader path. Install "
-        f"the package matching the driver (Ubuntu: `sudo apt-get install {pkg_ubuntu}`; Debian: "
-        "`sudo apt-get install libcuda1`; RHEL/Fedora: `sudo dnf install nvidia-driver-cuda-libs`), then "
-        "`sudo ldconfig`. If it is installed in a non-standard directory, add that directory to "
-        "`/etc/ld.so.conf.d/` and run `sudo ldconfig`."
-    )
+    return not isinstance(facts.of(NvidiaDriverFacts), Unavailable)
 
 
 def is_stub(path: str | None) -> bool:
@@ -208,15 +163,17 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     if not lc.loaded:
-        if _runtime_missing(facts, probe):
-            evidence["caused_by"] = "nvidia.driver"  # it says the same: start the container with the GPU
+        # with the runtime missing, nvidia.driver says the same: start the container with the GPU
+        caused_by = ("nvidia.driver",) if _runtime_missing(facts, probe) else ()
         return CHECK.finding(
             Status.FAIL,
             f"libcuda.so.1 (the driver's CUDA library) cannot be loaded in {probe.executable}",
             f"The dynamic loader says:\n\n```\n{lc.error}\n```\n\nWithout `libcuda.so.1` no CUDA program can start "
-            f"(`torch.cuda.is_available()` is False).\n\n{_remedy(facts, probe)}",
+            f"(`torch.cuda.is_available()` is False).\n\n{libcuda_remedy(facts, probe)}",
             evidence=evidence,
             target=t.label,
+            caused_by=caused_by,
+            commands=libcuda_commands(facts, probe),
         )
     if is_stub(lc.path):
         if gpu:
@@ -260,6 +217,4 @@ CHECK = Check(
     title="the driver's libcuda.so.1 loads in each target",
     needs=("targets", "nvidia", "gpu", "os", "loader", "cuda_libraries", "platform"),
     evaluate=per_target("cuda.libcuda", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -159,5 +159,4 @@ CHECK = Check(
     title="CUDA toolkit on disk (nvcc) and what it is for",
     needs=("cuda_toolkit", "nvidia", "targets"),
     evaluate=evaluate,
-    probe_level="light",  # reads only torch.version.cuda, which the light probe reports too
 )

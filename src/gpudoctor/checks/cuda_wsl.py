@@ -27,7 +27,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def is_wsl(facts: Facts) -> bool:
@@ -47,6 +47,18 @@ def wsl_remedy(probe: ProbeFacts) -> str:
         f"If `ldconfig` then warns `libcuda.so.1 is not a symbolic link`, recreate the links in a writable "
         f"directory (`ln -s {WSL_LIB}/libcuda.so.1.1 libcuda.so.1`, `ln -s libcuda.so.1 libcuda.so`). Do not "
         f"install a Linux NVIDIA driver inside WSL: the driver comes from Windows."
+    )
+
+
+def wsl_commands(probe: ProbeFacts) -> tuple[Command, ...]:
+    """The commands of :func:`wsl_remedy`, preferred first."""
+    return (
+        Command(
+            f"echo {WSL_LIB} | sudo tee /etc/ld.so.conf.d/ld.wsl.conf && sudo ldconfig",
+            "put the Windows driver's libraries in the loader cache, once",
+            "root",
+        ),
+        Command(f"export LD_LIBRARY_PATH={WSL_LIB}:$LD_LIBRARY_PATH", "without root: for this shell"),
     )
 
 
@@ -88,6 +100,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file`, which is a driver/loader "
             f"problem, not a broken cuDNN: reinstalling cuDNN does not help.\n\n{wsl_remedy(probe)}",
             evidence=evidence,
+            commands=wsl_commands(probe),
             target=t.label,
         )
     foreign = [
@@ -114,6 +127,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"Linux driver inside WSL.",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command(
+                    "sudo apt-get remove --purge 'nvidia-utils-*' 'libnvidia-compute-*' 'nvidia-driver-*' "
+                    "&& sudo ldconfig",
+                    "remove the Linux driver's libraries that shadow WSL's",
+                    "root",
+                ),
+            ),
         )
     return CHECK.finding(Status.OK, f"WSL 2: libcuda resolves from {WSL_LIB}", evidence=evidence, target=t.label)
 
@@ -123,5 +144,4 @@ CHECK = Check(
     title="WSL 2: the Windows driver's libcuda in /usr/lib/wsl/lib is visible to the loader",
     needs=("targets", "os", "cuda_libraries"),
     evaluate=per_target("cuda.wsl", assess),
-    tags=("gate",),
 )

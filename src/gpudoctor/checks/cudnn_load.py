@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, per_target
+from gpudoctor.checks._libcuda import libcuda_commands, libcuda_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.loader import (
     CudaWheelsFacts,
@@ -35,7 +36,7 @@ from gpudoctor.facts.loader import (
     TargetWheels,
 )
 from gpudoctor.facts.targets import CudnnProbe, ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def _norm(path: str) -> str:
@@ -75,8 +76,8 @@ def _path_entries(probe: ProbeFacts, var: str) -> list[str]:
     return value.split(":") if value else []
 
 
-def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, str]:
-    """(where it came from, what to do) for a cuDNN loaded from ``loaded``."""
+def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, str, tuple[Command, ...]]:
+    """(where it came from, what to do, the commands) for a cuDNN loaded from ``loaded``."""
     d = _norm(os.path.dirname(loaded))
     ld = _path_entries(probe, "LD_LIBRARY_PATH")
     if any(_norm(e) == d for e in ld if e):
@@ -85,11 +86,13 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
         where = f"`{d}`, entry {pos + 1} of `LD_LIBRARY_PATH`" + (" (the first)" if pos == 0 else "")
         modules = probe.env.get("LOADEDMODULES", "")
         module_hint = ""
+        commands = [Command(f"export LD_LIBRARY_PATH={':'.join(rest)}", "the loader path without that directory")]
         if "cudnn" in modules.lower():
             mod = next((m for m in modules.split(":") if "cudnn" in m.lower()), "cudnn")
             module_hint = (
                 f"It was put there by the environment module `{mod}`: `module unload {mod.split('/')[0]}`, or "
             )
+            commands.insert(0, Command(f"module unload {mod.split('/')[0]}", "unload the module that added it"))
         conda = probe.env.get("CONDA_PREFIX")
         if conda and _norm(os.path.join(conda, "lib")) == d:
             # TensorFlow's pip guide (2.11-2.13) had users add $CONDA_PREFIX/lib to LD_LIBRARY_PATH in an
@@ -105,13 +108,17 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
             f"`LD_LIBRARY_PATH` in your shell rc / job script:\n\n```\nexport LD_LIBRARY_PATH={new_value}\n```\n\n"
             f"Do not copy libraries into `torch/lib`."
         )
-        return where, todo
+        return where, todo, tuple(commands)
     if any(
         _norm(os.path.dirname(p)) == d or _norm(p) == _norm(loaded)
         for p in (probe.env.get("LD_PRELOAD") or "").replace(" ", ":").split(":")
         if p
     ):
-        return "`LD_PRELOAD`", "Remove that library from `LD_PRELOAD`."
+        return (
+            "`LD_PRELOAD`",
+            "Remove that library from `LD_PRELOAD`.",
+            (Command("unset LD_PRELOAD", "drop the preload"),),
+        )
     loader = facts.of(LoaderFacts)
     if (
         isinstance(loader, LoaderFacts)
@@ -123,10 +130,16 @@ def _shadow_remedy(probe: ProbeFacts, loaded: str, facts: Facts) -> tuple[str, s
             "A system cuDNN package is found before the wheel's copy. Uninstall it (Debian/Ubuntu: "
             "`sudo apt-get remove 'libcudnn*'`; RHEL: `sudo dnf remove 'libcudnn*'`) or make sure no other "
             "import (TensorFlow, onnxruntime-gpu, cupy) loads it before torch.",
+            (
+                Command("sudo apt-get remove 'libcudnn*'", "Debian/Ubuntu: remove the system cuDNN", "root"),
+                Command("sudo dnf remove 'libcudnn*'", "RHEL: remove the system cuDNN", "root"),
+            ),
         )
-    return f"`{d}`", (
+    return (
+        f"`{d}`",
         "Another library or import loaded this copy before torch. Import torch first, or remove "
-        "that directory from the loader path."
+        "that directory from the loader path.",
+        (),
     )
 
 
@@ -163,25 +176,25 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     driver = [s for s in broken if "libcuda.so" in (s.error or "")]
     if driver:
         # issue 11: the missing piece is the driver's library, not cuDNN's
-        from gpudoctor.checks.cuda_libcuda import _remedy
-
         return CHECK.finding(
             Status.FAIL,
             f"cuDNN's {driver[0].name} cannot load because the CUDA driver library libcuda is not resolvable "
             f"(a driver/loader problem, not cuDNN)",
             f"The loader says:\n\n```\n{driver[0].error}\n```\n\n`{driver[0].name}` itself is present; what is "
             f"missing is its dependency `libcuda.so`, the user-space half of the NVIDIA driver. Reinstalling cuDNN "
-            f"does not help.\n\n{_remedy(facts, probe)}",
+            f"does not help.\n\n{libcuda_remedy(facts, probe)}",
             evidence=evidence,
             target=t.label,
+            commands=libcuda_commands(facts, probe),
         )
     if broken:
         lines = "\n".join(f"{s.name}: {s.error}" for s in broken)
-        reinstall = (
-            f"`{probe.executable} -m pip install --force-reinstall {dist[0]}=={dist[1]}`"
-            if dist
-            else f"reinstall torch (`{probe.executable} -m pip install --force-reinstall torch`)"
+        fix = Command(
+            f"{probe.executable} -m pip install --force-reinstall " + (f"{dist[0]}=={dist[1]}" if dist else "torch"),
+            "reinstall the cuDNN wheel" if dist else "reinstall torch with its CUDA wheels",
+            "changes",
         )
+        reinstall = f"`{fix.text}`" if dist else f"reinstall torch (`{fix.text}`)"
         return CHECK.finding(
             Status.FAIL,
             f"{len(broken)} of {len(cd.sublibraries)} cuDNN {major} sub-libraries fail to load: "
@@ -194,6 +207,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"directory on `LD_LIBRARY_PATH` can also supply a wrong copy.",
             evidence=evidence,
             target=t.label,
+            commands=(fix,),
         )
 
     # 2. runtime vs compile version
@@ -202,7 +216,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         rt = decode_cudnn(cd.runtime_version)
         cv = tuple(int(x) for x in compiled.split(".")[:3])
         if rt[0] != cv[0] or rt[1] < cv[1]:
-            where, todo = _shadow_remedy(probe, loaded or "", facts)
+            where, todo, commands = _shadow_remedy(probe, loaded or "", facts)
             relation = "a different major than" if rt[0] != cv[0] else "older than"
             own_txt = f" The copy that belongs to this torch is `{own[0]}`." if own else ""
             return CHECK.finding(
@@ -215,6 +229,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"from {where}.{own_txt}\n\n{todo} Alternatively load a cuDNN ≥ {compiled} of major {cv[0]}.",
                 evidence=evidence,
                 target=t.label,
+                commands=commands,
             )
 
     # 3a. two copies of the shim in one process
@@ -246,7 +261,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
 
     # 3b. shadowed: loaded copy is not the wheel's
     if loaded and own and _norm(os.path.dirname(loaded)) not in {_norm(os.path.dirname(p)) for p in own}:
-        where, todo = _shadow_remedy(probe, loaded, facts)
+        where, todo, commands = _shadow_remedy(probe, loaded, facts)
         return CHECK.finding(
             Status.FAIL,
             f"the cuDNN loaded in {probe.executable} is {loaded}, not the wheel's {own[0]}",
@@ -255,6 +270,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"causes version errors or wrong-kernel crashes after the next upgrade.\n\n{todo}",
             evidence=evidence,
             target=t.label,
+            commands=commands,
         )
 
     # 4. nothing mapped
@@ -274,6 +290,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"finds the `nvidia-*` wheels by itself: `{probe.executable} -m pip install --force-reinstall torch`).",
                 evidence=evidence,
                 target=t.label,
+                commands=(
+                    Command(f"export LD_LIBRARY_PATH={on_path[0]}:$LD_LIBRARY_PATH", "put it on the loader path"),
+                ),
             )
         return CHECK.finding(
             Status.FAIL,
@@ -283,6 +302,13 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{probe.executable} -m pip install --force-reinstall torch\n```",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command(
+                    f"{probe.executable} -m pip install --force-reinstall torch",
+                    "torch with its cuDNN wheel",
+                    "changes",
+                ),
+            ),
         )
 
     version = fmt_cudnn(cd.runtime_version) if cd.runtime_version else "?"
@@ -301,6 +327,4 @@ CHECK = Check(
     title="cuDNN: the wheel's copy, the right version, every sub-library loadable",
     needs=("targets", "cuda_wheels", "loader"),
     evaluate=per_target("cudnn.load", assess),
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

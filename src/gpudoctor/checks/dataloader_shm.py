@@ -208,5 +208,4 @@ CHECK = Check(
     title="/dev/shm large enough for DataLoader workers and NCCL",
     needs=("shm", "os", "nvidia", "gpu", "dataloader_probe"),
     evaluate=evaluate,
-    tags=("gate",),
 )

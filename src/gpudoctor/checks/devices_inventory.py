@@ -163,6 +163,4 @@ CHECK = Check(
     title="every NVIDIA GPU on the PCI bus: driver, NVML, CUDA",
     needs=("gpu", "nvidia", "os", "targets"),
     evaluate=evaluate,
-    tags=("gate",),
-    probe_level="light",
 )

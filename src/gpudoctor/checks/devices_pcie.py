@@ -22,7 +22,7 @@ from gpudoctor.checks._devices import (
     num,
 )
 from gpudoctor.facts import Facts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -62,6 +62,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "rated for this generation; the BIOS sets the slot to Gen auto/its generation and x16 (not bifurcated "
                 "x4x4x4x4); `sudo lspci -vvv -s <bus id>` (LnkSta vs LnkCap) and PCIe AER errors in `dmesg`.",
                 evidence=evidence,
+                commands=(
+                    Command("nvidia-smi -q -d PCIE", "each GPU's current and maximum link generation and width"),
+                ),
                 doc_url=NVML_DOC,
             )
         ]

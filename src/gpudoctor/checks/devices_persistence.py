@@ -14,7 +14,7 @@ import re
 
 from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
 from gpudoctor.facts import Facts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
 DOC = "https://docs.nvidia.com/deploy/driver-persistence/index.html"
@@ -48,12 +48,14 @@ def evaluate(facts: Facts) -> list[Finding]:
         if h.persistence_mode is False and is_datacentre(dev.name):
             off.append(label(dev))
     if prohibited:
+        idx = next((d.index for d, h in gpus_with_health(facts) if h.compute_mode == "prohibited"), 0)
         return [
             CHECK.finding(
                 Status.WARN,
                 "compute mode prohibited: no CUDA program can use " + head(prohibited[0]),
                 "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n" + bullets(prohibited),
                 evidence=evidence,
+                commands=(Command(f"sudo nvidia-smi -c DEFAULT -i {idx}", "let CUDA programs use the GPU", "root"),),
             )
         ]
     if off:

@@ -17,7 +17,7 @@ from typing import Any
 
 from gpudoctor.checks._devices import bullets, gpus_with_health, label
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def _mib(value: int | Unavailable) -> str:
@@ -61,6 +61,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"are (`ps -o pid,user,etime,cmd -p {plist.replace(' ', ',')}`); stop them, or reset the GPU when "
                 "it is idle (`sudo nvidia-smi -r -i <index>`) if they are gone.",
                 evidence=evidence,
+                commands=(
+                    Command(f"ps -o pid,user,etime,cmd -p {plist.replace(' ', ',')}", "on the host: who they are"),
+                ),
             )
         ]
     if ours:

@@ -24,7 +24,7 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts, NvmlDevice
 from gpudoctor.facts.targets import ProbeFacts, SmokeFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: GB/s per lane per direction, by PCIe generation (PCI-SIG base specifications, after encoding).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
@@ -138,6 +138,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "and `sudo dmesg | grep -i xid`; reset the GPU (`sudo nvidia-smi -r -i <index>`) and rerun "
                 "`gpudoctor check --deep devices.smoke`; RMA if it fails again.",
                 evidence=evidence,
+                commands=(
+                    Command("nvidia-smi -q -d ECC", "memory errors behind wrong results"),
+                    Command("sudo dmesg | grep -i xid", "the driver's XID errors", "root"),
+                ),
             )
         ]
     if slow:
@@ -149,6 +153,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "(`devices.pcie`, `nvidia-smi -q -d PCIE`), a GPU on the far CPU socket (check `nvidia-smi topo -m` "
                 "and bind the job with `numactl`), or IOMMU/ACS settings in the BIOS.",
                 evidence=evidence,
+                commands=(
+                    Command("nvidia-smi -q -d PCIE", "each GPU's PCIe link generation and width"),
+                    Command("nvidia-smi topo -m", "which CPU socket each GPU hangs off"),
+                ),
             )
         ]
     n = len(smoke.devices)

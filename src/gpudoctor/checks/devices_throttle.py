@@ -27,7 +27,7 @@ from gpudoctor.checks._devices import (
 )
 from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import CLOCK_EVENT_REASONS
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: Reasons that mean the hardware protects itself (heat, power delivery): warn.
 BAD = {"hw_slowdown", "hw_thermal_slowdown", "sw_thermal_slowdown", "hw_power_brake_slowdown"}
@@ -91,6 +91,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "the power supply (the brake is asserted by the board or chassis). `nvidia-smi -q -d PERFORMANCE` "
                 "shows each reason live.",
                 evidence=evidence,
+                commands=(
+                    Command("nvidia-smi -q -d TEMPERATURE,PERFORMANCE", "temperatures and throttle reasons, live"),
+                ),
                 doc_url=NVML_DOC,
             )
         ]

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from gpudoctor.checks.pip_config import index_url_problem
+from gpudoctor.checks._indexes import index_url_problem
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaChannel, CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
@@ -163,7 +163,8 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
                 f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
                 f"(`[tool.uv]` belongs in a project's pyproject.toml), or `{export}`."
             ),
-            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems), "caused_by": "uv.mirror"},
+            evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems)},
+            caused_by=("uv.mirror",),
         )
     expl = (
         f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "

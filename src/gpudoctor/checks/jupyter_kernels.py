@@ -42,6 +42,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Finding, FixRefused, Status
+from gpudoctor.visibility import parse_visible
 from gpudoctor.words import plural, verb
 
 __all__ = [
@@ -57,7 +58,6 @@ FIX_ARGV = "jupyter.kernel-argv"
 FIX_ENV = "jupyter.kernel-env"
 FIX_REGISTER = "jupyter.register"
 
-_CVD_ENTRY = re.compile(r"^(\d+|GPU-[0-9A-Fa-f-]+|MIG-[0-9A-Za-z/-]+)$")
 _LOADER_ERROR = re.compile(r"cannot open shared object file|undefined symbol|libcuda|libcudnn|libcudart", re.IGNORECASE)
 
 NOTEBOOK_PITFALL = (
@@ -75,8 +75,7 @@ def cvd_hides_all(value: str) -> bool:
     index, ``GPU-<uuid>`` or ``MIG-<uuid>`` (CUDA stops at the first invalid
     entry; CUDA Programming Guide, environment variables).
     """
-    first = value.strip().split(",")[0].strip()
-    return not _CVD_ENTRY.match(first)
+    return parse_visible(value).hides_all
 
 
 def gpu_hiding_vars(env: dict[str, str]) -> dict[str, str]:

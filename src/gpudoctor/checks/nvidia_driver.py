@@ -16,12 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.checks import require
-from gpudoctor.checks._common import in_container
-from gpudoctor.checks._platform import injection_remedy
+from gpudoctor.checks._common import driver_install_commands, in_container
+from gpudoctor.checks._platform import injection_commands, injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.gpu_inventory import account, describe
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: NVML worker outcomes that mean the library itself is broken -> what to say. (``init-failed``,
 #: an NVML error such as "Driver Not Loaded", keeps the usual driver diagnosis below.)
@@ -71,6 +71,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"— reboot, or reload the module;\n"
                     f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
                     evidence=evidence,
+                    commands=injection_commands(facts) if in_container(facts) else (REBOOT,),
                 )
             ]
         lost = [a for a in account(facts) if a.nvml in ("unopened", "absent") and a.driver in ("nvidia", "unknown")]
@@ -104,6 +105,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"kernel module (`cat /proc/driver/nvidia/version`); if a GPU fell off the bus (`sudo dmesg | grep -i "
                 f"xid`), reboot.\n\n{looked}.",
                 evidence=evidence,
+                commands=(
+                    Command("ldconfig -p | grep libnvidia-ml", "which libnvidia-ml copies the loader knows"),
+                    Command("cat /proc/driver/nvidia/version", "the kernel module's version (reinstall that one)"),
+                ),
             )
         ]
 
@@ -126,6 +131,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 
     drivers = {d.driver for d in pci_devices}
     n = len(pci_devices)
+    commands = driver_install_commands(facts)
     if "nouveau" in drivers:
         cause = (
             "the open-source **nouveau** driver is bound to the GPU; CUDA needs NVIDIA's driver. "
@@ -137,11 +143,13 @@ def evaluate(facts: Facts) -> list[Finding]:
             "the GPU is bound to **vfio-pci** (reserved for passthrough to a VM); unbind it or run "
             "the workload in the VM it is passed to."
         )
+        commands = (Command("lspci -nnk -d 10de:", "which kernel driver each NVIDIA device is bound to"),)
     elif in_container(facts):
         cause = (
             "this is a container and the host's GPU is visible on the PCI bus, but no driver is exposed "
             "inside. " + injection_remedy(facts)
         )
+        commands = injection_commands(facts)
     else:
         cause = (
             "no NVIDIA kernel module is loaded. Install the NVIDIA driver (Debian/Ubuntu: "
@@ -154,6 +162,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             f"{n} NVIDIA GPU{'s' if n != 1 else ''} on the PCI bus, but no usable NVIDIA driver",
             f"The GPU is there, but {cause}\n\n{looked}.",
             evidence=evidence,
+            commands=commands,
         )
     ]
 
@@ -176,13 +185,23 @@ def _version_mismatch(kernel: str, source: str, reason: str, evidence: dict[str,
         f"sudo modprobe nvidia && nvidia-smi\n```\n\nTo stop it recurring, hold the driver packages "
         f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.",
         evidence=evidence,
+        commands=(
+            REBOOT,
+            Command(
+                "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia",
+                "or reload the modules when nothing uses the GPU",
+                "root",
+            ),
+        ),
     )
 
+
+#: load the kernel module and libraries of the same driver release
+REBOOT = Command("sudo reboot", "load the installed driver's kernel module", "root")
 
 CHECK = Check(
     id="nvidia.driver",
     title="NVIDIA GPU present and its driver usable",
     needs=("gpu", "nvidia", "os", "platform"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -25,7 +25,7 @@ container's device cgroup and the GPU device rules are lost).
 from __future__ import annotations
 
 from gpudoctor.checks import require
-from gpudoctor.checks._platform import injection_remedy
+from gpudoctor.checks._platform import injection_commands, injection_remedy
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.platform import PlatformFacts
@@ -99,6 +99,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "NVIDIA kernel module visible: a CPU-only container. If this job needs a GPU:\n\n"
                     + injection_remedy(facts, gpu_requested=False),
                     evidence=evidence,
+                    commands=injection_commands(facts),
                 )
             ]
         image_default = assigned and (nvd or "").strip().lower() == "all"
@@ -124,6 +125,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"runtime hook never ran, so CUDA cannot see a GPU (`torch.cuda.is_available()` is False).{host}\n\n"
                 + injection_remedy(facts, gpu_requested=assigned),
                 evidence=evidence,
+                commands=injection_commands(facts),
             )
         ]
     if not nodes and libs:
@@ -143,6 +145,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "No `/dev/nvidia*`, no `NVIDIA_VISIBLE_DEVICES` and no NVIDIA kernel module visible: a CPU-only "
                     "container. If this job needs a GPU:\n\n" + injection_remedy(facts, gpu_requested=False),
                     evidence=evidence,
+                    commands=injection_commands(facts),
                 )
             ]
         host = f" (the host's module: `{p.proc_driver_version}`)" if p.proc_driver_version else ""
@@ -158,6 +161,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"with the GPU:\n\n"
                 + injection_remedy(facts, gpu_requested=assigned and (nvd or "").strip().lower() != "all"),
                 evidence=evidence,
+                commands=injection_commands(facts),
             )
         ]
     if nodes and not libs:
@@ -174,7 +178,11 @@ def evaluate(facts: Facts) -> list[Finding]:
         )
         return [
             CHECK.finding(
-                Status.FAIL, f"in {place}: GPU device nodes are present but no libcuda.so.1", hint, evidence=evidence
+                Status.FAIL,
+                f"in {place}: GPU device nodes are present but no libcuda.so.1",
+                hint,
+                evidence=evidence,
+                commands=injection_commands(facts),
             )
         ]
     if nodes and nvml_unknown_error(facts):
@@ -209,5 +217,4 @@ CHECK = Check(
     title="where gpudoctor runs, and whether the container runtime injected the GPU",
     needs=("platform", "nvidia", "gpu"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -410,7 +410,6 @@ CHECK = Check(
     title="NVIDIA kernel module: loaded, right flavour (open for Blackwell), bound to every GPU",
     needs=("kmod", "gpu", "nvidia", "os", "platform"),
     evaluate=evaluate_module,
-    tags=("gate",),
 )
 
 CHECK_BRANCH = Check(
@@ -418,5 +417,4 @@ CHECK_BRANCH = Check(
     title="driver branch new enough for each GPU architecture (Blackwell: R570+)",
     needs=("nvidia", "gpu", "os", "targets"),
     evaluate=evaluate_branch,
-    tags=("gate",),
 )

@@ -27,11 +27,10 @@ upgraded and must be regenerated); Kubernetes RuntimeClass docs.
 from __future__ import annotations
 
 from gpudoctor.checks import SkipCheck, require
-from gpudoctor.checks._common import driver_version
+from gpudoctor.checks._common import distro_family, driver_version
 from gpudoctor.checks._platform import platform_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import PciGpuFacts
 from gpudoctor.facts.platform import ContainerHostFacts, DockerInfo
 from gpudoctor.model import Check, Finding, Status
@@ -111,21 +110,6 @@ def containerd_default(path: str) -> str:
     if who == "microk8s":
         return "the MicroK8s `nvidia` addon sets it; re-run `sudo microk8s enable nvidia`."
     return "`sudo nvidia-ctk runtime configure --runtime=containerd --set-as-default` and restart containerd."
-
-
-def distro_family(facts: Facts) -> str:
-    """``debian`` (Debian, Ubuntu...), ``rhel`` (RHEL, Rocky, Fedora, Amazon), ``suse``, or "" when unknown."""
-    os_facts = facts.of(OsFacts)
-    if isinstance(os_facts, Unavailable):
-        return ""
-    ident = os_facts.id.lower()
-    if ident in ("debian", "ubuntu", "linuxmint", "pop", "raspbian"):
-        return "debian"
-    if ident in ("rhel", "centos", "rocky", "almalinux", "fedora", "amzn", "ol"):
-        return "rhel"
-    if "suse" in ident or ident == "sles":
-        return "suse"
-    return ""
 
 
 def install_commands(facts: Facts) -> str:
@@ -330,5 +314,4 @@ CHECK = Check(
     title="NVIDIA Container Toolkit installed and configured for the host's container engines",
     needs=("container_host", "platform", "nvidia", "gpu", "os"),
     evaluate=evaluate,
-    tags=("gate",),
 )

@@ -32,7 +32,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts, LinkDir
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 DEBIAN_LIKE = {"debian", "ubuntu", "linuxmint", "pop", "raspbian"}
 RPM_LIKE = {"fedora", "rhel", "centos", "rocky", "almalinux", "amzn", "ol"}
@@ -102,6 +102,49 @@ def headers_remedy(facts: Facts, probe: ProbeFacts) -> str:
     )
 
 
+def install_commands(facts: Facts, probe: ProbeFacts | None = None) -> tuple[Command, ...]:
+    """The command of :func:`headers_remedy` (``probe`` given) or :func:`compiler_remedy`, for this
+    distribution; empty when there is no single one."""
+    os_facts = facts.of(OsFacts)
+    distro = "" if isinstance(os_facts, Unavailable) else os_facts.id
+    if probe is not None:
+        mm = _minor(probe.python_version)
+        if probe.is_conda:
+            text = f"conda install --force-reinstall -p {probe.prefix} python={mm}"
+            return (Command(text, "the environment's Python with its headers", "changes"),)
+        if not probe.include_dir.startswith("/usr/include"):
+            return ()
+        if distro in DEBIAN_LIKE:
+            package = f"sudo apt-get install python{mm}-dev"
+        elif distro in RPM_LIKE:
+            release = "" if isinstance(os_facts, Unavailable) else os_facts.version
+            package = f"sudo dnf install {rpm_devel_package(distro, release, mm)[0]}"
+        elif distro == "alpine":
+            package = "sudo apk add python3-dev"
+        else:
+            return ()
+        return (Command(package, f"the headers (Python.h) of Python {mm}", "root"),)
+    text = {"alpine": "sudo apk add build-base"}.get(distro, "")
+    install = {"alpine": "apk add --no-cache build-base"}.get(distro, "")
+    if distro in DEBIAN_LIKE:
+        text, install = "sudo apt-get install build-essential", "apt-get update && apt-get install -y build-essential"
+    elif distro in RPM_LIKE:
+        text, install = "sudo dnf install gcc gcc-c++", "dnf install -y gcc gcc-c++"
+    engine = _engine(os_facts)
+    if text and engine in {"apptainer", "singularity"}:  # a read-only image: its definition file
+        return (Command(f"%post\n    {install}", "a C/C++ compiler, in the definition file's %post; rebuild", "changes"),)
+    if text and engine is not None:  # installed in a running container it is gone when it is recreated
+        return (Command(f"RUN {install}", "a C/C++ compiler, in the image's Dockerfile/Containerfile", "changes"),)
+    return (Command(text, "a C/C++ compiler", "root"),) if text else ()
+
+
+def _engine(os_facts: OsFacts | Unavailable) -> str | None:
+    """The container engine the process runs in (``container`` when unknown), or None on a host."""
+    if isinstance(os_facts, Unavailable) or not os_facts.container.in_container:
+        return None
+    return os_facts.container.kind or "container"
+
+
 def compiler_remedy(facts: Facts, which: str) -> str:
     """How to install gcc and g++ (Triton builds C, inductor's CPU path C++) where the user is: on a host
     with the distribution's package manager; in a container, in the image (a package installed in a
@@ -120,9 +163,7 @@ def compiler_remedy(facts: Facts, which: str) -> str:
         host = "sudo apk add build-base"
     else:
         return f"Install a {which} compiler (gcc and g++) with your package manager, or set `CC`/`CXX` to one."
-    engine = None
-    if not isinstance(os_facts, Unavailable) and os_facts.container.in_container:
-        engine = os_facts.container.kind or "container"
+    engine = _engine(os_facts)
     if engine is None:
         return f"```\n{host}\n```"
     if engine in {"apptainer", "singularity"}:
@@ -262,6 +303,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"`/tmp/torchinductor_$USER` and `~/.triton/cache` only if stale builds keep failing.",
             evidence=evidence,
             target=t.label,
+            commands=install_commands(facts, probe),
         )
     needed = [("C", tc.cc)] if gpu_path else [("C++", tc.cxx)]
     missing = [kind for kind, found in needed if not found]
@@ -281,6 +323,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             + compiler_remedy(facts, kind),
             evidence=evidence,
             target=t.label,
+            commands=install_commands(facts),
         )
     if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
         detail = triton.import_error if triton.installed else "not installed"

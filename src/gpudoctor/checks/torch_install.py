@@ -30,9 +30,10 @@ from gpudoctor.checks._common import (
     split_local,
     wheel_variants,
 )
+from gpudoctor.checks._libraries import frameworks_of, path_remedy, shadowing, target_model, version_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.probe import MIN_PYTHON, python_supported
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
@@ -65,6 +66,38 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
         "This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
         f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note
     )
+
+
+def _install_commands(
+    python: str, facts: Facts, python_version: str | None = None, keep: str = ""
+) -> tuple[Command, ...]:
+    """The commands of :func:`_install_hint` (and of :func:`_same_version_hint` for ``keep``, the
+    installed version), preferred first."""
+    from gpudoctor.checks._gpu import variant_for
+
+    out: list[Command] = []
+    driver = driver_version(facts)
+    gpus = nvidia_gpu_count(facts)
+    public = split_local(keep)[0]
+    if keep and driver and public:
+        variant = variant_for(public, driver)
+        if variant is not None and Version(variant["first_torch"]) <= Version(public) <= Version(
+            variant["newest_torch"]
+        ):
+            cmd = pip_install_command(python, variant, public, python_version=python_version)
+            out.append(Command(cmd, f"keep torch {public}, take its CUDA {variant['cuda']} build", "changes"))
+    if gpus and driver is None:
+        out.append(Command("gpudoctor check", "once the driver works: names the exact torch build"))
+        return tuple(out)
+    variant = (
+        best_variant_for_driver(driver, python_version)
+        if gpus
+        else {"index_url": "https://download.pytorch.org/whl/cpu", "cuda": "cpu"}
+    )
+    if variant is not None:
+        what = f"a CUDA {variant['cuda']} build this driver runs" if gpus else "the CPU build (no NVIDIA GPU here)"
+        out.append(Command(pip_install_command(python, variant, python_version=python_version), what, "changes"))
+    return tuple(out)
 
 
 def _cpu_origin(version: str) -> str:
@@ -226,13 +259,6 @@ def _import_error_cause(error: str, ld_library_path: str | None = None, python: 
 
 def _shadowed(facts: Facts, label: str) -> tuple[str, str] | None:
     """(cause, explanation) when the loader model shows a CUDA library shadowed for this target (issue 11)."""
-    from gpudoctor.checks.cuda_libraries import (
-        path_remedy,
-        shadowing,
-        target_model,
-        version_of,
-    )
-
     model = target_model(facts, label)
     if model is None:
         return None
@@ -278,6 +304,14 @@ def _unsupported_python(t: TargetFacts) -> Finding:
         f"Create an environment with a current Python and point gpudoctor at it:\n\n"
         f"```\npython3 -m venv ~/venvs/torch && ~/venvs/torch/bin/python -m pip install torch\n"
         f"gpudoctor check --python ~/venvs/torch/bin/python\n```",
+        commands=(
+            Command(
+                "python3 -m venv ~/venvs/torch && ~/venvs/torch/bin/python -m pip install torch",
+                "an environment with a current Python and torch",
+                "changes",
+            ),
+            Command("gpudoctor check --python ~/venvs/torch/bin/python", "check it"),
+        ),
         evidence={
             "python": t.python,
             "python_version": t.python_version,
@@ -309,9 +343,8 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         return _unsupported_python(t)
     if isinstance(probe, Unavailable):
         evidence: dict[str, object] = {"python": t.python}
-        if t.kind == KERNEL_KIND and re.search(r"(does not exist|was not found)$", probe.reason):
-            # a kernelspec whose interpreter is gone: jupyter.kernels says so, with the fix
-            evidence["caused_by"] = "jupyter.kernels"
+        # a kernelspec whose interpreter is gone: jupyter.kernels says so, with the fix
+        gone = t.kind == KERNEL_KIND and re.search(r"(does not exist|was not found)$", probe.reason)
         return CHECK.finding(
             Status.FAIL,
             f"could not inspect {t.python}: {probe.reason}",
@@ -319,13 +352,12 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             "That failed; run the interpreter by hand to see why.",
             evidence=evidence,
             target=t.label,
+            caused_by=("jupyter.kernels",) if gone else (),
         )
     tf = probe.torch
     evidence = {"python": probe.executable, "python_version": probe.python_version}
     if not tf.installed:
         # issue 11: an environment built on another GPU framework does not need torch
-        from gpudoctor.checks.cuda_frameworks import frameworks_of
-
         others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if not others:
             # without the cuda_libraries domain (a light run, a partial snapshot): the probe's distributions
@@ -343,6 +375,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
+            commands=_install_commands(probe.executable, facts, probe.python_version),
         )
     evidence["torch"] = tf.version or tf.dist_version or "?"
     if tf.import_failed:
@@ -356,6 +389,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
                 f"{shadow[1]}",
                 evidence=evidence,
                 target=t.label,
+                caused_by=("cuda.libraries",),  # it names the shadowing directory and both versions
             )
         return CHECK.finding(
             Status.FAIL,
@@ -396,6 +430,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
+            commands=_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
         )
     return CHECK.finding(
         Status.INFO,
@@ -416,6 +451,4 @@ CHECK = Check(
     title="PyTorch installed, importable, and the right build for this machine",
     needs=("targets", "gpu", "nvidia", "cuda_libraries"),
     evaluate=evaluate,
-    tags=("gate",),
-    probe_level="light",  # issue 14: reads only what the light probe reports too
 )

@@ -23,5 +23,4 @@ CHECK = Check(
     title="uv index reachable and not needlessly slow",
     needs=("mirrors",),
     evaluate=evaluate,
-    tags=("network",),
 )

@@ -23,11 +23,20 @@ from rich.text import Text
 from gpudoctor.engine import Progress, Report
 from gpudoctor.model import Finding, Status
 from gpudoctor.redact import redact_text
-from gpudoctor.render.layout import CONSEQUENCE, Layout, area_size, consequence_of, layout, root_cause_shown
+from gpudoctor.render.layout import (
+    CONSEQUENCE,
+    Layout,
+    area_size,
+    consequence_of,
+    diagnosis_lines,
+    layout,
+    root_cause_shown,
+)
 from gpudoctor.render.text import (
     COLOURS,
     GLYPHS,
     PLAIN_GLYPHS,
+    command_lines,
     evidence_lines,
 )
 from gpudoctor.words import plural
@@ -95,12 +104,16 @@ def _finding(
     consequence = None if verbose else consequence_of(f, findings)
     if cause:
         console.print(Text(f"      root cause and remedy: see {cause} below", style="dim"))
+        for line in diagnosis_lines(f):
+            console.print(Text(f"      {redact_text(line)}", style="dim"), soft_wrap=True)
     elif consequence:
         console.print(Text(f"      {CONSEQUENCE.format(check=consequence)}", style="dim"))
     elif f.explanation and explain:
         _print_block(console, f.explanation, plain, 6)
     if f.fixes and f.status > Status.SKIP:
         console.print(Text(f"      fix: {lay.fix_command(f)}", style="cyan"))
+    if verbose and f.commands:
+        console.print(Text("\n".join("      " + ln for ln in command_lines(f)), style="cyan"))
     if verbose and f.evidence:
         console.print(Text("\n".join("      " + ln for ln in evidence_lines(f)), style="dim"))
 
@@ -166,8 +179,9 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
         for i, step in enumerate(lay.next_steps, 1):
             lines = redact_text(step.command).splitlines()
             # soft_wrap: a command to copy is never broken by rich (the terminal wraps it)
+            tail = f"   # {step.check}" + (f" ({step.note})" if step.note else "")
             console.print(
-                Text(f"  {i}. {lines[0]}" + ("" if len(lines) > 1 or not step.is_command else f"   # {step.check}")),
+                Text(f"  {i}. {lines[0]}" + ("" if len(lines) > 1 or not step.is_command else tail)),
                 soft_wrap=True,
             )
             for cont in lines[1:]:

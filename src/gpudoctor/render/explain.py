@@ -13,7 +13,7 @@ from gpudoctor.explain import Match, match_finding
 from gpudoctor.explain_run import ExplainResult
 from gpudoctor.redact import redact_text
 from gpudoctor.render.console import is_plain, render_console
-from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS
+from gpudoctor.render.text import COLOURS, GLYPHS, PLAIN_GLYPHS, command_lines
 
 __all__ = ["NO_MATCH_HINT", "render_explain_console", "render_explain_json", "render_explain_markdown"]
 
@@ -68,6 +68,8 @@ def render_explain_console(result: ExplainResult, console: Console, verbose: boo
             from rich.markdown import Markdown
 
             console.print(Padding(Markdown(f.explanation), (0, 0, 0, 4)))
+        if f.commands:
+            console.print(Text("\n".join("    " + ln for ln in command_lines(f)), style="cyan"))
         if verbose and m.values:
             console.print(Text("\n".join(f"    {k}: {redact_text(v)}" for k, v in m.values.items()), style="dim"))
     conf = result.confirmation
@@ -108,6 +110,8 @@ def render_explain_markdown(result: ExplainResult, verbose: bool = False) -> str
             "",
             f.explanation,
         ]
+        if f.commands:
+            lines += ["", "Commands:", "", "```", *command_lines(f), "```"]
         if verbose and m.values:
             lines += [""] + [f"- `{k}`: `{redact_text(v)}`" for k, v in m.values.items()]
     conf = result.confirmation

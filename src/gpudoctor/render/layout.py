@@ -18,8 +18,9 @@
   ``--rank-mirrors``, the catalogue's mirrors): ``None`` when that domain was
   not collected;
 - ``next_steps``: the commands to type next, in order (failures first):
-  ``gpudoctor fix ID`` for a fixable finding, else the first command in its
-  explanation, else a pointer to the finding to read; a ``gpudoctor check``
+  ``gpudoctor fix ID`` for a fixable finding, else the first of its
+  ``commands`` (:class:`~gpudoctor.model.Command`), else a pointer to the
+  finding to read; a ``gpudoctor check``
   or ``gpudoctor fix`` step carries the ``--root DIR`` and ``--python PATH``
   the report was collected with (:func:`rerun_flags`), so it acts on what
   the report examined and not on the machine's own configuration.
@@ -42,69 +43,6 @@ __all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "area_size", "layout",
 
 #: Statuses shown one finding a line (with their explanation).
 ATTENTION = (Status.WARN, Status.FAIL, Status.ERROR)
-
-#: Words that start a command line a person would type (for next steps).
-_COMMAND_WORDS = frozenset(
-    {
-        "sudo",
-        "pip",
-        "pip3",
-        "python",
-        "python3",
-        "uv",
-        "conda",
-        "mamba",
-        "micromamba",
-        "apt",
-        "apt-get",
-        "dnf",
-        "yum",
-        "zypper",
-        "export",
-        "unset",
-        "docker",
-        "podman",
-        "kubectl",
-        "helm",
-        "nvidia-smi",
-        "nvidia-ctk",
-        "module",
-        "ln",
-        "ldconfig",
-        "mkdir",
-        "rm",
-        "mv",
-        "cp",
-        "echo",
-        "systemctl",
-        "modprobe",
-        "ulimit",
-        "gpudoctor",
-        "jupyter",
-        "ipython",
-        "sed",
-        "reboot",
-        "srun",
-        "sbatch",
-        "ray",
-        "git",
-        "chmod",
-        "chown",
-        "tee",
-        "cat",
-        "env",
-        "ubuntu-drivers",
-        "dkms",
-        "mokutil",
-        "update-alternatives",
-        "nvcc",
-        "make",
-        "cmake",
-    }
-)
-_FENCE_RE = re.compile(r"```[^\n]*\n(.*?)```", re.DOTALL)
-_INLINE_RE = re.compile(r"`([^`\n]+)`")
-
 
 #: status -> (singular, plural) words for counts in headers.
 _COUNT_WORDS = {
@@ -186,6 +124,8 @@ class NextStep:
     check: str
     status: Status
     is_command: bool = True
+    #: ``"needs root"``, ``"changes the system"`` or ``""`` (:attr:`Command.note`)
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -337,45 +277,6 @@ def _labels(pairs: list[tuple[str, str]]) -> tuple[tuple[tuple[str, str], ...], 
     return tuple(shown), mapping
 
 
-def _looks_like_command(line: str) -> bool:
-    line = line.strip()
-    if not line or line.startswith("#") or "..." in line or "…" in line:
-        return False  # a comment, or a placeholder nobody can type as it is
-    first = line.split()[0]
-    if first.startswith(("/", "~/", "./")) or first.endswith(("/python", "/python3", "/pip")):
-        return True
-    if "=" in first and first.split("=", 1)[0].isupper():  # VAR=value cmd
-        return True
-    return first in _COMMAND_WORDS
-
-
-def first_command(explanation: str) -> str | None:
-    """The first command a person would type from a Markdown explanation: the
-    earliest command-looking line of a fenced block or inline code span (an
-    explanation lists its preferred remedy first); ``None`` when there is none."""
-    candidates: list[tuple[int, str]] = []
-    for m in _FENCE_RE.finditer(explanation):
-        lines = [ln.rstrip() for ln in m.group(1).splitlines() if ln.strip()]
-        for i, ln in enumerate(lines):
-            if _looks_like_command(ln):
-                cmd = [ln]  # keep shell continuations together
-                j = i
-                while cmd[-1].endswith("\\") and j + 1 < len(lines):
-                    j += 1
-                    cmd.append(lines[j])
-                candidates.append((m.start(), "\n".join(cmd)))
-                break
-    fenced = [(m.start(), m.end()) for m in _FENCE_RE.finditer(explanation)]
-    for m in _INLINE_RE.finditer(explanation):
-        if any(a <= m.start() < b for a, b in fenced):
-            continue
-        span = m.group(1).strip()
-        if _looks_like_command(span) and " " in span:
-            candidates.append((m.start(), span))
-            break
-    return min(candidates)[1] if candidates else None
-
-
 def root_cause_shown(f: Finding, findings: Sequence[Finding]) -> str | None:
     """The id of the check a headline finding borrowed its explanation from
     (``evidence["root_cause_check"]``), when that check's own finding is in the
@@ -397,23 +298,36 @@ def root_cause_shown(f: Finding, findings: Sequence[Finding]) -> str | None:
     return f"{cause}, then {then}" if then else str(cause)
 
 
+def diagnosis_lines(f: Finding) -> list[str]:
+    """For a headline with a root cause (:mod:`gpudoctor.causes`): ``ruled out: ...`` (the candidate
+    checks that ran and are fine) and ``verify: <command>`` (confirm the diagnosis by hand)."""
+    evidence = f.evidence or {}
+    out = []
+    if evidence.get("ruled_out"):
+        out.append(f"ruled out: {', '.join(map(str, evidence['ruled_out']))}")
+    if evidence.get("verify"):
+        out.append(f"verify: {evidence['verify']}")
+    return out
+
+
 #: the line a renderer prints instead of the explanation of a finding that follows from another
 CONSEQUENCE = "same cause as {check}: its remedy repairs this too"
 
 
 def consequence_of(f: Finding, findings: Sequence[Finding]) -> str | None:
     """The id of the check whose finding names the cause and remedy of ``f``
-    (``evidence["caused_by"]``: libcuda missing in a container started
+    (:attr:`Finding.caused_by`: libcuda missing in a container started
     without the NVIDIA runtime follows from ``nvidia.driver``), when that
     finding is in the report too (same target or machine-wide); ``None``
     otherwise. The renderers then print a pointer instead of the same remedy
     twice, and the next steps skip ``f``."""
-    cause = (f.evidence or {}).get("caused_by")
-    if not _shown(cause, f, findings):
-        return None
-    if any(o.check == cause and (o.evidence or {}).get("caused_by") == f.check for o in findings):
-        return None  # two findings naming each other: neither is folded, so the remedy is still shown
-    return str(cause)
+    for cause in f.caused_by:
+        if not _shown(cause, f, findings):
+            continue
+        if any(o.check == cause and f.check in o.caused_by for o in findings):
+            continue  # two findings naming each other: neither is folded, so the remedy is still shown
+        return cause
+    return None
 
 
 def _shown(check: object, f: Finding, findings: Sequence[Finding]) -> bool:
@@ -440,10 +354,13 @@ def _next_steps(
         if consequence_of(f, findings):
             continue  # repaired by its cause's step
         is_command = True
+        note = ""
         if f.fixes:
             cmd: str | None = f"gpudoctor fix {' '.join(f.fixes)}"
+        elif f.commands:
+            cmd, note = f.commands[0].text, f.commands[0].note
         else:
-            cmd = first_command(f.explanation)
+            cmd = None
         if cmd is None:
             is_command = False
             where = f" [{labels.get(f.target, f.target)}]" if f.target and f.target != "current" else ""
@@ -453,7 +370,7 @@ def _next_steps(
         if cmd in seen:
             continue
         seen.add(cmd)
-        steps.append(NextStep(cmd, str(f.evidence.get("root_cause_check") or f.check), f.status, is_command))
+        steps.append(NextStep(cmd, str(f.evidence.get("root_cause_check") or f.check), f.status, is_command, note))
     return tuple(steps)
 
 

@@ -17,10 +17,11 @@ from gpudoctor.render.layout import (
     Layout,
     area_size,
     consequence_of,
+    diagnosis_lines,
     layout,
     root_cause_shown,
 )
-from gpudoctor.render.text import GLYPHS, evidence_lines
+from gpudoctor.render.text import GLYPHS, command_lines, evidence_lines
 from gpudoctor.words import plural
 
 
@@ -35,6 +36,7 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
     consequence = None if verbose else consequence_of(f, report.findings)
     if cause:
         body.append(f"Root cause and remedy: see `{cause}`.")
+        body.extend(_md(line) for line in diagnosis_lines(f))
     elif consequence:
         line = CONSEQUENCE.format(check=f"`{consequence}`")
         body.append(line[0].upper() + line[1:] + ".")
@@ -42,6 +44,8 @@ def _finding(lay: Layout, f: Finding, report: Report, verbose: bool, explain: bo
         body.append(redact_text(f.explanation))
     if f.fixes and f.status > Status.SKIP:
         body.append(f"Fix: `{lay.fix_command(f)}`")
+    if verbose and f.commands:
+        body.append("\n".join(["```", *command_lines(f), "```"]))
     if verbose and f.evidence:
         body.append(
             "\n".join(["<details><summary>evidence</summary>", "", "```", *evidence_lines(f), "```", "", "</details>"])
@@ -85,10 +89,11 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
         lines += ["", "### Next steps", ""]
         for i, step in enumerate(lay.next_steps, 1):
             cmd = redact_text(step.command)
+            where = f"{step.check}; {step.note}" if step.note else step.check
             if not step.is_command:
                 lines.append(f"{i}. {cmd}")
             elif "\n" in cmd:
-                lines += [f"{i}. ({step.check})", "", "   ```", *("   " + ln for ln in cmd.splitlines()), "   ```"]
+                lines += [f"{i}. ({where})", "", "   ```", *("   " + ln for ln in cmd.splitlines()), "   ```"]
             else:
-                lines.append(f"{i}. `{cmd}` ({step.check})")
+                lines.append(f"{i}. `{cmd}` ({where})")
     return "\n".join(lines).rstrip() + "\n"

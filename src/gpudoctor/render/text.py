@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from gpudoctor.model import Finding, Status
-from gpudoctor.redact import redact_value
+from gpudoctor.redact import redact_text, redact_value
 
 #: one glyph per status, ASCII-safe fallbacks in PLAIN_GLYPHS
 GLYPHS = {Status.OK: "✓", Status.INFO: "i", Status.SKIP: "-", Status.WARN: "!", Status.FAIL: "✗", Status.ERROR: "‼"}
@@ -53,4 +53,16 @@ def evidence_lines(f: Finding) -> list[str]:
             out.append(f"{key}: (empty)")
         else:
             out.append(f"{key}: {value}")
+    return out
+
+
+def command_lines(f: Finding) -> list[str]:
+    """The finding's :attr:`~Finding.commands` as ``$ text   # purpose (needs root)`` lines
+    (continuation lines indented), redacted; empty when it carries none."""
+    out: list[str] = []
+    for c in f.commands:
+        first, *rest = redact_text(c.text).splitlines() or [""]
+        why = "; ".join(x for x in (c.purpose, c.note) if x)
+        out.append(f"$ {first}" + (f"   # {why}" if why else ""))
+        out.extend(f"  {ln}" for ln in rest)
     return out

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from gpudoctor.engine import REPORT_SCHEMA_VERSION
 from gpudoctor.facts import facts_schema
-from gpudoctor.model import Status
+from gpudoctor.model import SAFETY, Status
 
 __all__ = ["explain_schema", "generated_schemas", "published_schema", "report_schema", "write_schemas"]
 
@@ -27,7 +27,18 @@ def report_schema() -> dict:
     statuses = [s.value for s in Status]
     finding = {
         "type": "object",
-        "required": ["check", "status", "summary", "explanation", "evidence", "fixes", "duration_ms", "area"],
+        "required": [
+            "check",
+            "status",
+            "summary",
+            "explanation",
+            "evidence",
+            "fixes",
+            "duration_ms",
+            "area",
+            "commands",
+            "caused_by",
+        ],
         "properties": {
             "check": {"type": "string", "description": "check id, e.g. cuda.driver"},
             "status": {"enum": statuses},
@@ -42,6 +53,30 @@ def report_schema() -> dict:
                 "type": "string",
                 "description": "report area the finding is grouped under, e.g. gpu, "
                 "libraries, platform, devices, notebooks, data, sources",
+            },
+            "commands": {
+                "type": "array",
+                "description": "the remedy as data, preferred first (schema 3; schema 2 had only the explanation)",
+                "items": {"$ref": "#/$defs/Command"},
+            },
+            "caused_by": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "ids of the checks whose findings explain this one (schema 3; "
+                "schema 2 kept one id in evidence.caused_by)",
+            },
+        },
+        "additionalProperties": False,
+    }
+    command = {
+        "type": "object",
+        "required": ["text", "purpose", "safety"],
+        "properties": {
+            "text": {"type": "string", "description": "the exact command line"},
+            "purpose": {"type": "string", "description": "one line: what it does or shows"},
+            "safety": {
+                "enum": list(SAFETY),
+                "description": "safe: run as is; root: needs root; changes: changes the system",
             },
         },
         "additionalProperties": False,
@@ -71,7 +106,7 @@ def report_schema() -> dict:
             "findings": {"type": "array", "items": {"$ref": "#/$defs/Finding"}},
             "facts": {"$ref": "facts.schema.json"},
         },
-        "$defs": {"Finding": finding},
+        "$defs": {"Finding": finding, "Command": command},
     }
 
 
@@ -177,7 +212,7 @@ def explain_schema() -> dict:
             },
         },
         "additionalProperties": False,
-        "$defs": {"Diagnosis": diagnosis},
+        "$defs": {"Diagnosis": diagnosis, "Command": report_schema()["$defs"]["Command"]},
     }
 
 

@@ -1,0 +1,294 @@
+"""The CUDA library domain shared by ``cuda.libraries``, ``cuda.frameworks``, ``torch.install`` and the
+headline: which GPU frameworks a target holds, the loader model's verdicts (a copy that shadows the
+framework's own, an older pinned wheel) and the remedies for them, in words and as commands. A
+private domain helper, not a check: checks call it, none imports another check.
+"""
+
+from __future__ import annotations
+
+import os
+
+from gpudoctor.checks._gpu import v
+from gpudoctor.data import load_table
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.facts.libraries import (
+    CudaLibrariesFacts,
+    FrameworkInstall,
+    LibraryCopy,
+    Resolution,
+    TargetLibraries,
+)
+from gpudoctor.facts.targets import ProbeFacts
+from gpudoctor.model import Command
+
+
+def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return None
+    return [f for f in cl.frameworks if f.label == label]
+
+
+def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
+    """``framework`` release ranges whose ``key`` (``cudnn_major``/``cuda_major``) equals ``major``."""
+    return [
+        f"{framework}{row['versions']}"
+        for row in load_table("frameworks")["requirement"]
+        if row["framework"] == framework and row.get(key) == major
+    ]
+
+
+#: family -> nvidia-* wheel name stem (PyPI ``nvidia-<stem>-cu<CUDA major>``)
+WHEEL_STEM = {
+    "cudart": "cuda-runtime",
+    "cublas": "cublas",
+    "cublasLt": "cublas",
+    "cufft": "cufft",
+    "curand": "curand",
+    "cusolver": "cusolver",
+    "cusparse": "cusparse",
+    "nvJitLink": "nvjitlink",
+    "nvrtc": "cuda-nvrtc",
+    "cupti": "cuda-cupti",
+    "cudnn": "cudnn",
+    "nccl": "nccl",
+    "nvshmem": "nvshmem",
+}
+
+DRIVER_FAMILIES = {"libcuda", "nvml"}
+
+
+def target_model(facts: Facts, label: str) -> TargetLibraries | None:
+    """The loader model of target ``label``, or None."""
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return None
+    return next((t for t in cl.targets if t.label == label), None)
+
+
+def copies_by_path(model: TargetLibraries) -> dict[str, LibraryCopy]:
+    out: dict[str, LibraryCopy] = {}
+    for c in model.copies:
+        out.setdefault(os.path.normpath(c.path), c)
+    return out
+
+
+def copy_at(model: TargetLibraries, path: str | None) -> LibraryCopy | None:
+    if not path:
+        return None
+    return copies_by_path(model).get(os.path.normpath(path))
+
+
+def version_of(model: TargetLibraries, path: str | None) -> str | None:
+    c = copy_at(model, path)
+    return c.version if c else None
+
+
+def vtext(model: TargetLibraries, path: str | None) -> str:
+    c = copy_at(model, path)
+    if c is None or not c.version:
+        return "of unknown version"
+    return c.version
+
+
+def framework_of(model: TargetLibraries, consumer: str, res: Resolution | None = None) -> str:
+    if res is not None and res.framework:
+        return res.framework
+    for root in model.roots:
+        name, _, path = root.partition(":")
+        if os.path.normpath(path) == os.path.normpath(consumer):
+            return name
+    return model.roots[0].partition(":")[0] if model.roots else "the framework"
+
+
+def path_remedy(model: TargetLibraries, res: Resolution, good: str | None) -> str:
+    """The exact commands that make ``good``'s directory win over ``res.path`` (Markdown)."""
+    d = os.path.normpath(res.directory or "")
+    good_dir = os.path.dirname(good) if good else None
+    script = res.path_origin.partition(", set by ")[2]
+    if script:
+        text = (
+            f"`{d}` is put on `LD_LIBRARY_PATH` by the environment's activation script `{script}` (conda runs it "
+            f"on `conda activate`). Delete that entry from the script, then activate the environment again:\n\n"
+            f"```\ngrep -n LD_LIBRARY_PATH {script}\nconda deactivate && conda activate {env_of(script)}\n```"
+        )
+        if good:
+            text += (
+                f"\n\nIf another program needs that directory, put `{os.path.dirname(good)}` before it in the "
+                f"same line instead."
+            )
+        return text
+    if res.via.startswith("LD_LIBRARY_PATH"):
+        rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
+        drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
+        text = (
+            f"Take `{d}` out of `LD_LIBRARY_PATH` for this environment (delete it where it is set: "
+            f"`~/.bashrc`, the job script, an environment module — `module unload` — or the toolkit's "
+            f"profile script):\n\n```\n{drop}\n```\n\npip wheels carry their own CUDA libraries and need no "
+            f"system toolkit on the loader path."
+        )
+        if good_dir:
+            text += (
+                f" If that directory must stay for other work, put the wheel's directory first:\n\n```\n"
+                f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```"
+            )
+        return text
+    if res.via == "LD_PRELOAD":
+        return f"Remove `{res.path}` from `LD_PRELOAD`."
+    if res.via == "RPATH":
+        return (
+            f"`{res.consumer}` carries a DT_RPATH naming `{d}`, which beats `LD_LIBRARY_PATH`. Reinstall the "
+            f"package that owns it from the same index as the framework, or remove the stray library from `{d}`."
+        )
+    if good_dir:
+        return (
+            f"The system copy in `{d}` is found before the wheel's. Put the wheel's directory first:\n\n```\n"
+            f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH\n```\n\nor remove the old system package "
+            f"that installed `{res.path}`."
+        )
+    return f"Remove `{d}` from the loader path."
+
+
+def env_of(script: str) -> str:
+    """``/opt/conda/envs/tf/etc/conda/activate.d/x.sh`` -> ``/opt/conda/envs/tf``."""
+    return script.split("/etc/conda/activate.d/")[0] or script
+
+
+def loads_how(res: Resolution, fw: str) -> str:
+    """How ``fw`` gets ``res.needed``, in words."""
+    if res.how == "dlopen" and res.consumer == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from Python, so no library's RUNPATH applies)"
+    if res.how == "dlopen":
+        return f"{fw} opens `{res.needed}` by name at run time (`dlopen` from `{os.path.basename(res.consumer)}`)"
+    if res.how == "preload":
+        return f"{fw} preloads `{res.needed}` itself"
+    return f"`{os.path.basename(res.consumer)}` ({fw}) links `{res.needed}`"
+
+
+def activation_hint(probe: ProbeFacts, dirs: list[str]) -> str:
+    """Markdown: where to put ``LD_LIBRARY_PATH=dirs`` so it holds for every run of this environment."""
+    value = ":".join(dirs)
+    if probe.is_conda:
+        script = f"{probe.prefix}/etc/conda/activate.d/cuda_libs.sh"
+        return (
+            f"Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
+            f"\n\n```\nmkdir -p {probe.prefix}/etc/conda/activate.d\necho 'export LD_LIBRARY_PATH={value}"
+            f"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}' > {script}\n```"
+        )
+    return (
+        f"Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n```\n"
+        f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n```"
+    )
+
+
+def path_commands(model: TargetLibraries, res: Resolution, good: str | None) -> tuple[Command, ...]:
+    """The commands of :func:`path_remedy`, preferred first (none where it names no single command)."""
+    d = os.path.normpath(res.directory or "")
+    good_dir = os.path.dirname(good) if good else None
+    out: list[Command] = []
+    if res.via.startswith("LD_LIBRARY_PATH"):
+        rest = [e for e in model.ld_library_path if not (e and os.path.normpath(e) == d)]
+        drop = f"export LD_LIBRARY_PATH={':'.join(rest)}" if any(rest) else "unset LD_LIBRARY_PATH"
+        out.append(Command(drop, f"the loader path without {d}"))
+    elif res.via == "LD_PRELOAD":
+        out.append(Command("unset LD_PRELOAD", f"stop preloading {res.path}"))
+    if good_dir and res.via not in ("LD_PRELOAD", "RPATH"):
+        out.append(Command(f"export LD_LIBRARY_PATH={good_dir}:$LD_LIBRARY_PATH", "the wheel's copy first"))
+    return tuple(out)
+
+
+def older(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and v(a) < v(b)
+
+
+def better_copy(model: TargetLibraries, res: Resolution) -> str | None:
+    """The copy the consumer should get: its own (without the environment), else a newer candidate."""
+    if res.without_env and os.path.normpath(res.without_env) != os.path.normpath(res.path or ""):
+        return res.without_env
+    mine = version_of(model, res.path)
+    newer = [c for c in res.candidates if older(mine, version_of(model, c))]
+    return newer[0] if newer else None
+
+
+def shadowing(model: TargetLibraries) -> list[tuple[Resolution, str | None, str]]:
+    """(resolution, the copy it should get, why) of every resolution the loader gets wrong."""
+    out = []
+    for res in model.resolutions:
+        if not res.path or res.family in DRIVER_FAMILIES:
+            continue
+        good = better_copy(model, res)
+        if res.missing:
+            out.append((res, good, "missing"))
+        elif good and older(version_of(model, res.path), version_of(model, good)):
+            out.append((res, good, "older"))
+    return out
+
+
+def replaced(model: TargetLibraries) -> list[tuple[Resolution, str]]:
+    """(resolution, the framework's own copy) where the environment swaps in another copy whose
+    version cannot be compared with it (one of the two versions is unknown)."""
+    out = []
+    for res in model.resolutions:
+        if not res.path or res.family in DRIVER_FAMILIES or res.missing:
+            continue
+        own = res.without_env
+        if (
+            own
+            and os.path.normpath(own) != os.path.normpath(res.path)
+            and (res.via.startswith("LD_LIBRARY_PATH") or res.via == "LD_PRELOAD")
+            and not (version_of(model, res.path) and version_of(model, own))
+        ):
+            out.append((res, own))
+    return out
+
+
+def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, str, str]]:
+    """(framework, dist, pinned version, installed version) of every ``nvidia-*`` wheel installed OLDER than
+    a framework of target ``label`` pins it (``Requires-Dist: nvidia-nccl-cu12==2.21.5``; a newer one is
+    left alone: those libraries keep backward compatibility within a major, and upgrading them for another
+    framework is common practice)."""
+    cl = facts.of(CudaLibrariesFacts)
+    if isinstance(cl, Unavailable):
+        return []
+    out = []
+    for fw in cl.frameworks:
+        if fw.label != label:
+            continue
+        have = dict(p.split("==", 1) for p in fw.pinned_installed)
+        for pin in fw.pins:
+            dist, pinned = pin.split("==", 1)
+            if dist in have and older(have[dist], pinned):
+                out.append((fw, dist, pinned, have[dist]))
+    return out
+
+
+def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
+    """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
+
+    torch pins each ``nvidia-*`` wheel in its metadata, and ``pip install torch==<installed>`` installs the
+    dependencies that are missing at those pins (from the index of its ``+cuXYZ`` build); other frameworks
+    get the ``nvidia-<stem>-cu<major>`` wheel of the family (PyPI names, ``WHEEL_STEM`` in
+    :mod:`gpudoctor.checks.cuda_frameworks`).
+    """
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
+    tail = " (or put the directory that holds it on `LD_LIBRARY_PATH`)."
+    if fw is not None and fw.name == "torch":
+        public, _, local = fw.version.partition("+")
+        index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
+        if not local or index:
+            return (
+                f"A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
+                f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
+                f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
+            )
+    stem = WHEEL_STEM.get(family or "")
+    if fw is not None and stem and fw.cuda_major:
+        return (
+            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n```\n"
+            f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}\n```\n\n({fw.dist} may pin an exact "
+            f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
+        )
+    return (
+        f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
+        f"or the framework's CUDA extra){tail}"
+    )
