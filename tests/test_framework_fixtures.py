@@ -63,7 +63,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[str]]]] = {
                 f"grep -n LD_LIBRARY_PATH {SCRIPT}",
             ],
         ),
-        "cuda.available": ("fail", ["libcudnn.so.9 resolves to 9.0.0"]),
+        "cuda.available": ("fail", ["shadows libcudnn.so.9", "9.0.0"]),
     },
     "tensorflow-shadowed": {
         "cuda.libraries": (
@@ -75,7 +75,7 @@ EXPECTED: dict[str, dict[str, tuple[str, list[str]]]] = {
                 "tensorflow opens `libcudnn.so.8` by name at run time",
             ],
         ),
-        "cuda.available": ("fail", ["unavailable to tensorflow 2.16.1", "libcudnn.so.8 resolves to 8.2.1"]),
+        "cuda.available": ("fail", ["unavailable to tensorflow 2.16.1", "shadows libcudnn.so.8", "binds 8.2.1"]),
     },
     "jax-shadowed": {
         "cuda.libraries": (

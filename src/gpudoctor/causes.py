@@ -111,9 +111,16 @@ def _with_diagnosis(f: Finding, cause: Finding | None, found: Sequence[Finding],
 
 def _headline(head: Finding, findings: Sequence[Finding]) -> Finding:
     found = [f for f in candidates(head, findings) if f is not head]
-    if not found:
-        return head
     ev = dict(head.evidence)
+    subject = ""
+    if ev.pop("without_torch", False):
+        if head.summary.startswith("CUDA is unavailable to "):  # the framework it was decided from stays named
+            subject = head.summary.split(": ", 1)[0]
+        # decided from the driver API and the other frameworks (issue 25): torch's absence is a fact about
+        # torch (torch.install says it), never the cause of CUDA being unusable
+        found = [f for f in found if f.check != "torch.install"]
+    if not found:
+        return replace(head, evidence=ev)
     python = str(ev.get("python") or head.target or "python")
     kind = str(ev.get("headline", ""))
     what = str(ev.pop("torch_problem", ""))
@@ -134,7 +141,7 @@ def _headline(head: Finding, findings: Sequence[Finding]) -> Finding:
                 commands=cause.commands,
             )
             return _with_diagnosis(head, cause, found, python)
-        return _rooted(head, cause, ev, python, "unavailable", found)
+        return _rooted(head, cause, ev, python, "unavailable", found, subject)
     if kind == "torch" or cause is None:
         head = replace(head, evidence=ev)
         worst = _worst(found)
@@ -142,17 +149,22 @@ def _headline(head: Finding, findings: Sequence[Finding]) -> Finding:
             head = _escalated(head, worst)
         return _with_diagnosis(head, cause, found, python) if head.status is Status.FAIL else head
     verb = "unusable" if kind == "works" else "unavailable"
-    return _rooted(head, cause, ev, python, verb, found)
+    return _rooted(head, cause, ev, python, verb, found, subject)
 
 
-def _rooted(head: Finding, cause: Finding, ev: dict, python: str, verb: str, found: Sequence[Finding]) -> Finding:
+def _rooted(
+    head: Finding, cause: Finding, ev: dict, python: str, verb: str, found: Sequence[Finding], subject: str = ""
+) -> Finding:
     ev["root_cause_check"] = cause.check
     ev.update({f"{cause.check}.{k}": val for k, val in dict(cause.evidence).items()})
     head = replace(
         head,
         status=Status.FAIL,
-        summary=f"CUDA is {verb} in {python}: {cause.summary}",
-        explanation=f"Root cause (from `{cause.check}`; the failing finding no other explains, in the order "
+        summary=f"{subject or f'CUDA is {verb} in {python}'}: {cause.summary}",
+        # a headline decided from another framework keeps its own account (which framework, and that a
+        # missing torch is no fault) before the root cause
+        explanation=(f"{head.explanation}\n\n" if subject and head.explanation else "")
+        + f"Root cause (from `{cause.check}`; the failing finding no other explains, in the order "
         f"platform → driver → libcuda → framework → arch → libraries → visibility → initialisation):\n\n"
         f"{cause.explanation}",
         evidence=ev,

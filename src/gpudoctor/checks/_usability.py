@@ -241,12 +241,16 @@ def headline_without_torch(
     verdicts = framework_verdicts(facts, t, probe)
     api = driver_api(probe)
     evidence: dict[str, object] = {
+        "without_torch": True,  # gpudoctor.causes: torch.install is no root cause of this headline
         "python": python,
         "torch": None,
         "driver_api": api.text,
         "frameworks": {f"{x.fw.dist} {x.fw.version}": f"{x.state}: {x.reason}" for x in verdicts},
     }
     if fault is None and not verdicts and api.state == "unknown":
+        # provisional (gpudoctor.causes): a platform or driver fault of this run comes first and the
+        # headline then names both, the driver before torch
+        evidence.update({"headline": "torch", "torch_problem": "torch is not installed"})
         return check.finding(
             Status.SKIP,
             f"CUDA usability in {python} is not known: no GPU framework is installed (torch is not installed, see "

@@ -132,7 +132,9 @@ def install_commands(facts: Facts, probe: ProbeFacts | None = None) -> tuple[Com
         text, install = "sudo dnf install gcc gcc-c++", "dnf install -y gcc gcc-c++"
     engine = _engine(os_facts)
     if text and engine in {"apptainer", "singularity"}:  # a read-only image: its definition file
-        return (Command(f"%post\n    {install}", "a C/C++ compiler, in the definition file's %post; rebuild", "changes"),)
+        return (
+            Command(f"%post\n    {install}", "a C/C++ compiler, in the definition file's %post; rebuild", "changes"),
+        )
     if text and engine is not None:  # installed in a running container it is gone when it is recreated
         return (Command(f"RUN {install}", "a C/C++ compiler, in the image's Dockerfile/Containerfile", "changes"),)
     return (Command(text, "a C/C++ compiler", "root"),) if text else ()
