@@ -46,6 +46,8 @@ __all__ = [
 
 #: Version of the ``--format json`` report document.
 REPORT_SCHEMA_VERSION = 2
+#: exit code of a run that judged nothing (every check skipped): "unknown", never OK
+EXIT_UNKNOWN = 4
 
 
 class SelectionError(ValueError):
@@ -90,11 +92,27 @@ class Report:
         return Status.worst([f.status for f in self.findings])
 
     @property
+    def judged(self) -> bool:
+        """Whether any check reached a verdict: a finding that is not ``skip``. A run where every
+        check was not applicable (an empty or foreign snapshot, a selection that does not apply
+        here) judged nothing, and must not read as healthy."""
+        return any(f.status is not Status.SKIP for f in self.findings)
+
+    @property
     def verdict(self) -> Status:
         """The overall verdict: ``ok`` unless something warned, failed or errored
-        (``info`` and ``skip`` need no action, so a healthy machine reads ``ok``)."""
+        (``info`` and ``skip`` need no action, so a healthy machine reads ``ok``); ``skip``
+        when nothing was judged (:attr:`judged`; shown and written as "unknown")."""
         worst = self.worst
+        if worst < Status.WARN and not self.judged:
+            return Status.SKIP
         return worst if worst >= Status.WARN else Status.OK
+
+    @property
+    def verdict_word(self) -> str:
+        """The verdict as written in reports: ``unknown`` when nothing was judged, else the status."""
+        verdict = self.verdict
+        return "unknown" if verdict is Status.SKIP else verdict.value
 
     def counts(self) -> dict[str, int]:
         """Status value -> number of findings (every status present, zeros included)."""
@@ -106,7 +124,8 @@ class Report:
     def exit_code(self, strict: bool = False) -> int:
         """1 on ``fail`` (or ``warn`` with ``strict``); else 3 when a check, collector
         or plug-in broke (an ``error`` finding: the verdict is incomplete, so a CI job
-        or health probe must not read it as healthy); else 0."""
+        or health probe must not read it as healthy); else 4 when nothing was judged
+        (:attr:`judged`: every check skipped, an empty snapshot); else 0."""
         statuses = {f.status for f in self.findings}
         if Status.FAIL in statuses:
             return 1
@@ -114,6 +133,8 @@ class Report:
             return 1
         if Status.ERROR in statuses:
             return 3
+        if not self.judged:
+            return EXIT_UNKNOWN
         return 0
 
     def to_json(self, include_facts: bool = False) -> dict[str, Any]:
@@ -122,7 +143,7 @@ class Report:
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
             "hostname": self.hostname,
-            "status": self.verdict.value,
+            "status": self.verdict_word,
             "counts": self.counts(),
             "duration_ms": round(self.duration_ms, 3),
             "findings": [f.to_json() for f in self.findings],

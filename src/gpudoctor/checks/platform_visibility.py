@@ -25,7 +25,7 @@ from typing import Any
 
 from gpudoctor.checks import SkipCheck
 from gpudoctor.checks._common import split_local
-from gpudoctor.checks._gpu import gpu_devices, target_probes, v
+from gpudoctor.checks._gpu import gpu_devices, has_nvidia_gpu, target_probes, v
 from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
@@ -128,6 +128,29 @@ def assess(
     }
     devices = gpu_devices(facts)
     uuids = [d.uuid for d in devices]
+    hides = (cvd is not None and (cvd.strip() == "" or _valid(_entries(cvd)[0], uuids, len(devices)) is False)) or (
+        nvd is not None and nvd.strip().lower() in HIDING
+    )
+    if hides and has_nvidia_gpu(facts) is False:
+        # the PCI bus was read and shows no NVIDIA GPU, and there is no driver: nothing is hidden
+        shown = " and ".join(
+            f"{k}={val!r}"
+            for k, val in (("CUDA_VISIBLE_DEVICES", cvd), ("NVIDIA_VISIBLE_DEVICES", nvd))
+            if val is not None
+        )
+        return CHECK.finding(
+            Status.OK,
+            f"{shown} would hide GPUs, but this machine has none to hide (no NVIDIA GPU on the PCI bus)",
+            evidence=evidence,
+            target=label,
+        )
+    if cvd is None and sched == "slurm" and gpus_seen == 0 and has_nvidia_gpu(facts) is False:
+        return CHECK.finding(
+            Status.OK,
+            "Slurm job without a GPU request on a node without NVIDIA GPUs (no NVIDIA GPU on the PCI bus)",
+            evidence=evidence,
+            target=label,
+        )
     if sched == "kubernetes" and nvd is not None and nvd.strip().lower() in HIDING and cvd is None:
         who, how = REQUEST["kubernetes"]
         return CHECK.finding(
@@ -266,7 +289,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="platform.visibility",
     title="GPU visibility set by schedulers and MIG: CUDA_VISIBLE_DEVICES vs CUDA and the torch release",
-    needs=("platform", "targets", "nvidia"),
+    needs=("platform", "targets", "nvidia", "gpu"),
     evaluate=evaluate,
     tags=("gate",),
 )

@@ -7,7 +7,8 @@ are added to :data:`cli` in one place, :mod:`gpudoctor.cli` (the package
 
 Exit codes (DESIGN.md): 0 nothing failed (warnings allowed), 1 something
 failed (or warned, with ``--strict``), 2 usage error, 3 internal error (a bug
-in gpudoctor; the traceback goes to a crash log), 130 interrupted.
+in gpudoctor; the traceback goes to a crash log), 4 unknown (nothing was judged:
+every check skipped), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def command_started() -> float:
 
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: nothing was judged (every check skipped, an empty or foreign snapshot): "unknown", never OK
+EXIT_UNKNOWN = 4
 #: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
 EXIT_BROKEN_PIPE = 141
 #: errors writing our own output that are the environment's, not a bug

@@ -26,10 +26,10 @@ def _ids(text):
 @click.option(
     "--require-gpus",
     type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
+    default=None,
     metavar="N",
-    help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter).",
+    help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter). "
+    "Not given: at least one; 0 declares a CPU node (no GPU is then healthy).",
 )
 @click.option("--require-gpu", is_flag=True, hidden=True, help="Same as --require-gpus 1.")
 @click.option(
@@ -168,7 +168,7 @@ def gate(
         kill_running_commands()  # the early probe nobody will read
         raise usage(str(exc)) from None
     opts = g.GateOptions(
-        require_gpus=max(require_gpus, 1 if require_gpu else 0),
+        require_gpus=1 if require_gpu and not require_gpus else require_gpus,
         min_gpu_memory_gib=min_gpu_memory_gib,
         strict=strict,
         timeout_s=probe_timeout or timeout,
@@ -229,7 +229,8 @@ def gate(
     if not quiet and fmt == "text":
         counts = ", ".join(f"{n} {s}" for s, n in result.report.counts().items() if n)
         more = f"; not run without --deep: {', '.join(result.left_out)}" if result.left_out else ""
-        click.echo(f"gpudoctor gate: healthy ({counts}){more}", err=True)
+        gpus = next((f.summary for f in result.report.findings if f.check == "gate.gpus"), "")
+        click.echo(redact_text(f"gpudoctor gate: healthy{': ' + gpus if gpus else ''} ({counts}){more}"), err=True)
     if command:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -29,6 +29,7 @@ from gpudoctor.render.text import (
     GLYPHS,
     PLAIN_GLYPHS,
     evidence_lines,
+    verdict_word,
 )
 from gpudoctor.words import plural
 
@@ -118,9 +119,11 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
     plain = is_plain(console)
     lay = layout(report)
     glyph = PLAIN_GLYPHS[lay.verdict] if plain else GLYPHS[lay.verdict]
+    if plain and lay.verdict is Status.SKIP:
+        glyph = "[n/a]"  # nothing was judged: not a skipped finding
     head = Text()
     head.append(f"{glyph} ", style=COLOURS[lay.verdict] + " bold")
-    head.append(f"gpudoctor: {lay.verdict.value.upper()}", style=COLOURS[lay.verdict] + " bold")
+    head.append(f"gpudoctor: {verdict_word(lay.verdict).upper()}", style=COLOURS[lay.verdict] + " bold")
     head.append(f" — {redact_text(lay.headline)}")
     console.print(head)
     if lay.targets:

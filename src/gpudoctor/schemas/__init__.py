@@ -57,9 +57,10 @@ def report_schema() -> dict:
             "gpudoctor_version": {"type": "string"},
             "hostname": {"type": "string", "description": "the node that ran the checks (for fleet views)"},
             "status": {
-                "enum": ["ok", "warn", "fail", "error"],
+                "enum": ["ok", "warn", "fail", "error", "unknown"],
                 "description": "overall verdict: the most severe of warn/fail/error among the findings, "
-                "else ok (info and skip need no action)",
+                "else ok (info and skip need no action); unknown when every finding is skip (nothing "
+                "was judged)",
             },
             "counts": {
                 "type": "object",
