@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 import threading
 import time
 import traceback
@@ -27,6 +26,7 @@ from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
 from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.inputs import check_timeout_from_env
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.redact import redact_value
 from gpudoctor.system import System
@@ -204,7 +204,10 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
 
 #: Seconds one check's ``evaluate`` may take before it is abandoned as an ``error`` finding
 #: (checks are pure functions of the facts: milliseconds normally).
-CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
+try:
+    CHECK_TIMEOUT_S = check_timeout_from_env()
+except ValueError:  # reported by the CLI (gpudoctor.cli.common); a library caller gets the default
+    CHECK_TIMEOUT_S = 10.0
 
 
 def _run_with_timeout(

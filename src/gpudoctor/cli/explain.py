@@ -23,6 +23,7 @@ from gpudoctor.cli.common import (
     usage,
     write_output,
 )
+from gpudoctor.config import FiniteFloatRange
 
 _COMMAND_KEY = "gpudoctor.explain.command"
 
@@ -72,7 +73,7 @@ class _ExplainCommand(click.Command):
     default=60.0,
     show_default=True,
     metavar="SECONDS",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     help="Timeout for each target interpreter's probe.",
 )
 @click.pass_context

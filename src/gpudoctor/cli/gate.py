@@ -8,7 +8,7 @@ import sys
 import click
 
 from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, complete_check_ids, usage
-from gpudoctor.config import ConfiguredCommand
+from gpudoctor.config import ConfiguredCommand, FiniteFloatRange
 from gpudoctor.redact import redact_text
 
 
@@ -34,7 +34,7 @@ def _ids(text):
 @click.option("--require-gpu", is_flag=True, hidden=True, help="Same as --require-gpus 1.")
 @click.option(
     "--min-gpu-memory-gib",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.0,
     metavar="GIB",
     help="Block unless every visible GPU has at least this much memory.",
@@ -61,17 +61,17 @@ def _ids(text):
     "timeout",
     default=20.0,
     show_default=True,
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     metavar="SECONDS",
     help="Timeout of the probe in the job's interpreter.",
 )
-@click.option("--probe-timeout", "probe_timeout", type=click.FloatRange(min=1), hidden=True)
+@click.option("--probe-timeout", "probe_timeout", type=FiniteFloatRange(min=1), hidden=True)
 @click.option(
     "--wait",
     "wait",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     metavar="SECONDS",
     help="Retry until healthy or this many seconds have passed (a node that is coming up).",
 )
@@ -79,7 +79,7 @@ def _ids(text):
     "--interval",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     metavar="SECONDS",
     help="Pause between attempts with --wait.",
 )
