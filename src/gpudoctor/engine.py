@@ -78,6 +78,9 @@ class Report:
         hostname: the node that ran the checks (``socket.gethostname()``; "" when unknown),
             so reports from a fleet can be merged (``gpudoctor report merge``).
         replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
+        machine_id: ``/etc/machine-id`` of the node ("" when unreadable): with the hostname and
+            ``time`` it tells a fleet's nodes apart (two nodes may share a hostname).
+        time: when the run finished (UTC, ISO 8601 to the second; "" when unknown).
     """
 
     findings: tuple[Finding, ...]
@@ -85,6 +88,8 @@ class Report:
     duration_ms: float = 0.0
     hostname: str = ""
     replayed: bool = False
+    machine_id: str = ""
+    time: str = ""
 
     @property
     def worst(self) -> Status:
@@ -143,6 +148,8 @@ class Report:
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
             "hostname": self.hostname,
+            "machine_id": self.machine_id,
+            "time": self.time,
             "status": self.verdict_word,
             "counts": self.counts(),
             "duration_ms": round(self.duration_ms, 3),
@@ -152,6 +159,25 @@ class Report:
             doc["facts"] = self.facts.to_json(redact=False)
         redacted: dict[str, Any] = redact_value(doc)
         return redacted
+
+
+def machine_id() -> str:
+    """This machine's id (``/etc/machine-id``, else ``/var/lib/dbus/machine-id``; systemd's
+    machine-id(5)), "" when neither is readable."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, encoding="ascii", errors="replace") as fh:
+                value = fh.read(64).strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return ""
+
+
+def utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
@@ -579,5 +605,11 @@ def run(
     import socket
 
     return Report(
-        tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(), replayed=replayed
+        tuple(findings),
+        facts,
+        (time.monotonic() - start) * 1000.0,
+        hostname=socket.gethostname(),
+        replayed=replayed,
+        machine_id=machine_id(),
+        time=utc_now(),
     )

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.engine import Report, run, select_checks
+from gpudoctor.engine import Report, machine_id, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
@@ -461,6 +461,7 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
         "healthy": result.healthy,
         "time": when.isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
+        "machine_id": machine_id(),
         "attempts": attempts,
         "checks": checks,
         "failures": [
