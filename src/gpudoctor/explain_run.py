@@ -21,10 +21,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from gpudoctor.explain import (
     MAX_LINE_CHARS,
@@ -113,11 +114,15 @@ class CommandOutcome:
         argv: the command.
         returncode: its exit status as a shell reports it (128 + N when killed by signal N).
         explanation: the matches in its stdout and stderr.
+        signalled: the first of SIGINT/SIGTERM/SIGHUP gpudoctor received and forwarded to the
+            command while it ran (None: none): the caller ends with the command's status then,
+            without running anything more.
     """
 
     argv: tuple[str, ...]
     returncode: int
     explanation: Explanation
+    signalled: int | None = None
 
 
 def exit_status(returncode: int) -> int:
@@ -131,16 +136,36 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
-    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher.
+#: seconds the output of a command that exited is still read (what it wrote just before exiting);
+#: after that a background child still holding the pipes is not waited for
+DRAIN_GRACE_S = 0.5
+
+
+def _pump(src: IO[bytes], dst: int | None, matcher: Matcher, stop: threading.Event | None = None) -> None:
+    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher, until
+    end of file, or until ``stop`` is set and nothing more is waiting in the pipe (the command
+    exited, but a background child of it still holds the pipe open).
 
     Written to the descriptor itself, below any Python stream wrapper: the command's
     output is its own and passes unchanged (gpudoctor's redaction applies to gpudoctor's
     output, the explanation)."""
+    import select
+
     splitter = _LineSplitter()
     fd = src.fileno()
     broken = False
     while True:
+        if stop is not None:
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.05)
+            except (OSError, ValueError):
+                ready = [fd]
+            if not ready:
+                if stop.is_set():
+                    for line in splitter.feed(b"", final=True):
+                        matcher.feed(line)
+                    break
+                continue
         try:
             data = os.read(fd, CHUNK)
         except OSError:
@@ -156,51 +181,90 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
             break
 
 
+#: the signals forwarded to the command's process group
+FORWARDED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
 def run_command(
     argv: Sequence[str], stdout: int | None = 1, stderr: int | None = 2, env: dict | None = None
 ) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
-    ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
-    command exits and both pipes are drained.
+    ``stderr`` (None: discard) unchanged as it arrives and matching it. Returns when the
+    command exits: what it wrote until then (and for :data:`DRAIN_GRACE_S` after) is read,
+    but background children it left holding the pipes are not waited for.
 
-    The command inherits stdin, the environment and the process group (so Ctrl-C in a
-    terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
-    Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
+    The command inherits stdin and the environment. It runs in a process group of its own
+    (on a terminal: the terminal's, so Ctrl-C and job control reach it directly); SIGINT,
+    SIGTERM and SIGHUP that gpudoctor receives are forwarded to that group, and once the
+    command has exited, the outcome says so (``signalled``) and the caller ends with the
+    command's status. Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command
+    cannot be started.
     """
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    own_group = not _stdin_is_a_terminal()
+    # a group of its own (Python >= 3.11: process_group; before: setpgid in the child)
+    group: dict[str, Any] = {}
+    if own_group:
+        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": lambda: os.setpgid(0, 0)}
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, **group)
     matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
+    stop = threading.Event()
     threads = [
-        threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
-        threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0], stop), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1], stop), daemon=True),
     ]
     for t in threads:
         t.start()
+    received: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        try:
+            if own_group:
+                os.killpg(proc.pid, signum)
+            elif signum != signal.SIGINT:  # on a terminal Ctrl-C reached the command already
+                proc.send_signal(signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+        for sig in FORWARDED:
+            try:
+                previous[sig] = signal.signal(sig, forward)
+            except (OSError, ValueError):  # pragma: no cover
+                pass
     try:
         while True:
             try:
-                proc.wait()
+                proc.wait(timeout=10 if received else None)
                 break
-            except KeyboardInterrupt:
-                # the terminal sent SIGINT to the command as well; let it finish its own way
+            except subprocess.TimeoutExpired:  # forwarded, and still running 10 s later
                 try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                raise
+                    os.killpg(proc.pid, signal.SIGKILL) if own_group else proc.kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+            except KeyboardInterrupt:  # a handler that was not ours (no main thread forward)
+                received.append(signal.SIGINT)
         for t in threads:
-            t.join()
+            t.join(DRAIN_GRACE_S)
+        stop.set()
+        for t in threads:
+            t.join(1.0)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers))
+        if all(not t.is_alive() for t in threads):
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers), received[0] if received else None)
+
+
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
 
 
 def target_python(argv: Sequence[str]) -> str | None:

@@ -263,6 +263,8 @@ def _run(command: list[str], output: str | None, fmt: str):
     except OSError as exc:
         click.echo(f"gpudoctor explain: cannot start {command[0]}: {exc.strerror or exc}", err=True)
         sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    if outcome.signalled is not None:  # forwarded to the command, which has ended: so do we
+        sys.exit(outcome.returncode)
     if outcome.returncode == 0:
         return None
     return explain_run.ExplainResult(shlex.join(command), outcome.explanation, None, tuple(command), outcome.returncode)

@@ -234,12 +234,34 @@ def gate(
     if command:
         sys.stdout.flush()
         sys.stderr.flush()
+        _default_signals()
         try:
             os.execvp(command[0], list(command))
         except OSError as exc:
             click.echo(f"gpudoctor gate: cannot start {command[0]}: {exc.strerror}", err=True)
             sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
     sys.exit(0)
+
+
+def _default_signals() -> None:
+    """Give the job the signal dispositions a shell would: Python ignores SIGPIPE and SIGXFSZ,
+    and an ignored signal stays ignored across exec, so `yes | head` in the job would print
+    "Broken pipe" errors and a file-size limit would surface as EFBIG instead of ending it.
+    SIGINT/SIGTERM/SIGHUP go back to the default too, except one that was ignored when gpudoctor
+    started (``nohup``); nothing is blocked."""
+    import signal
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+    from gpudoctor import signals
+
+    for sig in signals.HANDLED:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 def _emit(text: str, output, to_stderr: bool) -> None:
