@@ -317,7 +317,85 @@ def _no_control(r: Result) -> None:
     assert not any(line.startswith("fake-row") for line in r.out.splitlines())
 
 
-CASES = VERDICTS + VALIDATION + MERGE
+# --------------------------------------------------------------------------- item 5: processes
+
+
+def explain_job(body: str, *flags: str):
+    """``explain FLAGS -- job``: ``job`` a fake command (its pid recorded for the survivor check)."""
+
+    def setup(ctx: Ctx) -> None:
+        job = ctx.fake("job", body)
+        ctx.env["GPUDOCTOR_CONFIG"] = ""
+        ctx.argv = ["explain", "--no-check", *flags, "--", str(job)]
+
+    return setup
+
+
+def gate_job(body: str):
+    def setup(ctx: Ctx) -> None:
+        job = ctx.fake("job", body)
+        ctx.env["GPUDOCTOR_CONFIG"] = ""
+        ctx.argv = ["gate", "-q", "--require-gpus", "0", "--", str(job)]
+
+    return setup
+
+
+def _bg_gone(r: Result, c: Ctx) -> None:
+    """The background child was not waited for (the run ended long before it); then end it."""
+    assert r.wall_s < 25, r.wall_s
+    for line in (c.dir / "tmp" / "bg.pid").read_text().split():
+        try:
+            os.kill(int(line), 9)
+        except OSError:
+            pass
+
+
+PROCESSES = [
+    Case(
+        "explain-background-child-holds-pipes",
+        explain_job(
+            'sleep 40 > /dev/stdout 2>&1 &\necho $! > "$TMPDIR/bg.pid"\necho "CUDA error: out of memory" >&2\nexit 3'
+        ),
+        (3,),
+        budget_s=30,
+        extra=_bg_gone,
+    ),
+    *[
+        Case(
+            f"explain-forwards-{name}",
+            explain_job(f"trap 'exit 42' {name}\nsleep 30 &\nwait"),
+            (42,),
+            signal_at=(sig, "job.pid"),
+            signal_delay_s=0.5,
+            budget_s=30,
+        )
+        for name, sig in (("INT", 2), ("TERM", 15), ("HUP", 1))
+    ],
+    Case(
+        "explain-forwarded-term-kills-untrapping-job",
+        explain_job("sleep 30"),
+        (143,),
+        signal_at=(15, "job.pid"),
+        signal_delay_s=0.5,
+        budget_s=30,
+    ),
+    Case(
+        "gate-job-sigpipe-default",
+        gate_job("yes | head -1 >/dev/null\ngrep SigIgn /proc/self/status"),
+        (0,),
+        extra=lambda r, c: _no_pipe_ignored(r),
+    ),
+    Case("gate-job-exit-status-kept", gate_job("exit 7"), (7,)),
+]
+
+
+def _no_pipe_ignored(r: Result) -> None:
+    mask = int(r.out.split()[-1], 16)
+    assert not mask & (1 << 12) and not mask & (1 << 24), r.out  # SIGPIPE (13), SIGXFSZ (25)
+    assert "Broken pipe" not in r.err
+
+
+CASES = VERDICTS + VALIDATION + MERGE + PROCESSES
 
 
 @pytest.fixture(scope="module")
@@ -352,7 +430,7 @@ def test_matrix_figures(matrix, capsys):
     }
     with capsys.disabled():
         print(f"\nbreak-it matrix (issue 32 classes): {json.dumps(figures)}")
-    assert figures["inputs_tried"] >= 80
+    assert figures["inputs_tried"] >= 85
     assert {k: v for k, v in figures.items() if k != "inputs_tried"} == dict.fromkeys(
         ["tracebacks", "hangs_past_budget", "leaks", "files_corrupted", "wrong_exit_codes"], 0
     )
