@@ -33,7 +33,7 @@ from gpudoctor.facts import Facts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
-from gpudoctor.words import plural
+from gpudoctor.words import models, plural
 
 #: the causal order of the per-target checks consulted after the driver
 ORDER: tuple[tuple[str, Callable[[Facts, TargetFacts, ProbeFacts], Finding]], ...] = (
@@ -180,7 +180,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         )
     if tf.cuda_available:
         n = tf.device_count if tf.device_count is not None else len(tf.devices)
-        names = ", ".join(d.name for d in tf.devices)
+        names = models(d.name for d in tf.devices)  # per model: 10,000 GPUs are one short phrase
         # a snapshot (or a light probe) without a device count says nothing rather than "0 GPUs"
         count = f": {plural(n, 'GPU')}" if n else ""
         return CHECK.finding(
