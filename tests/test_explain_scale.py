@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from gpudoctor.explain import explain_text
 
 
@@ -38,3 +40,54 @@ def test_the_neighbour_other_gpus_stay_separate_diagnoses():
 
 def test_the_healthy_twin_a_log_without_errors_has_no_diagnosis():
     assert explain_text("\n".join(f"step {i} loss 0.{i % 10}" for i in range(5000))).matches == ()
+
+
+def _file_matches(path):
+    from gpudoctor.explain_run import explain_file
+
+    return [m.signature.id for m in explain_file(str(path)).matches]
+
+
+OOM_LINE = "RuntimeError: CUDA error: out of memory"
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda t: t.encode("utf-16"),  # with a BOM (PowerShell's Out-File)
+        lambda t: t.encode("utf-16-le"),  # without one (PowerShell's `>`)
+        lambda t: t.encode("utf-16-be"),
+        lambda t: t.encode("utf-8-sig"),
+        lambda t: t.encode("utf-8"),  # the twin: plain UTF-8 as before
+    ],
+)
+def test_utf16_and_bom_logs_are_read(tmp_path, encode):
+    log = tmp_path / "train.log"
+    log.write_bytes(encode(f"step 1 loss 0.5\r\n{OOM_LINE}\r\n"))
+    assert "cuda.error-out-of-memory" in _file_matches(log)
+
+
+def test_a_key_line_at_the_end_of_a_10_mb_line_is_read_and_line_numbers_stay_right(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("x" * 10_000_000 + " " + OOM_LINE + "\nok\n" + "Torch not compiled with CUDA enabled\n")
+    from gpudoctor.explain_run import explain_file
+
+    ex = explain_file(str(log))
+    lines = {m.signature.id: m.line for m in ex.matches}
+    assert lines["cuda.error-out-of-memory"] == 1 and lines["torch.not-compiled-with-cuda"] == 3
+    assert max(len(m.text) for m in ex.matches) <= 4096
+    # the neighbour: a huge line redrawn with carriage returns keeps its last state only
+    bar = tmp_path / "bar.log"
+    bar.write_text("".join(f"\r{i}%|####" for i in range(200_000)) + "\r" + OOM_LINE + "\n")
+    assert _file_matches(bar) == ["cuda.error-out-of-memory"]
+
+
+@pytest.mark.parametrize(
+    ("text", "sig"),
+    [
+        ("RuntimeError: Distributed package doesn't have NCCL built in", "torch.cpu-build-nccl"),
+        ("AssertionError: Torch not compiled with CUDA enabled", "torch.not-compiled-with-cuda"),
+    ],
+)
+def test_cpu_build_errors_are_recognised(text, sig):
+    assert [m.signature.id for m in explain_text(text).matches] == [sig]

@@ -56,25 +56,71 @@ CHUNK = 64 * 1024
 _PYTHON_NAME = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
 
 
+def _encoding(head: bytes) -> str:
+    """The encoding of a log from its first bytes: a BOM (UTF-16 LE/BE, UTF-8), else UTF-16 when
+    every other byte of ASCII text is NUL (Windows PowerShell's ``>`` writes UTF-16 LE), else UTF-8."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"  # the codec reads the BOM and drops it
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    pairs = head[: len(head) // 2 * 2][:64]
+    if len(pairs) >= 4:
+        if all(pairs[i] == 0 for i in range(1, len(pairs), 2)) and all(pairs[i] for i in range(0, len(pairs), 2)):
+            return "utf-16-le"
+        if all(pairs[i] == 0 for i in range(0, len(pairs), 2)) and all(pairs[i] for i in range(1, len(pairs), 2)):
+            return "utf-16-be"
+    return "utf-8"
+
+
 class _LineSplitter:
-    """Bytes in, text lines out (UTF-8, invalid bytes replaced); a line longer than
-    :data:`MAX_LINE_CHARS` is cut so memory stays bounded without newlines."""
+    """Bytes in, text lines out (UTF-8, UTF-16 with or without BOM; invalid bytes replaced).
+
+    Memory stays bounded without newlines: of a line longer than :data:`MAX_LINE_CHARS` the
+    head and the tail are kept (the middle of a 10 MB line is dropped) and given to the matcher
+    as one line, so an error printed at the end of a huge line (a progress bar that never
+    wrote a newline) is still read."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._pending = b""
         self._buf = ""
+        self._head: str | None = None  # the start of an overlong line whose middle was dropped
+
+    def _decode(self, data: bytes, final: bool) -> str:
+        if self._decoder is None:
+            self._pending += data
+            if len(self._pending) < 64 and not final:
+                return ""
+            self._decoder = codecs.getincrementaldecoder(_encoding(self._pending))(errors="replace")
+            data, self._pending = self._pending, b""
+        return self._decoder.decode(data, final)
+
+    def _line(self, text: str) -> list[str]:
+        if self._head is not None:
+            text, self._head = self._head + text, None
+        # a line redrawn with carriage returns (progress bars) shows its last state
+        text = text.rstrip("\r").rsplit("\r", 1)[-1]
+        if len(text) <= MAX_LINE_CHARS:
+            return [text]
+        half = MAX_LINE_CHARS // 2 - 8
+        return [f"{text[:half]} [...] {text[-half:]}"]  # one line still: the line numbers stay right
 
     def feed(self, data: bytes, final: bool = False) -> list[str]:
-        self._buf += self._decoder.decode(data, final)
+        self._buf += self._decode(data, final)
         *lines, self._buf = self._buf.split("\n")
-        if len(self._buf) > 4 * MAX_LINE_CHARS:  # a progress bar redrawn with \r, no newline yet
+        if len(self._buf) > 4 * MAX_LINE_CHARS:  # no newline yet: a progress bar redrawn with \r, or junk
             cut = self._buf.rfind("\r")
-            self._buf = self._buf[cut + 1 :] if cut >= 0 else self._buf[:MAX_LINE_CHARS]
-        if final and self._buf:
-            lines.append(self._buf)
+            if cut >= 0:
+                self._buf, self._head = self._buf[cut + 1 :], None
+            else:
+                if self._head is None:
+                    self._head = self._buf[: MAX_LINE_CHARS // 2]
+                self._buf = self._buf[-MAX_LINE_CHARS:]
+        out = [ln for line in lines for ln in self._line(line)]
+        if final and (self._buf or self._head is not None):
+            out += self._line(self._buf)
             self._buf = ""
-        # a line redrawn with carriage returns (progress bars) shows its last state
-        return [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in lines]
+        return out
 
 
 def explain_stream(
