@@ -129,7 +129,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     python = args.python
     doctor = doctor_command(python)
     commands: dict[str, list[str]] = {
-        "gpudoctor gate": doctor + ["gate", "-q"],
+        # --require-gpus 0: no GPU requirement, so the measured path is the same on a CPU machine (where an
+        # undeclared gate stops at "no GPU is visible") and on a GPU one
+        "gpudoctor gate": doctor + ["gate", "-q", "--require-gpus", "0"],
         "collect_env": [python, "-m", "torch.utils.collect_env"],
         "import torch": [python, "-c", "import torch"],
     }

@@ -118,7 +118,7 @@ def test_check_root_inspects_an_image_root(tmp_path):
     [
         ("no-gpu-cpu-torch.json", 0),
         ("gpu-driver-550-cpu-torch.json", 1),
-        ("empty.json", 0),
+        ("empty.json", 4),  # nothing judged: unknown (issue 32)
     ],
 )
 def test_exit_code_follows_findings(fixture, code):

@@ -67,7 +67,7 @@ def test_facts_replay_refuses_collection_options(tmp_path):
 
 def test_an_empty_root_is_accepted_with_a_warning(tmp_path):
     proc = run_gpudoctor("check", "dataloader", "--offline", "--root", str(tmp_path))
-    assert proc.returncode == 0
+    assert proc.returncode == 4  # every dataloader check was not applicable: nothing judged (issue 32)
     assert "has no etc/ or usr/: is it a root filesystem?" in proc.stderr
     # CPU counts and /dev/shm belong to a running machine, not to an image root: skipped, not invented
     assert (
@@ -135,4 +135,6 @@ def test_verdict_is_ok_when_only_info_and_skip():
     assert report(Status.OK, Status.INFO, Status.SKIP).verdict is Status.OK
     assert report(Status.SKIP, Status.WARN).verdict is Status.WARN
     assert report(Status.FAIL, Status.ERROR).verdict is Status.ERROR
-    assert report(Status.SKIP).to_json()["status"] == "ok"
+    # nothing judged is not OK (issue 32): "unknown", exit 4
+    assert report(Status.SKIP).verdict is Status.SKIP and report(Status.SKIP).to_json()["status"] == "unknown"
+    assert report(Status.SKIP).exit_code() == 4 and report(Status.SKIP, Status.INFO).exit_code() == 0

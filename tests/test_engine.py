@@ -253,7 +253,8 @@ def test_builtin_collectors_are_discovered():
         ([Status.ERROR], 3, 3),
         ([Status.ERROR, Status.WARN], 3, 1),
         ([Status.ERROR, Status.FAIL], 1, 1),
-        ([], 0, 0),
+        ([], 4, 4),  # nothing judged: unknown (issue 32)
+        ([Status.SKIP, Status.SKIP], 4, 4),
     ],
 )
 def test_report_exit_codes(statuses, normal, strict):

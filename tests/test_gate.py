@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +25,8 @@ from gpudoctor.gate import (
     write_atomic,
 )
 from gpudoctor.model import Check, Status
+
+FIXTURES = Path(__file__).parent / "fixtures" / "facts"
 from gpudoctor.registry import load_registry
 from gpudoctor.testing import fake_system
 
@@ -77,10 +80,11 @@ def test_builtin_gate_ids_are_exactly_the_gate_tagged_builtins():
 def test_fail_blocks_and_warn_blocks_only_when_strict(tmp_path):
     system = fake_system(tmp_path)
     warn = [_check("x.warn", Status.WARN)]
-    assert run_gate(warn, system).healthy
-    strict = run_gate(warn, system, GateOptions(strict=True))
+    cpu = GateOptions(require_gpus=0)  # a CPU node, declared: no GPU is healthy
+    assert run_gate(warn, system, cpu).healthy
+    strict = run_gate(warn, system, GateOptions(require_gpus=0, strict=True))
     assert not strict.healthy and [(r, f.check) for r, f in strict.blocking] == [("warning", "x.warn")]
-    failed = run_gate([_check("x.ok", Status.OK), _check("x.fail", Status.FAIL)], system)
+    failed = run_gate([_check("x.ok", Status.OK), _check("x.fail", Status.FAIL)], system, cpu)
     assert not failed.healthy and [(r, f.check) for r, f in failed.blocking] == [("failed", "x.fail")]
 
 
@@ -306,7 +310,7 @@ def test_status_file_unwritable_is_a_usage_error(tmp_path):
 
 
 def test_gate_reports_a_missing_command_with_127():
-    proc = _gate("-q", "--", "/nonexistent/job")
+    proc = _gate("-q", "--require-gpus", "0", "--", "/nonexistent/job")
     assert proc.returncode == 127
     assert "cannot start /nonexistent/job" in proc.stderr
 
@@ -424,3 +428,45 @@ def test_the_gate_prints_one_line_per_root_cause_with_its_first_command():
         "gpudoctor gate: failed: nvidia.driver: no driver -> sudo ubuntu-drivers install"
     )
     assert blocking_line("failed", shm) == "gpudoctor gate: failed: dataloader.shm: /dev/shm is 64 MiB"
+
+
+# --------------------------------------------------------------------------- no GPU visible (issue 32, item 4)
+
+
+def test_a_node_without_a_gpu_is_not_healthy_unless_declared_a_cpu_node(tmp_path):
+    """This machine has no GPU: the gate said "healthy" here by default, as if it had vouched for GPUs."""
+    undeclared = _gate()
+    assert undeclared.returncode == 1, undeclared.stderr
+    assert "gpudoctor gate: required: gate.gpus: no GPU is visible" in undeclared.stderr
+    assert "--require-gpus 0" in undeclared.stderr and "Traceback" not in undeclared.stderr
+    for declared in (
+        _gate("--require-gpus", "0"),
+        _gate(env=_env(GPUDOCTOR_REQUIRE_GPUS="0")),
+    ):
+        assert declared.returncode == 0, declared.stderr
+        assert declared.stderr.startswith("gpudoctor gate: healthy: no GPU visible: a CPU node, as --require-gpus 0")
+    conf = tmp_path / "gpudoctor.toml"
+    conf.write_text("[gate]\nrequire-gpus = 0\n")
+    from_file = _gate("--format", "json", env=_env(GPUDOCTOR_CONFIG=str(conf)))
+    doc = json.loads(from_file.stdout)
+    assert from_file.returncode == 0 and doc["healthy"] is True and doc["checks"]["gate.gpus"] == "info"
+
+
+def test_a_gpu_node_is_healthy_without_declaring_anything_and_says_how_many(fake):
+    proc = _gate(env=_env(fake, FAKE_CUDA_COUNT="2"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("gpudoctor gate: healthy: 2 GPUs visible (counted by the CUDA driver API")
+    lost = _gate("--format", "json", env=_env(fake, FAKE_CUDA_COUNT="0"))  # the GPUs went away
+    assert lost.returncode == 1 and json.loads(lost.stdout)["checks"]["gate.gpus"] == "fail"
+
+
+def test_requirement_findings_without_a_declaration(tmp_path):
+    from gpudoctor.facts import Facts
+    from gpudoctor.gate import requirement_findings
+
+    facts = Facts.from_json(json.loads((FIXTURES / "no-gpu-cpu-torch.json").read_text()))
+    [undeclared] = requirement_findings(facts, GateOptions())
+    assert undeclared.status is Status.FAIL and "--require-gpus 0" in undeclared.summary
+    [cpu] = requirement_findings(facts, GateOptions(require_gpus=0))
+    assert cpu.status is Status.INFO and cpu.summary.startswith("no GPU visible: a CPU node")
+    assert [f.status for f in requirement_findings(facts, GateOptions(require_gpus=2))] == [Status.FAIL]

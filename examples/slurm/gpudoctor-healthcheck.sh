@@ -8,6 +8,8 @@
 #   [gate]
 #   require-gpus = 8
 #   min-gpu-memory-gib = 79
+# Without require-gpus the gate expects at least one GPU; a CPU node says `require-gpus = 0`
+# (or GPUDOCTOR_REQUIRE_GPUS=0), else it is drained as "no GPU is visible".
 node=$(hostname -s)
 status=${GPUDOCTOR_STATUS_FILE:-/run/gpudoctor/status.json}
 mkdir -p "$(dirname "$status")"

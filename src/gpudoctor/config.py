@@ -33,6 +33,7 @@ Values are merged per key: a project file's ``[gate] require-gpus`` overrides
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Mapping
@@ -49,6 +50,7 @@ __all__ = [
     "ConfigError",
     "ConfigSource",
     "ConfiguredCommand",
+    "FiniteFloatRange",
     "config_paths",
     "load_config",
 ]
@@ -60,6 +62,19 @@ COMMANDS = ("check", "gate")
 
 class ConfigError(click.UsageError):
     """A config file cannot be read or holds an unknown key or a bad value; the message names the file."""
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses NaN and the infinities (``nan`` compares false with every
+    bound, so a plain range let ``--timeout nan`` through to a crash or a wait that never ends)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, bool):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv
 
 
 @dataclass(frozen=True)
@@ -160,13 +175,64 @@ def load_config(cwd: str | None = None, env: Mapping[str, str] | None = None) ->
     return Config(tuple(reversed(sources)))
 
 
+def _long_name(p: click.Option) -> str:
+    """The option's documented name in python form: ``--format`` -> ``format`` (its parameter may be
+    ``fmt``), ``--checks`` -> ``checks``."""
+    longs = [o for o in p.opts if o.startswith("--")]
+    return _norm(longs[0][2:]) if longs else str(p.name)
+
+
+def _config_value(p: click.Option, key: str, value: Any, path: str) -> Any:
+    """``value`` from config file ``path`` for option ``p``, checked for its type and range as the
+    command line would be; :class:`ConfigError` naming the file and the key otherwise. TOML has
+    booleans, NaN and infinities: ``require-gpus = true`` or ``timeout = nan`` are refused, never cast."""
+    name = key.replace("_", "-")
+
+    def bad(why: str) -> ConfigError:
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        return ConfigError(f"config file {path}: {name} = {shown}: {why}")
+
+    if p.multiple:
+        items = value.split() if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise bad("expected a list of strings")
+        return items
+    if p.is_flag:
+        if not isinstance(value, bool):
+            raise bad("expected true or false")
+        return value
+    if isinstance(p.type, click.types.IntParamType):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("expected an integer")
+    elif isinstance(p.type, click.types.FloatParamType):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("expected a number")
+        if not math.isfinite(value):
+            raise bad("expected a finite number")
+    elif not isinstance(value, str):
+        raise bad("expected a string")
+    try:
+        return p.type.convert(value, p, None)
+    except click.BadParameter as exc:
+        raise bad(exc.format_message()) from None
+
+
 class ConfiguredCommand(click.Command):
     """A click command whose options also come from ``GPUDOCTOR_*`` variables and the config files.
 
-    Environment variables use click's ``auto_envvar_prefix`` (``GPUDOCTOR_<OPTION>``); the
-    files become the command's ``default_map``, after a check that every key names one of
-    its options (an unknown key is a usage error naming the file).
+    Every option reads ``GPUDOCTOR_<LONG_OPTION_NAME>`` (``--format`` is ``GPUDOCTOR_FORMAT``,
+    ``--require-gpus`` is ``GPUDOCTOR_REQUIRE_GPUS``; the parameter's own name, where it differs,
+    still works); the files become the command's ``default_map``, after a check that every key
+    names one of its options (its long name, or the parameter's name) and every value has the
+    option's type and range (an unknown key or a bad value is a usage error naming the file).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for p in self.params:
+            if isinstance(p, click.Option) and p.envvar is None and p.name:
+                names = dict.fromkeys([f"{ENV_PREFIX}_{_long_name(p).upper()}", f"{ENV_PREFIX}_{p.name.upper()}"])
+                p.envvar = list(names) if len(names) > 1 else next(iter(names))
 
     def make_context(self, info_name, args, parent=None, **extra):
         extra.setdefault("auto_envvar_prefix", ENV_PREFIX)
@@ -174,7 +240,8 @@ class ConfiguredCommand(click.Command):
             parent is not None and parent.default_map and self.name in parent.default_map
         ):
             config = load_config()
-            known = {p.name: p for p in self.params if isinstance(p, click.Option)}
+            options = [p for p in self.params if isinstance(p, click.Option) and p.name]
+            known = {**{str(p.name): p for p in options}, **{_long_name(p): p for p in options}}
             table = {}
             for key, (value, path, in_table) in config.section(self.name or "").items():
                 if key not in known:
@@ -183,10 +250,9 @@ class ConfiguredCommand(click.Command):
                     raise ConfigError(
                         f"config file {path}: unknown option {key.replace('_', '-')!r} for "
                         f"`gpudoctor {self.name}` (known: "
-                        f"{', '.join(sorted(k.replace('_', '-') for k in known))})"
+                        f"{', '.join(sorted({_long_name(p).replace('_', '-') for p in options}))})"
                     )
-                if known[key].multiple and isinstance(value, str):
-                    value = value.split()
-                table[key] = value
+                p = known[key]
+                table[str(p.name)] = _config_value(p, key, value, path)
             extra["default_map"] = table
         return super().make_context(info_name, args, parent=parent, **extra)

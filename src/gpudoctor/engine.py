@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import os
 import threading
 import time
 import traceback
@@ -27,6 +26,7 @@ from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
 from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.inputs import check_timeout_from_env
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.redact import redact_value
 from gpudoctor.system import System
@@ -46,6 +46,8 @@ __all__ = [
 
 #: Version of the ``--format json`` report document.
 REPORT_SCHEMA_VERSION = 3
+#: exit code of a run that judged nothing (every check skipped): "unknown", never OK
+EXIT_UNKNOWN = 4
 
 
 class SelectionError(ValueError):
@@ -76,6 +78,9 @@ class Report:
         hostname: the node that ran the checks (``socket.gethostname()``; "" when unknown),
             so reports from a fleet can be merged (``gpudoctor report merge``).
         replayed: the facts came from a snapshot (``check --facts``), not from collecting now.
+        machine_id: ``/etc/machine-id`` of the node ("" when unreadable): with the hostname and
+            ``time`` it tells a fleet's nodes apart (two nodes may share a hostname).
+        time: when the run finished (UTC, ISO 8601 to the second; "" when unknown).
     """
 
     findings: tuple[Finding, ...]
@@ -83,6 +88,8 @@ class Report:
     duration_ms: float = 0.0
     hostname: str = ""
     replayed: bool = False
+    machine_id: str = ""
+    time: str = ""
 
     @property
     def worst(self) -> Status:
@@ -90,11 +97,27 @@ class Report:
         return Status.worst([f.status for f in self.findings])
 
     @property
+    def judged(self) -> bool:
+        """Whether any check reached a verdict: a finding that is not ``skip``. A run where every
+        check was not applicable (an empty or foreign snapshot, a selection that does not apply
+        here) judged nothing, and must not read as healthy."""
+        return any(f.status is not Status.SKIP for f in self.findings)
+
+    @property
     def verdict(self) -> Status:
         """The overall verdict: ``ok`` unless something warned, failed or errored
-        (``info`` and ``skip`` need no action, so a healthy machine reads ``ok``)."""
+        (``info`` and ``skip`` need no action, so a healthy machine reads ``ok``); ``skip``
+        when nothing was judged (:attr:`judged`; shown and written as "unknown")."""
         worst = self.worst
+        if worst < Status.WARN and not self.judged:
+            return Status.SKIP
         return worst if worst >= Status.WARN else Status.OK
+
+    @property
+    def verdict_word(self) -> str:
+        """The verdict as written in reports: ``unknown`` when nothing was judged, else the status."""
+        verdict = self.verdict
+        return "unknown" if verdict is Status.SKIP else verdict.value
 
     def counts(self) -> dict[str, int]:
         """Status value -> number of findings (every status present, zeros included)."""
@@ -106,7 +129,8 @@ class Report:
     def exit_code(self, strict: bool = False) -> int:
         """1 on ``fail`` (or ``warn`` with ``strict``); else 3 when a check, collector
         or plug-in broke (an ``error`` finding: the verdict is incomplete, so a CI job
-        or health probe must not read it as healthy); else 0."""
+        or health probe must not read it as healthy); else 4 when nothing was judged
+        (:attr:`judged`: every check skipped, an empty snapshot); else 0."""
         statuses = {f.status for f in self.findings}
         if Status.FAIL in statuses:
             return 1
@@ -114,6 +138,8 @@ class Report:
             return 1
         if Status.ERROR in statuses:
             return 3
+        if not self.judged:
+            return EXIT_UNKNOWN
         return 0
 
     def to_json(self, include_facts: bool = False) -> dict[str, Any]:
@@ -122,7 +148,9 @@ class Report:
             "schema_version": REPORT_SCHEMA_VERSION,
             "gpudoctor_version": __version__,
             "hostname": self.hostname,
-            "status": self.verdict.value,
+            "machine_id": self.machine_id,
+            "time": self.time,
+            "status": self.verdict_word,
             "counts": self.counts(),
             "duration_ms": round(self.duration_ms, 3),
             "findings": [f.to_json() for f in self.findings],
@@ -131,6 +159,25 @@ class Report:
             doc["facts"] = self.facts.to_json(redact=False)
         redacted: dict[str, Any] = redact_value(doc)
         return redacted
+
+
+def machine_id() -> str:
+    """This machine's id (``/etc/machine-id``, else ``/var/lib/dbus/machine-id``; systemd's
+    machine-id(5)), "" when neither is readable."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, encoding="ascii", errors="replace") as fh:
+                value = fh.read(64).strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return ""
+
+
+def utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
@@ -183,7 +230,10 @@ def needed_domains(checks: Iterable[Check], collectors: Mapping[str, Collector])
 
 #: Seconds one check's ``evaluate`` may take before it is abandoned as an ``error`` finding
 #: (checks are pure functions of the facts: milliseconds normally).
-CHECK_TIMEOUT_S = float(os.environ.get("GPUDOCTOR_CHECK_TIMEOUT_S") or 10.0)
+try:
+    CHECK_TIMEOUT_S = check_timeout_from_env()
+except ValueError:  # reported by the CLI (gpudoctor.cli.common); a library caller gets the default
+    CHECK_TIMEOUT_S = 10.0
 
 
 def _run_with_timeout(
@@ -594,5 +644,11 @@ def run(
     import socket
 
     return Report(
-        tuple(findings), facts, (time.monotonic() - start) * 1000.0, hostname=socket.gethostname(), replayed=replayed
+        tuple(findings),
+        facts,
+        (time.monotonic() - start) * 1000.0,
+        hostname=socket.gethostname(),
+        replayed=replayed,
+        machine_id=machine_id(),
+        time=utc_now(),
     )

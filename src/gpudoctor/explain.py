@@ -730,7 +730,9 @@ class Matcher:
             values = READERS[sig.read](values, text)
         if values is None or (sig.require and not _holds(values, sig.require)):
             return
-        key = (sig.id, tuple(sorted(values.items())))
+        # one error repeated with a new size on every line (5,000 OOMs, each "Tried to allocate N MiB")
+        # is one diagnosis with a count: sizes are not part of what tells two diagnoses apart
+        key = (sig.id, tuple(sorted((k, v) for k, v in values.items() if not _SIZE_RE.fullmatch(v.strip()))))
         old = self._found.get(key)
         if old is None:
             if len(self._found) < MAX_MATCHES:

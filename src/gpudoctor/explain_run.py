@@ -21,10 +21,11 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from gpudoctor.explain import (
     MAX_LINE_CHARS,
@@ -55,25 +56,71 @@ CHUNK = 64 * 1024
 _PYTHON_NAME = re.compile(r"^python(?:\d+(?:\.\d+)?)?$")
 
 
+def _encoding(head: bytes) -> str:
+    """The encoding of a log from its first bytes: a BOM (UTF-16 LE/BE, UTF-8), else UTF-16 when
+    every other byte of ASCII text is NUL (Windows PowerShell's ``>`` writes UTF-16 LE), else UTF-8."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "utf-16"  # the codec reads the BOM and drops it
+    if head.startswith(b"\xef\xbb\xbf"):
+        return "utf-8-sig"
+    pairs = head[: len(head) // 2 * 2][:64]
+    if len(pairs) >= 4:
+        if all(pairs[i] == 0 for i in range(1, len(pairs), 2)) and all(pairs[i] for i in range(0, len(pairs), 2)):
+            return "utf-16-le"
+        if all(pairs[i] == 0 for i in range(0, len(pairs), 2)) and all(pairs[i] for i in range(1, len(pairs), 2)):
+            return "utf-16-be"
+    return "utf-8"
+
+
 class _LineSplitter:
-    """Bytes in, text lines out (UTF-8, invalid bytes replaced); a line longer than
-    :data:`MAX_LINE_CHARS` is cut so memory stays bounded without newlines."""
+    """Bytes in, text lines out (UTF-8, UTF-16 with or without BOM; invalid bytes replaced).
+
+    Memory stays bounded without newlines: of a line longer than :data:`MAX_LINE_CHARS` the
+    head and the tail are kept (the middle of a 10 MB line is dropped) and given to the matcher
+    as one line, so an error printed at the end of a huge line (a progress bar that never
+    wrote a newline) is still read."""
 
     def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._decoder: codecs.IncrementalDecoder | None = None
+        self._pending = b""
         self._buf = ""
+        self._head: str | None = None  # the start of an overlong line whose middle was dropped
+
+    def _decode(self, data: bytes, final: bool) -> str:
+        if self._decoder is None:
+            self._pending += data
+            if len(self._pending) < 64 and not final:
+                return ""
+            self._decoder = codecs.getincrementaldecoder(_encoding(self._pending))(errors="replace")
+            data, self._pending = self._pending, b""
+        return self._decoder.decode(data, final)
+
+    def _line(self, text: str) -> list[str]:
+        if self._head is not None:
+            text, self._head = self._head + text, None
+        # a line redrawn with carriage returns (progress bars) shows its last state
+        text = text.rstrip("\r").rsplit("\r", 1)[-1]
+        if len(text) <= MAX_LINE_CHARS:
+            return [text]
+        half = MAX_LINE_CHARS // 2 - 8
+        return [f"{text[:half]} [...] {text[-half:]}"]  # one line still: the line numbers stay right
 
     def feed(self, data: bytes, final: bool = False) -> list[str]:
-        self._buf += self._decoder.decode(data, final)
+        self._buf += self._decode(data, final)
         *lines, self._buf = self._buf.split("\n")
-        if len(self._buf) > 4 * MAX_LINE_CHARS:  # a progress bar redrawn with \r, no newline yet
+        if len(self._buf) > 4 * MAX_LINE_CHARS:  # no newline yet: a progress bar redrawn with \r, or junk
             cut = self._buf.rfind("\r")
-            self._buf = self._buf[cut + 1 :] if cut >= 0 else self._buf[:MAX_LINE_CHARS]
-        if final and self._buf:
-            lines.append(self._buf)
+            if cut >= 0:
+                self._buf, self._head = self._buf[cut + 1 :], None
+            else:
+                if self._head is None:
+                    self._head = self._buf[: MAX_LINE_CHARS // 2]
+                self._buf = self._buf[-MAX_LINE_CHARS:]
+        out = [ln for line in lines for ln in self._line(line)]
+        if final and (self._buf or self._head is not None):
+            out += self._line(self._buf)
             self._buf = ""
-        # a line redrawn with carriage returns (progress bars) shows its last state
-        return [ln.rstrip("\r").rsplit("\r", 1)[-1] for ln in lines]
+        return out
 
 
 def explain_stream(
@@ -113,11 +160,15 @@ class CommandOutcome:
         argv: the command.
         returncode: its exit status as a shell reports it (128 + N when killed by signal N).
         explanation: the matches in its stdout and stderr.
+        signalled: the first of SIGINT/SIGTERM/SIGHUP gpudoctor received and forwarded to the
+            command while it ran (None: none): the caller ends with the command's status then,
+            without running anything more.
     """
 
     argv: tuple[str, ...]
     returncode: int
     explanation: Explanation
+    signalled: int | None = None
 
 
 def exit_status(returncode: int) -> int:
@@ -131,16 +182,36 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
-    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher.
+#: seconds the output of a command that exited is still read (what it wrote just before exiting);
+#: after that a background child still holding the pipes is not waited for
+DRAIN_GRACE_S = 0.5
+
+
+def _pump(src: IO[bytes], dst: int | None, matcher: Matcher, stop: threading.Event | None = None) -> None:
+    """Copy ``src`` to the file descriptor ``dst`` as it arrives and feed the matcher, until
+    end of file, or until ``stop`` is set and nothing more is waiting in the pipe (the command
+    exited, but a background child of it still holds the pipe open).
 
     Written to the descriptor itself, below any Python stream wrapper: the command's
     output is its own and passes unchanged (gpudoctor's redaction applies to gpudoctor's
     output, the explanation)."""
+    import select
+
     splitter = _LineSplitter()
     fd = src.fileno()
     broken = False
     while True:
+        if stop is not None:
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.05)
+            except (OSError, ValueError):
+                ready = [fd]
+            if not ready:
+                if stop.is_set():
+                    for line in splitter.feed(b"", final=True):
+                        matcher.feed(line)
+                    break
+                continue
         try:
             data = os.read(fd, CHUNK)
         except OSError:
@@ -156,6 +227,10 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher) -> None:
             break
 
 
+#: the signals forwarded to the command's process group
+FORWARDED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
 def run_command(
     argv: Sequence[str],
     stdout: int | None = 1,
@@ -166,51 +241,70 @@ def run_command(
     on_start: Callable[[subprocess.Popen], None] | None = None,
 ) -> CommandOutcome:
     """Run ``argv`` (no shell), copying its output to the file descriptors ``stdout`` and
-    ``stderr`` (None: discard) unchanged as it arrives and matching it. Blocks until the
-    command exits and both pipes are drained.
+    ``stderr`` (None: discard) unchanged as it arrives and matching it. Returns when the
+    command exits: what it wrote until then (and for :data:`DRAIN_GRACE_S` after) is read,
+    but background children it left holding the pipes are not waited for.
 
     ``inherit=True`` (``gpudoctor watch``): the command writes to gpudoctor's own stdout
     and stderr directly (a terminal stays a terminal for it), nothing is copied or
     matched. ``on_start(proc)`` is called once the command has started.
 
-    The command inherits stdin, the environment and the process group (so Ctrl-C in a
-    terminal reaches it directly); SIGTERM and SIGHUP that gpudoctor receives are forwarded.
-    Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command cannot be started.
+    The command inherits stdin and the environment. It runs in a process group of its own
+    (on a terminal: the terminal's, so Ctrl-C and job control reach it directly); SIGINT,
+    SIGTERM and SIGHUP that gpudoctor receives are forwarded to that group, and once the
+    command has exited, the outcome says so (``signalled``) and the caller ends with the
+    command's status. Raises ``OSError`` (e.g. ``FileNotFoundError``) when the command
+    cannot be started.
     """
+    own_group = not _stdin_is_a_terminal()
+    # a group of its own (Python >= 3.11: process_group; before: setpgid in the child)
+    group: dict[str, Any] = {}
+    if own_group:
+        group = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": lambda: os.setpgid(0, 0)}
     capture = None if inherit else subprocess.PIPE
-    # forward SIGTERM/SIGHUP from before the command starts: one that arrives before the
-    # command exists is sent to it as soon as it does
+    received: list[int] = []
     started: list[subprocess.Popen] = []
-    pending: list[int] = []
+
+    def send(signum: int) -> None:
+        try:
+            if own_group:
+                os.killpg(started[0].pid, signum)
+            elif signum != signal.SIGINT:  # on a terminal Ctrl-C reached the command already
+                started[0].send_signal(signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def forward(signum: int, _frame: object) -> None:
-        if started:
-            started[0].send_signal(signum)
-        else:
-            pending.append(signum)
+        received.append(signum)
+        if started:  # before the command exists: sent to it as soon as it does
+            send(signum)
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            previous[sig] = signal.signal(sig, forward)
+        for sig in FORWARDED:
+            try:
+                previous[sig] = signal.signal(sig, forward)
+            except (OSError, ValueError):  # pragma: no cover
+                pass
     try:
-        proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env)
+        proc = subprocess.Popen(list(argv), stdout=capture, stderr=capture, env=env, **group)
     except BaseException:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         raise
     started.append(proc)
-    for signum in pending:
-        proc.send_signal(signum)
+    for signum in received:
+        send(signum)
     if on_start is not None:
         on_start(proc)
     matchers = (Matcher(stream="stdout"), Matcher(stream="stderr"))
+    stop = threading.Event()
     threads = (
         []
         if inherit
         else [
-            threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0]), daemon=True),
-            threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1]), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stdout, stdout, matchers[0], stop), daemon=True),
+            threading.Thread(target=_pump, args=(proc.stderr, stderr, matchers[1], stop), daemon=True),
         ]
     )
     for t in threads:
@@ -218,25 +312,35 @@ def run_command(
     try:
         while True:
             try:
-                proc.wait()
+                proc.wait(timeout=10 if received else None)
                 break
-            except KeyboardInterrupt:
-                # the terminal sent SIGINT to the command as well; let it finish its own way
+            except subprocess.TimeoutExpired:  # forwarded, and still running 10 s later
                 try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                raise
+                    os.killpg(proc.pid, signal.SIGKILL) if own_group else proc.kill()
+                except (ProcessLookupError, PermissionError):
+                    pass
+            except KeyboardInterrupt:  # a handler that was not ours (no main thread forward)
+                received.append(signal.SIGINT)
         for t in threads:
-            t.join()
+            t.join(DRAIN_GRACE_S)
+        stop.set()
+        for t in threads:
+            t.join(1.0)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers))
+        if all(not t.is_alive() for t in threads):
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers), received[0] if received else None)
+
+
+def _stdin_is_a_terminal() -> bool:
+    try:
+        return os.isatty(0)
+    except OSError:
+        return False
 
 
 def target_python(argv: Sequence[str]) -> str | None:

@@ -23,10 +23,11 @@ from dataclasses import dataclass, replace
 
 from gpudoctor import catalogue
 from gpudoctor.collect import CollectContext, CollectOptions
-from gpudoctor.engine import Report, run, select_checks
+from gpudoctor.engine import Report, machine_id, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.system import System
+from gpudoctor.words import plural
 
 __all__ = [
     "BUILTIN_DEEP_ONLY",
@@ -73,8 +74,9 @@ class GateOptions:
     """What the operator asks of the node.
 
     Attributes:
-        require_gpus: at least this many CUDA devices visible to the job (0: no requirement;
-            then a GPU-less node passes the GPU checks as ``skip``/``info``).
+        require_gpus: at least this many CUDA devices visible to the job. ``None`` (not said):
+            at least one, so a node where no GPU is visible is never healthy by default; 0: a CPU
+            node is expected (no GPU is fine, and the healthy line says none is visible).
         min_gpu_memory_gib: every visible GPU has at least this much memory, GiB (0: none).
         strict: warnings block too.
         timeout_s: timeout of the target probe, seconds.
@@ -83,7 +85,7 @@ class GateOptions:
             Unavailable naming ``--deep`` (the CLI turns it off when ``--checks`` names checks).
     """
 
-    require_gpus: int = 0
+    require_gpus: int | None = None
     min_gpu_memory_gib: float = 0.0
     strict: bool = False
     timeout_s: float = 20.0
@@ -213,11 +215,44 @@ def _whence(source: str) -> str:
 def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
     """Findings for the operator's requirements (pure): ``gate.gpus`` and ``gate.gpu-memory``."""
     out: list[Finding] = []
-    if not opts.require_gpus and not opts.min_gpu_memory_gib:
-        return out
     gpus, source = _visible_gpus(facts)
     count = len(gpus) if gpus is not None else 0
     evidence = {"source": source, "visible": [f"{n} ({m} MiB)" if m is not None else n for n, m in gpus or []]}
+    if opts.require_gpus is None:  # not said: a GPU node is expected
+        if count:
+            out.append(
+                Finding(
+                    check="gate.gpus",
+                    status=Status.OK,
+                    summary=f"{plural(count, 'GPU')} visible{_whence(source)}",
+                    evidence=evidence,
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    check="gate.gpus",
+                    status=Status.FAIL,
+                    summary=f"no GPU is visible{_whence(source)}; a CPU node must be declared with --require-gpus 0",
+                    explanation=(
+                        "The gate guards GPU jobs, so a node without a visible GPU is not healthy unless it is "
+                        "expected to have none. On a CPU node: `gpudoctor gate --require-gpus 0` "
+                        "(`GPUDOCTOR_REQUIRE_GPUS=0`, or `require-gpus = 0` in the `[gate]` table of "
+                        "gpudoctor.toml). On a GPU node check `nvidia-smi -L`, the container's GPU request "
+                        "(`--gpus all`, `resources.limits: nvidia.com/gpu`) and `CUDA_VISIBLE_DEVICES`."
+                    ),
+                    evidence={**evidence, "required": "at least 1 (not declared)"},
+                )
+            )
+    elif opts.require_gpus == 0 and not count:
+        out.append(
+            Finding(
+                check="gate.gpus",
+                status=Status.INFO,
+                summary=f"no GPU visible: a CPU node, as --require-gpus 0 declares{_whence(source)}",
+                evidence={**evidence, "required": 0},
+            )
+        )
     if opts.require_gpus:
         if count < opts.require_gpus:
             out.append(
@@ -265,7 +300,7 @@ def requirement_findings(facts: Facts, opts: GateOptions) -> list[Finding]:
                     evidence={**evidence, "required_mib": need_mib},
                 )
             )
-        elif not opts.require_gpus:
+        elif opts.require_gpus == 0:
             out.append(
                 Finding(
                     check="gate.gpu-memory",
@@ -325,17 +360,16 @@ def run_gate(
     """Evaluate the gate once: offline, no Jupyter kernels, light probe unless ``opts.deep``."""
     opts = opts or GateOptions()
     options = collect_options(opts)
-    needs_gpu_facts = opts.require_gpus or opts.min_gpu_memory_gib
-    if needs_gpu_facts:  # the requirements read the target's driver API and NVML
-        checks = list(checks) + [
-            Check(
-                id="gate.requirements",
-                title="",
-                needs=("targets", "nvidia"),
-                evaluate=lambda facts: [],
-                probe_level="light",
-            )
-        ]
+    # the requirements (the GPU count, always) read the target's driver API and NVML
+    checks = list(checks) + [
+        Check(
+            id="gate.requirements",
+            title="",
+            needs=("targets", "nvidia"),
+            evaluate=lambda facts: [],
+            probe_level="light",
+        )
+    ]
     report = run(checks, system, options, collectors=_gate_collectors(checks, opts), light_helpers=not opts.deep)
     findings = [f for f in report.findings if f.check != "gate.requirements"]
     findings += requirement_findings(report.facts, opts)
@@ -415,6 +449,7 @@ def status_document(result: GateResult, attempts: int = 1, now: float | None = N
         "healthy": result.healthy,
         "time": when.isoformat(timespec="seconds"),
         "hostname": socket.gethostname(),
+        "machine_id": machine_id(),
         "attempts": attempts,
         "checks": checks,
         "failures": [

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import stat
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["InputError", "read_user_file", "loads_json", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH"]
+__all__ = [
+    "CHECK_TIMEOUT_ENV",
+    "check_timeout_from_env",
+    "InputError",
+    "read_user_file",
+    "loads_json",
+    "MAX_INPUT_BYTES",
+    "MAX_JSON_DEPTH",
+]
 
 #: largest input file read, bytes (a facts snapshot is a few hundred KiB)
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -100,3 +110,22 @@ def loads_json(text: str, what: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise InputError(f"{what}: JSON nested too deeply") from None
     except ValueError as exc:
         raise InputError(f"{what}: not JSON ({exc})") from None
+
+
+CHECK_TIMEOUT_ENV = "GPUDOCTOR_CHECK_TIMEOUT_S"
+
+
+def check_timeout_from_env(env: Mapping[str, str] | None = None, default: float = 10.0) -> float:
+    """The per-check evaluation budget from ``GPUDOCTOR_CHECK_TIMEOUT_S`` (seconds), else ``default``.
+    Raises ValueError naming the variable for a value that is not a finite positive number (the CLI
+    turns it into a usage error before anything runs)."""
+    raw = (os.environ if env is None else env).get(CHECK_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{CHECK_TIMEOUT_ENV}={raw!r}: not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{CHECK_TIMEOUT_ENV}={raw!r}: must be a finite number of seconds above 0")
+    return value

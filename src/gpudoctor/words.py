@@ -6,6 +6,8 @@ can all import it without import cycles.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 __all__ = ["noun", "plural", "verb"]
 
 
@@ -28,3 +30,13 @@ def plural(n: float, word: str, many: str | None = None) -> str:
 def verb(n: float, one: str, many: str) -> str:
     """The verb form agreeing with ``n`` things: ``verb(1, "is", "are") == "is"``."""
     return one if n == 1 else many
+
+
+def models(names: Iterable[str]) -> str:
+    """GPU names summarised per model, in the order first seen: ``"8x NVIDIA H100 80GB HBM3"``,
+    ``"NVIDIA A100-SXM4-80GB, NVIDIA L4"`` (a count only where a model repeats), so a node with
+    thousands of GPUs reads as one short phrase, not a list of every device."""
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n}x {name}" if n > 1 else name for name, n in counts.items())

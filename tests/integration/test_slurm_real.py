@@ -208,4 +208,6 @@ def test_srun_collects_reports_that_report_merge_tables(cluster, tmp_path):
     assert (reports / f"{NODE}.json").exists()
     merged = cluster.run("gpudoctor", "report", "merge", str(reports))
     assert merged.returncode in (0, 1), merged.stderr
-    assert NODE in merged.stdout and "nvidia.driver" in merged.stdout
+    assert NODE in merged.stdout and merged.stdout.split()[:4] == ["node", "verdict", "gpu", "platform"]  # by area
+    wide = cluster.run("gpudoctor", "report", "merge", "--wide", str(reports))  # every check
+    assert wide.returncode == merged.returncode and NODE in wide.stdout and "nvidia.driver" in wide.stdout

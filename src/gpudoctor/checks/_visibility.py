@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpudoctor.checks._common import split_local
-from gpudoctor.checks._gpu import gpu_devices, v
+from gpudoctor.checks._gpu import gpu_devices, has_nvidia_gpu, v
 from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
@@ -109,6 +109,31 @@ def assess(
         if val is not None
     }
     devices = gpu_devices(facts)
+    hides = (
+        cvd is not None
+        and parse_visible(cvd).names_gpus(machine_gpus(facts)) is not True
+        and (cvd.strip() == "" or cvd.strip().lower() in HIDING)
+    ) or (nvd is not None and nvd.strip().lower() in HIDING)
+    if hides and has_nvidia_gpu(facts) is False:
+        # the PCI bus was read and shows no NVIDIA GPU, and there is no driver: nothing is hidden (issue 32)
+        shown = " and ".join(
+            f"{k}={val!r}"
+            for k, val in (("CUDA_VISIBLE_DEVICES", cvd), ("NVIDIA_VISIBLE_DEVICES", nvd))
+            if val is not None
+        )
+        return _finding(
+            Status.OK,
+            f"{shown} would hide GPUs, but this machine has none to hide (no NVIDIA GPU on the PCI bus)",
+            evidence=evidence,
+            target=label,
+        )
+    if cvd is None and sched == "slurm" and gpus_seen == 0 and has_nvidia_gpu(facts) is False:
+        return _finding(
+            Status.OK,
+            "Slurm job without a GPU request on a node without NVIDIA GPUs (no NVIDIA GPU on the PCI bus)",
+            evidence=evidence,
+            target=label,
+        )
     if sched == "kubernetes" and nvd is not None and nvd.strip().lower() in HIDING and cvd is None:
         who, how = REQUEST["kubernetes"]
         return _finding(

@@ -24,7 +24,7 @@ from gpudoctor.checks._gpu import has_nvidia_gpu, per_target
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
-from gpudoctor.words import plural
+from gpudoctor.words import models, plural
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -88,7 +88,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     evidence["headline"] = "works" if tf.cuda_available else "unknown"
     if tf.cuda_available:
         n = tf.device_count if tf.device_count is not None else len(tf.devices)
-        names = ", ".join(d.name for d in tf.devices)
+        names = models(d.name for d in tf.devices)  # per model: 10,000 GPUs are one short phrase
         # a snapshot (or a light probe) without a device count says nothing rather than "0 GPUs"
         count = f": {plural(n, 'GPU')}" if n else ""
         return CHECK.finding(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from gpudoctor.checks._common import in_container
@@ -42,7 +43,7 @@ from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import CudaDevice, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.visibility import parse_visible
-from gpudoctor.words import plural
+from gpudoctor.words import models, plural
 
 _BUS_RE = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
 FIX_ORDER = "export CUDA_DEVICE_ORDER=PCI_BUS_ID"
@@ -56,16 +57,28 @@ def bus_key(bus_id: str | None) -> tuple[int, int, int, int] | None:
 
 def match_nvml(dev: CudaDevice, nvml: list[GpuDevice]) -> GpuDevice | None:
     """The NVML device that is CUDA device ``dev`` (by UUID, else PCI bus id)."""
-    if dev.uuid:
-        for g in nvml:
-            if g.uuid and g.uuid.lower() == dev.uuid.lower():
-                return g
-    key = bus_key(dev.pci_bus_id)
-    if key is not None:
-        for g in nvml:
-            if bus_key(g.pci_bus_id) == key:
-                return g
-    return None
+    return nvml_matcher(nvml)(dev)
+
+
+def nvml_matcher(nvml: list[GpuDevice]) -> Callable[[CudaDevice], GpuDevice | None]:
+    """:func:`match_nvml` for many devices: the NVML list is indexed once (by UUID and by bus id),
+    so matching 10,000 CUDA devices is linear, not 10,000 x 10,000 comparisons."""
+    by_uuid: dict[str, GpuDevice] = {}
+    by_bus: dict[tuple[int, int, int, int], GpuDevice] = {}
+    for g in nvml:
+        if g.uuid:
+            by_uuid.setdefault(g.uuid.lower(), g)
+        key = bus_key(g.pci_bus_id)
+        if key is not None:
+            by_bus.setdefault(key, g)
+
+    def match(dev: CudaDevice) -> GpuDevice | None:
+        if dev.uuid and dev.uuid.lower() in by_uuid:
+            return by_uuid[dev.uuid.lower()]
+        key = bus_key(dev.pci_bus_id)
+        return by_bus.get(key) if key is not None else None
+
+    return match
 
 
 def _nvml(facts: Facts) -> list[GpuDevice]:
@@ -270,7 +283,8 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     evidence["cuda"] = [f"cuda:{d.index}: {d.name} {d.pci_bus_id or ''} {d.uuid or ''}".strip() for d in devices]
     order = env.get("CUDA_DEVICE_ORDER", "")
     if devices and nvml:
-        rows = [(d.index, match_nvml(d, nvml), d) for d in devices]
+        match = nvml_matcher(nvml)
+        rows = [(d.index, match(d), d) for d in devices]
         swapped = [(i, g) for i, g, _d in rows if g is not None and g.index != i]
         if "CUDA_VISIBLE_DEVICES" not in env and swapped:
             return CHECK.finding(
@@ -291,7 +305,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         return CHECK.finding(
             Status.OK,
             f"{len(devices)} CUDA device{'s' if len(devices) != 1 else ''} "
-            f"({', '.join(d.name for d in devices)}); indices match nvidia-smi"
+            f"({models(d.name for d in devices)}); indices match nvidia-smi"
             + (" within CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in env else ""),
             evidence=evidence,
             target=t.label,

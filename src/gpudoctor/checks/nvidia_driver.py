@@ -33,6 +33,13 @@ BROKEN_NVML = {
 }
 
 
+def _known_host(facts: Facts) -> bool:
+    """Whether the os facts were collected and say this is not a container."""
+    from gpudoctor.facts.host import OsFacts
+
+    return not isinstance(facts.of(OsFacts), Unavailable) and not in_container(facts)
+
+
 def evaluate(facts: Facts) -> list[Finding]:
     nv = require(facts, NvidiaDriverFacts)
     pci = facts.of(PciGpuFacts)
@@ -64,12 +71,26 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"(libnvidia-ml / libcuda) cannot be used",
                     f"The kernel reports driver **{nv.driver_version}** ({nv.source}), but NVML failed: "
                     f"{nv.nvml.reason}.\n\nCUDA programs need the user-space libraries of the *same* driver "
-                    f"version. Typical causes:\n\n"
-                    f"- in a container: it was started without the NVIDIA runtime. "
-                    f"{injection_remedy(facts)}\n"
-                    f"- on the host: the driver was upgraded without a reboot (kernel module and libraries differ) "
-                    f"— reboot, or reload the module;\n"
-                    f"- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed.",
+                    f"version. "
+                    + (
+                        # in a container the runtime mounts the host's libraries: installing a driver package
+                        # in the image is the remedy other findings of this run rule out
+                        f"This is a container: it was started without the NVIDIA runtime, so the host's driver "
+                        f"libraries were not mounted in. {injection_remedy(facts)} Do not install a driver "
+                        f"inside the image. If the runtime is in use, the host's driver was upgraded without a "
+                        f"reboot (kernel module and libraries differ): reboot the host."
+                        if in_container(facts)
+                        else "Typical causes:\n\n"
+                        + (
+                            ""
+                            if _known_host(facts)
+                            else f"- in a container: it was started without the NVIDIA runtime. "
+                            f"{injection_remedy(facts)}\n"
+                        )
+                        + "- on the host: the driver was upgraded without a reboot (kernel module and libraries "
+                        "differ) — reboot, or reload the module;\n"
+                        "- the `libnvidia-compute`/`nvidia-utils` package of that version is not installed."
+                    ),
                     evidence=evidence,
                     commands=injection_commands(facts) if in_container(facts) else (REBOOT,),
                 )

@@ -53,6 +53,6 @@ def evaluate(facts: Facts) -> list[Finding]:
 CHECK = Check(
     id="platform.visibility",
     title="GPU visibility set by schedulers and MIG: CUDA_VISIBLE_DEVICES vs CUDA and the torch release",
-    needs=("platform", "targets", "nvidia"),
+    needs=("platform", "targets", "nvidia", "gpu"),
     evaluate=evaluate,
 )

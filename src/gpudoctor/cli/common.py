@@ -7,7 +7,8 @@ are added to :data:`cli` in one place, :mod:`gpudoctor.cli` (the package
 
 Exit codes (DESIGN.md): 0 nothing failed (warnings allowed), 1 something
 failed (or warned, with ``--strict``), 2 usage error, 3 internal error (a bug
-in gpudoctor; the traceback goes to a crash log), 130 interrupted.
+in gpudoctor; the traceback goes to a crash log), 4 unknown (nothing was judged:
+every check skipped), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import click
 
 from gpudoctor import __version__
+from gpudoctor.config import FiniteFloatRange
 
 
 def _process_started() -> float:
@@ -54,6 +56,8 @@ def command_started() -> float:
 
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: nothing was judged (every check skipped, an empty or foreign snapshot): "unknown", never OK
+EXIT_UNKNOWN = 4
 #: the reader of our output went away (``| head``): 128 + SIGPIPE, as a shell reports a tool killed by it
 EXIT_BROKEN_PIPE = 141
 #: errors writing our own output that are the environment's, not a bug
@@ -348,7 +352,7 @@ def common_collect_options(fn):
         default=60.0,
         show_default=True,
         metavar="SECONDS",
-        type=click.FloatRange(min=1),
+        type=FiniteFloatRange(min=1),
         help="Timeout for each target interpreter's probe.",
     )(fn)
     return fn
@@ -444,6 +448,7 @@ def _main(argv: Sequence[str] | None) -> None:
     global _PROCESS_STARTED
     _PROCESS_STARTED = _process_started()
     try:
+        _check_environment()
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="gpudoctor", standalone_mode=False)
     except (click.exceptions.Abort, KeyboardInterrupt) as exc:
         _interrupted(exc)
@@ -477,6 +482,20 @@ def _main(argv: Sequence[str] | None) -> None:
 #: handlers to put back when :func:`main` was called in-process (``argv`` given); None for
 #: the console script's own process
 _RESTORE_SIGNALS: dict | None = None
+
+
+def _check_environment() -> None:
+    """Usage error (exit 2) for a ``GPUDOCTOR_*`` variable gpudoctor reads directly (not through an
+    option) whose value is not valid, before anything runs."""
+    from gpudoctor.inputs import check_timeout_from_env
+
+    try:
+        check_timeout_from_env()
+    except ValueError as exc:
+        raise usage(str(exc)) from None
+    loopback = os.environ.get("GPUDOCTOR_LOOPBACK_ONLY", "")
+    if loopback not in ("", "0", "1"):
+        raise usage(f"GPUDOCTOR_LOOPBACK_ONLY={loopback!r}: must be 1 (loopback hosts only) or 0")
 
 
 def _finish_quietly() -> None:

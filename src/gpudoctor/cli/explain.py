@@ -25,6 +25,7 @@ from gpudoctor.cli.common import (
     usage,
     write_output,
 )
+from gpudoctor.config import FiniteFloatRange
 
 
 @click.command("explain", cls=CommandAfterDashes, context_settings=CONTEXT_SETTINGS)
@@ -61,7 +62,7 @@ from gpudoctor.cli.common import (
     default=60.0,
     show_default=True,
     metavar="SECONDS",
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     help="Timeout for each target interpreter's probe.",
 )
 @click.pass_context
@@ -251,6 +252,8 @@ def _run(command: list[str], output: str | None, fmt: str):
     except OSError as exc:
         click.echo(f"gpudoctor explain: cannot start {command[0]}: {exc.strerror or exc}", err=True)
         sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
+    if outcome.signalled is not None:  # forwarded to the command, which has ended: so do we
+        sys.exit(outcome.returncode)
     if outcome.returncode == 0:
         return None
     return explain_run.ExplainResult(shlex.join(command), outcome.explanation, None, tuple(command), outcome.returncode)

@@ -8,7 +8,7 @@ import sys
 import click
 
 from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, build_system, check_output_path, complete_check_ids, usage
-from gpudoctor.config import ConfiguredCommand
+from gpudoctor.config import ConfiguredCommand, FiniteFloatRange
 from gpudoctor.redact import redact_text
 
 
@@ -26,15 +26,15 @@ def _ids(text):
 @click.option(
     "--require-gpus",
     type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
+    default=None,
     metavar="N",
-    help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter).",
+    help="Block unless at least N GPUs are visible to the job (CUDA driver API in its interpreter). "
+    "Not given: at least one; 0 declares a CPU node (no GPU is then healthy).",
 )
 @click.option("--require-gpu", is_flag=True, hidden=True, help="Same as --require-gpus 1.")
 @click.option(
     "--min-gpu-memory-gib",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.0,
     metavar="GIB",
     help="Block unless every visible GPU has at least this much memory.",
@@ -61,17 +61,17 @@ def _ids(text):
     "timeout",
     default=20.0,
     show_default=True,
-    type=click.FloatRange(min=1),
+    type=FiniteFloatRange(min=1),
     metavar="SECONDS",
     help="Timeout of the probe in the job's interpreter.",
 )
-@click.option("--probe-timeout", "probe_timeout", type=click.FloatRange(min=1), hidden=True)
+@click.option("--probe-timeout", "probe_timeout", type=FiniteFloatRange(min=1), hidden=True)
 @click.option(
     "--wait",
     "wait",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     metavar="SECONDS",
     help="Retry until healthy or this many seconds have passed (a node that is coming up).",
 )
@@ -79,7 +79,7 @@ def _ids(text):
     "--interval",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     metavar="SECONDS",
     help="Pause between attempts with --wait.",
 )
@@ -168,7 +168,7 @@ def gate(
         kill_running_commands()  # the early probe nobody will read
         raise usage(str(exc)) from None
     opts = g.GateOptions(
-        require_gpus=max(require_gpus, 1 if require_gpu else 0),
+        require_gpus=1 if require_gpu and not require_gpus else require_gpus,
         min_gpu_memory_gib=min_gpu_memory_gib,
         strict=strict,
         timeout_s=probe_timeout or timeout,
@@ -229,16 +229,39 @@ def gate(
     if not quiet and fmt == "text":
         counts = ", ".join(f"{n} {s}" for s, n in result.report.counts().items() if n)
         more = f"; not run without --deep: {', '.join(result.left_out)}" if result.left_out else ""
-        click.echo(f"gpudoctor gate: healthy ({counts}){more}", err=True)
+        gpus = next((f.summary for f in result.report.findings if f.check == "gate.gpus"), "")
+        click.echo(redact_text(f"gpudoctor gate: healthy{': ' + gpus if gpus else ''} ({counts}){more}"), err=True)
     if command:
         sys.stdout.flush()
         sys.stderr.flush()
+        _default_signals()
         try:
             os.execvp(command[0], list(command))
         except OSError as exc:
             click.echo(f"gpudoctor gate: cannot start {command[0]}: {exc.strerror}", err=True)
             sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
     sys.exit(0)
+
+
+def _default_signals() -> None:
+    """Give the job the signal dispositions a shell would: Python ignores SIGPIPE and SIGXFSZ,
+    and an ignored signal stays ignored across exec, so `yes | head` in the job would print
+    "Broken pipe" errors and a file-size limit would surface as EFBIG instead of ending it.
+    SIGINT/SIGTERM/SIGHUP go back to the default too, except one that was ignored when gpudoctor
+    started (``nohup``); nothing is blocked."""
+    import signal
+
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+    from gpudoctor import signals
+
+    for sig in signals.HANDLED:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
 
 
 def _emit(text: str, output, to_stderr: bool) -> None:

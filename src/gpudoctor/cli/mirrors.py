@@ -24,6 +24,7 @@ from gpudoctor.cli.common import (
     refuse_conflicts,
     write_output,
 )
+from gpudoctor.config import FiniteFloatRange
 from gpudoctor.mirrors import DEFAULT_BUDGET_S, DEFAULT_TIMEOUT_S
 from gpudoctor.mirrors.cli_options import load_catalogue_option
 from gpudoctor.words import plural
@@ -46,7 +47,7 @@ ECOSYSTEMS = ("pip", "uv", "conda", "apt")
     default=DEFAULT_BUDGET_S,
     show_default=True,
     metavar="SECONDS",
-    type=click.FloatRange(min=0.1, max=120),
+    type=FiniteFloatRange(min=0.1, max=120),
     help="Overall time budget for all probes.",
 )
 @click.option(
@@ -54,7 +55,7 @@ ECOSYSTEMS = ("pip", "uv", "conda", "apt")
     default=DEFAULT_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
-    type=click.FloatRange(min=0.1, max=60),
+    type=FiniteFloatRange(min=0.1, max=60),
     help="Timeout of each request.",
 )
 @click.option("--offline", is_flag=True, help="Do not probe; list the candidates only.")

@@ -37,6 +37,7 @@ from gpudoctor.cli.common import (
     command_started,
     usage,
 )
+from gpudoctor.config import FiniteFloatRange
 
 #: The script the target interpreter runs (imports torch; never imported here).
 DATALOADER_SCRIPT = Path(__file__).resolve().parent.parent / "probe" / "_dataloader.py"
@@ -356,7 +357,7 @@ def probe() -> None:
     "--cost-ms",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     help="CPU time per synthetic sample (decode + augmentation stand-in), ms.",
 )
 @click.option(
@@ -371,7 +372,7 @@ def probe() -> None:
 )
 @click.option(
     "--step-ms",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=None,
     help="Simulated training step time in ms (default 20 when no --model).",
 )
@@ -382,11 +383,11 @@ def probe() -> None:
     "forward+backward on the batch's first tensor (on the GPU when there is one).",
 )
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--budget-s", default=30.0, show_default=True, type=click.FloatRange(min=2), help=BUDGET_HELP)
+@click.option("--budget-s", default=30.0, show_default=True, type=FiniteFloatRange(min=2), help=BUDGET_HELP)
 @click.option("--exhaustive", is_flag=True, help="Measure the full grid instead of the adaptive search.")
 @click.option(
     "--config-s",
-    type=click.FloatRange(min=0.1),
+    type=FiniteFloatRange(min=0.1),
     default=None,
     help="Seconds per configuration (default: the budget split over the planned ones).",
 )

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, usage
+from gpudoctor.cli.common import CONTEXT_SETTINGS, EXIT_FAIL, EXIT_UNKNOWN, usage
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -23,28 +23,47 @@ def report():
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text: the nodes × checks table; json: a summary for tools.",
+    help="text: the nodes × areas table; json: a summary for tools.",
 )
-def merge(paths, fmt):
-    """Merge JSON reports from many nodes into one table of nodes × checks.
+@click.option("--wide", is_flag=True, help="One column per check instead of per report area.")
+def merge(paths, fmt, wide):
+    """Merge JSON reports from many nodes into one table of nodes × areas.
 
     Reads `gpudoctor check --format json` reports and `gpudoctor gate
-    --status-file` documents (a directory: every *.json in it). Failing
-    nodes come first. Exit 1 when any node is failing.
+    --status-file` documents (a directory: every *.json in it). A file that
+    is not a valid report is named on stderr and skipped; the rest are
+    merged. Nodes are told apart by hostname and machine id; a node's newer
+    report supersedes its older one, and a report given twice counts once.
+    Failing nodes come first.
+
+    Exit 1 when any node is failing; else 4 when a file was skipped or a
+    node judged nothing (the fleet's state is not fully known); 2 when no
+    file could be read.
 
     \b
     Examples:
       gpudoctor report merge /shared/gpudoctor/*.json
+      gpudoctor report merge /shared/gpudoctor/ --wide
       gpudoctor report merge /shared/gpudoctor/ --format json
     """
-    from gpudoctor.fleet import ReportError, load_reports, merge_summary, render_table
+    from gpudoctor.fleet import merge_reports, merge_summary, node_verdict, render_table
+    from gpudoctor.redact import redact_text
 
-    try:
-        nodes = load_reports(paths)
-    except ReportError as exc:
-        raise usage(str(exc)) from None
+    merged = merge_reports(paths)
+    for path, why in merged.skipped:
+        click.echo(redact_text(f"gpudoctor: warning: {path}: skipped: {why}"), err=True)
+    if not merged.nodes:
+        if len(merged.skipped) == 1:
+            raise usage(f"{merged.skipped[0][0]}: {merged.skipped[0][1]}")
+        raise usage("none of the files given is a readable report of gpudoctor")
+    nodes = merged.nodes
     if fmt == "json":
-        click.echo(json.dumps(merge_summary(nodes), indent=2))
+        doc = merge_summary(nodes)
+        doc["skipped"] = [{"source": p, "why": w} for p, w in merged.skipped]
+        doc["left_out"] = [{"source": p, "why": w} for p, w in merged.dropped]
+        click.echo(redact_text(json.dumps(doc, indent=2)))
     else:
-        click.echo(render_table(nodes), nl=False)
-    sys.exit(EXIT_FAIL if any(not n.healthy for n in nodes) else 0)
+        click.echo(render_table(nodes, wide, merged.skipped, merged.dropped), nl=False)
+    if any(not n.healthy for n in nodes):
+        sys.exit(EXIT_FAIL)
+    sys.exit(EXIT_UNKNOWN if merged.skipped or any(node_verdict(n) == "unknown" for n in nodes) else 0)

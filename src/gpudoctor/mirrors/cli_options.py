@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from gpudoctor.config import FiniteFloatRange
 from gpudoctor.mirrors import DEFAULT_BUDGET_S
 
 
@@ -57,7 +58,7 @@ def mirror_check_options(fn):
         default=DEFAULT_BUDGET_S,
         show_default=True,
         metavar="SECONDS",
-        type=click.FloatRange(min=0.1, max=120),
+        type=FiniteFloatRange(min=0.1, max=120),
         help="Overall time budget for mirror probes.",
     )(fn)
     fn = click.option(

@@ -38,6 +38,7 @@ from gpudoctor.render.text import (
     PLAIN_GLYPHS,
     command_lines,
     evidence_lines,
+    verdict_word,
 )
 from gpudoctor.words import plural
 
@@ -131,9 +132,11 @@ def render_console(report: Report, console: Console, verbose: bool = False) -> N
     plain = is_plain(console)
     lay = layout(report)
     glyph = PLAIN_GLYPHS[lay.verdict] if plain else GLYPHS[lay.verdict]
+    if plain and lay.verdict is Status.SKIP:
+        glyph = "[n/a]"  # nothing was judged: not a skipped finding
     head = Text()
     head.append(f"{glyph} ", style=COLOURS[lay.verdict] + " bold")
-    head.append(f"gpudoctor: {lay.verdict.value.upper()}", style=COLOURS[lay.verdict] + " bold")
+    head.append(f"gpudoctor: {verdict_word(lay.verdict).upper()}", style=COLOURS[lay.verdict] + " bold")
     head.append(f" — {redact_text(lay.headline)}")
     console.print(head)
     if lay.targets:

@@ -132,7 +132,7 @@ class NextStep:
 class Layout:
     """The whole report's shape; see the module docstring."""
 
-    verdict: Status
+    verdict: Status  # SKIP: nothing was judged (written "unknown", see verdict_word)
     headline: str
     targets: tuple[tuple[str, str], ...]
     areas: tuple[AreaView, ...]
@@ -471,6 +471,8 @@ def layout(report: object) -> Layout:
     if getattr(report, "replayed", False) and facts is not None and not getattr(facts, "domains", True):
         # an OK from nothing must not read like a healthy machine
         headline = f"the snapshot holds no facts: nothing was judged ({headline})"
+    elif verdict is Status.SKIP and "nothing was judged" not in headline:
+        headline = f"nothing was judged: every check was not applicable ({headline})"
     counts = status_counts_text(findings)
     rerun = rerun_flags(facts)
     return Layout(

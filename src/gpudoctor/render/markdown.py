@@ -21,7 +21,7 @@ from gpudoctor.render.layout import (
     layout,
     root_cause_shown,
 )
-from gpudoctor.render.text import GLYPHS, command_lines, evidence_lines
+from gpudoctor.render.text import GLYPHS, command_lines, evidence_lines, verdict_word
 from gpudoctor.words import plural
 
 
@@ -61,7 +61,7 @@ def render_markdown(report: Report, verbose: bool = False) -> str:
     lines = [
         f"## gpudoctor {__version__} report",
         "",
-        f"{GLYPHS[lay.verdict]} **{lay.verdict.value}** — {_md(lay.headline)}",
+        f"{GLYPHS[lay.verdict]} **{verdict_word(lay.verdict)}** — {_md(lay.headline)}",
         "",
     ]
     if lay.targets:

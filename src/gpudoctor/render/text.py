@@ -27,6 +27,11 @@ COLOURS = {
 }
 
 
+def verdict_word(verdict: Status) -> str:
+    """A report's overall verdict in words: ``unknown`` for ``skip`` (nothing was judged)."""
+    return "unknown" if verdict is Status.SKIP else verdict.value
+
+
 def finding_title(f: Finding) -> str:
     """The one-line summary, prefixed with the target when there is one."""
     if f.target and f.target != "current":

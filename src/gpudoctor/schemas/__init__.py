@@ -91,10 +91,17 @@ def report_schema() -> dict:
             "schema_version": {"const": REPORT_SCHEMA_VERSION},
             "gpudoctor_version": {"type": "string"},
             "hostname": {"type": "string", "description": "the node that ran the checks (for fleet views)"},
+            "machine_id": {
+                "type": "string",
+                "description": "/etc/machine-id of that node, empty when unreadable (fleet views tell nodes apart by "
+                "hostname, machine id and time)",
+            },
+            "time": {"type": "string", "description": "when the run finished, UTC ISO 8601; empty when unknown"},
             "status": {
-                "enum": ["ok", "warn", "fail", "error"],
+                "enum": ["ok", "warn", "fail", "error", "unknown"],
                 "description": "overall verdict: the most severe of warn/fail/error among the findings, "
-                "else ok (info and skip need no action)",
+                "else ok (info and skip need no action); unknown when every finding is skip (nothing "
+                "was judged)",
             },
             "counts": {
                 "type": "object",
