@@ -140,7 +140,7 @@ def _precision_tflops(torch, backend, i, deadline):
             except Exception:  # a precision the device or build does not run: left out
                 continue
             if best:
-                out[name] = round(2.0 * n**3 / best / 1e12, 3)
+                out[name] = float("%.4g" % (2.0 * n**3 / best / 1e12))  # 4 significant digits
     finally:
         if old is not None:
             tf32.allow_tf32 = old
