@@ -146,3 +146,10 @@ def test_a_closed_pipe_exits_141_quietly(tmp_path):
     finally:
         os.close(w)
     assert proc.returncode == 141 and "Traceback" not in proc.stderr and proc.stderr == ""
+
+
+def test_merge_reads_every_report_schema_this_gpudoctor_writes():
+    from gpudoctor.engine import REPORT_SCHEMA_VERSION
+    from gpudoctor.fleet import REPORT_SCHEMAS
+
+    assert REPORT_SCHEMAS == tuple(range(1, REPORT_SCHEMA_VERSION + 1))

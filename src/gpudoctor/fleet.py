@@ -43,7 +43,7 @@ class ReportError(ValueError):
 
 
 #: report schema versions this gpudoctor reads (``gpudoctor check --format json``)
-REPORT_SCHEMAS = (1, 2)
+REPORT_SCHEMAS = (1, 2, 3)  # 3: findings carry commands and caused_by (engine.REPORT_SCHEMA_VERSION)
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         try:
             outcome = explain_run.run_command(command, env=child_env(run_dir), inherit=True, on_start=on_start)
             code = outcome.returncode
+            # Ctrl-C (or SIGTERM/SIGHUP) forwarded to the command, which has ended: the verdict says so
+            interrupted = outcome.signalled is not None
         except KeyboardInterrupt:
             interrupted = True
             proc = state["proc"]
