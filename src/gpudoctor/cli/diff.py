@@ -32,6 +32,30 @@ def _read(path: str) -> tuple[str, dict[str, Any]]:
     )
 
 
+def _decode_facts(facts_type: Any, error_type: Any, path: str, doc: dict[str, Any]) -> Any:
+    """The snapshot ``doc`` of ``path`` as Facts; a usage error that names the file otherwise."""
+    try:
+        return facts_type.from_json(doc)
+    except error_type as exc:
+        raise usage(f"{path}: not a gpudoctor facts snapshot: {exc}") from None
+
+
+def _decode_findings(finding_type: Any, path: str, doc: dict[str, Any]) -> list[Any]:
+    """The findings of the report ``doc`` of ``path``; a usage error naming the file and the
+    finding (its index in ``findings``) that is malformed."""
+    out = []
+    for i, item in enumerate(doc["findings"]):
+        if not isinstance(item, dict):
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}] is not an object")
+        try:
+            out.append(finding_type.from_json(item))
+        except KeyError as exc:
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}] has no {exc} key") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}]: {exc}") from None
+    return out
+
+
 def _show(value: Any, limit: int = MAX_VALUE) -> str:
     text = "—" if value is None else value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     text = text.replace("\n", " ").replace("|", "\\|")
@@ -115,10 +139,10 @@ def diff(a, b, fmt, output):
         raise usage(f"{a} is a {kind_a} document and {b} a {kind_b} document: compare two of the same kind")
     notes = []
     if kind_a == "facts":
-        try:
-            facts_a, facts_b = Facts.from_json(doc_a), Facts.from_json(doc_b)
-        except FactsDecodeError as exc:
-            raise usage(f"not a gpudoctor facts snapshot: {exc}") from None
+        facts_a, facts_b = (
+            _decode_facts(Facts, FactsDecodeError, a, doc_a),
+            _decode_facts(Facts, FactsDecodeError, b, doc_b),
+        )
         registry = load_registry()
         checks = engine.select_checks(registry.checks)
         changed = diffing.diff_findings(engine.evaluate(checks, facts_a), engine.evaluate(checks, facts_b))
@@ -126,11 +150,7 @@ def diff(a, b, fmt, output):
             facts_a.to_json()["domains"], facts_b.to_json()["domains"], changed, {c.id: c for c in checks}
         )
     else:
-        try:
-            fa = [Finding.from_json(f) for f in doc_a["findings"]]
-            fb = [Finding.from_json(f) for f in doc_b["findings"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise usage(f"not a gpudoctor report: a finding lacks {exc}") from None
+        fa, fb = _decode_findings(Finding, a, doc_a), _decode_findings(Finding, b, doc_b)
         changed, facts = diffing.diff_findings(fa, fb), []
         notes.append("reports carry no facts: compare `gpudoctor facts` snapshots to see what differs underneath")
     result = diffing.Diff(tuple(changed), tuple(facts), tuple(notes))
