@@ -162,3 +162,21 @@ def test_output_to_a_fifo_or_a_directory_is_refused_before_comparing(tmp_path):
     for target, text in ((fifo, "is a FIFO (named pipe)"), (tmp_path, "is a directory")):
         proc = run_gpudoctor("diff", str(HEALTHY), str(BROKEN), "-o", str(target), timeout=60)
         _one_line_2(proc, f"-o {target}: {text}", "`-o -` writes to stdout")
+
+
+def test_output_over_an_input_is_refused_and_the_input_kept(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_bytes(HEALTHY.read_bytes())
+    b.write_bytes(BROKEN.read_bytes())
+    link = tmp_path / "link.json"
+    link.symlink_to(b)
+    for out, named in ((a, a), (link, b)):
+        proc = run_gpudoctor("diff", str(a), str(b), "-o", str(out))
+        _one_line_2(proc, f"-o {out}: is the input file {named}")
+    assert a.read_bytes() == HEALTHY.read_bytes() and b.read_bytes() == BROKEN.read_bytes()
+    # the neighbour: check --facts FILE -o FILE; the healthy twin: a new output file is written
+    proc = run_gpudoctor("check", "--facts", str(a), "--format", "json", "-o", str(a))
+    _one_line_2(proc, f"-o {a}: is the input file {a}")
+    assert a.read_bytes() == HEALTHY.read_bytes()
+    proc = run_gpudoctor("diff", str(a), str(b), "-o", str(tmp_path / "d.txt"))
+    assert proc.returncode == 1 and "cuda.driver" in (tmp_path / "d.txt").read_text()

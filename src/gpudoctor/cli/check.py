@@ -20,6 +20,7 @@ from gpudoctor.cli.common import (
     may_need_targets,
     read_facts,
     refuse_conflicts,
+    refuse_output_over_input,
     usage,
     write_output,
 )
@@ -108,6 +109,7 @@ def check(
 
     check_pythons(pythons)
     check_output_path("-o", output, atomic=fmt == "prometheus")
+    refuse_output_over_input("-o", output, facts_file, *(train_configs if root == "/" else ()))
     rank = bool(mirror_opts.get("rank_mirrors"))
     refuse_conflicts(
         ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),

@@ -299,6 +299,16 @@ def check_output_path(flag: str, path: str | None, atomic: bool = False, dash: s
         raise usage(f"{flag} {path}: cannot create a file in {parent} (permission denied)")
 
 
+def refuse_output_over_input(flag: str, output: str | None, *inputs: str | None) -> None:
+    """Usage error when the output file ``output`` is one of the ``inputs`` (the same file,
+    through any path or link): writing the result would destroy what was read."""
+    if not output or output == "-" or not os.path.exists(output):
+        return
+    for path in inputs:
+        if path and path != "-" and os.path.exists(path) and os.path.samefile(output, path):
+            raise usage(f"{flag} {output}: is the input file {path}; writing there would replace it")
+
+
 def write_output(text: str, out: str | None) -> None:
     """Write ``text`` to the file ``out`` (``-o``), or to stdout when ``out`` is empty or ``-``."""
     if out and out != "-":

@@ -9,7 +9,14 @@ from typing import Any
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, check_output_path, load_registry, usage, write_output
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    check_output_path,
+    load_registry,
+    refuse_output_over_input,
+    usage,
+    write_output,
+)
 
 #: longest value shown in the console and markdown tables (JSON has them whole)
 MAX_VALUE = 70
@@ -134,6 +141,7 @@ def diff(a, b, fmt, output):
     from gpudoctor.model import Finding
 
     check_output_path("-o", output)
+    refuse_output_over_input("-o", output, a, b)
     (kind_a, doc_a), (kind_b, doc_b) = _read(a), _read(b)
     if kind_a != kind_b:
         raise usage(f"{a} is a {kind_a} document and {b} a {kind_b} document: compare two of the same kind")
