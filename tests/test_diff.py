@@ -180,3 +180,30 @@ def test_output_over_an_input_is_refused_and_the_input_kept(tmp_path):
     assert a.read_bytes() == HEALTHY.read_bytes()
     proc = run_gpudoctor("diff", str(a), str(b), "-o", str(tmp_path / "d.txt"))
     assert proc.returncode == 1 and "cuda.driver" in (tmp_path / "d.txt").read_text()
+
+
+def _many_packages(tmp_path, name, shift):
+    doc = json.loads((FACTS / "gpu" / "driver-too-old-a100.json").read_text())
+    dists = [{"name": f"pkg{i}", "version": f"1.{i + shift}"} for i in range(1000)]
+    doc["domains"]["cuda_wheels"]["targets"][0]["dists"] = dists
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_thousands_of_differing_facts_are_capped_in_text_and_whole_in_json(tmp_path):
+    a, b = _many_packages(tmp_path, "a.json", 0), _many_packages(tmp_path, "b.json", 1)
+    text = run_gpudoctor("diff", a, b)
+    assert text.returncode == 1
+    assert "facts that differ (1000):" in text.stdout  # no check differs: no "checks above" to explain
+    assert "checks whose verdict differs" not in text.stdout
+    assert text.stdout.count("      A: ") == 200 and "... and 800 more (--format json lists them all)" in text.stdout
+    md = run_gpudoctor("diff", a, b, "--format", "markdown")
+    assert "... and 800 more facts" in md.stdout
+    doc = json.loads(run_gpudoctor("diff", a, b, "--format", "json").stdout)
+    assert len(doc["facts"]) == 1000
+
+
+def test_the_twins_keep_the_explaining_order_heading():
+    proc = run_gpudoctor("diff", str(HEALTHY), str(BROKEN))
+    assert "facts that differ (" in proc.stdout and "those that can explain the checks above first" in proc.stdout

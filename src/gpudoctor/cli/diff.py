@@ -20,6 +20,10 @@ from gpudoctor.cli.common import (
 
 #: longest value shown in the console and markdown tables (JSON has them whole)
 MAX_VALUE = 70
+#: most differing facts listed in the console and markdown (JSON has them all): two machines
+#: with different package sets differ in thousands of facts, and the first ones are those that
+#: explain a changed verdict
+MAX_FACTS = 200
 
 
 def _read(path: str) -> tuple[str, dict[str, Any]]:
@@ -82,10 +86,13 @@ def _render_text(diff, a: str, b: str) -> str:
             if worse:
                 lines.append(f"  {'':<{width}}  {_show(worse, 160)}")
     if diff.facts:
-        lines.append(f"\nfacts that differ ({len(diff.facts)}), those that can explain the checks above first:")
-        for f in diff.facts:
+        order = ", those that can explain the checks above first" if diff.checks else ""
+        lines.append(f"\nfacts that differ ({len(diff.facts)}){order}:")
+        for f in diff.facts[:MAX_FACTS]:
             why = f"   (read by {', '.join(f.explains)})" if f.explains else ""
             lines.append(f"  {f.path}\n      A: {_show(f.a)}\n      B: {_show(f.b)}{why}")
+        if len(diff.facts) > MAX_FACTS:
+            lines.append(f"  ... and {len(diff.facts) - MAX_FACTS} more (--format json lists them all)")
     lines.extend(f"\nnote: {n}" for n in diff.notes)
     return "\n".join(lines) + "\n"
 
@@ -102,8 +109,10 @@ def _render_markdown(diff, a: str, b: str) -> str:
         out.append("")
     if diff.facts:
         out += ["| fact | A | B | read by |", "| --- | --- | --- | --- |"]
-        for f in diff.facts:
+        for f in diff.facts[:MAX_FACTS]:
             out.append(f"| `{f.path}` | {_show(f.a)} | {_show(f.b)} | {', '.join(f.explains)} |")
+        if len(diff.facts) > MAX_FACTS:
+            out.append(f"\n... and {len(diff.facts) - MAX_FACTS} more facts (`--format json` lists them all)")
         out.append("")
     out.extend(f"> {n}" for n in diff.notes)
     return "\n".join(out) + "\n"
