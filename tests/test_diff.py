@@ -207,3 +207,10 @@ def test_thousands_of_differing_facts_are_capped_in_text_and_whole_in_json(tmp_p
 def test_the_twins_keep_the_explaining_order_heading():
     proc = run_gpudoctor("diff", str(HEALTHY), str(BROKEN))
     assert "facts that differ (" in proc.stdout and "those that can explain the checks above first" in proc.stdout
+
+
+def test_stdin_serves_one_side_only(tmp_path):
+    both = run_gpudoctor("diff", "-", "-", input=BROKEN.read_text())
+    _one_line_2(both, "A and B are both stdin")
+    one = run_gpudoctor("diff", str(HEALTHY), "-", input=BROKEN.read_text())
+    assert one.returncode == 1 and "cuda.driver     ok → fail" in one.stdout

@@ -151,6 +151,8 @@ def diff(a, b, fmt, output):
 
     check_output_path("-o", output)
     refuse_output_over_input("-o", output, a, b)
+    if a == b == "-":
+        raise usage("A and B are both stdin (`-`): stdin can be read once; give at most one of them as `-`")
     (kind_a, doc_a), (kind_b, doc_b) = _read(a), _read(b)
     if kind_a != kind_b:
         raise usage(f"{a} is a {kind_a} document and {b} a {kind_b} document: compare two of the same kind")
