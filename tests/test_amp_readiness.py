@@ -209,3 +209,22 @@ def test_the_table_covers_maxwell_to_blackwell_with_a_source_per_row():
 def test_capability_exceptions_by_board(name, cc, best, tc):
     caps = capabilities(name, cc)
     assert caps is not None and caps.fp16_tc is tc and recommend(caps)[0] == best
+
+
+def test_an_oversized_config_in_an_image_is_refused_by_its_size_without_reading_it(tmp_path, monkeypatch):
+    big = '{"bf16": true, "pad": "' + "x" * (2 * 1024 * 1024) + '"}'
+    root = write_tree(tmp_path / "root", {"/w/big.json": big, "/w/small.json": '{"fp16": true}'})
+    from gpudoctor import system as system_module
+
+    read = []
+    real = system_module.Files.read_bytes
+
+    def spy(self, path, tail=None):
+        read.append(path)
+        return real(self, path, tail)
+
+    monkeypatch.setattr(system_module.Files, "read_bytes", spy)
+    prec = collect_precision(root, train_configs=["/w/big.json", "/w/small.json"])
+    assert any("/w/big.json: larger than" in p for p in prec.problems)
+    assert "/w/big.json" not in read and "/w/small.json" in read  # the neighbour is read and judged
+    assert [r.precision for r in prec.requests] == ["fp16"]

@@ -357,6 +357,16 @@ def test_output_file(tmp_path):
     assert proc.stdout == "" and json.loads(out.read_text())["diagnosis"][0]["signature"] == "apt.sources-list-absent"
 
 
+def test_output_over_the_log_it_reads_is_refused_and_the_log_kept(tmp_path):
+    log = tmp_path / "build.log"
+    original = (CASES / "17-debian12-sources-list-absent/build-output.txt").read_bytes()
+    log.write_bytes(original)
+    proc = run_gpudoctor("explain", "--no-check", "-o", str(log), str(log))
+    assert proc.returncode == 2 and f"-o {log}: is the input file {log}" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert log.read_bytes() == original
+
+
 @pytest.mark.parametrize(
     "args, words",
     [

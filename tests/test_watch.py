@@ -111,6 +111,8 @@ def test_a_job_sent_sigterm_through_gpudoctor_gets_it(tmp_path):
         (["watch", "--"], 2, "nothing to run after `--`"),
         (["watch", "python"], 2, "give the command to watch after `--`"),
         (["watch", "--", "no-such-command-here"], 127, "cannot start no-such-command-here"),
+        (["watch", "--no-gpu", "--", "/"], 126, "cannot start /: is a directory"),
+        (["watch", "--no-gpu", "-o", "/", "--", "true"], 2, "-o /: is a directory"),
     ],
 )
 def test_bad_input_is_one_line(args, code, text):
@@ -411,3 +413,13 @@ def test_busy_workers_on_every_usable_cpu_are_cpu_bound_even_with_the_machine_id
     assert kinds(doc)[0] == "cpu-bound" and "3 workers 90 % busy each" in doc["limits"][0]["summary"]
     # the CPUs cap the workers that help: the recommendation stays within them
     assert doc["recommendation"]["kwargs"]["num_workers"] <= 4
+
+
+def test_output_to_a_fifo_is_refused_before_the_command_runs_and_dash_means_stderr(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    marker = tmp_path / "ran"
+    r = run([*GPUDOCTOR, "watch", "--no-gpu", "-o", str(fifo), "--", "touch", str(marker)], stdin=b"")
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "is a FIFO (named pipe)" in err and "`-o -` writes to stderr" in err
+    assert not marker.exists() and len(err.strip().splitlines()) == 1

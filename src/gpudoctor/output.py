@@ -47,7 +47,7 @@ def refusal(path: str) -> str | None:
         return None
     for test, kind in _KINDS:
         if test(mode):
-            return f"is {kind}, not a regular file (gpudoctor writes only regular files; `-o -` writes to stdout)"
+            return f"is {kind}, not a regular file (gpudoctor writes only regular files)"
     return None
 
 

@@ -20,6 +20,7 @@ from gpudoctor.cli.common import (
     may_need_targets,
     read_facts,
     refuse_conflicts,
+    refuse_output_over_input,
     usage,
     write_output,
 )
@@ -108,6 +109,7 @@ def check(
 
     check_pythons(pythons)
     check_output_path("-o", output, atomic=fmt == "prometheus")
+    refuse_output_over_input("-o", output, facts_file, *(train_configs if root == "/" else ()))
     rank = bool(mirror_opts.get("rank_mirrors"))
     refuse_conflicts(
         ("--offline", "--rank-mirrors", offline and rank, "ranking probes the catalogue's mirrors over the network"),
@@ -132,6 +134,8 @@ def check(
             "the Dockerfile is read only when collecting",
         ),
     )
+    if root == "/":
+        check_train_configs(train_configs)
     if facts_file and (pythons or root != "/"):
         raise usage(
             "--facts replays a snapshot; --python and --root only apply when collecting "
@@ -194,3 +198,38 @@ def check(
 
         write_output(render(report, fmt, verbose), output)
     sys.exit(report.exit_code(strict))
+
+
+#: what a configuration file's top level is, when it is not a mapping
+_KIND_OF = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def check_train_configs(paths: tuple[str, ...]) -> None:
+    """Usage error now, before anything is collected, for a ``--train-config`` file on this
+    machine that the precision collector could not use: missing, not a regular file, larger
+    than it reads, binary, not JSON/YAML, nested too deeply, or not a mapping. Without this such
+    a file was only noted in the facts, and on a machine where amp.readiness does not apply
+    (no GPU) the run ended with exit 0 as if the file had been judged."""
+    from gpudoctor.collect.precision import MAX_BYTES
+    from gpudoctor.inputs import InputError, loads_json, read_user_file
+
+    for path in paths:
+        try:
+            text = read_user_file(path, max_bytes=MAX_BYTES)
+            if path.endswith(".json") or text.lstrip().startswith("{"):
+                doc = loads_json(text, path)
+            else:
+                import yaml
+
+                try:
+                    doc = yaml.safe_load(text)
+                except (yaml.YAMLError, RecursionError, ValueError) as exc:
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise InputError(f"{path}: not valid YAML ({first[:160]})") from None
+        except InputError as exc:
+            raise usage(f"--train-config {exc}") from None
+        if not isinstance(doc, dict):
+            raise usage(
+                f"--train-config {path}: not a training configuration (a JSON object or YAML mapping "
+                f"of settings), but {_KIND_OF.get(type(doc), 'something else') if doc is not None else 'an empty file'}"
+            )

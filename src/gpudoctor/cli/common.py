@@ -274,14 +274,15 @@ def _complete_ids(incomplete: str, fixes: bool):
     return [CompletionItem(w) for w in dict.fromkeys(words) if w.startswith(incomplete)]
 
 
-def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None:
+def check_output_path(flag: str, path: str | None, atomic: bool = False, dash: str | None = "stdout") -> None:
     """Usage error now, before anything is collected or run, when ``path`` (an
     ``-o``/``--status-file`` value; empty or ``-``: stdout) cannot be written: it
     is a directory, its directory does not exist or is not one, or it (or,
     for a new file or an ``atomic`` write through a temporary file beside it,
     its directory) is not writable. Without this a bad path surfaced only at
     the end, after the collection (or the whole ``explain -- CMD`` run), and
-    the result was lost."""
+    the result was lost. ``dash``: where ``FLAG -`` writes (the hint given for a path that is
+    not a regular file), None when ``-`` means nothing special for this flag."""
     if not path or path == "-":
         return
     target = Path(path)
@@ -290,7 +291,8 @@ def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None
 
     why = refusal(path)
     if why:
-        raise usage(f"{flag} {path}: {why}")
+        hint = f"; `{flag} -` writes to {dash}" if dash and flag == "-o" else ""
+        raise usage(f"{flag} {path}: {why}{hint}")
     if not parent.exists():
         raise usage(f"{flag} {path}: its directory {parent} does not exist")
     if not parent.is_dir():
@@ -299,6 +301,16 @@ def check_output_path(flag: str, path: str | None, atomic: bool = False) -> None
         raise usage(f"{flag} {path}: not writable (permission denied)")
     if (atomic or not target.exists()) and not os.access(parent, os.W_OK | os.X_OK):
         raise usage(f"{flag} {path}: cannot create a file in {parent} (permission denied)")
+
+
+def refuse_output_over_input(flag: str, output: str | None, *inputs: str | None) -> None:
+    """Usage error when the output file ``output`` is one of the ``inputs`` (the same file,
+    through any path or link): writing the result would destroy what was read."""
+    if not output or output == "-" or not os.path.exists(output):
+        return
+    for path in inputs:
+        if path and path != "-" and os.path.exists(path) and os.path.samefile(output, path):
+            raise usage(f"{flag} {output}: is the input file {path}; writing there would replace it")
 
 
 def write_output(text: str, out: str | None) -> None:

@@ -9,10 +9,21 @@ from typing import Any
 
 import click
 
-from gpudoctor.cli.common import CONTEXT_SETTINGS, check_output_path, load_registry, usage, write_output
+from gpudoctor.cli.common import (
+    CONTEXT_SETTINGS,
+    check_output_path,
+    load_registry,
+    refuse_output_over_input,
+    usage,
+    write_output,
+)
 
 #: longest value shown in the console and markdown tables (JSON has them whole)
 MAX_VALUE = 70
+#: most differing facts listed in the console and markdown (JSON has them all): two machines
+#: with different package sets differ in thousands of facts, and the first ones are those that
+#: explain a changed verdict
+MAX_FACTS = 200
 
 
 def _read(path: str) -> tuple[str, dict[str, Any]]:
@@ -30,6 +41,30 @@ def _read(path: str) -> tuple[str, dict[str, Any]]:
     raise usage(
         f"{path}: neither a facts snapshot (`gpudoctor facts -o FILE`) nor a report (`gpudoctor check --format json`)"
     )
+
+
+def _decode_facts(facts_type: Any, error_type: Any, path: str, doc: dict[str, Any]) -> Any:
+    """The snapshot ``doc`` of ``path`` as Facts; a usage error that names the file otherwise."""
+    try:
+        return facts_type.from_json(doc)
+    except error_type as exc:
+        raise usage(f"{path}: not a gpudoctor facts snapshot: {exc}") from None
+
+
+def _decode_findings(finding_type: Any, path: str, doc: dict[str, Any]) -> list[Any]:
+    """The findings of the report ``doc`` of ``path``; a usage error naming the file and the
+    finding (its index in ``findings``) that is malformed."""
+    out = []
+    for i, item in enumerate(doc["findings"]):
+        if not isinstance(item, dict):
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}] is not an object")
+        try:
+            out.append(finding_type.from_json(item))
+        except KeyError as exc:
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}] has no {exc} key") from None
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise usage(f"{path}: not a gpudoctor report: findings[{i}]: {exc}") from None
+    return out
 
 
 def _show(value: Any, limit: int = MAX_VALUE) -> str:
@@ -51,10 +86,13 @@ def _render_text(diff, a: str, b: str) -> str:
             if worse:
                 lines.append(f"  {'':<{width}}  {_show(worse, 160)}")
     if diff.facts:
-        lines.append(f"\nfacts that differ ({len(diff.facts)}), those that can explain the checks above first:")
-        for f in diff.facts:
+        order = ", those that can explain the checks above first" if diff.checks else ""
+        lines.append(f"\nfacts that differ ({len(diff.facts)}){order}:")
+        for f in diff.facts[:MAX_FACTS]:
             why = f"   (read by {', '.join(f.explains)})" if f.explains else ""
             lines.append(f"  {f.path}\n      A: {_show(f.a)}\n      B: {_show(f.b)}{why}")
+        if len(diff.facts) > MAX_FACTS:
+            lines.append(f"  ... and {len(diff.facts) - MAX_FACTS} more (--format json lists them all)")
     lines.extend(f"\nnote: {n}" for n in diff.notes)
     return "\n".join(lines) + "\n"
 
@@ -71,8 +109,10 @@ def _render_markdown(diff, a: str, b: str) -> str:
         out.append("")
     if diff.facts:
         out += ["| fact | A | B | read by |", "| --- | --- | --- | --- |"]
-        for f in diff.facts:
+        for f in diff.facts[:MAX_FACTS]:
             out.append(f"| `{f.path}` | {_show(f.a)} | {_show(f.b)} | {', '.join(f.explains)} |")
+        if len(diff.facts) > MAX_FACTS:
+            out.append(f"\n... and {len(diff.facts) - MAX_FACTS} more facts (`--format json` lists them all)")
         out.append("")
     out.extend(f"> {n}" for n in diff.notes)
     return "\n".join(out) + "\n"
@@ -110,15 +150,18 @@ def diff(a, b, fmt, output):
     from gpudoctor.model import Finding
 
     check_output_path("-o", output)
+    refuse_output_over_input("-o", output, a, b)
+    if a == b == "-":
+        raise usage("A and B are both stdin (`-`): stdin can be read once; give at most one of them as `-`")
     (kind_a, doc_a), (kind_b, doc_b) = _read(a), _read(b)
     if kind_a != kind_b:
         raise usage(f"{a} is a {kind_a} document and {b} a {kind_b} document: compare two of the same kind")
     notes = []
     if kind_a == "facts":
-        try:
-            facts_a, facts_b = Facts.from_json(doc_a), Facts.from_json(doc_b)
-        except FactsDecodeError as exc:
-            raise usage(f"not a gpudoctor facts snapshot: {exc}") from None
+        facts_a, facts_b = (
+            _decode_facts(Facts, FactsDecodeError, a, doc_a),
+            _decode_facts(Facts, FactsDecodeError, b, doc_b),
+        )
         registry = load_registry()
         checks = engine.select_checks(registry.checks)
         changed = diffing.diff_findings(engine.evaluate(checks, facts_a), engine.evaluate(checks, facts_b))
@@ -126,11 +169,7 @@ def diff(a, b, fmt, output):
             facts_a.to_json()["domains"], facts_b.to_json()["domains"], changed, {c.id: c for c in checks}
         )
     else:
-        try:
-            fa = [Finding.from_json(f) for f in doc_a["findings"]]
-            fb = [Finding.from_json(f) for f in doc_b["findings"]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise usage(f"not a gpudoctor report: a finding lacks {exc}") from None
+        fa, fb = _decode_findings(Finding, a, doc_a), _decode_findings(Finding, b, doc_b)
         changed, facts = diffing.diff_findings(fa, fb), []
         notes.append("reports carry no facts: compare `gpudoctor facts` snapshots to see what differs underneath")
     result = diffing.Diff(tuple(changed), tuple(facts), tuple(notes))

@@ -22,6 +22,7 @@ from gpudoctor.cli.common import (
     check_pythons,
     load_registry,
     make_collect_options,
+    refuse_output_over_input,
     usage,
     write_output,
 )
@@ -97,6 +98,7 @@ def explain(ctx, file, list_, no_check, fmt, output, verbose, root, pythons, off
         return
     check_pythons(pythons)
     check_output_path("-o", output)
+    refuse_output_over_input("-o", output, file)
     if command is not None:
         if file:
             raise usage("give either FILE or `-- COMMAND`, not both")

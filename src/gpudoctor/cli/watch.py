@@ -102,7 +102,7 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         raise usage("give the command to watch after `--`, e.g. gpudoctor watch -- python train.py")
     if not command:
         raise usage("nothing to run after `--`")
-    check_output_path("-o", output)
+    check_output_path("-o", output, dash="stderr")
     run_dir = tempfile.mkdtemp(prefix="gpudoctor-watch-")
     reader = stall.RecordReader(run_dir)
     sampler = MachineSampler(interval, nvml=not no_gpu and nvml_may_answer())
@@ -152,7 +152,8 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         except OSError as exc:
             stop_live.set()
             sampler.stop()
-            click.echo(f"gpudoctor watch: cannot start {command[0]}: {exc.strerror or exc}", err=True)
+            why = "is a directory" if os.path.isdir(command[0]) else exc.strerror or exc
+            click.echo(f"gpudoctor watch: cannot start {command[0]}: {why}", err=True)
             sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
         stop_live.set()
         sampler.stop()

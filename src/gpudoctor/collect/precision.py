@@ -14,6 +14,7 @@ Each setting is recorded with its file and line. Nothing is written.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -119,6 +120,9 @@ def collect_precision(ctx: CollectContext) -> PrecisionFacts:
             if not files.exists(path):
                 if path in given:
                     problems.append(f"{path}: no such file")
+                continue
+            if os.stat(files.host_path(path)).st_size > MAX_BYTES:  # before reading it whole
+                problems.append(f"{path}: larger than {MAX_BYTES} bytes, not read")
                 continue
             text = files.read_text(path)
         except (OSError, UnicodeDecodeError, ValueError) as exc:
