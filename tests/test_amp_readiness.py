@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpudoctor import engine
-from gpudoctor.checks import amp_readiness
+from gpudoctor.checks import SkipCheck, amp_readiness
 from gpudoctor.collect import CollectOptions, all_collectors
 from gpudoctor.data import load_table
 from gpudoctor.facts.precision import PrecisionFacts
@@ -228,3 +228,16 @@ def test_an_oversized_config_in_an_image_is_refused_by_its_size_without_reading_
     assert any("/w/big.json: larger than" in p for p in prec.problems)
     assert "/w/big.json" not in read and "/w/small.json" in read  # the neighbour is read and judged
     assert [r.precision for r in prec.requests] == ["fp16"]
+
+
+def test_an_unreadable_config_is_said_on_a_machine_without_a_gpu(tmp_path):
+    root = write_tree(tmp_path / "root", {})
+    prec = collect_precision(root, train_configs=["/w/missing.json"])
+    (f,) = amp_readiness.evaluate(make_facts(nvidia=no_nvidia(), precision=prec, targets=targets()))
+    assert f.status is Status.WARN and "/w/missing.json" in f.summary
+
+
+def test_gpus_not_collected_are_not_called_absent():
+    facts = make_facts(precision=PrecisionFacts())
+    with pytest.raises(SkipCheck, match="the GPUs are not known"):
+        amp_readiness.evaluate(facts)

@@ -214,3 +214,14 @@ def test_stdin_serves_one_side_only(tmp_path):
     _one_line_2(both, "A and B are both stdin")
     one = run_gpudoctor("diff", str(HEALTHY), "-", input=BROKEN.read_text())
     assert one.returncode == 1 and "cuda.driver     ok → fail" in one.stdout
+
+
+def test_a_domain_this_gpudoctor_does_not_know_still_differs(tmp_path):
+    """A snapshot from a newer release carries a domain this one cannot decode: it is still compared."""
+    doc = json.loads(BROKEN.read_text())
+    doc["domains"]["from_the_future"] = {"x": 1}
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps(doc))
+    proc = run_gpudoctor("diff", str(BROKEN), str(newer), "--format", "json")
+    assert proc.returncode == 1
+    assert [f["path"] for f in json.loads(proc.stdout)["facts"]] == ["from_the_future.x"]

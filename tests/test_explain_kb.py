@@ -578,3 +578,17 @@ def test_a_diagnosis_carries_its_remedy_as_commands_with_the_values_filled_in():
     ]
     (driver,) = [s for s in SIGNATURES if s.id == "cuda.driver-too-old"]
     assert driver.commands[0].text == "sudo apt-get install nvidia-driver-550"
+
+
+def test_the_signature_counts_the_docs_state_come_from_the_knowledge_base():
+    """README and docs/explain.md state how many errors explain knows: the number of the shipped table."""
+    import re
+    from pathlib import Path
+
+    from gpudoctor.explain import load_signatures
+
+    root = Path(__file__).resolve().parents[1]
+    n = len(load_signatures())
+    readme = re.search(r"recognise a traceback or log \((\d+) known", (root / "README.md").read_text())
+    docs = re.search(r"table per message \((\d+) today\)", (root / "docs" / "explain.md").read_text())
+    assert readme and docs and int(readme.group(1)) == n and int(docs.group(1)) == n

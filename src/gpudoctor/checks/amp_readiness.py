@@ -104,7 +104,21 @@ def _measured(facts: Facts) -> dict[str, dict[str, float]]:
 
 def evaluate(facts: Facts) -> list[Finding]:
     gpus = _gpus(facts)
+    prec = facts.of(PrecisionFacts)
     if not gpus:
+        problems = () if isinstance(prec, Unavailable) else prec.problems
+        if problems:  # a configuration the user named could not be read: said even without a GPU
+            return [
+                CHECK.finding(
+                    Status.WARN,
+                    f"could not read the training configuration {problems[0].split(': ', 1)[0]}",
+                    "\n".join(f"- could not read {p}" for p in problems),
+                    evidence={"problems": list(problems)},
+                )
+            ]
+        nv = facts.of(NvidiaDriverFacts)
+        if isinstance(nv, Unavailable) and isinstance(facts.of(TargetsFacts), Unavailable):
+            raise SkipCheck(f"the GPUs are not known: {nv.reason}")
         raise SkipCheck("no NVIDIA GPU: mixed precision does not apply (CPU training runs in fp32/bf16 on the CPU)")
     models: dict[tuple[str, str], int] = defaultdict(int)
     for name, cc in gpus:
@@ -117,7 +131,6 @@ def evaluate(facts: Facts) -> list[Finding]:
             unknown.append(f"{name} (compute capability {cc})")
         else:
             known.append((caps, count))
-    prec = facts.of(PrecisionFacts)
     requests = () if isinstance(prec, Unavailable) else prec.requests
     torch_cuda = _torch_cuda(facts)
     #: (short summary, full sentence) of each problem
