@@ -21,11 +21,11 @@ from gpudoctor.testing import write_tree
 DEBIAN = 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n'
 KEY = "/usr/share/keyrings/debian-archive-keyring.gpg"
 ONE_LINE = (
-    "deb https://deb.debian.org/debian bookworm main\n"
-    "deb https://deb.debian.org/debian-security bookworm-security main\n"
+    "deb https://ftp.debian.org/debian bookworm main\n"
+    "deb https://ftp.debian.org/debian-security bookworm-security main\n"
 )
 DEB822 = (
-    f"Types: deb\nURIs: https://deb.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
+    f"Types: deb\nURIs: https://ftp.debian.org/debian\nSuites: bookworm bookworm-updates\nComponents: main\n"
     f"Signed-By: {KEY}\n"
 )
 CACHE = 'Acquire::http::Proxy "http://cache.example.org:3142";\n'
@@ -58,15 +58,15 @@ def test_apt_conf_forms_and_which_proxy_a_uri_uses():
     ]
     conf = {k.lower(): (v, "/etc/apt/apt.conf.d/01proxy") for k, v in pairs}
     # an http proxy carries https too (Debian bug #557085) ...
-    c = proxy_for("https://deb.debian.org/debian", conf, {})
+    c = proxy_for("https://ftp.debian.org/debian", conf, {})
     assert c.proxy == "http://cache.example.org:3142" and c.cache and "Acquire::http::Proxy" in c.origin
     # ... unless a per-host DIRECT says otherwise
     assert proxy_for("https://download.docker.com/linux/debian", conf, {}).proxy == ""
     env = {"https_proxy": "http://proxy.example.org:8080", "no_proxy": "internal.example.org"}
-    assert proxy_for("https://deb.debian.org/debian", {}, env).proxy == "http://proxy.example.org:8080"
+    assert proxy_for("https://ftp.debian.org/debian", {}, env).proxy == "http://proxy.example.org:8080"
     assert proxy_for("https://apt.internal.example.org/x", {}, env).proxy == ""
-    assert cache_https_form("https://deb.debian.org/debian", "http://cache.example.org:3142") == (
-        "http://cache.example.org:3142/HTTPS///deb.debian.org/debian"
+    assert cache_https_form("https://ftp.debian.org/debian", "http://cache.example.org:3142") == (
+        "http://cache.example.org:3142/HTTPS///ftp.debian.org/debian"
     )
 
 
@@ -83,8 +83,8 @@ def test_https_sources_through_apt_cacher_ng_warn_with_the_remedies(tmp_path, so
     c = cycle(root, ["apt.sources"], "apt.mirror")
     (f,) = proxy_findings(c.before)
     assert f.status is Status.WARN and "apt-cacher-ng" in f.summary and "/etc/apt/apt.conf.d/01proxy" in f.summary
-    assert "http://cache.example.org:3142/HTTPS///deb.debian.org/debian" in f.explanation
-    assert 'Acquire::https::Proxy::deb.debian.org "DIRECT";' in f.explanation
+    assert "http://cache.example.org:3142/HTTPS///ftp.debian.org/debian" in f.explanation
+    assert 'Acquire::https::Proxy::ftp.debian.org "DIRECT";' in f.explanation
     assert "PassThroughPattern" in f.explanation
 
 
@@ -94,7 +94,7 @@ def test_https_sources_through_apt_cacher_ng_warn_with_the_remedies(tmp_path, so
         # the cache's own form: no tunnel
         (
             {
-                "/etc/apt/sources.list": "deb http://cache.example.org:3142/HTTPS///deb.debian.org/debian bookworm main\n"
+                "/etc/apt/sources.list": "deb http://cache.example.org:3142/HTTPS///ftp.debian.org/debian bookworm main\n"
             },
             {"01proxy": CACHE},
         ),
@@ -154,7 +154,7 @@ def test_proxy_that_refuses_the_tunnel_fails_deb822_and_env(tmp_path):
     with ConnectProxy(DENIED) as proxy:
         root = root_with(tmp_path, {"/etc/apt/sources.list.d/debian.sources": DEB822})
         c = cycle(root, ["apt.sources"], "apt.mirror", env={"https_proxy": proxy.url}, offline=False)
-        assert set(proxy.requests) == {"CONNECT deb.debian.org:443 HTTP/1.1"}  # one per run
+        assert set(proxy.requests) == {"CONNECT ftp.debian.org:443 HTTP/1.1"}  # one per run
     (f,) = proxy_findings(c.before)
     assert f.status is Status.FAIL and "refuses to tunnel" in f.summary and "403 CONNECT denied" in f.summary
     assert "https_proxy in the environment" in f.explanation

@@ -149,7 +149,7 @@ def _debian(uri: str, security: str) -> str:
 
 @covers("apt.mirror")
 def test_apt_https_without_ca_certificates_ends_with_apt_able_to_verify(tmp_path):
-    sources = _debian("https://deb.debian.org/debian", "https://deb.debian.org/debian-security")
+    sources = _debian("https://ftp.debian.org/debian", "https://ftp.debian.org/debian-security")
     root = write_tree(tmp_path / "r", {"/etc/os-release": DEBIAN, "/etc/apt/sources.list.d/debian.sources": sources})
     opts = {"mirror": "http://mirror.example.org/debian", "allow-insecure": "true"}
     c = cycle(root, ["apt.sources"], "apt.mirror", opts)
@@ -157,7 +157,7 @@ def test_apt_https_without_ca_certificates_ends_with_apt_able_to_verify(tmp_path
     text = (root / "etc/apt/sources.list.d/debian.sources").read_text()
     # the security archive stays on its official host (no probe verified the mirror for it), over http
     assert (
-        "URIs: http://mirror.example.org/debian\n" in text and "URIs: http://deb.debian.org/debian-security\n" in text
+        "URIs: http://mirror.example.org/debian\n" in text and "URIs: http://ftp.debian.org/debian-security\n" in text
     )
     assert any("http:// URL" in n for p in c.plans for n in p.notes)
 
@@ -165,7 +165,7 @@ def test_apt_https_without_ca_certificates_ends_with_apt_able_to_verify(tmp_path
 @covers("apt.mirror")
 def test_apt_fix_that_cannot_leave_apt_verifying_refuses(tmp_path):
     # a third-party https repository stays https: without CA certificates apt still fails, so nothing is written
-    sources = _debian("https://deb.debian.org/debian", "https://deb.debian.org/debian-security")
+    sources = _debian("https://ftp.debian.org/debian", "https://ftp.debian.org/debian-security")
     cuda = "deb [signed-by=/usr/share/keyrings/cuda.gpg] https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n"
     root = write_tree(
         tmp_path / "r",
