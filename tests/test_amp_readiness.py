@@ -60,7 +60,10 @@ DS_FP16 = DS_BF16.replace('"bf16"', '"fp16"')
 
 def test_deepspeed_bf16_on_a_v100_fails_naming_file_line_and_gpu(tmp_path):
     f = judge(
-        tmp_path, [("Tesla V100-SXM2-32GB", "7.0")] * 8, {"/srv/train/ds.json": DS_BF16}, train_configs=["/srv/train/ds.json"]
+        tmp_path,
+        [("Tesla V100-SXM2-32GB", "7.0")] * 8,
+        {"/srv/train/ds.json": DS_BF16},
+        train_configs=["/srv/train/ds.json"],
     )
     assert f.status is Status.FAIL
     text = f.summary + f.explanation
@@ -70,13 +73,20 @@ def test_deepspeed_bf16_on_a_v100_fails_naming_file_line_and_gpu(tmp_path):
 
 
 def test_twin_deepspeed_fp16_on_a_v100_is_ok(tmp_path):
-    f = judge(tmp_path, [("Tesla V100-SXM2-32GB", "7.0")], {"/srv/train/ds.json": DS_FP16}, train_configs=["/srv/train/ds.json"])
+    f = judge(
+        tmp_path,
+        [("Tesla V100-SXM2-32GB", "7.0")],
+        {"/srv/train/ds.json": DS_FP16},
+        train_configs=["/srv/train/ds.json"],
+    )
     assert f.status is Status.OK and "train in fp16" in f.summary and "avoid bf16, tf32" in f.summary
 
 
 def test_lightning_bf16_mixed_on_a_t4_fails_with_lightnings_own_setting(tmp_path):
     cfg = "seed_everything: 1\ntrainer:\n  max_epochs: 3\n  precision: bf16-mixed\n"
-    f = judge(tmp_path, [("Tesla T4", "7.5")], {"/srv/train/config.yaml": cfg}, train_configs=["/srv/train/config.yaml"])
+    f = judge(
+        tmp_path, [("Tesla T4", "7.5")], {"/srv/train/config.yaml": cfg}, train_configs=["/srv/train/config.yaml"]
+    )
     assert f.status is Status.FAIL
     assert "line 4" in f.explanation and "precision: 16-mixed" in f.explanation
 
