@@ -24,7 +24,7 @@ from gpudoctor.facts.mirrors import (
     SourceEdit,
 )
 from gpudoctor.sources import apt as aptmodel
-from gpudoctor.sources.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line
+from gpudoctor.sources.aptsources import VALID_PART_NAME, parse_deb822, parse_one_line, rewrite_of
 from gpudoctor.sources.buildwrites import Overlay, replay
 from gpudoctor.sources.dockerfile import commands
 
@@ -105,19 +105,7 @@ def collect_apt(ctx: CollectContext) -> AptFacts | Unavailable:
         build_file, text = dockerfile
         edits, overlay = replay(commands(build_file, text), files.read_text_or_none, lambda d: _listdir(files, d))
         build_edits = tuple(e for e in edits if e.tool == "apt")
-        rewrites = tuple(
-            AptRewrite(
-                origin=e.origin,
-                command=e.command,
-                target=e.path,
-                pattern=e.pattern,
-                replacement=e.replacement,
-                target_exists=e.target_exists,
-                matches=e.changed,
-            )
-            for e in build_edits
-            if e.action == "sed"
-        )
+        rewrites = tuple(rewrite_of(e) for e in build_edits if e.action == "sed")
         built = tuple(sources_after(overlay))
     keyrings = [
         k

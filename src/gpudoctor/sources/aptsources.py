@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from gpudoctor.facts.mirrors import AptRewrite, AptSource
+from gpudoctor.facts.mirrors import AptRewrite, AptSource, SourceEdit
 
 __all__ = [
     "DISTRO_COMPONENTS",
@@ -345,16 +345,17 @@ def find_rewrites(
         return [p.rsplit("/", 1)[-1] for p in glob(directory.rstrip("/") + "/*")]
 
     edits, _ = replay(commands(name, text), read, listdir)
-    return [
-        AptRewrite(
-            origin=e.origin,
-            command=e.command,
-            target=e.path,
-            pattern=e.pattern,
-            replacement=e.replacement,
-            target_exists=e.target_exists,
-            matches=e.changed,
-        )
-        for e in edits
-        if e.tool == "apt" and e.action == "sed"
-    ]
+    return [rewrite_of(e) for e in edits if e.tool == "apt" and e.action == "sed"]
+
+
+def rewrite_of(e: SourceEdit) -> AptRewrite:
+    """The apt view of one replayed ``sed`` edit of a build file."""
+    return AptRewrite(
+        origin=e.origin,
+        command=e.command,
+        target=e.path,
+        pattern=e.pattern,
+        replacement=e.replacement,
+        target_exists=e.target_exists,
+        matches=e.changed,
+    )
