@@ -29,6 +29,20 @@ def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
     return [f for f in cl.frameworks if f.label == label]
 
 
+def framework_dists(probe: ProbeFacts, *, besides: str | None = None, by_name_only: bool = False) -> list[str]:
+    """``dist version`` of the GPU frameworks (data/frameworks.toml) among the probe's installed
+    distributions, in the table's order; ``besides`` leaves one framework out, ``by_name_only``
+    keeps those that dlopen CUDA libraries by bare name (``opens_by_name``)."""
+    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
+    return [
+        f"{d} {have[d]}"
+        for row in load_table("frameworks")["framework"]
+        if row["name"] != besides and (row.get("opens_by_name") or not by_name_only)
+        for d in row["dists"]
+        if d in have
+    ]
+
+
 def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
     """``framework`` release ranges whose ``key`` (``cudnn_major``/``cuda_major``) equals ``major``."""
     return [
