@@ -1,7 +1,7 @@
 """Collector for the ``gpu_image`` domain: the GPU stack a Dockerfile (``--dockerfile FILE``) builds.
 
 Reads the file with the same parser as the ``build`` domain
-(:mod:`gpudoctor.mirrors.dockerfile`): the final stage's ``FROM`` tag (CUDA
+(:mod:`gpudoctor.sources.dockerfile`): the final stage's ``FROM`` tag (CUDA
 version and flavor of ``nvidia/cuda`` and ``pytorch/pytorch`` images, as
 their tags spell them), the torch wheel's CUDA (a ``+cuXYZ`` pin or the
 ``download.pytorch.org/whl/cuXYZ`` index), steps that compile CUDA code, and
@@ -15,7 +15,7 @@ import re
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.gpu_image import GpuImageFacts
-from gpudoctor.mirrors.dockerfile import _expand, commands, instructions
+from gpudoctor.sources.dockerfile import _expand, commands, instructions
 
 #: nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04 ; nvcr.io/nvidia/cuda:11.8.0-runtime-ubi8
 _NVIDIA_CUDA = re.compile(r"(?:^|/)cuda:(\d+)\.(\d+)(?:\.\d+)?-(?:cudnn\d*-)?(devel|runtime|base)\b")
