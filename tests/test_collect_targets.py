@@ -45,7 +45,7 @@ class _CountingRunner:
         self.inner, self.probes = SubprocessRunner(), []
 
     def run(self, argv, timeout_s=10.0, env=None, input_text=None):
-        if len(argv) > 1 and str(argv[1]).endswith("_script.py"):
+        if len(argv) > 3 and str(argv[3]).endswith("_script.py"):
             self.probes.append(argv[0])
         return self.inner.run(argv, timeout_s, env, input_text)
 

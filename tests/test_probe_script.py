@@ -200,3 +200,25 @@ def test_inside_a_kernel_main_runs_the_full_level_with_the_driver_section():
     raw, facts, _proc = _run([], code)
     assert facts.level == "full" and facts.torch.import_tried
     assert "unavailable" not in raw["cuda_driver"]
+
+
+def test_the_working_directory_shadows_nothing_and_nothing_is_written(tmp_path):
+    """The loader puts the script's directory first on sys.path (as ``python SCRIPT`` does), not the
+    working directory: a ``torch`` folder where gpudoctor is started (a PyTorch checkout) is not
+    imported; and the target writes no byte-code next to the script (even where it could)."""
+    import os
+    import shutil
+
+    pytest.importorskip("torch")
+    pkg = tmp_path / "work" / "torch"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import os\nos._exit(3)\n")
+    copy = tmp_path / "probe" / "_script.py"
+    copy.parent.mkdir()
+    shutil.copy(PROBE_SCRIPT, copy)
+    argv = [str(copy) if a == str(PROBE_SCRIPT) else a for a in probe_argv(sys.executable, "full")]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=pkg.parent, env=env, timeout=180)
+    facts = parse_probe_output(proc.stdout)
+    assert facts.torch.import_ok and facts.torch.location != str(pkg)
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["_script.py"]

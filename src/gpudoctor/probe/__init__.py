@@ -1,7 +1,7 @@
 """Run the probe script inside a target interpreter and parse what it prints.
 
 The doctor never imports torch itself: :func:`probe_target` starts the target
-interpreter once (argv ``[python, <_script.py>, --level, LEVEL]``, no shell) under a timeout,
+interpreter once (argv ``[python, -c, LOADER, <_script.py>, --level, LEVEL]``, no shell) under a timeout,
 with the target's environment, and turns its JSON into
 :class:`~gpudoctor.facts.targets.ProbeFacts`. A missing interpreter, a
 timeout (the process group is killed), a crash or unparsable output become an
@@ -24,6 +24,7 @@ from gpudoctor.system import System, signal_name
 
 __all__ = [
     "LEVELS",
+    "LOADER",
     "MARKER",
     "MIN_PYTHON",
     "PROBE_SCRIPT",
@@ -113,12 +114,32 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor ({type(exc).__name__}: {exc})") from None
 
 
+#: What the target runs: ``_script.py`` as ``python SCRIPT`` would (its directory first on sys.path,
+#: so ``_smoke`` imports and the working directory shadows nothing), but loaded as a module, so the
+#: byte-code pip compiled at install time is used instead of compiling the script on every run (a
+#: script run as ``__main__`` is never cached: 20-50 ms a probe). Nothing is written in the target.
+#: Python 3.6 syntax, like the script.
+LOADER = (
+    "import sys\n"
+    "from importlib.util import module_from_spec, spec_from_file_location\n"
+    "sys.path[0] = sys.argv[1].rpartition('/')[0]\n"
+    "spec = spec_from_file_location('gpudoctor_probe', sys.argv[1])\n"
+    "probe = module_from_spec(spec)\n"
+    "written, sys.dont_write_bytecode = sys.dont_write_bytecode, True\n"
+    "spec.loader.exec_module(probe)\n"
+    "sys.dont_write_bytecode = written\n"
+    "probe.main(sys.argv[2:])\n"
+)
+
+
 def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
     """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
     probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
     if level not in LEVELS:
         raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
-    return [python, str(PROBE_SCRIPT), "--level", level] + (["--deep"] if deep and level == "full" else [])
+    return [python, "-c", LOADER, str(PROBE_SCRIPT), "--level", level] + (
+        ["--deep"] if deep and level == "full" else []
+    )
 
 
 #: the words of :func:`probe_target`'s reason for a probe killed at its timeout (see :func:`timed_out`)
