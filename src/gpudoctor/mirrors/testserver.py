@@ -74,6 +74,11 @@ class FakeMirror:
         prefix: path prefix of the archive (``/debian``, ``/pypi/simple``);
             requests outside it get 404.
         body_delay_ms: send the body in 256-byte pieces, pausing this long before each.
+        redirect_to: answer every request with ``redirect_status`` and this ``Location``
+            (``{path}`` in it becomes the request path).
+        redirect_status: the status of those redirects (302).
+
+    ``requests`` lists the paths asked for, ``hosts`` the ``Host`` header of each request.
     """
 
     def __init__(
@@ -85,6 +90,8 @@ class FakeMirror:
         prefix: str = "",
         json_pages: bool = False,
         body_delay_ms: float = 0.0,
+        redirect_to: str | None = None,
+        redirect_status: int = 302,
     ):
         self.delay_ms = delay_ms
         self.fault = fault
@@ -93,7 +100,10 @@ class FakeMirror:
         self.prefix = prefix.rstrip("/")
         self.json_pages = json_pages
         self.body_delay_ms = body_delay_ms
+        self.redirect_to = redirect_to
+        self.redirect_status = redirect_status
         self.requests: list[str] = []
+        self.hosts: list[str] = []
         self._closing = threading.Event()
         self._tmp: tempfile.TemporaryDirectory | None = None
         mirror = self
@@ -109,6 +119,13 @@ class FakeMirror:
 
             def do_GET(self, head: bool = False) -> None:
                 mirror.requests.append(self.path)
+                mirror.hosts.append(self.headers.get("Host", ""))
+                if mirror.redirect_to is not None:
+                    self.send_response(mirror.redirect_status)
+                    self.send_header("Location", mirror.redirect_to.replace("{path}", self.path))
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if mirror.fault == "stall":
                     mirror._closing.wait(60)
                     self.close_connection = True
