@@ -3,8 +3,8 @@
 The apt source parser (:mod:`gpudoctor.sources.aptsources`), the mirror prober
 (:mod:`gpudoctor.mirrors.probe`) and its connection policy
 (:mod:`gpudoctor.mirrors.netguard`) read URLs through :func:`parse`, so they
-agree on what the host of a URL is (lower case, IPv6 brackets and a trailing
-dot removed) and on which URLs are local indexes. Never raises: a URL
+agree on what the host of a URL is (lower case, without IPv6 brackets) and on
+which URLs are local indexes. Never raises: a URL
 ``urllib.parse`` cannot read gives empty fields, a bad port gives ``None``.
 Credentials are shown only through :func:`display`, which is the redaction
 module's URL rule (``https://****@host/``).
@@ -31,8 +31,8 @@ class ParsedURL:
     Attributes:
         raw: the URL as given.
         scheme: lower case, "" for a plain path.
-        host: lower case, without IPv6 brackets, zone id kept, trailing dot removed; "" when none.
-        port: the explicit port, else the scheme's default (None for other schemes or a bad port).
+        host: lower case, without IPv6 brackets; "" when none.
+        port: the port the URL names (None when none, or not a valid port).
         path: the path without trailing slashes ("" for ``https://host/``).
         credentials: the URL carries ``user[:password]@``.
     """
@@ -55,10 +55,14 @@ class ParsedURL:
         return self.scheme in ("file", "") or self.raw.startswith("/")
 
     @property
-    def origin(self) -> str:
-        """``scheme://host:port`` (credentials, path and query dropped)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.scheme}://{host}" + (f":{self.port}" if self.port is not None else "")
+    def effective_port(self) -> int | None:
+        """The port connected to: the URL's, else the scheme's default (None for other schemes)."""
+        return self.port if self.port is not None else DEFAULT_PORTS.get(self.scheme)
+
+    @property
+    def hostport(self) -> str:
+        """``host[:port]`` as shown in reports (the port only when the URL names one; never credentials)."""
+        return f"{self.host}:{self.port}" if self.host and self.port else self.host
 
 
 def parse(url: str) -> ParsedURL:
@@ -74,13 +78,10 @@ def parse(url: str) -> ParsedURL:
         port = parts.port
     except ValueError:
         port = None
-    else:
-        if port is None:
-            port = DEFAULT_PORTS.get(scheme)
     return ParsedURL(
         raw=url,
         scheme=scheme,
-        host=hostname.rstrip(".") if hostname != "." else hostname,
+        host=hostname,
         port=port,
         path=parts.path.rstrip("/"),
         credentials="@" in parts.netloc,

@@ -173,7 +173,7 @@ class NetPolicy:
             return Refused(_refusal(kind, shown, redirect))
         if not u.host:
             return Refused(_refusal("URL without a host", shown, redirect), "invalid" if not redirect else "refused")
-        if u.host in METADATA_NAMES:
+        if u.host.rstrip(".") in METADATA_NAMES:
             return Refused(_refusal("cloud metadata address", shown, redirect))
         ip = _ip(u.host)
         if ip is not None:

@@ -109,7 +109,7 @@ class ProbeTarget:
 
     @property
     def probe_url(self) -> str:
-        base = self.base_url.rstrip("/")
+        base = urls.parse(self.base_url).base
         if self.kind == "pypi":
             return f"{base}/{normalize_project(self.project)}/"
         if self.kind == "apt":
@@ -390,7 +390,7 @@ def probe_one(
                     if resp.status_code >= 400:
                         return target.result(
                             "http-error",
-                            f"HTTP {resp.status_code} {resp.reason_phrase} for {target.probe_url}"
+                            f"HTTP {resp.status_code} {resp.reason_phrase} for {urls.display(target.probe_url)}"
                             + (" (the mirror does not carry it)" if resp.status_code == 404 else ""),
                             http_status=status_code,
                             connect_ms=connect_ms,
