@@ -150,6 +150,14 @@ def test_relative_redirect_on_loopback_is_followed():
     assert res.status == "ok" and transport.seen == [FIRST, "http://127.0.0.1:8001/other/six/"]
 
 
+@pytest.mark.parametrize("location", ["http://[::1", "javascript:alert(1)", "http://169.254.169.254/\x1b]0;x\x07"])
+def test_unreadable_redirect_location_is_a_failed_probe(location):
+    transport = stub({FIRST: (302, location)})
+    res = one(pypi(START), NetPolicy(), transport)
+    assert res.status == "http-error" and transport.seen == [FIRST]
+    assert res.reason.startswith(f"a redirect from {FIRST} to an unreadable Location (") and "\x1b" not in res.reason
+
+
 def test_redirect_loop_is_cut():
     other = "http://127.0.0.1:8002/simple/six/"
     transport = stub({FIRST: (302, other), other: (302, FIRST)})

@@ -290,7 +290,13 @@ def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float,
         request = client.build_request(
             "GET", url, headers=headers, timeout=httpx.Timeout(per), extensions={"trace": trace}
         )
-        resp = client.send(request, stream=True)
+        try:
+            resp = client.send(request, stream=True)
+        except (httpx.InvalidURL, httpx.RemoteProtocolError) as exc:
+            # httpx reads the Location of every redirect, even one it is not asked to follow
+            if isinstance(exc, httpx.RemoteProtocolError) and "location header" not in str(exc):
+                raise
+            raise _RedirectError(f"a redirect from {urls.display(url)} to an unreadable Location ({exc})") from None
         location = resp.headers.get("location") if resp.status_code in REDIRECT_CODES else None
         if location is None:
             try:
@@ -303,7 +309,9 @@ def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float,
         try:
             nxt = str(resp.url.join(location))
         except (httpx.InvalidURL, ValueError):
-            raise _RedirectError(f"HTTP {code} to an unreadable Location {urls.display(location)!r}") from None
+            raise _RedirectError(
+                f"a redirect from {urls.display(url)} to an unreadable Location {urls.display(location)!r}"
+            ) from None
         refused = policy.url_refused(nxt, redirect=True)
         if refused is not None:
             raise refused

@@ -77,6 +77,8 @@ class FakeMirror:
         redirect_to: answer every request with ``redirect_status`` and this ``Location``
             (``{path}`` in it becomes the request path).
         redirect_status: the status of those redirects (302).
+        redirects: path prefix -> ``Location`` (``{path}`` as above): a request whose path starts
+            with a prefix (the longest) is redirected, the others are answered as usual.
 
     ``requests`` lists the paths asked for, ``hosts`` the ``Host`` header of each request.
     """
@@ -92,6 +94,7 @@ class FakeMirror:
         body_delay_ms: float = 0.0,
         redirect_to: str | None = None,
         redirect_status: int = 302,
+        redirects: dict[str, str] | None = None,
     ):
         self.delay_ms = delay_ms
         self.fault = fault
@@ -102,6 +105,7 @@ class FakeMirror:
         self.body_delay_ms = body_delay_ms
         self.redirect_to = redirect_to
         self.redirect_status = redirect_status
+        self.redirects = dict(redirects or {})
         self.requests: list[str] = []
         self.hosts: list[str] = []
         self._closing = threading.Event()
@@ -120,9 +124,10 @@ class FakeMirror:
             def do_GET(self, head: bool = False) -> None:
                 mirror.requests.append(self.path)
                 mirror.hosts.append(self.headers.get("Host", ""))
-                if mirror.redirect_to is not None:
+                location = mirror._location(self.path)
+                if location is not None:
                     self.send_response(mirror.redirect_status)
-                    self.send_header("Location", mirror.redirect_to.replace("{path}", self.path))
+                    self.send_header("Location", location)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
@@ -166,6 +171,13 @@ class FakeMirror:
         host, port = self._server.server_address[:2]
         host = host.decode() if isinstance(host, bytes) else host  # AF_UNIX only; ours is AF_INET
         return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
+
+    def _location(self, path: str) -> str | None:
+        """Where ``path`` is redirected to, or None."""
+        if self.redirect_to is not None:
+            return self.redirect_to.replace("{path}", path)
+        prefix = max((p for p in self.redirects if path.startswith(p)), key=len, default=None)
+        return None if prefix is None else self.redirects[prefix].replace("{path}", path)
 
     def _answer(self, path: str) -> tuple:
         if self.fault in ("404", "500"):
