@@ -224,6 +224,22 @@ def test_a_name_is_resolved_once_and_the_checked_address_gets_the_request_with_i
     assert server.hosts == [f"mirror.example.org:{port}"] * 3
 
 
+def test_tls_to_a_resolved_address_still_verifies_the_name():
+    import ssl
+
+    with FakeMirror(tls=True) as server:
+        trust = ssl.create_default_context(cafile=server.cert_file)
+        port = int(server.url.rsplit(":", 1)[1])
+        policy = NetPolicy(resolver=stub_resolver({"mirror.example.org": ["127.0.0.1"]}))
+        ok = probe_one(pypi(server.url + "/simple"), time.monotonic() + 5, 2.0, 1, trust, policy)
+        named = probe_one(
+            pypi(f"https://mirror.example.org:{port}/simple"), time.monotonic() + 5, 2.0, 1, trust, policy
+        )
+    assert ok.status == "ok", ok.reason  # the certificate is for 127.0.0.1
+    assert named.status == "tls-error" and "mirror.example.org" in named.reason, named.reason  # SNI/check: the name
+    assert server.requests == ["/simple/six/"]  # only the verified connection carried a request
+
+
 def test_loopback_only_mode_refuses_a_loopback_name_that_resolves_elsewhere():
     res = one(pypi("http://localhost:9/simple"), NetPolicy(True, stub_resolver({"localhost": ["10.1.2.3"]})))
     assert res.status == "refused" and res.reason.startswith(

@@ -172,6 +172,11 @@ class FakeMirror:
         host = host.decode() if isinstance(host, bytes) else host  # AF_UNIX only; ours is AF_INET
         return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
 
+    @property
+    def cert_file(self) -> str | None:
+        """The self-signed certificate (PEM) of a ``tls`` server, for a client to trust; None without TLS."""
+        return str(Path(self._tmp.name, "cert.pem")) if self._tmp is not None else None
+
     def _location(self, path: str) -> str | None:
         """Where ``path`` is redirected to, or None."""
         if self.redirect_to is not None:
