@@ -122,7 +122,7 @@ def test_redirect_to_a_forbidden_target_is_refused_in_every_mode(location, kind,
     assert res.status == "refused" and not res.healthy
     article = "an" if kind[0] in "aeiou" else "a"
     assert res.reason.startswith(f"redirect to {article} {kind} refused ("), res.reason
-    assert transport.seen == [FIRST]  # the target itself was never requested
+    assert transport.seen == [FIRST] and res.http_status == 302  # the target itself was never requested
 
 
 def test_redirect_to_another_host_is_refused_only_in_loopback_only_mode():
@@ -186,6 +186,7 @@ def test_first_url_is_checked_like_a_redirect_target():
         "refused",
         "cloud metadata address refused (http://169.254.169.254/simple/six/)",
     )
+    assert res.http_status is None  # nothing was sent
     res = one(pypi("ftp://127.0.0.1/simple"), policy, transport)
     assert res.status == "invalid" and "only http and https are probed" in res.reason
     assert transport.seen == []
@@ -200,7 +201,7 @@ def test_a_name_resolving_to_link_local_is_refused_before_connecting(no_lookups)
     res = one(pypi("http://mirror.example.org/simple"), policy)
     assert res.status == "refused"
     assert res.reason == "link-local address refused (mirror.example.org resolves to 169.254.3.4)"
-    assert calls == [("mirror.example.org", 80)] and no_lookups == []
+    assert calls == [("mirror.example.org", 80)] and no_lookups == [] and res.http_status is None
 
 
 def test_a_name_with_one_metadata_address_among_others_is_refused():
@@ -258,7 +259,7 @@ def test_redirect_to_a_name_resolving_to_metadata_is_refused():
         res = one(pypi(server.url + "/simple"), policy)
         assert res.status == "refused"
         assert res.reason == "cloud metadata address refused (rebind.example.org resolves to 169.254.169.254)"
-        assert server.requests == ["/simple/six/"]
+        assert server.requests == ["/simple/six/"] and res.http_status == 302
 
 
 def test_proxy_from_the_environment_is_used_and_its_address_checked(monkeypatch, no_lookups):
@@ -337,6 +338,20 @@ def test_redirect_from_a_loopback_server_to_metadata_is_a_failed_probe_and_fails
 
     (finding,) = json.loads(result.stdout)["findings"]
     assert finding["status"] == "fail" and "redirect to a cloud metadata address refused" in finding["summary"]
+
+
+def test_network_line_names_the_host_a_refused_redirect_came_from_and_not_a_refused_first_url(tmp_path, monkeypatch):
+    def network(index: str, name: str) -> str:
+        root = tmp_path / name
+        write_tree(root, {"/etc/os-release": "ID=debian\n", "/etc/pip.conf": f"[global]\nindex-url = {index}\n"})
+        result = CliRunner().invoke(cli, ["check", "pip.mirror", "--root", str(root)])
+        assert result.exit_code == 1 and "cloud metadata address refused" in result.output, result.output
+        return next(ln for ln in result.output.splitlines() if ln.startswith("network:"))
+
+    with FakeMirror(redirect_to="http://169.254.169.254/latest/meta-data{path}") as server:
+        assert network(server.url + "/simple", "redirect") == "network: contacted 1 host: 127.0.0.1"
+    monkeypatch.setenv("GPUDOCTOR_LOOPBACK_ONLY", "0")  # refused on its address, before any connection
+    assert network("http://169.254.169.254/simple", "first") == "network: none"
 
 
 def test_mirrors_command_prints_a_refused_redirect_on_one_line(tmp_path):

@@ -127,11 +127,13 @@ def address_kind(ip: _IP, loopback_only: bool) -> str | None:
 
 
 class Refused(Exception):
-    """A URL or address :class:`NetPolicy` forbids. ``str()`` is the per-mirror reason; ``status`` the probe status."""
+    """A URL or address :class:`NetPolicy` forbids. ``str()`` is the per-mirror reason; ``status`` the probe
+    status; ``http_status`` the redirect that led to it (None: nothing was sent)."""
 
     def __init__(self, reason: str, status: str = "refused"):
         super().__init__(reason)
         self.status = status
+        self.http_status: int | None = None
 
 
 def _refusal(kind: str, detail: str, redirect: bool) -> str:

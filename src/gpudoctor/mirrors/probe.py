@@ -286,12 +286,16 @@ def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float,
     import httpx
 
     seen = {url}
+    last: int | None = None  # status of the redirect that led here (a refusal after it: the server was reached)
     for hop in range(policy.max_redirects + 1):
         request = client.build_request(
             "GET", url, headers=headers, timeout=httpx.Timeout(per), extensions={"trace": trace}
         )
         try:
             resp = client.send(request, stream=True)
+        except Refused as exc:  # an address of this hop's host (the guarded transport)
+            exc.http_status = last
+            raise
         except (httpx.InvalidURL, httpx.RemoteProtocolError) as exc:
             # httpx reads the Location of every redirect, even one it is not asked to follow
             if isinstance(exc, httpx.RemoteProtocolError) and "location header" not in str(exc):
@@ -305,7 +309,7 @@ def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float,
                 resp.close()
             return
         resp.close()
-        code = resp.status_code
+        code = last = resp.status_code
         try:
             nxt = str(resp.url.join(location))
         except (httpx.InvalidURL, ValueError):
@@ -314,6 +318,7 @@ def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float,
             ) from None
         refused = policy.url_refused(nxt, redirect=True)
         if refused is not None:
+            refused.http_status = code
             raise refused
         if nxt in seen:
             raise _RedirectError(f"redirect loop: HTTP {code} from {urls.display(url)} back to {urls.display(nxt)}")
@@ -443,7 +448,7 @@ def probe_one(
         return target.result(
             exc.status,
             str(exc),
-            http_status=status_code,
+            http_status=getattr(exc, "http_status", None) or status_code,
             connect_ms=connect_ms,
             samples_ms=tuple(ttfbs),
             median_ms=statistics.median(ttfbs) if ttfbs else None,
