@@ -357,7 +357,9 @@ class MirrorProbe:
             ``http-error``, ``timeout``, ``tls-error``, ``dns-error``,
             ``no-network``, ``connect-error``, ``slow`` (answered, but the body
             came too slowly to be checked: usable, not failing), ``invalid`` (served, but not
-            what is needed), ``stale`` (apt: older than the official archive).
+            what is needed), ``stale`` (apt: older than the official archive), ``refused``
+            (the URL, a redirect target or a resolved address is one the prober never contacts:
+            link-local, cloud metadata, not http(s), or not loopback under ``GPUDOCTOR_LOOPBACK_ONLY``).
         reason: why it is not ``ok``, in operator terms ("" when ok).
         http_status: last HTTP status, or None.
         connect_ms: DNS + TCP connect + TLS handshake, ms.
