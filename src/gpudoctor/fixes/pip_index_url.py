@@ -284,6 +284,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
+    trusted_now: list[str] = []  # the plain-http index URLs this plan makes pip trust
     if url:
         f, scope_notes = target_file(pip, options.get("scope") or None)
         notes += scope_notes
@@ -301,6 +302,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                         f"mirror's https URL, or add --allow-insecure to also set trusted-host"
                     )
                 _trust(pip, texts, f, [host_entry(url)])
+                trusted_now.append(url)
                 descriptions.append(f"trust {host_entry(url)} (trusted-host)")
         after = _simulate(pip, texts).get("index-url")
         if after is None or after.value.strip() != url:
@@ -325,7 +327,6 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         if scope is not None:  # every edit goes to the chosen scope's file
             scoped, scope_notes = target_file(pip, scope)
             notes += scope_notes
-        trusted_now: list[str] = []
         for _kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
@@ -386,13 +387,56 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         )
         for path, (old, new) in texts.items()
     )
+    intent: dict[str, str] = {}
+    if url:
+        intent["index-url"] = url
+    if trusted_now:
+        intent["trusted-host"] = " ".join(dict.fromkeys(host_entry(u) for u in trusted_now))
+    for key in NETWORK_OPTIONS:
+        if (options.get(key) or "").strip():
+            intent[key] = options[key].strip()
     return FixPlan(
         fix=FIX_ID,
         description="; ".join(descriptions) or "nothing to change",
         edits=edits,
         addresses=("pip.config", "index.consistency"),
         notes=tuple(notes),
+        intent=intent,
     )
+
+
+def verify(facts: Facts, plan: FixPlan) -> str | None:
+    """Re-read pip's configuration as ``pip install`` resolves it (global < user < site files,
+    ``PIP_CONFIG_FILE``, ``[install]`` over ``[global]``, ``PIP_*`` variables over every file) and
+    say what still wins over the plan's ``index-url``/``trusted-host``/``timeout``/``retries``."""
+    pip = facts.of(PipFacts)
+    if isinstance(pip, Unavailable):
+        return f"pip's configuration could not be read again ({pip.reason})"
+    edited = {e.path for e in plan.edits}
+    for f in pip.files:
+        if f.loaded and f.error is not None:
+            where = f", line {f.error.line}" if f.error.line else ""
+            return f"{show_path(f.path, pip.home)} still stops pip ({f.error.message}{where})"
+        if f.path in edited and f.exists and not f.loaded and f.note:
+            return f"pip does not read {show_path(f.path, pip.home)}: {f.note}"
+
+    def winner(s: PipSetting) -> str:
+        return s.source if s.variant == "env_var" else show_path(s.source, pip.home)
+
+    for key, want in plan.intent.items():
+        got = pip.effective.get(key)
+        if key == "trusted-host":
+            hosts = got.value.split() if got else []
+            missing = [h for h in want.split() if not trusted(f"http://{h}/", hosts)]
+            if missing:
+                where = f"{winner(got)} still wins (trusted-host = {got.value})" if got else "pip trusts no host"
+                return f"{where}: {', '.join(missing)} is not trusted"
+            continue
+        if got is None:
+            return f"pip reads no {key} from any file or variable (the edited file is not read)"
+        if got.value.strip() != want:
+            return f"{winner(got)} still wins ({key} = {got.value.strip()}, [{got.section}])"
+    return None
 
 
 FIX = Fix(
@@ -401,4 +445,5 @@ FIX = Fix(
     "repair a damaged global section header",
     addresses=("pip.config", "index.consistency"),
     plan=plan,
+    verify=verify,
 )
