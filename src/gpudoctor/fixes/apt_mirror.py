@@ -60,7 +60,11 @@ def sources_meaning(old, new, mapper) -> str | None:
     ``mapper`` rewrites changed (types, suites, components, enabled state kept)."""
     if old is None:
         return None
-    want = [(t, tuple(mapper(u, s, c, e) or u for u in uris), s, c, e) for (t, uris, s, c, e) in old["sources"]]
+    # two URIs of one stanza moved to the same mirror are written once (apt would fetch it twice)
+    want = [
+        (t, tuple(dict.fromkeys(mapper(u, s, c, e) or u for u in uris)), s, c, e)
+        for (t, uris, s, c, e) in old["sources"]
+    ]
     got = [(t, tuple(uris), s, c, e) for (t, uris, s, c, e) in new["sources"]]
     if got != want:
         return "the sources would differ from the old ones in more than the rewritten URIs"

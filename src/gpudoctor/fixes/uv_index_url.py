@@ -18,7 +18,7 @@ from typing import Any
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import UvFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.fixes._verify import NotParsable, parse_as, verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _HEADER = re.compile(r"^\s*\[")
@@ -135,6 +135,21 @@ def default_index_meaning(old: dict[str, Any] | None, new: dict[str, Any], url: 
     return None
 
 
+def _inline_indexes(text: str, pyproject: bool) -> str:
+    """The key line of an inline ``index = [...]`` array in ``text`` (uv.toml top level, or
+    pyproject.toml ``[tool.uv]``), "" when the indexes are ``[[index]]`` tables or absent."""
+    try:
+        doc = parse_as("toml", text)
+    except NotParsable:
+        return ""
+    if not isinstance(_uv_table(doc, pyproject).get("index"), list):
+        return ""
+    header = "[[tool.uv.index]]" if pyproject else "[[index]]"
+    if any(_header(line) == header for line in text.splitlines()):
+        return ""
+    return next((ln.strip() for ln in text.splitlines() if re.match(r"\s*index\s*=", ln)), "index = [...]")
+
+
 def fatal_problems(uv: UvFacts) -> list[str]:
     """The problems of files uv stops on: a ``uv.toml`` it cannot parse is fatal ("Failed to parse
     `uv.toml`"); an unreadable pyproject.toml is only skipped with a warning (astral-sh/uv #6009)."""
@@ -205,8 +220,18 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             f"uv stops on {stops[0]} before it reads any index, so a default index in {path} would not "
             f"be used; nothing was written. Fix that file first (or remove it), then rerun"
         )
+    own = [p for p in fatal_problems(uv) if p.startswith(f"{path}:")]
+    if own:
+        raise FixRefused(f"{own[0]}; gpudoctor does not move settings between tables: nothing was written")
     old = uv.files.get(path)
     pyproject = path.endswith("pyproject.toml")
+    inline = _inline_indexes(old or "", pyproject)
+    if inline:
+        raise FixRefused(
+            f"{path} lists its indexes as an inline array (`{inline}`); gpudoctor edits only "
+            f"`{'[[tool.uv.index]]' if pyproject else '[[index]]'}` tables, so nothing was written. Edit it "
+            f'by hand: in that array, give the default entry url = "{url}" and `default = true`'
+        )
     new = set_default_index(old or "", url, pyproject=pyproject)
     header = "[[tool.uv.index]]" if pyproject else "[[index]]"
     manual = (
