@@ -105,11 +105,22 @@ def target_file(pip: PipFacts, scope: str | None) -> tuple[PipConfigFile, list[s
     return chosen, notes
 
 
-def _repairs(pip: PipFacts) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+def _repairs(
+    pip: PipFacts, scope: str | None = None, notes: list[str] | None = None
+) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+    """Repairs of every file pip loads but cannot parse; with ``scope``, only that scope's files
+    (the others are named in ``notes``: ``--scope`` never edits another scope's file)."""
     texts: dict[str, tuple[str | None, str]] = {}
     descriptions: list[str] = []
     for f in pip.files:
         if not (f.loaded and f.error is not None):
+            continue
+        if scope and f.variant != scope:
+            if notes is not None:
+                notes.append(
+                    f"{show_path(f.path, pip.home)} cannot be read by pip ({f.error.message}); not repaired "
+                    f"(--scope {scope}): rerun with --scope {f.variant}, or edit it by hand"
+                )
             continue
         shown = show_path(f.path, pip.home)
         if f.text is None:
@@ -254,6 +265,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
+    scope_given = (options.get("scope") or "").strip() or None  # --scope as the user gave it
     if (
         finding is not None
         and finding.check == "index.consistency"
@@ -277,9 +289,15 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     ):
         # the index URL pip cannot use, corrected (quotes, scheme, the /simple path)
         options = {**options, "index-url": str(finding.evidence["suggested_index_url"])}
-    texts, descriptions = _repairs(pip)
     notes: list[str] = []
-    if finding is not None and finding.check == "pip.config" and finding.evidence.get("moves"):
+    texts, descriptions = _repairs(pip, scope_given, notes)
+    moves_file = pip.file(str(finding.evidence.get("file", ""))) if finding is not None else None
+    if (
+        finding is not None
+        and finding.check == "pip.config"
+        and finding.evidence.get("moves")
+        and (scope_given is None or (moves_file is not None and moves_file.variant == scope_given))
+    ):
         _move_ignored(pip, texts, descriptions, finding)
     _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
