@@ -790,13 +790,20 @@ def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None
                         "transaction": txn.id,
                         "files": [f.target for f in txn.files],
                         "saved_by": txn.saved_by,
+                        "undoes": txn.undoes,
                     }
                 ),
                 indent=2,
             )
         )
         return
+    forced = False
     if txn.saved_by:
+        try:
+            forced = any(f.startswith("undo --force") for f in journal.load(txn.saved_by).fixes)
+        except ap.ApplyError:
+            forced = False
+    if txn.saved_by and forced:
         out.line(
             f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
             f"bring them back with: gpudoctor fix --undo {txn.saved_by}"
@@ -804,4 +811,7 @@ def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None
     for f in txn.files:
         shown = ap.in_root(f.target, txn.root)
         out.line(f"restored {shown}" if f.existed else f"removed {shown} (the transaction created it)")
-    out.line(f"transaction {txn.id} undone")
+    what = f"the undo of {txn.undoes}" if txn.undoes else f"transaction {txn.id}"
+    out.line(f"{what} undone" + (f" (transaction {txn.id}); {txn.undoes} is applied again" if txn.undoes else ""))
+    if txn.saved_by and not forced:
+        out.line(f"to undo this undo: gpudoctor fix --undo {txn.saved_by}")
