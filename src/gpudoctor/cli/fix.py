@@ -379,7 +379,8 @@ def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
 @click.option(
     "--scope",
     type=click.Choice(["user", "site", "global"]),
-    help="Which configuration file to edit (default: the file that sets the value now, else user).",
+    help="Which configuration file to edit (default: the file that sets the value now, else user); "
+    "only that scope's files are edited, and a tool without that scope refuses.",
 )
 @click.option("--index-url", metavar="URL", help="Package index URL for fixes that set one (pip.index-url).")
 @click.option("--mirror", metavar="fastest|NAME|URL", help="Mirror for fixes that switch mirrors.")
