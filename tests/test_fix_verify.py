@@ -282,3 +282,47 @@ def test_cli_reports_fixed_and_exits_0(tmp_path, capsys, monkeypatch):
     assert code == 0, out + err
     assert "uv.index-url: fixed (re-read)" in out
     assert MIRROR in (root / "root/.config/uv/uv.toml").read_text()
+
+
+def test_cli_json_says_not_fixed_with_what_wins(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    root = write_tree(tmp_path / "r", {"/root/.config/uv/uv.toml": UV_DEFAULT})
+    code, out, _ = _cli(
+        capsys,
+        "fix",
+        "uv.index-url",
+        "--root",
+        str(root),
+        "--offline",
+        "--mirror",
+        MIRROR,
+        "--scope",
+        "global",
+        "--yes",
+        "--format",
+        "json",
+    )
+    doc = json.loads(out)
+    assert code == 1 and doc["status"] == "not-fixed" and doc["transaction"]
+    (fx,) = doc["fixes"]
+    assert fx["status"] == "not-fixed" and fx["message"].startswith("/root/.config/uv/uv.toml still wins")
+
+
+def test_uv_reads_only_the_first_system_file_even_a_broken_one(tmp_path):
+    from gpudoctor.fixes.uv_index_url import FIX
+
+    root = write_tree(
+        tmp_path / "r",
+        {
+            "/xdg/uv/uv.toml": "[[index]\n",
+            "/etc/uv/uv.toml": f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n',
+        },
+    )
+    report, _, _ = _run(root, ["uv.mirror"], {"XDG_CONFIG_DIRS": "/xdg"}, "/home/user", True, {}, None)
+    assert FIX.verify is not None
+    problem = FIX.verify(report.facts, FixPlan("uv.index-url", "", intent={"default-index": MIRROR}))
+    assert problem is not None and problem.startswith("/xdg/uv/uv.toml still fails: uv stops on it")
+    uv = report.facts.get("uv")
+    assert "/etc/uv/uv.toml" not in uv.files and uv.default_origin == "built-in"  # never read past the first
