@@ -205,6 +205,17 @@ def test_conda_user_scope_under_a_final_system_list_is_not_fixed(tmp_path):
     assert f"{TUNA}/pkgs/main" in (root / "home/user/.condarc").read_text()
 
 
+def test_conda_condarc_variable_file_still_adds_public_defaults(tmp_path):
+    # $CONDARC is read last (highest precedence) and conda concatenates default_channels across files
+    team = "default_channels:\n  - https://repo.anaconda.com/pkgs/main\n"
+    root = write_tree(tmp_path / "r", {"/srv/team.condarc": team, "/home/user/.condarc": "channels:\n  - defaults\n"})
+    env = {"CONDARC": "/srv/team.condarc"}
+    out = run_fix(root, "conda.channels", ["conda.mirror"], {"mirror": TUNA, "scope": "user"}, env=env)
+    assert [o.status for o in out] == ["not-fixed"], status(out)
+    assert out[0].message.startswith("/srv/team.condarc still wins: `defaults` resolves to https://repo.anaconda.com")
+    assert (root / "srv/team.condarc").read_text() == team
+
+
 def test_conda_defaults_moved_in_every_file_are_fixed(tmp_path):
     system = "default_channels:\n  - https://repo.anaconda.com/pkgs/main\n"
     root = write_tree(
@@ -240,6 +251,28 @@ def test_apt_entry_that_still_names_the_old_archive_is_not_fixed(tmp_path):
     assert FIX.verify is not None
     assert FIX.verify(report.facts, out[0].plan) == (
         "/etc/apt/sources.list:1 still wins: apt still fetches http://deb.debian.org/debian there"
+    )
+
+
+def test_apt_sources_file_apt_no_longer_reads_is_not_fixed(tmp_path):
+    from gpudoctor.fixes.apt_mirror import FIX
+
+    files = {
+        "/etc/os-release": DEBIAN,
+        "/etc/apt/sources.list.d/debian.sources": SOURCES,
+        "/etc/ssl/certs/ca-certificates.crt": "",
+    }
+    root = write_tree(tmp_path / "r", files)
+    out = run_fix(root, "apt.mirror", ["apt.sources"], {"mirror": "https://mirror.example.org/debian"})
+    assert status(out) == [("applied", "")] and out[0].plan is not None
+    # renamed to a name apt ignores (sources.list.d/*.sources.bak): the mirror is no longer fetched at all
+    d = root / "etc/apt/sources.list.d"
+    (d / "debian.sources").rename(d / "debian.sources.bak")
+    report, _, _ = _run(root, ["apt.sources"], {}, "/home/user", True, {}, None)
+    assert FIX.verify is not None
+    problem = FIX.verify(report.facts, out[0].plan)
+    assert problem is not None and problem.startswith(
+        "apt reads no enabled entry with https://mirror.example.org/debian"
     )
 
 
