@@ -298,6 +298,8 @@ class CondaFacts:
         env: the channel variables set (``CONDA_CHANNELS``, ``CONDA_CHANNEL_ALIAS``, ...).
         multichannels: ``custom_multichannels`` (name -> members).
         channel_alias_origin: the file (or variable) that set ``channel_alias``; ``built-in``.
+        prefix: the active environment (``$CONDA_PREFIX``, whose ``.condarc`` is ``conda config
+            --env``'s file); "" when none is active.
     """
 
     files: dict[str, str]
@@ -311,6 +313,7 @@ class CondaFacts:
     env: dict[str, str] = field(default_factory=dict)
     multichannels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     channel_alias_origin: str = "built-in"
+    prefix: str = ""
 
 
 # --------------------------------------------------------------------------- mirrors

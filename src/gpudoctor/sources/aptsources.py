@@ -273,8 +273,12 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
             if i == f.first:
                 head, _, value = body.partition(":")
                 lines[i] = head + ":" + re.sub(r"(\s*)(\S+)", sub, value) + ending
+            elif body.startswith("#"):  # a comment inside a multi-line field: apt skips it, so do we
+                continue
             elif body.strip() != ".":
-                lines[i] = re.sub(r"(\s*)(\S+)", sub, body) + ending
+                new_body = re.sub(r"(\s*)(\S+)", sub, body)
+                # a continuation line whose only URI was a duplicate goes: left blank it would end the stanza
+                lines[i] = "" if body.strip() and not new_body.strip() else new_body + ending
     return "".join(lines)
 
 
