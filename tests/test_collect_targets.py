@@ -132,3 +132,24 @@ def test_check_imports_and_loads_the_framework_once_per_target(tmp_path):
     loads = [int(pid) for kind, pid, *_rest in lines if kind == "lib"]
     assert sorted(exe for _pid, exe in imports) == sorted(pythons), lines  # one importing probe per target
     assert sorted(loads) == sorted(pid for pid, _exe in imports), lines  # loaded by the importer only
+
+
+def test_two_spellings_of_one_interpreter_are_probed_once_and_two_venvs_twice(tmp_path):
+    """``venv/bin/python`` and ``venv/bin/python3`` are one interpreter: one probe serves both targets;
+    another venv (whose interpreter links to the same base one) is another target, probed on its own."""
+    from gpudoctor.collect.targets import interpreter_identity
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    for venv in (one, two):
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    a, a3, b = str(one / "bin/python"), str(one / "bin/python3"), str(two / "bin/python")
+    assert interpreter_identity(a) == interpreter_identity(a3) != interpreter_identity(b)
+    assert interpreter_identity("python3") == "python3"
+    runner = _CountingRunner()
+    system = System(runner=runner, env={"PATH": "/usr/bin:/bin"})
+    options = CollectOptions(pythons=(a, a3, b), probe_timeout_s=60, kernels=False)
+    facts = collect(CollectContext(system, options, {"jupyter": Unavailable("not collected in this test")}))
+    assert [t.python for t in facts.targets] == [a, a3, b]
+    assert sorted(runner.probes) == sorted([a, b]), runner.probes
+    assert all(t.probe.is_venv for t in facts.targets)
+    assert facts.targets[0].probe == facts.targets[1].probe and facts.targets[2].probe.prefix == str(two)

@@ -17,29 +17,10 @@ from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.kernel_launch import probe_code
 from gpudoctor.probe import LEVELS, MARKER, PROBE_SCRIPT, parse_probe_output, probe_argv
 
-HEADER = {
-    "probe_version",
-    "executable",
-    "python_version",
-    "implementation",
-    "prefix",
-    "base_prefix",
-    "is_venv",
-    "is_conda",
-    "include_dir",
-    "env",
-    "level",
-    "torch",
-    "site_packages",
-    "mapped_libraries",
-    "cudnn",
-    "libcuda",
-    "toolchain",
-    "triton",
-    "cuda_driver",
-    "distributions",
-    "duration_ms",
-}
+HEADER = set(
+    "probe_version executable python_version implementation prefix base_prefix is_venv is_conda include_dir env "
+    "level torch site_packages mapped_libraries cudnn libcuda toolchain triton cuda_driver distributions duration_ms".split()
+)
 KEYS = {"light": HEADER, "full": HEADER | {"limits", "compile_caches", "frameworks"}}
 #: top-level modules of the GPU frameworks (and what they pull in) the light level must never import
 FRAMEWORK_MODULES = (

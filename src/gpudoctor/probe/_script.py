@@ -470,6 +470,28 @@ def cudnn_without_torch():
     return None
 
 
+def _without_cudnn(torch_facts, imported):
+    """The cuDNN record when torch loads none (both levels): the nvidia-cudnn wheel's own cuDNN when
+    torch is absent or did not import (``imported`` False), else why cuDNN does not apply; None
+    when torch is a CUDA build whose cuDNN is to be tested."""
+    if not torch_facts.get("installed") or not imported:
+        wheel = cudnn_without_torch()
+        if wheel is not None:
+            return wheel
+    if not torch_facts.get("installed"):
+        return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
+    if not imported:
+        return {"applicable": False, "reason": "torch does not import, so no cuDNN is loaded"}
+    if torch_facts.get("hip"):
+        return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
+    if not torch_facts.get("cuda"):
+        return {
+            "applicable": False,
+            "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version"),
+        }
+    return None
+
+
 def probe_libcuda():
     """``dlopen("libcuda.so.1")`` and ``cuDriverGetVersion`` (the same record as the full probe's)."""
     import ctypes
@@ -560,18 +582,9 @@ def probe_cudnn_light(torch_facts, torch_dist):
     (LD_LIBRARY_PATH first, then the wheel's directory that torch's RUNPATH names, then the ld.so
     cache), its ``cudnnGetVersion()``, and the same sub-library dlopen test as the full probe.
     Without torch, the nvidia-cudnn wheel's cuDNN (as the full probe reports it)."""
-    if not torch_facts.get("installed"):
-        wheel = cudnn_without_torch()
-        if wheel is not None:
-            return wheel
-        return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
-    if torch_facts.get("hip"):
-        return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
-    if not torch_facts.get("cuda"):
-        return {
-            "applicable": False,
-            "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version"),
-        }
+    no_cudnn = _without_cudnn(torch_facts, imported=True)
+    if no_cudnn is not None:
+        return no_cudnn
     major = cudnn_major_from_metadata(torch_dist)
     if major is None:
         return {"applicable": False, "reason": "this torch build names no cuDNN in its metadata"}
@@ -674,21 +687,10 @@ def probe_torch():
 
 
 def probe_cudnn(torch_facts, torch_mod, mapped):
-    if torch_mod is None:
-        wheel = cudnn_without_torch()
-        if wheel is not None:
-            return wheel
-    if not torch_facts.get("installed"):
-        return {"applicable": False, "reason": "torch is not installed, so no cuDNN is loaded"}
-    if torch_mod is None:
-        return {"applicable": False, "reason": "torch does not import, so no cuDNN is loaded"}
-    if torch_facts.get("hip"):
-        return {"applicable": False, "reason": "ROCm builds use MIOpen, not cuDNN"}
-    if not torch_facts.get("cuda"):
-        return {
-            "applicable": False,
-            "reason": "torch %s is a CPU-only build: it uses no cuDNN" % torch_facts.get("version"),
-        }
+    """cuDNN after ``import torch``: the mapped shim's version and the sub-library dlopen test."""
+    no_cudnn = _without_cudnn(torch_facts, torch_mod is not None)
+    if no_cudnn is not None:
+        return no_cudnn
     major = None
     compiled = torch_facts.get("cudnn_compile_version")
     if compiled:
