@@ -285,3 +285,37 @@ def test_compose_with_facts_is_a_usage_error(tmp_path):
     (tmp_path / "c.yml").write_text(VLLM)
     proc = run_gpudoctor("check", "--facts", str(tmp_path / "nope.json"), "--compose", str(tmp_path / "c.yml"))
     assert proc.returncode == 2 and "--compose" in proc.stderr
+
+
+def test_cuda_visible_devices_all_hides_every_gpu_from_cuda(tmp_path):
+    text = VLLM + GPU.format(count="all", caps="gpu") + "    environment:\n      CUDA_VISIBLE_DEVICES: all\n"
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.FAIL and "CUDA_VISIBLE_DEVICES=all in its environment hides every GPU" in f.summary
+    assert "`all` is a word of `NVIDIA_VISIBLE_DEVICES`" in f.explanation
+    twin = text.replace("CUDA_VISIBLE_DEVICES: all", "NVIDIA_VISIBLE_DEVICES: all")
+    assert one(judge(tmp_path, twin)).status is Status.OK
+
+
+@pytest.mark.parametrize(("ids", "bad"), [("'{GPU_ID:-0}'", "{GPU_ID:-0}"), ("'first'", "first")])
+def test_device_ids_that_are_no_gpu_fail(tmp_path, ids, bad):
+    text = VLLM + "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+    text += f"            - driver: nvidia\n              device_ids: [{ids}]\n              capabilities: [gpu]\n"
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.FAIL and f"names device {bad!r}" in f.summary
+    assert f"device error: {bad}: unknown device" in f.explanation
+    assert ("`${GPU_ID:-0}`" in f.explanation) == bad.startswith("{")
+
+
+def test_variables_are_interpolated_from_the_env_file_like_compose(tmp_path):
+    text = VLLM + "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+    text += (
+        "            - driver: nvidia\n              device_ids: ['${GPU_ID:-0}']\n              capabilities: [gpu]\n"
+    )
+    text += "    environment:\n      CUDA_VISIBLE_DEVICES: ${CUDA_DEV}\n"
+    facts = compose(tmp_path, text, {"/srv/app/.env": "# pinned\nGPU_ID=3\nexport CUDA_DEV='1'\n"})
+    (svc,) = facts.services
+    assert svc.requests[0].device_ids == ("3",) and svc.cuda_visible_devices == "1"
+    f = one(judge(tmp_path, text, extra={"/srv/app/.env": "GPU_ID=3\nCUDA_DEV=1\n"}))
+    assert "CUDA_VISIBLE_DEVICES=1 names a GPU the container does not have" in f.summary
+    twin = one(judge(tmp_path, text, extra={"/srv/app/.env": "GPU_ID=3\nCUDA_DEV=0\n"}))
+    assert twin.status is Status.OK

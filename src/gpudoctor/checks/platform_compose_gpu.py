@@ -24,8 +24,10 @@ Compose"; NVIDIA Container Toolkit docs, "Specialized configurations"):
 5. GPU needs and no GPU request -> ``fail`` (an image that needs CUDA) or ``warn``
    (one that falls back to the CPU): the classic "works with ``docker run --gpus
    all``, not in Compose";
-6. ``CUDA_VISIBLE_DEVICES`` naming an index the container does not have (the
-   container numbers the GPUs it gets from 0) -> ``fail``;
+6. ``CUDA_VISIBLE_DEVICES`` that names no device CUDA can use (``all``, a hiding word)
+   or an index the container does not have (it numbers the GPUs it gets from 0)
+   -> ``fail``; ``device_ids`` that are no GPU index or UUID (an interpolation
+   missing its ``$``) -> ``fail``;
 7. the image tag's CUDA newer than the host driver, or the ``build:`` Dockerfile's
    faults as ``platform.image-gpu`` judges them -> ``fail``;
 8. a ``build:`` Dockerfile that cannot be read -> ``warn`` (not judged).
@@ -42,6 +44,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.compose import ComposeFacts, ComposeService, GpuRequest
 from gpudoctor.facts.platform import ContainerHostFacts
 from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.visibility import Entry, parse_visible
 
 DOCS = "https://docs.docker.com/compose/how-tos/gpu-support/"
 
@@ -72,6 +75,12 @@ def _granted(requests: tuple[GpuRequest, ...]) -> int | None:
         else:
             return None
     return total or None
+
+
+def _named(device: str) -> tuple[Entry, ...]:
+    """The one entry a device id that names a GPU parses to (an index or a UUID), else ()."""
+    entries = parse_visible(device).entries
+    return entries[:1] if entries and entries[0].form in ("index", "gpu-uuid", "mig-uuid") else ()
 
 
 def _docker_runtimes(facts: Facts) -> tuple[str, ...] | None:
@@ -135,6 +144,23 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
                 f"`device_ids: [{', '.join(repr(d) for d in r.device_ids)}]` and delete `count: {r.count}` in "
                 f"`{where}` ({r.where}).",
             )
+        bad_ids = [d for d in r.device_ids if "$" not in d and parse_visible(d).entries[:1] != _named(d)]
+        if bad_ids:
+            return fail(
+                Status.FAIL,
+                f"its GPU reservation names device {bad_ids[0]!r}, which is no GPU index or UUID",
+                f"`device_ids` take GPU indices (`'0'`) or UUIDs (`GPU-...`, as `nvidia-smi -L` prints them); the "
+                f"NVIDIA runtime refuses anything else and the container does not start (`nvidia-container-cli: "
+                f"device error: {bad_ids[0]}: unknown device`)."
+                + (
+                    " A variable needs its `$` to be interpolated by Compose: "
+                    f"`${bad_ids[0][bad_ids[0].index('{') :]}`."
+                    if bad_ids[0].startswith("{")
+                    else ""
+                )
+                + f" Fix `{r.where}` in `{where}`.",
+                device_ids=list(r.device_ids),
+            )
     runtimes = _docker_runtimes(facts)
     if any(r.via == "runtime" for r in svc.requests) and runtimes is not None and "nvidia" not in runtimes:
         return fail(
@@ -180,8 +206,22 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
         )
     granted = _granted(svc.requests)
     cvd = svc.cuda_visible_devices
-    if cvd and granted is not None:
-        indices = [int(p) for p in cvd.replace(" ", "").split(",") if p.isdigit()]
+    visible = parse_visible(cvd) if cvd is not None and "$" not in cvd and wants else None
+    if visible is not None and visible.hides_all:
+        return fail(
+            Status.FAIL,
+            f"CUDA_VISIBLE_DEVICES={cvd or '(empty)'} in its environment hides every GPU from CUDA",
+            f"CUDA reads `CUDA_VISIBLE_DEVICES` as a list of device indices or `GPU-`/`MIG-` UUIDs and stops at the "
+            f"first entry it cannot use; `{cvd}` names none, so CUDA sees no device (`RuntimeError: No CUDA GPUs "
+            f"are available`, `no CUDA-capable device is detected`) even though the container has the GPUs "
+            f"(`nvidia-smi` shows them)."
+            + (" `all` is a word of `NVIDIA_VISIBLE_DEVICES`, not of CUDA." if cvd.strip().lower() == "all" else "")
+            + f" Delete `CUDA_VISIBLE_DEVICES` from the service's `environment` in `{where}` (the reservation "
+            f"decides which GPUs it gets), or list indices from 0.",
+            CUDA_VISIBLE_DEVICES=cvd,
+        )
+    if visible is not None and granted is not None:
+        indices = [int(e.text) for e in visible.entries if e.form == "index"]
         if indices and max(indices) >= granted:
             pinned = [i for r in svc.requests for i in r.device_ids]
             return fail(

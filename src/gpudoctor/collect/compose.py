@@ -8,7 +8,9 @@ specification spells them (``deploy.resources.reservations.devices``, the
 its ``image:`` tag (CUDA from the tag; GPU images from ``platform.toml``'s
 ``[[gpu_image]]`` rows) and the Dockerfile of its ``build:`` (``context`` +
 ``dockerfile``, relative to the Compose file's directory, ``args`` applied),
-read like ``--dockerfile``. Nothing is built or started.
+read like ``--dockerfile``. Values are interpolated as Compose does
+(``${VAR:-default}`` from the environment, then the ``.env`` file beside the
+Compose file). Nothing is built or started.
 """
 
 from __future__ import annotations
@@ -109,6 +111,51 @@ def _requests(svc: dict[str, Any]) -> list[GpuRequest]:
     return found
 
 
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _dotenv(text: str) -> dict[str, str]:
+    """``KEY=value`` lines of a Compose ``.env`` file (comments, ``export`` and quotes handled)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """``value`` with Compose's ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:+alt}``,
+    ``$VAR`` and ``$$`` applied to every string in it (``${VAR:?err}`` unset: left as written)."""
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str) or "$" not in value:
+        return value
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2) or "", m.group(3) or ""
+        val = env.get(name)
+        if op in (":-", "-"):
+            return arg if val is None or (op == ":-" and val == "") else val
+        if op in (":+", "+"):
+            return arg if val is not None and (op == "+" or val != "") else ""
+        if op in (":?", "?") and (val is None or (op == ":?" and val == "")):
+            return m.group(0)
+        return val or ""
+
+    return _VAR.sub(sub, value)
+
+
 def _read(ctx: CollectContext, path: str) -> str:
     files = ctx.system.files
     if not files.is_file(path):
@@ -182,8 +229,11 @@ def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
         return Unavailable(str(exc))
     lines = service_lines(text)
     base_dir = posixpath.dirname(path) or "."
+    # Compose interpolates from the shell's environment, then the project's .env file
+    env = {**_dotenv(ctx.system.files.read_text_or_none(posixpath.join(base_dir, ".env")) or ""), **ctx.system.env}
     services = tuple(
-        _service(ctx, base_dir, str(name), svc, lines.get(str(name), 0)) for name, svc in doc["services"].items()
+        _service(ctx, base_dir, str(name), interpolate(svc, env), lines.get(str(name), 0))
+        for name, svc in doc["services"].items()
     )
     return ComposeFacts(file=path, services=services)
 
