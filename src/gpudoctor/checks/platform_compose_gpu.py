@@ -215,7 +215,11 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
             f"first entry it cannot use; `{cvd}` names none, so CUDA sees no device (`RuntimeError: No CUDA GPUs "
             f"are available`, `no CUDA-capable device is detected`) even though the container has the GPUs "
             f"(`nvidia-smi` shows them)."
-            + (" `all` is a word of `NVIDIA_VISIBLE_DEVICES`, not of CUDA." if cvd.strip().lower() == "all" else "")
+            + (
+                " `all` is a word of `NVIDIA_VISIBLE_DEVICES`, not of CUDA."
+                if (cvd or "").strip().lower() == "all"
+                else ""
+            )
             + f" Delete `CUDA_VISIBLE_DEVICES` from the service's `environment` in `{where}` (the reservation "
             f"decides which GPUs it gets), or list indices from 0.",
             CUDA_VISIBLE_DEVICES=cvd,
