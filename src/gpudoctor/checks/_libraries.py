@@ -292,3 +292,70 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
         f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
         f"or the framework's CUDA extra){tail}"
     )
+
+
+#: the flag PaddlePaddle reads for a family's directory before it searches by name (dynamic_loader.cc)
+_PADDLE_FLAGS = {
+    "cudnn": "FLAGS_cudnn_dir",
+    "cublas": "FLAGS_cublas_dir",
+    "cublasLt": "FLAGS_cublas_dir",
+    "curand": "FLAGS_curand_dir",
+    "cusolver": "FLAGS_cusolver_dir",
+    "cusparse": "FLAGS_cusparse_dir",
+}
+_LABEL = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLAS", "cudart": "CUDA runtime"}
+
+
+def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries, res: Resolution) -> str | None:
+    """Markdown for a library found nowhere under the name a framework asks for while the same library is here
+    under another name: only another major (CTranslate2 4.4 opens ``libcudnn.so.8``, cuDNN 9 is installed), or only
+    versioned names where the framework opens the unversioned development name (PaddlePaddle's ``libcudnn.so``).
+    None when no such copy exists."""
+    stem, _, tail = res.needed.partition(".so")
+    stem += ".so"
+    siblings = [
+        c
+        for c in model.copies
+        if c.name != res.needed and c.name.startswith(stem + ".") and c.name[len(stem) + 1 :].split(".")[0].isdigit()
+    ]
+    if not siblings:
+        return None
+    have = siblings[0]
+    fw_name = framework_of(model, res.consumer, res)
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == fw_name), None)
+    what = f"{fw_name} {fw.version}" if fw else fw_name
+    if not tail:  # the unversioned development name
+        flag = _PADDLE_FLAGS.get(res.family or "") if fw_name.startswith("paddle") else None
+        return (
+            f"Only the versioned {have.name} is here ({have.path}), but {what} opens the unversioned name "
+            f"`{res.needed}`: the development link that only the `-dev` package or NVIDIA's tarball creates, so "
+            f"the loader finds nothing. Create the link in that directory:\n\n```\nln -s {have.name} "
+            f"{have.directory}/{res.needed}\n```"
+            + (f"\n\n(or point `{flag}` at a directory that holds `{res.needed}`)." if flag else "")
+        )
+    want = tail.lstrip(".").split(".")[0]
+    got = have.name[len(stem) + 1 :].split(".")[0]
+    fam = res.family or ""
+    lib = _LABEL.get(fam, fam)
+    stem_pkg = WHEEL_STEM.get(fam)
+    if fam == "cudnn":
+        pin = f"nvidia-cudnn-cu{(fw.cuda_major if fw and fw.cuda_major else 12)}=={want}.*"
+        upgrade = agreeing_releases(fw_name, "cudnn_major", int(got)) if got.isdigit() else []
+    else:
+        pin = f"nvidia-{stem_pkg}-cu{want}" if stem_pkg else ""
+        upgrade = agreeing_releases(fw_name, "cuda_major", int(got)) if got.isdigit() else []
+    ways = (
+        [
+            f'install {lib} {want} beside it:\n\n```\n{python} -m pip install "{pin}"\n```\n\n(and put its '
+            f"directory on `LD_LIBRARY_PATH` the way you did for {have.name})"
+        ]
+        if pin
+        else []
+    )
+    if upgrade:
+        ways.append(f"move {fw_name} to a release built for {lib} {got}: `{'`, `'.join(upgrade)}`")
+    joined = ". Or ".join(ways)
+    return (
+        f"{have.name} ({lib} {got}) is here ({have.path}), but {what} opens `{res.needed}` ({lib} {want}): another "
+        f"major, which the loader never substitutes. " + (joined[:1].upper() + joined[1:] + "." if joined else "")
+    )

@@ -601,6 +601,22 @@ def activation_of(files: Files, probe: ProbeFacts, kind: str) -> Activation | No
     return replay(files, prefix, probe.env, site, already_active=active)
 
 
+def _caller(files: Files, sites: Sequence[str], pattern: str) -> str | None:
+    """The first library matching ``pattern`` (relative to a site-packages directory; a glob, since
+    auditwheel names vendored libraries with a hash: ``ctranslate2.libs/libctranslate2-<hash>.so.4``)."""
+    for site in sites:
+        path = f"{site}/{pattern}"
+        if not any(c in pattern for c in "*?["):
+            if _exists(files, path):
+                return path
+            continue
+        if files.is_dir(site):
+            found = next(iter(files.glob(site, pattern)), None)
+            if found:
+                return found
+    return None
+
+
 def _dlopens(
     files: Files, model: LoaderModel, probe: ProbeFacts, frameworks: Sequence[FrameworkInstall]
 ) -> list[Resolution]:
@@ -615,10 +631,7 @@ def _dlopens(
                 continue
             caller: str | None = None
             if row.get("caller"):  # "" = opened from Python (ctypes): no library's RUNPATH applies
-                caller = next(
-                    (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")),
-                    None,
-                )
+                caller = _caller(files, probe.site_packages, str(row["caller"]))
                 if caller is None:
                     continue
             for name in row["libraries"]:  # type: ignore[attr-defined]
