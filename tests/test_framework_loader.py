@@ -374,17 +374,23 @@ CT2_SOURCE = (
 )
 
 
+#: what CTranslate2 4.0-4.4 opens by name (frameworks.toml [[load]])
+CT2_44 = ("libcublas.so.12", "libcudnn_ops_infer.so.8", "libcudnn_cnn_infer.so.8")
+
+
 def _ct2_tree(tmp_path: Path, version: str, cudnn: str, names: tuple[str, ...]) -> dict[str, Path]:
     """A ctranslate2 wheel (its library auditwheel-renamed with a hash, RUNPATH $ORIGIN, opening ``names`` by
-    SONAME as CUDA_DYNAMIC_LOADING builds do) beside the nvidia-cublas-cu12 and nvidia-cudnn-cu12 wheels."""
+    SONAME as its CUDA_DYNAMIC_LOADING cuBLAS and its cuDNN code do) beside the nvidia-cublas-cu12 and
+    nvidia-cudnn-cu12 wheels (cuDNN 8: libcudnn_ops_infer/cnn_infer; cuDNN 9: libcudnn_ops/cnn)."""
     site = tmp_path / "site"
     cublas = cl.build_so(
         site / "nvidia/cublas/lib/libcublas.so.12", "libcublas.so.12", "int cublasCreate_v2(void){return 0;}\n"
     )
     major = cudnn.split(".")[0]
-    lib = cl.build_so(
-        site / f"nvidia/cudnn/lib/libcudnn.so.{major}", f"libcudnn.so.{major}", "int cudnnCreate(void){return 0;}\n"
-    )
+    subs = ("libcudnn_ops_infer", "libcudnn_cnn_infer") if major == "8" else ("libcudnn_ops", "libcudnn_cnn")
+    cudnn_dir = site / "nvidia/cudnn/lib"
+    for stem in ("libcudnn", *subs):
+        cl.build_so(cudnn_dir / f"{stem}.so.{major}", f"{stem}.so.{major}", "int f(void){return 0;}\n")
     ct2 = cl.build_so(
         site / "ctranslate2.libs/libctranslate2-d2f4e1b7.so.4.4.0",
         "libctranslate2-d2f4e1b7.so.4.4.0",
@@ -393,8 +399,14 @@ def _ct2_tree(tmp_path: Path, version: str, cudnn: str, names: tuple[str, ...]) 
     )
     cl.write_dist(Path("/"), str(site), "ctranslate2", version)
     cl.write_dist(Path("/"), str(site), "nvidia_cublas_cu12", "12.4.5.8", ["nvidia/cublas/lib/libcublas.so.12"])
-    cl.write_dist(Path("/"), str(site), "nvidia_cudnn_cu12", cudnn, [f"nvidia/cudnn/lib/libcudnn.so.{major}"])
-    return {"site": site, "cublas": cublas.parent, "cudnn": lib.parent, "ct2": ct2}
+    cl.write_dist(
+        Path("/"),
+        str(site),
+        "nvidia_cudnn_cu12",
+        cudnn,
+        [f"nvidia/cudnn/lib/{stem}.so.{major}" for stem in ("libcudnn", *subs)],
+    )
+    return {"site": site, "cublas": cublas.parent, "cudnn": cudnn_dir, "ct2": ct2}
 
 
 def _judge(tmp_path: Path, site: Path, env: dict[str, str]):
@@ -419,22 +431,22 @@ def _real_ct2(lib: Path, env: dict[str, str]) -> str:
 @needs_gcc
 @pytest.mark.parametrize("on_path", [True, False])
 def test_ctranslate2_opens_cublas_and_cudnn_by_name_from_its_hashed_library(tmp_path, on_path):
-    """SYSTRAN/faster-whisper's kind: CTranslate2 4.4 opens libcublas.so.12 and libcudnn.so.8 by SONAME from
+    """SYSTRAN/faster-whisper's kind: CTranslate2 4.4 opens libcublas.so.12 and cuDNN 8's sub-libraries by SONAME from
     ctranslate2.libs/libctranslate2-<hash>.so; the nvidia wheels are found only through LD_LIBRARY_PATH (the
     faster-whisper README's line). The real dlopen and the model agree, with the path set (twin) and without."""
-    t = _ct2_tree(tmp_path, "4.4.0", "8.9.7.29", ("libcublas.so.12", "libcudnn.so.8"))
+    t = _ct2_tree(tmp_path, "4.4.0", "8.9.7.29", CT2_44)
     env = {"PATH": "/usr/bin:/bin"} | ({"LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"} if on_path else {})
     real = _real_ct2(t["ct2"], env)
     model, f = _judge(tmp_path, t["site"], env)
     got = {r.needed: r for r in model.resolutions if r.framework == "ctranslate2"}
-    assert set(got) == {"libcublas.so.12", "libcudnn.so.8"}
+    assert set(got) == set(CT2_44)
     assert all(r.how == "dlopen" and r.consumer == str(t["ct2"]) for r in got.values())
     if on_path:
-        assert real == "loaded" and got["libcudnn.so.8"].path == str(t["cudnn"] / "libcudnn.so.8")
+        assert real == "loaded" and got["libcudnn_ops_infer.so.8"].path == str(t["cudnn"] / "libcudnn_ops_infer.so.8")
         assert f.status.value == "ok", f.summary
         return
     assert real == "libcublas.so.12: cannot open shared object file: No such file or directory"
-    assert got["libcublas.so.12"].path is None and got["libcudnn.so.8"].path is None
+    assert all(r.path is None for r in got.values())
     assert f.status.value == "fail"
     assert (
         f.summary
@@ -445,19 +457,23 @@ def test_ctranslate2_opens_cublas_and_cudnn_by_name_from_its_hashed_library(tmp_
 @needs_gcc
 def test_ctranslate2_4_4_with_only_cudnn_9_names_the_major_and_both_ways_out(tmp_path):
     """Neighbour, the wrong major (SYSTRAN/faster-whisper#885, OpenNMT/CTranslate2#1826): cuDNN 9 is installed and on
-    LD_LIBRARY_PATH, CTranslate2 4.4 opens libcudnn.so.8: the real dlopen fails, the model finds no copy, and the
+    LD_LIBRARY_PATH, CTranslate2 4.4 opens libcudnn_ops_infer.so.8: the real dlopen fails, the model finds no copy, and the
     remedy pins cuDNN 8 or moves CTranslate2 to 4.5 (cuDNN 9) instead of reinstalling the cuDNN 9 wheel."""
-    t = _ct2_tree(tmp_path, "4.4.0", "9.1.0.70", ("libcublas.so.12", "libcudnn.so.8"))
+    t = _ct2_tree(tmp_path, "4.4.0", "9.1.0.70", CT2_44)
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"}
-    assert _real_ct2(t["ct2"], env) == "libcudnn.so.8: cannot open shared object file: No such file or directory"
+    assert _real_ct2(t["ct2"], env) == (
+        "libcudnn_ops_infer.so.8: cannot open shared object file: No such file or directory"
+    )
     model, f = _judge(tmp_path, t["site"], env)
-    (res,) = [r for r in model.resolutions if r.needed == "libcudnn.so.8"]
+    (res,) = [r for r in model.resolutions if r.needed == "libcudnn_ops_infer.so.8"]
     assert res.path is None and res.framework == "ctranslate2"
     text = f.summary + "\n" + f.explanation
-    assert f.status.value == "fail" and "libcudnn.so.8, needed by ctranslate2 (dlopen by name)" in f.summary
+    assert f.status.value == "fail" and "libcudnn_ops_infer.so.8, needed by ctranslate2 (dlopen by name)" in f.summary
     assert f"libcudnn.so.9 (cuDNN 9) is here ({t['cudnn']}/libcudnn.so.9)" in text
     assert "nvidia-cudnn-cu12==8.*" in text and "`ctranslate2>=4.5`" in text
-    twin = _ct2_tree(tmp_path / "twin", "4.5.0", "9.1.0.70", ("libcublas.so.12", "libcudnn.so.9"))
+    twin = _ct2_tree(
+        tmp_path / "twin", "4.5.0", "9.1.0.70", ("libcublas.so.12", "libcudnn_ops.so.9", "libcudnn_cnn.so.9")
+    )
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{twin['cublas']}:{twin['cudnn']}"}
     assert _real_ct2(twin["ct2"], env) == "loaded"
     assert _judge(tmp_path, twin["site"], env)[1].status.value == "ok"
@@ -503,3 +519,16 @@ def test_paddle_opens_the_unversioned_cudnn_name(tmp_path, dev_link):
     assert f.status.value == "fail" and "libcudnn.so, needed by paddlepaddle-gpu (dlopen by name)" in f.summary
     assert f"Only the versioned libcudnn.so.8 is here ({cuda}/libcudnn.so.8)" in text
     assert f"ln -s libcudnn.so.8 {cuda}/libcudnn.so" in text and "FLAGS_cudnn_dir" in text
+
+
+@needs_gcc
+def test_the_cudnn_downgrade_is_not_offered_when_torch_beside_needs_cudnn_9(tmp_path):
+    """The classic faster-whisper + torch 2.4+ environment (OpenNMT/CTranslate2#1826): torch needs the cuDNN 9 wheel,
+    so the remedy moves CTranslate2 to 4.5 and says why the cuDNN wheel stays; it never pins the wheel back to 8."""
+    t = _ct2_tree(tmp_path, "4.4.0", "9.1.0.70", CT2_44)
+    cl.write_dist(Path("/"), str(t["site"]), "torch", "2.5.1")
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"}
+    _model, f = _judge(tmp_path, t["site"], env)
+    text = f.summary + "\n" + f.explanation
+    assert "`ctranslate2>=4.5`" in text and "torch 2.5.1 here needs cuDNN 9" in text
+    assert "==8.*" not in text

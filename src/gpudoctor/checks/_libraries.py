@@ -306,6 +306,11 @@ _PADDLE_FLAGS = {
 _LABEL = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLAS", "cudart": "CUDA runtime"}
 
 
+def _so_major(name: str) -> str:
+    """``libcudnn_ops.so.9.1.0`` -> ``9``; "" for an unversioned name."""
+    return name.partition(".so")[2].lstrip(".").split(".")[0]
+
+
 def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries, res: Resolution) -> str | None:
     """Markdown for a library found nowhere under the name a framework asks for while the same library is here
     under another name: only another major (CTranslate2 4.4 opens ``libcudnn.so.8``, cuDNN 9 is installed), or only
@@ -318,6 +323,14 @@ def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries
         for c in model.copies
         if c.name != res.needed and c.name.startswith(stem + ".") and c.name[len(stem) + 1 :].split(".")[0].isdigit()
     ]
+    want = tail.lstrip(".").split(".")[0]
+    if not siblings and res.family == "cudnn" and want.isdigit():
+        # cuDNN renames its sub-libraries across majors (libcudnn_ops_infer.so.8 -> libcudnn_ops.so.9): any cuDNN
+        # of another major, the main library first
+        siblings = sorted(
+            (c for c in model.copies if c.family == "cudnn" and _so_major(c.name) not in ("", want)),
+            key=lambda c: not c.name.startswith("libcudnn.so."),
+        )
     if not siblings:
         return None
     have = siblings[0]
@@ -333,8 +346,7 @@ def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries
             f"{have.directory}/{res.needed}\n```"
             + (f"\n\n(or point `{flag}` at a directory that holds `{res.needed}`)." if flag else "")
         )
-    want = tail.lstrip(".").split(".")[0]
-    got = have.name[len(stem) + 1 :].split(".")[0]
+    got = _so_major(have.name)
     fam = res.family or ""
     lib = _LABEL.get(fam, fam)
     stem_pkg = WHEEL_STEM.get(fam)
@@ -344,16 +356,26 @@ def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries
     else:
         pin = f"nvidia-{stem_pkg}-cu{want}" if stem_pkg else ""
         upgrade = agreeing_releases(fw_name, "cuda_major", int(got)) if got.isdigit() else []
-    ways = (
-        [
-            f'install {lib} {want} beside it:\n\n```\n{python} -m pip install "{pin}"\n```\n\n(and put its '
-            f"directory on `LD_LIBRARY_PATH` the way you did for {have.name})"
-        ]
-        if pin
-        else []
-    )
+    in_wheel = have.origin == "wheel" or "/nvidia/" in have.path
+    keepers = [
+        f
+        for f in frameworks_of(facts, label) or []
+        if f.name != fw_name and str(f.cudnn_major if fam == "cudnn" else f.cuda_major) == got
+    ]
+    ways = []
     if upgrade:
         ways.append(f"move {fw_name} to a release built for {lib} {got}: `{'`, `'.join(upgrade)}`")
+    if pin and not (keepers and in_wheel):
+        verb = f"replace the {lib} {got} wheel with {lib} {want}" if in_wheel else f"install {lib} {want} beside it"
+        ways.append(
+            f'{verb}:\n\n```\n{python} -m pip install "{pin}"\n```\n\n(its directory on `LD_LIBRARY_PATH` the way '
+            f"{have.directory} is)"
+        )
+    if keepers and in_wheel:
+        ways.append(
+            f"keep the {lib} {got} wheel: {keepers[0].dist} {keepers[0].version} here needs {lib} {got}, so "
+            f"downgrading it would break that one"
+        )
     joined = ". Or ".join(ways)
     return (
         f"{have.name} ({lib} {got}) is here ({have.path}), but {what} opens `{res.needed}` ({lib} {want}): another "
