@@ -532,3 +532,34 @@ def test_the_cudnn_downgrade_is_not_offered_when_torch_beside_needs_cudnn_9(tmp_
     text = f.summary + "\n" + f.explanation
     assert "`ctranslate2>=4.5`" in text and "torch 2.5.1 here needs cuDNN 9" in text
     assert "==8.*" not in text
+
+
+@needs_gcc
+@pytest.mark.parametrize("toolkit_first", [True, False])
+def test_ctranslate2_cublas_shadowed_by_an_older_toolkit_on_ld_library_path(tmp_path, toolkit_first):
+    """Neighbour, shadowed: a CUDA 12.1 toolkit directory before the wheel's on LD_LIBRARY_PATH gives CTranslate2's
+    dlopen the older cuBLAS (the real process binds the copy whose cublasCreate_v2 returns 1); the model names the
+    directory, both versions and the wheel's copy. Twin: the wheel's directory first."""
+    t = _ct2_tree(tmp_path, "4.4.0", "8.9.7.29", CT2_44)
+    old = tmp_path / "usr/local/cuda-12.1/lib64"
+    real = cl.build_so(old / "libcublas.so.12.1.3.1", "libcublas.so.12", "int cublasCreate_v2(void){return 1;}\n")
+    os.symlink(real.name, old / "libcublas.so.12")
+    dirs = [str(old), str(t["cublas"])] if toolkit_first else [str(t["cublas"]), str(old)]
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ":".join([*dirs, str(t["cudnn"])])}
+    code = (
+        f"import ctypes; f = ctypes.CDLL({str(t['ct2'])!r}).ct2_load; f.restype = ctypes.c_char_p; "
+        "assert f() == b'loaded'; print(ctypes.CDLL('libcublas.so.12').cublasCreate_v2())"
+    )
+    bound = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    model, f = _judge(tmp_path, t["site"], env)
+    (res,) = [r for r in model.resolutions if r.needed == "libcublas.so.12"]
+    if not toolkit_first:
+        assert bound == "0" and res.path == str(t["cublas"] / "libcublas.so.12")
+        assert f.status.value == "ok", f.summary
+        return
+    assert bound == "1" and res.path == str(old / "libcublas.so.12")
+    assert f.status.value == "fail"
+    assert f.summary == (
+        f"{old} (LD_LIBRARY_PATH entry 1, from the process environment) shadows libcublas.so.12: ctranslate2 (dlopen) "
+        f"binds 12.1.3.1 from there instead of 12.4.5.8 from {t['cublas']}"
+    )
