@@ -319,3 +319,12 @@ def test_variables_are_interpolated_from_the_env_file_like_compose(tmp_path):
     assert "CUDA_VISIBLE_DEVICES=1 names a GPU the container does not have" in f.summary
     twin = one(judge(tmp_path, text, extra={"/srv/app/.env": "GPU_ID=3\nCUDA_DEV=0\n"}))
     assert twin.status is Status.OK
+
+
+def test_a_cdi_reservation_needs_no_capabilities_and_names_cdi_devices(tmp_path):
+    """Compose 2.24+ with Docker's CDI support: `driver: cdi` and `device_ids: [nvidia.com/gpu=all]` is a GPU
+    request of its own form, not a reservation lacking capabilities or naming a bad device."""
+    text = VLLM + "    deploy:\n      resources:\n        reservations:\n          devices:\n"
+    text += "            - driver: cdi\n              device_ids: ['nvidia.com/gpu=all']\n"
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.OK, f.summary

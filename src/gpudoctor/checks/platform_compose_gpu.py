@@ -114,6 +114,8 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
         )
 
     for r in svc.requests:
+        if r.driver == "cdi":  # CDI device names (nvidia.com/gpu=all) need no capabilities (Docker 25+, Compose 2.24+)
+            continue
         if r.via == "devices" and not r.capabilities:
             return fail(
                 Status.FAIL,
