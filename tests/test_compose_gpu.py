@@ -328,3 +328,10 @@ def test_a_cdi_reservation_needs_no_capabilities_and_names_cdi_devices(tmp_path)
     text += "            - driver: cdi\n              device_ids: ['nvidia.com/gpu=all']\n"
     f = one(judge(tmp_path, text))
     assert f.status is Status.OK, f.summary
+
+
+def test_cuda_visible_devices_with_a_cdi_request_for_every_gpu_is_not_judged_by_count(tmp_path):
+    text = VLLM + "    environment:\n      CUDA_VISIBLE_DEVICES: '1'\n    deploy:\n      resources:\n"
+    text += "        reservations:\n          devices:\n            - driver: cdi\n"
+    text += "              device_ids: ['nvidia.com/gpu=all']\n"
+    assert one(judge(tmp_path, text)).status is Status.OK

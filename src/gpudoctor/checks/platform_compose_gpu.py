@@ -68,6 +68,8 @@ def _granted(requests: tuple[GpuRequest, ...]) -> int | None:
     """How many GPUs the requests give the container (None: all of them, or not known)."""
     total = 0
     for r in requests:
+        if any(d.endswith("=all") for d in r.device_ids):  # a CDI name for every GPU
+            return None
         if r.device_ids:
             total += len(r.device_ids)
         elif r.count.isdigit():
