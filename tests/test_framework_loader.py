@@ -493,15 +493,16 @@ def test_paddle_opens_the_unversioned_cudnn_name(tmp_path, dev_link):
         stem = name.split(".so")[0] + ".so"
         if stem != "libcudnn.so" or dev_link:
             os.symlink(name, cuda / stem)
+    name = "libpaddle.so" if dev_link else "core_avx.so"  # 2.4+ and 2.0-2.3 layouts
     paddle = cl.build_so(
-        site / "paddle/fluid/libpaddle.so",
-        "libpaddle.so",
+        site / f"paddle/fluid/{name}",
+        name,
         CT2_SOURCE.replace("ct2_load", "paddle_load").format(
             names='"libcudnn.so", "libcublas.so", "libcublasLt.so", "libcurand.so"', count=4
         ),
         runpath=["$ORIGIN/../libs"],
     )
-    cl.write_dist(Path("/"), str(site), "paddlepaddle_gpu", "2.5.2.post117")
+    cl.write_dist(Path("/"), str(site), "paddlepaddle_gpu", "2.5.2.post117" if dev_link else "2.2.2.post110")
     env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(cuda)}
     code = (
         f"import ctypes; f = ctypes.CDLL({str(paddle)!r}).paddle_load; f.restype = ctypes.c_char_p; print(f().decode())"

@@ -603,7 +603,10 @@ def activation_of(files: Files, probe: ProbeFacts, kind: str) -> Activation | No
 
 def _caller(files: Files, sites: Sequence[str], pattern: str) -> str | None:
     """The first library matching ``pattern`` (relative to a site-packages directory; a glob, since
-    auditwheel names vendored libraries with a hash: ``ctranslate2.libs/libctranslate2-<hash>.so.4``)."""
+    auditwheel names vendored libraries with a hash: ``ctranslate2.libs/libctranslate2-<hash>.so.4``;
+    ``a|b``: the first of several layouts a framework had across releases)."""
+    if "|" in pattern:
+        return next((c for p in pattern.split("|") if (c := _caller(files, sites, p)) is not None), None)
     for site in sites:
         path = f"{site}/{pattern}"
         if not any(c in pattern for c in "*?["):
