@@ -335,3 +335,18 @@ def test_cuda_visible_devices_with_a_cdi_request_for_every_gpu_is_not_judged_by_
     text += "        reservations:\n          devices:\n            - driver: cdi\n"
     text += "              device_ids: ['nvidia.com/gpu=all']\n"
     assert one(judge(tmp_path, text)).status is Status.OK
+
+
+def test_the_compose_file_can_come_from_a_config_file(tmp_path):
+    (tmp_path / "compose.yaml").write_text(VLLM)
+    (tmp_path / "gpudoctor.toml").write_text('[check]\ncompose = "compose.yaml"\n')
+    proc = run_gpudoctor(
+        "check",
+        "platform.compose-gpu",
+        "--offline",
+        "--format",
+        "json",
+        cwd=tmp_path,
+        env=env_with(GPUDOCTOR_CONFIG=str(tmp_path / "gpudoctor.toml")),
+    )
+    assert proc.returncode == 1 and "service 'vllm': runs GPU code but requests no GPU" in proc.stdout
