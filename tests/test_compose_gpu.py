@@ -350,3 +350,14 @@ def test_the_compose_file_can_come_from_a_config_file(tmp_path):
         env=env_with(GPUDOCTOR_CONFIG=str(tmp_path / "gpudoctor.toml")),
     )
     assert proc.returncode == 1 and "service 'vllm': runs GPU code but requests no GPU" in proc.stdout
+
+
+def test_the_gpus_key_in_its_list_form_is_a_request_with_its_count(tmp_path):
+    text = (
+        VLLM
+        + "    gpus:\n      - driver: nvidia\n        count: 1\n    environment:\n      CUDA_VISIBLE_DEVICES: '1'\n"
+    )
+    (svc,) = compose(tmp_path, text).services
+    assert [(r.via, r.where, r.count, r.capabilities) for r in svc.requests] == [("gpus", "gpus[0]", "1", ("gpu",))]
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.FAIL and "(it gets 1)" in f.summary

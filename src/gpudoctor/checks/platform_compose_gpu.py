@@ -38,10 +38,11 @@ No fault -> one ``ok``; no ``--compose`` -> ``skip``.
 from __future__ import annotations
 
 from gpudoctor.checks import require
-from gpudoctor.checks._gpu import driver_max_cuda, v
+from gpudoctor.checks._gpu import driver_max_cuda
 from gpudoctor.checks._image import verdict
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.compose import ComposeFacts, ComposeService, GpuRequest
+from gpudoctor.facts.gpu_image import GpuImageFacts
 from gpudoctor.facts.platform import ContainerHostFacts
 from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.visibility import Entry, parse_visible
@@ -244,15 +245,10 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
                 granted=granted,
             )
     host = driver_max_cuda(facts)
-    if svc.image_cuda and host and v(svc.image_cuda) > v(host):
-        return fail(
-            Status.FAIL,
-            f"{svc.image} needs CUDA {svc.image_cuda}; this host's driver supports CUDA {host}",
-            f"CUDA images set `NVIDIA_REQUIRE_CUDA=cuda>={svc.image_cuda}` and the NVIDIA Container Toolkit refuses "
-            f"to start them on an older driver (`unsatisfied condition: cuda>={svc.image_cuda}`). Use a tag of CUDA "
-            f"{host} or older in `{where}`, or upgrade the host driver.",
-            host_cuda=host,
-        )
+    if svc.image_cuda:  # the pulled image is judged like a Dockerfile's FROM (its tag's CUDA vs the host driver)
+        fault = verdict(GpuImageFacts(file=where, base=svc.image, base_cuda=svc.image_cuda), host)
+        if fault is not None:
+            return fail(fault.status, fault.summary, fault.explanation, **fault.evidence)
     if svc.build is not None:
         fault = verdict(svc.build, host)
         if fault is not None:

@@ -71,39 +71,33 @@ def _environment(value: Any) -> dict[str, str | None]:
     return out
 
 
+def _request(via: str, where: str, dev: dict[str, Any], driver: str, caps: tuple[str, ...] | None) -> GpuRequest:
+    """One device mapping (``count``, ``device_ids``, ``driver``; ``capabilities`` unless ``caps`` is given)."""
+    return GpuRequest(
+        via,
+        where,
+        str(dev.get("driver") or driver),
+        "" if dev.get("count") is None else str(dev.get("count")),
+        _strings(dev.get("device_ids")),
+        caps if caps is not None else tuple(c for cs in _strings(dev.get("capabilities")) for c in cs.split(",") if c),
+    )
+
+
 def _requests(svc: dict[str, Any]) -> list[GpuRequest]:
-    found: list[GpuRequest] = []
     deploy = svc.get("deploy")
     resources = deploy.get("resources") if isinstance(deploy, dict) else None
     reservations = resources.get("reservations") if isinstance(resources, dict) else None
     devices = reservations.get("devices") if isinstance(reservations, dict) else None
-    for i, dev in enumerate(devices if isinstance(devices, list) else ()):
-        if not isinstance(dev, dict):
-            continue
-        found.append(
-            GpuRequest(
-                "devices",
-                f"deploy.resources.reservations.devices[{i}]",
-                str(dev.get("driver") or ""),
-                "" if dev.get("count") is None else str(dev.get("count")),
-                _strings(dev.get("device_ids")),
-                tuple(c for caps in _strings(dev.get("capabilities")) for c in caps.split(",") if c),
-            )
-        )
+    found = [
+        _request("devices", f"deploy.resources.reservations.devices[{i}]", dev, "", None)
+        for i, dev in enumerate(devices if isinstance(devices, list) else ())
+        if isinstance(dev, dict)
+    ]
     gpus = svc.get("gpus")
     if gpus is not None:  # `gpus: all` or a list of device mappings (Compose 2.30+)
         for i, dev in enumerate(gpus if isinstance(gpus, list) else [gpus]):
             if isinstance(dev, dict):
-                found.append(
-                    GpuRequest(
-                        "gpus",
-                        f"gpus[{i}]",
-                        str(dev.get("driver") or "nvidia"),
-                        "" if dev.get("count") is None else str(dev.get("count")),
-                        _strings(dev.get("device_ids")),
-                        ("gpu",),
-                    )
-                )
+                found.append(_request("gpus", f"gpus[{i}]", dev, "nvidia", ("gpu",)))
             else:
                 found.append(GpuRequest("gpus", "gpus", "nvidia", str(dev), (), ("gpu",)))
     if str(svc.get("runtime") or "") == "nvidia":
