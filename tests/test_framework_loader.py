@@ -564,3 +564,37 @@ def test_ctranslate2_cublas_shadowed_by_an_older_toolkit_on_ld_library_path(tmp_
         f"{old} (LD_LIBRARY_PATH entry 1, from the process environment) shadows libcublas.so.12: ctranslate2 (dlopen) "
         f"binds 12.1.3.1 from there instead of 12.4.5.8 from {t['cublas']}"
     )
+
+
+@needs_gcc
+@pytest.mark.parametrize("shipped", [True, False])
+def test_tensorrt_opens_its_builder_resource_by_its_full_release(tmp_path, shipped):
+    """NVIDIA/TensorRT#3983's kind: libnvinfer.so.10 opens libnvinfer_builder_resource.so.<X.Y.Z> by name when a
+    builder is made; the 10.2.0 wheel lacked the file. The real dlopen and the model agree; the twin ships it."""
+    site = tmp_path / "site"
+    libs = site / "tensorrt_libs"
+    if shipped:
+        cl.build_so(libs / "libnvinfer_builder_resource.so.10.2.0", "libnvinfer_builder_resource.so.10.2.0", "int r;\n")
+    nvinfer = cl.build_so(
+        libs / "libnvinfer.so.10",
+        "libnvinfer.so.10",
+        CT2_SOURCE.replace("ct2_load", "trt_load").format(names='"libnvinfer_builder_resource.so.10.2.0"', count=1),
+        runpath=["$ORIGIN"],
+    )
+    cl.write_dist(Path("/"), str(site), "tensorrt_cu12_libs", "10.2.0")
+    env = {"PATH": "/usr/bin:/bin"}
+    code = (
+        f"import ctypes; f = ctypes.CDLL({str(nvinfer)!r}).trt_load; f.restype = ctypes.c_char_p; print(f().decode())"
+    )
+    real = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    model, f = _judge(tmp_path, site, env)
+    (res,) = [r for r in model.resolutions if r.needed == "libnvinfer_builder_resource.so.10.2.0"]
+    assert res.how == "dlopen" and res.framework == "tensorrt" and res.consumer == str(nvinfer)
+    if shipped:
+        assert real == "loaded" and res.path == str(libs / "libnvinfer_builder_resource.so.10.2.0")
+        assert f.status.value == "ok", f.summary
+        return
+    assert real.startswith("libnvinfer_builder_resource.so.10.2.0: cannot open shared object file") and res.path is None
+    assert f.status.value == "fail"
+    assert "libnvinfer_builder_resource.so.10.2.0, needed by tensorrt (dlopen by name), is found nowhere" in f.summary
+    assert "pip install -U tensorrt-cu12-libs" in f.explanation and "10.2.0.post1" in f.explanation

@@ -281,6 +281,14 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
                 f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
                 f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
             )
+    if fw is not None and family == "tensorrt":
+        return (
+            f"The file belongs to TensorRT itself ({fw.dist} {fw.version}), whose builder opens it by name when an "
+            f"engine is built; this installation lacks it (the 10.2.0 wheels shipped without it, fixed in "
+            f"10.2.0.post1), or a tarball's `lib` directory is not on `LD_LIBRARY_PATH`. Install a release that "
+            f"ships it:\n\n```\n{python} -m pip install -U {fw.dist}\n```\n\n(or put the TensorRT `lib` "
+            f"directory that holds it on `LD_LIBRARY_PATH`)."
+        )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (

@@ -55,6 +55,7 @@ FAMILIES = (
     ("libcudnn", "cudnn"),
     ("libnccl.so", "nccl"),
     ("libnvshmem", "nvshmem"),
+    ("libnvinfer", "tensorrt"),
     ("libcuda.so", "libcuda"),
     ("libnvidia-ml.so", "nvml"),
 )
@@ -637,8 +638,10 @@ def _dlopens(
                 caller = _caller(files, probe.site_packages, str(row["caller"]))
                 if caller is None:
                     continue
+            # "{version}": the framework's X.Y.Z (TensorRT opens libnvinfer_builder_resource.so.<its version>)
+            release = ".".join(fw.version.partition("+")[0].split(".post")[0].split(".")[:3])
             for name in row["libraries"]:  # type: ignore[attr-defined]
-                out.append(model.open_by_name(str(name), caller, fw.name))
+                out.append(model.open_by_name(str(name).replace("{version}", release), caller, fw.name))
     # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
     opened = {r.path: r.framework for r in out if r.path}
     seen = {(r.consumer, r.needed) for r in out}
