@@ -401,7 +401,90 @@ def nvml_mismatch_cases() -> list[Case]:
     return out
 
 
-CASE_SETS = [jax_compat_cases, kaggle_arch_cases, wsl_aside_cases, shm_aside_cases, nvml_mismatch_cases]
+# --------------------------------------------------------------------------- notebooks: a kernel venv made by uv
+
+UV_254093 = (
+    "18:37:22.851 [warn] Kernel Error, context = start Error: The kernel died. Error: ~/code/tsq/.venv/bin/python: "
+    "No module named ipykernel_launcher... View Jupyter [log](command:jupyter.viewOutput) for further details.\n"
+    "    > Interpreter Id = ~/code/tsq/.venv/bin/python\n"
+    "    > stdErr = ~/code/tsq/.venv/bin/python: No module named ipykernel_launcher\n"
+    "18:37:22.852 [info] Process Execution: ~/code/tsq/.venv/bin/python -c \"import ipykernel;print('6af208d0')\"\n"
+    "18:37:22.884 [info] Check & install missing Kernel dependencies for ~/code/tsq/.venv/bin/python"
+)
+
+
+def uv_kernel_cases() -> list[Case]:
+    out = []
+    py = "/home/user/code/tsq/.venv/bin/python"
+    for name, has_ipk in (
+        ("vscode-254093-uv-venv-kernel-without-ipykernel", False),
+        ("vscode-254093-twin-ipykernel", True),
+    ):
+        tf = base.cuda_torch("2.7.1+cu128", "12.8", devices=[base.CudaDevice(0, "NVIDIA GeForce RTX 4090", "8.9")])
+        dists = {"torch": "2.7.1+cu128", **({"ipykernel": "6.29.5"} if has_ipk else {})}
+        probe = base.tprobe(py, tf, python_version="3.12.11", distributions=dists)
+        jf = base.JupyterFacts(
+            "/usr/bin/python3",
+            "PATH",
+            "3.10.12",
+            "8.6.2",
+            "/home/user/.local/share/jupyter",
+            ("/home/user/.local/share/jupyter/kernels", "/usr/local/share/jupyter/kernels"),
+            (base.kspec("tsq", py, ".venv (Python 3.12.11)"),),
+        )
+        out.append(
+            Case(
+                "notebooks",
+                name,
+                "https://github.com/microsoft/vscode/issues/254093",
+                "A notebook kernel on a venv made by `uv venv`: no ipykernel, and no pip to install it with"
+                + (" (twin: `uv pip install ipykernel`)" if has_ipk else ""),
+                "jupyter.kernel-no-ipykernel",
+                base.facts(
+                    jupyter=jf,
+                    targets=targets(target(probe), target(probe, label="kernel:tsq", kind="kernel")),
+                    nvidia=nvidia_facts("570.133.07", "12.8", [base.gpu("NVIDIA GeForce RTX 4090", "8.9")]),
+                    gpu=pci_gpus(1),
+                    os=os_facts("ubuntu", "24.04", "noble"),
+                ),
+                {"report.txt": "Twin: `uv pip install --python .venv/bin/python ipykernel` run in the project."}
+                if has_ipk
+                else {"jupyter-log.txt": UV_254093},
+                {"status": "ok", "carrier": "jupyter.kernels"}
+                if has_ipk
+                else {
+                    "status": "fail",
+                    "carrier": "jupyter.kernels",
+                    "keywords": ["ipykernel", "uv pip install"],
+                    "forbidden": ["/home/user/code/tsq/.venv/bin/python -m pip install ipykernel"],
+                },
+                framework="torch",
+                platform="vscode",
+                distro="ubuntu-24.04",
+                twin_of="vscode-254093-uv-venv-kernel-without-ipykernel" if has_ipk else None,
+                xfail=None
+                if has_ipk
+                else "a venv made by `uv venv` has no pip, so the remedy `python -m pip install ipykernel` fails "
+                "there; the probe does not report whether pip is installed, so jupyter.kernels cannot offer "
+                "`uv pip install` instead",
+                assumptions=[
+                    "a Linux home instead of the reporter's macOS one; torch 2.7.1+cu128 on an RTX 4090 in the "
+                    "venv (not shown: the report is about the kernel)",
+                    "the venv is registered as kernelspec 'tsq' (VS Code starts it by interpreter path)",
+                ],
+            )
+        )
+    return out
+
+
+CASE_SETS = [
+    jax_compat_cases,
+    kaggle_arch_cases,
+    wsl_aside_cases,
+    shm_aside_cases,
+    nvml_mismatch_cases,
+    uv_kernel_cases,
+]
 
 
 def main() -> None:
