@@ -477,6 +477,179 @@ def uv_kernel_cases() -> list[Case]:
     return out
 
 
+# --------------------------------------------------------------------------- gpu: a CPU torch in a Slurm job (Mila docs)
+
+MILA_213 = (
+    "[=== Module anaconda/3 loaded ===]\nPyTorch built with CUDA:         False\n"
+    "PyTorch detects CUDA available:  False\nPyTorch-detected #GPUs:          0\n"
+    "    No GPU detected, not printing devices' names.\n\n======== GPU REPORT ========\n"
+    "Driver Version                            : 535.86.10\nCUDA Version                              : 12.2\n"
+    "Attached GPUs                             : 1\nGPU 00000000:3A:00.0"
+)
+
+
+def slurm_cpu_torch_cases() -> list[Case]:
+    out = []
+    pre = "/home/user/.conda/envs/pytorch"
+    for name, ok in (("mila-docs-213-slurm-job-cpu-torch-build", False), ("mila-docs-213-twin-cuda-torch-build", True)):
+        tf = (
+            base.cuda_torch("2.0.1+cu118", "11.8", devices=[base.CudaDevice(0, "NVIDIA A100-SXM4-80GB", "8.0")])
+            if ok
+            else torch_facts("2.0.1", None, cuda_available=False, device_count=0)
+        )
+        out.append(
+            Case(
+                "gpu",
+                name,
+                "https://github.com/mila-iqia/mila-docs/issues/213",
+                "The cluster docs' pytorch_setup example in a Slurm job with one GPU allocated: 'PyTorch built with "
+                "CUDA: False'" + (" (twin: a CUDA build)" if ok else ""),
+                "torch.install-cpu-build-on-gpu",
+                base.facts(
+                    nvidia=nvidia_facts(
+                        "535.86.10", "12.2", [base.gpu("NVIDIA A100-SXM4-80GB", "8.0", memory_mib=81920)]
+                    ),
+                    gpu=pci_gpus(1),
+                    os=os_facts("ubuntu", "22.04", "jammy"),
+                    targets=targets(
+                        target(
+                            base.tprobe(f"{pre}/bin/python", tf, python_version="3.9.16", is_conda=True, is_venv=False)
+                        )
+                    ),
+                ),
+                {"report.txt": "Twin of mila-docs-213-slurm-job-cpu-torch-build with a CUDA 11.8 build of torch."}
+                if ok
+                else {"slurm-out.txt": MILA_213},
+                {"status": "ok", "carrier": "torch.install", "fine": ["cuda.driver"]}
+                if ok
+                else {
+                    "status": "fail",
+                    "carrier": "torch.install",
+                    "keywords": ["CPU-only"],
+                    "forbidden": ["--gres", "apt-get install nvidia-driver"],
+                    "fine": ["nvidia.driver"],
+                },
+                framework="torch",
+                platform="slurm",
+                distro="ubuntu-22.04",
+                twin_of="mila-docs-213-slurm-job-cpu-torch-build" if ok else None,
+                assumptions=[
+                    "torch 2.0.1 (CPU) in a conda env made with the cluster's anaconda/3 module (version and env "
+                    "path not shown)",
+                    "GPU model not shown: an A100 (the node cn-a006); the job has it (nvidia-smi in the job lists 1 GPU)",
+                ],
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- gpu: A100 with a torch 1.6 build
+
+SM37_75 = "sm_37 sm_50 sm_60 sm_70 sm_75"
+
+
+def a100_old_torch_cases() -> list[Case]:
+    out = []
+    for name, tv, cu, arch_list, ok in (
+        ("torchal-4-a100-torch160-sm37-75", "1.6.0", "10.2", SM37_75.split(), False),
+        ("torchal-4-twin-torch171-cu110", "1.7.1+cu110", "11.0", [*SM37_75.split(), "sm_80"], True),
+    ):
+        out.append(
+            base.arch_case(
+                name,
+                "https://github.com/PrateekMunjal/TorchAL/issues/4",
+                "An A100 (sm_80) with the torch 1.6.0 the project pins (CUDA 10.2 build: sm_37 to sm_75)"
+                + (" (twin: torch 1.7.1+cu110)" if ok else ""),
+                "NVIDIA A100-PCIE-40GB",
+                "8.0",
+                tv,
+                cu,
+                arch_list,
+                ("450.80.02", "11.0"),
+                "Twin of torchal-4-a100-torch160-sm37-75 with torch 1.7.1+cu110, the first build with sm_80."
+                if ok
+                else base._warn("NVIDIA A100-PCIE-40GB", "sm_80", SM37_75)
+                + "\nTrial 0 failed because of the following error: RuntimeError('CUDA error: no kernel image is "
+                "available for execution on the device')",
+                {"status": "ok", "carrier": "cuda.arch", "fine": ["cuda.driver"]}
+                if ok
+                else {
+                    "status": "fail",
+                    "carrier": "cuda.arch",
+                    "keywords": ["sm_80", "A100"],
+                    "forbidden": ["upgrade the nvidia driver"],
+                    "fine": ["cuda.driver", "nvidia.driver"],
+                },
+                memory_mib=40960,
+                python="/home/user/anaconda3/envs/torchal/bin/python",
+                python_version="3.7.10",
+                twin_of="torchal-4-a100-torch160-sm37-75" if ok else None,
+                assumptions=[
+                    "torch 1.6.0 from the project's environment (its CUDA 10.2 wheel; the arch list the warning "
+                    "prints is that build's)",
+                    "driver 450.80.02 (CUDA 11.0; not shown), Ubuntu 22.04 host, conda env path assumed",
+                ],
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- libraries: TensorFlow on WSL 2
+
+
+DIRECTML_80 = (
+    ">>> import tensorflow.compat.v1 as tf\n"
+    "2021-02-15 00:26:30.774305: W tensorflow/stream_executor/platform/default/dso_loader.cc:60] Could not load "
+    "dynamic library 'libcuda.so.1'; dlerror: libcuda.so.1: cannot open shared object file: No such file or "
+    "directory\n2021-02-15 00:26:30.774405: W tensorflow/stream_executor/cuda/cuda_driver.cc:326] failed call to "
+    "cuInit: UNKNOWN ERROR (303)"
+)
+
+
+def wsl_tf_cases() -> list[Case]:
+    out = []
+    for name, resolvable, ok in (
+        ("directml-80-wsl2-tensorflow-libcuda-so-1-not-found", ("libnvidia-ml.so.1",), False),
+        ("directml-80-twin-wsl-lib-cached", ("libcuda.so.1", "libcuda.so", "libnvidia-ml.so.1"), True),
+    ):
+        out.append(
+            Case(
+                "libraries",
+                name,
+                "https://github.com/microsoft/DirectML/issues/80",
+                "pip TensorFlow 2.4 in WSL 2: 'Could not load dynamic library libcuda.so.1' (the WSL driver "
+                "directory is not on the loader's path)" + (" (twin: /usr/lib/wsl/lib cached)" if ok else ""),
+                "cuda.wsl-libcuda-unresolvable",
+                _wsl_no_torch(resolvable, {"tensorflow": "2.4.1"}),
+                {
+                    "report.txt": "Twin of directml-80-wsl2-tensorflow-libcuda-so-1-not-found with /usr/lib/wsl/lib in "
+                    "the ld.so cache."
+                }
+                if ok
+                else {"python-session.txt": DIRECTML_80},
+                {"status": "ok", "carrier": "cuda.wsl", "fine": ["cuda.libcuda"]}
+                if ok
+                else {
+                    "status": "fail",
+                    "carrier": "cuda.wsl",
+                    "keywords": ["libcuda.so.1", "/usr/lib/wsl/lib", "ldconfig"],
+                    "forbidden": ["apt-get install nvidia-driver", "ubuntu-drivers install"],
+                },
+                framework="tensorflow",
+                platform="wsl",
+                distro="ubuntu-20.04",
+                twin_of="directml-80-wsl2-tensorflow-libcuda-so-1-not-found" if ok else None,
+                assumptions=[
+                    "tensorflow 2.4.1 from pip (the report says 'pip install tensorflow' in Feb 2021)",
+                    "the Windows driver's files are in /usr/lib/wsl/lib but not in the ld.so cache (the error says "
+                    "libcuda.so.1 is not found); Windows driver 511.65 / RTX 3090 (not shown)",
+                    "Python 3.6 env of the report modelled as the helper's conda env 'dev'",
+                ],
+            )
+        )
+    return out
+
+
 CASE_SETS = [
     jax_compat_cases,
     kaggle_arch_cases,
@@ -484,6 +657,9 @@ CASE_SETS = [
     shm_aside_cases,
     nvml_mismatch_cases,
     uv_kernel_cases,
+    slurm_cpu_torch_cases,
+    a100_old_torch_cases,
+    wsl_tf_cases,
 ]
 
 
