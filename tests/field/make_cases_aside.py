@@ -650,6 +650,124 @@ def wsl_tf_cases() -> list[Case]:
     return out
 
 
+# --------------------------------------------------------------------------- devices: exclusive compute mode, GPU taken
+
+JADE_73 = """I too encounter this problem. This happened to me on `dgj210` [...]
+As I requested 8 GPUs (and on the `big` partition), there shouldn't be anyone else sharing the node with me.
+`nvidia-smi` returns the following:
+| NVIDIA-SMI 384.145                Driver Version: 384.145                   |
+|   0  Tesla V100-SXM2...  On   | 00000000:06:00.0 Off |                    0 |
+| N/A   39C    P0    72W / 300W |   1092MiB / 16152MiB |      0%   E. Process |
+|   1  Tesla V100-SXM2...  On   | 00000000:07:00.0 Off |                    0 |
+| N/A   38C    P0    44W / 300W |     10MiB / 16152MiB |      0%   E. Process |"""
+
+
+def exclusive_mode_cases() -> list[Case]:
+    from gpudoctor.facts.gpu_health import GpuProcess
+    from gpudoctor.testing import gpu_health, nvml_device
+
+    out = []
+    for name, held in (
+        ("jade-hpc-73-exclusive-process-gpu-held", True),
+        ("jade-hpc-73-twin-exclusive-gpus-free", False),
+    ):
+        devs = []
+        for i in range(8):
+            procs = (GpuProcess(28211, 1092, "compute", True, "python3"),) if held and i == 0 else ()
+            devs.append(
+                nvml_device(
+                    i,
+                    "Tesla V100-SXM2-16GB",
+                    "7.0",
+                    memory_mib=16152,
+                    health=gpu_health(compute_mode="exclusive_process", processes=procs, persistence_mode=True),
+                )
+            )
+        out.append(
+            Case(
+                "devices",
+                name,
+                "https://github.com/jade-hpc-gpu/jade-hpc-gpu.github.io/issues/73",
+                "A Slurm node whose GPUs are in Exclusive_Process mode: GPU 0 already holds a process, so the job's "
+                "CUDA init says 'CUDA devices busy or unavailable'" + (" (twin: all GPUs free)" if not held else ""),
+                "cuda.devices-unavailable",
+                base.facts(
+                    nvidia=nvidia_facts("384.145", "9.0", devs),
+                    gpu=pci_gpus(8),
+                    os=os_facts("ubuntu", "16.04", "xenial"),
+                ),
+                {"nvidia-smi.txt": JADE_73}
+                if held
+                else {"report.txt": "Twin of jade-hpc-73-exclusive-process-gpu-held once GPU 0's process has exited."},
+                {
+                    "status": "warn",
+                    "carrier": "devices.persistence",
+                    "keywords": ["exclusive_process", "PID 28211", "busy or unavailable"],
+                    "forbidden": ["reinstall", "apt-get install nvidia-driver"],
+                }
+                if held
+                else {"status": "ok", "carrier": "devices.persistence"},
+                platform="slurm",
+                distro="ubuntu-16.04",
+                twin_of="jade-hpc-73-exclusive-process-gpu-held" if not held else None,
+                checks=["devices.persistence", "devices.processes", "nvidia.driver"],
+                assumptions=[
+                    "the process on GPU 0 (1092 MiB) is not the reporter's job: PID and name not shown (28211, python3)",
+                    "all 8 GPUs in Exclusive_Process mode (the table shows 'E. Process' on those listed)",
+                ],
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- data: a Slurm task bound to one CPU
+
+DDW_25 = (
+    "#SBATCH --ntasks-per-node=2    # Number of tasks per node\n#SBATCH --cpus-per-task=20     # Number of CPUs per "
+    "task\n#SBATCH --gres=gpu:gtx1080:2   # Request 2 GTX 1080 GPUs\n\nddw fit-model --config ./config.yaml\n\n"
+    "UserWarning: This DataLoader will create 10 worker processes in total. Our suggested max number of worker in "
+    "current system is 1, which is smaller than what this DataLoader is going to create."
+)
+
+
+def slurm_affinity_cases() -> list[Case]:
+    from gpudoctor.testing import cpu_facts
+
+    out = []
+    # no healthy twin: with the task's 20 CPUs usable of 40, os.cpu_count() still overstates them (a warning
+    # the check rightly keeps, as it cannot see num_workers)
+    for name, affinity, ok in (("deepdewedge-25-slurm-task-bound-to-one-cpu", 1, False),):
+        out.append(
+            Case(
+                "data",
+                name,
+                "https://github.com/MLI-lab/DeepDeWedge/issues/25",
+                "ddw fit-model in a Slurm job asking --cpus-per-task=20: the process may run on 1 CPU of the node's 40, "
+                "so 10 DataLoader workers share it" + (" (twin: the task's 20 CPUs)" if ok else ""),
+                "dataloader.cpu-count-overstated",
+                base.facts(cpu=cpu_facts(40, affinity=affinity, quota_cpus=None)),
+                {
+                    "report.txt": "Twin of deepdewedge-25-slurm-task-bound-to-one-cpu run through srun, which binds the "
+                    "task to its 20 CPUs."
+                }
+                if ok
+                else {"report.txt": DDW_25},
+                {"status": "ok", "carrier": "dataloader.cpu"}
+                if ok
+                else {"status": "warn", "carrier": "dataloader.cpu", "keywords": ["40", "1 "]},
+                framework="torch",
+                platform="slurm",
+                twin_of="deepdewedge-25-slurm-task-bound-to-one-cpu" if ok else None,
+                assumptions=[
+                    "os.cpu_count() = 40 ('each of the nodes in the cluster have around 40 CPUs'); the affinity of 1 "
+                    "CPU is the 'suggested max number of worker' torch printed (it counts sched_getaffinity)",
+                    "no CFS quota (Slurm confines CPUs with a cpuset)",
+                ],
+            )
+        )
+    return out
+
+
 CASE_SETS = [
     jax_compat_cases,
     kaggle_arch_cases,
@@ -660,6 +778,8 @@ CASE_SETS = [
     slurm_cpu_torch_cases,
     a100_old_torch_cases,
     wsl_tf_cases,
+    exclusive_mode_cases,
+    slurm_affinity_cases,
 ]
 
 
