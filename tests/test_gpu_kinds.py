@@ -515,6 +515,9 @@ def test_nvml_version_mismatch_says_reboot(registry):
     assert f.summary.startswith("driver/library version mismatch: the loaded kernel module is 550.127.05")
     assert "sudo reboot" in f.explanation and "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia" in f.explanation
     assert found["cuda.available"].summary.endswith(f.summary)
+    # a mismatch that survives the reboot: a module built from source next to another user space
+    # (tinygrad/open-gpu-kernel-modules#47): the user space of the module's exact version
+    assert "sudo sh NVIDIA-Linux-x86_64-550.127.05.run --no-kernel-modules" in f.explanation
 
 
 def test_other_nvml_failures_keep_the_general_diagnosis(registry):

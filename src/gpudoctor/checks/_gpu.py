@@ -286,6 +286,15 @@ def arch_name(cc: str) -> str:
     return ""
 
 
+def last_driver_branch(cc: str) -> int | None:
+    """The newest driver branch whose libcuda still runs compute capability ``cc`` (``"3.7"`` ->
+    470: Kepler was dropped in R495); None when no branch has dropped it (data: gpu_arch.toml)."""
+    for row in load_table("gpu_arch")["arch"]:
+        if row["cc"] == cc and "last_branch" in row:
+            return int(row["last_branch"])
+    return None
+
+
 # --------------------------------------------------------------------------- devices
 
 

@@ -28,9 +28,11 @@ from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
 from gpudoctor.checks._gpu import (
+    arch_name,
     forward_compat_supported,
     gpu_devices,
     has_nvidia_gpu,
+    last_driver_branch,
     per_target,
     v,
 )
@@ -121,6 +123,28 @@ def _forward_compat(
             f"Jetson. On this GPU CUDA fails with error 804 (`forward compatibility was attempted on non supported "
             f"HW`). Remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then `sudo ldconfig`) and "
             f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
+            evidence=evidence,
+            target=t.label,
+        )
+    branch = int(compat_version.split(".")[0])
+    dropped = [
+        (g.name, arch_name(g.cc) or f"compute capability {g.cc}", last)
+        for g in gpu_devices(facts, probe)
+        if g.cc and (last := last_driver_branch(g.cc)) is not None and branch > last
+    ]
+    if dropped:
+        name, arch, last = dropped[0]
+        return CHECK.finding(
+            Status.FAIL,
+            f"the forward-compatibility libcuda {compat_version} ({path}) no longer supports {name} ({arch}): "
+            f"CUDA finds no device",
+            f"`{compat_dir}` holds the user-space driver of branch R{branch}; {arch} GPUs are supported only up to "
+            f"driver branch R{last}, so with this libcuda CUDA reports no device (`CUDA_ERROR_NO_DEVICE`; TensorFlow "
+            f"and JAX print `kernel version {kernel or '?'} does not match DSO version {compat_version}`). "
+            f"Forward compatibility cannot bring a newer CUDA to this GPU. Load the driver's own libcuda "
+            f"{kernel or ''}: remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then "
+            f"`sudo ldconfig`; in a container image, `rm -rf {compat_dir}` or use an image of a CUDA release the "
+            f"R{last} driver supports), and install a framework build for that CUDA.",
             evidence=evidence,
             target=t.label,
         )

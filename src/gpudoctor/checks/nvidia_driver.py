@@ -204,7 +204,13 @@ def _version_mismatch(kernel: str, source: str, reason: str, evidence: dict[str,
         f"Reboot:\n\n```\nsudo reboot\n```\n\nor, when nothing uses the GPU (no display server on it), reload "
         f"the modules without a reboot:\n\n```\nsudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia\n"
         f"sudo modprobe nvidia && nvidia-smi\n```\n\nTo stop it recurring, hold the driver packages "
-        f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.",
+        f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.\n\n"
+        f"If the mismatch survives a reboot, the kernel module and the user-space libraries come from two "
+        f"different installs (a module built from source, e.g. open-gpu-kernel-modules or a patched fork, or a "
+        f"DKMS package, next to a `.run` or distribution user space of another release): install the user-space "
+        f"driver of exactly the module's version {kernel} (`sudo sh NVIDIA-Linux-x86_64-{kernel}.run "
+        f"--no-kernel-modules`, or the distribution's packages of {kernel}), or rebuild the module from the "
+        f"sources of the user-space version (`nvidia-smi` prints it as `NVML library version`).",
         evidence=evidence,
         commands=(
             REBOOT,
