@@ -26,7 +26,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.precision import PrecisionFacts, PrecisionRequest
 from gpudoctor.facts.targets import ProbeFacts, SmokeFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.precision import NEEDS, TOOL_SETTINGS, TORCH_CODE, Capabilities, capabilities, datasheet, recommend
 
 from . import SkipCheck
@@ -136,6 +136,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     #: (short summary, full sentence) of each problem
     fails: list[tuple[str, str]] = []
     warns: list[tuple[str, str]] = []
+    commands: list[Command] = []  # the problems whose remedy is a command (most are a setting in the code)
     for req in requests:
         where = _where(req)
         for caps, count in known:
@@ -168,6 +169,13 @@ def evaluate(facts: Facts) -> list[Finding]:
                         f"torch is built for CUDA {torch_cuda}: install a cu121-or-newer wheel.",
                     )
                 )
+                commands.append(
+                    Command(
+                        "python -m pip install torch --index-url https://download.pytorch.org/whl/cu121",
+                        "a torch built for CUDA 12.1, whose FP8 matmuls run on Ada",
+                        "changes",
+                    )
+                )
             elif req.precision == "tf32" and not isinstance(prec, Unavailable) and prec.tf32_override == "0":
                 warns.append(
                     (
@@ -176,6 +184,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                         "every CUDA library: unset it.",
                     )
                 )
+                commands.append(Command("unset NVIDIA_TF32_OVERRIDE", "let the CUDA libraries use TF32"))
     if not isinstance(prec, Unavailable):
         warns.extend(
             (f"could not read the training configuration {p.split(': ', 1)[0]}", f"could not read {p}")
@@ -224,7 +233,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         if more:
             summary += f" (+{more} more)"
         explanation = "\n".join(f"- {long}" for _, long in fails + warns) + "\n\n" + body + "\n\nIn code:\n\n" + code
-        return [CHECK.finding(status, summary, explanation, evidence=evidence)]
+        return [CHECK.finding(status, summary, explanation, evidence=evidence, commands=tuple(dict.fromkeys(commands)))]
     summary = "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
     return [CHECK.finding(Status.OK, summary, body + "\n\nIn code:\n\n" + code, evidence=evidence)]
 

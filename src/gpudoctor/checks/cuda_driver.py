@@ -271,6 +271,7 @@ def assess_framework(
     branch = verdict.floor.split(".")[0] if verdict.floor else "550"
     older = [m for m in (int(major) - 1,) if m >= 11 and max_cuda and v(max_cuda).major >= m]
     alt = ""
+    commands = list(driver_install_commands(facts, str(max(int(branch), 535))))
     if older:
         req = _cuda_extra(name, older[0])
         how = (
@@ -278,6 +279,14 @@ def assess_framework(
             if req
             else f"its CUDA {older[0]} build (the project's install guide names the package or extra)"
         )
+        if req:
+            commands.append(
+                Command(
+                    f'{probe.executable} -m pip install "{req}"',
+                    f"or keep the driver: {name} for CUDA {older[0]}",
+                    "changes",
+                )
+            )
         alt = (
             f"\n\n2. **Or keep the driver** and install {name} for CUDA {older[0]} (this driver runs CUDA "
             f"≤ {max_cuda}) in `{probe.executable}`: {how}."
@@ -295,6 +304,7 @@ def assess_framework(
         + alt,
         evidence=evidence,
         target=t.label,
+        commands=tuple(commands),
     )
 
 

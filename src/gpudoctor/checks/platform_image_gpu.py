@@ -26,10 +26,11 @@ In order:
 from __future__ import annotations
 
 from gpudoctor.checks import require
+from gpudoctor.checks._common import driver_install_commands
 from gpudoctor.checks._gpu import driver_max_cuda, v
 from gpudoctor.facts import Facts
 from gpudoctor.facts.gpu_image import GpuImageFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def _devel(base: str, cuda: str | None) -> str:
@@ -77,6 +78,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"base image of CUDA {host} or older (the wheels bring their own CUDA runtime), or upgrade the host "
                 f"driver.",
                 evidence={**evidence, "host_cuda": host},
+                commands=tuple(
+                    Command(c.text, "or keep the base image: " + c.purpose[0].lower() + c.purpose[1:], c.safety)
+                    for c in driver_install_commands(facts)
+                ),
             )
         ]
     if img.compiles and img.base_flavor in ("runtime", "base"):
@@ -109,6 +114,14 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"for CUDA {img.base_cuda} (`--index-url https://download.pytorch.org/whl/cu"
                 f"{img.base_cuda.replace('.', '')}`).",
                 evidence=evidence,
+                commands=(
+                    Command(
+                        "pip install torch --index-url https://download.pytorch.org/whl/cu"
+                        + "".join(img.base_cuda.split(".")[:2]),
+                        f"in the build file: the torch build for the base image's CUDA {img.base_cuda}",
+                        "changes",
+                    ),
+                ),
             )
         ]
     return [
