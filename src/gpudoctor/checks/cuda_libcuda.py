@@ -40,7 +40,7 @@ from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 _LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
 
@@ -65,6 +65,13 @@ def is_stub(path: str | None) -> bool:
     return bool(path) and "/stubs/" in (path or "") and os.path.basename(path or "").startswith("libcuda.so")
 
 
+def _path_without(probe: ProbeFacts, drop: list[str], why: str) -> Command:
+    """``LD_LIBRARY_PATH`` without the entries in ``drop`` (``unset`` when nothing is left)."""
+    gone = {os.path.normpath(d) for d in drop}
+    rest = [e for e in probe.env.get("LD_LIBRARY_PATH", "").split(":") if e and os.path.normpath(e) not in gone]
+    return Command(f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH", why)
+
+
 def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: dict[str, Any]) -> Finding:
     """The finding for a target that loaded the toolkit's stub libcuda instead of the driver's."""
     stub_dir = os.path.dirname(path)
@@ -73,6 +80,7 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
     on_path = [e for e in entries if "stubs" in e.rstrip("/").split("/")[-1:]]
     if on_path:
         rest = [e for e in entries if e not in on_path]
+        commands: tuple[Command, ...] = (_path_without(probe, on_path, "the loader path without the stubs"),)
         where = f"`LD_LIBRARY_PATH` lists `{on_path[0]}`"
         todo = (
             "Take the stubs directory out of `LD_LIBRARY_PATH` (where it is set: shell profile, job script, "
@@ -86,6 +94,10 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
             f"Remove the `/etc/ld.so.conf.d/` entry that names `{stub_dir}` (`grep -r stubs /etc/ld.so.conf.d/`), "
             f"then `sudo ldconfig`. Stubs are for *linking* only, never for running."
         )
+        commands = (
+            Command("grep -r stubs /etc/ld.so.conf.d/", "the loader configuration entry that names the stubs"),
+            Command("sudo ldconfig", "after removing it: rebuild the loader cache", "root"),
+        )
     kernel = driver_version(facts)
     drv = f" {kernel}" if kernel else ""
     return CHECK.finding(
@@ -97,6 +109,7 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
         f"`libcuda.so.1`.\n\n{todo}",
         evidence=evidence,
         target=t.label,
+        commands=commands,
     )
 
 
@@ -123,6 +136,7 @@ def _forward_compat(
             f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
             evidence=evidence,
             target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
         )
     if kernel and v(compat_version) < v(kernel):
         return CHECK.finding(
@@ -133,6 +147,7 @@ def _forward_compat(
             f"new enough: remove `{compat_dir}` from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` and run `sudo ldconfig`.",
             evidence=evidence,
             target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
         )
     return CHECK.finding(
         Status.OK,
@@ -204,6 +219,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"foreign `libcuda.so*` from the loader path.",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command("sudo reboot", "load the kernel module of the installed driver libraries", "root"),
+                Command("ldconfig -p | grep libcuda.so", "every libcuda the loader knows (a foreign one to remove)"),
+            ),
         )
     api = lc.driver_api_version
     cuda = f" (driver supports CUDA ≤ {api // 1000}.{(api % 1000) // 10})" if api else ""

@@ -455,6 +455,7 @@ def _assess_binding(facts: Facts, env: dict[str, str], torch_count: int | None, 
             "scheduler": b.scheduler,
         },
         target=label,
+        commands=b.commands,
     )
 
 

@@ -16,6 +16,7 @@ Per target interpreter:
 from __future__ import annotations
 
 import re
+import shlex
 
 from packaging.version import Version
 
@@ -23,6 +24,7 @@ from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     best_variant_for_driver,
     distinct_targets,
+    driver_install_commands,
     driver_version,
     newest_torch_for_python,
     nvidia_gpu_count,
@@ -33,7 +35,7 @@ from gpudoctor.checks._common import (
 from gpudoctor.checks._libraries import frameworks_of, path_remedy, shadowing, target_model, version_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 from gpudoctor.probe import MIN_PYTHON, python_supported
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
@@ -97,7 +99,22 @@ def _install_commands(
     if variant is not None:
         what = f"a CUDA {variant['cuda']} build this driver runs" if gpus else "the CPU build (no NVIDIA GPU here)"
         out.append(Command(pip_install_command(python, variant, python_version=python_version), what, "changes"))
+    elif not out:  # the driver is too old for every build this Python can install: the driver first
+        out.extend(driver_install_commands(facts))
     return tuple(out)
+
+
+def _conda_commands(probe: ProbeFacts) -> tuple[Command, ...]:
+    """The commands of :func:`_conda_hint` (none outside conda)."""
+    if not probe.is_conda:
+        return ()
+    prefix = probe.prefix
+    return (
+        Command(f"conda remove -p {prefix} cpuonly", "drop the package that pins the CPU build", "changes"),
+        Command(
+            f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"', "conda's CUDA build of torch", "changes"
+        ),
+    )
 
 
 def _cpu_origin(version: str) -> str:
@@ -145,8 +162,7 @@ def _conda_hint(probe: ProbeFacts) -> str:
     return (
         f"This is a conda environment. See which tool installed torch: `conda list -p {prefix} '^(pytorch|torch|"
         f"cpuonly|pytorch-mutex)$'` (channel `pypi` = pip). If conda did, replace the CPU build with conda, not "
-        f"pip (remove `cpuonly` first if it is listed):\n\n```\nconda remove -p {prefix} cpuonly\n"
-        f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"\n```\n\nIf pip did: '
+        f"pip (remove `cpuonly` first if it is listed):\n\n{fenced(*_conda_commands(probe))}\n\nIf pip did: "
     )
 
 
@@ -352,6 +368,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             "That failed; run the interpreter by hand to see why.",
             evidence=evidence,
             target=t.label,
+            commands=(Command(f"{shlex.quote(t.python)} -c 'import sys; print(sys.version)'", "does it start at all"),),
             caused_by=("jupyter.kernels",) if gone else (),
         )
     tf = probe.torch
@@ -398,6 +415,9 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{_import_error_cause(tf.import_error or '', probe.env.get('LD_LIBRARY_PATH'), probe.executable)}",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command(f"{shlex.quote(probe.executable)} -c 'import torch'", "the whole import error, by hand"),
+            ),
         )
     if tf.hip:
         evidence["hip"] = tf.hip
@@ -430,7 +450,10 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
-            commands=_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
+            commands=(
+                *_conda_commands(probe),
+                *_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
+            ),
         )
     return CHECK.finding(
         Status.INFO,
