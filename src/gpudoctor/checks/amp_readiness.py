@@ -28,6 +28,7 @@ from gpudoctor.facts.precision import PrecisionFacts, PrecisionRequest
 from gpudoctor.facts.targets import ProbeFacts, SmokeFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.precision import NEEDS, TOOL_SETTINGS, TORCH_CODE, Capabilities, capabilities, datasheet, recommend
+from gpudoctor.versions import major_minor
 
 from . import SkipCheck
 
@@ -78,13 +79,6 @@ def _upper_first(text: str) -> str:
 
 def _label(caps: Capabilities, count: int) -> str:
     return f"{count}x {caps.name}" if count > 1 else caps.name
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(".")[:2])
-    except ValueError:
-        return ()
 
 
 def _measured(facts: Facts) -> dict[str, dict[str, float]]:
@@ -161,7 +155,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                         "unless you need the memory.",
                     )
                 )
-            elif req.precision == "fp8" and caps.cc == "8.9" and torch_cuda and _version_tuple(torch_cuda) < (12, 1):
+            elif req.precision == "fp8" and caps.cc == "8.9" and (major_minor(torch_cuda) or (99, 0)) < (12, 1):
                 warns.append(
                     (
                         f"FP8 on the {caps.name} needs a CUDA >= 12.1 build; this torch is built for CUDA {torch_cuda}",

@@ -18,8 +18,6 @@ and ``cuda.driver``.
 
 from __future__ import annotations
 
-from packaging.version import Version
-
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     distinct_targets,
@@ -32,6 +30,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status, fenced
+from gpudoctor.versions import v
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -109,7 +108,7 @@ def _torch_for_toolkit(probe: ProbeFacts, major: str, public: str) -> tuple[str,
     rows = [r for r in wheel_variants() if r["cuda"].split(".")[0] == major]
     if not rows:
         return "", None
-    same = [r for r in rows if public and Version(r["first_torch"]) <= Version(public) <= Version(r["newest_torch"])]
+    same = [r for r in rows if public and v(r["first_torch"]) <= v(public) <= v(r["newest_torch"])]
     row = same[-1] if same else rows[-1]
     cmd = Command(
         pip_install_command(probe.executable, row, public if same else None, python_version=probe.python_version),

@@ -18,8 +18,6 @@ from __future__ import annotations
 import re
 import shlex
 
-from packaging.version import Version
-
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     best_variant_for_driver,
@@ -37,6 +35,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status, fenced
 from gpudoctor.probe import MIN_PYTHON, python_supported
+from gpudoctor.versions import v
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
@@ -83,9 +82,7 @@ def _install_commands(
     public = split_local(keep)[0]
     if keep and driver and public:
         variant = variant_for(public, driver)
-        if variant is not None and Version(variant["first_torch"]) <= Version(public) <= Version(
-            variant["newest_torch"]
-        ):
+        if variant is not None and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"]):
             cmd = pip_install_command(python, variant, public, python_version=python_version)
             out.append(Command(cmd, f"keep torch {public}, take its CUDA {variant['cuda']} build", "changes"))
     if gpus and driver is None:
@@ -141,7 +138,7 @@ def _same_version_hint(python: str, version: str, facts: Facts, python_version: 
     if driver is None or not public:
         return ""
     variant = variant_for(public, driver)
-    if variant is None or not (Version(variant["first_torch"]) <= Version(public) <= Version(variant["newest_torch"])):
+    if variant is None or not (v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])):
         return ""
     cmd = pip_install_command(python, variant, public, python_version=python_version)
     return (
@@ -180,11 +177,9 @@ def _hint_without_driver(python: str, python_version: str | None) -> str:
     if newest is None:
         return head
     options = [(newest, f"driver {newest['min_driver']} or newer")]
-    older_floor = [
-        r["min_driver"] for r in wheel_variants() if Version(r["min_driver"]) < Version(newest["min_driver"])
-    ]
+    older_floor = [r["min_driver"] for r in wheel_variants() if v(r["min_driver"]) < v(newest["min_driver"])]
     if older_floor:
-        floor = max(older_floor, key=Version)
+        floor = max(older_floor, key=v)
         older = best_variant_for_driver(floor, python_version)
         if older is not None and older["name"] != newest["name"]:
             options.append((older, f"driver {floor} up to {newest['min_driver']}"))
