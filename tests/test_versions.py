@@ -117,6 +117,10 @@ def test_log_shapes():
     assert versions.from_tuple_text("()") is None
     assert versions.split_local("2.1.0a0+git34ab7f1") == ("2.1.0a0", "git34ab7f1")
     assert versions.split_local("2.5.1") == ("2.5.1", "")
+    assert versions.libcuda_version("/usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05") == "535.104.05"
+    assert versions.libcuda_version("/usr/local/cuda-11.2/compat/libcuda.so.460.73.01") == "460.73.01"
+    assert versions.libcuda_version("/usr/lib/x86_64-linux-gnu/libcuda.so.1") is None
+    assert versions.libcuda_version(None) is None
 
 
 def test_the_checks_read_versions_through_it():

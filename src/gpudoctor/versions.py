@@ -33,6 +33,7 @@ __all__ = [
     "cuda_from_int",
     "cudnn_from_int",
     "from_tuple_text",
+    "libcuda_version",
     "major_minor",
     "parse",
     "split_local",
@@ -46,6 +47,7 @@ ZERO = Version("0")
 
 _INT = re.compile(r"[0-9]+")
 _WHEEL = re.compile(r"cu([0-9]{2,})")
+_LIBCUDA = re.compile(r"libcuda\.so\.([0-9]+\.[0-9]+(?:\.[0-9]+)?)$")
 
 
 def parse(text: str | None) -> Version | None:
@@ -125,6 +127,16 @@ def wheel_cuda(tag: str | None) -> str | None:
         return None
     digits = m.group(1)
     return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+def libcuda_version(path: str | None) -> str | None:
+    """The driver version in a versioned libcuda's file name: ``.../libcuda.so.535.104.05`` -> ``"535.104.05"``;
+    None for ``libcuda.so.1``. WSL's ``libcuda.so.1.1`` reads as ``"1.1"`` (no driver version): callers
+    leave WSL's library directory out."""
+    if not isinstance(path, str):
+        return None
+    m = _LIBCUDA.search(path)
+    return m.group(1) if m else None
 
 
 def underscore(value: str | None) -> str | None:

@@ -52,6 +52,7 @@ from gpudoctor.checks._gpu import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.versions import libcuda_version
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -125,8 +126,7 @@ def _compat_version(probe: ProbeFacts) -> str | None:
     lc = probe.libcuda
     if isinstance(lc, Unavailable) or not lc.loaded or not lc.path or "/compat/" not in lc.path:
         return None
-    m = re.search(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$", lc.path)
-    return m.group(1) if m else None
+    return libcuda_version(lc.path)
 
 
 def _too_old(

@@ -23,7 +23,6 @@ not ship it. The probe ``dlopen``s it for real in the target (no ``cuInit``).
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
@@ -41,8 +40,7 @@ from gpudoctor.facts.loader import LoaderFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Command, Finding, Status
-
-_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
+from gpudoctor.versions import libcuda_version
 
 
 def _runtime_missing(facts: Facts, probe: ProbeFacts) -> bool:
@@ -201,18 +199,18 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     kernel = driver_version(facts)
-    m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
+    named = libcuda_version(os.path.basename(lc.path or ""))
     compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
-    if compat and m:
-        found = _forward_compat(facts, probe, t, lc.path or "", m.group(1), kernel, evidence)
+    if compat and named:
+        found = _forward_compat(facts, probe, t, lc.path or "", named, kernel, evidence)
         if found is not None:
             return found
-    elif kernel and m and m.group(1) != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):
+    elif kernel and named and named != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):
         # (WSL 2's libcuda.so.1.1 carries no driver version in its name)
         return CHECK.finding(
             Status.FAIL,
-            f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
-            f"`{lc.path}` belongs to driver {m.group(1)}, but the running kernel module is {kernel}. CUDA and NVML "
+            f"libcuda {named} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
+            f"`{lc.path}` belongs to driver {named}, but the running kernel module is {kernel}. CUDA and NVML "
             f'fail with "Driver/library version mismatch". This happens after a driver upgrade without a reboot, '
             f"or when a second driver's libraries (a cuda-compat directory, an old copy on `LD_LIBRARY_PATH`) "
             f"shadow the system ones. Reboot (or reload the `nvidia` module); if that does not help, remove the "
