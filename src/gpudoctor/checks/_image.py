@@ -14,17 +14,18 @@ from typing import Any
 
 from gpudoctor.checks._gpu import v
 from gpudoctor.facts.gpu_image import GpuImageFacts
-from gpudoctor.model import Status
+from gpudoctor.model import Command, Status
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A fault of an image build: status, one-line summary, explanation, evidence."""
+    """A fault of an image build: status, one-line summary, explanation, evidence, remedy commands."""
 
     status: Status
     summary: str
     explanation: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    commands: tuple[Command, ...] = ()
 
 
 def evidence_of(img: GpuImageFacts) -> dict[str, Any]:
@@ -47,9 +48,10 @@ def devel_tag(base: str, cuda: str | None) -> str:
     return f"nvidia/cuda:{cuda}.0-devel-ubuntu22.04" if cuda else "a -devel image"
 
 
-def verdict(img: GpuImageFacts, host: str | None) -> Verdict | None:
+def verdict(img: GpuImageFacts, host: str | None, driver_commands: tuple[Command, ...] = ()) -> Verdict | None:
     """The first fault of the image ``img`` describes on a host whose driver supports CUDA ``host``
-    (None: not known), or None when it fits."""
+    (None: not known), or None when it fits; ``driver_commands`` install a newer host driver (the
+    alternative to an older base image)."""
     evidence = evidence_of(img)
     if img.driver_installs:
         where = img.driver_installs[0]
@@ -74,6 +76,10 @@ def verdict(img: GpuImageFacts, host: str | None) -> Verdict | None:
             f"base image of CUDA {host} or older (the wheels bring their own CUDA runtime), or upgrade the host "
             f"driver.",
             evidence={**evidence, "host_cuda": host},
+            commands=tuple(
+                Command(c.text, "or keep the base image: " + c.purpose[0].lower() + c.purpose[1:], c.safety)
+                for c in driver_commands
+            ),
         )
     if img.compiles and img.base_flavor in ("runtime", "base"):
         return Verdict(
@@ -102,5 +108,13 @@ def verdict(img: GpuImageFacts, host: str | None) -> Verdict | None:
             f"for CUDA {img.base_cuda} (`--index-url https://download.pytorch.org/whl/cu"
             f"{img.base_cuda.replace('.', '')}`).",
             evidence=evidence,
+            commands=(
+                Command(
+                    "pip install torch --index-url https://download.pytorch.org/whl/cu"
+                    + "".join(img.base_cuda.split(".")[:2]),
+                    f"in the build file: the torch build for the base image's CUDA {img.base_cuda}",
+                    "changes",
+                ),
+            ),
         )
     return None

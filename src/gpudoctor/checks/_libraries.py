@@ -19,7 +19,7 @@ from gpudoctor.facts.libraries import (
     TargetLibraries,
 )
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.model import Command
+from gpudoctor.model import Command, fenced
 
 
 def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
@@ -179,19 +179,32 @@ def loads_how(res: Resolution, fw: str) -> str:
     return f"`{os.path.basename(res.consumer)}` ({fw}) links `{res.needed}`"
 
 
+def activation_commands(probe: ProbeFacts, dirs: list[str]) -> tuple[Command, ...]:
+    """The commands that put ``LD_LIBRARY_PATH=dirs`` where it holds for every run of this environment."""
+    value = ":".join(dirs)
+    export = f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+    if probe.is_conda:
+        return (
+            Command(f"mkdir -p {probe.prefix}/etc/conda/activate.d", "the environment's activation scripts"),
+            Command(
+                f"echo '{export}' > {probe.prefix}/etc/conda/activate.d/cuda_libs.sh",
+                "conda activate puts the libraries' directories on the loader path",
+                "changes",
+            ),
+        )
+    return (Command(export, "the libraries' directories on the loader path (in the job script to keep it)"),)
+
+
 def activation_hint(probe: ProbeFacts, dirs: list[str]) -> str:
     """Markdown: where to put ``LD_LIBRARY_PATH=dirs`` so it holds for every run of this environment."""
-    value = ":".join(dirs)
     if probe.is_conda:
-        script = f"{probe.prefix}/etc/conda/activate.d/cuda_libs.sh"
         return (
-            f"Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
-            f"\n\n```\nmkdir -p {probe.prefix}/etc/conda/activate.d\necho 'export LD_LIBRARY_PATH={value}"
-            f"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}' > {script}\n```"
+            "Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
+            f"\n\n{fenced(*activation_commands(probe, dirs))}"
         )
     return (
-        f"Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n```\n"
-        f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n```"
+        "Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n"
+        + fenced(*activation_commands(probe, dirs))
     )
 
 
@@ -276,6 +289,31 @@ def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, st
     return out
 
 
+def missing_wheel_commands(
+    facts: Facts, label: str, python: str, framework: str, family: str | None
+) -> tuple[Command, ...]:
+    """The commands of :func:`missing_wheel_remedy` (none where it names no exact package)."""
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
+    if fw is not None and fw.name == "torch":
+        public, _, local = fw.version.partition("+")
+        index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
+        if not local or index:
+            return (
+                Command(f"{python} -m pip install torch=={public}{index}", "restore torch's pinned wheels", "changes"),
+                Command(f"{python} -m pip check", "what is still missing or mismatched"),
+            )
+    stem = WHEEL_STEM.get(family or "")
+    if fw is not None and stem and fw.cuda_major:
+        return (
+            Command(
+                f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}",
+                "the wheel that ships the library",
+                "changes",
+            ),
+        )
+    return ()
+
+
 def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
     """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
 
@@ -291,9 +329,9 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
         index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
         if not local or index:
             return (
-                f"A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
-                f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
-                f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
+                "A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
+                "uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n"
+                + fenced(*missing_wheel_commands(facts, label, python, framework, family))
             )
     if fw is not None and family == "tensorrt":
         return (
@@ -306,8 +344,8 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (
-            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n```\n"
-            f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}\n```\n\n({fw.dist} may pin an exact "
+            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n"
+            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family))}\n\n({fw.dist} may pin an exact "
             f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
         )
     return (

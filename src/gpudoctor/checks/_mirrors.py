@@ -19,7 +19,7 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
 from gpudoctor.mirrors.probe import network_absent
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: Median time to first byte above which an index that works is "usable but slow", ms. pip and uv fetch one
 #: simple page per project while resolving (a 100-package environment is 100+ requests, plus one per
@@ -34,6 +34,21 @@ SPEEDUP_MIN_MS = 200.0
 FIX_IDS = {"pip": "pip.index-url", "uv": "uv.index-url", "conda": "conda.channels", "apt": "apt.mirror"}
 WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "apt source"}
 WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
+#: the tool's own command that reads (and reports errors in) its configuration files
+CONFIG_SHOW = {
+    "pip": Command("python -m pip config debug", "the pip configuration files, in the order pip reads them"),
+    "uv": Command("uv pip list", "uv reads its configuration on every command: its own error for the file"),
+    "conda": Command("conda config --show-sources", "conda's configuration files and its error for the broken one"),
+    "apt": Command("apt-config dump", "apt's configuration and its error for the broken file"),
+}
+
+
+def probe_command(p: MirrorProbe) -> Command:
+    """``curl`` the index as the probe did: what it answers from here, and how fast."""
+    return Command(
+        f"curl -sS -o /dev/null -w '%{{http_code}} %{{time_starttransfer}}s\\n' {p.probe_url}",
+        "what the index answers from here (HTTP status, time to first byte)",
+    )
 
 
 def _ms(v: float | None) -> str:
@@ -132,6 +147,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 + f"Fix its {syntax} syntax where the error above points, then run `gpudoctor check {check.id}` "
                 "again.",
                 evidence={"problem": broken},
+                commands=(CONFIG_SHOW[eco], Command(f"gpudoctor check {check.id}", "check again after the edit")),
             )
         ]
     if mirrors.offline:
@@ -190,6 +206,10 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                     f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
                     f"`apt-get update` will report errors for it.\n\n{lines}",
                     evidence=evidence,
+                    commands=(
+                        Command("sudo apt-get update", "apt's own error for that repository", "root"),
+                        probe_command(bad[0]),
+                    ),
                 )
             ]
         if best is not None:
@@ -235,6 +255,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                         "waited_s": waited,
                     },
                     fixes=(fix,) if best is not None or not ranking else (),
+                    commands=(probe_command(head),),
                 )
             ]
         return [
@@ -245,6 +266,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"is needed.\n\n{lines}\n\n{todo}{table}",
                 evidence=evidence,
                 fixes=(fix,) if best is not None or not ranking else (),
+                commands=(probe_command(head),),
             )
         ]
     slow = [p for p in conf if p.status == "slow" or (p.status == "ok" and (p.median_ms or 0.0) > SLOW_TTFB_MS)]
@@ -315,6 +337,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"first byte; pip and uv make one request per package while resolving).\n\n{figures}\n\n{todo}{table}",
                 evidence={**evidence, "slow_threshold_ms": SLOW_TTFB_MS},
                 fixes=(fix,) if faster is not None or eco == "pip" else (),
+                commands=(probe_command(worst),),
             )
         ]
     timed = [p for p in conf if p.median_ms is not None]
@@ -373,6 +396,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             f"no catalogue mirror for {eco} answered correctly",
             f"Every candidate failed.{table}",
             evidence=evidence,
+            commands=tuple(probe_command(r) for r in ranking[:1]),
         )
     ]
 

@@ -25,14 +25,14 @@ toolkit found on disk (``cuda_toolkit``), the driver's CUDA (NVML or
 
 from __future__ import annotations
 
-from gpudoctor.checks._common import driver_version
+from gpudoctor.checks._common import driver_install_commands, driver_version
 from gpudoctor.checks._gpu import driver_max_cuda, per_target, toolkit_driver, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts.loader import CudaWheelsFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 #: frameworks that run ptxas at run time (JIT-compile every kernel): ``data/frameworks.toml`` keys
 PTXAS_USERS = ("jax",)
@@ -83,12 +83,18 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     wheel = next(
         (w for w in ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu11") if w in where), None
     )
+    commands = list(driver_install_commands(facts, need.split(".")[0] if need else ""))
     choices = [f"1. **Upgrade the driver** to one that supports CUDA {xy}" + (f" (≥ {need})" if need else "") + "."]
     if ptx.major == drv.major and wheel:
+        pin = Command(
+            f'{probe.executable} -m pip install "{wheel}=={drv.major}.{drv.minor}.*"',
+            f"or keep the driver: a PTX assembler of the driver's CUDA {max_cuda}",
+            "changes",
+        )
+        commands.append(pin)
         choices.append(
-            f"2. **Or keep the driver** and pin the PTX assembler to its CUDA:\n\n```\n{probe.executable} -m pip install "
-            f'"{wheel}=={drv.major}.{drv.minor}.*"\n```\n\n(if the index has no such build, the newest one not newer '
-            f"than CUDA {max_cuda})."
+            f"2. **Or keep the driver** and pin the PTX assembler to its CUDA:\n\n{fenced(pin)}\n\n(if the index "
+            f"has no such build, the newest one not newer than CUDA {max_cuda})."
         )
     elif ptx.major == drv.major:
         choices.append(
@@ -108,6 +114,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"CUDA {drv.major} driver, so the first computation on the GPU fails.\n\n" + "\n".join(choices),
             evidence=evidence,
             target=t.label,
+            commands=tuple(commands),
         )
     return CHECK.finding(
         Status.WARN,
@@ -119,6 +126,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         f"Choices:\n\n" + "\n".join(choices),
         evidence=evidence,
         target=t.label,
+        commands=tuple(commands),
     )
 
 

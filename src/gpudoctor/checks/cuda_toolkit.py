@@ -18,8 +18,6 @@ and ``cuda.driver``.
 
 from __future__ import annotations
 
-from packaging.version import Version
-
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     distinct_targets,
@@ -31,7 +29,8 @@ from gpudoctor.checks._common import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
+from gpudoctor.versions import v
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -62,6 +61,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                     else "Unset it (`unset CUDA_HOME`) or install the toolkit it names."
                 ),
                 evidence=evidence,
+                commands=(
+                    Command(f"export CUDA_HOME={tk.default_path}", "point builds at the toolkit that is installed")
+                    if tk.default_path
+                    else Command("unset CUDA_HOME", "stop builds looking for the removed toolkit"),
+                ),
             )
         ]
     if isinstance(tk.version, Unavailable):
@@ -97,20 +101,24 @@ def evaluate(facts: Facts) -> list[Finding]:
     return [CHECK.finding(Status.OK, f"CUDA toolkit {tk.version} at {where} (driver {driver})", evidence=evidence)]
 
 
-def _torch_for_toolkit(probe: ProbeFacts, major: str, public: str) -> str:
+def _torch_for_toolkit(probe: ProbeFacts, major: str, public: str) -> tuple[str, Command | None]:
     """The second remedy: a torch build of the toolkit's CUDA major (only the major must match for
     extension builds), the installed release when that variant published it (``data/torch_wheels.toml``);
-    "" when PyTorch has no variant of that major in the table."""
+    ("", None) when PyTorch has no variant of that major in the table."""
     rows = [r for r in wheel_variants() if r["cuda"].split(".")[0] == major]
     if not rows:
-        return ""
-    same = [r for r in rows if public and Version(r["first_torch"]) <= Version(public) <= Version(r["newest_torch"])]
+        return "", None
+    same = [r for r in rows if public and v(r["first_torch"]) <= v(public) <= v(r["newest_torch"])]
     row = same[-1] if same else rows[-1]
-    cmd = pip_install_command(probe.executable, row, public if same else None, python_version=probe.python_version)
+    cmd = Command(
+        pip_install_command(probe.executable, row, public if same else None, python_version=probe.python_version),
+        f"or a torch built for the toolkit's CUDA {row['cuda']}",
+        "changes",
+    )
     return (
         f"\n\n2. Or install the torch build for CUDA {row['cuda']} (only the major version has to match the "
-        f"toolkit's), provided the driver runs it (see `cuda.driver`):\n\n```\n{cmd}\n```"
-    )
+        f"toolkit's), provided the driver runs it (see `cuda.driver`):\n\n{fenced(cmd)}"
+    ), cmd
 
 
 def _major_mismatch(facts: Facts, version: str, where: str) -> Finding | None:
@@ -128,7 +136,18 @@ def _major_mismatch(facts: Facts, version: str, where: str) -> Finding | None:
             continue
         torch_mm = ".".join(torch_cuda.split(".")[:2])
         public = split_local(probe.torch.version or "")[0]
-        option2 = _torch_for_toolkit(probe, tk_major, public)
+        option2, reinstall = _torch_for_toolkit(probe, tk_major, public)
+        toolkit = (
+            Command(
+                f"sudo apt-get install cuda-toolkit-{torch_mm.replace('.', '-')}",
+                f"a CUDA {torch_mm} toolkit beside this one (NVIDIA's repository), then CUDA_HOME to it",
+                "root",
+            ),
+            Command(
+                f"export CUDA_HOME=/usr/local/cuda-{torch_mm} PATH=/usr/local/cuda-{torch_mm}/bin:$PATH",
+                f"build against the CUDA {torch_mm} toolkit",
+            ),
+        )
         return CHECK.finding(
             Status.WARN,
             f"the CUDA toolkit at {where} is {version}, but torch {probe.torch.version} in {probe.executable} was "
@@ -150,6 +169,7 @@ def _major_mismatch(facts: Facts, version: str, where: str) -> Finding | None:
                 "torch.version.cuda": torch_cuda,
             },
             target=t.label,
+            commands=toolkit + ((reinstall,) if reinstall else ()),
         )
     return None
 

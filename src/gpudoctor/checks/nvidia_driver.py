@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor import hostpkg
 from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_install_commands, in_container
 from gpudoctor.checks._platform import injection_commands, injection_remedy
@@ -106,6 +107,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                     + "\n".join(f"- {describe(a)}" for a in lost)
                     + "\n\nSee `devices.inventory` for every GPU and what to do.",
                     evidence=evidence,
+                    commands=hostpkg.reset_gpu_commands(
+                        facts,
+                        [str(x.nvml_index) if x.nvml_index is not None else x.bus_id for x in lost],
+                        reboot=any("lost" in x.nvml_error.lower() or "unknown" in x.nvml_error.lower() for x in lost),
+                    ),
                 )
             ]
         count = len(nv.devices)

@@ -38,6 +38,7 @@ No fault -> one ``ok``; no ``--compose`` -> ``skip``.
 from __future__ import annotations
 
 from gpudoctor.checks import require
+from gpudoctor.checks._common import driver_install_commands
 from gpudoctor.checks._gpu import driver_max_cuda
 from gpudoctor.checks._image import verdict
 from gpudoctor.facts import Facts, Unavailable
@@ -245,14 +246,15 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
                 granted=granted,
             )
     host = driver_max_cuda(facts)
+    driver = driver_install_commands(facts)
     if svc.image_cuda:  # the pulled image is judged like a Dockerfile's FROM (its tag's CUDA vs the host driver)
-        fault = verdict(GpuImageFacts(file=where, base=svc.image, base_cuda=svc.image_cuda), host)
+        fault = verdict(GpuImageFacts(file=where, base=svc.image, base_cuda=svc.image_cuda), host, driver)
         if fault is not None:
-            return fail(fault.status, fault.summary, fault.explanation, **fault.evidence)
+            return fail(fault.status, fault.summary, fault.explanation, fault.commands, **fault.evidence)
     if svc.build is not None:
-        fault = verdict(svc.build, host)
+        fault = verdict(svc.build, host, driver)
         if fault is not None:
-            return fail(fault.status, fault.summary, fault.explanation, **fault.evidence)
+            return fail(fault.status, fault.summary, fault.explanation, fault.commands, **fault.evidence)
     if svc.build_problem:
         return fail(
             Status.WARN,

@@ -26,6 +26,7 @@ In order:
 from __future__ import annotations
 
 from gpudoctor.checks import require
+from gpudoctor.checks._common import driver_install_commands
 from gpudoctor.checks._gpu import driver_max_cuda
 from gpudoctor.checks._image import evidence_of, verdict
 from gpudoctor.facts import Facts
@@ -35,9 +36,13 @@ from gpudoctor.model import Check, Finding, Status
 
 def evaluate(facts: Facts) -> list[Finding]:
     img = require(facts, GpuImageFacts)
-    fault = verdict(img, driver_max_cuda(facts))
+    fault = verdict(img, driver_max_cuda(facts), driver_install_commands(facts))
     if fault is not None:
-        return [CHECK.finding(fault.status, fault.summary, fault.explanation, evidence=fault.evidence)]
+        return [
+            CHECK.finding(
+                fault.status, fault.summary, fault.explanation, evidence=fault.evidence, commands=fault.commands
+            )
+        ]
     return [
         CHECK.finding(
             Status.OK,

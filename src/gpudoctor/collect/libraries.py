@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from packaging.version import InvalidVersion, Version
-
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.collect.activation import Activation, replay
 from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf, warm_up
@@ -32,6 +30,8 @@ from gpudoctor.facts.libraries import (
 from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
+from gpudoctor.versions import parse as _v
+from gpudoctor.versions import wheel_cuda
 
 __all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "exact_pins", "family_of"]
 
@@ -93,13 +93,6 @@ def family_of(name: str) -> str | None:
         if name.startswith(prefix):
             return fam
     return None
-
-
-def _v(text: str | None) -> Version | None:
-    try:
-        return Version(text) if text else None
-    except InvalidVersion:
-        return None
 
 
 def _exists(files: Files, path: str) -> bool:
@@ -452,7 +445,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
             m = re.match(fw["cuda_from_dist"], dist)
             if m:
                 cuda, source = int(m.group(1)), "distribution name"
-        cuda_version = f"{local[2:-1]}.{local[-1]}" if cuda and re.match(r"^cu\d{3,}$", local or "") else None
+        cuda_version = wheel_cuda(local) if cuda and re.match(r"^cu\d{3,}$", local or "") else None
         cudnn = None
         cudnn_min: str | None = None
         pv = _v(public.split(".post")[0])
