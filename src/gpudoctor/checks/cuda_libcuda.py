@@ -159,6 +159,7 @@ def _forward_compat(
             f"R{last} driver supports), and install a framework build for that CUDA.",
             evidence=evidence,
             target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
         )
     if kernel and v(compat_version) < v(kernel):
         return CHECK.finding(
