@@ -13,9 +13,52 @@ import re
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.cuda import CudaToolkitFacts
+from gpudoctor.facts.cuda import CudaToolkitFacts, HostCompiler
 
 _NVCC_RE = re.compile(r"release (\d+\.\d+)")
+_CLANG_RE = re.compile(r"clang version (\d+\.\d+(?:\.\d+)?)")
+_GCC_RE = re.compile(r"\)\s+(\d+\.\d+(?:\.\d+)?)\s*$")
+#: where an extension build gets nvcc's host compiler, in the order it is used: torch.utils.cpp_extension
+#: passes ``-ccbin $CC``; else nvcc reads ``NVCC_CCBIN``; else it calls ``g++`` from PATH. ``CUDAHOSTCXX``
+#: is CMake's (CMAKE_CUDA_HOST_COMPILER), for CMake-built extensions.
+HOST_COMPILER_SOURCES = ("CC", "NVCC_CCBIN", "PATH", "CUDAHOSTCXX")
+
+
+def parse_compiler_version(text: str) -> tuple[str | None, str | None]:
+    """(kind, version) from ``<compiler> --version``: ``("gcc", "13.2.0")``, ``("clang", "17.0.6")``."""
+    m = _CLANG_RE.search(text)
+    if m:
+        return "clang", m.group(1)
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    m = _GCC_RE.search(first)
+    if m and ("Free Software Foundation" in text or "gcc" in first.lower() or "g++" in first.lower()):
+        return "gcc", m.group(1)
+    return None, None
+
+
+def host_compilers(ctx: CollectContext) -> tuple[HostCompiler, ...]:
+    """Every host compiler an extension build may give nvcc (see ``HOST_COMPILER_SOURCES``), with its version."""
+    env = ctx.system.env
+    out: list[HostCompiler] = []
+    seen: set[str] = set()
+    for source in HOST_COMPILER_SOURCES:
+        words = ("g++",) if source == "PATH" else tuple((env.get(source) or "").split())
+        words = tuple(w for w in words if w not in ("ccache", "sccache"))
+        if not words or words[0] in seen:
+            continue
+        command = words[0]
+        seen.add(command)
+        kind: str | None = None
+        version: str | Unavailable = Unavailable("not run inside an image root (--root)")
+        if ctx.system.commands_live:
+            result = ctx.system.runner.run([command, "--version"], timeout_s=10.0)
+            if result.ok:
+                kind, found = parse_compiler_version(result.stdout)
+                version = found or Unavailable(f"{command} --version printed no version")
+            else:
+                version = Unavailable(result.describe_failure())
+        out.append(HostCompiler(command, source, kind, version))
+    return tuple(out)
 
 
 def _version_in(files, home: str) -> str | None:
@@ -51,7 +94,7 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
         version = found or Unavailable(f"{home} has no version.json or version.txt")
         if files.exists(f"{home}/bin/nvcc"):
             nvcc = f"{home}/bin/nvcc"
-    if nvcc and files.is_live:
+    if nvcc and ctx.system.commands_live:
         result = ctx.system.runner.run([nvcc, "--version"], timeout_s=10.0)
         if result.ok:
             m = _NVCC_RE.search(result.stdout)
@@ -62,7 +105,15 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
         nvcc_version = Unavailable("nvcc is not run inside an image root (--root)")
     if isinstance(version, Unavailable) and isinstance(nvcc_version, str):
         version = nvcc_version
-    return CudaToolkitFacts(cuda_home, default_path, version, nvcc, nvcc_version, cuda_home_missing=stale)
+    return CudaToolkitFacts(
+        cuda_home,
+        default_path,
+        version,
+        nvcc,
+        nvcc_version,
+        cuda_home_missing=stale,
+        host_compilers=host_compilers(ctx) if nvcc else (),
+    )
 
 
 COLLECTOR = Collector(domain="cuda_toolkit", collect=collect, timeout_s=15.0)

@@ -7,6 +7,25 @@ from dataclasses import dataclass
 from gpudoctor.facts.base import Unavailable, domain
 
 
+@dataclass(frozen=True)
+class HostCompiler:
+    """A C++ compiler nvcc would call as its host compiler.
+
+    Attributes:
+        command: the compiler as named (``g++-13``, ``/usr/bin/g++``, ``x86_64-conda-linux-gnu-c++``).
+        source: where the name came from: ``CC`` (``torch.utils.cpp_extension`` passes
+            ``-ccbin $CC`` to nvcc), ``NVCC_CCBIN`` (nvcc's own variable), ``CUDAHOSTCXX``
+            (CMake's), or ``PATH`` (nvcc's default, ``g++`` on ``PATH``).
+        kind: ``gcc``, ``clang``, or None when ``--version`` did not say.
+        version: ``X.Y.Z`` from ``<command> --version``, or Unavailable (not run, not found).
+    """
+
+    command: str
+    source: str
+    kind: str | None
+    version: str | Unavailable
+
+
 @domain("cuda_toolkit")
 @dataclass(frozen=True)
 class CudaToolkitFacts:
@@ -22,6 +41,9 @@ class CudaToolkitFacts:
         cuda_home_missing: ``CUDA_HOME``/``CUDA_PATH`` is set to a directory that does not
             exist (stale); the toolkit is then looked for in the standard place instead and
             both facts are reported.
+        host_compilers: the host compilers an extension build may hand nvcc, in the order
+            ``torch.utils.cpp_extension`` and nvcc pick them (``CC``, ``NVCC_CCBIN``, ``g++`` on
+            ``PATH``), then ``CUDAHOSTCXX`` (CMake builds); empty when not collected.
     """
 
     cuda_home: str | None
@@ -30,3 +52,4 @@ class CudaToolkitFacts:
     nvcc: str | None
     nvcc_version: str | Unavailable
     cuda_home_missing: bool = False
+    host_compilers: tuple[HostCompiler, ...] = ()
