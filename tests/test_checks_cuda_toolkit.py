@@ -53,3 +53,37 @@ def test_collector_reads_version_json_through_the_root_without_running_nvcc(tmp_
     assert facts.version == "12.4.1"
     assert facts.nvcc == "/opt/cuda-12.4/bin/nvcc"
     assert isinstance(facts.nvcc_version, Unavailable) and "--root" in facts.nvcc_version.reason
+
+
+def _winner(tmp_path, env):
+    from gpudoctor.testing import probe_facts, target, targets, torch_facts
+
+    write_tree(
+        tmp_path,
+        {
+            "/usr/local/cuda-11.8/version.json": '{"cuda": {"version": "11.8.0"}}',
+            "/usr/local/cuda-11.8/bin/nvcc": "#!/bin/sh\n",
+            "/usr/local/cuda-12.1/version.json": '{"cuda": {"version": "12.1.1"}}',
+            "/usr/local/cuda-12.1/bin/nvcc": "#!/bin/sh\n",
+        },
+    )
+    (tmp_path / "usr" / "local" / "cuda").symlink_to("/usr/local/cuda-11.8")
+    tk = collect(CollectContext(fake_system(tmp_path, env=env), CollectOptions()))
+    torch = targets(target(probe_facts(torch=torch_facts("2.5.1+cu121", "12.1"))))
+    [f] = CHECK.evaluate(make_facts(cuda_toolkit=tk, nvidia=nvidia_facts("550.54.15", "12.4"), targets=torch))
+    return f
+
+
+def test_the_winning_nvcc_of_another_major_points_at_the_matching_toolkit_already_installed(tmp_path):
+    f = _winner(tmp_path, {"PATH": "/usr/bin"})
+    assert f.status is Status.WARN and "/usr/local/cuda-11.8 is 11.8.0" in f.summary
+    assert "it wins through `/usr/local/cuda`" in f.explanation
+    assert "CUDA 12.1.1 toolkit already installed at `/usr/local/cuda-12.1`" in f.explanation
+    assert "export CUDA_HOME=/usr/local/cuda-12.1" in f.explanation
+    assert "apt-get install cuda-toolkit" not in f.explanation
+
+
+def test_healthy_twin_cuda_home_names_the_matching_toolkit(tmp_path):
+    f = _winner(tmp_path, {"CUDA_HOME": "/usr/local/cuda-12.1", "PATH": "/usr/bin"})
+    assert f.status is Status.OK and "nvcc wins through `CUDA_HOME`" in f.summary
+    assert f.evidence["toolkits"] == "/usr/local/cuda-11.8 (11.8.0), /usr/local/cuda-12.1 (12.1.1)"

@@ -13,7 +13,7 @@ import re
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
-from gpudoctor.facts.cuda import CudaToolkitFacts, HostCompiler
+from gpudoctor.facts.cuda import CudaToolkitFacts, HostCompiler, ToolkitDir
 
 _NVCC_RE = re.compile(r"release (\d+\.\d+)")
 _CLANG_RE = re.compile(r"clang version (\d+\.\d+(?:\.\d+)?)")
@@ -76,6 +76,33 @@ def _version_in(files, home: str) -> str | None:
     return None
 
 
+def _path_nvcc(files, env) -> str | None:
+    """The first ``nvcc`` on the environment's ``PATH`` (inside the root), as ``shutil.which`` finds it."""
+    for d in (env.get("PATH") or "").split(":"):
+        d = d.rstrip("/")
+        if d.startswith("/") and files.is_file(f"{d}/nvcc"):
+            return f"{d}/nvcc"
+    return None
+
+
+def _toolkits(files) -> tuple[ToolkitDir, ...]:
+    """Every ``/usr/local/cuda-X.Y`` with a ``bin/nvcc``, by version."""
+    try:
+        names = files.listdir("/usr/local")
+    except OSError:
+        return ()
+    found = [
+        ToolkitDir(f"/usr/local/{name}", _version_in(files, f"/usr/local/{name}"))
+        for name in names
+        if name.startswith("cuda-") and files.exists(f"/usr/local/{name}/bin/nvcc")
+    ]
+
+    def key(t: ToolkitDir) -> tuple[int, ...]:
+        return tuple(int(x) for x in re.findall(r"\d+", t.version or t.path.rsplit("-", 1)[-1]))
+
+    return tuple(sorted(found, key=key))
+
+
 def collect(ctx: CollectContext) -> CudaToolkitFacts:
     files, env = ctx.system.files, ctx.system.env
     cuda_home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or None
@@ -85,7 +112,15 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
     default_path = resolved if files.exists(resolved) else None
     # a stale CUDA_HOME (no such directory) must not hide a toolkit in the standard place
     stale = bool(cuda_home) and not files.is_dir(cuda_home or "")
-    home = default_path if stale else (cuda_home or default_path)
+    # torch.utils.cpp_extension._find_cuda_home: CUDA_HOME / CUDA_PATH, else `which nvcc`, else /usr/local/cuda
+    path_nvcc = _path_nvcc(files, env)
+    home, source = None, ""
+    if cuda_home and not stale:
+        home, source = cuda_home, "CUDA_HOME" if env.get("CUDA_HOME") else "CUDA_PATH"
+    elif path_nvcc:
+        home, source = files.realpath(path_nvcc.rsplit("/", 2)[0] or "/"), "PATH"
+    elif default_path:
+        home, source = default_path, "/usr/local/cuda"
     version: str | Unavailable = Unavailable("no CUDA toolkit found (CUDA_HOME unset and no /usr/local/cuda)")
     nvcc = None
     nvcc_version: str | Unavailable = Unavailable("nvcc not found")
@@ -113,6 +148,9 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
         nvcc_version,
         cuda_home_missing=stale,
         host_compilers=host_compilers(ctx) if nvcc else (),
+        nvcc_source=source if nvcc else "",
+        path_nvcc=path_nvcc,
+        toolkits=_toolkits(files),
     )
 
 

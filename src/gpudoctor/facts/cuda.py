@@ -26,6 +26,19 @@ class HostCompiler:
     version: str | Unavailable
 
 
+@dataclass(frozen=True)
+class ToolkitDir:
+    """A CUDA toolkit installed side by side (``/usr/local/cuda-X.Y``).
+
+    Attributes:
+        path: its directory (inside the root).
+        version: from its ``version.json``/``version.txt``, or None.
+    """
+
+    path: str
+    version: str | None
+
+
 @domain("cuda_toolkit")
 @dataclass(frozen=True)
 class CudaToolkitFacts:
@@ -44,6 +57,11 @@ class CudaToolkitFacts:
         host_compilers: the host compilers an extension build may hand nvcc, in the order
             ``torch.utils.cpp_extension`` and nvcc pick them (``CC``, ``NVCC_CCBIN``, ``g++`` on
             ``PATH``), then ``CUDAHOSTCXX`` (CMake builds); empty when not collected.
+        nvcc_source: why that nvcc wins, in ``torch.utils.cpp_extension``'s order (``_find_cuda_home``):
+            ``CUDA_HOME``, ``CUDA_PATH``, ``PATH`` (the first ``nvcc`` on it: a conda ``cuda-nvcc``, a
+            distribution package), ``/usr/local/cuda``; "" when none or not collected.
+        path_nvcc: the first ``nvcc`` on ``PATH`` (what a bare ``nvcc`` or CMake runs), or None.
+        toolkits: every ``/usr/local/cuda-*`` toolkit with an ``nvcc``, oldest first.
     """
 
     cuda_home: str | None
@@ -53,3 +71,6 @@ class CudaToolkitFacts:
     nvcc_version: str | Unavailable
     cuda_home_missing: bool = False
     host_compilers: tuple[HostCompiler, ...] = ()
+    nvcc_source: str = ""
+    path_nvcc: str | None = None
+    toolkits: tuple[ToolkitDir, ...] = ()
