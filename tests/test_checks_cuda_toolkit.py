@@ -77,7 +77,7 @@ def _winner(tmp_path, env):
 def test_the_winning_nvcc_of_another_major_points_at_the_matching_toolkit_already_installed(tmp_path):
     f = _winner(tmp_path, {"PATH": "/usr/bin"})
     assert f.status is Status.WARN and "/usr/local/cuda-11.8 is 11.8.0" in f.summary
-    assert "it wins through `/usr/local/cuda`" in f.explanation
+    assert "chosen through `/usr/local/cuda`" in f.explanation
     assert "CUDA 12.1.1 toolkit already installed at `/usr/local/cuda-12.1`" in f.explanation
     assert "export CUDA_HOME=/usr/local/cuda-12.1" in f.explanation
     assert "apt-get install cuda-toolkit" not in f.explanation

@@ -148,7 +148,7 @@ def _major_mismatch(facts: Facts, tk: CudaToolkitFacts, version: str, where: str
         same_major = [x for x in tk.toolkits if x.version and x.version.split(".")[0] == torch_cuda.split(".")[0]]
         exact = [x for x in same_major if ".".join((x.version or "").split(".")[:2]) == torch_mm]
         beside = (exact or same_major)[-1] if same_major else None
-        won = f" (it wins through {WINS[tk.nvcc_source]})" if tk.nvcc_source in WINS else ""
+        won = f", chosen through {WINS[tk.nvcc_source]}" if tk.nvcc_source in WINS else ""
         if beside is not None:
             option1 = (
                 f"1. Point builds at the CUDA {beside.version} toolkit already installed at `{beside.path}`"
@@ -167,8 +167,8 @@ def _major_mismatch(facts: Facts, tk: CudaToolkitFacts, version: str, where: str
             f"built with CUDA {torch_cuda}: building CUDA extensions fails",
             f"PyTorch wheels do not need a toolkit to *run*, but every build of CUDA code against torch "
             f"(`pip install flash-attn`, apex, mmcv, pytorch3d, `torch.utils.cpp_extension`, "
-            f"`python setup.py build_ext`) uses the toolkit at `{where}`{won} (`CUDA_HOME`, else `nvcc` on `PATH`, "
-            f"else `/usr/local/cuda`) and stops with:\n\n```\nThe detected CUDA version ({'.'.join(version.split('.')[:2])}"
+            f"`python setup.py build_ext`) uses the toolkit at `{where}`{won} (the order: `CUDA_HOME`, else `nvcc` "
+            f"on `PATH`, else `/usr/local/cuda`) and stops with:\n\n```\nThe detected CUDA version ({'.'.join(version.split('.')[:2])}"
             f") mismatches the version that was used to compile\nPyTorch ({torch_mm}). Please make sure to use the "
             f"same CUDA versions.\n```\n\nMake the two agree, one of these ways:\n\n" + option1 + option2,
             evidence={
