@@ -190,6 +190,8 @@ def test_parse_compiler_version_of_gcc_clang_and_conda():
     )
     conda = "x86_64-conda-linux-gnu-c++ (conda-forge gcc 11.4.0-13) 11.4.0\nCopyright (C) 2021 Free Software Foundation"
     assert parse_compiler_version(conda) == ("gcc", "11.4.0")
+    fedora = "g++ (GCC) 12.2.1 20221121 (Red Hat 12.2.1-4)\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
+    assert parse_compiler_version(fedora) == ("gcc", "12.2.1")
     assert parse_compiler_version("") == (None, None)
 
 
@@ -198,3 +200,10 @@ def test_parse_compiler_version_of_the_real_gpp():
     out = subprocess.run(["g++", "--version"], capture_output=True, text=True, check=True).stdout
     full = subprocess.run(["g++", "-dumpfullversion"], capture_output=True, text=True, check=True).stdout.strip()
     assert parse_compiler_version(out) == ("gcc", full)
+
+
+def test_neighbour_fedora_gets_no_invented_package_but_the_conda_forge_compilers():
+    f = judge(toolkit("11.7", gxx("12.2.1")), distro="fedora")
+    assert f.status is Status.FAIL and "(gcc 6..11)" in f.summary
+    assert [c.text for c in f.commands] == ["export CC=gcc-11 CXX=g++-11 NVCC_CCBIN=g++-11 CUDAHOSTCXX=g++-11"]
+    assert 'conda install -c conda-forge "gxx_linux-64=11"' in f.explanation and "dnf" not in f.explanation

@@ -31,6 +31,7 @@ from gpudoctor.checks._common import distro_family
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts, HostCompiler
+from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status
 
@@ -96,8 +97,9 @@ def _in_conda(facts: Facts, tk: CudaToolkitFacts, hc: HostCompiler) -> bool:
     return False
 
 
-def _install(facts: Facts, conda: bool, n: int) -> tuple[Command, str, str]:
-    """(install command, CC, CXX) for gcc ``n`` in the user's platform."""
+def _install(facts: Facts, conda: bool, n: int) -> tuple[Command | None, str, str]:
+    """(install command or None, CC, CXX) for gcc ``n`` in the user's platform; None where the distribution has
+    no side-by-side gcc package gpudoctor can name (Fedora, unknown distributions)."""
     if conda:
         text = f'conda install -c conda-forge "gcc_linux-64={n}" "gxx_linux-64={n}"'
         return (
@@ -108,20 +110,20 @@ def _install(facts: Facts, conda: bool, n: int) -> tuple[Command, str, str]:
             "x86_64-conda-linux-gnu-c++",
         )
     family = distro_family(facts)
-    if family == "rhel":
+    os_facts = facts.of(OsFacts)
+    if family == "rhel" and not isinstance(os_facts, Unavailable) and os_facts.id != "fedora":
         return (
             Command(f"sudo dnf install gcc-toolset-{n}", f"gcc {n} beside the system compiler", "root"),
             f"/opt/rh/gcc-toolset-{n}/root/usr/bin/gcc",
             f"/opt/rh/gcc-toolset-{n}/root/usr/bin/g++",
         )
     if family == "suse":
-        return (
-            Command(f"sudo zypper install gcc{n} gcc{n}-c++", f"gcc {n} beside the system compiler", "root"),
-            (f"gcc-{n}"),
-            f"g++-{n}",
-        )
-    text = f"sudo apt-get install gcc-{n} g++-{n}" if family == "debian" else f"install gcc {n} (gcc-{n}, g++-{n})"
-    return Command(text, f"gcc {n} beside the system compiler", "root"), f"gcc-{n}", f"g++-{n}"
+        install = Command(f"sudo zypper install gcc{n} gcc{n}-c++", f"gcc {n} beside the system compiler", "root")
+        return install, f"gcc-{n}", f"g++-{n}"
+    if family == "debian":
+        install = Command(f"sudo apt-get install gcc-{n} g++-{n}", f"gcc {n} beside the system compiler", "root")
+        return install, f"gcc-{n}", f"g++-{n}"
+    return None, f"gcc-{n}", f"g++-{n}"
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -211,7 +213,7 @@ def _out_of_range(
         else f"{kind} {major} is older than the oldest {kind} ({lo}) CUDA {release} supports"
     )
     commands = (
-        install,
+        *((install,) if install else ()),
         Command(
             f"export CC={cc} CXX={cxx} NVCC_CCBIN={cxx} CUDAHOSTCXX={cxx}",
             "point extension builds (CC), plain nvcc (NVCC_CCBIN) and CMake (CUDAHOSTCXX) at it",
@@ -238,6 +240,12 @@ def _out_of_range(
         f'by CUDA {release}").\n\n'
         f"1. **Install {kind if kind == 'gcc' else 'gcc'} {n}** and point the build at it"
         + (" (in this conda environment, from conda-forge)" if conda else "")
+        + (
+            ""
+            if install
+            else f" (this distribution has no side-by-side gcc {n} package gpudoctor knows: install one, or use "
+            f'conda-forge\'s compilers, `conda install -c conda-forge "gxx_linux-64={n}"`, and set `CC`/`CXX` to them)'
+        )
         + ":\n\n```\n"
         + "\n".join(c.text for c in commands)
         + "\n```\n\nthen rebuild without the cached wheel (`pip install --no-cache-dir --no-build-isolation ...`)."

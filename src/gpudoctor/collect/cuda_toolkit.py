@@ -17,7 +17,9 @@ from gpudoctor.facts.cuda import CudaToolkitFacts, HostCompiler, ToolkitDir
 
 _NVCC_RE = re.compile(r"release (\d+\.\d+)")
 _CLANG_RE = re.compile(r"clang version (\d+\.\d+(?:\.\d+)?)")
-_GCC_RE = re.compile(r"\)\s+(\d+\.\d+(?:\.\d+)?)\s*$")
+#: "g++ (Ubuntu 13.2.0-23ubuntu4) 13.2.0"; Red Hat/Fedora add the date and the package:
+#: "g++ (GCC) 12.2.1 20221121 (Red Hat 12.2.1-4)"
+_GCC_RE = re.compile(r"\)\s+(\d+\.\d+(?:\.\d+)?)(?:\s+\d{8})?(?:\s+\(.*\))?\s*$")
 #: where an extension build gets nvcc's host compiler, in the order it is used: torch.utils.cpp_extension
 #: passes ``-ccbin $CC``; else nvcc reads ``NVCC_CCBIN``; else it calls ``g++`` from PATH. ``CUDAHOSTCXX``
 #: is CMake's (CMAKE_CUDA_HOST_COMPILER), for CMake-built extensions.
