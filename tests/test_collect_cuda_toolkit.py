@@ -198,3 +198,30 @@ def test_healthy_twin_nothing_on_path_falls_back_to_usr_local_cuda(tmp_path):
     facts, _ = run(tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert facts.nvcc == "/usr/local/cuda-11.8/bin/nvcc" and facts.nvcc_source == "/usr/local/cuda"
     assert facts.path_nvcc is None
+
+
+def _torch_cuda_home(env):
+    """CUDA_HOME as the real torch.utils.cpp_extension looks it up (``_find_cuda_home``; the CPU build's module-level
+    ``CUDA_HOME`` is None whatever the machine), in a child process with ``env``."""
+    import subprocess
+    import sys
+
+    code = "from torch.utils.cpp_extension import _find_cuda_home; print(_find_cuda_home())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_winner_is_the_cuda_home_real_torch_derives(tmp_path):
+    from gpudoctor.system import System
+
+    bin_dir = tmp_path / "envs" / "ml" / "bin"
+    write_tree(tmp_path, {"/envs/ml/bin/nvcc": "#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n"})
+    (bin_dir / "nvcc").chmod(0o755)
+    home = {"HOME": str(tmp_path)}
+    for env in (
+        {"PATH": f"{bin_dir}:/usr/bin:/bin", **home},
+        {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "envs" / "ml"), **home},
+    ):
+        torch_home = _torch_cuda_home(env).strip().splitlines()[-1]
+        facts = collect(CollectContext(System(env=env), CollectOptions()))
+        assert facts.nvcc == f"{torch_home}/bin/nvcc"
+        assert facts.nvcc_version == "12.4"

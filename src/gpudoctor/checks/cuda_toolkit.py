@@ -64,6 +64,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 evidence=evidence,
             )
         ]
+    wrapper = _nvcc_outside_toolkit(tk, evidence)
+    if wrapper is not None:
+        return [wrapper]
     if isinstance(tk.version, Unavailable):
         return [
             CHECK.finding(
@@ -102,6 +105,34 @@ def evaluate(facts: Facts) -> list[Finding]:
         return [mismatch]
     won = f"; nvcc wins through {WINS[tk.nvcc_source]}" if tk.nvcc_source in WINS else ""
     return [CHECK.finding(Status.OK, f"CUDA toolkit {tk.version} at {where} (driver {driver}{won})", evidence=evidence)]
+
+
+def _nvcc_outside_toolkit(tk: CudaToolkitFacts, evidence: dict[str, str]) -> Finding | None:
+    """A ``warn`` when the nvcc that wins through ``PATH`` sits outside a toolkit tree (a wrapper script such as
+    ``/usr/local/bin/nvcc``): ``cpp_extension`` then takes its ``bin/..`` as ``CUDA_HOME`` and finds no headers."""
+    if tk.nvcc_source != "PATH" or tk.headers is not False or not tk.nvcc:
+        return None
+    home = tk.nvcc.rsplit("/bin/nvcc", 1)[0] or "/"
+    release = tk.nvcc_version if isinstance(tk.nvcc_version, str) else str(tk.version)
+    same = [t for t in tk.toolkits if t.version and ".".join(t.version.split(".")[:2]) == release]
+    real = same[-1].path if same else tk.default_path
+    fix = (
+        f"Point builds at the toolkit itself:\n\n```\nexport CUDA_HOME={real}\n```\n\n(in your shell profile, the "
+        f"kernel.json `env`, the Dockerfile `ENV`)."
+        if real
+        else "Set `CUDA_HOME` to the toolkit directory the wrapper runs (the one with `bin/nvcc` and `include/`)."
+    )
+    return CHECK.finding(
+        Status.WARN,
+        f"the nvcc first on PATH ({tk.path_nvcc}) is outside a CUDA toolkit: extension builds take CUDA_HOME={home}, "
+        f"which has no CUDA headers",
+        f"`CUDA_HOME` is unset, so `torch.utils.cpp_extension` derives it from the first `nvcc` on `PATH`: "
+        f"`{tk.path_nvcc}` -> `CUDA_HOME={home}`. That `nvcc` runs (CUDA {release}), but `{home}` is not a toolkit: "
+        f"there is no `{home}/include/cuda_runtime_api.h` and no `{home}/lib64`, so the extension's C++ sources that "
+        f"include CUDA headers stop with `fatal error: cuda_runtime_api.h: No such file or directory` and the link "
+        f"against `-lcudart` fails. {fix}",
+        evidence=evidence,
+    )
 
 
 #: how the nvcc of a build was chosen (``CudaToolkitFacts.nvcc_source``), in words

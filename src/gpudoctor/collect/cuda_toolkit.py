@@ -87,6 +87,13 @@ def _path_nvcc(files, env) -> str | None:
     return None
 
 
+def _has_headers(files, home: str) -> bool:
+    """Does ``home`` hold the CUDA runtime headers a build includes (``include/`` or conda's ``targets/*/include/``)?"""
+    if files.exists(f"{home}/include/cuda_runtime_api.h"):
+        return True
+    return any(True for _ in files.glob(home, "targets/*/include/cuda_runtime_api.h"))
+
+
 def _toolkits(files) -> tuple[ToolkitDir, ...]:
     """Every ``/usr/local/cuda-X.Y`` with a ``bin/nvcc``, by version."""
     try:
@@ -153,6 +160,7 @@ def collect(ctx: CollectContext) -> CudaToolkitFacts:
         nvcc_source=source if nvcc else "",
         path_nvcc=path_nvcc,
         toolkits=_toolkits(files),
+        headers=_has_headers(files, home) if nvcc and home else None,
     )
 
 

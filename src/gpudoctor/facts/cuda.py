@@ -62,6 +62,9 @@ class CudaToolkitFacts:
             distribution package), ``/usr/local/cuda``; "" when none or not collected.
         path_nvcc: the first ``nvcc`` on ``PATH`` (what a bare ``nvcc`` or CMake runs), or None.
         toolkits: every ``/usr/local/cuda-*`` toolkit with an ``nvcc``, oldest first.
+        headers: the winning nvcc's directory (``<bin>/..``, what ``cpp_extension`` takes as ``CUDA_HOME``)
+            holds ``include/cuda_runtime_api.h`` (or ``targets/*/include/``); None when not looked at. False
+            for an ``nvcc`` wrapper script outside a toolkit tree (``/usr/local/bin/nvcc`` exec'ing the real one).
     """
 
     cuda_home: str | None
@@ -74,3 +77,4 @@ class CudaToolkitFacts:
     nvcc_source: str = ""
     path_nvcc: str | None = None
     toolkits: tuple[ToolkitDir, ...] = ()
+    headers: bool | None = None
