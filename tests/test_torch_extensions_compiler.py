@@ -207,3 +207,28 @@ def test_neighbour_fedora_gets_no_invented_package_but_the_conda_forge_compilers
     assert f.status is Status.FAIL and "(gcc 6..11)" in f.summary
     assert [c.text for c in f.commands] == ["export CC=gcc-11 CXX=g++-11 NVCC_CCBIN=g++-11 CUDAHOSTCXX=g++-11"]
     assert 'conda install -c conda-forge "gxx_linux-64=11"' in f.explanation and "dnf" not in f.explanation
+
+
+def test_the_table_agrees_with_the_bounds_the_installed_torch_enforces():
+    """Every row PyTorch also bounds (torch/utils/cpp_extension.py CUDA_GCC_VERSIONS / CUDA_CLANG_VERSIONS, read
+    from the real installed torch in a child process) gives the same majors."""
+    import sys
+
+    code = (
+        "import json; from torch.utils import cpp_extension as c; "
+        "print(json.dumps({'gcc': c.CUDA_GCC_VERSIONS, 'clang': c.CUDA_CLANG_VERSIONS}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    torch_bounds = json.loads(out.strip().splitlines()[-1])
+    compared = []
+    for row in load_table("host_compilers")["release"]:
+        for kind in ("gcc", "clang"):
+            bound = torch_bounds[kind].get(row["cuda"])
+            if kind not in row or bound is None:
+                continue
+            (lo, *_), (hi_excl, *_) = bound
+            assert row[kind][1] == hi_excl - 1, (row["cuda"], kind)
+            if row[kind][0]:
+                assert row[kind][0] == lo, (row["cuda"], kind)
+            compared.append((row["cuda"], kind))
+    assert len(compared) >= 20
