@@ -232,3 +232,16 @@ def test_the_table_agrees_with_the_bounds_the_installed_torch_enforces():
                 assert row[kind][0] == lo, (row["cuda"], kind)
             compared.append((row["cuda"], kind))
     assert len(compared) >= 20
+
+
+def test_neighbour_cxx_outside_the_range_warns_as_torch_checks_it_first():
+    # torchsparse#189: the default gcc is 10.4 (update-alternatives), but the C++ compiler of the build is 11.3
+    f = judge(toolkit("11.3", gxx("10.4.0"), gxx("11.3.0", "CXX", "x86_64-linux-gnu-g++")))
+    assert f.status is Status.WARN and "x86_64-linux-gnu-g++ (gcc 11.3.0, from CXX)" in f.summary
+    assert "PyTorch binary build checks" in f.explanation
+
+
+def test_collector_records_cxx_after_the_default(tmp_path):
+    env = {"CUDA_HOME": "/usr/local/cuda-12.1", "CXX": "g++-13"}
+    tk = _collect(tmp_path, env, {("g++", "--version"): ok(GCC11), ("g++-13", "--version"): ok(GCC13)})
+    assert [(h.command, h.source) for h in tk.host_compilers] == [("g++", "PATH"), ("g++-13", "CXX")]

@@ -10,14 +10,15 @@ by CUDA Y", ``torch/utils/cpp_extension.py``). The ranges per release: ``data/ho
 each row citing the archived guide of that release.
 
 The compiler judged is the one the build uses: ``$CC`` (``cpp_extension`` passes ``-ccbin $CC``),
-else ``$NVCC_CCBIN``, else ``g++`` on ``PATH``; ``$CUDAHOSTCXX`` (CMake builds) is judged too.
+else ``$NVCC_CCBIN``, else ``g++`` on ``PATH``; ``$CXX`` (the extension's C++ sources, and PyTorch's own
+bound check) and ``$CUDAHOSTCXX`` (CMake builds) are judged too.
 
 - the first of those outside the range of the nvcc that wins -> ``fail``: the remedy installs a
   supported gcc in the user's words (apt ``gcc-N``, dnf ``gcc-toolset-N``, zypper ``gccN``, conda's
   ``gxx_linux-64=N``), points the build at it (``CC``/``CXX``, ``NVCC_CCBIN``, ``CUDAHOSTCXX``), names
   the CUDA releases that accept the compiler as it is, and the ``-allow-unsupported-compiler`` escape
   hatch as such;
-- inside, but another explicitly named one (``NVCC_CCBIN``, ``CUDAHOSTCXX``) outside -> ``warn``;
+- inside, but another explicitly named one (``NVCC_CCBIN``, ``CXX``, ``CUDAHOSTCXX``) outside -> ``warn``;
 - all inside -> ``ok``; no nvcc, its release unknown or without a sourced row, no compiler version
   -> ``skip``.
 """
@@ -40,6 +41,8 @@ SOURCE_WORDS = {
     "CC": "`$CC` (torch.utils.cpp_extension passes `-ccbin $CC` to nvcc)",
     "NVCC_CCBIN": "`$NVCC_CCBIN` (nvcc's host compiler when no `-ccbin` is given)",
     "PATH": "`g++` on `PATH` (nvcc's default host compiler)",
+    "CXX": "`$CXX` (the compiler of the extension's C++ sources, which a PyTorch binary build checks against "
+    "CUDA's bounds before it compiles)",
     "CUDAHOSTCXX": "`$CUDAHOSTCXX` (the host compiler CMake gives nvcc)",
 }
 
@@ -161,7 +164,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     others = [
         (o, r)
         for o in tk.host_compilers[1:]
-        if o.source in ("NVCC_CCBIN", "CUDAHOSTCXX") and (r := _in_range(row, o)) is not None and not r[0]
+        if o.source in ("NVCC_CCBIN", "CXX", "CUDAHOSTCXX") and (r := _in_range(row, o)) is not None and not r[0]
     ]
     if others:
         o, (_, (olo, ohi)) = others[0]

@@ -21,9 +21,10 @@ _CLANG_RE = re.compile(r"clang version (\d+\.\d+(?:\.\d+)?)")
 #: "g++ (GCC) 12.2.1 20221121 (Red Hat 12.2.1-4)"
 _GCC_RE = re.compile(r"\)\s+(\d+\.\d+(?:\.\d+)?)(?:\s+\d{8})?(?:\s+\(.*\))?\s*$")
 #: where an extension build gets nvcc's host compiler, in the order it is used: torch.utils.cpp_extension
-#: passes ``-ccbin $CC``; else nvcc reads ``NVCC_CCBIN``; else it calls ``g++`` from PATH. ``CUDAHOSTCXX``
-#: is CMake's (CMAKE_CUDA_HOST_COMPILER), for CMake-built extensions.
-HOST_COMPILER_SOURCES = ("CC", "NVCC_CCBIN", "PATH", "CUDAHOSTCXX")
+#: passes ``-ccbin $CC``; else nvcc reads ``NVCC_CCBIN``; else it calls ``g++`` from PATH. Then the compilers
+#: other steps use: ``CXX`` (the C++ compiler of the extension's .cpp files, which a PyTorch binary build checks
+#: against the same CUDA bounds first) and ``CUDAHOSTCXX`` (CMake's CMAKE_CUDA_HOST_COMPILER).
+HOST_COMPILER_SOURCES = ("CC", "NVCC_CCBIN", "PATH", "CXX", "CUDAHOSTCXX")
 
 
 def parse_compiler_version(text: str) -> tuple[str | None, str | None]:

@@ -14,8 +14,8 @@ class HostCompiler:
     Attributes:
         command: the compiler as named (``g++-13``, ``/usr/bin/g++``, ``x86_64-conda-linux-gnu-c++``).
         source: where the name came from: ``CC`` (``torch.utils.cpp_extension`` passes
-            ``-ccbin $CC`` to nvcc), ``NVCC_CCBIN`` (nvcc's own variable), ``CUDAHOSTCXX``
-            (CMake's), or ``PATH`` (nvcc's default, ``g++`` on ``PATH``).
+            ``-ccbin $CC`` to nvcc), ``NVCC_CCBIN`` (nvcc's own variable), ``PATH`` (nvcc's default,
+            ``g++`` on ``PATH``), ``CXX`` (the extension's C++ sources), ``CUDAHOSTCXX`` (CMake's).
         kind: ``gcc``, ``clang``, or None when ``--version`` did not say.
         version: ``X.Y.Z`` from ``<command> --version``, or Unavailable (not run, not found).
     """
@@ -56,7 +56,7 @@ class CudaToolkitFacts:
             both facts are reported.
         host_compilers: the host compilers an extension build may hand nvcc, in the order
             ``torch.utils.cpp_extension`` and nvcc pick them (``CC``, ``NVCC_CCBIN``, ``g++`` on
-            ``PATH``), then ``CUDAHOSTCXX`` (CMake builds); empty when not collected.
+            ``PATH``), then ``CXX`` and ``CUDAHOSTCXX`` (CMake builds); empty when not collected.
         nvcc_source: why that nvcc wins, in ``torch.utils.cpp_extension``'s order (``_find_cuda_home``):
             ``CUDA_HOME``, ``CUDA_PATH``, ``PATH`` (the first ``nvcc`` on it: a conda ``cuda-nvcc``, a
             distribution package), ``/usr/local/cuda``; "" when none or not collected.
