@@ -182,3 +182,18 @@ def test_usage_errors(root, capsys):
     assert code == 2 and "KEY=VALUE" in err
     code, _, err = run(capsys, "fix", "--force")
     assert code == 2
+
+
+def test_undo_then_undo_of_the_undo_through_the_cli(root, capsys):
+    conf = root / "etc/demo.conf"
+    before = conf.read_bytes()
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    after = conf.read_bytes()
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and conf.read_bytes() == before
+    record = out.split("to undo this undo: gpudoctor fix --undo ")[1].split()[0]
+    code, out, _ = run(capsys, "fix", "--undo", record)
+    assert code == 0 and conf.read_bytes() == after
+    assert "is applied again" in out
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and conf.read_bytes() == before

@@ -252,11 +252,13 @@ def test_forced_undo_of_a_created_file_keeps_its_later_content(root, capsys, tmp
     assert (root / "etc/new.conf").read_text() == "v2 by hand\n"
 
 
-def test_unforced_undo_saves_nothing(root, capsys):
+def test_unforced_undo_saves_only_its_undo_record(root, capsys):
     assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
     code, out, _ = run(capsys, "fix", "--undo")
     assert code == 0 and "saved the current contents" not in out
-    assert [t.status for t in ap.Journal().transactions()] == ["undone"]
+    fixed, record = ap.Journal().transactions()
+    assert (fixed.status, record.status, record.undoes) == ("undone", "applied", fixed.id)
+    assert record.fixes == (f"undo {fixed.id}",) and f"to undo this undo: gpudoctor fix --undo {record.id}" in out
 
 
 # --------------------------------------------------------------------------- 6. --root shown in messages and diffs

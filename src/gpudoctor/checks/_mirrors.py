@@ -13,8 +13,8 @@ or ``--offline`` -> ``skip`` with the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
+from gpudoctor import urls
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
@@ -42,14 +42,7 @@ def _ms(v: float | None) -> str:
 
 def _host(url: str) -> str:
     """``host[:port]`` of ``url``, never its credentials."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return url
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{parts.hostname}:{port}" if port else parts.hostname
+    return urls.parse(url).hostport or url
 
 
 def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
@@ -81,7 +74,7 @@ def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Mi
     for cand in ranking:
         if cand.status != "ok" or cand.median_ms is None:
             continue
-        if cand.base_url.rstrip("/") == current.base_url.rstrip("/"):
+        if urls.same_base(cand.base_url, current.base_url):
             continue
         if (
             cand.median_ms * SPEEDUP_FACTOR <= current.median_ms
@@ -144,8 +137,8 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
     if mirrors.offline:
         if not conf:
             raise SkipCheck(not_configured)
-        urls = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
-        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({urls}) was not probed")
+        listed = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
+        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({listed}) was not probed")
     if not conf and not ranking:
         raise SkipCheck(not_configured)
     unprobed = [p for p in conf if p.status == "offline"]
@@ -270,7 +263,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 for r in ranking
                 if r.status == "ok"
                 and r.median_ms is not None
-                and r.base_url.rstrip("/") != worst.base_url.rstrip("/")
+                and not urls.same_base(r.base_url, worst.base_url)
                 and r.median_ms < (worst.median_ms or float("inf"))
             ),
             None,
@@ -395,7 +388,7 @@ def _conda_missing(
     rows = []
     names: list[str] = []
     for p in missing:
-        mine = [c for c in chans if c.url.rstrip("/") == p.base_url.rstrip("/")]
+        mine = [c for c in chans if urls.same_base(c.url, p.base_url)]
         name = mine[0].name if mine else p.base_url.rstrip("/").rsplit("/", 1)[-1]
         names.append(name)
         how = (

@@ -46,6 +46,7 @@ from gpudoctor.checks._libraries import (
     path_remedy,
     replaced,
     shadowing,
+    sibling_remedy,
     target_model,
     version_of,
     vtext,
@@ -168,7 +169,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{loads_how(r, framework_of(model, r.consumer, r))}; no directory of `{os.path.basename(r.consumer)}`'s "
             f"RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
             f"({model.cache_source}) or the default directories holds it. "
-            + missing_wheel_remedy(facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family),
+            + (
+                sibling_remedy(facts, t.label, probe.executable, model, r)
+                or missing_wheel_remedy(facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family)
+            ),
             evidence=evidence,
             target=t.label,
         )

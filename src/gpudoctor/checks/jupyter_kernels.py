@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.checks import require
+from gpudoctor.checks._libraries import framework_dists
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
@@ -99,18 +100,6 @@ def missing_loader_dirs(reference: ProbeFacts | None, kernel: ProbeFacts | None)
         return []
     have = set(_ld_dirs(kernel.env))
     return [d for d in _ld_dirs(reference.env) if d not in have]
-
-
-def _by_name_frameworks(probe: ProbeFacts) -> list[str]:
-    """Installed distributions (``dist version``) of frameworks that dlopen CUDA libraries by bare name."""
-    from gpudoctor.data import load_table
-
-    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
-    out = []
-    for row in load_table("frameworks")["framework"]:
-        if row.get("opens_by_name"):
-            out += [f"{d} {have[d]}" for d in row["dists"] if d in have]
-    return out
 
 
 def _cuda_dirs(facts: Facts, dirs: Sequence[str]) -> dict[str, list[str]]:
@@ -451,9 +440,9 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                     (FIX_ENV,),
                 )
             )
-        elif missing and not ld_symptom and _by_name_frameworks(probe) and _cuda_dirs(facts, missing):
+        elif missing and not ld_symptom and framework_dists(probe, by_name_only=True) and _cuda_dirs(facts, missing):
             held = _cuda_dirs(facts, missing)
-            fws = ", ".join(_by_name_frameworks(probe))
+            fws = ", ".join(framework_dists(probe, by_name_only=True))
             libs = sorted({n for names in held.values() for n in names})
             shown = ", ".join(f"`{n}`" for n in libs[:6]) + (" ..." if len(libs) > 6 else "")
             k.problems.append(

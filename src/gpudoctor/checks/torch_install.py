@@ -30,7 +30,7 @@ from gpudoctor.checks._common import (
     split_local,
     wheel_variants,
 )
-from gpudoctor.checks._libraries import frameworks_of, path_remedy, shadowing, target_model, version_of
+from gpudoctor.checks._libraries import framework_dists, frameworks_of, path_remedy, shadowing, target_model, version_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status
@@ -322,21 +322,6 @@ def _unsupported_python(t: TargetFacts) -> Finding:
     )
 
 
-def _other_frameworks(probe: ProbeFacts) -> list[str]:
-    """``dist version`` of the GPU frameworks other than torch among the probe's distributions
-    (names from data/frameworks.toml)."""
-    from gpudoctor.data import load_table
-
-    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
-    return [
-        f"{d} {have[d]}"
-        for row in load_table("frameworks")["framework"]
-        if row["name"] != "torch"
-        for d in row["dists"]
-        if d in have
-    ]
-
-
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
@@ -361,7 +346,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if not others:
             # without the cuda_libraries domain (a light run, a partial snapshot): the probe's distributions
-            others = _other_frameworks(probe)
+            others = framework_dists(probe, besides="torch")
         if others:
             return CHECK.finding(
                 Status.INFO,

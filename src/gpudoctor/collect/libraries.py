@@ -55,6 +55,7 @@ FAMILIES = (
     ("libcudnn", "cudnn"),
     ("libnccl.so", "nccl"),
     ("libnvshmem", "nvshmem"),
+    ("libnvinfer", "tensorrt"),
     ("libcuda.so", "libcuda"),
     ("libnvidia-ml.so", "nvml"),
 )
@@ -601,6 +602,25 @@ def activation_of(files: Files, probe: ProbeFacts, kind: str) -> Activation | No
     return replay(files, prefix, probe.env, site, already_active=active)
 
 
+def _caller(files: Files, sites: Sequence[str], pattern: str) -> str | None:
+    """The first library matching ``pattern`` (relative to a site-packages directory; a glob, since
+    auditwheel names vendored libraries with a hash: ``ctranslate2.libs/libctranslate2-<hash>.so.4``;
+    ``a|b``: the first of several layouts a framework had across releases)."""
+    if "|" in pattern:
+        return next((c for p in pattern.split("|") if (c := _caller(files, sites, p)) is not None), None)
+    for site in sites:
+        path = f"{site}/{pattern}"
+        if not any(c in pattern for c in "*?["):
+            if _exists(files, path):
+                return path
+            continue
+        if files.is_dir(site):
+            found = next(iter(files.glob(site, pattern)), None)
+            if found:
+                return found
+    return None
+
+
 def _dlopens(
     files: Files, model: LoaderModel, probe: ProbeFacts, frameworks: Sequence[FrameworkInstall]
 ) -> list[Resolution]:
@@ -615,14 +635,13 @@ def _dlopens(
                 continue
             caller: str | None = None
             if row.get("caller"):  # "" = opened from Python (ctypes): no library's RUNPATH applies
-                caller = next(
-                    (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")),
-                    None,
-                )
+                caller = _caller(files, probe.site_packages, str(row["caller"]))
                 if caller is None:
                     continue
+            # "{version}": the framework's X.Y.Z (TensorRT opens libnvinfer_builder_resource.so.<its version>)
+            release = ".".join(fw.version.partition("+")[0].split(".post")[0].split(".")[:3])
             for name in row["libraries"]:  # type: ignore[attr-defined]
-                out.append(model.open_by_name(str(name), caller, fw.name))
+                out.append(model.open_by_name(str(name).replace("{version}", release), caller, fw.name))
     # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
     opened = {r.path: r.framework for r in out if r.path}
     seen = {(r.consumer, r.needed) for r in out}
