@@ -178,12 +178,30 @@ def _capability_arch(value: str) -> str | None:
     return f"sm_{m.group(1)}{m.group(2)}" if m else None
 
 
+#: PTX ISA version -> the CUDA release that introduced it (PTX ISA reference, "Release Notes" table);
+#: ISA 7.N is CUDA 11.N, 8.0-8.5 are CUDA 12.0-12.5, then 8.6 = 12.7 and 8.7 = 12.8
+_PTX_ISA_CUDA = (
+    {f"7.{n}": f"11.{n}" for n in range(9)}
+    | {f"8.{n}": f"12.{n}" for n in range(6)}
+    | {
+        "8.6": "12.7",
+        "8.7": "12.8",
+    }
+)
+
+
+def _ptx_isa_cuda(value: str) -> str | None:
+    """PTX ISA ``8.4`` (``.version`` of a PTX file) -> the CUDA release ``12.4`` that emits it."""
+    return _PTX_ISA_CUDA.get(value)
+
+
 #: kind -> function(str) -> derived str (or None when the value does not fit)
 DERIVATIONS = {
     "cuda_int": cuda_from_int,
     "underscore_version": underscore,
     "tuple_version": from_tuple_text,
     "capability_arch": _capability_arch,
+    "ptx_isa_cuda": _ptx_isa_cuda,
 }
 
 

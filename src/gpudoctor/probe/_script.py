@@ -40,7 +40,7 @@ MARKER = "@@gpudoctor-probe@@"
 LEVELS = ("light", "full")
 
 ENV_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "NCCL_", "CUDNN_", "TRITON_", "CONDA_", "PIP_", "UV_")
-DISTRIBUTIONS = ("ipykernel",)  # reported as name -> version when installed
+DISTRIBUTIONS = ("ipykernel", "numba-cuda", "numba")  # reported as name -> version when installed
 ENV_NAMES = (
     "LD_LIBRARY_PATH",
     "LD_PRELOAD",
