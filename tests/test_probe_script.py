@@ -18,7 +18,7 @@ from gpudoctor.kernel_launch import probe_code
 from gpudoctor.probe import LEVELS, MARKER, PROBE_SCRIPT, parse_probe_output, probe_argv
 
 HEADER = set(
-    "probe_version executable python_version implementation prefix base_prefix is_venv is_conda include_dir env "
+    "probe_version executable python_version implementation prefix base_prefix is_venv is_conda venv_creator include_dir env "
     "level torch site_packages mapped_libraries cudnn libcuda toolchain triton cuda_driver distributions duration_ms".split()
 )
 KEYS = {"light": HEADER, "full": HEADER | {"limits", "compile_caches", "frameworks"}}
@@ -203,3 +203,20 @@ def test_the_working_directory_shadows_nothing_and_nothing_is_written(tmp_path):
     facts = parse_probe_output(proc.stdout)
     assert facts.torch.import_ok and facts.torch.location != str(pkg)
     assert sorted(p.name for p in copy.parent.iterdir()) == ["_script.py"]
+
+
+@pytest.mark.parametrize("creator", ["uv", "virtualenv", None])
+def test_the_probe_says_what_made_the_venv(tmp_path, creator):
+    """``uv venv`` writes ``uv = X.Y.Z`` into pyvenv.cfg and installs no pip: the kernel checks
+    then say ``uv pip install``; a plain ``python -m venv`` is the twin."""
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(tmp_path / "env")
+    cfg = tmp_path / "env" / "pyvenv.cfg"
+    if creator:
+        cfg.write_text(cfg.read_text() + f"{creator} = 1.2.3\n")
+    python = str(tmp_path / "env" / "bin" / "python")
+    raw, facts, _proc = _run(probe_argv(python, "light"))
+    assert raw["venv_creator"] == (creator or "venv") and facts.venv_creator == (creator or "venv")
+    host, _facts, _p = _run(probe_argv(sys.executable, "light"))
+    assert host["venv_creator"] == ("venv" if sys.prefix != sys.base_prefix else None)

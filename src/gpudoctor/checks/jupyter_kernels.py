@@ -177,6 +177,14 @@ def _q(text: str) -> str:
     return shlex.quote(text)
 
 
+def _pip_install(probe: ProbeFacts, package: str) -> str:
+    """The command that installs ``package`` into the probed interpreter: ``uv pip install
+    --python`` in a venv made by ``uv venv`` (which has no pip), else ``python -m pip install``."""
+    if probe.venv_creator == "uv":
+        return f"uv pip install --python {_q(probe.executable)} {package}"
+    return f"{_q(probe.executable)} -m pip install {package}"
+
+
 def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> str:
     install = "" if has_ipykernel else f"{python} -m pip install ipykernel && "
     return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
@@ -323,7 +331,10 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
         return
     if not _has_ipykernel(probe):
         install_ipk = Command(
-            f"{probe.executable} -m pip install ipykernel", "install ipykernel where the kernel runs", "changes"
+            _pip_install(probe, "ipykernel"),
+            "install ipykernel where the kernel runs"
+            + (" (a venv made by `uv venv` has no pip)" if probe.venv_creator == "uv" else ""),
+            "changes",
         )
         k.problems.append(
             _Problem(

@@ -346,6 +346,9 @@ class ProbeFacts:
             per device), or Unavailable.
         compile_caches: torch.compile's Triton and Inductor cache directories as the target
             would use them (full probe), or Unavailable.
+        venv_creator: what made the target's venv, from its ``pyvenv.cfg``: ``uv`` (no pip in
+            it: packages go in with ``uv pip install``), ``virtualenv`` or ``venv``; None when
+            not a venv or not reported.
     """
 
     probe_version: int
@@ -373,6 +376,7 @@ class ProbeFacts:
     level: str = "full"
     cuda_driver: CudaDriverProbe | Unavailable = _NOT_PROBED
     compile_caches: tuple[CompileCache, ...] | Unavailable = _NOT_PROBED
+    venv_creator: str | None = None
 
 
 #: ``TargetFacts.kind`` of a Jupyter kernel's interpreter

@@ -1065,9 +1065,24 @@ def header():
         "base_prefix": base_prefix,
         "is_venv": prefix != base_prefix,
         "is_conda": os.path.isdir(os.path.join(prefix, "conda-meta")),
+        "venv_creator": venv_creator(prefix) if prefix != base_prefix else None,
         "include_dir": sysconfig.get_paths().get("include", ""),
         "env": env,
     }
+
+
+def venv_creator(prefix):
+    """What made the venv at ``prefix``, from the keys of its ``pyvenv.cfg``: ``uv`` (``uv venv``
+    writes ``uv = X.Y.Z``; such a venv has no pip), ``virtualenv``, ``venv``; None without the file."""
+    try:
+        with open(os.path.join(prefix, "pyvenv.cfg")) as f:
+            keys = {line.split("=", 1)[0].strip().lower() for line in f if "=" in line}
+    except (OSError, UnicodeDecodeError):
+        return None
+    for name in ("uv", "virtualenv"):
+        if name in keys:
+            return name
+    return "venv"
 
 
 def parse_args(argv):
