@@ -26,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile import Case, Ctx, Result, run_matrix
 
+#: its own CI step (`python -m pytest -m robustness`): a plain `pytest` does not pay for it
+pytestmark = pytest.mark.robustness
+
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 SNAP = str(FACTS / "case01-driver-470-torch-cu121.json")
 HAS_GCC = shutil.which("gcc") is not None

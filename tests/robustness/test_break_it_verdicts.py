@@ -21,6 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile import SECRETS, Case, Ctx, Result, run_matrix
 
+#: its own CI step (`python -m pytest -m robustness`): a plain `pytest` does not pay for it
+pytestmark = pytest.mark.robustness
+
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
 CPU_SNAP = str(FACTS / "no-gpu-cpu-torch.json")
 IS_ROOT = os.geteuid() == 0
