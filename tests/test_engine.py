@@ -335,3 +335,14 @@ def test_doctor_process_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_collector_budgets_scale_with_the_environment(monkeypatch):
+    """GPUDOCTOR_COLLECT_TIMEOUT_SCALE multiplies every collector's timeout (a loaded machine);
+    unset, the budget is the collector's own."""
+    from gpudoctor.engine import collector_budget_s
+
+    coll = Collector(domain="slowish", collect=lambda ctx: {}, timeout_s=10.0)
+    assert collector_budget_s(coll, CollectOptions()) == 10.0
+    monkeypatch.setenv("GPUDOCTOR_COLLECT_TIMEOUT_SCALE", "3")
+    assert collector_budget_s(coll, CollectOptions()) == 30.0
