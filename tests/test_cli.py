@@ -7,8 +7,10 @@ import os
 import pty
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from _foundation import (  # noqa: F401
     GPUDOCTOR,
@@ -20,7 +22,7 @@ from _foundation import (  # noqa: F401
 )
 from conftest import FIXTURES
 from gpudoctor import __version__
-from gpudoctor.cli import main
+from gpudoctor.cli import cli, main
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import Registry
 
@@ -408,3 +410,49 @@ def test_help_lists_commands_in_order():
     assert proc.returncode == 0
     lines = [ln.split()[0] for ln in proc.stdout.split("Commands:")[1].strip().splitlines()]
     assert lines[:3] == ["check", "facts", "list"]
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_no_finding_suggests_a_command_that_does_not_exist():
+    sources = [p.read_text() for p in (HERE.parent / "src" / "gpudoctor").rglob("*.py")]
+    # `gpudoctor report` exists since issue 14 with the one subcommand `merge`: any other is made up
+    import re
+
+    from gpudoctor.cli import cli
+
+    report = cli.get_command(None, "report")
+    assert report is not None and set(report.commands) == {"merge"}
+    assert {m for s in sources for m in re.findall(r"gpudoctor report ([a-z-]+)", s)} <= {"merge"}
+
+
+# --------------------------------------------------------------------------- (issue 19) 2. contradictory flags
+
+
+@pytest.mark.parametrize(
+    "args, a, b",
+    [
+        (["check", "--offline", "--rank-mirrors"], "--offline", "--rank-mirrors"),
+        (["check", "--offline", "--mirror-budget", "3"], "--offline", "--mirror-budget"),
+        (["check", "--facts", "snapshot.json", "--rank-mirrors"], "--facts", "--rank-mirrors"),
+        (["check", "--facts", "snapshot.json", "--deep"], "--facts", "--deep"),
+        (["mirrors", "--offline", "--budget", "2"], "--offline", "--budget"),
+        (["mirrors", "--offline", "--timeout", "1"], "--offline", "--timeout"),
+        (["fix", "--offline", "--rank-mirrors", "apt.mirror"], "--offline", "--rank-mirrors"),
+        (["fix", "--offline", "--mirror", "fastest", "apt.mirror"], "--offline", "--mirror fastest"),
+    ],
+)
+def test_contradictory_flags_are_a_usage_error_naming_both(tmp_path, args, a, b):
+    (tmp_path / "snapshot.json").write_text("{}")
+    proc = subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{a} and {b} contradict each other" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compatible_neighbours_are_still_accepted():
+    # --offline alone, and --mirror-budget without --offline, are fine
+    assert CliRunner().invoke(cli, ["check", "dataloader.cpu", "--offline"]).exit_code in (0, 1)
+    ok = CliRunner().invoke(cli, ["mirrors", "pip", "--offline"])
+    assert ok.exit_code == 0, ok.output
