@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from gpudoctor import __version__
 from gpudoctor.cli import cli, main
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import Registry
+from gpudoctor.system import SubprocessRunner
 
 SNAP = FIXTURES / "facts"
 
@@ -456,3 +458,31 @@ def test_compatible_neighbours_are_still_accepted():
     assert CliRunner().invoke(cli, ["check", "dataloader.cpu", "--offline"]).exit_code in (0, 1)
     ok = CliRunner().invoke(cli, ["mirrors", "pip", "--offline"])
     assert ok.exit_code == 0, ok.output
+
+
+# --------------------------------------------------------------------------- (hardening) (hardening) main() called in process
+
+
+def test_main_called_in_process_gives_the_callers_signal_handlers_back():
+    """An in-process main() used to leave SIGTERM/SIGHUP ignored: every process the caller
+    started afterwards inherited SIG_IGN and could no longer be terminated."""
+    from gpudoctor.cli import main
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for argv in (["--version"], ["check", "--facts", "/nonexistent.json"], ["list"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert {s: signal.getsignal(s) for s in before} == before, argv
+
+
+def test_an_interrupted_in_process_main_lets_the_caller_run_commands_afterwards():
+    """An interrupt stops new commands until that main() ends (so its own worker threads start
+    nothing more); the caller's later commands run as before."""
+    from gpudoctor.cli import main
+
+    interrupt_parent = "import os, signal; os.kill(os.getppid(), signal.SIGINT)"
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", "--no-check", "--", sys.executable, "-c", interrupt_parent])
+    assert exited.value.code == 130
+    r = SubprocessRunner().run([sys.executable, "-c", "print('after')"], timeout_s=60)
+    assert r.ok and r.stdout == "after\n", r

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from _foundation import GPUDOCTOR
+from _foundation import GPUDOCTOR, env_with
 from gpudoctor.cli import cli
+from gpudoctor.collect import CollectOptions
 from gpudoctor.probe import _dataloader as impl
 from gpudoctor.probe import _dataloader_report as report
 
@@ -733,3 +734,80 @@ def test_probe_limits_count_cpus(usable, text):
     rec["config"] = dict(CPU_BOUND["config"], num_workers=1)
     (lim,) = report.limits([rec], 0, {"usable": usable + 4}, budget_exhausted=False)
     assert f"with 1 of {usable + 4} usable CPUs as workers" in lim["summary"]
+
+
+# --------------------------------------------------------------------------- (hardening) probe dataloader result cache
+
+
+def test_saved_probe_result_lives_in_the_xdg_cache_dir(tmp_path, monkeypatch):
+    from gpudoctor.cli.probe import saved_result_path
+    from gpudoctor.collect import CollectContext
+    from gpudoctor.collect.dataloader_probe import collect_dataloader_probe, saved_result_file
+    from gpudoctor.facts.dataloader import DataLoaderProbeFacts
+    from gpudoctor.testing import fake_system, write_tree
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    assert saved_result_path() == tmp_path / "xdg-cache" / "gpudoctor" / "dataloader-probe.json"
+    # the collector reads the same place, inside the root, and falls back to ~/.cache
+    assert saved_result_file("/home/u", {"XDG_CACHE_HOME": "/xdg"}) == "/xdg/gpudoctor/dataloader-probe.json"
+    assert (
+        saved_result_file("/home/u", {"XDG_CACHE_HOME": "relative"}) == "/home/u/.cache/gpudoctor/dataloader-probe.json"
+    )
+    doc = json.dumps({"batch_bytes": 1024, "num_workers": 2, "prefetch_factor": 2, "batch_size": 8})
+    root = write_tree(tmp_path / "root", {"/xdg/gpudoctor/dataloader-probe.json": doc})
+    got = collect_dataloader_probe(CollectContext(fake_system(root, env={"XDG_CACHE_HOME": "/xdg"}), CollectOptions()))
+    assert isinstance(got, DataLoaderProbeFacts) and got.source == "/xdg/gpudoctor/dataloader-probe.json"
+
+
+HANGING_DATASET = """
+import time, torch
+
+class Hangs:
+    def __len__(self):
+        return 1000
+    def __getitem__(self, i):
+        if i >= 4:
+            time.sleep(1000)
+        return torch.zeros(4)
+
+def hangs():
+    return Hangs()
+"""
+
+
+@pytest.mark.slow
+def test_probe_dataloader_stops_at_its_budget_when_a_dataset_item_hangs(tmp_path):
+    from gpudoctor.cli.probe import GRACE_S
+
+    (tmp_path / "userdata.py").write_text(HANGING_DATASET)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [
+            *GPUDOCTOR,
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:hangs",
+            "--batch-size",
+            "2",
+            "--step-ms",
+            "1",
+            "--budget-s",
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env_with(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache")),
+        timeout=120,
+    )
+    wall = time.monotonic() - start
+    # either the probe's own deadline ends the measurement (nothing measured) or the doctor kills it
+    assert (proc.returncode == 1 and "a dataset item, collate_fn or worker hung" in proc.stderr) or (
+        proc.returncode == 0 and "No configuration could be measured within the budget" in proc.stdout
+    ), proc
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert (
+        wall < 3 + GRACE_S + 40
+    )  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
+    assert not list(tmp_path.rglob("dataloader-probe.json"))
