@@ -34,3 +34,16 @@ def compile_package(python: str, env: dict) -> str:
         return "package not found (not compiled)"
     done = subprocess.run([python, "-m", "compileall", "-q", where], env=env, check=False, capture_output=True)
     return f"compiled in place ({where})" if done.returncode == 0 else "compileall failed (source compiled per run)"
+
+
+def cpu_seconds(usage) -> float:
+    """User plus system CPU seconds of a ``wait4`` rusage: the process and every child it waited for
+    (the doctor's probe and short commands; collect_env's own children)."""
+    return usage.ru_utime + usage.ru_stime
+
+
+def ratio_line(label: str, num: float, den: float, target: float | None = None) -> str:
+    """``label: 0.123  (target <= 0.8: met)``: one ratio, the way every benchmark prints it."""
+    value = num / den if den else float("inf")
+    verdict = "" if target is None else f"  (target <= {target:g}: {'met' if value <= target else 'MISSED'})"
+    return f"{label + ':':<40}{value:8.3f}{verdict}"

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: ``gpudoctor gate`` against ``python -m torch.utils.collect_env`` and
-``python -c "import torch"``, plus ``gpudoctor check`` against collect_env.
+"""Benchmark: ``gpudoctor gate`` against ``python -m torch.utils.collect_env``, a bare
+``python -I -c pass`` and ``python -c "import torch"``, plus ``gpudoctor check --offline``
+against collect_env.
 
 All run with the same interpreter (the venv running this script, or ``--python``),
-in paired, alternating rounds (gate, collect_env, import torch, check), ``--runs``
-rounds, stdout/stderr discarded, after one untimed warm-up of each. Prints each
-round, the medians and the ratios (issue 14: gate <= 0.15x collect_env, check
-<= 0.9x collect_env), and the gate's peak resident memory:
+in paired, alternating rounds (gate, collect_env, bare python, import torch, check),
+``--runs`` rounds, stdout/stderr discarded, after one untimed warm-up of each. Each
+run is measured twice: wall time, and CPU time (user + system from ``wait4``: the
+process and the children it waited for, such as the probe). Prints each round, the
+medians and the ratios of both against the targets (issue 23: gate <= 0.06x
+collect_env and <= 8x a bare interpreter; check <= 0.8x collect_env), and the
+gate's peak resident memory:
 
 - tree sum of PSS: the doctor plus its live children (the probe, short
   commands), sampled from ``/proc/<pid>/smaps_rollup`` every 2 ms and summed
@@ -38,7 +42,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from _startup import compile_package, doctor_command
+from _startup import compile_package, cpu_seconds, doctor_command, ratio_line
 
 
 def _rss_kib(pid: int) -> int:
@@ -93,9 +97,9 @@ def _tree(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
-def timed(argv: Sequence[str], env: dict, sample: bool = False) -> tuple[float, int, int, int, int]:
-    """Run ``argv``: (wall s, exit status, max single-process RSS KiB from wait4, max tree-sum RSS KiB,
-    max tree-sum PSS KiB)."""
+def timed(argv: Sequence[str], env: dict, sample: bool = False) -> tuple[float, float, int, int, int, int]:
+    """Run ``argv``: (wall s, CPU s, exit status, max single-process RSS KiB from wait4, max tree-sum
+    RSS KiB, max tree-sum PSS KiB)."""
     peak = [0, 0]
     start = time.perf_counter()
     proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
@@ -115,7 +119,7 @@ def timed(argv: Sequence[str], env: dict, sample: bool = False) -> tuple[float, 
     done.set()
     if thread:
         thread.join()
-    return elapsed, os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0], peak[1]
+    return elapsed, cpu_seconds(usage), os.waitstatus_to_exitcode(status), usage.ru_maxrss, peak[0], peak[1]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -133,6 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # undeclared gate stops at "no GPU is visible") and on a GPU one
         "gpudoctor gate": doctor + ["gate", "-q", "--require-gpus", "0"],
         "collect_env": [python, "-m", "torch.utils.collect_env"],
+        "bare python": [python, "-I", "-c", "pass"],
         "import torch": [python, "-c", "import torch"],
     }
     if not args.no_check:
@@ -144,32 +149,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
 
     times: dict[str, list[float]] = {k: [] for k in commands}
+    cpu: dict[str, list[float]] = {k: [] for k in commands}
     floor: list[int] = []
     tree: list[int] = []
     tree_pss: list[int] = []
     codes = set()
     for i in range(args.runs):
         for name, cmd in commands.items():
-            elapsed, code, maxrss, peak, peak_pss = timed(cmd, env, sample=name == "gpudoctor gate")
+            elapsed, used, code, maxrss, peak, peak_pss = timed(cmd, env, sample=name == "gpudoctor gate")
             times[name].append(elapsed)
+            cpu[name].append(used)
             if name == "gpudoctor gate":
                 floor.append(maxrss)
                 tree.append(peak)
                 tree_pss.append(peak_pss)
                 codes.add(code)
-        print(f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in times.items()), flush=True)
+        print(
+            f"round {i + 1}: " + ", ".join(f"{k} {v[-1]:.3f} s ({cpu[k][-1]:.3f} s CPU)" for k, v in times.items()),
+            flush=True,
+        )
 
     med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     print()
     print(f"interpreter:                    {python}")
     print(f"doctor bytecode:                {compiled}")
     print(f"rounds:                         {args.runs}, alternating (gate exit status: {sorted(codes)})")
-    for k, v in med.items():
-        print(f"median {k + ':':<24}{v:.3f} s")
-    print(f"gate / collect_env:             {med['gpudoctor gate'] / med['collect_env']:.3f}  (target <= 0.15)")
-    print(f"gate / import torch:            {med['gpudoctor gate'] / med['import torch']:.3f}")
-    if "gpudoctor check" in med:
-        print(f"check / collect_env:            {med['gpudoctor check'] / med['collect_env']:.3f}  (target <= 0.9)")
+    for k in med:
+        print(f"median {k + ':':<24}{med[k]:.3f} s wall, {med_cpu[k]:.3f} s CPU")
+    for kind, m in (("wall", med), ("CPU", med_cpu)):
+        print(ratio_line(f"gate / collect_env ({kind})", m["gpudoctor gate"], m["collect_env"], 0.06))
+        print(ratio_line(f"gate / bare python ({kind})", m["gpudoctor gate"], m["bare python"], 8))
+        print(ratio_line(f"gate / import torch ({kind})", m["gpudoctor gate"], m["import torch"]))
+        if "gpudoctor check" in m:
+            print(ratio_line(f"check / collect_env ({kind})", m["gpudoctor check"], m["collect_env"], 0.8))
     print(
         f"gate peak PSS, doctor+children: {max(tree_pss) / 1024:.1f} MiB (sampled tree sum of PSS: shared pages "
         f"counted once; target <= 60 MiB)"

@@ -10,7 +10,7 @@ again on the same root. The caller asserts what the second run says.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpudoctor import apply as ap
@@ -29,6 +29,8 @@ class Cycle:
     refused: list[str]
     after: list[Finding]
     root: Path
+    #: per plan, what the fix's verifier says after writing (None: the tool resolves what was set)
+    verdicts: list[str | None] = field(default_factory=list)
 
     def offering(self, fix_id: str, findings: Sequence[Finding] | None = None) -> list[Finding]:
         return [
@@ -98,4 +100,5 @@ def cycle(
         writes = ap.prepare(plans, system.files)
         ap.apply(writes, system.files, ap.Journal(journal or root.parent / f"{root.name}-journal"))
     after, _, _ = _run(root, checks, env, home, offline, extra or {}, live, pythons)
-    return Cycle(list(report.findings), plans, refused, list(after.findings), root)
+    verdicts = [fix.verify(after.facts, p) if fix.verify is not None else None for p in plans]
+    return Cycle(list(report.findings), plans, refused, list(after.findings), root, verdicts)

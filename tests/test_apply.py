@@ -410,3 +410,63 @@ def test_diff_of_a_huge_file_shows_only_its_hunks_with_true_line_numbers(tmp_pat
     w = ap.PreparedWrite("/x", "/x", tmp_path / "x", small_old, "".join(small), 0o644, ("f",))
     want = "".join(difflib.unified_diff(small_old.splitlines(True), small, fromfile="/x", tofile="/x"))
     assert ap.unified_diff(w, redact=False) == want
+
+
+# --------------------------------------------------------------------------- the undo of an undo
+
+
+def test_undo_of_an_undo_restores_the_exact_bytes_each_time(root, journal):
+    conf = root / "etc/pip.conf"
+    before = b"\xef\xbb\xbf[global]\r\ntimeout = 5\r\n"  # BOM and CRLF: bytes, not text, are compared
+    conf.write_bytes(before)
+    os.chmod(conf, 0o640)
+    files = Files(root)
+    old = before.decode()
+    txn = ap.apply(
+        ap.prepare([plan("f.x", FileEdit("/etc/pip.conf", old, old + "retries = 9\r\n"))], files), files, journal
+    )
+    after = conf.read_bytes()
+    assert after == before + b"retries = 9\r\n"
+    undone = journal.undo()
+    assert conf.read_bytes() == before and undone.saved_by
+    record = journal.load(undone.saved_by)
+    assert (record.status, record.undoes, record.fixes) == ("applied", txn.id, (f"undo {txn.id}",))
+    journal.undo(record.id)  # the undo of the undo
+    assert conf.read_bytes() == after and stat.S_IMODE(conf.stat().st_mode) == 0o640
+    assert journal.load(txn.id).status == "applied"  # the fix is in place again, so a bare undo takes it
+    again = journal.undo()
+    assert again.id == txn.id and conf.read_bytes() == before
+    journal.undo(again.saved_by)
+    assert conf.read_bytes() == after
+    # a bare undo never picks an undo record: with the fix undone, there is nothing left to undo
+    journal.undo()
+    assert conf.read_bytes() == before
+    with pytest.raises(ap.UndoRefused, match="nothing to undo"):
+        journal.undo()
+
+
+def test_undo_of_the_undo_of_a_created_file_creates_it_again(root, journal):
+    (root / "home/u").mkdir(parents=True)
+    files = Files(root)
+    path = "/home/u/.config/uv/uv.toml"
+    text = 'index-url = "https://mirror.example.org/simple"\n'
+    ap.apply(ap.prepare([plan("f.x", FileEdit(path, None, text, 0o600))], files), files, journal)
+    undone = journal.undo()
+    assert not (root / "home/u/.config").exists()
+    journal.undo(undone.saved_by)
+    created = root / path.lstrip("/")
+    assert created.read_bytes() == text.encode() and stat.S_IMODE(created.stat().st_mode) == 0o600
+    journal.undo()
+    assert not created.exists() and not (root / "home/u/.config").exists()
+
+
+def test_undo_record_refuses_when_the_file_changed_after_the_undo(root, journal):
+    conf = root / "etc/pip.conf"
+    conf.write_text("one\n")
+    files = Files(root)
+    ap.apply(ap.prepare([plan("f.x", FileEdit("/etc/pip.conf", "one\n", "two\n"))], files), files, journal)
+    undone = journal.undo()
+    conf.write_text("three\n")
+    with pytest.raises(ap.UndoRefused, match="changed since"):
+        journal.undo(undone.saved_by)
+    assert conf.read_text() == "three\n"

@@ -187,6 +187,21 @@ def test_usage_errors(root, capsys):
     assert code == 2
 
 
+def test_undo_then_undo_of_the_undo_through_the_cli(root, capsys):
+    conf = root / "etc/demo.conf"
+    before = conf.read_bytes()
+    assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
+    after = conf.read_bytes()
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and conf.read_bytes() == before
+    record = out.split("to undo this undo: gpudoctor fix --undo ")[1].split()[0]
+    code, out, _ = run(capsys, "fix", "--undo", record)
+    assert code == 0 and conf.read_bytes() == after
+    assert "is applied again" in out
+    code, out, _ = run(capsys, "fix", "--undo")
+    assert code == 0 and conf.read_bytes() == before
+
+
 # =========================================================================== defects found by testing `gpudoctor fix`
 # (journal, read-only files, pip scope, exit codes, forced undo, ``--root`` in messages, a
 # directory where pip.conf should be)
@@ -430,11 +445,13 @@ def test_forced_undo_of_a_created_file_keeps_its_later_content(root, capsys, tmp
     assert (root / "etc/new.conf").read_text() == "v2 by hand\n"
 
 
-def test_unforced_undo_saves_nothing(root, capsys):
+def test_unforced_undo_saves_only_its_undo_record(root, capsys):
     assert run(capsys, "fix", "demo.fast", "--yes", "--root", str(root))[0] == 0
     code, out, _ = run(capsys, "fix", "--undo")
     assert code == 0 and "saved the current contents" not in out
-    assert [t.status for t in ap.Journal().transactions()] == ["undone"]
+    fixed, record = ap.Journal().transactions()
+    assert (fixed.status, record.status, record.undoes) == ("undone", "applied", fixed.id)
+    assert record.fixes == (f"undo {fixed.id}",) and f"to undo this undo: gpudoctor fix --undo {record.id}" in out
 
 
 # --------------------------------------------------------------------------- 6. --root shown in messages and diffs

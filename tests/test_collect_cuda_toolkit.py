@@ -99,7 +99,7 @@ def live_toolkit(tmp_path, response, version_file=True):
     write_tree(
         home, {"/bin/nvcc": "#!/bin/sh\n", **({"/version.json": version_json("13.0.0")} if version_file else {})}
     )
-    runner = ScriptedRunner({(f"{home}/bin/nvcc", "--version"): response})
+    runner = ScriptedRunner({(f"{home}/bin/nvcc", "--version"): response, ("g++", "--version"): not_found()})
     facts, system = run("/", env={"CUDA_HOME": str(home)}, runner=runner)
     return facts, runner, str(home)
 
@@ -109,8 +109,8 @@ def test_nvcc_version_parsed(tmp_path):
     assert facts.nvcc == f"{home}/bin/nvcc"
     assert facts.nvcc_version == "13.0"
     assert facts.version == "13.0.0"
-    ((argv, timeout, _env),) = runner.calls
-    assert argv == (f"{home}/bin/nvcc", "--version")
+    (argv, timeout, _env), (gpp, _, _) = runner.calls  # nvcc, then its default host compiler
+    assert argv == (f"{home}/bin/nvcc", "--version") and gpp == ("g++", "--version")
     assert 0 < timeout <= 15
 
 
@@ -146,3 +146,82 @@ def test_alternatives_chain_of_absolute_links_inside_root(tmp_path):
     facts, _ = run(tmp_path)
     assert facts.default_path == "/usr/local/cuda-12.4"
     assert facts.version == "12.4.131"
+
+
+# ------------------------------------------- which nvcc wins (torch.utils.cpp_extension's order)
+
+
+def several_toolkits(root, conda_nvcc=False):
+    """/usr/local/cuda -> cuda-11.8, cuda-12.1 beside it; optionally a conda env's cuda-nvcc 12.4."""
+    tree = {
+        "/usr/local/cuda-11.8/version.json": version_json("11.8.0"),
+        "/usr/local/cuda-11.8/bin/nvcc": "#!/bin/sh\n",
+        "/usr/local/cuda-12.1/version.json": version_json("12.1.1"),
+        "/usr/local/cuda-12.1/bin/nvcc": "#!/bin/sh\n",
+        "/usr/local/cuda-12.1/bin/ptxas": "#!/bin/sh\n",
+    }
+    if conda_nvcc:
+        tree["/home/user/miniconda3/envs/ml/bin/nvcc"] = "#!/bin/sh\n"
+    write_tree(root, tree)
+    os.symlink("/usr/local/cuda-11.8", root / "usr" / "local" / "cuda")
+
+
+def test_first_nvcc_on_path_wins_over_usr_local_cuda_when_cuda_home_is_unset(tmp_path):
+    several_toolkits(tmp_path, conda_nvcc=True)
+    facts, _ = run(tmp_path, env={"PATH": "/home/user/miniconda3/envs/ml/bin:/usr/bin:/bin"})
+    assert facts.nvcc == "/home/user/miniconda3/envs/ml/bin/nvcc" and facts.nvcc_source == "PATH"
+    assert facts.default_path == "/usr/local/cuda-11.8"
+    assert [(t.path, t.version) for t in facts.toolkits] == [
+        ("/usr/local/cuda-11.8", "11.8.0"),
+        ("/usr/local/cuda-12.1", "12.1.1"),
+    ]
+
+
+def test_neighbour_cuda_home_wins_over_the_nvcc_on_path(tmp_path):
+    several_toolkits(tmp_path, conda_nvcc=True)
+    env = {"CUDA_HOME": "/usr/local/cuda-12.1", "PATH": "/home/user/miniconda3/envs/ml/bin:/usr/bin"}
+    facts, _ = run(tmp_path, env=env)
+    assert facts.nvcc == "/usr/local/cuda-12.1/bin/nvcc" and facts.nvcc_source == "CUDA_HOME"
+    assert facts.path_nvcc == "/home/user/miniconda3/envs/ml/bin/nvcc"
+    assert facts.version == "12.1.1"
+
+
+def test_neighbour_path_through_the_usr_local_cuda_link_resolves_to_the_toolkit(tmp_path):
+    several_toolkits(tmp_path)
+    facts, _ = run(tmp_path, env={"PATH": "/usr/local/cuda/bin:/usr/bin"})
+    assert facts.nvcc == "/usr/local/cuda-11.8/bin/nvcc" and facts.nvcc_source == "PATH"
+    assert facts.version == "11.8.0"
+
+
+def test_healthy_twin_nothing_on_path_falls_back_to_usr_local_cuda(tmp_path):
+    several_toolkits(tmp_path)
+    facts, _ = run(tmp_path, env={"PATH": "/usr/bin:/bin"})
+    assert facts.nvcc == "/usr/local/cuda-11.8/bin/nvcc" and facts.nvcc_source == "/usr/local/cuda"
+    assert facts.path_nvcc is None
+
+
+def _torch_cuda_home(env):
+    """CUDA_HOME as the real torch.utils.cpp_extension looks it up (``_find_cuda_home``; the CPU build's module-level
+    ``CUDA_HOME`` is None whatever the machine), in a child process with ``env``."""
+    import subprocess
+    import sys
+
+    code = "from torch.utils.cpp_extension import _find_cuda_home; print(_find_cuda_home())"
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_winner_is_the_cuda_home_real_torch_derives(tmp_path):
+    from gpudoctor.system import System
+
+    bin_dir = tmp_path / "envs" / "ml" / "bin"
+    write_tree(tmp_path, {"/envs/ml/bin/nvcc": "#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n"})
+    (bin_dir / "nvcc").chmod(0o755)
+    home = {"HOME": str(tmp_path)}
+    for env in (
+        {"PATH": f"{bin_dir}:/usr/bin:/bin", **home},
+        {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "envs" / "ml"), **home},
+    ):
+        torch_home = _torch_cuda_home(env).strip().splitlines()[-1]
+        facts = collect(CollectContext(System(env=env), CollectOptions()))
+        assert facts.nvcc == f"{torch_home}/bin/nvcc"
+        assert facts.nvcc_version == "12.4"

@@ -239,3 +239,29 @@ def test_smoke_not_run_says_so_once_and_names_the_command(registry):
     changed = facts.with_domains(targets=replace(ts, targets=(other, *ts.targets[1:])))
     (f,) = evaluate([registry.checks["devices.smoke"]], changed)
     assert f.summary == "the GPU smoke test did not run: the probe timed out"
+
+
+# --------------------------------------------------------------------------- exclusive compute mode
+# jade-hpc-gpu/jade-hpc-gpu.github.io#73: Slurm nodes set E. Process; a job whose GPU another process
+# already holds fails with "all CUDA-capable devices are busy or unavailable"
+
+
+@pytest.mark.parametrize(
+    "mode, processes, status, words",
+    [
+        ("exclusive_process", ((28211, 1092, "python3"),), Status.WARN, ["exclusive_process", "PID 28211", "busy"]),
+        ("exclusive_thread", ((28211, 1092, ""),), Status.WARN, ["exclusive_thread", "PID 28211"]),
+        ("exclusive_process", (), Status.OK, ["fine"]),  # the twin: exclusive but free, the job gets it
+        ("default", ((28211, 1092, "python3"),), Status.OK, ["fine"]),  # shared: others may join
+    ],
+)
+def test_exclusive_compute_mode_held_by_another_process(mode, processes, status, words, registry):
+    from gpudoctor.facts.gpu_health import GpuProcess
+    from gpudoctor.testing import gpu_health, make_facts, nvidia_facts, nvml_device
+
+    procs = tuple(GpuProcess(pid, mib, "compute", True, cmd) for pid, mib, cmd in processes)
+    dev = nvml_device(0, "Tesla V100-SXM2-16GB", "7.0", health=gpu_health(compute_mode=mode, processes=procs))
+    facts = make_facts(nvidia=nvidia_facts("384.145", "9.0", [dev]))
+    (f,) = [f for f in evaluate([registry.checks["devices.persistence"]], facts) if f.check == "devices.persistence"]
+    assert f.status is status
+    assert all(w in f.summary + f.explanation for w in words), f.summary

@@ -592,3 +592,18 @@ def test_the_signature_counts_the_docs_state_come_from_the_knowledge_base():
     readme = re.search(r"recognise a traceback or log \((\d+) known", (root / "README.md").read_text())
     docs = re.search(r"table per message \((\d+) today\)", (root / "docs" / "explain.md").read_text())
     assert readme and docs and int(readme.group(1)) == n and int(docs.group(1)) == n
+
+
+def test_ptx_isa_derivation_names_the_cuda_release_and_nothing_for_an_unknown_isa():
+    from gpudoctor.explain import DERIVATIONS
+
+    derive = DERIVATIONS["ptx_isa_cuda"]
+    assert [derive(x) for x in ("7.4", "7.7", "8.2", "8.4", "8.6", "8.7")] == [
+        "11.4",
+        "11.7",
+        "12.2",
+        "12.4",
+        "12.7",
+        "12.8",
+    ]
+    assert derive("9.9") is None and derive("8.x") is None

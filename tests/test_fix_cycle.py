@@ -40,6 +40,7 @@ def assert_cleared(c, fix_id: str) -> None:
     for f in offered:
         assert c.gone(f), f"{fix_id} left its finding: {f.summary}\nafter:\n{c.text(fix_id)}"
     assert not c.offering(fix_id, c.after), c.text(fix_id)
+    assert c.verdicts == [None] * len(c.plans), c.verdicts  # the tool, re-read, resolves what was set
 
 
 # --------------------------------------------------------------------------- pip.index-url

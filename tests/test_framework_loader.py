@@ -361,3 +361,240 @@ def test_an_unknown_cuda_package_is_reported_as_unknown_not_broken(tmp_path):
     )
     (head,) = evaluate([load_registry().checks["cuda.available"]], facts)
     assert head.status.value == "ok" and "not modelled: mxnet-cu112 1.9.1" in head.summary
+
+
+# --------------------------------------------------------------------------- CTranslate2 and PaddlePaddle ([[load]] rows)
+
+CT2_SOURCE = (
+    "#include <dlfcn.h>\n#include <stdio.h>\n"
+    "const char *ct2_load(void) {{ static char err[512]; const char *names[] = {{{names}}};\n"
+    "  for (int i = 0; i < {count}; i++) if (!dlopen(names[i], RTLD_NOW | RTLD_GLOBAL)) {{\n"
+    '    snprintf(err, sizeof err, "%s", dlerror()); return err; }}\n'
+    '  return "loaded"; }}\n'
+)
+
+
+#: what CTranslate2 4.0-4.4 opens by name (frameworks.toml [[load]])
+CT2_44 = ("libcublas.so.12", "libcudnn_ops_infer.so.8", "libcudnn_cnn_infer.so.8")
+
+
+def _ct2_tree(tmp_path: Path, version: str, cudnn: str, names: tuple[str, ...]) -> dict[str, Path]:
+    """A ctranslate2 wheel (its library auditwheel-renamed with a hash, RUNPATH $ORIGIN, opening ``names`` by
+    SONAME as its CUDA_DYNAMIC_LOADING cuBLAS and its cuDNN code do) beside the nvidia-cublas-cu12 and
+    nvidia-cudnn-cu12 wheels (cuDNN 8: libcudnn_ops_infer/cnn_infer; cuDNN 9: libcudnn_ops/cnn)."""
+    site = tmp_path / "site"
+    cublas = cl.build_so(
+        site / "nvidia/cublas/lib/libcublas.so.12", "libcublas.so.12", "int cublasCreate_v2(void){return 0;}\n"
+    )
+    major = cudnn.split(".")[0]
+    subs = ("libcudnn_ops_infer", "libcudnn_cnn_infer") if major == "8" else ("libcudnn_ops", "libcudnn_cnn")
+    cudnn_dir = site / "nvidia/cudnn/lib"
+    for stem in ("libcudnn", *subs):
+        cl.build_so(cudnn_dir / f"{stem}.so.{major}", f"{stem}.so.{major}", "int f(void){return 0;}\n")
+    ct2 = cl.build_so(
+        site / "ctranslate2.libs/libctranslate2-d2f4e1b7.so.4.4.0",
+        "libctranslate2-d2f4e1b7.so.4.4.0",
+        CT2_SOURCE.format(names=", ".join(f'"{n}"' for n in names), count=len(names)),
+        runpath=["$ORIGIN"],
+    )
+    cl.write_dist(Path("/"), str(site), "ctranslate2", version)
+    cl.write_dist(Path("/"), str(site), "nvidia_cublas_cu12", "12.4.5.8", ["nvidia/cublas/lib/libcublas.so.12"])
+    cl.write_dist(
+        Path("/"),
+        str(site),
+        "nvidia_cudnn_cu12",
+        cudnn,
+        [f"nvidia/cudnn/lib/{stem}.so.{major}" for stem in ("libcudnn", *subs)],
+    )
+    return {"site": site, "cublas": cublas.parent, "cudnn": cudnn_dir, "ct2": ct2}
+
+
+def _judge(tmp_path: Path, site: Path, env: dict[str, str]):
+    files = Files(Path("/"))
+    probe = probe_facts(str(tmp_path / "bin/python"), torch_facts(installed=False), env=env, site_packages=(str(site),))
+    fws = _frameworks(files, "current", (str(site),))
+    model = model_target(files, "current", probe, [], fws)
+    facts = make_facts(
+        targets=targets(target(probe)),
+        nvidia=nvidia_facts(devices=[nvml_device()]),
+        cuda_libraries=CudaLibrariesFacts((model,), tuple(fws)),
+    )
+    (f,) = evaluate([load_registry().checks["cuda.libraries"]], facts)
+    return model, f
+
+
+def _real_ct2(lib: Path, env: dict[str, str]) -> str:
+    code = f"import ctypes; f = ctypes.CDLL({str(lib)!r}).ct2_load; f.restype = ctypes.c_char_p; print(f().decode())"
+    return subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+
+
+@needs_gcc
+@pytest.mark.parametrize("on_path", [True, False])
+def test_ctranslate2_opens_cublas_and_cudnn_by_name_from_its_hashed_library(tmp_path, on_path):
+    """SYSTRAN/faster-whisper's kind: CTranslate2 4.4 opens libcublas.so.12 and cuDNN 8's sub-libraries by SONAME from
+    ctranslate2.libs/libctranslate2-<hash>.so; the nvidia wheels are found only through LD_LIBRARY_PATH (the
+    faster-whisper README's line). The real dlopen and the model agree, with the path set (twin) and without."""
+    t = _ct2_tree(tmp_path, "4.4.0", "8.9.7.29", CT2_44)
+    env = {"PATH": "/usr/bin:/bin"} | ({"LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"} if on_path else {})
+    real = _real_ct2(t["ct2"], env)
+    model, f = _judge(tmp_path, t["site"], env)
+    got = {r.needed: r for r in model.resolutions if r.framework == "ctranslate2"}
+    assert set(got) == set(CT2_44)
+    assert all(r.how == "dlopen" and r.consumer == str(t["ct2"]) for r in got.values())
+    if on_path:
+        assert real == "loaded" and got["libcudnn_ops_infer.so.8"].path == str(t["cudnn"] / "libcudnn_ops_infer.so.8")
+        assert f.status.value == "ok", f.summary
+        return
+    assert real == "libcublas.so.12: cannot open shared object file: No such file or directory"
+    assert all(r.path is None for r in got.values())
+    assert f.status.value == "fail"
+    assert (
+        f.summary
+        == f"libcublas.so.12 12.4.5.8 is installed in {t['cublas']} (wheel), but ctranslate2 does not search there"
+    )
+
+
+@needs_gcc
+def test_ctranslate2_4_4_with_only_cudnn_9_names_the_major_and_both_ways_out(tmp_path):
+    """Neighbour, the wrong major (SYSTRAN/faster-whisper#885, OpenNMT/CTranslate2#1826): cuDNN 9 is installed and on
+    LD_LIBRARY_PATH, CTranslate2 4.4 opens libcudnn_ops_infer.so.8: the real dlopen fails, the model finds no copy, and the
+    remedy pins cuDNN 8 or moves CTranslate2 to 4.5 (cuDNN 9) instead of reinstalling the cuDNN 9 wheel."""
+    t = _ct2_tree(tmp_path, "4.4.0", "9.1.0.70", CT2_44)
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"}
+    assert _real_ct2(t["ct2"], env) == (
+        "libcudnn_ops_infer.so.8: cannot open shared object file: No such file or directory"
+    )
+    model, f = _judge(tmp_path, t["site"], env)
+    (res,) = [r for r in model.resolutions if r.needed == "libcudnn_ops_infer.so.8"]
+    assert res.path is None and res.framework == "ctranslate2"
+    text = f.summary + "\n" + f.explanation
+    assert f.status.value == "fail" and "libcudnn_ops_infer.so.8, needed by ctranslate2 (dlopen by name)" in f.summary
+    assert f"libcudnn.so.9 (cuDNN 9) is here ({t['cudnn']}/libcudnn.so.9)" in text
+    assert "nvidia-cudnn-cu12==8.*" in text and "`ctranslate2>=4.5`" in text
+    twin = _ct2_tree(
+        tmp_path / "twin", "4.5.0", "9.1.0.70", ("libcublas.so.12", "libcudnn_ops.so.9", "libcudnn_cnn.so.9")
+    )
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{twin['cublas']}:{twin['cudnn']}"}
+    assert _real_ct2(twin["ct2"], env) == "loaded"
+    assert _judge(tmp_path, twin["site"], env)[1].status.value == "ok"
+
+
+@needs_gcc
+@pytest.mark.parametrize("dev_link", [False, True])
+def test_paddle_opens_the_unversioned_cudnn_name(tmp_path, dev_link):
+    """PaddlePaddle 2.5 (built without WITH_PIP_CUDA_LIBRARIES) opens `libcudnn.so`, the development name that
+    only the -dev package or the cuDNN tarball creates: with libcudnn.so.8 alone on the path the real dlopen fails
+    and the model says so, naming the versioned copy and the link to make; the twin has the link."""
+    site = tmp_path / "site"
+    cuda = tmp_path / "usr/local/cuda/lib64"
+    for name in ("libcudnn.so.8", "libcublas.so.11", "libcublasLt.so.11", "libcurand.so.10"):
+        real = cl.build_so(cuda / f"{name}.0", name, "int f(void){return 0;}\n")
+        os.symlink(real.name, cuda / name)
+        stem = name.split(".so")[0] + ".so"
+        if stem != "libcudnn.so" or dev_link:
+            os.symlink(name, cuda / stem)
+    name = "libpaddle.so" if dev_link else "core_avx.so"  # 2.4+ and 2.0-2.3 layouts
+    paddle = cl.build_so(
+        site / f"paddle/fluid/{name}",
+        name,
+        CT2_SOURCE.replace("ct2_load", "paddle_load").format(
+            names='"libcudnn.so", "libcublas.so", "libcublasLt.so", "libcurand.so"', count=4
+        ),
+        runpath=["$ORIGIN/../libs"],
+    )
+    cl.write_dist(Path("/"), str(site), "paddlepaddle_gpu", "2.5.2.post117" if dev_link else "2.2.2.post110")
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(cuda)}
+    code = (
+        f"import ctypes; f = ctypes.CDLL({str(paddle)!r}).paddle_load; f.restype = ctypes.c_char_p; print(f().decode())"
+    )
+    real = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    model, f = _judge(tmp_path, site, env)
+    (res,) = [r for r in model.resolutions if r.needed == "libcudnn.so"]
+    assert res.how == "dlopen" and res.framework == "paddlepaddle-gpu" and res.consumer == str(paddle)
+    if dev_link:
+        assert real == "loaded" and res.path == str(cuda / "libcudnn.so")
+        assert f.status.value == "ok", f.summary
+        return
+    assert real == "libcudnn.so: cannot open shared object file: No such file or directory" and res.path is None
+    text = f.summary + "\n" + f.explanation
+    assert f.status.value == "fail" and "libcudnn.so, needed by paddlepaddle-gpu (dlopen by name)" in f.summary
+    assert f"Only the versioned libcudnn.so.8 is here ({cuda}/libcudnn.so.8)" in text
+    assert f"ln -s libcudnn.so.8 {cuda}/libcudnn.so" in text and "FLAGS_cudnn_dir" in text
+
+
+@needs_gcc
+def test_the_cudnn_downgrade_is_not_offered_when_torch_beside_needs_cudnn_9(tmp_path):
+    """The classic faster-whisper + torch 2.4+ environment (OpenNMT/CTranslate2#1826): torch needs the cuDNN 9 wheel,
+    so the remedy moves CTranslate2 to 4.5 and says why the cuDNN wheel stays; it never pins the wheel back to 8."""
+    t = _ct2_tree(tmp_path, "4.4.0", "9.1.0.70", CT2_44)
+    cl.write_dist(Path("/"), str(t["site"]), "torch", "2.5.1")
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": f"{t['cublas']}:{t['cudnn']}"}
+    _model, f = _judge(tmp_path, t["site"], env)
+    text = f.summary + "\n" + f.explanation
+    assert "`ctranslate2>=4.5`" in text and "torch 2.5.1 here needs cuDNN 9" in text
+    assert "==8.*" not in text
+
+
+@needs_gcc
+@pytest.mark.parametrize("toolkit_first", [True, False])
+def test_ctranslate2_cublas_shadowed_by_an_older_toolkit_on_ld_library_path(tmp_path, toolkit_first):
+    """Neighbour, shadowed: a CUDA 12.1 toolkit directory before the wheel's on LD_LIBRARY_PATH gives CTranslate2's
+    dlopen the older cuBLAS (the real process binds the copy whose cublasCreate_v2 returns 1); the model names the
+    directory, both versions and the wheel's copy. Twin: the wheel's directory first."""
+    t = _ct2_tree(tmp_path, "4.4.0", "8.9.7.29", CT2_44)
+    old = tmp_path / "usr/local/cuda-12.1/lib64"
+    real = cl.build_so(old / "libcublas.so.12.1.3.1", "libcublas.so.12", "int cublasCreate_v2(void){return 1;}\n")
+    os.symlink(real.name, old / "libcublas.so.12")
+    dirs = [str(old), str(t["cublas"])] if toolkit_first else [str(t["cublas"]), str(old)]
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": ":".join([*dirs, str(t["cudnn"])])}
+    code = (
+        f"import ctypes; f = ctypes.CDLL({str(t['ct2'])!r}).ct2_load; f.restype = ctypes.c_char_p; "
+        "assert f() == b'loaded'; print(ctypes.CDLL('libcublas.so.12').cublasCreate_v2())"
+    )
+    bound = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    model, f = _judge(tmp_path, t["site"], env)
+    (res,) = [r for r in model.resolutions if r.needed == "libcublas.so.12"]
+    if not toolkit_first:
+        assert bound == "0" and res.path == str(t["cublas"] / "libcublas.so.12")
+        assert f.status.value == "ok", f.summary
+        return
+    assert bound == "1" and res.path == str(old / "libcublas.so.12")
+    assert f.status.value == "fail"
+    assert f.summary == (
+        f"{old} (LD_LIBRARY_PATH entry 1, from the process environment) shadows libcublas.so.12: ctranslate2 (dlopen) "
+        f"binds 12.1.3.1 from there instead of 12.4.5.8 from {t['cublas']}"
+    )
+
+
+@needs_gcc
+@pytest.mark.parametrize("shipped", [True, False])
+def test_tensorrt_opens_its_builder_resource_by_its_full_release(tmp_path, shipped):
+    """NVIDIA/TensorRT#3983's kind: libnvinfer.so.10 opens libnvinfer_builder_resource.so.<X.Y.Z> by name when a
+    builder is made; the 10.2.0 wheel lacked the file. The real dlopen and the model agree; the twin ships it."""
+    site = tmp_path / "site"
+    libs = site / "tensorrt_libs"
+    if shipped:
+        cl.build_so(libs / "libnvinfer_builder_resource.so.10.2.0", "libnvinfer_builder_resource.so.10.2.0", "int r;\n")
+    nvinfer = cl.build_so(
+        libs / "libnvinfer.so.10",
+        "libnvinfer.so.10",
+        CT2_SOURCE.replace("ct2_load", "trt_load").format(names='"libnvinfer_builder_resource.so.10.2.0"', count=1),
+        runpath=["$ORIGIN"],
+    )
+    cl.write_dist(Path("/"), str(site), "tensorrt_cu12_libs", "10.2.0")
+    env = {"PATH": "/usr/bin:/bin"}
+    code = (
+        f"import ctypes; f = ctypes.CDLL({str(nvinfer)!r}).trt_load; f.restype = ctypes.c_char_p; print(f().decode())"
+    )
+    real = subprocess.run(["python3", "-c", code], capture_output=True, text=True, env=env).stdout.strip()
+    model, f = _judge(tmp_path, site, env)
+    (res,) = [r for r in model.resolutions if r.needed == "libnvinfer_builder_resource.so.10.2.0"]
+    assert res.how == "dlopen" and res.framework == "tensorrt" and res.consumer == str(nvinfer)
+    if shipped:
+        assert real == "loaded" and res.path == str(libs / "libnvinfer_builder_resource.so.10.2.0")
+        assert f.status.value == "ok", f.summary
+        return
+    assert real.startswith("libnvinfer_builder_resource.so.10.2.0: cannot open shared object file") and res.path is None
+    assert f.status.value == "fail"
+    assert "libnvinfer_builder_resource.so.10.2.0, needed by tensorrt (dlopen by name), is found nowhere" in f.summary
+    assert "pip install -U tensorrt-cu12-libs" in f.explanation and "10.2.0.post1" in f.explanation

@@ -401,6 +401,10 @@ def test_output_file_with_the_text_format_is_refused_not_ignored(tmp_path):
     out = tmp_path / "gate.txt"
     proc = _gate("-o", str(out))
     assert proc.returncode == 2 and "only --format json or prometheus" in proc.stderr and not out.exists()
+    # the hint is the command to run instead, the job included
+    job = _gate("-o", str(out), "--", "python", "train.py", "--lr", "1e-3")
+    assert job.returncode == 2 and not out.exists()
+    assert f"gpudoctor gate --format json -o {out} -- python train.py --lr 1e-3" in job.stderr.replace("\n", " ")
     ok = _gate("-o", str(out), "--format", "json")
     assert ok.returncode in (0, 1) and "healthy" in json.loads(out.read_text())
 

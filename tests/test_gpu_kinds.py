@@ -23,7 +23,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, SourceAttempt
 from gpudoctor.facts.targets import CudaDevice, CudaDriverDevice, CudaDriverProbe, LibcudaProbe
 from gpudoctor.model import Finding, Status
-from gpudoctor.probe import LIGHT_SCRIPT, parse_probe_output
+from gpudoctor.probe import parse_probe_output, probe_argv
 from gpudoctor.registry import load_registry
 from gpudoctor.testing import (
     make_facts,
@@ -515,6 +515,9 @@ def test_nvml_version_mismatch_says_reboot(registry):
     assert f.summary.startswith("driver/library version mismatch: the loaded kernel module is 550.127.05")
     assert "sudo reboot" in f.explanation and "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia" in f.explanation
     assert found["cuda.available"].summary.endswith(f.summary)
+    # a mismatch that survives the reboot: a module built from source next to another user space
+    # (tinygrad/open-gpu-kernel-modules#47): the user space of the module's exact version
+    assert "sudo sh NVIDIA-Linux-x86_64-550.127.05.run --no-kernel-modules" in f.explanation
 
 
 def test_other_nvml_failures_keep_the_general_diagnosis(registry):
@@ -748,7 +751,7 @@ def test_light_probe_of_a_stub_libcuda_is_judged_a_stub(tmp_path, registry):
     os.symlink("libcuda.so", stubs / "libcuda.so.1")  # what build images do to link against it
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA")}
     env.update(PYTHONPATH=str(site), LD_LIBRARY_PATH=f"{stubs}:/usr/local/cuda/lib64", FAKE_CUDA_INIT_RC="34")
-    proc = subprocess.run([sys.executable, str(LIGHT_SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    proc = subprocess.run(probe_argv(sys.executable, "light"), capture_output=True, text=True, env=env, timeout=120)
     probe = parse_probe_output(proc.stdout)
     assert "/stubs/" in (probe.libcuda.path or "")
     assert probe.cuda_driver.init_error.startswith("CUDA_ERROR_STUB_LIBRARY (34)")

@@ -796,25 +796,30 @@ def test_cudnn_version_and_duplicate_faults(runtime, torch_reports, paths, needl
 
 
 @pytest.mark.parametrize(
-    "gpu_name,compat,status,needle",
+    "gpu_name,cc,compat,status,needle",
     [
-        ("NVIDIA A100-SXM4-80GB", "570.124.06", "ok", "forward-compatibility package"),
-        ("NVIDIA GeForce RTX 3090", "570.124.06", "fail", "error 804"),
-        ("NVIDIA A100-SXM4-80GB", "535.183.01", "fail", "error 803"),
+        ("NVIDIA A100-SXM4-80GB", "8.0", "570.124.06", "ok", "forward-compatibility package"),
+        ("NVIDIA GeForce RTX 3090", "8.6", "570.124.06", "fail", "error 804"),
+        ("NVIDIA A100-SXM4-80GB", "8.0", "535.183.01", "fail", "error 803"),
+        # a data-centre GPU whose architecture the compat branch dropped: Kepler ends with R470
+        # (jax-ml/jax#15961), Pascal with R580; the same GPU with a compat branch that still runs it is fine
+        ("Tesla K80", "3.7", "520.61.05", "fail", "supported only up to driver branch R470"),
+        ("Tesla P100-PCIE-16GB", "6.0", "590.44.01", "fail", "supported only up to driver branch R580"),
+        ("Tesla P100-PCIE-16GB", "6.0", "570.124.06", "ok", "forward-compatibility package"),
     ],
 )
-def test_forward_compatibility_libcuda(gpu_name, compat, status, needle, registry):
+def test_forward_compatibility_libcuda(gpu_name, cc, compat, status, needle, registry):
     lc = LibcudaProbe(True, f"/usr/local/cuda-12.8/compat/libcuda.so.{compat}", None, 12080)
     probe = probe_facts(torch=torch_facts("2.7.0+cu128", "12.8", cuda_available=status == "ok"), libcuda=lc)
     facts = make_facts(
         targets=targets(target(probe)),
         gpu=pci_gpus(1),
-        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device(name=gpu_name, cc="8.0")]),
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device(name=gpu_name, cc=cc)]),
     )
     found = run_checks(facts, registry, ("cuda.libcuda", "cuda.driver"))
     f = found["cuda.libcuda"]
     assert f.status.value == status and needle in f.summary + f.explanation
     if status == "ok":  # the old kernel driver is bridged, so cuda.driver does not fail either
-        facts = facts.with_domains(nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(name=gpu_name, cc="8.0")]))
+        facts = facts.with_domains(nvidia=nvidia_facts("470.82.01", "11.4", [nvml_device(name=gpu_name, cc=cc)]))
         drv = run_checks(facts, registry, ("cuda.driver",))["cuda.driver"]
-        assert drv.status == Status.OK and "forward-compatibility libcuda 570.124.06" in drv.summary
+        assert drv.status == Status.OK and f"forward-compatibility libcuda {compat}" in drv.summary

@@ -17,7 +17,7 @@ import pytest
 
 from _fakecuda import GccMissing, build_fake_cuda
 from gpudoctor.facts import Unavailable
-from gpudoctor.probe import LIGHT_SCRIPT, PROBE_SCRIPT, parse_probe_output
+from gpudoctor.probe import parse_probe_output, probe_argv
 
 TORCH_FIELDS = (
     "installed",
@@ -48,13 +48,13 @@ HEADER_FIELDS = (
 )
 
 
-def _run(script, env):
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+def _run(level, env):
+    proc = subprocess.run(probe_argv(sys.executable, level), capture_output=True, text=True, env=env, timeout=120)
     return parse_probe_output(proc.stdout)
 
 
 def _both(env):
-    return _run(LIGHT_SCRIPT, env), _run(PROBE_SCRIPT, env)
+    return _run("light", env), _run("full", env)
 
 
 def _real(p):
@@ -168,7 +168,7 @@ def test_light_probe_never_imports_a_framework(fake, tmp_path):
     poisoned = tmp_path / "site"
     shutil.copytree(site, poisoned, symlinks=True)
     (poisoned / "torch" / "__init__.py").write_text("import os\nos._exit(42)\n")
-    light = _run(LIGHT_SCRIPT, _fake_env((poisoned, libdir)))
+    light = _run("light", _fake_env((poisoned, libdir)))
     assert light.torch.version == "2.4.0+cu124" and light.torch.cuda_available
     assert asdict(light)["torch"]["import_ok"] is False  # not tried, so not claimed
 

@@ -147,7 +147,7 @@ def test_probe_uses_argv_env_and_timeout_through_the_runner():
     p = probe_target(System(runner=runner, env={"A": "1"}), "pyfake", env={"B": "2"}, timeout_s=7)
     assert isinstance(p, Unavailable) and "did not finish within 7 s" in p.reason
     ((argv, timeout, env),) = runner.calls
-    assert argv[0] == "pyfake" and argv[1].endswith("_script.py")
+    assert argv[0] == "pyfake" and argv[3].endswith("_script.py") and list(argv[4:]) == ["--level", "full"]
     assert (timeout, env) == (7, {"B": "2"})
 
 

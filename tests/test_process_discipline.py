@@ -106,6 +106,43 @@ def test_signals_reach_the_command_and_its_process_group(tmp_path, sig):
             os.kill(child, signal.SIGKILL)
 
 
+def test_a_command_that_ignores_the_signal_is_killed_and_that_is_not_its_exit(monkeypatch):
+    """SIGINT forwarded, the command ignores it: after the grace period gpudoctor kills the
+    group, and the outcome says so instead of passing the SIGKILL off as the command's exit."""
+    import threading
+
+    from gpudoctor import explain_run
+
+    monkeypatch.setattr(explain_run, "KILL_GRACE_S", 0.5)
+    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(30)\n"
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    started = time.monotonic()
+    try:
+        outcome = explain_run.run_command([PY, "-c", code], None, None)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 20
+    assert outcome.signalled == signal.SIGINT and outcome.killed_after_s == 0.5
+    assert outcome.returncode == 128 + signal.SIGKILL  # what the process died of, kept as data
+
+
+def test_the_twin_a_command_that_ends_on_the_signal_is_not_reported_killed(monkeypatch):
+    import threading
+
+    from gpudoctor import explain_run
+
+    monkeypatch.setattr(explain_run, "KILL_GRACE_S", 5.0)
+    code = "import sys, signal, time\nsignal.signal(signal.SIGINT, lambda *a: sys.exit(3))\ntime.sleep(30)\n"
+    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        outcome = explain_run.run_command([PY, "-c", code], None, None)
+    finally:
+        timer.cancel()
+    assert outcome.signalled == signal.SIGINT and outcome.killed_after_s is None and outcome.returncode == 3
+
+
 def test_the_gate_execs_the_job_with_default_sigpipe_and_sigxfsz(tmp_path):
     # the job's view, read from /proc: 'SigIgn' must have neither bit set
     shell = "grep SigIgn /proc/self/status"

@@ -355,6 +355,32 @@ def test_ctrl_c_gives_the_verdict_and_the_commands_status(tmp_path):
     assert doc["interrupted"] is True and doc["exit_code"] == 130
 
 
+def test_a_command_that_ignores_ctrl_c_is_killed_and_the_verdict_says_so(tmp_path):
+    """After Ctrl-C the command gets KILL_GRACE_S (10 s) to end; watch's own SIGKILL is not
+    reported as the command's exit status, and watch ends with 130 as for Ctrl-C."""
+    script = tmp_path / "deaf.py"
+    script.write_text(
+        "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    out = tmp_path / "v.json"
+    proc = subprocess.Popen(
+        [*watch_argv(sys.executable, str(script), out=out)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()[-2000:]
+    doc = valid(json.loads(out.read_text()))
+    assert doc["interrupted"] is True and doc["exit_code"] is None and doc["killed_after_s"] == 10
+    from gpudoctor import stall
+
+    assert "gpudoctor watch killed it" in stall.render_text(doc)
+
+
 def test_the_training_loader_is_judged_not_a_short_validation_loader():
     train = records(None, 0.5, 20, n=200, pid=1000)
     val = [dict(r, id=2) for r in records(None, 30, 5, n=10, pid=1000) if r["k"] != "proc"]

@@ -180,10 +180,12 @@ def _worst(found: Sequence[Finding]) -> Finding | None:
 
 
 def _escalated(head: Finding, worst: Finding) -> Finding:
-    """``head`` raised to ``worst``'s status, its summary naming it (a warning or a broken check)."""
+    """``head`` raised to ``worst``'s status, its summary naming it (a warning or a broken check), with its
+    remedy commands."""
     return replace(
         head,
         status=worst.status,
         summary=f"{head.summary}; but {worst.check}: {worst.summary}",
         evidence={**head.evidence, "worst_check": worst.check},
+        commands=worst.commands or head.commands,
     )

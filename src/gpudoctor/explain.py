@@ -34,6 +34,7 @@ from typing import Any
 
 from gpudoctor.model import Command, Finding, Status
 from gpudoctor.redact import redact_text, redact_value
+from gpudoctor.versions import cuda_from_int, from_tuple_text, underscore
 
 __all__ = [
     "MAX_LINE_CHARS",
@@ -171,37 +172,36 @@ class Signature:
 # --------------------------------------------------------------------------- derived values
 
 
-def _cuda_int(value: str) -> str | None:
-    """CUDA API integer (``cudaDriverGetVersion``: 1000*major + 10*minor) -> ``"11.4"``."""
-    if not value.isdigit():
-        return None
-    n = int(value)
-    return f"{n // 1000}.{(n % 1000) // 10}"
-
-
-def _underscore_version(value: str) -> str | None:
-    """``12_4`` (symbol-version suffix) -> ``12.4``."""
-    return value.replace("_", ".") if re.fullmatch(r"\d+(?:_\d+)*", value) else None
-
-
-def _tuple_version(value: str) -> str | None:
-    """``(8, 3, 2)`` -> ``8.3.2``."""
-    parts = re.findall(r"\d+", value)
-    return ".".join(parts) if parts else None
-
-
 def _capability_arch(value: str) -> str | None:
     """Compute capability ``8.6`` -> arch name ``sm_86``."""
     m = re.fullmatch(r"(\d+)\.(\d+)", value)
     return f"sm_{m.group(1)}{m.group(2)}" if m else None
 
 
+#: PTX ISA version -> the CUDA release that introduced it (PTX ISA reference, "Release Notes" table);
+#: ISA 7.N is CUDA 11.N, 8.0-8.5 are CUDA 12.0-12.5, then 8.6 = 12.7 and 8.7 = 12.8
+_PTX_ISA_CUDA = (
+    {f"7.{n}": f"11.{n}" for n in range(9)}
+    | {f"8.{n}": f"12.{n}" for n in range(6)}
+    | {
+        "8.6": "12.7",
+        "8.7": "12.8",
+    }
+)
+
+
+def _ptx_isa_cuda(value: str) -> str | None:
+    """PTX ISA ``8.4`` (``.version`` of a PTX file) -> the CUDA release ``12.4`` that emits it."""
+    return _PTX_ISA_CUDA.get(value)
+
+
 #: kind -> function(str) -> derived str (or None when the value does not fit)
 DERIVATIONS = {
-    "cuda_int": _cuda_int,
-    "underscore_version": _underscore_version,
-    "tuple_version": _tuple_version,
+    "cuda_int": cuda_from_int,
+    "underscore_version": underscore,
+    "tuple_version": from_tuple_text,
     "capability_arch": _capability_arch,
+    "ptx_isa_cuda": _ptx_isa_cuda,
 }
 
 

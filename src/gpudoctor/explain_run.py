@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
@@ -168,12 +169,17 @@ class CommandOutcome:
         signalled: the first of SIGINT/SIGTERM/SIGHUP gpudoctor received and forwarded to the
             command while it ran (None: none): the caller ends with the command's status then,
             without running anything more.
+        killed_after_s: set when the command was still running :data:`KILL_GRACE_S` seconds
+            after a forwarded signal and gpudoctor killed it (SIGKILL): ``returncode`` is then
+            gpudoctor's own kill, not an exit of the command's choosing, and callers say so
+            and end with 128 + ``signalled`` instead (None: the command ended by itself).
     """
 
     argv: tuple[str, ...]
     returncode: int
     explanation: Explanation
     signalled: int | None = None
+    killed_after_s: float | None = None
 
 
 def exit_status(returncode: int) -> int:
@@ -234,6 +240,11 @@ def _pump(src: IO[bytes], dst: int | None, matcher: Matcher, stop: threading.Eve
 
 #: the signals forwarded to the command's process group
 FORWARDED = tuple(s for s in (getattr(signal, n, None) for n in ("SIGINT", "SIGTERM", "SIGHUP")) if s is not None)
+
+
+#: Seconds a command may take to end after a forwarded SIGINT/SIGTERM/SIGHUP before gpudoctor
+#: kills its process group (SIGKILL).
+KILL_GRACE_S = 10.0
 
 
 def run_command(
@@ -314,16 +325,23 @@ def run_command(
     )
     for t in threads:
         t.start()
+    killed = False
+    deadline: float | None = None
     try:
         while True:
             try:
-                proc.wait(timeout=10 if received else None)
+                # short waits: a signal handled while waiting must start the grace period
+                proc.wait(timeout=0.25)
                 break
-            except subprocess.TimeoutExpired:  # forwarded, and still running 10 s later
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL) if own_group else proc.kill()
-                except (ProcessLookupError, PermissionError):
-                    pass
+            except subprocess.TimeoutExpired:
+                if received and deadline is None:
+                    deadline = time.monotonic() + KILL_GRACE_S
+                if deadline is not None and time.monotonic() >= deadline and not killed:
+                    killed = True  # forwarded, and still running KILL_GRACE_S later
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL) if own_group else proc.kill()
+                    except (ProcessLookupError, PermissionError):
+                        pass
             except KeyboardInterrupt:  # a handler that was not ours (no main thread forward)
                 received.append(signal.SIGINT)
         for t in threads:
@@ -338,7 +356,13 @@ def run_command(
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
-    return CommandOutcome(tuple(argv), exit_status(proc.returncode), merge(matchers), received[0] if received else None)
+    return CommandOutcome(
+        tuple(argv),
+        exit_status(proc.returncode),
+        merge(matchers),
+        received[0] if received else None,
+        KILL_GRACE_S if killed else None,
+    )
 
 
 def _stdin_is_a_terminal() -> bool:

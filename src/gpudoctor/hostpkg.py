@@ -14,6 +14,10 @@ the user is:
   akmods, RHEL's precompiled or ``-dkms`` module streams, SUSE's signed KMPs,
   Arch's pacman), and every family when the distribution is unknown.
 
+Each remedy exists twice from one source: as Markdown for the explanation
+(``reset_gpu``) and as :class:`~gpudoctor.model.Command` values for
+``Finding.commands`` (``reset_gpu_commands``).
+
 The container engine, orchestrator and scheduler remedies (how a container is
 given its GPU) live in :mod:`gpudoctor.checks._platform`; this module is only the
 host side. Pure functions of the facts; no I/O.
@@ -27,6 +31,7 @@ from typing import Any
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
+from gpudoctor.model import Command
 
 
 @dataclass(frozen=True)
@@ -214,3 +219,101 @@ def kernel_param(facts: Facts, param: str) -> str:
         lines.append(row["kernel_param"].replace("{param}", param))
     lines.append("sudo reboot")
     return on_host(p, "```\n" + "\n".join(lines) + "\n```", f"add `{param}` to the kernel command line")
+
+
+def _command(p: Place, text: str, purpose: str, family: str = "") -> Command:
+    """One remedy command: a trailing ``# comment`` of the table moves into the purpose, the family
+    (when every family is shown) leads it, and in a container it is addressed to the host operator."""
+    text, _, comment = text.partition("   #")
+    why = f"{family}: {purpose}" if family else purpose
+    why += f" ({comment.strip()})" if comment.strip() else ""
+    return Command(
+        text.strip(), ("on the host: " if p.container else "") + why, "root" if "sudo" in text else "changes"
+    )
+
+
+def _family_commands(p: Place, key: str, purpose: str, branch: str = "") -> list[Command]:
+    rows = _rows(p)
+    return [
+        _command(p, _fill(row[key], branch, p.kernel), purpose, row["family"] if len(rows) > 1 else "")
+        for row in rows
+        if row[key]
+    ]
+
+
+def reset_gpu_commands(facts: Facts, targets: list[str], reboot: bool = False) -> tuple[Command, ...]:
+    """:func:`reset_gpu` as commands: reset each GPU (after checking nothing runs on it), or reboot."""
+    p = place(facts)
+    if reboot:
+        return (_command(p, "sudo reboot", "bring the GPU back (a reboot of the host)"),)
+    return (
+        *(
+            _command(p, f"sudo nvidia-smi -r -i {t}", "reset the GPU (refused while a process uses it)")
+            for t in targets
+        ),
+        _command(p, "nvidia-smi --query-compute-apps=pid,process_name --format=csv", "what still runs on the GPUs"),
+    )
+
+
+def install_driver_commands(facts: Facts, branch: str = "") -> tuple[Command, ...]:
+    """:func:`install_driver` as commands."""
+    p = place(facts)
+    key = "install_branch" if branch else "install_driver"
+    return (
+        *_family_commands(p, key, "install the NVIDIA driver", branch),
+        _command(p, "sudo reboot", "load the new driver"),
+    )
+
+
+def rebuild_module_commands(facts: Facts, branch: str = "") -> tuple[Command, ...]:
+    """:func:`rebuild_module` as commands."""
+    p = place(facts)
+    return (
+        *_family_commands(p, "headers", "the running kernel's headers", branch),
+        *_family_commands(p, "rebuild", "build the NVIDIA module for the running kernel", branch),
+        _command(p, "sudo modprobe nvidia && nvidia-smi", "load it and check"),
+    )
+
+
+def secure_boot_commands(facts: Facts, module_for_kernel: bool, branch: str = "") -> tuple[Command, ...]:
+    """:func:`secure_boot` as commands: the family's pre-signed module (when none was built and there is
+    one), else the build; the key to enrol; the reboot that enrols it."""
+    p = place(facts)
+    rows: list[Command] = []
+    if not module_for_kernel:
+        rows += _family_commands(p, "signed_modules", "a pre-signed module: no key to enrol", branch)
+        rows += _family_commands(p, "rebuild", "or build (and sign) the module for the running kernel", branch)
+    rows += _family_commands(p, "secure_boot_key", "enrol the key the module is signed with", branch)
+    rows.append(_command(p, "sudo reboot", "the MOK manager asks for the password set by mokutil --import"))
+    return tuple(rows)
+
+
+def blacklist_nouveau_commands(facts: Facts) -> tuple[Command, ...]:
+    """:func:`blacklist_nouveau` as commands (the initramfs step of this family only when it is known)."""
+    p = place(facts)
+    return (
+        _command(
+            p,
+            "printf 'blacklist nouveau\\noptions nouveau modeset=0\\n' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
+            "keep nouveau off the GPU (then rebuild the initramfs and install NVIDIA's driver)",
+        ),
+        *install_driver_commands(facts),
+    )
+
+
+def kernel_param_commands(facts: Facts, param: str) -> tuple[Command, ...]:
+    """:func:`kernel_param` as commands."""
+    p = place(facts)
+    rows = _rows(p)
+    return (
+        *(
+            _command(
+                p,
+                row["kernel_param"].replace("{param}", param),
+                f"add {param} to the kernel command line",
+                row["family"] if len(rows) > 1 else "",
+            )
+            for row in rows
+        ),
+        _command(p, "sudo reboot", "boot with it"),
+    )

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.launch import LaunchFacts
 from gpudoctor.facts.platform import PlatformFacts
+from gpudoctor.model import Command
 
 __all__ = [
     "COMPOSE",
@@ -452,6 +453,7 @@ class Binding:
         certain: the launcher itself selects ``cuda:LOCAL_RANK`` (accelerate, DeepSpeed, torchrun
             recipes); False when only ``SLURM_LOCALID`` is known (the code may not use it).
         remedy: Markdown, in the words of that scheduler and launcher.
+        commands: the launch line the remedy names, as data (none where the remedy is a change of code).
     """
 
     local_rank: int
@@ -463,6 +465,7 @@ class Binding:
     scheduler: str
     certain: bool
     remedy: str
+    commands: tuple[Command, ...] = ()
 
 
 def to_int(value: str | None) -> int | None:
@@ -531,6 +534,28 @@ def _binding_remedy(launcher: str, scheduler: str, env: dict[str, str], visible:
     )
 
 
+def _binding_commands(launcher: str, scheduler: str, visible: int) -> tuple[Command, ...]:
+    """The launch line of :func:`_binding_remedy` (none for Ray: there the code picks the device)."""
+    slurm = {
+        "torchrun": "srun torchrun --nproc-per-node=$SLURM_GPUS_ON_NODE train.py",
+        "accelerate": "srun accelerate launch --num_processes=$SLURM_GPUS_ON_NODE train.py",
+        "deepspeed": "srun deepspeed --num_gpus=$SLURM_GPUS_ON_NODE train.py",
+    }
+    if scheduler == "slurm" and launcher in slurm:
+        text, why = slurm[launcher], "one task per node with every GPU; the launcher starts the ranks"
+    elif scheduler == "slurm":
+        text, why = "srun --gpu-bind=none python train.py", "every task sees the node's GPUs (or select cuda:0)"
+    elif scheduler == "ray":
+        return ()
+    elif launcher == "deepspeed":
+        text, why = f"deepspeed --num_gpus={visible} train.py", "as many processes as GPUs this process sees"
+    elif launcher == "accelerate":
+        text, why = f"accelerate launch --num_processes={visible} train.py", "as many processes as visible GPUs"
+    else:
+        text, why = f"torchrun --nproc-per-node={visible} train.py", "as many ranks as GPUs this process sees"
+    return (Command(text, why, "changes"),)
+
+
 def rank_binding(facts: Facts, env: dict[str, str], visible: int | None, visible_from: str) -> Binding | None:
     """The binding fault of one process, or None: its local rank (``LOCAL_RANK``, else ``SLURM_LOCALID``
     of a multi-task step) names a GPU beyond the ``visible`` ones, or its node runs more local ranks than
@@ -571,4 +596,5 @@ def rank_binding(facts: Facts, env: dict[str, str], visible: int | None, visible
         scheduler=sched,
         certain=var == "LOCAL_RANK",
         remedy=_binding_remedy(launcher or "", sched, penv, visible),
+        commands=_binding_commands(launcher or "", sched, visible),
     )

@@ -291,6 +291,8 @@ class FixPlan:
         addresses: check ids to re-run after applying.
         notes: things to tell the user afterwards (commands to run by hand,
             e.g. ``apt-get update``), printed, never executed.
+        intent: what the tool must resolve once the edits are written, for the
+            fix's :attr:`Fix.verify` (e.g. ``{"index-url": URL}``); keys are the fix's own.
     """
 
     fix: str
@@ -298,6 +300,7 @@ class FixPlan:
     edits: tuple[FileEdit, ...] = ()
     addresses: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    intent: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def changes_anything(self) -> bool:
@@ -318,12 +321,19 @@ class Fix:
             Returns ``None`` when it has nothing to offer for that finding.
             Raises :class:`FixRefused` with a one-line reason when the input is
             malformed in a way it must not guess about.
+        verify: ``(facts, plan) -> problem | None``, run on facts collected again
+            after the plan was written: re-reads the configuration the way the tool
+            resolves it (every layer, with its precedence) and returns None when the
+            tool now resolves what ``plan.intent`` says, else one line naming what
+            still wins (``/venv/pip.conf still wins (index-url = ...)``). None: the
+            fix is judged by its re-run checks only.
     """
 
     id: str
     title: str
     addresses: tuple[str, ...]
     plan: Callable[[Facts, Finding, Mapping[str, str]], FixPlan | None]
+    verify: Callable[[Facts, FixPlan], str | None] | None = None
 
 
 class FixRefused(Exception):

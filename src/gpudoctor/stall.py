@@ -566,6 +566,8 @@ def render_text(doc: dict[str, Any]) -> str:
         head += f" after {doc['elapsed_s']:.1f} s"
     if doc.get("exit_code") is not None:
         head += f" (the command exited with status {doc['exit_code']})"
+    elif doc.get("killed_after_s") is not None:
+        head += f" (the command was still running {doc['killed_after_s']:g} s after Ctrl-C: gpudoctor watch killed it)"
     lines.append(head)
     stall = doc.get("stall_fraction")
     gpu = doc.get("gpu_busy_percent")
@@ -733,6 +735,11 @@ def watch_schema() -> dict[str, Any]:
             "kind": {"const": "watch"},
             "final": {"type": "boolean", "description": "false for a --live verdict so far"},
             "interrupted": {"type": "boolean", "description": "present and true after Ctrl-C"},
+            "killed_after_s": {
+                "type": "number",
+                "description": "present when the command was still running this many seconds after a forwarded"
+                " Ctrl-C/SIGTERM/SIGHUP and gpudoctor killed it (exit_code is then null)",
+            },
             "command": {"type": ["array", "null"], "items": {"type": "string"}},
             "exit_code": {"type": ["integer", "null"]},
             "elapsed_s": num,

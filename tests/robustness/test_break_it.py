@@ -25,6 +25,7 @@ import signal
 import socket
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -570,11 +571,12 @@ SIGNALS = [
         signal_at=(signal.SIGTERM, "import.pid"),
         budget_s=30,
     ),
-    # the signal lands while the journal is being written or right after: either way the file is whole
+    # the signal lands while the journal is being written or right after: either way the file is whole;
+    # a run the signal misses ends "not fixed" (1): the matrix's PIP_INDEX_URL still wins over pip.conf
     Case(
         "sigterm-during-fix-write",
         fix_under_signal,
-        (0, 143),
+        (1, 143),
         signal_at=(signal.SIGTERM, "home/.local/state/*/journal*"),
         signal_delay_s=0.0,
         budget_s=30,
@@ -672,6 +674,90 @@ EDITORS = [
         (0, 1, 2),
         fix_confirmed=True,
         extra=lambda r, c: _not_outside(c),
+    ),
+]
+
+
+def fix_with_system_uv(system_uv: bytes, *argv):
+    """A fix on the live system whose system uv.toml is the case's (``$XDG_CONFIG_DIRS/uv/uv.toml``)."""
+
+    def setup(ctx: Ctx) -> None:
+        ctx.write("xdg/uv/uv.toml", system_uv)
+        ctx.env["XDG_CONFIG_DIRS"] = str(ctx.dir / "xdg")
+        fix_home({}, *argv)(ctx)
+
+    return setup
+
+
+def _bytes_kept(rel: str, data: bytes) -> Callable[[Result, Ctx], None]:
+    def check(r: Result, ctx: Ctx) -> None:
+        assert (ctx.dir / rel).read_bytes() == data
+
+    return check
+
+
+# issue 32 item 8: fixes that do what they say (re-read after writing; formats refused with the reason)
+DUP_CONDARC = b"channels:\n  - defaults\nchannels:\n  - conda-forge\n"
+LATIN1_UV = '# caf\xe9\nindex-url = "https://old.example.org/simple"\n'.encode("latin-1")
+BROKEN_UV = b'[[index]]\nurl = "https://old.example.org/simple\n'
+FIX_HONESTY = [
+    Case(
+        "fix-pip-env-var-still-wins-not-fixed",
+        fix_home(
+            {".config/pip/pip.conf": "[global]\ntimeout = 5\n"},
+            "pip.index-url",
+            "--index-url",
+            "https://new.example.org/simple",
+            "--yes",
+            "--scope",
+            "user",
+        ),
+        (1,),
+        fix_confirmed=True,
+        must_contain=("pip.index-url: not fixed: PIP_INDEX_URL still wins",),
+    ),
+    Case(
+        "fix-uv-broken-system-file-refused",
+        fix_with_system_uv(BROKEN_UV, "uv.index-url", "--mirror", "https://new.example.org/simple", "--yes"),
+        (1,),
+        must_contain=("uv stops on", "nothing was written"),
+        extra=_bytes_kept("xdg/uv/uv.toml", BROKEN_UV),
+    ),
+    Case(
+        "fix-uv-site-scope-refused",
+        fix_home({}, "uv.index-url", "--mirror", "https://new.example.org/simple", "--yes", "--scope", "site"),
+        (1,),
+        must_contain=("uv has no site",),
+    ),
+    Case(
+        "fix-condarc-duplicate-key-refused",
+        fix_home({".condarc": DUP_CONDARC}, "conda.channels", "--mirror", "https://new.example.org", "--yes"),
+        (1,),
+        must_contain=("the key `channels` appears 2 times (lines 1, 3)",),
+        extra=_bytes_kept("home/.condarc", DUP_CONDARC),
+    ),
+    Case(
+        "fix-uv-latin1-refused",
+        fix_home(
+            {".config/uv/uv.toml": LATIN1_UV}, "uv.index-url", "--mirror", "https://new.example.org/simple", "--yes"
+        ),
+        (1,),
+        must_contain=("not valid UTF-8 text: a byte at line 1, column 6",),
+        extra=_bytes_kept("home/.config/uv/uv.toml", LATIN1_UV),
+    ),
+    Case(
+        "fix-conda-site-scope-without-env-refused",
+        fix_home(
+            {".condarc": "channels:\n  - defaults\n"},
+            "conda.channels",
+            "--mirror",
+            "https://new.example.org",
+            "--yes",
+            "--scope",
+            "site",
+        ),
+        (1,),
+        must_contain=("no CONDA_PREFIX",),
     ),
 ]
 
@@ -1467,6 +1553,7 @@ CASES = (
     + PLUGINS
     + SIGNALS
     + EDITORS
+    + FIX_HONESTY
     + VERDICTS
     + VALIDATION
     + MERGE

@@ -119,6 +119,10 @@ class Transaction:
             the journal lock and never reused; it orders the journal (wall-clock ids
             do not: two fixes in one second, or a clock set back). 0 for manifests
             written before sequence numbers existed (ordered by id, before all others).
+        undoes: for an undo record (the bytes an undo replaced, saved first): the id of
+            the transaction that undo undid. Undoing the record brings those bytes back
+            and marks that transaction applied again (the undo of an undo). A bare
+            ``--undo`` never picks an undo record.
     """
 
     id: str
@@ -131,6 +135,7 @@ class Transaction:
     undone_at: str | None = None
     saved_by: str | None = None
     seq: int = 0
+    undoes: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -143,6 +148,7 @@ class Transaction:
             "status": self.status,
             "undone_at": self.undone_at,
             "saved_by": self.saved_by,
+            "undoes": self.undoes,
             "files": [f.to_json() for f in self.files],
         }
 
@@ -234,6 +240,7 @@ class Journal:
                         doc.get("undone_at"),
                         doc.get("saved_by"),
                         seq if isinstance(seq, int) and not isinstance(seq, bool) else 0,
+                        doc.get("undoes") if isinstance(doc.get("undoes"), str) else None,
                     )
                 )
             except (OSError, ValueError, KeyError, TypeError):
@@ -284,14 +291,17 @@ class Journal:
     # -- undo
 
     def undo(self, txn_id: str | None = None, force: bool = False, ops: FileOps | None = None) -> Transaction:
-        """Restore the files of ``txn_id`` (default: the last applied transaction) byte for byte.
+        """Restore the files of ``txn_id`` (default: the last applied transaction that is not an
+        undo record) byte for byte.
 
         Files the transaction created are removed (and the directories it
         created, when empty). Refuses with :class:`UndoRefused` — changing
-        nothing — when any file was changed again since, unless ``force``;
-        with ``force`` the files' current contents are first saved as a new
-        transaction (its id in the result's ``saved_by``; undoing it brings
-        the later edits back), so nothing is lost. Returns the transaction,
+        nothing — when any file was changed again since, unless ``force``.
+        Before restoring, the files' current bytes are saved as an undo record
+        (a new applied transaction, its id in the result's ``saved_by``, its
+        ``undoes`` naming ``txn``): undoing that record brings them back byte
+        for byte — the undo of an undo — and marks ``txn`` applied again, so
+        nothing is lost, with or without ``force``. Returns the transaction,
         now marked ``undone``.
         """
         ops = ops or FileOps()
@@ -301,7 +311,7 @@ class Journal:
                 if txn.status != "applied":
                     raise NoSuchUndo(f"transaction {txn.id} is {txn.status}; nothing to undo")
             else:
-                applied = [t for t in self.transactions() if t.status == "applied"]
+                applied = [t for t in self.transactions() if t.status == "applied" and not t.undoes]
                 if not applied:
                     raise NoSuchUndo(
                         "nothing to undo: the journal holds no applied transaction (see `gpudoctor fix --history`)"
@@ -319,12 +329,13 @@ class Journal:
                     f"{', '.join(changed)} changed since transaction {txn.id}; undo refused, "
                     f"nothing restored. Rerun with --force to restore the backup anyway."
                 )
-            saved = self._save_current(txn, files, ops) if changed else None
+            saved = self._save_current(txn, files, ops, forced=bool(changed))
             for jf in txn.files:
                 host = files.host_path(jf.target)
                 if jf.existed and jf.backup:
                     data = (txn.directory / jf.backup).read_bytes()
                     try:
+                        ops.makedirs(host.parent)  # an undo of an undo: the first undo removed them
                         ops.write(host, data, jf.mode, (jf.uid, jf.gid))
                     except OSError as exc:
                         if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -346,15 +357,34 @@ class Journal:
                 "undone",
                 txn.directory,
                 _now(),
-                saved.id if saved else None,
+                saved.id,
                 seq=txn.seq,
+                undoes=txn.undoes,
             )
             self._write_manifest(done)
+            if txn.undoes:  # the undo of an undo: the transaction that undo undid is in place again
+                with contextlib.suppress(NoSuchUndo):
+                    first = self.load(txn.undoes)
+                    if first.status == "undone":
+                        self._write_manifest(
+                            Transaction(
+                                first.id,
+                                first.created_at,
+                                first.root,
+                                first.fixes,
+                                first.files,
+                                "applied",
+                                first.directory,
+                                seq=first.seq,
+                                undoes=first.undoes,
+                            )
+                        )
             return done
 
-    def _save_current(self, txn: Transaction, files: Files, ops: FileOps) -> Transaction:
-        """Before a forced undo: record the current bytes of ``txn``'s files as a new applied transaction
-        whose own undo puts them back, so that forcing never loses an edit made after ``txn``."""
+    def _save_current(self, txn: Transaction, files: Files, ops: FileOps, forced: bool = False) -> Transaction:
+        """Before an undo: record the current bytes of ``txn``'s files as a new applied transaction (an
+        undo record, ``undoes`` = ``txn.id``) whose own undo puts them back, so that an undo — forced
+        over later edits or not — never loses bytes and can itself be undone."""
         txn_id, directory = self._new_directory()
         entries: list[JournalFile] = []
         for i, jf in enumerate(txn.files):
@@ -377,18 +407,28 @@ class Journal:
             mode, uid, gid = (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) if st else (jf.mode, jf.uid, jf.gid)
             entries.append(
                 JournalFile(
-                    jf.path, jf.target, data is not None, mode, uid, gid, sha256_hex(data), sha256_hex(restored), backup
+                    jf.path,
+                    jf.target,
+                    data is not None,
+                    mode,
+                    uid,
+                    gid,
+                    sha256_hex(data),
+                    sha256_hex(restored),
+                    backup,
+                    jf.created_dirs if not jf.existed else (),  # removed by the undo, made again by its undo
                 )
             )
         saved = Transaction(
             txn_id,
             _now(),
             txn.root,
-            (f"undo --force {txn.id}",),
+            (f"undo --force {txn.id}" if forced else f"undo {txn.id}",),
             tuple(entries),
             "applied",
             directory,
             seq=self._next_seq(),
+            undoes=txn.id,
         )
         try:
             self._write_manifest(saved)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Command
+from gpudoctor.versions import Version
+from gpudoctor.versions import split_local as split_local  # re-exported: the checks import it from here
+from gpudoctor.versions import v as _v
 
 GIB = 1024**3
 MIB = 1024**2
@@ -41,13 +42,6 @@ def nvidia_gpu_count(facts: Facts) -> int:
     if not isinstance(pci, Unavailable):
         return len(pci.devices)
     return 0
-
-
-def _v(text: str) -> Version:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return Version("0")
 
 
 def wheel_variants() -> list[dict[str, Any]]:
@@ -144,12 +138,6 @@ def pip_install_command(
             torch_version = last
     spec = f"torch=={torch_version}" if torch_version else "torch"
     return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"
-
-
-def split_local(version: str) -> tuple[str, str]:
-    """``2.1.0+cu121`` -> (``2.1.0``, ``cu121``)."""
-    public, _, local = version.partition("+")
-    return public, local
 
 
 def in_container(facts: Facts) -> bool:

@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.version import InvalidVersion, Version
-
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     distinct_targets,
@@ -38,6 +36,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Finding, Status
+from gpudoctor.versions import cuda_from_int, cudnn_from_int, v
 
 __all__ = [
     "ArchEntry",
@@ -63,14 +62,6 @@ __all__ = [
     "v",
     "variant_for",
 ]
-
-
-def v(text: str | None) -> Version:
-    """Lenient version parse; unparsable -> ``0``."""
-    try:
-        return Version(text or "0")
-    except InvalidVersion:
-        return Version("0")
 
 
 def cc_tuple(cc: str) -> tuple[int, int]:
@@ -148,7 +139,7 @@ def driver_max_cuda(facts: Facts, probe: ProbeFacts | None = None) -> str | None
         elif probe.torch.driver_api_version:
             raw = probe.torch.driver_api_version
         if raw:
-            return f"{raw // 1000}.{(raw % 1000) // 10}"
+            return cuda_from_int(raw)
     return None
 
 
@@ -286,6 +277,15 @@ def arch_name(cc: str) -> str:
     return ""
 
 
+def last_driver_branch(cc: str) -> int | None:
+    """The newest driver branch whose libcuda still runs compute capability ``cc`` (``"3.7"`` ->
+    470: Kepler was dropped in R495); None when no branch has dropped it (data: gpu_arch.toml)."""
+    for row in load_table("gpu_arch")["arch"]:
+        if row["cc"] == cc and "last_branch" in row:
+            return int(row["last_branch"])
+    return None
+
+
 # --------------------------------------------------------------------------- devices
 
 
@@ -411,9 +411,7 @@ def cuda_build_skip(probe: ProbeFacts) -> str | None:
 def decode_cudnn(value: int) -> tuple[int, int, int]:
     """cuDNN version integer -> (major, minor, patch): cuDNN 9 ``90100`` = 9.1.0
     (major*10000 + minor*100 + patch), cuDNN <= 8 ``8902`` = 8.9.2 (major*1000 + minor*100 + patch)."""
-    if value >= 90000:
-        return value // 10000, (value % 10000) // 100, value % 100
-    return value // 1000, (value % 1000) // 100, value % 100
+    return cudnn_from_int(value) or (0, 0, 0)
 
 
 def fmt_cudnn(value: int) -> str:

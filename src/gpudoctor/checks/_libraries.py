@@ -19,7 +19,7 @@ from gpudoctor.facts.libraries import (
     TargetLibraries,
 )
 from gpudoctor.facts.targets import ProbeFacts
-from gpudoctor.model import Command
+from gpudoctor.model import Command, fenced
 
 
 def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
@@ -27,6 +27,20 @@ def frameworks_of(facts: Facts, label: str) -> list[FrameworkInstall] | None:
     if isinstance(cl, Unavailable):
         return None
     return [f for f in cl.frameworks if f.label == label]
+
+
+def framework_dists(probe: ProbeFacts, *, besides: str | None = None, by_name_only: bool = False) -> list[str]:
+    """``dist version`` of the GPU frameworks (data/frameworks.toml) among the probe's installed
+    distributions, in the table's order; ``besides`` leaves one framework out, ``by_name_only``
+    keeps those that dlopen CUDA libraries by bare name (``opens_by_name``)."""
+    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
+    return [
+        f"{d} {have[d]}"
+        for row in load_table("frameworks")["framework"]
+        if row["name"] != besides and (row.get("opens_by_name") or not by_name_only)
+        for d in row["dists"]
+        if d in have
+    ]
 
 
 def agreeing_releases(framework: str, key: str, major: int) -> list[str]:
@@ -165,19 +179,32 @@ def loads_how(res: Resolution, fw: str) -> str:
     return f"`{os.path.basename(res.consumer)}` ({fw}) links `{res.needed}`"
 
 
+def activation_commands(probe: ProbeFacts, dirs: list[str]) -> tuple[Command, ...]:
+    """The commands that put ``LD_LIBRARY_PATH=dirs`` where it holds for every run of this environment."""
+    value = ":".join(dirs)
+    export = f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"
+    if probe.is_conda:
+        return (
+            Command(f"mkdir -p {probe.prefix}/etc/conda/activate.d", "the environment's activation scripts"),
+            Command(
+                f"echo '{export}' > {probe.prefix}/etc/conda/activate.d/cuda_libs.sh",
+                "conda activate puts the libraries' directories on the loader path",
+                "changes",
+            ),
+        )
+    return (Command(export, "the libraries' directories on the loader path (in the job script to keep it)"),)
+
+
 def activation_hint(probe: ProbeFacts, dirs: list[str]) -> str:
     """Markdown: where to put ``LD_LIBRARY_PATH=dirs`` so it holds for every run of this environment."""
-    value = ":".join(dirs)
     if probe.is_conda:
-        script = f"{probe.prefix}/etc/conda/activate.d/cuda_libs.sh"
         return (
-            f"Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
-            f"\n\n```\nmkdir -p {probe.prefix}/etc/conda/activate.d\necho 'export LD_LIBRARY_PATH={value}"
-            f"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}' > {script}\n```"
+            "Make it part of the environment's activation (conda runs `activate.d` scripts on `conda activate`):"
+            f"\n\n{fenced(*activation_commands(probe, dirs))}"
         )
     return (
-        f"Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n```\n"
-        f"export LD_LIBRARY_PATH={value}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n```"
+        "Set it where the job starts (the job script, the container `ENV`, or the venv's `bin/activate`):\n\n"
+        + fenced(*activation_commands(probe, dirs))
     )
 
 
@@ -262,6 +289,31 @@ def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, st
     return out
 
 
+def missing_wheel_commands(
+    facts: Facts, label: str, python: str, framework: str, family: str | None
+) -> tuple[Command, ...]:
+    """The commands of :func:`missing_wheel_remedy` (none where it names no exact package)."""
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
+    if fw is not None and fw.name == "torch":
+        public, _, local = fw.version.partition("+")
+        index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
+        if not local or index:
+            return (
+                Command(f"{python} -m pip install torch=={public}{index}", "restore torch's pinned wheels", "changes"),
+                Command(f"{python} -m pip check", "what is still missing or mismatched"),
+            )
+    stem = WHEEL_STEM.get(family or "")
+    if fw is not None and stem and fw.cuda_major:
+        return (
+            Command(
+                f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}",
+                "the wheel that ships the library",
+                "changes",
+            ),
+        )
+    return ()
+
+
 def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
     """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
 
@@ -277,18 +329,115 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
         index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
         if not local or index:
             return (
-                f"A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
-                f"uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n```\n"
-                f"{python} -m pip install torch=={public}{index}\n{python} -m pip check\n```"
+                "A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
+                "uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n"
+                + fenced(*missing_wheel_commands(facts, label, python, framework, family))
             )
+    if fw is not None and family == "tensorrt":
+        return (
+            f"The file belongs to TensorRT itself ({fw.dist} {fw.version}), whose builder opens it by name when an "
+            f"engine is built; this installation lacks it (the 10.2.0 wheels shipped without it, fixed in "
+            f"10.2.0.post1), or a tarball's `lib` directory is not on `LD_LIBRARY_PATH`. Install a release that "
+            f"ships it:\n\n```\n{python} -m pip install -U {fw.dist}\n```\n\n(or put the TensorRT `lib` "
+            f"directory that holds it on `LD_LIBRARY_PATH`)."
+        )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (
-            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n```\n"
-            f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}\n```\n\n({fw.dist} may pin an exact "
+            f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n"
+            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family))}\n\n({fw.dist} may pin an exact "
             f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
         )
     return (
         f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
         f"or the framework's CUDA extra){tail}"
+    )
+
+
+#: the flag PaddlePaddle reads for a family's directory before it searches by name (dynamic_loader.cc)
+_PADDLE_FLAGS = {
+    "cudnn": "FLAGS_cudnn_dir",
+    "cublas": "FLAGS_cublas_dir",
+    "cublasLt": "FLAGS_cublas_dir",
+    "curand": "FLAGS_curand_dir",
+    "cusolver": "FLAGS_cusolver_dir",
+    "cusparse": "FLAGS_cusparse_dir",
+}
+_LABEL = {"cudnn": "cuDNN", "cublas": "cuBLAS", "cublasLt": "cuBLAS", "cudart": "CUDA runtime"}
+
+
+def _so_major(name: str) -> str:
+    """``libcudnn_ops.so.9.1.0`` -> ``9``; "" for an unversioned name."""
+    return name.partition(".so")[2].lstrip(".").split(".")[0]
+
+
+def sibling_remedy(facts: Facts, label: str, python: str, model: TargetLibraries, res: Resolution) -> str | None:
+    """Markdown for a library found nowhere under the name a framework asks for while the same library is here
+    under another name: only another major (CTranslate2 4.4 opens ``libcudnn.so.8``, cuDNN 9 is installed), or only
+    versioned names where the framework opens the unversioned development name (PaddlePaddle's ``libcudnn.so``).
+    None when no such copy exists."""
+    stem, _, tail = res.needed.partition(".so")
+    stem += ".so"
+    siblings = [
+        c
+        for c in model.copies
+        if c.name != res.needed and c.name.startswith(stem + ".") and c.name[len(stem) + 1 :].split(".")[0].isdigit()
+    ]
+    want = tail.lstrip(".").split(".")[0]
+    if not siblings and res.family == "cudnn" and want.isdigit():
+        # cuDNN renames its sub-libraries across majors (libcudnn_ops_infer.so.8 -> libcudnn_ops.so.9): any cuDNN
+        # of another major, the main library first
+        siblings = sorted(
+            (c for c in model.copies if c.family == "cudnn" and _so_major(c.name) not in ("", want)),
+            key=lambda c: not c.name.startswith("libcudnn.so."),
+        )
+    if not siblings:
+        return None
+    have = siblings[0]
+    fw_name = framework_of(model, res.consumer, res)
+    fw = next((f for f in frameworks_of(facts, label) or [] if f.name == fw_name), None)
+    what = f"{fw_name} {fw.version}" if fw else fw_name
+    if not tail:  # the unversioned development name
+        flag = _PADDLE_FLAGS.get(res.family or "") if fw_name.startswith("paddle") else None
+        return (
+            f"Only the versioned {have.name} is here ({have.path}), but {what} opens the unversioned name "
+            f"`{res.needed}`: the development link that only the `-dev` package or NVIDIA's tarball creates, so "
+            f"the loader finds nothing. Create the link in that directory:\n\n```\nln -s {have.name} "
+            f"{have.directory}/{res.needed}\n```"
+            + (f"\n\n(or point `{flag}` at a directory that holds `{res.needed}`)." if flag else "")
+        )
+    got = _so_major(have.name)
+    fam = res.family or ""
+    lib = _LABEL.get(fam, fam)
+    stem_pkg = WHEEL_STEM.get(fam)
+    if fam == "cudnn":
+        pin = f"nvidia-cudnn-cu{(fw.cuda_major if fw and fw.cuda_major else 12)}=={want}.*"
+        upgrade = agreeing_releases(fw_name, "cudnn_major", int(got)) if got.isdigit() else []
+    else:
+        pin = f"nvidia-{stem_pkg}-cu{want}" if stem_pkg else ""
+        upgrade = agreeing_releases(fw_name, "cuda_major", int(got)) if got.isdigit() else []
+    in_wheel = have.origin == "wheel" or "/nvidia/" in have.path
+    keepers = [
+        f
+        for f in frameworks_of(facts, label) or []
+        if f.name != fw_name and str(f.cudnn_major if fam == "cudnn" else f.cuda_major) == got
+    ]
+    ways = []
+    if upgrade:
+        ways.append(f"move {fw_name} to a release built for {lib} {got}: `{'`, `'.join(upgrade)}`")
+    if pin and not (keepers and in_wheel):
+        verb = f"replace the {lib} {got} wheel with {lib} {want}" if in_wheel else f"install {lib} {want} beside it"
+        ways.append(
+            f'{verb}:\n\n```\n{python} -m pip install "{pin}"\n```\n\n(its directory on `LD_LIBRARY_PATH` the way '
+            f"{have.directory} is)"
+        )
+    if keepers and in_wheel:
+        ways.append(
+            f"keep the {lib} {got} wheel: {keepers[0].dist} {keepers[0].version} here needs {lib} {got}, so "
+            f"downgrading it would break that one"
+        )
+    joined = ". Or ".join(ways)
+    return (
+        f"{have.name} ({lib} {got}) is here ({have.path}), but {what} opens `{res.needed}` ({lib} {want}): another "
+        f"major, which the loader never substitutes. " + (joined[:1].upper() + joined[1:] + "." if joined else "")
     )

@@ -13,13 +13,13 @@ or ``--offline`` -> ``skip`` with the reason.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
 
+from gpudoctor import urls
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
 from gpudoctor.mirrors.probe import network_absent
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: Median time to first byte above which an index that works is "usable but slow", ms. pip and uv fetch one
 #: simple page per project while resolving (a 100-package environment is 100+ requests, plus one per
@@ -34,6 +34,21 @@ SPEEDUP_MIN_MS = 200.0
 FIX_IDS = {"pip": "pip.index-url", "uv": "uv.index-url", "conda": "conda.channels", "apt": "apt.mirror"}
 WHAT = {"pip": "pip index", "uv": "uv index", "conda": "conda channel", "apt": "apt source"}
 WHATS = {"pip": "pip indexes", "uv": "uv indexes", "conda": "conda channels", "apt": "apt sources"}
+#: the tool's own command that reads (and reports errors in) its configuration files
+CONFIG_SHOW = {
+    "pip": Command("python -m pip config debug", "the pip configuration files, in the order pip reads them"),
+    "uv": Command("uv pip list", "uv reads its configuration on every command: its own error for the file"),
+    "conda": Command("conda config --show-sources", "conda's configuration files and its error for the broken one"),
+    "apt": Command("apt-config dump", "apt's configuration and its error for the broken file"),
+}
+
+
+def probe_command(p: MirrorProbe) -> Command:
+    """``curl`` the index as the probe did: what it answers from here, and how fast."""
+    return Command(
+        f"curl -sS -o /dev/null -w '%{{http_code}} %{{time_starttransfer}}s\\n' {p.probe_url}",
+        "what the index answers from here (HTTP status, time to first byte)",
+    )
 
 
 def _ms(v: float | None) -> str:
@@ -42,14 +57,7 @@ def _ms(v: float | None) -> str:
 
 def _host(url: str) -> str:
     """``host[:port]`` of ``url``, never its credentials."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return url
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    return f"{parts.hostname}:{port}" if port else parts.hostname
+    return urls.parse(url).hostport or url
 
 
 def ranking_table(rows: Sequence[MirrorProbe], limit: int = 15) -> str:
@@ -81,7 +89,7 @@ def faster_candidate(current: MirrorProbe, ranking: Sequence[MirrorProbe]) -> Mi
     for cand in ranking:
         if cand.status != "ok" or cand.median_ms is None:
             continue
-        if cand.base_url.rstrip("/") == current.base_url.rstrip("/"):
+        if urls.same_base(cand.base_url, current.base_url):
             continue
         if (
             cand.median_ms * SPEEDUP_FACTOR <= current.median_ms
@@ -139,13 +147,14 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 + f"Fix its {syntax} syntax where the error above points, then run `gpudoctor check {check.id}` "
                 "again.",
                 evidence={"problem": broken},
+                commands=(CONFIG_SHOW[eco], Command(f"gpudoctor check {check.id}", "check again after the edit")),
             )
         ]
     if mirrors.offline:
         if not conf:
             raise SkipCheck(not_configured)
-        urls = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
-        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({urls}) was not probed")
+        listed = ", ".join(p.base_url for p in conf[:3]) + (", ..." if len(conf) > 3 else "")
+        raise SkipCheck(f"--offline: the configured {WHAT[eco]} ({listed}) was not probed")
     if not conf and not ranking:
         raise SkipCheck(not_configured)
     unprobed = [p for p in conf if p.status == "offline"]
@@ -197,6 +206,10 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                     f"the {WHAT[eco]} {_host(bad[0].base_url)} is failing: {bad[0].status} ({bad[0].reason})",
                     f"`apt-get update` will report errors for it.\n\n{lines}",
                     evidence=evidence,
+                    commands=(
+                        Command("sudo apt-get update", "apt's own error for that repository", "root"),
+                        probe_command(bad[0]),
+                    ),
                 )
             ]
         if best is not None:
@@ -242,6 +255,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                         "waited_s": waited,
                     },
                     fixes=(fix,) if best is not None or not ranking else (),
+                    commands=(probe_command(head),),
                 )
             ]
         return [
@@ -252,6 +266,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"is needed.\n\n{lines}\n\n{todo}{table}",
                 evidence=evidence,
                 fixes=(fix,) if best is not None or not ranking else (),
+                commands=(probe_command(head),),
             )
         ]
     slow = [p for p in conf if p.status == "slow" or (p.status == "ok" and (p.median_ms or 0.0) > SLOW_TTFB_MS)]
@@ -270,7 +285,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 for r in ranking
                 if r.status == "ok"
                 and r.median_ms is not None
-                and r.base_url.rstrip("/") != worst.base_url.rstrip("/")
+                and not urls.same_base(r.base_url, worst.base_url)
                 and r.median_ms < (worst.median_ms or float("inf"))
             ),
             None,
@@ -322,6 +337,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
                 f"first byte; pip and uv make one request per package while resolving).\n\n{figures}\n\n{todo}{table}",
                 evidence={**evidence, "slow_threshold_ms": SLOW_TTFB_MS},
                 fixes=(fix,) if faster is not None or eco == "pip" else (),
+                commands=(probe_command(worst),),
             )
         ]
     timed = [p for p in conf if p.median_ms is not None]
@@ -380,6 +396,7 @@ def evaluate_ecosystem(check: Check, facts: Facts, eco: str, not_configured: str
             f"no catalogue mirror for {eco} answered correctly",
             f"Every candidate failed.{table}",
             evidence=evidence,
+            commands=tuple(probe_command(r) for r in ranking[:1]),
         )
     ]
 
@@ -395,7 +412,7 @@ def _conda_missing(
     rows = []
     names: list[str] = []
     for p in missing:
-        mine = [c for c in chans if c.url.rstrip("/") == p.base_url.rstrip("/")]
+        mine = [c for c in chans if urls.same_base(c.url, p.base_url)]
         name = mine[0].name if mine else p.base_url.rstrip("/").rsplit("/", 1)[-1]
         names.append(name)
         how = (

@@ -135,3 +135,13 @@ REQUEST = {
         "does not allocate a GPU.",
     ),
 }
+
+#: scheduler -> how to see what the job was given (the allocation :data:`REQUEST` tells how to ask for)
+REQUEST_COMMANDS = {
+    "ray": (Command("ray status", "the GPUs the cluster has and what is reserved"),),
+    "slurm": (
+        Command("srun --gres=gpu:1 --pty bash", "an interactive shell with one GPU allocated"),
+        Command("scontrol show job $SLURM_JOB_ID | grep -i tres", "what this job was allocated"),
+    ),
+    "kubernetes": (Command("kubectl describe pod <pod> | grep nvidia.com/gpu", "the GPUs the pod requested"),),
+}

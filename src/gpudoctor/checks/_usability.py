@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from gpudoctor.checks._common import driver_version
 from gpudoctor.checks._gpu import driver_max_cuda, judge_driver, v
+from gpudoctor.checks._libraries import frameworks_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall, Resolution
 from gpudoctor.facts.targets import CudaDriverProbe, ProbeFacts, TargetFacts
@@ -108,11 +109,6 @@ class FrameworkVerdict:
     check: str = ""
 
 
-def _installed(facts: Facts, label: str) -> list[FrameworkInstall]:
-    cl = facts.of(CudaLibrariesFacts)
-    return [] if isinstance(cl, Unavailable) else [f for f in cl.frameworks if f.label == label]
-
-
 def _resolutions(facts: Facts, label: str, name: str) -> list[Resolution]:
     cl = facts.of(CudaLibrariesFacts)
     if isinstance(cl, Unavailable):
@@ -133,7 +129,7 @@ def framework_verdicts(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> list[
     from gpudoctor.checks._libraries import DRIVER_FAMILIES, target_model, version_of
 
     out: list[FrameworkVerdict] = []
-    fws = _installed(facts, t.label)
+    fws = frameworks_of(facts, t.label) or []
     loads = probe.frameworks if not isinstance(probe.frameworks, Unavailable) else ()
     model = target_model(facts, t.label)
     for fw in fws:

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpudoctor.checks._common import split_local
 from gpudoctor.checks._gpu import gpu_devices, has_nvidia_gpu, v
-from gpudoctor.checks._platform import REQUEST, platform_of, scheduler_of
+from gpudoctor.checks._platform import REQUEST, REQUEST_COMMANDS, platform_of, scheduler_of
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
@@ -142,6 +142,7 @@ def assess(
             f"The NVIDIA runtime injects no GPU for this value. {how}",
             evidence=evidence,
             target=label,
+            commands=REQUEST_COMMANDS["kubernetes"],
         )
     if cvd is None and sched == "slurm" and not slurm_gpu_request(p.env if p else {}) and gpus_seen == 0:
         who, how = REQUEST["slurm"]
@@ -157,10 +158,7 @@ def assess(
             + (f"\n\n{hub_gpu_remedy('batch')}" if spawner_of(facts) == "batch" else ""),
             evidence=evidence,
             target=label,
-            commands=(
-                Command("srun --gres=gpu:1 --pty bash", "an interactive shell with one GPU allocated"),
-                Command("scontrol show job $SLURM_JOB_ID | grep -i tres", "what this job was allocated"),
-            ),
+            commands=REQUEST_COMMANDS["slurm"],
         )
     if cvd is None:
         return _finding(
@@ -179,6 +177,7 @@ def assess(
             f"in the script only hides the real problem (and may take GPUs another job owns). {how}",
             evidence=evidence,
             target=label,
+            commands=REQUEST_COMMANDS[sched],
         )
     renumbered = (
         p is not None
@@ -208,6 +207,16 @@ def assess(
             ),
             evidence=evidence,
             target=label,
+            commands=(Command("unset CUDA_VISIBLE_DEVICES", "inside: every GPU the container was given"),)
+            if p is not None and p.kubernetes
+            else (
+                Command(
+                    f"docker run --gpus '\"device={entries[0]}\"' ...",
+                    "select the host GPU when the container starts",
+                    "changes",
+                ),
+                Command("export CUDA_VISIBLE_DEVICES=0", "inside: the first GPU the container was given"),
+            ),
         )
     if hidden_all:
         return _finding(
@@ -233,6 +242,9 @@ def assess(
             f"scheduler allows — pass indices instead of UUIDs.",
             evidence=evidence,
             target=label,
+            commands=(
+                Command(f'python -m pip install "torch>={row["fixed"]}"', "a torch that parses these UUIDs", "changes"),
+            ),
         )
     migs = [e for e in entries if e.startswith("MIG-")]
     if len(migs) > 1:
@@ -249,6 +261,7 @@ def assess(
             f"`CUDA_VISIBLE_DEVICES=MIG-...` (torchrun/DDP: one rank per instance).",
             evidence=evidence,
             target=label,
+            commands=(Command(f"export CUDA_VISIBLE_DEVICES={migs[0]}", "one MIG instance per process"),),
         )
     return _finding(
         Status.OK,

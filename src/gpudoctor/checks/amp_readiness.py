@@ -26,8 +26,9 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.precision import PrecisionFacts, PrecisionRequest
 from gpudoctor.facts.targets import ProbeFacts, SmokeFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.precision import NEEDS, TOOL_SETTINGS, TORCH_CODE, Capabilities, capabilities, datasheet, recommend
+from gpudoctor.versions import major_minor
 
 from . import SkipCheck
 
@@ -80,13 +81,6 @@ def _label(caps: Capabilities, count: int) -> str:
     return f"{count}x {caps.name}" if count > 1 else caps.name
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(".")[:2])
-    except ValueError:
-        return ()
-
-
 def _measured(facts: Facts) -> dict[str, dict[str, float]]:
     """``cuda:N`` -> precision -> TFLOP/s from the ``--deep`` smoke test, when it ran."""
     targets = facts.of(TargetsFacts)
@@ -136,6 +130,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     #: (short summary, full sentence) of each problem
     fails: list[tuple[str, str]] = []
     warns: list[tuple[str, str]] = []
+    commands: list[Command] = []  # the problems whose remedy is a command (most are a setting in the code)
     for req in requests:
         where = _where(req)
         for caps, count in known:
@@ -160,12 +155,19 @@ def evaluate(facts: Facts) -> list[Finding]:
                         "unless you need the memory.",
                     )
                 )
-            elif req.precision == "fp8" and caps.cc == "8.9" and torch_cuda and _version_tuple(torch_cuda) < (12, 1):
+            elif req.precision == "fp8" and caps.cc == "8.9" and (major_minor(torch_cuda) or (99, 0)) < (12, 1):
                 warns.append(
                     (
                         f"FP8 on the {caps.name} needs a CUDA >= 12.1 build; this torch is built for CUDA {torch_cuda}",
                         f"{where} asks for FP8 on the {gpu}: Ada's FP8 matmuls need a CUDA >= 12.1 build, and this "
                         f"torch is built for CUDA {torch_cuda}: install a cu121-or-newer wheel.",
+                    )
+                )
+                commands.append(
+                    Command(
+                        "python -m pip install torch --index-url https://download.pytorch.org/whl/cu121",
+                        "a torch built for CUDA 12.1, whose FP8 matmuls run on Ada",
+                        "changes",
                     )
                 )
             elif req.precision == "tf32" and not isinstance(prec, Unavailable) and prec.tf32_override == "0":
@@ -176,6 +178,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                         "every CUDA library: unset it.",
                     )
                 )
+                commands.append(Command("unset NVIDIA_TF32_OVERRIDE", "let the CUDA libraries use TF32"))
     if not isinstance(prec, Unavailable):
         warns.extend(
             (f"could not read the training configuration {p.split(': ', 1)[0]}", f"could not read {p}")
@@ -224,7 +227,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         if more:
             summary += f" (+{more} more)"
         explanation = "\n".join(f"- {long}" for _, long in fails + warns) + "\n\n" + body + "\n\nIn code:\n\n" + code
-        return [CHECK.finding(status, summary, explanation, evidence=evidence)]
+        return [CHECK.finding(status, summary, explanation, evidence=evidence, commands=tuple(dict.fromkeys(commands)))]
     summary = "; ".join(lines[:3]) + (f" (+{len(lines) - 3} more)" if len(lines) > 3 else "")
     return [CHECK.finding(Status.OK, summary, body + "\n\nIn code:\n\n" + code, evidence=evidence)]
 

@@ -39,12 +39,16 @@ from gpudoctor.checks import SkipCheck, require
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import AptFacts, AptSource
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.sources.apt import ProxyChoice, cache_https_form, proxy_for
 from gpudoctor.sources.aptsources import classify_uri, is_distro_source
 from gpudoctor.words import noun, verb
 
 APT_UPDATE = "apt-get update"
+#: re-read the sources after an edit (as root: in an image build, a ``RUN`` line)
+UPDATE = Command(APT_UPDATE, "fetch the indexes again from the corrected sources", "root")
+#: apt reads every source file for it and prints its own error for a malformed one
+POLICY = Command("apt-cache policy", "the sources apt reads, and its own error for a malformed entry")
 #: Debian and Ubuntu release codenames (Debian wiki "DebianReleases", Ubuntu wiki "Releases").
 KNOWN_CODENAMES = {
     "buster",
@@ -103,6 +107,12 @@ def _sed(old: str, new: str, file: str) -> str:
     return f"sed -i 's|{old}|{new}|' {file}"
 
 
+def _edits(texts: list[str], purpose: str) -> tuple[Command, ...]:
+    """The ``sed`` edits of files under /etc/apt (root), comments left out, then ``apt-get update``."""
+    cmds = [Command(t, purpose, "root") for t in dict.fromkeys(texts) if not t.startswith("#")]
+    return (*cmds, UPDATE) if cmds else ()
+
+
 def _layout_findings(apt: AptFacts) -> list[Finding]:
     """Debian security-suite layout and archived releases (see the module docstring)."""
     table = load_table("apt_releases")
@@ -141,10 +151,12 @@ def _layout_findings(apt: AptFacts) -> list[Finding]:
         row = archived[cn]
         names = sorted({g[2].split("/")[0].split("-")[0] for g in gone})
         lines = []
+        moves = []
         for s, u, st in gone:
             r = archived[st.split("/")[0].split("-")[0]]
             target = r.get("archive_security", r["archive"]) if _uri_kind(u) == "debian_security" else r["archive"]
             lines.append(f"- `{_describe(s)}`: `{u}` `{st}` -> `{target}`")
+            moves.append(_sed(u.rstrip("/"), target.rstrip("/"), s.file))
         sec = row.get("archive_security")
         explanation = (
             f"{', '.join(names)} reached its end of life and was removed from `{_host(uri)}` and the other regular "
@@ -166,6 +178,7 @@ def _layout_findings(apt: AptFacts) -> list[Finding]:
                 f"{_host(row['archive'])}",
                 explanation=explanation,
                 evidence={"archived": names, "entries": [f"{_describe(s)} {u} {st}" for s, u, st in gone[:20]]},
+                commands=_edits(moves[:8], "point the entry at the archive that still carries the release"),
                 doc_url="https://www.debian.org/distrib/archive"
                 if row["distro"] == "debian"
                 else "https://help.ubuntu.com/community/EOLUpgrades",
@@ -209,6 +222,7 @@ def _layout_findings(apt: AptFacts) -> list[Finding]:
                     + f"\n\nthen `{APT_UPDATE}`."
                 ),
                 evidence={"entries": [f"{_describe(s)} {u} {st}" for s, u, st, _ in wrong[:20]]},
+                commands=_edits(cmds, "correct the security suite of the entry"),
                 doc_url="https://www.debian.org/releases/bullseye/amd64/release-notes/ch-information.en.html#security-archive",
             )
         )
@@ -284,6 +298,7 @@ def _ports_findings(apt: AptFacts) -> list[Finding]:
                 + f"\n\nthen `{APT_UPDATE}`."
             ),
             evidence={"architecture": arch, "entries": [f"{_describe(s)} {u}" for s, u, _ in wrong[:20]]},
+            commands=_edits(cmds, f"point the entry at the /{tree} tree"),
         )
     ]
 
@@ -524,6 +539,13 @@ def _proxy_findings(apt: AptFacts) -> list[Finding]:
     answer = apt.tunnels.get(c0.proxy, "")
     forms = "\n".join(f"    {u}  ->  {cache_https_form(u, c.proxy)}" for _, u, c in bad[:6])
     direct = "\n".join(f'    Acquire::https::Proxy::{h} "DIRECT";' for h in hosts[:6])
+    direct_cmd = Command(
+        "printf '%s\\n' "
+        + " ".join(f"'Acquire::https::Proxy::{h} \"DIRECT\";'" for h in hosts[:6])
+        + " > /etc/apt/apt.conf.d/99https-direct",
+        "let apt fetch these https sources directly, past the proxy (option 2)",
+        "root",
+    )
     lines = "\n".join(f"- `{_describe(s)}` `{u}` via `{c.proxy}` ({c.origin})" for s, u, c in bad[:8])
     if denied:
         summary = (
@@ -568,6 +590,7 @@ def _proxy_findings(apt: AptFacts) -> list[Finding]:
                 "tunnel": answer or "not probed",
                 "sources": [f"{_describe(s)} {u}" for s, u, _ in bad],
             },
+            commands=(direct_cmd, UPDATE),
         )
     ]
 
@@ -589,6 +612,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         ]
         keyring = apt.missing_keyrings[0]
         distro_key = keyring.endswith(("debian-archive-keyring.gpg", "ubuntu-archive-keyring.gpg"))
+        key_pkg = keyring.rsplit("/", 1)[-1].removesuffix(".gpg")
         install = (
             f"`apt-get install --reinstall {keyring.rsplit('/', 1)[-1].removesuffix('.gpg')}` (from a source that still "
             f"works), or copy the keyring into the image before this file"
@@ -614,6 +638,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                     + "."
                 ),
                 evidence={"missing_keyrings": list(apt.missing_keyrings), "sources": [_describe(s) for s in users]},
+                commands=(
+                    Command(f"apt-get install --reinstall {key_pkg}", "put the distribution's keyring back", "root"),
+                )
+                if distro_key
+                else (),
             )
         )
     enabled = [s for s in apt.sources if s.enabled]
@@ -648,6 +677,12 @@ def evaluate(facts: Facts) -> list[Finding]:
                     wrong.append((s, suite))
         if wrong:
             s, suite = wrong[0]
+            seds = [
+                f"sed -i '{x.line}s/\\b{y.split('/')[0].split('-')[0]}\\b/{apt.codename}/g' {x.file}"
+                if x.format == "one-line"
+                else f"sed -i '/^Suites:/s/\\b{y.split('/')[0].split('-')[0]}\\b/{apt.codename}/g' {x.file}"
+                for x, y in wrong
+            ]
             findings.append(
                 Finding(
                     check="apt.sources",
@@ -661,6 +696,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                         f"`{APT_UPDATE}`."
                     ),
                     evidence={"codename": apt.codename, "suites": [y for _, y in wrong]},
+                    commands=_edits(seds[:8], f"use this system's release, {apt.codename}"),
                 )
             )
     seen: dict[tuple[str, str, str, str], AptSource] = {}
@@ -677,6 +713,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                             seen.setdefault(key, s)
     if dups:
         a, b, what = dups[0]
+        one = b if b.format == "one-line" else a if a.format == "one-line" else None
         findings.append(
             Finding(
                 check="apt.sources",
@@ -689,6 +726,14 @@ def evaluate(facts: Facts) -> list[Finding]:
                     + "\n".join(f"- `{x.file}:{x.line}` = `{y.file}:{y.line}`: {w}" for x, y, w in dups[:8])
                 ),
                 evidence={"duplicates": [w for _, _, w in dups[:50]], "duplicate_count": len(dups)},
+                commands=(
+                    *(
+                        (Command(f"sed -i '{one.line}s/^/# /' {one.file}", "comment out the one-line copy", "root"),)
+                        if one is not None
+                        else ()
+                    ),
+                    POLICY,
+                ),
             )
         )
     broken = [f for f in apt.files if f.note and not f.ignored]
@@ -703,6 +748,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "(`apt-get update` and every install fail). Fix them by hand (gpudoctor does not guess "
                 "what was meant), then run `apt-get update`.",
                 evidence={"files": [f.path for f in broken]},
+                commands=(POLICY,),
             )
         )
     if findings:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import BuildFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 CHECK_ID = "build.sources"
 WHO = {"pip": "pip", "uv": "uv", "conda": "conda"}
@@ -66,6 +66,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                         }[e.tool]
                     ),
                     evidence={"origin": e.origin, "path": e.path, "reads_instead": e.reads_instead},
+                    commands=_move(e.path, e.reads_instead, WHO[e.tool]),
                 )
             )
         elif e.action == "sed" and not e.changed:
@@ -101,6 +102,19 @@ def evaluate(facts: Facts) -> list[Finding]:
             evidence={"paths": sorted({e.path for e in edits})},
         )
     ]
+
+
+def _move(path: str, instead: str, tool: str) -> tuple[Command, ...]:
+    """The build step that moves the file where the tool reads it (none when that is a choice)."""
+    if not instead.startswith("/") or " " in instead:
+        return ()
+    return (
+        Command(
+            f"mkdir -p {instead.rsplit('/', 1)[0]} && mv {path} {instead}",
+            f"in the build file, after the write: move it where {tool} reads it",
+            "changes",
+        ),
+    )
 
 
 CHECK = Check(

@@ -31,6 +31,7 @@ from gpudoctor.checks._common import in_container
 from gpudoctor.checks._gpu import GpuDevice, gpu_devices, has_nvidia_gpu, per_target
 from gpudoctor.checks._platform import (
     REQUEST,
+    REQUEST_COMMANDS,
     injection_commands,
     injection_remedy,
     platform_of,
@@ -114,7 +115,7 @@ def visibility(facts: Facts, probe: ProbeFacts) -> tuple[Status, str, str, tuple
                 Status.FAIL,
                 f"{who} set CUDA_VISIBLE_DEVICES={cvd!r}: this job was given no GPU",
                 f"With `CUDA_VISIBLE_DEVICES={cvd}` CUDA enumerates no device. {how}",
-                (),
+                REQUEST_COMMANDS[sched],
             )
         return (
             Status.FAIL,

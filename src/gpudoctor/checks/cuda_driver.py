@@ -52,6 +52,7 @@ from gpudoctor.checks._gpu import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.versions import libcuda_version
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -125,8 +126,7 @@ def _compat_version(probe: ProbeFacts) -> str | None:
     lc = probe.libcuda
     if isinstance(lc, Unavailable) or not lc.loaded or not lc.path or "/compat/" not in lc.path:
         return None
-    m = re.search(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$", lc.path)
-    return m.group(1) if m else None
+    return libcuda_version(lc.path)
 
 
 def _too_old(
@@ -271,6 +271,7 @@ def assess_framework(
     branch = verdict.floor.split(".")[0] if verdict.floor else "550"
     older = [m for m in (int(major) - 1,) if m >= 11 and max_cuda and v(max_cuda).major >= m]
     alt = ""
+    commands = list(driver_install_commands(facts, str(max(int(branch), 535))))
     if older:
         req = _cuda_extra(name, older[0])
         how = (
@@ -278,6 +279,14 @@ def assess_framework(
             if req
             else f"its CUDA {older[0]} build (the project's install guide names the package or extra)"
         )
+        if req:
+            commands.append(
+                Command(
+                    f'{probe.executable} -m pip install "{req}"',
+                    f"or keep the driver: {name} for CUDA {older[0]}",
+                    "changes",
+                )
+            )
         alt = (
             f"\n\n2. **Or keep the driver** and install {name} for CUDA {older[0]} (this driver runs CUDA "
             f"≤ {max_cuda}) in `{probe.executable}`: {how}."
@@ -295,6 +304,7 @@ def assess_framework(
         + alt,
         evidence=evidence,
         target=t.label,
+        commands=tuple(commands),
     )
 
 

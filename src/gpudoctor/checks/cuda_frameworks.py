@@ -40,7 +40,7 @@ def load_remedy(
     facts: Facts, probe: ProbeFacts, fw: FrameworkInstall | None, error: str, label: str = ""
 ) -> tuple[str, tuple[Command, ...]]:
     """What to do about one failed ``dlopen`` of a framework library (Markdown, and the commands)."""
-    from gpudoctor.checks._libraries import activation_hint, target_model
+    from gpudoctor.checks._libraries import activation_commands, activation_hint, target_model
     from gpudoctor.collect.libraries import family_of
 
     m = _MISSING.search(error)
@@ -58,7 +58,7 @@ def load_remedy(
         return (
             f"`{lib}` is installed (`{present[0].path}`), but not in a directory the loader searches for this "
             f"library: installing it again changes nothing.{ort}\n\n" + activation_hint(probe, dirs)
-        ), ()
+        ), activation_commands(probe, dirs)
     if lib.startswith("libcuda.so") or lib.startswith("libnvidia-ml"):
         return (
             f"`{lib}` belongs to the NVIDIA **driver**, not to the framework or cuDNN: reinstalling them does "
@@ -168,6 +168,9 @@ def _driver_too_old(
             continue
         max_cuda = driver_max_cuda(facts, probe)
         major = int(max_cuda.split(".")[0]) if max_cuda else None
+        from gpudoctor.checks._common import driver_install_commands
+
+        keep = agreeing_releases(fw.name, "cuda_major", major) if major else []
         return CHECK.finding(
             Status.FAIL,
             f"{fw.dist} {fw.version} needs CUDA {fw.cuda_version or fw.cuda_major}, newer than the driver "
@@ -179,6 +182,13 @@ def _driver_too_old(
             + (f"\n\nSource: {fw.source}" if fw.source else ""),
             evidence={**evidence, "driver_max_cuda": max_cuda},
             target=t.label,
+            commands=(
+                *driver_install_commands(facts),
+                *(
+                    Command(f'{probe.executable} -m pip install "{r}"', f"or keep the driver: CUDA {major}", "changes")
+                    for r in keep[:1]
+                ),
+            ),
         )
     return None
 
@@ -220,6 +230,14 @@ def _cudnn_below_build(
                 f"loader path." + (f"\n\nSource: {fw.source}" if fw.source else ""),
                 evidence={**evidence, "cudnn_loaded": f"{r.path} ({have})"},
                 target=t.label,
+                commands=(
+                    Command(
+                        f'{probe.executable} -m pip install "nvidia-cudnn-cu{fw.cuda_major or 12}>={fw.cudnn_min},'
+                        f'<{fw.cudnn_major + 1}"',
+                        f"a cuDNN {fw.cudnn_major} no older than {fw.dist} was built with",
+                        "changes",
+                    ),
+                ),
             )
     return None
 
@@ -282,6 +300,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                     f"keep {b.dist} {b.version} and install {' or '.join(f'`{x}`' for x in fix_a)} ({what} {mb})"
                 )
             options.append("or give each framework its own virtual environment")
+            agree = ([(a, fix_b[0])] if fix_b else []) + ([(b, fix_a[0])] if fix_a else [])
             return CHECK.finding(
                 Status.FAIL,
                 f"{a.dist} {a.version} needs {what} {ma} but {b.dist} {b.version} needs {what} {mb} in "
@@ -294,6 +313,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 + "; ".join(f"{f.dist}: {f.source}" for f in (a, b) if f.source),
                 evidence=evidence,
                 target=t.label,
+                commands=tuple(
+                    Command(
+                        f'{probe.executable} -m pip install "{req}"', f"keep {kept.dist}: {what} as it needs", "changes"
+                    )
+                    for kept, req in agree
+                ),
             )
     return CHECK.finding(
         Status.OK, "GPU frameworks agree: " + ", ".join(_desc(f) for f in fws), evidence=evidence, target=t.label

@@ -20,22 +20,29 @@ toolkit found on disk (``cuda_toolkit``), the driver's CUDA (NVML or
   installed -> ``fail``; of a newer minor -> ``warn``; both name the two versions
   and the choices (a newer driver; the wheel pinned to the driver's CUDA; the
   forward-compatibility package on data-center GPUs);
-- otherwise ``ok``; no framework that runs ptxas at run time -> ``skip``.
+- Numba (``numba-cuda``, ``numba``) compiles kernels with NVVM (``libnvvm`` of the same
+  ``nvidia-cuda-nvcc-cu<N>`` wheel, else the toolkit's) to PTX and has the *driver* JIT-link it
+  (``cuLinkAddData``): PTX of a newer CUDA than the driver's is refused with
+  ``CUDA_ERROR_UNSUPPORTED_PTX_VERSION`` / "ptxas ... Unsupported .version 8.7; current version is
+  '8.4'" (NVIDIA/numba-cuda#163), so a newer minor is already a ``fail``;
+- otherwise ``ok``; no framework that compiles PTX at run time -> ``skip``.
 """
 
 from __future__ import annotations
 
-from gpudoctor.checks._common import driver_version
+from gpudoctor.checks._common import driver_install_commands, driver_version
 from gpudoctor.checks._gpu import driver_max_cuda, per_target, toolkit_driver, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts
 from gpudoctor.facts.loader import CudaWheelsFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 #: frameworks that run ptxas at run time (JIT-compile every kernel): ``data/frameworks.toml`` keys
 PTXAS_USERS = ("jax",)
+#: distributions (``ProbeFacts.distributions``) that compile with NVVM and let the driver JIT the PTX
+NVVM_USERS = ("numba-cuda", "numba")
 
 
 def _ptxas(facts: Facts, label: str) -> tuple[str, str] | None:
@@ -52,14 +59,89 @@ def _ptxas(facts: Facts, label: str) -> tuple[str, str] | None:
     return None
 
 
+def _choices(
+    facts: Facts, probe: ProbeFacts, version: str, where: str, max_cuda: str, what: str
+) -> tuple[list[str], tuple[Command, ...]]:
+    """The numbered remedies (prose) and their commands when ``what`` (ptxas, NVVM) of ``version``
+    is newer than the driver's ``max_cuda``."""
+    ptx, drv = v(version), v(max_cuda)
+    xy = f"{ptx.major}.{ptx.minor}"
+    need = toolkit_driver(xy)
+    wheel = next(
+        (w for w in ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu11") if w in where), None
+    )
+    commands = list(driver_install_commands(facts, need.split(".")[0] if need else ""))
+    choices = [f"1. **Upgrade the driver** to one that supports CUDA {xy}" + (f" (≥ {need})" if need else "") + "."]
+    if ptx.major == drv.major and wheel:
+        pin = Command(
+            f'{probe.executable} -m pip install "{wheel}=={drv.major}.{drv.minor}.*"',
+            f"or keep the driver: a {what} of the driver's CUDA {max_cuda}",
+            "changes",
+        )
+        commands.append(pin)
+        choices.append(
+            f"2. **Or keep the driver** and pin the {what} to its CUDA:\n\n{fenced(pin)}\n\n(if the index has no "
+            f"such build, the newest one not newer than CUDA {max_cuda})."
+        )
+    elif ptx.major == drv.major:
+        choices.append(
+            f"2. **Or keep the driver** and put a CUDA {max_cuda} toolkit's `bin` first on `PATH` (or install the "
+            f"`nvidia-cuda-nvcc-cu{drv.major}` wheel of that version, which is preferred)."
+        )
+    choices.append(
+        "3. On data-center GPUs only: the CUDA forward-compatibility package (`cuda-compat-<X>-<Y>`) of the newer "
+        "CUDA, put first on the loader path."
+    )
+    return choices, tuple(commands)
+
+
+def _nvvm(facts: Facts, t: TargetFacts, probe: ProbeFacts, dist: str) -> Finding:
+    """The finding for a Numba target: NVVM's PTX is JIT-linked by the driver, so any newer CUDA fails."""
+    found = _ptxas(facts, t.label)
+    max_cuda = driver_max_cuda(facts, probe)
+    if found is None or max_cuda is None:
+        what = "no NVVM (nvcc wheel or toolkit) was found" if found is None else "the driver's CUDA version is unknown"
+        return CHECK.finding(Status.SKIP, f"{dist} compiles with NVVM, but {what}", target=t.label)
+    version, where = found
+    ptx, drv = v(version), v(max_cuda)
+    evidence = {"python": probe.executable, "nvvm": version, "from": where, "driver_max_cuda": max_cuda}
+    if (ptx.major, ptx.minor) <= (drv.major, drv.minor):
+        return CHECK.finding(
+            Status.OK,
+            f"{dist}'s NVVM {version} is not newer than the driver's CUDA {max_cuda}",
+            evidence=evidence,
+            target=t.label,
+        )
+    driver = driver_version(facts) or "?"
+    where_nvvm = where.replace("bin/ptxas`", "nvvm/lib64/libnvvm.so`")
+    nvvm_choices, nvvm_commands = _choices(facts, probe, version, where, max_cuda, "NVVM")
+    return CHECK.finding(
+        Status.FAIL,
+        f"{dist} compiles with NVVM {version} (CUDA {ptx.major}.{ptx.minor}) but the driver {driver} supports only "
+        f"CUDA {max_cuda}: every @cuda.jit kernel fails to load",
+        f"Numba compiles each kernel with the NVVM of {where_nvvm} into PTX of CUDA {ptx.major}.{ptx.minor} and hands "
+        f"it to the driver to JIT-link (`cuLinkAddData`). The driver's JIT only reads PTX up to its own CUDA "
+        f"({max_cuda}), so the first launch fails with\n\n```\nLinkerError: [222] Call to cuLinkAddData results in "
+        f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION\nptxas application ptx input, line 9; fatal   : Unsupported .version "
+        f"...\n```\n\n(CUDA minor-version compatibility does not cover PTX: NVIDIA CUDA Compatibility guide). "
+        f"Choices:\n\n" + "\n".join(nvvm_choices),
+        evidence=evidence,
+        target=t.label,
+        commands=nvvm_commands,
+    )
+
+
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     """The ``cuda.jit`` finding for one target (pure)."""
     cl = facts.of(CudaLibrariesFacts)
     users = [] if isinstance(cl, Unavailable) else [f for f in cl.frameworks if f.label == t.label]
     users = [f for f in users if f.name in PTXAS_USERS]
     if not users:
+        numba = next((d for d in NVVM_USERS if d in (probe.distributions or {})), None)
+        if numba is not None:
+            return _nvvm(facts, t, probe, f"{numba} {(probe.distributions or {})[numba]}")
         return CHECK.finding(
-            Status.SKIP, f"no framework in {probe.executable} compiles PTX with ptxas at run time", target=t.label
+            Status.SKIP, f"no framework in {probe.executable} compiles PTX at run time", target=t.label
         )
     fw = users[0]
     found = _ptxas(facts, t.label)
@@ -79,26 +161,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     driver = driver_version(facts) or "?"
-    need = toolkit_driver(xy)
-    wheel = next(
-        (w for w in ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu11") if w in where), None
-    )
-    choices = [f"1. **Upgrade the driver** to one that supports CUDA {xy}" + (f" (≥ {need})" if need else "") + "."]
-    if ptx.major == drv.major and wheel:
-        choices.append(
-            f"2. **Or keep the driver** and pin the PTX assembler to its CUDA:\n\n```\n{probe.executable} -m pip install "
-            f'"{wheel}=={drv.major}.{drv.minor}.*"\n```\n\n(if the index has no such build, the newest one not newer '
-            f"than CUDA {max_cuda})."
-        )
-    elif ptx.major == drv.major:
-        choices.append(
-            f"2. **Or keep the driver** and put a CUDA {max_cuda} toolkit's `bin` first on `PATH` (or install the "
-            f"`nvidia-cuda-nvcc-cu{drv.major}` wheel of that version, which XLA prefers)."
-        )
-    choices.append(
-        "3. On data-center GPUs only: the CUDA forward-compatibility package (`cuda-compat-<X>-<Y>`) of the newer "
-        "CUDA, put first on the loader path."
-    )
+    choices, commands = _choices(facts, probe, version, where, max_cuda, "PTX assembler")
     if ptx.major > drv.major:
         return CHECK.finding(
             Status.FAIL,
@@ -108,6 +171,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"CUDA {drv.major} driver, so the first computation on the GPU fails.\n\n" + "\n".join(choices),
             evidence=evidence,
             target=t.label,
+            commands=commands,
         )
     return CHECK.finding(
         Status.WARN,
@@ -119,12 +183,13 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         f"Choices:\n\n" + "\n".join(choices),
         evidence=evidence,
         target=t.label,
+        commands=commands,
     )
 
 
 CHECK = Check(
     id="cuda.jit",
-    title="the PTX assembler a framework compiles with at run time is not newer than the driver's CUDA",
+    title="the PTX compiler a framework uses at run time (ptxas, NVVM) is not newer than the driver's CUDA",
     needs=("targets", "nvidia", "cuda_wheels", "cuda_toolkit", "cuda_libraries"),
     evaluate=per_target("cuda.jit", assess),
 )

@@ -23,14 +23,15 @@ not ship it. The probe ``dlopen``s it for real in the target (no ``cuInit``).
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from gpudoctor.checks._common import driver_version, in_container
 from gpudoctor.checks._gpu import (
+    arch_name,
     forward_compat_supported,
     gpu_devices,
     has_nvidia_gpu,
+    last_driver_branch,
     per_target,
     v,
 )
@@ -40,9 +41,8 @@ from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.loader import LoaderFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
-
-_LIBCUDA_VERSION = re.compile(r"libcuda\.so\.(\d+\.\d+(?:\.\d+)?)$")
+from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.versions import libcuda_version
 
 
 def _runtime_missing(facts: Facts, probe: ProbeFacts) -> bool:
@@ -65,6 +65,13 @@ def is_stub(path: str | None) -> bool:
     return bool(path) and "/stubs/" in (path or "") and os.path.basename(path or "").startswith("libcuda.so")
 
 
+def _path_without(probe: ProbeFacts, drop: list[str], why: str) -> Command:
+    """``LD_LIBRARY_PATH`` without the entries in ``drop`` (``unset`` when nothing is left)."""
+    gone = {os.path.normpath(d) for d in drop}
+    rest = [e for e in probe.env.get("LD_LIBRARY_PATH", "").split(":") if e and os.path.normpath(e) not in gone]
+    return Command(f"export LD_LIBRARY_PATH={':'.join(rest)}" if rest else "unset LD_LIBRARY_PATH", why)
+
+
 def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: dict[str, Any]) -> Finding:
     """The finding for a target that loaded the toolkit's stub libcuda instead of the driver's."""
     stub_dir = os.path.dirname(path)
@@ -73,6 +80,7 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
     on_path = [e for e in entries if "stubs" in e.rstrip("/").split("/")[-1:]]
     if on_path:
         rest = [e for e in entries if e not in on_path]
+        commands: tuple[Command, ...] = (_path_without(probe, on_path, "the loader path without the stubs"),)
         where = f"`LD_LIBRARY_PATH` lists `{on_path[0]}`"
         todo = (
             "Take the stubs directory out of `LD_LIBRARY_PATH` (where it is set: shell profile, job script, "
@@ -86,6 +94,10 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
             f"Remove the `/etc/ld.so.conf.d/` entry that names `{stub_dir}` (`grep -r stubs /etc/ld.so.conf.d/`), "
             f"then `sudo ldconfig`. Stubs are for *linking* only, never for running."
         )
+        commands = (
+            Command("grep -r stubs /etc/ld.so.conf.d/", "the loader configuration entry that names the stubs"),
+            Command("sudo ldconfig", "after removing it: rebuild the loader cache", "root"),
+        )
     kernel = driver_version(facts)
     drv = f" {kernel}" if kernel else ""
     return CHECK.finding(
@@ -97,6 +109,7 @@ def _stub(facts: Facts, probe: ProbeFacts, t: TargetFacts, path: str, evidence: 
         f"`libcuda.so.1`.\n\n{todo}",
         evidence=evidence,
         target=t.label,
+        commands=commands,
     )
 
 
@@ -123,6 +136,30 @@ def _forward_compat(
             f"use a torch build for a CUDA the installed driver {kernel or ''} supports.",
             evidence=evidence,
             target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
+        )
+    branch = int(compat_version.split(".")[0])
+    dropped = [
+        (g.name, arch_name(g.cc) or f"compute capability {g.cc}", last)
+        for g in gpu_devices(facts, probe)
+        if g.cc and (last := last_driver_branch(g.cc)) is not None and branch > last
+    ]
+    if dropped:
+        name, arch, last = dropped[0]
+        return CHECK.finding(
+            Status.FAIL,
+            f"the forward-compatibility libcuda {compat_version} ({path}) no longer supports {name} ({arch}): "
+            f"CUDA finds no device",
+            f"`{compat_dir}` holds the user-space driver of branch R{branch}; {arch} GPUs are supported only up to "
+            f"driver branch R{last}, so with this libcuda CUDA reports no device (`CUDA_ERROR_NO_DEVICE`; TensorFlow "
+            f"and JAX print `kernel version {kernel or '?'} does not match DSO version {compat_version}`). "
+            f"Forward compatibility cannot bring a newer CUDA to this GPU. Load the driver's own libcuda "
+            f"{kernel or ''}: remove `{compat_dir}` from `LD_LIBRARY_PATH` (or `/etc/ld.so.conf.d/`, then "
+            f"`sudo ldconfig`; in a container image, `rm -rf {compat_dir}` or use an image of a CUDA release the "
+            f"R{last} driver supports), and install a framework build for that CUDA.",
+            evidence=evidence,
+            target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
         )
     if kernel and v(compat_version) < v(kernel):
         return CHECK.finding(
@@ -133,6 +170,7 @@ def _forward_compat(
             f"new enough: remove `{compat_dir}` from `LD_LIBRARY_PATH` / `/etc/ld.so.conf.d/` and run `sudo ldconfig`.",
             evidence=evidence,
             target=t.label,
+            commands=(_path_without(probe, [compat_dir], "the loader path without the cuda-compat libraries"),),
         )
     return CHECK.finding(
         Status.OK,
@@ -186,24 +224,28 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             target=t.label,
         )
     kernel = driver_version(facts)
-    m = _LIBCUDA_VERSION.search(os.path.basename(lc.path or ""))
+    named = libcuda_version(os.path.basename(lc.path or ""))
     compat = "/compat/" in (lc.path or "") or (lc.path or "").rstrip("/").split("/")[-2:-1] == ["compat"]
-    if compat and m:
-        found = _forward_compat(facts, probe, t, lc.path or "", m.group(1), kernel, evidence)
+    if compat and named:
+        found = _forward_compat(facts, probe, t, lc.path or "", named, kernel, evidence)
         if found is not None:
             return found
-    elif kernel and m and m.group(1) != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):
+    elif kernel and named and named != kernel and not (lc.path or "").startswith(WSL_LIB + "/"):
         # (WSL 2's libcuda.so.1.1 carries no driver version in its name)
         return CHECK.finding(
             Status.FAIL,
-            f"libcuda {m.group(1)} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
-            f"`{lc.path}` belongs to driver {m.group(1)}, but the running kernel module is {kernel}. CUDA and NVML "
+            f"libcuda {named} does not match the loaded kernel module {kernel} (driver/library version mismatch)",
+            f"`{lc.path}` belongs to driver {named}, but the running kernel module is {kernel}. CUDA and NVML "
             f'fail with "Driver/library version mismatch". This happens after a driver upgrade without a reboot, '
             f"or when a second driver's libraries (a cuda-compat directory, an old copy on `LD_LIBRARY_PATH`) "
             f"shadow the system ones. Reboot (or reload the `nvidia` module); if that does not help, remove the "
             f"foreign `libcuda.so*` from the loader path.",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command("sudo reboot", "load the kernel module of the installed driver libraries", "root"),
+                Command("ldconfig -p | grep libcuda.so", "every libcuda the loader knows (a foreign one to remove)"),
+            ),
         )
     api = lc.driver_api_version
     cuda = f" (driver supports CUDA ≤ {api // 1000}.{(api % 1000) // 10})" if api else ""

@@ -36,9 +36,11 @@ from collections.abc import Mapping
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.checks._libraries import (
     DRIVER_FAMILIES,
+    activation_commands,
     activation_hint,
     framework_of,
     loads_how,
+    missing_wheel_commands,
     missing_wheel_remedy,
     older,
     older_pins,
@@ -46,6 +48,7 @@ from gpudoctor.checks._libraries import (
     path_remedy,
     replaced,
     shadowing,
+    sibling_remedy,
     target_model,
     version_of,
     vtext,
@@ -53,7 +56,7 @@ from gpudoctor.checks._libraries import (
 from gpudoctor.facts import Facts
 from gpudoctor.facts.libraries import LibraryCopy, Resolution, TargetLibraries
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 
 def _not_searched(
@@ -94,6 +97,7 @@ def _not_searched(
         f"\n\n{activation_hint(probe, dirs)}{own}",
         evidence={**evidence, "installed_copies": [x.path for x in present]},
         target=t.label,
+        commands=activation_commands(probe, dirs),
     )
 
 
@@ -168,15 +172,25 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"{loads_how(r, framework_of(model, r.consumer, r))}; no directory of `{os.path.basename(r.consumer)}`'s "
             f"RUNPATH, `LD_LIBRARY_PATH`, the ld.so cache "
             f"({model.cache_source}) or the default directories holds it. "
-            + missing_wheel_remedy(facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family),
+            + (
+                sibling_remedy(facts, t.label, probe.executable, model, r)
+                or missing_wheel_remedy(facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family)
+            ),
             evidence=evidence,
             target=t.label,
+            commands=missing_wheel_commands(
+                facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family
+            ),
         )
     stale = older_pins(facts, t.label)
     if stale:
         owner, dist, pinned, have = stale[0]
         more = "".join(f"\n- `{d}` {h} (pinned {p}, by {f.dist})" for f, d, p, h in stale[1:])
         fix = " ".join(f"{d}=={p}" for _f, d, p, _h in stale)
+        restore = (
+            Command(f"{probe.executable} -m pip install {fix}", "restore the versions the framework pins", "changes"),
+            Command(f"{probe.executable} -m pip check", "which package asked for the older version"),
+        )
         return CHECK.finding(
             Status.FAIL,
             f"{dist} {have} is installed, older than the {pinned} that {owner.dist} {owner.version} pins",
@@ -184,11 +198,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"environment has `{dist} {have}`: another package's requirement, or a manual install, moved it "
             f"back. The older library lacks functions the framework calls, so it fails at import or first use "
             f"(NCCL: `undefined symbol: ncclCommRegister`; cuDNN: a version-incompatibility error).{more}\n\n"
-            f"Restore the pinned versions:\n\n```\n{probe.executable} -m pip install {fix}\n"
-            f"{probe.executable} -m pip check\n```\n\n`pip check` names the package that asked for the older "
+            f"Restore the pinned versions:\n\n{fenced(*restore)}\n\n`pip check` names the package that asked for the older "
             f"version; upgrade that one too, or keep it in a separate environment.",
             evidence={**evidence, "pins": list(owner.pins), "installed": list(owner.pinned_installed)},
             target=t.label,
+            commands=restore,
         )
     swapped = replaced(model)
     if swapped:
@@ -220,6 +234,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"Remove the old copy (its system package) or put `{r.directory}` first on `LD_LIBRARY_PATH`.",
                 evidence=evidence,
                 target=t.label,
+                commands=(
+                    Command(f"export LD_LIBRARY_PATH={r.directory}:$LD_LIBRARY_PATH", "the framework's copy for all"),
+                ),
             )
     n = len({r.needed for r in model.resolutions})
     return CHECK.finding(

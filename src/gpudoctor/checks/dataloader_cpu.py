@@ -20,7 +20,7 @@ import math
 from gpudoctor.checks import require
 from gpudoctor.facts import Facts
 from gpudoctor.facts.host import CpuFacts, CpuQuota
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural, verb
 
 
@@ -79,6 +79,16 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"`gpudoctor probe dataloader --dataset MODULE:CALLABLE`. To give the job more CPUs, raise the limit: "
                 f"`docker run --cpus=N`, Kubernetes `resources.limits.cpu`, or the Slurm `--cpus-per-task`.",
                 evidence=evidence,
+                commands=(
+                    Command(
+                        f"export OMP_NUM_THREADS={usable}",
+                        f"size thread pools from the {plural(usable, 'usable CPU')}; DataLoader num_workers={workers}",
+                    ),
+                    Command(
+                        "gpudoctor probe dataloader --dataset MODULE:CALLABLE",
+                        "measure the best num_workers for your dataset",
+                    ),
+                ),
             )
         ]
     return [

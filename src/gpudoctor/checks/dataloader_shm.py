@@ -25,7 +25,7 @@ from gpudoctor.checks._common import GIB, MIB, fmt_bytes, in_container, nvidia_g
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 from gpudoctor.facts.host import OsFacts, ShmFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
 #: Default batch size in bytes when no probe measured one: 64 decoded 3×256×256 float32
@@ -121,6 +121,29 @@ def remedy(need: int, gpus: int, engine: str | None = None) -> str:
     return text
 
 
+def remedy_commands(need: int, gpus: int, engine: str | None, host: bool) -> tuple[Command, ...]:
+    """:func:`remedy` as data, preferred first: on a host the remount, in a container its engine's flag."""
+    size = suggested_size(need)
+    remount = Command(
+        f"sudo mount -o remount,size={size[:-1]}G /dev/shm", f"grow /dev/shm to {size[:-1]} GiB until reboot", "root"
+    )
+    run = {
+        "podman": Command(
+            f"podman run --shm-size={size} ...", "start the container with more shared memory", "changes"
+        ),
+        "kubernetes": Command("df -h /dev/shm", "this pod's /dev/shm, after the emptyDir is mounted there"),
+    }.get(
+        engine or "",
+        Command(f"docker run --shm-size={size} ...", "start the container with more shared memory", "changes"),
+    )
+    rows = [remount, run] if host else [run] + ([remount] if engine not in ("kubernetes", "podman") else [])
+    if gpus >= 2:
+        rows.append(
+            Command("export NCCL_SHM_DISABLE=1", "if the container cannot change: NCCL uses P2P/sockets (slower)")
+        )
+    return tuple(rows)
+
+
 def evaluate(facts: Facts) -> list[Finding]:
     shm = require(facts, ShmFacts)
     loader, nccl, est_evidence, basis = estimate(facts)
@@ -130,6 +153,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         os_facts.container.kind if not isinstance(os_facts, Unavailable) and os_facts.container.in_container else None
     )
     gpus = int(est_evidence["local_gpus"])  # type: ignore[call-overload]
+    commands = remedy_commands(need, gpus, engine, not in_container(facts))
     evidence: dict[str, object] = {
         "path": shm.path,
         "mounted": shm.mounted,
@@ -144,6 +168,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "DataLoader workers and NCCL need a shared-memory filesystem at /dev/shm.\n\n"
                 + remedy(need, gpus, engine),
                 evidence=evidence,
+                commands=commands,
             )
         ]
     total = shm.total_bytes
@@ -175,6 +200,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"expect 'Bus error' worker deaths" + (" and NCCL init failures" if nccl else ""),
                 f"{why}\n\n{remedy(need, gpus, engine)}",
                 evidence=evidence,
+                commands=commands,
             )
         ]
     # the need is an estimate ("~"): a size that prints the same as it ("1 GiB" for ~1.04 GiB) is not short
@@ -185,6 +211,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"{shm.path} is {size}, below the ~{fmt_bytes(need)} {users} may need",
                 f"{why}\n\n{remedy(need, gpus, engine)}",
                 evidence=evidence,
+                commands=commands,
             )
         ]
     if free is not None and free < need and fmt_bytes(free) != fmt_bytes(need):
@@ -196,6 +223,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"left by killed workers, `nccl-*` segments, other jobs) and remove stale ones, or "
                 f"{remedy(need, gpus, engine)[0].lower()}{remedy(need, gpus, engine)[1:]}",
                 evidence=evidence,
+                commands=(Command("ls -la /dev/shm", "what holds it: stale torch_* and nccl-* files"), *commands),
             )
         ]
     return [

@@ -25,7 +25,7 @@ from gpudoctor.checks._devices import bullets
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.gpu_holders import GpuHolder, GpuHoldersFacts
 from gpudoctor.facts.nvidia import GpuHealth, NvidiaDriverFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: PID 1 programs that adopt orphans (init systems and container inits)
 INITS = frozenset(
@@ -157,6 +157,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "To stop it recurring, let the job's launcher kill its process group (`torchrun`, or "
                 "`kill -- -<pgid>`), and set `persistent_workers=False` where workers outlive a crash.",
                 evidence=evidence,
+                commands=(
+                    Command(f"kill {pids}", "end the orphaned workers", "changes"),
+                    Command("nvidia-smi --query-gpu=index,memory.used --format=csv", "the memory they freed"),
+                ),
             )
         ]
     if unaccounted:
@@ -181,12 +185,22 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + "\n\nThen end them (`kill <pid>`); if none is left and the memory stays, reset the GPU when idle "
                 "(`sudo nvidia-smi -r -i <index>`)."
             )
+        find_cmd = (
+            (
+                Command(
+                    f"kill {' '.join(str(h.pid) for h in users)}", "end them, if they are not yours to keep", "changes"
+                ),
+            )
+            if users
+            else (Command("sudo fuser -v /dev/nvidia*", "the processes that hold the GPU device nodes", "root"),)
+        )
         return [
             CHECK.finding(
                 Status.WARN,
                 "GPU memory in use with no process NVML names: " + "; ".join(u.split(":")[0] for u in unaccounted),
                 bullets(unaccounted) + "\n\n" + body,
                 evidence=evidence,
+                commands=find_cmd,
             )
         ]
     if holders:

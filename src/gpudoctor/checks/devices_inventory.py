@@ -27,7 +27,7 @@ from gpudoctor.checks._devices import bullets
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts
 from gpudoctor.gpu_inventory import GpuAccount, account, describe
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: recovery actions (nvmlGpuRecoveryAction_t) -> (what the driver asks, reboot instead of reset)
 RECOVERY = {
@@ -99,6 +99,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + " Jobs that ask for every GPU of this node fail or hang; keep them off it.\n\n"
                 + hostpkg.reset_gpu(facts, targets, reboot=gone),
                 evidence=evidence,
+                commands=hostpkg.reset_gpu_commands(facts, targets, reboot=gone),
             )
         ]
     recover = [
@@ -122,6 +123,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + "\n\n"
                 + hostpkg.reset_gpu(facts, [str(x.nvml_index) for x, _ in recover], reboot=reboot),
                 evidence=evidence,
+                commands=hostpkg.reset_gpu_commands(facts, [str(x.nvml_index) for x, _ in recover], reboot=reboot),
             )
         ]
     other = [a for a in accounts if a.driver not in ("nvidia", "unknown")]
@@ -134,6 +136,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + ", ".join(f"{a.bus_id} ({a.driver})" for a in other),
                 bullets(lines) + "\n\nSee `platform.kernel-module` for why the module did not bind them.",
                 evidence=evidence,
+                commands=(Command("lspci -nnk -d 10de:", "which kernel driver each NVIDIA device is bound to"),),
             )
         ]
     if hidden and len({label for _a, label in hidden}) and any(seen == "yes" for a in accounts for _l, seen in a.cuda):
@@ -145,6 +148,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 bullets(lines) + "\n\nCUDA hides GPUs outside `CUDA_VISIBLE_DEVICES` (see `cuda.devices`); a GPU the "
                 "driver opened but CUDA skips while others work can also be in MIG mode or out of memory.",
                 evidence=evidence,
+                commands=(
+                    Command("nvidia-smi -L", "every GPU the driver has, with its UUID and MIG instances"),
+                    Command("echo $CUDA_VISIBLE_DEVICES", "the GPUs CUDA is allowed to enumerate"),
+                ),
             )
         ]
     n = len(accounts)

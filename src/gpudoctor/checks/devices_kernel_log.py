@@ -34,7 +34,7 @@ from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.platform import KernelModuleFacts
 from gpudoctor.facts.topology import TopologyFacts
 from gpudoctor.gpu_inventory import account
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: corrected AER messages in one boot from which a warning is given (one now and then is normal)
 AER_CORRECTED_WARN = 10
@@ -133,14 +133,17 @@ def evaluate(facts: Facts) -> list[Finding]:
         "counts": {f"{k} ({'this boot' if b == 0 else 'previous boot'})": len(v) for (k, b), v in by.items()},
         "aer_of_other_devices": ignored,
     }
-    findings: list[tuple[Status, str, str]] = []
+    findings: list[tuple[Status, str, str, tuple[Command, ...]]] = []
+    reboot = hostpkg.reset_gpu_commands(facts, [], reboot=True)
 
-    def add(status: Status, kind: str, boot: int, remedy: str) -> None:
+    def add(status: Status, kind: str, boot: int, remedy: str, commands: tuple[Command, ...]) -> None:
         msgs = by[(kind, boot)]
         when = f" at {msgs[-1].when}" if msgs[-1].when else ""
         pci = f" ({msgs[-1].pci})" if msgs[-1].pci else ""
         summary = f"{MEANING[kind]}{pci}, {_boot(msgs[-1])}{when}"
-        findings.append((status, summary, f"The kernel log says {MEANING[kind]}:\n\n{_cite(msgs)}\n\n{remedy}"))
+        findings.append(
+            (status, summary, f"The kernel log says {MEANING[kind]}:\n\n{_cite(msgs)}\n\n{remedy}", commands)
+        )
 
     for boot in (0, -1):
         cur = boot == 0
@@ -157,6 +160,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "cables, riser and slot; collect `sudo nvidia-bug-report.sh` for the vendor."
                 )
                 + " Common causes: power delivery, overheating, a marginal PCIe link (see the AER lines).",
+                reboot
+                if cur
+                else (Command("sudo nvidia-bug-report.sh", "a report of the GPU's state for the vendor", "root"),),
             )
         if ("aer_uncorrected", boot) in by:
             add(
@@ -166,11 +172,21 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "Uncorrectable PCIe errors on the GPU's link usually take the GPU off the bus (XID 79). Check the "
                 "link: `sudo lspci -vvv -s <address> | grep -E 'LnkSta|UESta|CESta'`; reseat the GPU or riser, "
                 "and update the system firmware.",
+                (
+                    Command(
+                        f"sudo lspci -vvv -s {by[('aer_uncorrected', boot)][-1].pci or '<address>'} | grep -E "
+                        "'LnkSta|UESta|CESta'",
+                        "the GPU link's state and error status",
+                        "root",
+                    ),
+                ),
             )
         if cur and ("probe_failed", 0) in by:
             text = " ".join(m.text for m in by[("probe_failed", 0)])
+            probe_cmds = reboot
             if "not called" in text or ("nouveau", 0) in by:
                 remedy = "Another driver (nouveau) took the GPU first. " + hostpkg.blacklist_nouveau(facts)
+                probe_cmds = hostpkg.blacklist_nouveau_commands(facts)
             else:
                 remedy = (
                     "The driver found the GPU but could not bring it up (GSP firmware, VBIOS, power, or a GPU "
@@ -179,7 +195,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     + hostpkg.reset_gpu(facts, [], reboot=True)
                 )
             # a probe that failed and then succeeded (the driver retries) leaves the log behind
-            add(Status.FAIL if not all_open else Status.WARN, "probe_failed", 0, remedy)
+            add(Status.FAIL if not all_open else Status.WARN, "probe_failed", 0, remedy, probe_cmds)
         if cur and ("unsupported_gpu", 0) in by:
             add(
                 Status.FAIL,
@@ -187,6 +203,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 0,
                 "Install a driver branch that lists this GPU (NVIDIA's supported-chips list of the branch). "
                 + hostpkg.install_driver(facts),
+                hostpkg.install_driver_commands(facts),
             )
         if cur and ("api_mismatch", 0) in by and not all_open:
             add(
@@ -195,6 +212,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 0,
                 "The driver packages were upgraded while the old module stayed loaded. "
                 + hostpkg.reset_gpu(facts, [], reboot=True),
+                reboot,
             )
         if cur and ("key_rejected", 0) in by:
             if loaded is False or loaded is None:
@@ -204,9 +222,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                     0,
                     ("A module for the running kernel exists but is not trusted. " if built else "")
                     + hostpkg.secure_boot(facts, module_for_kernel=built, branch=_branch(facts)),
+                    hostpkg.secure_boot_commands(facts, module_for_kernel=built, branch=_branch(facts)),
                 )
         if cur and ("nouveau", 0) in by and loaded is False and ("probe_failed", 0) not in by:
-            add(Status.FAIL, "nouveau", 0, hostpkg.blacklist_nouveau(facts))
+            add(Status.FAIL, "nouveau", 0, hostpkg.blacklist_nouveau(facts), hostpkg.blacklist_nouveau_commands(facts))
         corrected = by.get(("aer_corrected", boot), [])
         if len(corrected) >= AER_CORRECTED_WARN and ("aer_uncorrected", boot) not in by:
             add(
@@ -216,6 +235,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"{len(corrected)} corrected PCIe errors (at most {len(corrected)} kept) point at a marginal link: "
                 "it works but retries, and degrades under load. Find the device: `sudo lspci -vvv | grep -B30 "
                 "CESta`; reseat the GPU or riser; `pcie_aspm=off` on the kernel command line helps some boards.",
+                (Command("sudo lspci -vvv | grep -B30 CESta", "which device reports the corrected errors", "root"),),
             )
     if ("unsigned_module", 0) in by and not findings:
         msgs = by[("unsigned_module", 0)]
@@ -241,11 +261,11 @@ def evaluate(facts: Facts) -> list[Finding]:
         ]
     order = {Status.FAIL: 0, Status.WARN: 1}
     findings.sort(key=lambda f: order.get(f[0], 2))
-    status, summary, explanation = findings[0]
+    status, summary, explanation, commands = findings[0]
     rest = findings[1:]
     if rest:
-        explanation += "\n\nAlso in the kernel log:\n\n" + "\n".join(f"- {s}" for _st, s, _e in rest)
-    return [CHECK.finding(status, summary, explanation, evidence=evidence)]
+        explanation += "\n\nAlso in the kernel log:\n\n" + "\n".join(f"- {s}" for _st, s, _e, _c in rest)
+    return [CHECK.finding(status, summary, explanation, evidence=evidence, commands=commands)]
 
 
 CHECK = Check(

@@ -28,7 +28,7 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, NvmlDevice
 from gpudoctor.facts.topology import ACS_BITS, ACS_REDIRECT, TopologyFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 DOC = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html"
 
@@ -72,7 +72,8 @@ def evaluate(facts: Facts) -> list[Finding]:
         "matrix": [] if isinstance(topo, Unavailable) or isinstance(topo.matrix, Unavailable) else list(topo.matrix),
     }
     place = hostpkg.place(facts)
-    problems: list[tuple[str, str]] = []  # (summary, explanation)
+    problems: list[tuple[str, str, tuple[Command, ...]]] = []  # (summary, explanation, commands)
+    p2p_off = Command("export NCCL_P2P_DISABLE=1", "in the job's environment: NCCL stops using peer-to-peer")
 
     redirect = [
         (path.bus_id, b.bus_id, b.acs_ctl)
@@ -84,7 +85,11 @@ def evaluate(facts: Facts) -> list[Finding]:
         bridges = sorted({b for _g, b, _c in redirect})
         lines = [f"bridge `{b}` above GPU `{g}`: ACSCtl {_flags(c)}" for g, b, c in redirect]
         evidence["acs_redirect"] = [f"{b} above {g}: 0x{c:04x}" for g, b, c in redirect]
-        cmds = "```\n" + "\n".join(f"sudo setpci -s {b} ECAP_ACS+6.w=0000" for b in bridges) + "\n```"
+        clear = tuple(
+            Command(f"sudo setpci -s {b} ECAP_ACS+6.w=0000", "clear the bridge's ACS redirect until reboot", "root")
+            for b in bridges
+        )
+        cmds = "```\n" + "\n".join(c.text for c in clear) + "\n```"
         problems.append(
             (
                 f"PCIe ACS redirects peer-to-peer traffic on {len(bridges)} bridge(s) above the GPUs: NCCL hangs "
@@ -97,6 +102,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + hostpkg.on_host(place, cmds, "clear the ACS redirect bits")
                 + f"\n\nUntil then NCCL works with `NCCL_P2P_DISABLE=1` ({cost('NCCL_P2P_DISABLE=1')}). "
                 f"Keep ACS on only where VMs need the isolation ({cost('ACS')}).",
+                (*clear, p2p_off),
             )
         )
     for dev in devices:
@@ -111,6 +117,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"{row['what']} ({row['source']}).\n\nWhat to do: {row['setting']} (`export NCCL_P2P_DISABLE=1` "
                     f"in the job's environment). `NCCL_P2P_DISABLE=1` costs: {cost('NCCL_P2P_DISABLE=1')}. "
                     "`gpudoctor check --deep devices.smoke` copies between every pair and checks what arrives.",
+                    (p2p_off, Command("gpudoctor check --deep devices.smoke", "copy between every GPU pair and check")),
                 )
             )
             break
@@ -128,6 +135,10 @@ def evaluate(facts: Facts) -> list[Finding]:
                 + "\n\nA GPU with fewer active links than its peers talks to them slower, or over PCIe. Check "
                 "`nvidia-smi nvlink -s` and `nvidia-smi nvlink -e`; on NVSwitch systems the fabric manager "
                 "(`systemctl status nvidia-fabricmanager`); a GPU reset or reboot retrains the links.",
+                (
+                    Command("nvidia-smi nvlink -s", "each GPU's NVLink links and their state"),
+                    Command("nvidia-smi nvlink -e", "NVLink error counters"),
+                ),
             )
         )
     translated = [p.bus_id for p in paths if p.iommu_group_type in ("DMA", "DMA-FQ")]
@@ -138,13 +149,14 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"the IOMMU translates DMA for {len(translated)} GPUs (no iommu=pt): peer-to-peer may fail or slow down",
                 f"GPUs {', '.join(translated)} are in IOMMU groups of type DMA ({cost('IOMMU')}). On bare metal, "
                 "use passthrough mode. " + hostpkg.kernel_param(facts, "iommu=pt"),
+                hostpkg.kernel_param_commands(facts, "iommu=pt"),
             )
         )
     if problems:
-        summary, explanation = problems[0]
+        summary, explanation, commands = problems[0]
         if len(problems) > 1:
-            explanation += "\n\nAlso:\n\n" + bullets([s for s, _e in problems[1:]])
-        return [CHECK.finding(Status.WARN, summary, explanation, evidence=evidence, doc_url=DOC)]
+            explanation += "\n\nAlso:\n\n" + bullets([s for s, _e, _c in problems[1:]])
+        return [CHECK.finding(Status.WARN, summary, explanation, evidence=evidence, doc_url=DOC, commands=commands)]
     unsupported = [p for p in pairs if isinstance(p.p2p_read, str) and p.p2p_read != "ok"]
     matrix = () if isinstance(topo, Unavailable) or isinstance(topo.matrix, Unavailable) else topo.matrix
     nic = [(r, c, link) for r, c, link in matrix if r.startswith("GPU") and not c.startswith("GPU")]

@@ -5,6 +5,9 @@
   start pays the initialisation again and ECC/clock settings can reset
   (NVIDIA "Driver Persistence" documentation) — with the command;
 - ``warn``: compute mode ``prohibited`` (no CUDA context can be created);
+- ``warn``: compute mode ``exclusive_process`` (or ``exclusive_thread``) on a GPU a compute process
+  already holds: a second process gets "all CUDA-capable devices are busy or unavailable"
+  (``cudaErrorDevicesUnavailable``; NVIDIA nvidia-smi manual, ``--compute-mode``);
 - ``ok`` otherwise (GeForce/RTX boards usually run without it: ok).
 """
 
@@ -13,7 +16,7 @@ from __future__ import annotations
 import re
 
 from gpudoctor.checks._devices import bullets, ev, gpus_with_health, head, label
-from gpudoctor.facts import Facts
+from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
@@ -34,6 +37,7 @@ def is_datacentre(name: str) -> bool:
 def evaluate(facts: Facts) -> list[Finding]:
     off: list[str] = []
     prohibited: list[str] = []
+    taken: list[tuple[int, str]] = []
     evidence = {}
     for dev, h in gpus_with_health(facts):
         evidence[f"gpu{dev.index}"] = {
@@ -47,6 +51,10 @@ def evaluate(facts: Facts) -> list[Finding]:
             )
         if h.persistence_mode is False and is_datacentre(dev.name):
             off.append(label(dev))
+        holders = [p for p in h.processes if p.kind == "compute"] if not isinstance(h.processes, Unavailable) else []
+        if h.compute_mode in ("exclusive_process", "exclusive_thread") and holders:
+            pids = ", ".join(f"PID {p.pid}" + (f" ({p.command})" if p.command else "") for p in holders)
+            taken.append((dev.index, f"{label(dev)}: compute mode **{h.compute_mode}**, already held by {pids}"))
     if prohibited:
         idx = next((d.index for d, h in gpus_with_health(facts) if h.compute_mode == "prohibited"), 0)
         return [
@@ -56,6 +64,30 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "In compute mode *prohibited* the GPU accepts no CUDA context:\n\n" + bullets(prohibited),
                 evidence=evidence,
                 commands=(Command(f"sudo nvidia-smi -c DEFAULT -i {idx}", "let CUDA programs use the GPU", "root"),),
+            )
+        ]
+    if taken:
+        idx = taken[0][0]
+        return [
+            CHECK.finding(
+                Status.WARN,
+                "exclusive compute mode: a GPU another process holds refuses every other CUDA process ("
+                + head(taken[0][1])
+                + ")",
+                "In an exclusive compute mode a GPU accepts one CUDA context at a time, so a second process fails "
+                "with `all CUDA-capable devices are busy or unavailable` (`CUDA-capable device(s) is/are busy or "
+                "unavailable`) although `nvidia-smi` lists the GPU:\n\n"
+                + bullets([t for _, t in taken])
+                + "\n\nUse another GPU (`CUDA_VISIBLE_DEVICES`, or the one the scheduler allocated), wait for or "
+                "stop the process that holds it, or, where the machine is yours (clusters set this mode on purpose), "
+                f"allow sharing: `sudo nvidia-smi -c DEFAULT -i {idx}`.",
+                evidence=evidence,
+                commands=(
+                    Command(
+                        f"nvidia-smi -i {idx} --query-compute-apps=pid,used_memory --format=csv", "who holds it", "safe"
+                    ),
+                    Command(f"sudo nvidia-smi -c DEFAULT -i {idx}", "let several processes share the GPU", "root"),
+                ),
             )
         ]
     if off:

@@ -98,7 +98,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "Keep jobs off this node:\n\n" + body,
                 evidence=evidence,
                 commands=(
-                    Command("sudo dmesg | grep -i xid", "the XID errors since boot", "root"),
+                    DMESG,
                     Command("nvidia-smi -q", "the GPUs' state; a GPU reset (`nvidia-smi -r`) or reboot clears it"),
                 ),
                 doc_url=DOC,
@@ -107,9 +107,18 @@ def evaluate(facts: Facts) -> list[Finding]:
     summary = ", ".join(f"XID {x}" for x, _ in groups)
     return [
         CHECK.finding(
-            worst, f"XID errors in the kernel log since boot: {summary}", body, evidence=evidence, doc_url=DOC
+            worst,
+            f"XID errors in the kernel log since boot: {summary}",
+            body,
+            evidence=evidence,
+            doc_url=DOC,
+            commands=(DMESG,),
         )
     ]
+
+
+#: the XID lines of this boot, with their context (each XID's action is in the explanation)
+DMESG = Command("sudo dmesg | grep -i xid", "the XID errors since boot", "root")
 
 
 def _previous(log: KernelLogFacts, table: dict[int, dict[str, Any]]) -> Finding | None:
@@ -145,6 +154,10 @@ def _previous(log: KernelLogFacts, table: dict[int, dict[str, Any]]) -> Finding 
             "events": [{"xid": x, "pci": p, "count": len(e), "boot": -1} for (x, p), e in serious],
         },
         doc_url=DOC,
+        commands=(
+            Command("sudo journalctl -k -f | grep -i xid", "watch for the XID to come back", "root"),
+            Command("sudo nvidia-bug-report.sh", "if it recurs: a report for the vendor", "root"),
+        ),
     )
 
 

@@ -37,7 +37,7 @@ from gpudoctor.checks._indexes import index_url_problem
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import CondaChannel, CondaFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.sources import conda as model
 
 CHECK_ID = "index.consistency"
@@ -165,6 +165,7 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
             ),
             evidence={"tool": "uv", "index_url": url, "problems": list(uv.problems)},
             caused_by=("uv.mirror",),
+            commands=(Command(export, "give uv pip's index meanwhile (in the shell profile to keep it)"),),
         )
     expl = (
         f"pip on this machine is deliberately pointed at `{url}` ({where}), but uv {now}: uv does not read "
@@ -273,6 +274,14 @@ def _conda_defaults_public(conda: CondaFacts) -> list[Finding]:
             ),
             evidence={"tool": "conda", "mirror": named_mirror[0].url, "defaults": [c.url for c in public_defaults]},
             fixes=("conda.channels",) if name else (),
+            commands=tuple(
+                Command(
+                    f"conda config --add default_channels {root}/pkgs/{t}", "send defaults to the mirror", "changes"
+                )
+                for t in ("r", "main")  # --add prepends: main ends up first
+            )
+            if root
+            else (),
         )
     ]
 
@@ -412,6 +421,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "uv_origin": uv.default_origin,
                 },
                 fixes=() if env or not suggested else ("uv.index-url",),
+                commands=(Command(f"export {uv.default_origin}={suggested}", "the index URL uv can use"),)
+                if env and suggested
+                else (),
             )
         )
         u = (suggested, uv.default_origin) if suggested and not _public(suggested, PUBLIC_PYPI) else None

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.checks import require
+from gpudoctor.checks._libraries import framework_dists
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Finding, FixRefused, Status
+from gpudoctor.model import Check, Command, Finding, FixRefused, Status, fenced
 from gpudoctor.visibility import parse_visible
 from gpudoctor.words import plural, verb
 
@@ -99,18 +100,6 @@ def missing_loader_dirs(reference: ProbeFacts | None, kernel: ProbeFacts | None)
         return []
     have = set(_ld_dirs(kernel.env))
     return [d for d in _ld_dirs(reference.env) if d not in have]
-
-
-def _by_name_frameworks(probe: ProbeFacts) -> list[str]:
-    """Installed distributions (``dist version``) of frameworks that dlopen CUDA libraries by bare name."""
-    from gpudoctor.data import load_table
-
-    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
-    out = []
-    for row in load_table("frameworks")["framework"]:
-        if row.get("opens_by_name"):
-            out += [f"{d} {have[d]}" for d in row["dists"] if d in have]
-    return out
 
 
 def _cuda_dirs(facts: Facts, dirs: Sequence[str]) -> dict[str, list[str]]:
@@ -174,6 +163,7 @@ class _Problem:
     summary: str
     explanation: str
     fixes: tuple[str, ...] = ()
+    commands: tuple[Command, ...] = ()
 
 
 @dataclass
@@ -238,6 +228,12 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     ref_has_ipk = _has_ipykernel(ref_probe)
     display = spec.display_name or spec.name
     reregister = _register_cmd(ref_py, spec.name, display, ref_has_ipk) if ref_py else None
+    register = (
+        (Command(reregister, "re-register the kernel from the terminal's environment", "changes"),)
+        if reregister
+        else ()
+    )
+    remove = Command(f"jupyter kernelspec remove -y {_q(spec.name)}", "or remove the kernel", "changes")
     if spec.error:
         k.problems.append(
             _Problem(
@@ -250,6 +246,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 if reregister
                 else "Fix the file by hand or delete the kernelspec directory.",
                 (FIX_REGISTER,) if reregister else (),
+                (*register, remove),
             )
         )
         return
@@ -285,6 +282,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 )
                 + f"Or remove it: `jupyter kernelspec remove {spec.name}`.",
                 fixes,
+                (*register, remove),
             )
         )
         return
@@ -292,7 +290,10 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     launch_failed = isinstance(launch, KernelLaunch) and not launch.ok
     if isinstance(launch, KernelLaunch) and not launch.ok:
         tail = f"\n\nLast lines of the kernel's stderr:\n\n```\n{launch.stderr_tail}\n```" if launch.stderr_tail else ""
-        by_hand = " ".join(shlex.quote(a) for a in _without_connection_file(spec.argv))
+        by_hand = Command(
+            " ".join(shlex.quote(a) for a in _without_connection_file(spec.argv)),
+            "start the kernel by hand to see the whole error",
+        )
         k.problems.append(
             _Problem(
                 Status.FAIL,
@@ -300,8 +301,9 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 f"kernel {spec.name} does not work when started: {launch.error}",
                 f"gpudoctor started the kernel with jupyter_client, as Jupyter does, running `{interp.path}`: "
                 f"{launch.error}.{tail}\n\nStart it by hand to see the whole error (a larger `--probe-timeout` helps "
-                f"when the machine is just slow):\n\n```\n{by_hand}\n```",
+                f"when the machine is just slow):\n\n{fenced(by_hand)}",
                 (),
+                (by_hand,),
             )
         )
     probe = _kernel_probe(k)
@@ -315,17 +317,21 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 f"could not inspect kernel {spec.name}: {probe.reason}",
                 f"The probe could not run in `{interp.path}` with the kernel's environment.",
                 (),
+                (Command(f"{_q(interp.path)} -c 'import sys; print(sys.version)'", "does the interpreter start"),),
             )
         )
         return
     if not _has_ipykernel(probe):
+        install_ipk = Command(
+            f"{probe.executable} -m pip install ipykernel", "install ipykernel where the kernel runs", "changes"
+        )
         k.problems.append(
             _Problem(
                 Status.FAIL,
                 "no-ipykernel",
                 f"ipykernel is not installed in {probe.executable}: kernel {spec.name} cannot start",
                 f"Jupyter starts this kernel as `{probe.executable} -m ipykernel_launcher`, and that interpreter has no "
-                f"ipykernel. Install it there:\n\n```\n{probe.executable} -m pip install ipykernel\n```"
+                f"ipykernel. Install it there:\n\n{fenced(install_ipk)}"
                 + (
                     f"\n\nor point the kernel at the terminal's interpreter `{ref_py}` "
                     f"(`gpudoctor fix {FIX_ARGV} --set kernel={spec.name}`)."
@@ -333,6 +339,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                     else ""
                 ),
                 (FIX_ARGV,) if can_repoint and ref_has_ipk else (),
+                (install_ipk,),
             )
         )
     hiding = gpu_hiding_vars(spec.env_resolved)
@@ -417,6 +424,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                 )
                 + "Then restart the kernel and check `import sys; sys.executable` in a cell.",
                 fixes,
+                register,
             )
         )
     elif not (hiding and ref_cuda):
@@ -451,9 +459,9 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                     (FIX_ENV,),
                 )
             )
-        elif missing and not ld_symptom and _by_name_frameworks(probe) and _cuda_dirs(facts, missing):
+        elif missing and not ld_symptom and framework_dists(probe, by_name_only=True) and _cuda_dirs(facts, missing):
             held = _cuda_dirs(facts, missing)
-            fws = ", ".join(_by_name_frameworks(probe))
+            fws = ", ".join(framework_dists(probe, by_name_only=True))
             libs = sorted({n for names in held.values() for n in names})
             shown = ", ".join(f"`{n}`" for n in libs[:6]) + (" ..." if len(libs) > 6 else "")
             k.problems.append(
@@ -483,6 +491,12 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
                     f"Compare the kernel's GPU variables {_gpu_vars(probe.env)} "
                     f"with the terminal's.{(' CUDA said: ' + tk.cuda_error) if tk.cuda_error else ''}",
                     (),
+                    (
+                        Command(
+                            f"{_q(probe.executable)} -c 'import torch; print(torch.cuda.is_available())'",
+                            "in the terminal: the same interpreter with the terminal's environment",
+                        ),
+                    ),
                 )
             )
 
@@ -560,6 +574,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             evidence["problems"] = [p.code for p in k.problems]
             first = k.problems[0]
             fixes = tuple(dict.fromkeys(f for p in k.problems for f in p.fixes))
+            commands = tuple(dict.fromkeys(c for p in k.problems for c in p.commands))
             body = "\n\n".join(p.explanation for p in k.problems)
             if len(k.problems) > 1:
                 body += "\n\nAlso: " + "; ".join(p.summary for p in k.problems[1:])
@@ -570,6 +585,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     body + extra,
                     evidence=evidence,
                     fixes=fixes,
+                    commands=commands,
                     target=f"kernel:{spec.name}",
                 )
             )
@@ -603,6 +619,16 @@ def evaluate(facts: Facts) -> list[Finding]:
                         for n in names
                     ),
                     evidence={"display_name": display, "kernels": names},
+                    commands=tuple(
+                        Command(
+                            f'sed -i \'s|"display_name": *"[^"]*"|"display_name": "{display} ({n})"|\' '
+                            f"{_q(jupyter.kernel(n).kernel_json)}",  # type: ignore[union-attr]
+                            f"name kernel {n} apart in the picker",
+                            "changes",
+                        )
+                        for n in names[1:]
+                        if not set(display + n) & set("'|\"\\&")  # nothing sed or the shell would read
+                    ),
                 )
             )
     python_kernels = list(analysed)

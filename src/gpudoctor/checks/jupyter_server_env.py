@@ -19,12 +19,13 @@ terminal's:
 from __future__ import annotations
 
 import re
+import shlex
 
 from gpudoctor.checks import SkipCheck, require
 from gpudoctor.collect.jupyter import target_environment
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, JupyterServer, JupyterServersFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 CHECK_ID = "jupyter.server-env"
 _PATH_WORTH = re.compile(r"cuda|nvidia|conda|mamba|venv|virtualenvs|\.local/bin", re.IGNORECASE)
@@ -78,6 +79,19 @@ def remedy(server: JupyterServer, missing: dict[str, str], terminal: dict[str, s
         f"{exports}\n    jupyter lab\n\n"
         'or set them per kernel in kernel.json `env` (`"LD_LIBRARY_PATH": "...:${LD_LIBRARY_PATH}"`).'
     )
+
+
+def remedy_commands(server: JupyterServer, values: dict[str, str]) -> tuple[Command, ...]:
+    """:func:`remedy` as commands; none for a JupyterHub spawner (its configuration file decides)."""
+    if server.hub:
+        return ()
+    if server.service:
+        return (
+            Command(f"systemctl edit {server.service}", "add the variables as Environment= lines of [Service]", "root"),
+            Command(f"systemctl restart {server.service}", "start the server with them", "root"),
+        )
+    assign = " ".join(f"{k}={shlex.quote(v)}" for k, v in values.items())
+    return (Command(f"env {assign} jupyter lab", "start the server with the terminal's values", "changes"),)
 
 
 def evaluate(facts: Facts) -> list[Finding]:
@@ -154,6 +168,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "lost": union,
                     "kernels": sorted(per_kernel),
                 },
+                commands=remedy_commands(server, union),
             )
         )
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor import hostpkg
 from gpudoctor.checks import require
 from gpudoctor.checks._common import driver_install_commands, in_container
 from gpudoctor.checks._platform import injection_commands, injection_remedy
@@ -106,6 +107,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                     + "\n".join(f"- {describe(a)}" for a in lost)
                     + "\n\nSee `devices.inventory` for every GPU and what to do.",
                     evidence=evidence,
+                    commands=hostpkg.reset_gpu_commands(
+                        facts,
+                        [str(x.nvml_index) if x.nvml_index is not None else x.bus_id for x in lost],
+                        reboot=any("lost" in x.nvml_error.lower() or "unknown" in x.nvml_error.lower() for x in lost),
+                    ),
                 )
             ]
         count = len(nv.devices)
@@ -204,7 +210,13 @@ def _version_mismatch(kernel: str, source: str, reason: str, evidence: dict[str,
         f"Reboot:\n\n```\nsudo reboot\n```\n\nor, when nothing uses the GPU (no display server on it), reload "
         f"the modules without a reboot:\n\n```\nsudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia\n"
         f"sudo modprobe nvidia && nvidia-smi\n```\n\nTo stop it recurring, hold the driver packages "
-        f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.",
+        f"(`sudo apt-mark hold 'nvidia-*' 'libnvidia-*'`) or reboot after every driver update.\n\n"
+        f"If the mismatch survives a reboot, the kernel module and the user-space libraries come from two "
+        f"different installs (a module built from source, e.g. open-gpu-kernel-modules or a patched fork, or a "
+        f"DKMS package, next to a `.run` or distribution user space of another release): install the user-space "
+        f"driver of exactly the module's version {kernel} (`sudo sh NVIDIA-Linux-x86_64-{kernel}.run "
+        f"--no-kernel-modules`, or the distribution's packages of {kernel}), or rebuild the module from the "
+        f"sources of the user-space version (`nvidia-smi` prints it as `NVML library version`).",
         evidence=evidence,
         commands=(
             REBOOT,

@@ -26,89 +26,21 @@ In order:
 from __future__ import annotations
 
 from gpudoctor.checks import require
-from gpudoctor.checks._gpu import driver_max_cuda, v
+from gpudoctor.checks._common import driver_install_commands
+from gpudoctor.checks._gpu import driver_max_cuda
+from gpudoctor.checks._image import evidence_of, verdict
 from gpudoctor.facts import Facts
 from gpudoctor.facts.gpu_image import GpuImageFacts
 from gpudoctor.model import Check, Finding, Status
 
 
-def _devel(base: str, cuda: str | None) -> str:
-    """The ``-devel`` tag of the same base (``...-runtime-ubuntu22.04`` -> ``...-devel-ubuntu22.04``)."""
-    for flavor in ("-runtime", "-base"):
-        if flavor in base:
-            return base.replace(flavor, "-devel", 1)
-    return f"nvidia/cuda:{cuda}.0-devel-ubuntu22.04" if cuda else "a -devel image"
-
-
 def evaluate(facts: Facts) -> list[Finding]:
     img = require(facts, GpuImageFacts)
-    evidence = {
-        "file": img.file,
-        "FROM": img.base,
-        "base_cuda": img.base_cuda,
-        "flavor": img.base_flavor,
-        "wheel_cuda": img.wheel_cuda,
-        "compiles": list(img.compiles),
-    }
-    if img.driver_installs:
-        where = img.driver_installs[0]
+    fault = verdict(img, driver_max_cuda(facts), driver_install_commands(facts))
+    if fault is not None:
         return [
             CHECK.finding(
-                Status.FAIL,
-                f"{img.file} installs an NVIDIA driver into the image ({where})",
-                f"`{where}`: with the NVIDIA Container Toolkit the container gets the **host's** driver libraries "
-                f"mounted in at start; a driver installed in the image adds a second `libcuda.so` of another version, "
-                f"and CUDA fails with `Failed to initialize NVML: Driver/library version mismatch` or "
-                f"`CUDA_ERROR_SYSTEM_DRIVER_MISMATCH` on any host whose driver differs. Delete that package from the "
-                f"`RUN` line; the image needs no driver (for a newer CUDA on an older data-center driver, install "
-                f"`cuda-compat-<X>-<Y>` instead).",
-                evidence=evidence,
-            )
-        ]
-    host = driver_max_cuda(facts)
-    if img.base_cuda and host and v(img.base_cuda) > v(host):
-        return [
-            CHECK.finding(
-                Status.FAIL,
-                f"{img.base} needs CUDA {img.base_cuda}; this host's driver supports CUDA {host}",
-                f"The `nvidia/cuda` images set `NVIDIA_REQUIRE_CUDA=cuda>={img.base_cuda}`, and the NVIDIA Container "
-                f"Toolkit refuses to start the container on a driver that supports only CUDA {host} "
-                f"(`nvidia-container-cli: requirement error: unsatisfied condition: cuda>={img.base_cuda}`). Use a "
-                f"base image of CUDA {host} or older (the wheels bring their own CUDA runtime), or upgrade the host "
-                f"driver.",
-                evidence={**evidence, "host_cuda": host},
-            )
-        ]
-    if img.compiles and img.base_flavor in ("runtime", "base"):
-        return [
-            CHECK.finding(
-                Status.FAIL,
-                f"{img.file} compiles CUDA code on {img.base}, a {img.base_flavor} image without nvcc",
-                f"`{img.compiles[0]}` needs `nvcc` and the CUDA headers, which only the `devel` images carry; the "
-                f"build stops with `nvcc: not found` / `CUDA_HOME environment variable is not set`. Build on the "
-                f"devel image of the same CUDA (and copy the result into the runtime image in a second stage):\n\n"
-                f"```\nFROM {_devel(img.base or '', img.base_cuda)}\n```",
-                evidence=evidence,
-            )
-        ]
-    if (
-        img.base_flavor == "devel"
-        and img.base_cuda
-        and img.wheel_cuda
-        and v(img.base_cuda).major != v(img.wheel_cuda).major
-        and img.compiles
-    ):
-        return [
-            CHECK.finding(
-                Status.FAIL,
-                f"{img.base}'s nvcc is CUDA {img.base_cuda}, but the torch wheel ({img.wheel_origin}) is CUDA "
-                f"{img.wheel_cuda}: extension builds refuse",
-                f"`torch.utils.cpp_extension` compares nvcc's CUDA with torch's: `The detected CUDA version "
-                f"({img.base_cuda}) mismatches the version that was used to compile PyTorch ({img.wheel_cuda})`, a "
-                f"hard error across majors. Use a CUDA {img.wheel_cuda} devel base image, or install the torch build "
-                f"for CUDA {img.base_cuda} (`--index-url https://download.pytorch.org/whl/cu"
-                f"{img.base_cuda.replace('.', '')}`).",
-                evidence=evidence,
+                fault.status, fault.summary, fault.explanation, evidence=fault.evidence, commands=fault.commands
             )
         ]
     return [
@@ -117,7 +49,7 @@ def evaluate(facts: Facts) -> list[Finding]:
             f"{img.file}: {img.base or 'the base image'}"
             + (f" (CUDA {img.base_cuda} {img.base_flavor})" if img.base_cuda else "")
             + " fits the GPU stack it builds",
-            evidence=evidence,
+            evidence=evidence_of(img),
         )
     ]
 

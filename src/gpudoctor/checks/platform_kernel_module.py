@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpudoctor import hostpkg
 from gpudoctor.checks import SkipCheck, require
-from gpudoctor.checks._common import driver_version, split_local
+from gpudoctor.checks._common import driver_install_commands, driver_version, split_local
 from gpudoctor.checks._gpu import gpu_devices, target_probes, v
 from gpudoctor.checks._platform import platform_of
 from gpudoctor.data import load_table
@@ -27,7 +28,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import PciDevice, PciGpuFacts
 from gpudoctor.facts.platform import KernelModuleFacts, Modinfo
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 
 def open_required(device_id: str) -> dict[str, Any] | None:
@@ -95,6 +96,34 @@ def open_package_commands(facts: Facts, branch: int) -> str:
     return "```\n" + "\n".join(lines) + "\nsudo reboot\n```"
 
 
+def package_commands(facts: Facts, key: str, branch: int, purpose: str) -> tuple[Command, ...]:
+    """The ``key`` (``open_package``/``proprietary_package``) install of this distro as commands (every family,
+    named in the purpose, when unknown), then the reboot that loads it."""
+    family = _family(facts)
+    rows = [r for r in load_table("platform")[key] if not family or r["family"] == family]
+    return (
+        *(_root(r["command"].format(branch=branch), ("" if family else f"{r['family']}: ") + purpose) for r in rows),
+        Command("sudo reboot", "load the new module", "root"),
+    )
+
+
+def _root(line: str, purpose: str) -> Command:
+    """One shell line of a remedy as a command: a trailing ``# note`` joins the purpose."""
+    text, _, note = line.partition("#")
+    return Command(
+        text.strip(), purpose + (f" ({note.strip()})" if note.strip() else ""), "root" if "sudo" in text else "changes"
+    )
+
+
+def build_commands(facts: Facts, release: str) -> tuple[Command, ...]:
+    """Headers, the DKMS build for ``release`` and the module load, as commands."""
+    return (
+        _root(headers_command(facts, release), "the running kernel's headers"),
+        Command(f"sudo dkms autoinstall -k {release}", "build the module for the running kernel", "root"),
+        Command("sudo modprobe nvidia", "load it", "root"),
+    )
+
+
 def headers_command(facts: Facts, release: str) -> str:
     """The command that installs the kernel headers DKMS builds against (distro packaging docs:
     Debian/Ubuntu ``linux-headers-<release>``, RHEL/Fedora ``kernel-devel-<release>``, SUSE
@@ -158,6 +187,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"/etc/modprobe.d/blacklist-nouveau.conf\nsudo update-initramfs -u   # dracut -f on RHEL/Fedora\n"
                 f"sudo reboot\n```",
                 evidence=evidence,
+                commands=hostpkg.blacklist_nouveau_commands(facts),
             )
         ]
     rows = [(d, open_required(d.device_id)) for d in devices]
@@ -176,6 +206,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"`modinfo nvidia`). Replace the driver{where} with the open flavour (R{branch} or newer):\n\n"
                 f"{open_package_commands(facts, branch)}",
                 evidence=evidence,
+                commands=package_commands(facts, "open_package", branch, f"the open kernel modules, R{branch}"),
             )
         ]
     unbound_all = [d for d in devices if d.driver is None]
@@ -212,6 +243,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"package):\n\n{proprietary_package_commands(facts, branch)}\n\nand use a torch build whose "
                 f"CUDA still supports this architecture (`torch.cuda.get_arch_list()`).",
                 evidence=evidence,
+                commands=package_commands(facts, "proprietary_package", branch, f"the proprietary module, R{branch}"),
             )
         ]
     if km.loaded:
@@ -228,6 +260,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                     f"failed to initialise. Check `sudo dmesg | grep -i nvrm` for the reason, and install a driver "
                     f"branch that lists this device id{where}.",
                     evidence=evidence,
+                    commands=(Command("sudo dmesg | grep -i nvrm", "the driver's reason for leaving it", "root"),),
                 )
             ]
         flavour = f" ({km.flavour})" if km.flavour else ""
@@ -257,6 +290,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"sudo modprobe nvidia\n```\n\nor boot the kernel it was built for (a driver from NVIDIA's `.run` "
                 f"installer without DKMS must be re-run after every kernel update).",
                 evidence=evidence,
+                commands=build_commands(facts, km.kernel_release),
             )
         ]
     if km.kernel_release and km.kernel_release not in km.installed_for and mod is None and km.dkms_versions:
@@ -280,6 +314,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"`nvidia-smi`. Install the headers meta-package too (Ubuntu `linux-headers-generic`, Debian "
                 f"`linux-headers-amd64`), so that the next kernel update builds the module by itself.",
                 evidence=evidence,
+                commands=build_commands(facts, km.kernel_release),
             )
         ]
     if km.secure_boot is True and (km.kernel_release in km.installed_for or mod is not None):
@@ -293,10 +328,19 @@ def evaluate_module(facts: Facts) -> list[Finding]:
                 f"asks for the password you set):\n\n```\n{mok_command(facts)}\nsudo reboot\n```\n\nor disable Secure "
                 "Boot in the firmware setup.",
                 evidence=evidence,
+                commands=(
+                    *(_root(line, "enrol the module-signing key") for line in mok_command(facts).splitlines()),
+                    Command("sudo reboot", "the MOK manager asks for the password set by mokutil", "root"),
+                ),
             )
         ]
+    commands: tuple[Command, ...] = (
+        Command("sudo modprobe nvidia", "load the installed module", "root"),
+        Command("sudo dmesg | grep -i nvrm", "the kernel's reason when it refuses", "root"),
+    )
     if not km.installed_for and mod is None:
         cause = "no nvidia module is installed for any kernel: install the NVIDIA driver and reboot"
+        commands = driver_install_commands(facts)
     else:
         cause = (
             "the module is installed but not loaded: run `sudo modprobe nvidia` and read "
@@ -309,6 +353,7 @@ def evaluate_module(facts: Facts) -> list[Finding]:
             f"but the nvidia kernel module is not loaded",
             cause[0].upper() + cause[1:] + ".",
             evidence=evidence,
+            commands=commands,
         )
     ]
 
@@ -401,6 +446,10 @@ def evaluate_branch(facts: Facts) -> list[Finding]:
             f"Blackwell):\n\n{open_note}\n\nand use a torch build for CUDA 12.8 or newer, reinstalling torch, "
             f"torchvision and torchaudio together so their builds match:\n\n```\n" + "\n".join(lines) + "\n```",
             evidence=evidence,
+            commands=(
+                *package_commands(facts, "open_package", branch, f"driver R{branch}, open kernel modules"),
+                *(Command(line, "torch for CUDA 12.8 or newer, with matching companions", "changes") for line in lines),
+            ),
         )
     ]
 

@@ -39,7 +39,7 @@ from gpudoctor.launchers import (
     spawner_word,
     to_int,
 )
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 HIDING = ("", "-1", "none", "void", "nodevfiles")
 
@@ -71,6 +71,14 @@ def _lxd_mismatch(p: PlatformFacts, launch: LaunchFacts) -> Finding | None:
         f"inside exactly {host}, without its kernel module (`./NVIDIA-Linux-x86_64-{host}.run --no-kernel-module`), "
         f"and do it again after every host driver upgrade.",
         evidence={"container_driver": launch.container_driver_file, "host_kernel_module": p.proc_driver_version},
+        commands=(
+            Command(
+                f"{tool} config set <container> nvidia.runtime=true",
+                "on the host: pass the host's driver user-space in",
+                "changes",
+            ),
+            Command(f"{tool} restart <container>", "on the host: restart the container with it", "changes"),
+        ),
     )
 
 
@@ -237,6 +245,14 @@ def _lxd_host_findings(launch: LaunchFacts) -> list[Finding]:
                     f"driver's user-space (libcuda, nvidia-smi) in, always the host's version:\n\n```\n"
                     f"{tool} config set {inst.name} nvidia.runtime=true\n{tool} restart {inst.name}\n```",
                     evidence={"instance": inst.name, "status": inst.status, "gpu_devices": list(inst.gpu_devices)},
+                    commands=(
+                        Command(
+                            f"{tool} config set {inst.name} nvidia.runtime=true",
+                            "pass the host driver's libraries in",
+                            "changes",
+                        ),
+                        Command(f"{tool} restart {inst.name}", "restart the instance with them", "changes"),
+                    ),
                 )
             )
         elif inst.nvidia_runtime and not inst.gpu_devices:
@@ -248,6 +264,7 @@ def _lxd_host_findings(launch: LaunchFacts) -> list[Finding]:
                     f"`nvidia.runtime` passes the driver's libraries; the GPU itself is a device:\n\n```\n"
                     f"{tool} config device add {inst.name} gpu0 gpu\n```",
                     evidence={"instance": inst.name, "status": inst.status},
+                    commands=(Command(f"{tool} config device add {inst.name} gpu0 gpu", "give it the GPU", "changes"),),
                 )
             )
     return out
@@ -273,6 +290,14 @@ def _hidden_nodes(p: PlatformFacts, launch: LaunchFacts | Unavailable, spawner: 
             f"then `systemctl restart {unit}`."
         )
     where = f"the systemd unit `{unit}`" if unit else "this JupyterHub server"
+    commands = (
+        ()
+        if spawner
+        else (
+            Command(f"systemctl edit {unit}", "set PrivateDevices=no and DeviceAllow= the NVIDIA nodes", "root"),
+            Command(f"systemctl restart {unit}", "restart the service with its GPU", "root"),
+        )
+    )
     return CHECK.finding(
         Status.FAIL,
         f"the NVIDIA kernel module is loaded, but {where} sees no /dev/nvidia* device nodes",
@@ -280,6 +305,7 @@ def _hidden_nodes(p: PlatformFacts, launch: LaunchFacts | Unavailable, spawner: 
         f"`/dev/nvidia0`: the service manager gave it a private `/dev` (`PrivateDevices=yes`), so CUDA finds no "
         f"GPU although `nvidia-smi` works in an admin's shell.\n\n" + remedy,
         evidence={"unit": unit, "kernel_module": p.proc_driver_version, "device_nodes": list(p.device_nodes)},
+        commands=commands,
     )
 
 
@@ -304,6 +330,7 @@ def _k8s_mounted(p: PlatformFacts) -> Finding | None:
         f"remove `NVIDIA_VISIBLE_DEVICES` from the pod spec and image; check the allocation with "
         f"`kubectl describe pod <pod> | grep nvidia.com/gpu`.",
         evidence={"NVIDIA_VISIBLE_DEVICES": nvd, "device_nodes": list(p.device_nodes)},
+        commands=(Command("kubectl describe pod <pod> | grep nvidia.com/gpu", "the GPUs the pod was allocated"),),
     )
 
 
@@ -428,6 +455,7 @@ def _assess_binding(facts: Facts, env: dict[str, str], torch_count: int | None, 
             "scheduler": b.scheduler,
         },
         target=label,
+        commands=b.commands,
     )
 
 

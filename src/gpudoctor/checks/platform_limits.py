@@ -30,7 +30,7 @@ from gpudoctor.checks._platform import platform_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.dataloader import DataLoaderProbeFacts
 from gpudoctor.facts.platform import LimitsFacts, ProcessLimits, RLimit
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 #: below this soft RLIMIT_NOFILE, DataLoader workers with the file_descriptor strategy run out
 #: (1024 is the usual default that the reports above ran under; 4096 leaves room for a few workers
@@ -84,6 +84,24 @@ def assess(facts: Facts, limits: ProcessLimits, label: str | None) -> Finding:
         else f"- the hard limit is also {fmt_limit(nofile.hard)}: raise it as root in "
         f"`/etc/security/limits.conf` (`* - nofile {NOFILE_SUGGESTED}`) or the service's `LimitNOFILE=`"
     )
+    docker = Command(
+        f"docker run --ulimit nofile={NOFILE_SUGGESTED}:{NOFILE_SUGGESTED} ...",
+        "start the container with a higher open-file limit",
+        "changes",
+    )
+    if can_raise:
+        commands: tuple[Command, ...] = (
+            Command(f"ulimit -n {raise_to}", "in the shell that starts the job: raise the soft limit"),
+        )
+    else:
+        commands = (
+            Command(
+                f"echo '* - nofile {NOFILE_SUGGESTED}' >> /etc/security/limits.conf",
+                "raise the hard limit for new logins",
+                "root",
+            ),
+        )
+    commands = (docker, *commands) if p is not None and p.in_container else (*commands, docker)
     return CHECK.finding(
         Status.WARN,
         f'open-file limit is {nofile.soft}: DataLoader workers can fail with "Too many open files"',
@@ -95,6 +113,7 @@ def assess(facts: Facts, limits: ProcessLimits, label: str | None) -> Finding:
         f"in /dev/shm instead of descriptors).",
         evidence=evidence,
         target=label,
+        commands=commands,
     )
 
 

@@ -23,7 +23,7 @@ from gpudoctor.checks._gpu import target_probes
 from gpudoctor.checks._platform import platform_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.platform import LimitsFacts, ProcessLimits, RdmaFacts, RLimit
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.words import plural
 
 RUN_FLAGS = "--device=/dev/infiniband --cap-add=IPC_LOCK --ulimit memlock=-1"
@@ -91,6 +91,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     ifname = r.nccl_env.get("NCCL_SOCKET_IFNAME", "")
     bad_if = unmatched(ifname, r.net_interfaces) if r.net_interfaces else []
     if bad_if:
+        good_if = next((n for n in r.net_interfaces if n != "lo"), "eth0")
         findings.append(
             CHECK.finding(
                 Status.WARN,
@@ -98,8 +99,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"NCCL matches `NCCL_SOCKET_IFNAME` entries as prefixes (`=` for exact names, `^` to exclude); none of "
                 f"{', '.join(bad_if)} exists (interfaces: {', '.join(r.net_interfaces)}), so NCCL finds no socket "
                 f'interface ("Bootstrap : no socket interface found"). Set it to one of them, e.g. '
-                f"`export NCCL_SOCKET_IFNAME={next((n for n in r.net_interfaces if n != 'lo'), 'eth0')}`.",
+                f"`export NCCL_SOCKET_IFNAME={good_if}`.",
                 evidence=evidence,
+                commands=(Command(f"export NCCL_SOCKET_IFNAME={good_if}", "an interface this machine has"),),
             )
         )
     hca = r.nccl_env.get("NCCL_IB_HCA", "")
@@ -113,6 +115,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"match NCCL uses no IB device and falls back to sockets. Use existing names, e.g. "
                 f"`export NCCL_IB_HCA={r.hcas[0] if r.hcas else 'mlx5_0'}`.",
                 evidence=evidence,
+                commands=(
+                    Command(f"export NCCL_IB_HCA={r.hcas[0]}", "an HCA this machine has")
+                    if r.hcas
+                    else Command("ls /sys/class/infiniband", "the HCAs this machine has"),
+                ),
             )
         )
     if not r.hcas:
@@ -130,6 +137,9 @@ def evaluate(facts: Facts) -> list[Finding]:
             CHECK.finding(Status.INFO, f"{plural(len(r.hcas), 'HCA')} present but NCCL_IB_DISABLE=1", evidence=evidence)
         ]
     how = f"`docker run {RUN_FLAGS} ...` ({K8S})"
+    run = Command(
+        f"docker run {RUN_FLAGS} ...", "start the container with the RDMA devices and pinned memory", "changes"
+    )
     if in_container and not r.dev_infiniband:
         findings.append(
             CHECK.finding(
@@ -140,6 +150,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f'TCP ("NET/Socket" with `NCCL_DEBUG=INFO`), many times slower across nodes. Start the container '
                 f"with {how}.",
                 evidence=evidence,
+                commands=(run,),
             )
         )
     elif r.cap_ipc_lock is False and memlock is not None and memlock.soft is not None:
@@ -159,6 +170,11 @@ def evaluate(facts: Facts) -> list[Finding]:
                     "`/etc/security/limits.conf`, or `LimitMEMLOCK=infinity` for a systemd service."
                 ),
                 evidence=evidence,
+                commands=(run,)
+                if in_container
+                else (Command("srun bash -c 'ulimit -l'", "the locked-memory limit inside a job"),)
+                if p is not None and p.scheduler == "slurm"
+                else (Command("ulimit -l unlimited", "raise the locked-memory limit (hard limit permitting)"),),
             )
         )
     if findings:

@@ -33,7 +33,7 @@ from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import PciGpuFacts
 from gpudoctor.facts.platform import ContainerHostFacts, DockerInfo
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status
 
 CONFIGURE = {
     "docker": "sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker",
@@ -123,6 +123,32 @@ def install_commands(facts: Facts) -> str:
     return "\n\n".join(blocks)
 
 
+def install_command_list(facts: Facts) -> tuple[Command, ...]:
+    """:func:`install_commands` as data: one command line per distribution family."""
+    family = distro_family(facts)
+    rows = [r for r in load_table("platform")["toolkit_install"] if not family or r["family"] == family]
+    return tuple(
+        Command(
+            " && ".join(r["commands"]),
+            ("" if family else f"{r['family']} family: ") + "install the NVIDIA Container Toolkit",
+            "root",
+        )
+        for r in rows
+    )
+
+
+def configure(engine: str) -> Command:
+    """:data:`CONFIGURE` of ``engine`` as a command."""
+    return Command(CONFIGURE[engine], f"give {engine} the NVIDIA runtime", "root")
+
+
+def regenerate(path: str) -> tuple[Command, ...]:
+    return (
+        Command(f"sudo nvidia-ctk cdi generate --output={path}", "write the CDI spec from this host's devices", "root"),
+        Command("nvidia-ctk cdi list", "the devices the spec offers"),
+    )
+
+
 def _host_has_gpu(facts: Facts) -> bool:
     pci = facts.of(PciGpuFacts)
     return driver_version(facts) is not None or (not isinstance(pci, Unavailable) and bool(pci.devices))
@@ -164,7 +190,7 @@ def evaluate(facts: Facts) -> list[Finding]:
     )
     engines = ", ".join(host.engines)
     if not installed:
-        configure = "\n".join(CONFIGURE[e] for e in host.engines if e in CONFIGURE)
+        setup = "\n".join(CONFIGURE[e] for e in host.engines if e in CONFIGURE)
         return [
             CHECK.finding(
                 Status.FAIL,
@@ -172,8 +198,9 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"Containers started here cannot get the GPU: no `nvidia-ctk`, no `nvidia-container-runtime`, no "
                 f"`nvidia-container-toolkit` package, no `nvidia` runtime in `docker info` and no CDI spec in `/etc/cdi` "
                 f"or `/var/run/cdi`. Install it:\n\n{install_commands(facts)}\n\nthen configure each engine:\n\n"
-                f"```\n{configure}\n```",
+                f"```\n{setup}\n```",
                 evidence=evidence,
+                commands=(*install_command_list(facts), *(configure(e) for e in host.engines if e in CONFIGURE)),
             )
         ]
     hook = any(f.endswith("/nvidia-container-runtime-hook") for f in host.toolkit_files) or any(
@@ -192,6 +219,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"full package, then configure and restart Docker:\n\n{install_commands(facts)}\n\n"
                 f"```\n{CONFIGURE['docker']}\n```",
                 evidence=evidence,
+                commands=(*install_command_list(facts), configure("docker")),
             )
         ]
     if docker and docker.rootless and not host.no_cgroups:
@@ -208,6 +236,19 @@ def evaluate(facts: Facts) -> list[Finding]:
                 "cgroup changes, `docker run --device nvidia.com/gpu=all ...` after "
                 "`sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`).",
                 evidence=evidence,
+                commands=(
+                    Command(
+                        "sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups --in-place",
+                        "let the hook run without changing device cgroups",
+                        "root",
+                    ),
+                    Command(
+                        "nvidia-ctk runtime configure --runtime=docker --config=$HOME/.config/docker/daemon.json",
+                        "register the runtime with the rootless daemon",
+                        "changes",
+                    ),
+                    Command("systemctl --user restart docker", "restart the rootless daemon", "changes"),
+                ),
             )
         ]
     drv = driver_version(facts)
@@ -223,6 +264,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"Regenerate it:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```\n\n"
                 f"(toolkit 1.18+ can do this at boot: `sudo systemctl enable --now nvidia-cdi-refresh.path`).",
                 evidence=evidence,
+                commands=regenerate(s.path),
             )
         ]
     gone = [s for s in host.cdi_specs if s.missing_device_nodes]
@@ -252,6 +294,16 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"exist now:\n\n```\nsudo nvidia-ctk cdi generate --output={s.path}\nnvidia-ctk cdi list\n```"
                 ),
                 evidence=evidence,
+                commands=(
+                    Command("sudo nvidia-modprobe -u -c=0", "load nvidia-uvm and create its device nodes", "root"),
+                    Command(
+                        "echo nvidia-uvm | sudo tee /etc/modules-load.d/nvidia-uvm.conf",
+                        "load it at every boot",
+                        "root",
+                    ),
+                )
+                if uvm_only
+                else regenerate(s.path),
             )
         ]
     gpu_specs = [s for s in host.cdi_specs if s.kind.startswith("nvidia.com/")]
@@ -264,6 +316,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"```\n{CONFIGURE['podman']}\nnvidia-ctk cdi list\n```\n\nthen "
                 f"`podman run --device nvidia.com/gpu=all ...`.",
                 evidence=evidence,
+                commands=(configure("podman"), Command("nvidia-ctk cdi list", "the devices the spec offers")),
             )
         ]
     for cfg in host.containerd:
@@ -274,6 +327,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                     f"containerd ({cfg.path}) has no `nvidia` runtime: pods and containers it starts get no GPU",
                     containerd_register(cfg.path),
                     evidence=evidence,
+                    commands=(configure("containerd"),),
                 )
             ]
     if docker and "nvidia" not in docker.runtimes:
@@ -287,6 +341,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 f"[[gpu]]`, the daemon predates the toolkit install and the restart below fixes it. Configure "
                 f"Docker:\n\n```\n{CONFIGURE['docker']}\n```",
                 evidence=evidence,
+                commands=(configure("docker"),),
             )
         ]
     for cfg in host.containerd:

@@ -32,7 +32,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.libraries import CudaLibrariesFacts, LinkDir
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 DEBIAN_LIKE = {"debian", "ubuntu", "linuxmint", "pop", "raspbian"}
 RPM_LIKE = {"fedora", "rhel", "centos", "rocky", "almalinux", "amzn", "ol"}
@@ -202,8 +202,11 @@ def driver_dir64(link_dirs: tuple[LinkDir, ...]) -> str:
     return "/usr/lib/x86_64-linux-gnu"
 
 
-def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, str, dict[str, Any]] | None:
-    """(summary, explanation, evidence) when ``gcc -lcuda`` cannot find a 64-bit ``libcuda.so``, else None."""
+def libcuda_link(
+    facts: Facts, t: TargetFacts, probe: ProbeFacts
+) -> tuple[str, str, dict[str, Any], tuple[Command, ...]] | None:
+    """(summary, explanation, evidence, commands) when ``gcc -lcuda`` cannot find a 64-bit ``libcuda.so``, else
+    None."""
     cl = facts.of(CudaLibrariesFacts)
     if isinstance(cl, Unavailable):
         return None
@@ -257,7 +260,15 @@ def libcuda_link(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> tuple[str, 
             f"the container is gone when it is recreated: put it in the image instead, `RUN ln -s libcuda.so.1 "
             f"{dir64}/libcuda.so` in the Dockerfile (dangling at build time, valid once the driver is mounted)."
         )
-    return summary, explanation, evidence
+    commands = (
+        Command(f"sudo ln -s libcuda.so.1 {dir64}/libcuda.so && sudo ldconfig", "the link the linker needs", "root"),
+        Command(
+            f"mkdir -p ~/.local/lib/cuda-link && ln -s {dir64}/libcuda.so.1 ~/.local/lib/cuda-link/libcuda.so "
+            "&& export LIBRARY_PATH=~/.local/lib/cuda-link",
+            "or without root: a link for link time only",
+        ),
+    )
+    return summary, explanation, evidence, commands
 
 
 def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
@@ -329,19 +340,26 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         )
     if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
         detail = triton.import_error if triton.installed else "not installed"
+        reinstall = Command(
+            f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
+            f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}",
+            "torch with the Triton it pins",
+            "changes",
+        )
         return CHECK.finding(
             Status.FAIL,
             f"Triton is unusable in {probe.executable} ({detail}): torch.compile cannot target the GPU",
-            f"Inductor generates GPU kernels with Triton. Install the version torch pins:\n\n```\n"
-            f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
-            f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}\n```",
+            f"Inductor generates GPU kernels with Triton. Install the version torch pins:\n\n{fenced(reinstall)}",
             evidence=evidence,
             target=t.label,
+            commands=(reinstall,),
         )
     if gpu_path:
         link = libcuda_link(facts, t, probe)
         if link is not None:
-            return CHECK.finding(Status.FAIL, link[0], link[1], evidence={**evidence, **link[2]}, target=t.label)
+            return CHECK.finding(
+                Status.FAIL, link[0], link[1], evidence={**evidence, **link[2]}, target=t.label, commands=link[3]
+            )
     tools = tc.cc if gpu_path else tc.cxx
     extra = f", triton {triton.version}" if gpu_path and not isinstance(triton, Unavailable) else ""
     return CHECK.finding(

@@ -24,7 +24,7 @@ from __future__ import annotations
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import CompileCache, ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 #: file system types of network mounts (``/proc/self/mounts`` third field)
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse")
@@ -35,17 +35,21 @@ _VAR = {"triton": "TRITON_CACHE_DIR", "inductor": "TORCHINDUCTOR_CACHE_DIR"}
 _LOCAL = {"triton": "/var/tmp/$USER/triton-cache", "inductor": "/var/tmp/$USER/inductor-cache"}
 
 
+def _commands(c: CompileCache) -> tuple[Command, ...]:
+    """Move the cache to a local directory this user owns (the commands :func:`_fix` shows)."""
+    return (
+        Command(f"mkdir -p {_LOCAL[c.name]}", f"a local directory for the {c.name} cache"),
+        Command(f"export {_VAR.get(c.name, '')}={_LOCAL[c.name]}", f"point the {c.name} cache at it"),
+    )
+
+
 def _fix(c: CompileCache) -> str:
-    var = _VAR.get(c.name, "")
     where = (
         "set where it is set now (the job script, the container `ENV`, the kernel's `env`)"
         if c.source != ("default")
         else "set it where the job starts (the job script, the container `ENV`, the kernel's `env`)"
     )
-    return (
-        f"Point it at a local directory this user owns; {where}:\n\n```\nmkdir -p {_LOCAL[c.name]}\n"
-        f"export {var}={_LOCAL[c.name]}\n```"
-    )
+    return f"Point it at a local directory this user owns; {where}:\n\n{fenced(*_commands(c))}"
 
 
 def _gib(n: int) -> str:
@@ -80,6 +84,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"`/tmp/torchinductor_<user>` made by another user).\n\n{_fix(c)}",
                 evidence=evidence,
                 target=t.label,
+                commands=_commands(c),
             )
     for c in caches:
         if c.fstype in NETWORK_FS:
@@ -91,6 +96,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"the same entries (stale or half-written kernels).\n\n{_fix(c)}",
                 evidence=evidence,
                 target=t.label,
+                commands=_commands(c),
             )
     for c in caches:
         if c.free_bytes is not None and c.free_bytes < MIN_FREE:
@@ -102,6 +108,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"evicts nothing and fills the disk.\n\n{_fix(c)}",
                 evidence=evidence,
                 target=t.label,
+                commands=_commands(c),
             )
     return CHECK.finding(
         Status.OK,

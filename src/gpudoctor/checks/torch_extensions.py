@@ -23,7 +23,7 @@ import re
 from gpudoctor.checks._gpu import gpu_devices, per_target
 from gpudoctor.facts import Facts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts
-from gpudoctor.model import Check, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 
 _ENTRY = re.compile(r"^(\d+)\.(\d+)(\+PTX)?$", re.IGNORECASE)
 
@@ -71,6 +71,15 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         need = sorted({g.cc or "" for g in missed})
         fixed = ";".join(dict.fromkeys([*(f"{a}.{b}{'+PTX' if p else ''}" for a, b, p in entries), *need]))
         names = ", ".join(f"{g.name} (compute capability {g.cc})" for g in missed)
+        commands = (
+            Command(f'export TORCH_CUDA_ARCH_LIST="{fixed}"', "build for these GPUs too"),
+            Command(
+                f"{probe.executable} -m pip install --no-build-isolation --no-cache-dir --force-reinstall "
+                "<the extension>",
+                "rebuild the extension with it",
+                "changes",
+            ),
+        )
         return CHECK.finding(
             Status.FAIL,
             f"TORCH_CUDA_ARCH_LIST={value} builds CUDA extensions that cannot run on {names}",
@@ -78,11 +87,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"(`{value}`, set in `{probe.executable}`'s environment). None of them covers {names}: SASS `sm_XY` "
             f"runs only on GPUs of the same major with a minor >= Y, PTX (`+PTX`) only on newer GPUs. The built "
             f"extension fails there with `no kernel image is available for execution on the device`.\n\n"
-            f"Add the capability and rebuild the extension (pip caches built wheels: `--no-cache-dir`):\n\n```\n"
-            f'export TORCH_CUDA_ARCH_LIST="{fixed}"\n{probe.executable} -m pip install --no-build-isolation '
-            f"--no-cache-dir --force-reinstall <the extension>\n```",
+            f"Add the capability and rebuild the extension (pip caches built wheels: `--no-cache-dir`):\n\n"
+            + fenced(*commands),
             evidence=evidence,
             target=t.label,
+            commands=commands,
         )
     return CHECK.finding(
         Status.OK,

@@ -16,13 +16,13 @@ Per target interpreter:
 from __future__ import annotations
 
 import re
-
-from packaging.version import Version
+import shlex
 
 from gpudoctor.checks import require
 from gpudoctor.checks._common import (
     best_variant_for_driver,
     distinct_targets,
+    driver_install_commands,
     driver_version,
     newest_torch_for_python,
     nvidia_gpu_count,
@@ -30,11 +30,12 @@ from gpudoctor.checks._common import (
     split_local,
     wheel_variants,
 )
-from gpudoctor.checks._libraries import frameworks_of, path_remedy, shadowing, target_model, version_of
+from gpudoctor.checks._libraries import framework_dists, frameworks_of, path_remedy, shadowing, target_model, version_of
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import KERNEL_KIND, ProbeFacts, TargetFacts, TargetsFacts
-from gpudoctor.model import Check, Command, Finding, Status
+from gpudoctor.model import Check, Command, Finding, Status, fenced
 from gpudoctor.probe import MIN_PYTHON, python_supported
+from gpudoctor.versions import v
 
 _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
@@ -81,9 +82,7 @@ def _install_commands(
     public = split_local(keep)[0]
     if keep and driver and public:
         variant = variant_for(public, driver)
-        if variant is not None and Version(variant["first_torch"]) <= Version(public) <= Version(
-            variant["newest_torch"]
-        ):
+        if variant is not None and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"]):
             cmd = pip_install_command(python, variant, public, python_version=python_version)
             out.append(Command(cmd, f"keep torch {public}, take its CUDA {variant['cuda']} build", "changes"))
     if gpus and driver is None:
@@ -97,7 +96,22 @@ def _install_commands(
     if variant is not None:
         what = f"a CUDA {variant['cuda']} build this driver runs" if gpus else "the CPU build (no NVIDIA GPU here)"
         out.append(Command(pip_install_command(python, variant, python_version=python_version), what, "changes"))
+    elif not out:  # the driver is too old for every build this Python can install: the driver first
+        out.extend(driver_install_commands(facts))
     return tuple(out)
+
+
+def _conda_commands(probe: ProbeFacts) -> tuple[Command, ...]:
+    """The commands of :func:`_conda_hint` (none outside conda)."""
+    if not probe.is_conda:
+        return ()
+    prefix = probe.prefix
+    return (
+        Command(f"conda remove -p {prefix} cpuonly", "drop the package that pins the CPU build", "changes"),
+        Command(
+            f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"', "conda's CUDA build of torch", "changes"
+        ),
+    )
 
 
 def _cpu_origin(version: str) -> str:
@@ -124,7 +138,7 @@ def _same_version_hint(python: str, version: str, facts: Facts, python_version: 
     if driver is None or not public:
         return ""
     variant = variant_for(public, driver)
-    if variant is None or not (Version(variant["first_torch"]) <= Version(public) <= Version(variant["newest_torch"])):
+    if variant is None or not (v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])):
         return ""
     cmd = pip_install_command(python, variant, public, python_version=python_version)
     return (
@@ -145,8 +159,7 @@ def _conda_hint(probe: ProbeFacts) -> str:
     return (
         f"This is a conda environment. See which tool installed torch: `conda list -p {prefix} '^(pytorch|torch|"
         f"cpuonly|pytorch-mutex)$'` (channel `pypi` = pip). If conda did, replace the CPU build with conda, not "
-        f"pip (remove `cpuonly` first if it is listed):\n\n```\nconda remove -p {prefix} cpuonly\n"
-        f'conda install -p {prefix} -c conda-forge "pytorch=*=cuda*"\n```\n\nIf pip did: '
+        f"pip (remove `cpuonly` first if it is listed):\n\n{fenced(*_conda_commands(probe))}\n\nIf pip did: "
     )
 
 
@@ -164,11 +177,9 @@ def _hint_without_driver(python: str, python_version: str | None) -> str:
     if newest is None:
         return head
     options = [(newest, f"driver {newest['min_driver']} or newer")]
-    older_floor = [
-        r["min_driver"] for r in wheel_variants() if Version(r["min_driver"]) < Version(newest["min_driver"])
-    ]
+    older_floor = [r["min_driver"] for r in wheel_variants() if v(r["min_driver"]) < v(newest["min_driver"])]
     if older_floor:
-        floor = max(older_floor, key=Version)
+        floor = max(older_floor, key=v)
         older = best_variant_for_driver(floor, python_version)
         if older is not None and older["name"] != newest["name"]:
             options.append((older, f"driver {floor} up to {newest['min_driver']}"))
@@ -322,21 +333,6 @@ def _unsupported_python(t: TargetFacts) -> Finding:
     )
 
 
-def _other_frameworks(probe: ProbeFacts) -> list[str]:
-    """``dist version`` of the GPU frameworks other than torch among the probe's distributions
-    (names from data/frameworks.toml)."""
-    from gpudoctor.data import load_table
-
-    have = {k.lower().replace("_", "-"): v for k, v in (probe.distributions or {}).items()}
-    return [
-        f"{d} {have[d]}"
-        for row in load_table("frameworks")["framework"]
-        if row["name"] != "torch"
-        for d in row["dists"]
-        if d in have
-    ]
-
-
 def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
     probe = t.probe
     if isinstance(probe, Unavailable) and t.python_version and not python_supported(t.python_version):
@@ -352,6 +348,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             "That failed; run the interpreter by hand to see why.",
             evidence=evidence,
             target=t.label,
+            commands=(Command(f"{shlex.quote(t.python)} -c 'import sys; print(sys.version)'", "does it start at all"),),
             caused_by=("jupyter.kernels",) if gone else (),
         )
     tf = probe.torch
@@ -361,7 +358,7 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         others = [f"{f.dist} {f.version}" for f in frameworks_of(facts, t.label) or [] if f.name != "torch"]
         if not others:
             # without the cuda_libraries domain (a light run, a partial snapshot): the probe's distributions
-            others = _other_frameworks(probe)
+            others = framework_dists(probe, besides="torch")
         if others:
             return CHECK.finding(
                 Status.INFO,
@@ -398,6 +395,9 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{_import_error_cause(tf.import_error or '', probe.env.get('LD_LIBRARY_PATH'), probe.executable)}",
             evidence=evidence,
             target=t.label,
+            commands=(
+                Command(f"{shlex.quote(probe.executable)} -c 'import torch'", "the whole import error, by hand"),
+            ),
         )
     if tf.hip:
         evidence["hip"] = tf.hip
@@ -430,7 +430,10 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"{_install_hint(probe.executable, facts, probe.python_version)}",
             evidence=evidence,
             target=t.label,
-            commands=_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
+            commands=(
+                *_conda_commands(probe),
+                *_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
+            ),
         )
     return CHECK.finding(
         Status.INFO,

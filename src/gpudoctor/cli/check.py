@@ -74,6 +74,12 @@ from gpudoctor.mirrors.cli_options import mirror_check_options, mirror_extra
     help="A training configuration to judge for precision (DeepSpeed JSON, Lightning or Accelerate YAML, "
     "Trainer arguments; repeatable); Accelerate's default config is always read.",
 )
+@click.option(
+    "--compose",
+    metavar="FILE",
+    help="A Compose file (docker-compose.yml, compose.yaml) to judge for the GPU: each service that runs GPU "
+    "code reserves a GPU, the reservation as Docker reads it, the images it builds.",
+)
 @mirror_check_options
 def check(
     ids,
@@ -89,6 +95,7 @@ def check(
     verbose,
     deep=False,
     train_configs=(),
+    compose=None,
     **mirror_opts,
 ):
     """Run checks and explain what is wrong.
@@ -104,6 +111,7 @@ def check(
       gpudoctor check --root /mnt/image-rootfs --skip torch
       gpudoctor check --facts snapshot.json -v
       gpudoctor check amp --train-config ds_config.json
+      gpudoctor check platform.compose-gpu --compose docker-compose.yml
     """
     from gpudoctor.system import kill_running_commands
 
@@ -127,6 +135,7 @@ def check(
             bool(facts_file) and bool(train_configs),
             "the files are read only when collecting",
         ),
+        ("--facts", "--compose", bool(facts_file) and bool(compose), "the Compose file is read only when collecting"),
         (
             "--facts",
             "--dockerfile",
@@ -136,6 +145,8 @@ def check(
     )
     if root == "/":
         check_train_configs(train_configs)
+        if compose:
+            check_compose(compose)
     if facts_file and (pythons or root != "/"):
         raise usage(
             "--facts replays a snapshot; --python and --root only apply when collecting "
@@ -158,6 +169,8 @@ def check(
         extra = mirror_extra(**mirror_opts)
         if train_configs:  # paths inside --root; on the live system, relative to the working directory
             extra["train_configs"] = tuple(str(Path(p).absolute()) if root == "/" else p for p in train_configs)
+        if compose:  # a path inside --root; on the live system, relative to the working directory
+            extra["compose"] = str(Path(compose).absolute()) if root == "/" else compose
         system = build_system(root, extra.get("dockerfile"))
         options = replace(make_collect_options(pythons, offline, probe_timeout, **extra), deep=deep)
         registry = load_registry()
@@ -198,6 +211,21 @@ def check(
 
         write_output(render(report, fmt, verbose), output)
     sys.exit(report.exit_code(strict))
+
+
+def check_compose(path: str) -> None:
+    """Usage error now, before anything is collected, for a ``--compose`` file on this machine that
+    the ``compose`` collector could not use: missing, not a regular file, too large, binary, not
+    YAML, a key given twice, not a mapping with ``services:``."""
+    from gpudoctor.composefile import MAX_BYTES, load
+    from gpudoctor.inputs import InputError, read_user_file
+
+    if path == "-":
+        raise usage("--compose -: the Compose file is read by path (its build contexts are relative to it)")
+    try:
+        load(read_user_file(path, max_bytes=MAX_BYTES), path)
+    except InputError as exc:
+        raise usage(f"--compose {exc}") from None
 
 
 #: what a configuration file's top level is, when it is not a mapping

@@ -8,6 +8,7 @@ in :mod:`gpudoctor.render.explain`.
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 from typing import Any
 
@@ -255,6 +256,14 @@ def _run(command: list[str], output: str | None, fmt: str):
         click.echo(f"gpudoctor explain: cannot start {command[0]}: {exc.strerror or exc}", err=True)
         sys.exit(127 if isinstance(exc, FileNotFoundError) else 126)
     if outcome.signalled is not None:  # forwarded to the command, which has ended: so do we
+        if outcome.killed_after_s is not None:  # our own SIGKILL is not the command's exit status
+            name = signal.Signals(outcome.signalled).name
+            click.echo(
+                f"gpudoctor explain: {command[0]} was still running {outcome.killed_after_s:g} s after {name}:"
+                " killed it",
+                err=True,
+            )
+            sys.exit(128 + outcome.signalled)
         sys.exit(outcome.returncode)
     if outcome.returncode == 0:
         return None

@@ -14,7 +14,9 @@ Options meant for planners are passed to them in the ``options`` mapping
 Exit codes (the same with and without ``--dry-run``, named fixes or ``--all``):
 0 applied (or already fixed, or a dry run of fixes that would apply) and no
 addressed check still fails; 1 a fix was refused or failed, a write failed, a
-check still fails after writing, or (``--all``) a failing check offers no
+check still fails after writing, a fix's tool still resolves something else
+after writing ("not fixed: <file> still wins": the configuration is read again
+the way the tool reads it, every layer with its precedence), or (``--all``) a failing check offers no
 automatic fix (it is named: edit by hand), or an ``--undo`` was refused because
 a file changed since; 2 usage error (bad option, unknown fix, ``--undo`` of an
 unknown transaction or with nothing to undo) or confirmation needed but no
@@ -74,7 +76,9 @@ class FixOutcome:
 
     Attributes:
         id: fix id.
-        status: ``planned`` (will change files), ``applied``, ``already-fixed``,
+        status: ``planned`` (will change files), ``applied``, ``not-fixed`` (written, but the
+            tool, its configuration read again, still resolves something else: ``message``
+            names what still wins), ``already-fixed``,
             ``nothing-to-do`` (the planner offered nothing), ``refused``
             (the planner declined; ``message`` says what to edit by hand),
             ``error`` (the planner crashed).
@@ -375,7 +379,8 @@ def _fix_selection(registry, ids: Sequence[str]) -> list[Fix]:
 @click.option(
     "--scope",
     type=click.Choice(["user", "site", "global"]),
-    help="Which configuration file to edit (default: the file that sets the value now, else user).",
+    help="Which configuration file to edit (default: the file that sets the value now, else user); "
+    "only that scope's files are edited, and a tool without that scope refuses.",
 )
 @click.option("--index-url", metavar="URL", help="Package index URL for fixes that set one (pip.index-url).")
 @click.option("--mirror", metavar="fastest|NAME|URL", help="Mirror for fixes that switch mirrors.")
@@ -437,7 +442,8 @@ def fix(
     Exit codes (the same with --dry-run):
       0  fixed, already fixed, or the dry run shows fixes that would apply
       1  a fix was refused or failed, a write failed, a check still fails,
-         a failing check has no automatic fix (--all names it), or an undo
+         a fix is "not fixed" (a file or variable of higher precedence still
+         wins), a failing check has no automatic fix (--all names it), or an undo
          was refused because a file changed since
       2  usage error (unknown fix or TXN, nothing to undo), or no terminal
          to confirm on and no --yes
@@ -626,6 +632,10 @@ def fix(
             for f in after.findings:
                 if f.check == c and f.status >= Status.WARN:
                     out.line(f"    {f.summary}")
+    verified = verify_outcomes(planned, registry, after.facts)
+    for o in verified:
+        out.line(f"{o.id}: not fixed: {o.message}" if o.status == "not-fixed" else f"{o.id}: fixed (re-read)")
+    not_fixed = any(o.status == "not-fixed" for o in verified)
     notes = [n for o in planned for n in o.planned.notes]
     if notes:
         out.line("")
@@ -633,8 +643,30 @@ def fix(
         for n in notes:
             out.line(f"    {n}")
     still_failing = any(s >= Status.FAIL for s in after_s.values())
-    doc["status"] = "applied"
-    return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing else EXIT_OK)
+    doc["status"] = "not-fixed" if not_fixed else "applied"
+    return _emit(doc, outcomes, fmt, EXIT_FAIL if bad or still_failing or not_fixed else EXIT_OK)
+
+
+def verify_outcomes(applied: Sequence[FixOutcome], registry, facts: Any) -> list[FixOutcome]:
+    """Ask each applied fix's :attr:`~gpudoctor.model.Fix.verify` whether the tool, its configuration
+    read again with every layer, now resolves what the plan set; an outcome it is not is marked
+    ``not-fixed`` with what still wins. Returns the outcomes that were verified (fixes without a
+    verifier are judged by their re-run checks only). A verifier that crashes cannot confirm the
+    fix: that is "not fixed" too, never "fixed"."""
+    verified: list[FixOutcome] = []
+    for o in applied:
+        fx = registry.fixes.get(o.id)
+        verify = getattr(fx, "verify", None)
+        if verify is None or o.plan is None:
+            continue
+        try:
+            problem = verify(facts, o.plan)
+        except Exception as exc:  # a verifier's bug must not turn into "fixed"
+            problem = f"the result could not be checked ({type(exc).__name__}: {exc})"
+        if problem:
+            o.status, o.message = "not-fixed", problem
+        verified.append(o)
+    return verified
 
 
 def _no_automatic_fix(findings: Sequence[Finding], registry) -> list[Finding]:
@@ -759,13 +791,20 @@ def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None
                         "transaction": txn.id,
                         "files": [f.target for f in txn.files],
                         "saved_by": txn.saved_by,
+                        "undoes": txn.undoes,
                     }
                 ),
                 indent=2,
             )
         )
         return
+    forced = False
     if txn.saved_by:
+        try:
+            forced = any(f.startswith("undo --force") for f in journal.load(txn.saved_by).fixes)
+        except ap.ApplyError:
+            forced = False
+    if txn.saved_by and forced:
         out.line(
             f"saved the current contents first (they changed since) as transaction {txn.saved_by}; "
             f"bring them back with: gpudoctor fix --undo {txn.saved_by}"
@@ -773,4 +812,7 @@ def _undo(journal, txn_id: str | None, force: bool, out: _Out, fmt: str) -> None
     for f in txn.files:
         shown = ap.in_root(f.target, txn.root)
         out.line(f"restored {shown}" if f.existed else f"removed {shown} (the transaction created it)")
-    out.line(f"transaction {txn.id} undone")
+    what = f"the undo of {txn.undoes}" if txn.undoes else f"transaction {txn.id}"
+    out.line(f"{what} undone" + (f" (transaction {txn.id}); {txn.undoes} is applied again" if txn.undoes else ""))
+    if txn.saved_by and not forced:
+        out.line(f"to undo this undo: gpudoctor fix --undo {txn.saved_by}")

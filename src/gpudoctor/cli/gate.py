@@ -148,9 +148,14 @@ def gate(
     from gpudoctor.engine import SelectionError
 
     if output and output != "-" and fmt == "text":
+        import shlex
+
+        again = shlex.join(
+            ["gpudoctor", "gate", "--format", "json", "-o", output, *(["--", *command] if command else [])]
+        )
         raise usage(
             f"-o {output}: only --format json or prometheus is written to a file (text goes to stderr); "
-            "add --format json, or use --status-file"
+            f"add --format json ({again}), or use --status-file"
         )
     check_output_path("--status-file", status_file, atomic=True)
     check_output_path("-o", output, atomic=True)

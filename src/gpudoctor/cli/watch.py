@@ -132,22 +132,28 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         stream.flush()
     sampler.start()
     interrupted = False
+    killed_after: float | None = None
     try:
         try:
             outcome = explain_run.run_command(command, env=child_env(run_dir), inherit=True, on_start=on_start)
             code = outcome.returncode
             # Ctrl-C (or SIGTERM/SIGHUP) forwarded to the command, which has ended: the verdict says so
             interrupted = outcome.signalled is not None
+            if outcome.killed_after_s is not None and outcome.signalled is not None:
+                # our own SIGKILL is not the command's exit: end as the signal we received says
+                killed_after = outcome.killed_after_s
+                code = 128 + outcome.signalled
         except KeyboardInterrupt:
             interrupted = True
             proc = state["proc"]
             rc = None
             if proc is not None:  # the terminal's Ctrl-C reached the command too: let it end its own way
                 try:
-                    rc = proc.wait(timeout=10)
+                    rc = proc.wait(timeout=explain_run.KILL_GRACE_S)
                 except (subprocess.TimeoutExpired, KeyboardInterrupt):
                     proc.kill()
-                    rc = proc.wait()
+                    proc.wait()
+                    killed_after = explain_run.KILL_GRACE_S
             code = explain_run.exit_status(rc) if rc is not None else 130
         except OSError as exc:
             stop_live.set()
@@ -160,6 +166,9 @@ def watch(ctx, command_hint, fmt, output, live, interval, no_gpu):
         doc = verdict(True, code)
         if interrupted:
             doc["interrupted"] = True
+        if killed_after is not None:  # the command did not end by itself: it has no exit status of its own
+            doc["exit_code"] = None
+            doc["killed_after_s"] = killed_after
         _emit(doc, fmt, output)
     finally:
         stop_live.set()

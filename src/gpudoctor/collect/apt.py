@@ -174,8 +174,8 @@ def connect_probe(proxy: str, host: str, port: int, timeout_s: float = 3.0) -> s
     """Ask ``proxy`` for a ``CONNECT host:port`` tunnel (what apt does for an https source through a
     proxy): ``ok`` on a 2xx answer, ``denied: <status line>`` otherwise, ``error: ...`` when the proxy
     cannot be reached. Loopback only under ``GPUDOCTOR_LOOPBACK_ONLY``."""
-    import socket
 
+    from gpudoctor.mirrors.netguard import NetPolicy, Refused
     from gpudoctor.mirrors.probe import blocked
 
     url = proxy if "://" in proxy else f"http://{proxy}"
@@ -184,10 +184,11 @@ def connect_probe(proxy: str, host: str, port: int, timeout_s: float = 3.0) -> s
         return f"error: {why}"
     parts = urlsplit(url)
     try:
-        with socket.create_connection((parts.hostname or "", parts.port or 80), timeout=timeout_s) as sock:
+        # the proxy's address is checked like a mirror's (never link-local or metadata; loopback-only in tests)
+        with NetPolicy.from_env().connect(parts.hostname or "", parts.port or 80, timeout_s) as sock:
             sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
             line = sock.makefile("rb").readline(512).decode("latin-1").strip()
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, Refused) as exc:
         return f"error: {exc}"
     fields = line.split(" ", 2)
     if len(fields) >= 2 and fields[1].startswith("2"):

@@ -136,6 +136,7 @@ def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
         user_condarc=f"{home}/.condarc",
         named=tuple(named_unique),
         root_prefix=root,
+        prefix=env.get("CONDA_PREFIX", ""),
         env={k: env[k] for k in (*model.ENV_KEYS, *model.MAMBA_ENV_KEYS) if env.get(k)},
         multichannels={k: v for k, (v, _) in settings.custom_multichannels.items()},
         channel_alias_origin=settings.channel_alias[1],

@@ -1,7 +1,7 @@
 """Collector for the ``gpu_image`` domain: the GPU stack a Dockerfile (``--dockerfile FILE``) builds.
 
 Reads the file with the same parser as the ``build`` domain
-(:mod:`gpudoctor.mirrors.dockerfile`): the final stage's ``FROM`` tag (CUDA
+(:mod:`gpudoctor.sources.dockerfile`): the final stage's ``FROM`` tag (CUDA
 version and flavor of ``nvidia/cuda`` and ``pytorch/pytorch`` images, as
 their tags spell them), the torch wheel's CUDA (a ``+cuXYZ`` pin or the
 ``download.pytorch.org/whl/cuXYZ`` index), steps that compile CUDA code, and
@@ -15,7 +15,7 @@ import re
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.gpu_image import GpuImageFacts
-from gpudoctor.mirrors.dockerfile import _expand, commands, instructions
+from gpudoctor.sources.dockerfile import _expand, commands, instructions
 
 #: nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04 ; nvcr.io/nvidia/cuda:11.8.0-runtime-ubi8
 _NVIDIA_CUDA = re.compile(r"(?:^|/)cuda:(\d+)\.(\d+)(?:\.\d+)?-(?:cudnn\d*-)?(devel|runtime|base)\b")
@@ -28,9 +28,9 @@ _DRIVER_PKG = re.compile(r"^(?:nvidia-driver-\d+.*|cuda-drivers(?:-\d+)?|libnvid
 _SOURCE_BUILT = ("flash-attn", "flash_attn", "apex", "xformers", "mmcv", "pytorch3d", "deepspeed", "causal-conv1d")
 
 
-def _base(ctx_text: str) -> str | None:
+def _base(ctx_text: str, build_args: dict[str, str] | None = None) -> str | None:
     base = None
-    env: dict[str, str] = {}
+    env: dict[str, str] = dict(build_args or {})
     for ins in instructions(ctx_text):
         if ins.keyword == "ARG" and "=" in ins.args:
             k, _, val = ins.args.strip().partition("=")
@@ -42,19 +42,29 @@ def _base(ctx_text: str) -> str | None:
     return base
 
 
+def tag_cuda(image: str) -> tuple[str | None, str | None]:
+    """(CUDA ``X.Y``, flavor) an image reference's tag names (``nvidia/cuda``, ``pytorch/pytorch``), else Nones."""
+    for pattern in (_NVIDIA_CUDA, _PYTORCH):
+        m = pattern.search(image)
+        if m:
+            return f"{m.group(1)}.{m.group(2)}", m.group(3)
+    return None, None
+
+
 def collect_gpu_image(ctx: CollectContext) -> GpuImageFacts | Unavailable:
     dockerfile: tuple | None = ctx.options.extra.get("dockerfile")
     if not dockerfile:
         return Unavailable("no build file given (--dockerfile FILE)")
     name, text = dockerfile
-    base = _base(text)
-    cuda = flavor = None
-    for pattern in (_NVIDIA_CUDA, _PYTORCH):
-        m = pattern.search(base or "")
-        if m:
-            cuda, flavor = f"{m.group(1)}.{m.group(2)}", m.group(3)
-            break
-    parsed = commands(name, text)
+    return read_image(name, text)
+
+
+def read_image(name: str, text: str, build_args: dict[str, str] | None = None) -> GpuImageFacts:
+    """The GPU side of the image the Dockerfile ``text`` builds (``name`` labels its lines);
+    ``build_args`` as ``--build-arg`` / Compose ``build.args`` give them."""
+    base = _base(text, build_args)
+    cuda, flavor = tag_cuda(base or "")
+    parsed = commands(name, text, build_args)
     wheel_cuda = wheel_origin = None
     compiles: list[str] = []
     drivers: list[str] = []

@@ -112,7 +112,7 @@ def notebooks(files, rdir: str, names: list[str], timeout_s: float = 2.0) -> dic
     """
     from urllib.parse import urlsplit
 
-    from gpudoctor.mirrors.probe import _is_loopback
+    from gpudoctor.mirrors.netguard import is_loopback_host as _is_loopback
 
     out: dict[str, str] = {}
     for n in names:

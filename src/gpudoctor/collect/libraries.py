@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from packaging.version import InvalidVersion, Version
-
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.collect.activation import Activation, replay
 from gpudoctor.collect.elfread import ElfInfo, expand_origin, read_elf, warm_up
@@ -32,6 +30,8 @@ from gpudoctor.facts.libraries import (
 from gpudoctor.facts.loader import LdconfigEntry, LoaderFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
 from gpudoctor.system import Files
+from gpudoctor.versions import parse as _v
+from gpudoctor.versions import wheel_cuda
 
 __all__ = ["DEFAULT_DIRS", "WSL_LIB", "LoaderModel", "collect_cuda_libraries", "exact_pins", "family_of"]
 
@@ -55,6 +55,7 @@ FAMILIES = (
     ("libcudnn", "cudnn"),
     ("libnccl.so", "nccl"),
     ("libnvshmem", "nvshmem"),
+    ("libnvinfer", "tensorrt"),
     ("libcuda.so", "libcuda"),
     ("libnvidia-ml.so", "nvml"),
 )
@@ -92,13 +93,6 @@ def family_of(name: str) -> str | None:
         if name.startswith(prefix):
             return fam
     return None
-
-
-def _v(text: str | None) -> Version | None:
-    try:
-        return Version(text) if text else None
-    except InvalidVersion:
-        return None
 
 
 def _exists(files: Files, path: str) -> bool:
@@ -451,7 +445,7 @@ def _frameworks(files: Files, label: str, sites: Sequence[str]) -> list[Framewor
             m = re.match(fw["cuda_from_dist"], dist)
             if m:
                 cuda, source = int(m.group(1)), "distribution name"
-        cuda_version = f"{local[2:-1]}.{local[-1]}" if cuda and re.match(r"^cu\d{3,}$", local or "") else None
+        cuda_version = wheel_cuda(local) if cuda and re.match(r"^cu\d{3,}$", local or "") else None
         cudnn = None
         cudnn_min: str | None = None
         pv = _v(public.split(".post")[0])
@@ -601,6 +595,25 @@ def activation_of(files: Files, probe: ProbeFacts, kind: str) -> Activation | No
     return replay(files, prefix, probe.env, site, already_active=active)
 
 
+def _caller(files: Files, sites: Sequence[str], pattern: str) -> str | None:
+    """The first library matching ``pattern`` (relative to a site-packages directory; a glob, since
+    auditwheel names vendored libraries with a hash: ``ctranslate2.libs/libctranslate2-<hash>.so.4``;
+    ``a|b``: the first of several layouts a framework had across releases)."""
+    if "|" in pattern:
+        return next((c for p in pattern.split("|") if (c := _caller(files, sites, p)) is not None), None)
+    for site in sites:
+        path = f"{site}/{pattern}"
+        if not any(c in pattern for c in "*?["):
+            if _exists(files, path):
+                return path
+            continue
+        if files.is_dir(site):
+            found = next(iter(files.glob(site, pattern)), None)
+            if found:
+                return found
+    return None
+
+
 def _dlopens(
     files: Files, model: LoaderModel, probe: ProbeFacts, frameworks: Sequence[FrameworkInstall]
 ) -> list[Resolution]:
@@ -615,14 +628,13 @@ def _dlopens(
                 continue
             caller: str | None = None
             if row.get("caller"):  # "" = opened from Python (ctypes): no library's RUNPATH applies
-                caller = next(
-                    (f"{s}/{row['caller']}" for s in probe.site_packages if _exists(files, f"{s}/{row['caller']}")),
-                    None,
-                )
+                caller = _caller(files, probe.site_packages, str(row["caller"]))
                 if caller is None:
                     continue
+            # "{version}": the framework's X.Y.Z (TensorRT opens libnvinfer_builder_resource.so.<its version>)
+            release = ".".join(fw.version.partition("+")[0].split(".post")[0].split(".")[:3])
             for name in row["libraries"]:  # type: ignore[attr-defined]
-                out.append(model.open_by_name(str(name), caller, fw.name))
+                out.append(model.open_by_name(str(name).replace("{version}", release), caller, fw.name))
     # what the opened libraries link in turn (a cuSOLVER opened by name needs nvJitLink, ...)
     opened = {r.path: r.framework for r in out if r.path}
     seen = {(r.consumer, r.needed) for r in out}

@@ -49,8 +49,19 @@ _EARLY: dict[tuple, Future] = {}
 _EARLY_LOCK = threading.Lock()
 
 
+def interpreter_identity(python: str) -> str:
+    """One name for every spelling of one interpreter: ``venv/bin/python`` and ``venv/bin/python3``
+    (both links to the same base interpreter, in the same directory, so the same ``pyvenv.cfg`` and
+    prefix) are one target to probe, not two ``import torch``. The directory is compared resolved but
+    not replaced by the link target's: a venv's interpreter links to the base one, which is another
+    environment. A bare name (looked up on PATH) is its own identity."""
+    if os.sep not in python:
+        return python
+    return os.path.join(os.path.realpath(os.path.dirname(python)), os.path.basename(os.path.realpath(python)))
+
+
 def _key(python: str, env: Mapping[str, str], level: str = "full") -> tuple[str, str, tuple[tuple[str, str], ...]]:
-    return python, level, tuple(sorted(env.items()))
+    return interpreter_identity(python), level, tuple(sorted(env.items()))
 
 
 def default_specs(ctx: CollectContext) -> list[tuple[str, str, str]]:
@@ -94,7 +105,8 @@ class ProbeCache:
 
     ``submit`` returns a future; a kernel that runs the terminal's interpreter
     with the terminal's environment shares the terminal's probe instead of
-    importing torch a second time.
+    importing torch a second time, even when it spells the interpreter
+    another way (:func:`interpreter_identity`).
     """
 
     def __init__(self, ctx: CollectContext, workers: int = 4):

@@ -127,6 +127,7 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
             doc = load(path)
             if doc is not None:
                 ordered.append((path, doc))
+            if path in texts:  # uv reads the first system file that exists, even one it then fails on
                 break
     indexes: list[UvIndex] = []
     for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):

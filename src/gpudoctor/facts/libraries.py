@@ -39,7 +39,7 @@ class LibraryCopy:
         name: the file name (``libnvJitLink.so.12``).
         family: ``cudart``, ``cublas``, ``cublasLt``, ``cufft``, ``curand``,
             ``cusolver``, ``cusparse``, ``nvJitLink``, ``nvrtc``, ``cupti``,
-            ``cudnn``, ``nccl``, ``nvshmem``, ``libcuda``, ``nvml``.
+            ``cudnn``, ``nccl``, ``nvshmem``, ``tensorrt`` (``libnvinfer*``), ``libcuda``, ``nvml``.
         directory: the directory holding it.
         origin: why that directory is searched: ``LD_PRELOAD``,
             ``LD_LIBRARY_PATH``, ``RUNPATH``, ``RPATH``, ``ld.so cache``,

@@ -298,6 +298,8 @@ class CondaFacts:
         env: the channel variables set (``CONDA_CHANNELS``, ``CONDA_CHANNEL_ALIAS``, ...).
         multichannels: ``custom_multichannels`` (name -> members).
         channel_alias_origin: the file (or variable) that set ``channel_alias``; ``built-in``.
+        prefix: the active environment (``$CONDA_PREFIX``, whose ``.condarc`` is ``conda config
+            --env``'s file); "" when none is active.
     """
 
     files: dict[str, str]
@@ -311,6 +313,7 @@ class CondaFacts:
     env: dict[str, str] = field(default_factory=dict)
     multichannels: dict[str, tuple[str, ...]] = field(default_factory=dict)
     channel_alias_origin: str = "built-in"
+    prefix: str = ""
 
 
 # --------------------------------------------------------------------------- mirrors
@@ -357,7 +360,9 @@ class MirrorProbe:
             ``http-error``, ``timeout``, ``tls-error``, ``dns-error``,
             ``no-network``, ``connect-error``, ``slow`` (answered, but the body
             came too slowly to be checked: usable, not failing), ``invalid`` (served, but not
-            what is needed), ``stale`` (apt: older than the official archive).
+            what is needed), ``stale`` (apt: older than the official archive), ``refused``
+            (the URL, a redirect target or a resolved address is one the prober never contacts:
+            link-local, cloud metadata, not http(s), or not loopback under ``GPUDOCTOR_LOOPBACK_ONLY``).
         reason: why it is not ``ok``, in operator terms ("" when ok).
         http_status: last HTTP status, or None.
         connect_ms: DNS + TCP connect + TLS handshake, ms.

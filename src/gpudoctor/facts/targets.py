@@ -340,8 +340,8 @@ class ProbeFacts:
             libraries, or Unavailable (older probe, or the test could not run).
         smoke: the ``--deep`` smoke test (:class:`SmokeFacts`), or Unavailable
             (not run without ``--deep``, no CUDA device, or it failed).
-        level: ``full`` (``_script.py``: imports torch) or ``light`` (``_light.py``:
-            metadata, version files and the CUDA driver API, no framework import).
+        level: the probe's level (``_script.py --level``): ``full`` (imports torch) or ``light``
+            (metadata, version files and the CUDA driver API, no framework import).
         cuda_driver: the CUDA driver API in the target (cuInit, devices, a context
             per device), or Unavailable.
         compile_caches: torch.compile's Triton and Inductor cache directories as the target

@@ -15,7 +15,49 @@ from typing import Any
 
 from gpudoctor.model import FixRefused
 
-__all__ = ["JsonStyle", "dump_kernel_json", "load_kernel_json"]
+__all__ = ["JsonStyle", "dump_kernel_json", "kernel_scope", "load_kernel_json", "require_scope", "scope_kernels_dir"]
+
+#: where Jupyter's system-wide kernelspecs live (``jupyter --paths``: ``/usr/local/share/jupyter``,
+#: ``/usr/share/jupyter``); ``--scope global`` writes the first
+SYSTEM_DATA_DIRS = ("/usr/local/share/jupyter", "/usr/share/jupyter")
+
+
+def _under(path: str, directory: str) -> bool:
+    return bool(directory) and path.startswith(directory.rstrip("/") + "/")
+
+
+def kernel_scope(path: str, user_data_dir: str) -> str:
+    """The ``--scope`` a kernelspec file belongs to: ``user`` (the user data directory, where
+    ``ipykernel install --user`` writes), ``global`` (the system data directories) or ``site``
+    (an environment's ``<prefix>/share/jupyter``, a ``JUPYTER_PATH`` entry)."""
+    if _under(path, user_data_dir):
+        return "user"
+    if any(_under(path, d) for d in SYSTEM_DATA_DIRS):
+        return "global"
+    return "site"
+
+
+def require_scope(path: str, user_data_dir: str, scope: str | None) -> None:
+    """Refuse to edit the kernelspec ``path`` when ``--scope`` names another scope than its own."""
+    if scope and kernel_scope(path, user_data_dir) != scope:
+        raise FixRefused(
+            f"{path} is a {kernel_scope(path, user_data_dir)}-scope kernelspec; --scope {scope} leaves it "
+            f"alone, so nothing was written. Rerun without --scope (or with --scope "
+            f"{kernel_scope(path, user_data_dir)}) to edit it"
+        )
+
+
+def scope_kernels_dir(scope: str, user_data_dir: str, prefix: str) -> str:
+    """The ``kernels`` directory a new kernelspec goes to for ``--scope`` (as ``ipykernel install``:
+    ``--user``, ``--sys-prefix`` for ``site``, the default system prefix for ``global``)."""
+    if scope == "site":
+        if not prefix:
+            raise FixRefused("--scope site writes into the environment's share/jupyter, but its prefix is unknown")
+        return f"{prefix.rstrip('/')}/share/jupyter/kernels"
+    if scope == "global":
+        return f"{SYSTEM_DATA_DIRS[0]}/kernels"
+    return f"{user_data_dir.rstrip('/')}/kernels"
+
 
 _FIRST_INDENT = re.compile(r"[\[{][ \t]*\r?\n([ \t]+)\S")
 

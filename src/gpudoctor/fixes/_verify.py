@@ -21,7 +21,7 @@ from typing import Any
 
 from gpudoctor.model import FileEdit, FixRefused
 
-__all__ = ["file_kind", "parse_as", "verified_edit", "keep_style", "NotParsable"]
+__all__ = ["file_kind", "parse_as", "verified_edit", "keep_style", "duplicate_keys", "NotParsable"]
 
 
 class NotParsable(ValueError):
@@ -81,8 +81,16 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
 
         try:
             data = yaml.safe_load(text) if text.strip() else {}
+            twice = duplicate_keys(text)
         except yaml.YAMLError as exc:
             raise NotParsable(f"not valid YAML: {str(exc).splitlines()[0]}") from None
+        if twice:
+            key, lines = twice[0]
+            raise NotParsable(
+                f"the key `{key}` appears {len(lines)} times (lines {', '.join(map(str, lines))}); YAML readers "
+                f"disagree on which one counts (PyYAML keeps the last, ruamel.yaml refuses the file), so "
+                f"gpudoctor does not choose: merge them into one"
+            )
         if data is None:
             data = {}
         if not isinstance(data, dict):
@@ -96,11 +104,46 @@ def parse_as(kind: str, text: str, path: str = "") -> Any:
     return text
 
 
+def duplicate_keys(text: str) -> list[tuple[str, list[int]]]:
+    """``(key, 1-based lines)`` for every key that appears more than once in one YAML mapping
+    (at any depth), in file order; raises ``yaml.YAMLError`` for text that is not YAML."""
+    import yaml
+
+    out: list[tuple[str, list[int]]] = []
+    stack = [n for n in yaml.compose_all(text, Loader=yaml.SafeLoader) if n is not None]
+    seen: set[int] = set()  # an alias repeats a node (and may point back at its own anchor)
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, list[int]] = {}
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode):
+                    lines.setdefault(str(k.value), []).append(k.start_mark.line + 1)
+                stack.append(v)
+            out += [(k, ls) for k, ls in lines.items() if len(ls) > 1]
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return sorted(out, key=lambda kv: kv[1][0])
+
+
 def _is_binary(text: str) -> str | None:
+    """Why ``text`` (decoded with ``surrogateescape``) is not UTF-8 text, naming where; None when it is."""
+    if text.startswith(("\udcff\udcfe", "\udcfe\udcff")):
+        return "it is UTF-16 text (it starts with a UTF-16 byte-order mark), not UTF-8"
+    bad = next((i for i, c in enumerate(text) if "\udc80" <= c <= "\udcff" or c == "\ufffd"), None)
+    if bad is not None:
+        line = text.count("\n", 0, bad) + 1
+        col = bad - (text.rfind("\n", 0, bad) + 1) + 1
+        byte = f" (0x{ord(text[bad]) - 0xDC00:02x})" if text[bad] != "\ufffd" else ""
+        return (
+            f"it is not valid UTF-8 text: a byte{byte} at line {line}, column {col} is not UTF-8 (another "
+            f"encoding such as Latin-1, or binary)"
+        )
     if "\x00" in text:
-        return "it holds NUL bytes (a binary file)"
-    if "\ufffd" in text or any("\udc80" <= c <= "\udcff" for c in text):
-        return "it is not valid UTF-8 text (another encoding, or binary)"
+        return "it holds NUL bytes (a binary file, or UTF-16 text)"
     return None
 
 

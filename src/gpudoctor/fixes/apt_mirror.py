@@ -60,7 +60,11 @@ def sources_meaning(old, new, mapper) -> str | None:
     ``mapper`` rewrites changed (types, suites, components, enabled state kept)."""
     if old is None:
         return None
-    want = [(t, tuple(mapper(u, s, c, e) or u for u in uris), s, c, e) for (t, uris, s, c, e) in old["sources"]]
+    # two URIs of one stanza moved to the same mirror are written once (apt would fetch it twice)
+    want = [
+        (t, tuple(dict.fromkeys(mapper(u, s, c, e) or u for u in uris)), s, c, e)
+        for (t, uris, s, c, e) in old["sources"]
+    ]
     got = [(t, tuple(uris), s, c, e) for (t, uris, s, c, e) in new["sources"]]
     if got != want:
         return "the sources would differ from the old ones in more than the rewritten URIs"
@@ -71,6 +75,12 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     apt = facts.get("apt")
     if not isinstance(apt, AptFacts):
         return None
+    scope = (options.get("scope") or "").strip()
+    if scope in ("user", "site"):
+        raise FixRefused(
+            f"apt reads only the system's sources (/etc/apt/sources.list, /etc/apt/sources.list.d/); "
+            f"there is no {scope} file to edit. Rerun with --scope global, or without --scope"
+        )
     distro = [s for s in apt.sources if s.enabled and is_distro_source(s)]
     if not distro:
         return None
@@ -223,9 +233,39 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             f"{', '.join(left_alone)} (security updates must not stop); rank mirrors with "
             f"`gpudoctor mirrors` and rerun, or edit it by hand once you have checked the mirror.",
         )
+    moves = {
+        f"uri:{u.rstrip('/')}": n.rstrip("/")
+        for s in distro
+        if any(e.path == s.file for e in edits)
+        for u in s.uris
+        if (n := final(u, s.suites, s.components, s.enabled)) and n.rstrip("/") != u.rstrip("/")
+    }
     return FixPlan(
-        fix="apt.mirror", description=desc, edits=tuple(edits), addresses=("apt.mirror", "apt.sources"), notes=notes
+        fix="apt.mirror",
+        description=desc,
+        edits=tuple(edits),
+        addresses=("apt.mirror", "apt.sources"),
+        notes=notes,
+        intent=moves,
     )
+
+
+def verify(facts: Facts, plan: FixPlan) -> str | None:
+    """Re-read every sources file apt reads (``sources.list``, ``sources.list.d/*.list`` and
+    ``*.sources``, in apt's order, ignored names skipped) and say which enabled entry still points
+    apt at an archive URI the plan moved, or that apt does not read the moved entries."""
+    apt = facts.get("apt")
+    if not isinstance(apt, AptFacts):
+        return f"apt's sources could not be read again ({getattr(apt, 'reason', 'not collected')})"
+    enabled = [(s, u.rstrip("/")) for s in apt.sources if s.enabled for u in s.uris]
+    for s, u in enabled:
+        if f"uri:{u}" in plan.intent:
+            return f"{s.file}:{s.line} still wins: apt still fetches {u} there"
+    now = {u for _, u in enabled}
+    gone = sorted({n for n in plan.intent.values() if n not in now})
+    if gone:
+        return f"apt reads no enabled entry with {gone[0]} (is {', '.join(e.path for e in plan.edits)} read by apt?)"
+    return None
 
 
 FIX = Fix(
@@ -233,4 +273,5 @@ FIX = Fix(
     title="Switch apt's distro sources (one-line and deb822) to a faster mirror",
     addresses=("apt.mirror", "apt.sources"),
     plan=plan,
+    verify=verify,
 )

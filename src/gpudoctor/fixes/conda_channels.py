@@ -88,6 +88,31 @@ def _settings_of(texts: Mapping[str, str], env: Mapping[str, str]) -> model.Sett
     return model.merge(sources)
 
 
+def scope_file(conda: CondaFacts, scope: str) -> str:
+    """The condarc ``--scope`` names, as ``conda config`` writes it: ``user`` ``~/.condarc``
+    (``--file ~/.condarc``), ``site`` the active environment's (``--env``: ``$CONDA_PREFIX/.condarc``),
+    ``global`` the base install's (``--system``: ``$CONDA_ROOT/.condarc``, else ``/etc/conda/.condarc``)."""
+    if scope == "user":
+        return conda.user_condarc
+    if scope == "site":
+        if not conda.prefix:
+            raise FixRefused("--scope site edits the active environment's .condarc, but no CONDA_PREFIX is set")
+        return f"{conda.prefix.rstrip('/')}/.condarc"
+    return f"{conda.root_prefix.rstrip('/')}/.condarc" if conda.root_prefix else "/etc/conda/.condarc"
+
+
+def _keep_scope(
+    texts: dict[str, str], blocks: dict[str, dict[str, list[str]]], conda: CondaFacts, only: str, notes: list[str]
+) -> None:
+    """Drop every edit outside the ``--scope`` file ``only`` (each named in ``notes``)."""
+    for path in [p for p in texts if p != only and texts[p] != conda.files.get(p)]:
+        texts[path] = conda.files[path]
+        notes.append(f"{path} names channels off the mirror too; not edited (--scope): edit it by hand")
+    for path in [p for p in blocks if p != only]:
+        keys = ", ".join(blocks.pop(path))
+        notes.append(f"{path} also sets {keys}; not edited (--scope): edit it by hand, or rerun without --scope")
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     conda = facts.get("conda")
     if not isinstance(conda, CondaFacts):
@@ -105,7 +130,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         and (finding.evidence.get("cloud") or finding.evidence.get("public"))
         and not options.get("mirror")
     ):
-        return _plan_catalogue(conda, finding)
+        return _plan_catalogue(conda, finding, (options.get("scope") or "").strip())
     evidence = finding.evidence if finding is not None and finding.check == "index.consistency" else {}
     extra_named: list[str] = []
     if evidence.get("cloud") and not options.get("mirror"):
@@ -121,7 +146,8 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     everything = list(conda.channels) + list(conda.named)
     settings = _settings_of(conda.files, conda.env)
     texts = dict(conda.files)
-    user = conda.user_condarc
+    scope = (options.get("scope") or "").strip()
+    user = scope_file(conda, scope) if scope else conda.user_condarc  # the file every new setting goes to
     notes: list[str] = []
 
     # 1. channel URLs on a host being left -> the channel's name, in the file that lists them
@@ -177,7 +203,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         leaving = [o for u, o in settings.default_channels if _leaves(u, moving, new_hosts)]
         block = ["default_channels:"] + [f"  - {urls['conda_pkgs']}/{c}" for c in ("main", "r")]
         for origin in leaving:
-            target = user if origin == model.BUILT_IN else origin
+            target = user if origin == model.BUILT_IN or scope else origin  # --scope: only its file
             if target in texts or target == user:
                 edits_blocks.setdefault(target, {})["default_channels"] = block
             for _, origin in settings.default_channels:
@@ -185,6 +211,8 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                     notes.append("CONDA_DEFAULT_CHANNELS overrides every file: unset it or point it at the mirror.")
                     break
 
+    if scope:
+        _keep_scope(texts, edits_blocks, conda, user, notes)
     for path, blocks in edits_blocks.items():
         texts[path] = model.replace_blocks(texts.get(path, "") or "", blocks)
     if all(texts.get(p) == conda.files.get(p) for p in texts):
@@ -201,7 +229,12 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         still += [x for x in model.resolve(c.name, after, c.origin) if _leaves(x.url, moving, new_hosts)]
     fixable_elsewhere = {c.origin for c in still if c.origin not in texts}
     stuck = [c for c in still if c.origin in texts or c.origin == model.BUILT_IN]
-    if stuck:
+    if stuck and scope:  # the user chose the file: write it, and the result says what still wins
+        notes.append(
+            "after this fix conda still fetches "
+            + ", ".join(f"`{c.name}` from {c.url} (set in {c.setting or c.origin})" for c in stuck[:4])
+        )
+    elif stuck:
         raise FixRefused(
             "after this fix conda would still fetch "
             + ", ".join(f"`{c.name}` from {c.url} ({c.via}, set in {c.setting or c.origin})" for c in stuck[:4])
@@ -229,6 +262,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         edits=tuple(edits),
         addresses=("conda.mirror", "index.consistency"),
         notes=("Clear conda's cached indexes so the new channels are read: `conda clean -i`.", *notes),
+        intent={"leaving": " ".join(sorted(moving)), "mirror-hosts": " ".join(sorted(new_hosts))},
     )
 
 
@@ -236,14 +270,14 @@ def _meaning_of(blocks: dict[str, list[str]]) -> Callable[[Any, Any], str | None
     return lambda old, new: blocks_meaning(old, new, blocks)
 
 
-def _plan_catalogue(conda: CondaFacts, finding: Finding) -> FixPlan | None:
+def _plan_catalogue(conda: CondaFacts, finding: Finding, scope: str = "") -> FixPlan | None:
     """``conda.mirror``'s catalogue findings: channels outside the mirror's ``cloud`` tree go into it;
     channels the mirror does not carry go to their own host (the only place that has them)."""
     ev = finding.evidence
     cloud = str(ev.get("cloud") or "")
     away = {str(n) for n in (ev.get("missing") or [])} | {str(n) for n in (ev.get("public") or [])}
     names = [str(n) for n in ev.get("channels", [])]
-    user = conda.user_condarc
+    user = scope_file(conda, scope) if scope else conda.user_condarc
     texts = dict(conda.files)
     user_doc = model.yaml_load(texts.get(user, "") or "") or {}
     mapping = {str(k): str(v) for k, v in (user_doc.get("custom_channels") or {}).items()}
@@ -254,7 +288,7 @@ def _plan_catalogue(conda: CondaFacts, finding: Finding) -> FixPlan | None:
     }
     alias_origin = str(ev.get("alias_origin") or "")
     if cloud and alias_origin:
-        target = alias_origin if alias_origin in texts and not model.mamba_only(alias_origin) else user
+        target = alias_origin if alias_origin in texts and not model.mamba_only(alias_origin) and not scope else user
         blocks.setdefault(target, {})["channel_alias"] = [f"channel_alias: {cloud}"]
     edits: list[FileEdit] = []
     for path, b in blocks.items():
@@ -278,7 +312,27 @@ def _plan_catalogue(conda: CondaFacts, finding: Finding) -> FixPlan | None:
         edits=tuple(edits),
         addresses=("conda.mirror", "index.consistency"),
         notes=tuple(notes),
+        intent={f"channel:{n.split('/')[0]}": v for n, v in mapping.items() if n in {x.split("/")[0] for x in names}},
     )
+
+
+def verify(facts: Facts, plan: FixPlan) -> str | None:
+    """Re-resolve every channel conda fetches from the condarc files as conda merges them (the
+    search path from ``/etc/conda`` to ``$CONDA_PREFIX`` and ``$CONDARC``, ``#!final``, the
+    ``CONDA_*`` variables over every file) and say which setting still sends a channel off the mirror."""
+    conda = facts.get("conda")
+    if not isinstance(conda, CondaFacts):
+        return f"conda's configuration could not be read again ({getattr(conda, 'reason', 'not collected')})"
+    seen = [c for c in (*conda.channels, *conda.named) if c.tool == "conda" and (c.via != "url" or c in conda.channels)]
+    leaving = set(plan.intent.get("leaving", "").split())
+    mirror = set(plan.intent.get("mirror-hosts", "").split())
+    for c in seen:
+        if ("leaving" in plan.intent and _leaves(c.url, leaving, mirror)) or any(
+            key == f"channel:{c.name.split('/')[0]}" and c.via != "url" and not c.url.startswith(base.rstrip("/"))
+            for key, base in plan.intent.items()
+        ):
+            return f"{c.setting or c.origin} still wins: `{c.name}` resolves to {c.url} ({c.via})"
+    return None
 
 
 FIX = Fix(
@@ -286,4 +340,5 @@ FIX = Fix(
     title="Redirect conda's defaults and named channels to a faster mirror",
     addresses=("conda.mirror", "index.consistency"),
     plan=plan,
+    verify=verify,
 )

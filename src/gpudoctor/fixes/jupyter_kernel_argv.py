@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
 from gpudoctor.facts import Facts
-from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
+from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json, require_scope
 from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
@@ -50,6 +50,8 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         raise FixRefused(
             f"--set python={new_python!r}: give the interpreter's absolute path, e.g. /home/user/venvs/train/bin/python"
         )
+    jupyter = facts.get("jupyter")
+    require_scope(spec.kernel_json, getattr(jupyter, "data_dir", ""), (options or {}).get("scope"))
     data = load_kernel_json(spec.kernel_json_text, spec.kernel_json)
     argv = data.get("argv")
     if not isinstance(argv, list) or tuple(str(a) for a in argv) != spec.argv:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from gpudoctor.checks.jupyter_kernels import gpu_hiding_vars, kernel_for_finding, missing_loader_dirs, reference_target
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
-from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json
+from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json, require_scope
 from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
@@ -41,6 +41,8 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         return None
     if spec.builtin:
         raise FixRefused(f"kernel {spec.name} is ipykernel's built-in spec (no kernel.json to edit)")
+    jupyter = facts.get("jupyter")
+    require_scope(spec.kernel_json, getattr(jupyter, "data_dir", ""), (options or {}).get("scope"))
     data = load_kernel_json(spec.kernel_json_text, spec.kernel_json)
     env = data.get("env", {})
     if not isinstance(env, dict):

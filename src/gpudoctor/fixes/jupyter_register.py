@@ -34,6 +34,7 @@ from gpudoctor.checks.jupyter_kernels import (
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts
 from gpudoctor.facts.targets import ProbeFacts
+from gpudoctor.fixes._kernel_json import scope_kernels_dir
 from gpudoctor.fixes._verify import verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
@@ -79,11 +80,14 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     ipk = (probe.distributions or {}).get("ipykernel") if probe else None
     major = int(ipk.split(".")[0]) if ipk and ipk.split(".")[0].isdigit() else 7
     text = json.dumps(kernel_dict(python, display, probe is None or probe.implementation == "cpython", major), indent=1)
-    path = posixpath.join(jupyter.data_dir, "kernels", name.lower(), "kernel.json")
+    scope = (options.get("scope") or "").strip()
+    kernels = scope_kernels_dir(scope, jupyter.data_dir, probe.prefix if probe else "")
+    path = posixpath.join(kernels, name.lower(), "kernel.json")
     old = None
     same = jupyter.kernel(name)
     if (
-        same is not None
+        not scope  # --scope: that scope's directory, nothing else
+        and same is not None
         and not same.builtin
         and same.kernel_json
         and same.kernel_json != path

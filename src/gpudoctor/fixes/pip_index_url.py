@@ -105,11 +105,22 @@ def target_file(pip: PipFacts, scope: str | None) -> tuple[PipConfigFile, list[s
     return chosen, notes
 
 
-def _repairs(pip: PipFacts) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+def _repairs(
+    pip: PipFacts, scope: str | None = None, notes: list[str] | None = None
+) -> tuple[dict[str, tuple[str | None, str]], list[str]]:
+    """Repairs of every file pip loads but cannot parse; with ``scope``, only that scope's files
+    (the others are named in ``notes``: ``--scope`` never edits another scope's file)."""
     texts: dict[str, tuple[str | None, str]] = {}
     descriptions: list[str] = []
     for f in pip.files:
         if not (f.loaded and f.error is not None):
+            continue
+        if scope and f.variant != scope:
+            if notes is not None:
+                notes.append(
+                    f"{show_path(f.path, pip.home)} cannot be read by pip ({f.error.message}); not repaired "
+                    f"(--scope {scope}): rerun with --scope {f.variant}, or edit it by hand"
+                )
             continue
         shown = show_path(f.path, pip.home)
         if f.text is None:
@@ -254,6 +265,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     pip = facts.of(PipFacts)
     if isinstance(pip, Unavailable):
         return None
+    scope_given = (options.get("scope") or "").strip() or None  # --scope as the user gave it
     if (
         finding is not None
         and finding.check == "index.consistency"
@@ -277,13 +289,20 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     ):
         # the index URL pip cannot use, corrected (quotes, scheme, the /simple path)
         options = {**options, "index-url": str(finding.evidence["suggested_index_url"])}
-    texts, descriptions = _repairs(pip)
     notes: list[str] = []
-    if finding is not None and finding.check == "pip.config" and finding.evidence.get("moves"):
+    texts, descriptions = _repairs(pip, scope_given, notes)
+    moves_file = pip.file(str(finding.evidence.get("file", ""))) if finding is not None else None
+    if (
+        finding is not None
+        and finding.check == "pip.config"
+        and finding.evidence.get("moves")
+        and (scope_given is None or (moves_file is not None and moves_file.variant == scope_given))
+    ):
         _move_ignored(pip, texts, descriptions, finding)
     _network_options(pip, texts, descriptions, notes, options)
     url = _url_option(options)
     insecure = _truthy(options.get("allow-insecure"))
+    trusted_now: list[str] = []  # the plain-http index URLs this plan makes pip trust
     if url:
         f, scope_notes = target_file(pip, options.get("scope") or None)
         notes += scope_notes
@@ -301,6 +320,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
                         f"mirror's https URL, or add --allow-insecure to also set trusted-host"
                     )
                 _trust(pip, texts, f, [host_entry(url)])
+                trusted_now.append(url)
                 descriptions.append(f"trust {host_entry(url)} (trusted-host)")
         after = _simulate(pip, texts).get("index-url")
         if after is None or after.value.strip() != url:
@@ -325,7 +345,6 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         if scope is not None:  # every edit goes to the chosen scope's file
             scoped, scope_notes = target_file(pip, scope)
             notes += scope_notes
-        trusted_now: list[str] = []
         for _kind, idx_url, setting in indexes(pip):
             parts = urlsplit(idx_url)
             if parts.scheme != "http" or is_secure_http_host(parts.hostname or "") or trusted(idx_url, current):
@@ -386,13 +405,56 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         )
         for path, (old, new) in texts.items()
     )
+    intent: dict[str, str] = {}
+    if url:
+        intent["index-url"] = url
+    if trusted_now:
+        intent["trusted-host"] = " ".join(dict.fromkeys(host_entry(u) for u in trusted_now))
+    for key in NETWORK_OPTIONS:
+        if (options.get(key) or "").strip():
+            intent[key] = options[key].strip()
     return FixPlan(
         fix=FIX_ID,
         description="; ".join(descriptions) or "nothing to change",
         edits=edits,
         addresses=("pip.config", "index.consistency"),
         notes=tuple(notes),
+        intent=intent,
     )
+
+
+def verify(facts: Facts, plan: FixPlan) -> str | None:
+    """Re-read pip's configuration as ``pip install`` resolves it (global < user < site files,
+    ``PIP_CONFIG_FILE``, ``[install]`` over ``[global]``, ``PIP_*`` variables over every file) and
+    say what still wins over the plan's ``index-url``/``trusted-host``/``timeout``/``retries``."""
+    pip = facts.of(PipFacts)
+    if isinstance(pip, Unavailable):
+        return f"pip's configuration could not be read again ({pip.reason})"
+    edited = {e.path for e in plan.edits}
+    for f in pip.files:
+        if f.loaded and f.error is not None:
+            where = f", line {f.error.line}" if f.error.line else ""
+            return f"{show_path(f.path, pip.home)} still stops pip ({f.error.message}{where})"
+        if f.path in edited and f.exists and not f.loaded and f.note:
+            return f"pip does not read {show_path(f.path, pip.home)}: {f.note}"
+
+    def winner(s: PipSetting) -> str:
+        return s.source if s.variant == "env_var" else show_path(s.source, pip.home)
+
+    for key, want in plan.intent.items():
+        got = pip.effective.get(key)
+        if key == "trusted-host":
+            hosts = got.value.split() if got else []
+            missing = [h for h in want.split() if not trusted(f"http://{h}/", hosts)]
+            if missing:
+                where = f"{winner(got)} still wins (trusted-host = {got.value})" if got else "pip trusts no host"
+                return f"{where}: {', '.join(missing)} is not trusted"
+            continue
+        if got is None:
+            return f"pip reads no {key} from any file or variable (the edited file is not read)"
+        if got.value.strip() != want:
+            return f"{winner(got)} still wins ({key} = {got.value.strip()}, [{got.section}])"
+    return None
 
 
 FIX = Fix(
@@ -401,4 +463,5 @@ FIX = Fix(
     "repair a damaged global section header",
     addresses=("pip.config", "index.consistency"),
     plan=plan,
+    verify=verify,
 )

@@ -18,7 +18,7 @@ from typing import Any
 from gpudoctor.facts import Facts
 from gpudoctor.facts.mirrors import UvFacts
 from gpudoctor.fixes._mirror_choice import choose
-from gpudoctor.fixes._verify import verified_edit
+from gpudoctor.fixes._verify import NotParsable, parse_as, verified_edit
 from gpudoctor.model import Finding, Fix, FixPlan, FixRefused
 
 _HEADER = re.compile(r"^\s*\[")
@@ -135,6 +135,49 @@ def default_index_meaning(old: dict[str, Any] | None, new: dict[str, Any], url: 
     return None
 
 
+def _inline_indexes(text: str, pyproject: bool) -> str:
+    """The key line of an inline ``index = [...]`` array in ``text`` (uv.toml top level, or
+    pyproject.toml ``[tool.uv]``), "" when the indexes are ``[[index]]`` tables or absent."""
+    try:
+        doc = parse_as("toml", text)
+    except NotParsable:
+        return ""
+    if not isinstance(_uv_table(doc, pyproject).get("index"), list):
+        return ""
+    header = "[[tool.uv.index]]" if pyproject else "[[index]]"
+    if any(_header(line) == header for line in text.splitlines()):
+        return ""
+    return next((ln.strip() for ln in text.splitlines() if re.match(r"\s*index\s*=", ln)), "index = [...]")
+
+
+def fatal_problems(uv: UvFacts) -> list[str]:
+    """The problems of files uv stops on: a ``uv.toml`` it cannot parse is fatal ("Failed to parse
+    `uv.toml`"); an unreadable pyproject.toml is only skipped with a warning (astral-sh/uv #6009)."""
+    return [p for p in uv.problems if p.split(": ", 1)[0].endswith("uv.toml")]
+
+
+def verify(facts: Facts, plan: FixPlan) -> str | None:
+    """Re-read uv's configuration as uv resolves it (``UV_DEFAULT_INDEX``/``UV_INDEX_URL`` > project
+    ``uv.toml``/``[tool.uv]`` > user ``uv.toml`` > system ``uv.toml``; ``UV_CONFIG_FILE`` replaces the
+    files, ``UV_NO_CONFIG`` drops them) and say what still wins over the plan's default index."""
+    uv = facts.get("uv")
+    if not isinstance(uv, UvFacts):
+        return f"uv's configuration could not be read again ({getattr(uv, 'reason', 'not collected')})"
+    fatal = fatal_problems(uv)
+    if fatal:
+        path, _, why = fatal[0].partition(": ")
+        return f"{path} still fails: uv stops on it ({why})"
+    want = plan.intent.get("default-index", "")
+    if not want or uv.default_index.rstrip("/") == want.rstrip("/"):
+        return None
+    unread = [e.path for e in plan.edits if e.path not in uv.files]
+    if uv.default_origin == "built-in" or unread:
+        why = "UV_NO_CONFIG is set" if uv.no_config else "UV_CONFIG_FILE names another file, or uv looks elsewhere"
+        shown = ", ".join(unread or [e.path for e in plan.edits])
+        return f"uv does not read {shown} ({why}); its default index is still {uv.default_index}"
+    return f"{uv.default_origin} still wins (default index {uv.default_index})"
+
+
 def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan | None:
     uv = facts.get("uv")
     if not isinstance(uv, UvFacts):
@@ -158,14 +201,37 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
             f"environment; set uv's there too: `export UV_DEFAULT_INDEX={url}` (shell profile, "
             f"Dockerfile ENV, CI settings)"
         )
-    if scope == "global" and uv.default_origin not in uv.files:
+    given = (options.get("scope") or "").strip()  # --scope: the user's word, honoured exactly
+    if given == "site":
+        raise FixRefused(
+            "uv has no site (per-environment) configuration file: use --scope user "
+            f"({uv.user_config}) or --scope global ({uv.system_config or '/etc/uv/uv.toml'}), or set the "
+            "index in the project's uv.toml / pyproject.toml [tool.uv] by hand"
+        )
+    if given == "global" or (scope == "global" and uv.default_origin not in uv.files):
         path = uv.system_config or "/etc/uv/uv.toml"
-    elif scope == "user" and uv.default_origin not in uv.files:
+    elif given == "user" or (scope == "user" and uv.default_origin not in uv.files):
         path = uv.user_config
     else:
         path = uv.default_origin if uv.default_origin in uv.files else uv.user_config
+    stops = [p for p in fatal_problems(uv) if not p.startswith(f"{path}:")]
+    if stops:
+        raise FixRefused(
+            f"uv stops on {stops[0]} before it reads any index, so a default index in {path} would not "
+            f"be used; nothing was written. Fix that file first (or remove it), then rerun"
+        )
+    own = [p for p in fatal_problems(uv) if p.startswith(f"{path}:")]
+    if own:
+        raise FixRefused(f"{own[0]}; gpudoctor does not move settings between tables: nothing was written")
     old = uv.files.get(path)
     pyproject = path.endswith("pyproject.toml")
+    inline = _inline_indexes(old or "", pyproject)
+    if inline:
+        raise FixRefused(
+            f"{path} lists its indexes as an inline array (`{inline}`); gpudoctor edits only "
+            f"`{'[[tool.uv.index]]' if pyproject else '[[index]]'}` tables, so nothing was written. Edit it "
+            f'by hand: in that array, give the default entry url = "{url}" and `default = true`'
+        )
     new = set_default_index(old or "", url, pyproject=pyproject)
     header = "[[tool.uv.index]]" if pyproject else "[[index]]"
     manual = (
@@ -179,6 +245,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         edits=(edit,),
         addresses=("uv.mirror", "index.consistency"),
         notes=("Check with `uv pip install --dry-run six` (uv logs the index it uses with -v).",),
+        intent={"default-index": url},
     )
 
 
@@ -194,4 +261,5 @@ FIX = Fix(
     title="Set uv's default index (a faster mirror, or the index pip uses)",
     addresses=("uv.mirror", "index.consistency"),
     plan=plan,
+    verify=verify,
 )

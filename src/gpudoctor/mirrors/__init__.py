@@ -1,8 +1,10 @@
-"""Package-index mirrors: the catalogue, the concurrent latency prober, and apt source files.
+"""Package-index mirrors: the catalogue and the concurrent latency prober.
 
 - :mod:`gpudoctor.mirrors.catalogue`: built-in ``data/mirrors.toml`` plus a user file.
 - :mod:`gpudoctor.mirrors.probe`: times every candidate at once (httpx, threads).
-- :mod:`gpudoctor.sources.aptsources` (moved; re-exported here): parse and edit one-line and deb822 apt sources.
+
+Reading and editing each tool's own configuration (pip, uv, conda, apt, build files) lives
+in :mod:`gpudoctor.sources`, one module per tool.
 """
 
 #: Overall budget of one probe run, seconds (issue 5: default 5 s).

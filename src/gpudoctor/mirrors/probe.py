@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import email.utils
 import errno
-import ipaddress
-import os
 import re
 import socket
 import ssl
@@ -42,16 +40,20 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from urllib.parse import urlsplit
+from typing import Any
 
-from gpudoctor import __version__
+from gpudoctor import __version__, urls
 from gpudoctor.facts.mirrors import MirrorProbe
+from gpudoctor.mirrors import netguard
+from gpudoctor.mirrors.netguard import LOOPBACK_ONLY_ENV, NetPolicy, Refused
 
 __all__ = [
     "DEFAULT_BUDGET_S",
     "DEFAULT_SAMPLES",
     "DEFAULT_TIMEOUT_S",
+    "LOOPBACK_ONLY_ENV",
     "ProbeTarget",
     "apply_freshness",
     "probe_all",
@@ -107,7 +109,7 @@ class ProbeTarget:
 
     @property
     def probe_url(self) -> str:
-        base = self.base_url.rstrip("/")
+        base = urls.parse(self.base_url).base
         if self.kind == "pypi":
             return f"{base}/{normalize_project(self.project)}/"
         if self.kind == "apt":
@@ -132,29 +134,15 @@ class ProbeTarget:
 
 def is_local(url: str) -> bool:
     """True for ``file://`` URLs and plain filesystem paths (never probed)."""
-    scheme = urlsplit(url).scheme
-    return scheme == "file" or scheme == "" or url.startswith("/")
+    return urls.is_local(url)
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-#: Set to 1 to let probes reach only loopback hosts (127.0.0.0/8, ::1, localhost); the test suite sets it so
-#: that no test can reach a real mirror, even through a live `gpudoctor check`.
-LOOPBACK_ONLY_ENV = "GPUDOCTOR_LOOPBACK_ONLY"
-
-
-def blocked(url: str) -> str | None:
-    """Why ``url`` must not be contacted (``GPUDOCTOR_LOOPBACK_ONLY``), or None. No DNS lookup is made."""
-    if os.environ.get(LOOPBACK_ONLY_ENV, "") in ("", "0") or is_local(url):
+def blocked(url: str, loopback_only: bool | None = None) -> str | None:
+    """Why ``url`` must not be contacted (``GPUDOCTOR_LOOPBACK_ONLY``, or ``loopback_only`` when given), or None.
+    No DNS lookup is made."""
+    if not (netguard.loopback_only() if loopback_only is None else loopback_only) or is_local(url):
         return None
-    if _is_loopback(urlsplit(url).hostname or ""):
+    if netguard.is_loopback_host(urls.host_of(url)):
         return None
     return f"not probed: {LOOPBACK_ONLY_ENV}=1 allows only loopback hosts"
 
@@ -280,21 +268,91 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str,
     return "ok", "", date
 
 
+class _RedirectError(Exception):
+    """A redirect chain the prober does not follow further (too long, a loop, a bad Location)."""
+
+    status = "http-error"
+
+
+#: Status codes whose ``Location`` a client follows (RFC 9110 section 15.4).
+REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
+
+
+@contextmanager
+def _follow(client: Any, policy: NetPolicy, url: str, headers: dict, per: float, trace: Callable):
+    """GET ``url`` with ``client`` (no automatic redirects) and follow at most ``policy.max_redirects``
+    redirects, each target checked by ``policy`` before it is requested; yields the final streamed
+    response. Raises :class:`Refused` or :class:`_RedirectError`."""
+    import httpx
+
+    seen = {url}
+    last: int | None = None  # status of the redirect that led here (a refusal after it: the server was reached)
+    for hop in range(policy.max_redirects + 1):
+        request = client.build_request(
+            "GET", url, headers=headers, timeout=httpx.Timeout(per), extensions={"trace": trace}
+        )
+        try:
+            resp = client.send(request, stream=True)
+        except Refused as exc:  # an address of this hop's host (the guarded transport)
+            exc.http_status = last
+            raise
+        except (httpx.InvalidURL, httpx.RemoteProtocolError) as exc:
+            # httpx reads the Location of every redirect, even one it is not asked to follow
+            if isinstance(exc, httpx.RemoteProtocolError) and "location header" not in str(exc):
+                raise
+            raise _RedirectError(f"a redirect from {urls.display(url)} to an unreadable Location ({exc})") from None
+        location = resp.headers.get("location") if resp.status_code in REDIRECT_CODES else None
+        if location is None:
+            try:
+                yield resp
+            finally:
+                resp.close()
+            return
+        resp.close()
+        code = last = resp.status_code
+        try:
+            nxt = str(resp.url.join(location))
+        except (httpx.InvalidURL, ValueError):
+            raise _RedirectError(
+                f"a redirect from {urls.display(url)} to an unreadable Location {urls.display(location)!r}"
+            ) from None
+        refused = policy.url_refused(nxt, redirect=True)
+        if refused is not None:
+            refused.http_status = code
+            raise refused
+        if nxt in seen:
+            raise _RedirectError(f"redirect loop: HTTP {code} from {urls.display(url)} back to {urls.display(nxt)}")
+        if hop == policy.max_redirects:
+            raise _RedirectError(f"more than {policy.max_redirects} redirects (the last to {urls.display(nxt)})")
+        seen.add(nxt)
+        url = nxt
+
+
 def probe_one(
     target: ProbeTarget,
     deadline: float,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     samples: int = DEFAULT_SAMPLES,
     ctx: ssl.SSLContext | None = None,
+    policy: NetPolicy | None = None,
+    transport: Any = None,
 ) -> MirrorProbe:
-    """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises."""
+    """Probe ``target`` until done or ``deadline`` (``time.monotonic()`` seconds). Never raises.
+
+    ``policy`` (default: :meth:`NetPolicy.from_env`) is checked for the first URL, every redirect
+    target and every address connected to; ``transport`` replaces the guarded httpx transport (tests).
+    """
     if is_local(target.base_url):
         return target.result("local", "local index (file:// or a path): read from disk, not probed")
-    if blocked(target.base_url):
-        return target.result("offline", blocked(target.base_url) or "")
+    policy = policy or NetPolicy.from_env()
+    why = blocked(target.base_url, policy.loopback_only)
+    if why:
+        return target.result("offline", why)
+    refused = policy.url_refused(target.probe_url)
+    if refused is not None:
+        return target.result(refused.status, str(refused))
     import httpx  # only now: a local or offline run never pays for importing it
 
-    host = urlsplit(target.base_url).hostname or ""
     marks: dict[str, float] = {}
 
     def trace(event: str, info: dict) -> None:
@@ -313,11 +371,13 @@ def probe_one(
     verdict: tuple[str, str, str] = ("ok", "", "")
     per = timeout_s
     try:
+        verify: Any = ctx if ctx is not None else True
         with httpx.Client(
-            verify=ctx if ctx is not None else True,
-            follow_redirects=True,
+            verify=verify,
+            follow_redirects=False,  # followed by _follow, which checks every target against the policy
             http2=False,
-            trust_env=not _is_loopback(host),
+            trust_env=False,  # the guarded transport reads the proxy variables itself, per hop
+            transport=transport if transport is not None else netguard.guarded_transport(policy, verify),
         ) as client:
             for i in range(max(1, samples)):
                 remaining = deadline - time.monotonic()
@@ -330,9 +390,7 @@ def probe_one(
                 per = min(timeout_s, remaining)
                 marks.clear()
                 start = time.monotonic()
-                with client.stream(
-                    "GET", target.probe_url, headers=headers, timeout=httpx.Timeout(per), extensions={"trace": trace}
-                ) as resp:
+                with _follow(client, policy, target.probe_url, headers, per, trace) as resp:
                     got_headers = time.monotonic()
                     sent = marks.get("http11.send_request_headers.started", start)
                     head_done = marks.get("http11.receive_response_headers.complete", got_headers)
@@ -345,7 +403,7 @@ def probe_one(
                     if resp.status_code >= 400:
                         return target.result(
                             "http-error",
-                            f"HTTP {resp.status_code} {resp.reason_phrase} for {target.probe_url}"
+                            f"HTTP {resp.status_code} {resp.reason_phrase} for {urls.display(target.probe_url)}"
                             + (" (the mirror does not carry it)" if resp.status_code == 404 else ""),
                             http_status=status_code,
                             connect_ms=connect_ms,
@@ -386,6 +444,15 @@ def probe_one(
                         verdict = _validate(target, bytes(body[:limit]), resp.headers.get("content-type", ""))
                         if verdict[0] != "ok":
                             break
+    except (Refused, _RedirectError) as exc:
+        return target.result(
+            exc.status,
+            str(exc),
+            http_status=getattr(exc, "http_status", None) or status_code,
+            connect_ms=connect_ms,
+            samples_ms=tuple(ttfbs),
+            median_ms=statistics.median(ttfbs) if ttfbs else None,
+        )
     except Exception as exc:
         status, reason = classify_error(exc, per, ctx)
         if status == "timeout" and per < timeout_s - 0.05:
@@ -424,13 +491,18 @@ def probe_all(
     on_result: Callable[[MirrorProbe], None] | None = None,
     ctx: ssl.SSLContext | None = None,
     max_lag_hours: float = 24.0,
+    policy: NetPolicy | None = None,
+    transport: Any = None,
 ) -> list[MirrorProbe]:
     """Probe all ``targets`` concurrently; results in the order of ``targets``.
 
     ``offline`` makes every network target an ``offline`` result at once.
     Returns within ``budget_s`` plus a small grace (0.3 s) whatever the
     servers do. apt freshness is judged afterwards (:func:`apply_freshness`).
+    ``policy`` and ``transport``: see :func:`probe_one` (a ``transport`` given here is
+    shared by every target and closed with each one's client: a stub's job).
     """
+    policy = policy or NetPolicy.from_env()
     if not offline and any(not is_local(t.base_url) for t in targets):
         import httpx  # noqa: F401 - load it before the clock starts, not inside the first probe
     ctx = ctx or make_ssl_context()
@@ -444,7 +516,7 @@ def probe_all(
         with gate:
             if on_start:
                 on_start(t)
-            res = probe_one(t, deadline, timeout_s, samples, ctx)
+            res = probe_one(t, deadline, timeout_s, samples, ctx, policy, transport)
             results[i] = res
             if on_result:
                 on_result(res)
@@ -453,7 +525,7 @@ def probe_all(
         if offline and not is_local(t.base_url):
             results[i] = t.result("offline", "--offline: not probed")
             continue
-        why = blocked(t.base_url)
+        why = blocked(t.base_url, policy.loopback_only)
         if why:
             results[i] = t.result("offline", why)
             continue

@@ -74,6 +74,13 @@ class FakeMirror:
         prefix: path prefix of the archive (``/debian``, ``/pypi/simple``);
             requests outside it get 404.
         body_delay_ms: send the body in 256-byte pieces, pausing this long before each.
+        redirect_to: answer every request with ``redirect_status`` and this ``Location``
+            (``{path}`` in it becomes the request path).
+        redirect_status: the status of those redirects (302).
+        redirects: path prefix -> ``Location`` (``{path}`` as above): a request whose path starts
+            with a prefix (the longest) is redirected, the others are answered as usual.
+
+    ``requests`` lists the paths asked for, ``hosts`` the ``Host`` header of each request.
     """
 
     def __init__(
@@ -85,6 +92,9 @@ class FakeMirror:
         prefix: str = "",
         json_pages: bool = False,
         body_delay_ms: float = 0.0,
+        redirect_to: str | None = None,
+        redirect_status: int = 302,
+        redirects: dict[str, str] | None = None,
     ):
         self.delay_ms = delay_ms
         self.fault = fault
@@ -93,7 +103,11 @@ class FakeMirror:
         self.prefix = prefix.rstrip("/")
         self.json_pages = json_pages
         self.body_delay_ms = body_delay_ms
+        self.redirect_to = redirect_to
+        self.redirect_status = redirect_status
+        self.redirects = dict(redirects or {})
         self.requests: list[str] = []
+        self.hosts: list[str] = []
         self._closing = threading.Event()
         self._tmp: tempfile.TemporaryDirectory | None = None
         mirror = self
@@ -109,6 +123,14 @@ class FakeMirror:
 
             def do_GET(self, head: bool = False) -> None:
                 mirror.requests.append(self.path)
+                mirror.hosts.append(self.headers.get("Host", ""))
+                location = mirror._location(self.path)
+                if location is not None:
+                    self.send_response(mirror.redirect_status)
+                    self.send_header("Location", location)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 if mirror.fault == "stall":
                     mirror._closing.wait(60)
                     self.close_connection = True
@@ -149,6 +171,18 @@ class FakeMirror:
         host, port = self._server.server_address[:2]
         host = host.decode() if isinstance(host, bytes) else host  # AF_UNIX only; ours is AF_INET
         return f"{'https' if self.tls else 'http'}://{host}:{port}{self.prefix}"
+
+    @property
+    def cert_file(self) -> str | None:
+        """The self-signed certificate (PEM) of a ``tls`` server, for a client to trust; None without TLS."""
+        return str(Path(self._tmp.name, "cert.pem")) if self._tmp is not None else None
+
+    def _location(self, path: str) -> str | None:
+        """Where ``path`` is redirected to, or None."""
+        if self.redirect_to is not None:
+            return self.redirect_to.replace("{path}", path)
+        prefix = max((p for p in self.redirects if path.startswith(p)), key=len, default=None)
+        return None if prefix is None else self.redirects[prefix].replace("{path}", path)
 
     def _answer(self, path: str) -> tuple:
         if self.fault in ("404", "500"):

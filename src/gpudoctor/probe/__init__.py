@@ -1,7 +1,7 @@
 """Run the probe script inside a target interpreter and parse what it prints.
 
 The doctor never imports torch itself: :func:`probe_target` starts the target
-interpreter once (argv ``[python, <_script.py>]``, no shell) under a timeout,
+interpreter once (argv ``[python, -c, LOADER, <_script.py>, --level, LEVEL]``, no shell) under a timeout,
 with the target's environment, and turns its JSON into
 :class:`~gpudoctor.facts.targets.ProbeFacts`. A missing interpreter, a
 timeout (the process group is killed), a crash or unparsable output become an
@@ -24,7 +24,7 @@ from gpudoctor.system import System, signal_name
 
 __all__ = [
     "LEVELS",
-    "LIGHT_SCRIPT",
+    "LOADER",
     "MARKER",
     "MIN_PYTHON",
     "PROBE_SCRIPT",
@@ -39,18 +39,14 @@ __all__ = [
     "unsupported_reason",
 ]
 
-#: Path of the stdlib-only script the target interpreter runs (the full probe: imports torch).
+#: Path of the stdlib-only script the target interpreter runs, at either level: ``light``
+#: (metadata, version files, the CUDA driver API; imports no framework) or ``full`` (imports torch).
 PROBE_SCRIPT = Path(__file__).with_name("_script.py")
-#: The light probe: metadata, version files and the CUDA driver API; imports no framework.
-LIGHT_SCRIPT = Path(__file__).with_name("_light.py")
-#: probe levels, cheapest first
+#: probe levels, cheapest first (the script's own ``LEVELS``)
 LEVELS = ("light", "full")
 MARKER = "@@gpudoctor-probe@@"
-#: The oldest Python the probes run on. The full probe (:mod:`gpudoctor.probe._script`) alone
-#: needs 3.3 (``sys.implementation`` and ``subprocess`` timeouts unguarded; ``importlib.metadata``
-#: (3.8) and ``importlib.util.find_spec`` (3.4) have fallbacks), but the light probe
-#: (:mod:`gpudoctor.probe._light`: the gate's probe, and the full probe's CUDA driver section)
-#: is written for 3.6+, and 3.6 is the oldest Python they are run on here (3.6 to 3.13).
+#: The oldest Python the probe (:mod:`gpudoctor.probe._script`, both levels) runs on: it is written
+#: for 3.6+ (tests/test_probe_script.py parses it with the 3.6 grammar and rejects 3.7+ stdlib names).
 #: Python 2 fails at ``sys.implementation`` (or earlier, on a non-ASCII source line).
 MIN_PYTHON = (3, 6)
 #: Prints ``major.minor`` on every Python from 2.6 on (no print function, no f-string).
@@ -118,14 +114,32 @@ def parse_probe_output(stdout: str) -> ProbeFacts:
         raise ProbeError(f"the probe's result does not match this gpudoctor ({type(exc).__name__}: {exc})") from None
 
 
+#: What the target runs: ``_script.py`` as ``python SCRIPT`` would (its directory first on sys.path,
+#: so ``_smoke`` imports and the working directory shadows nothing), but loaded as a module, so the
+#: byte-code pip compiled at install time is used instead of compiling the script on every run (a
+#: script run as ``__main__`` is never cached: 20-50 ms a probe). Nothing is written in the target.
+#: Python 3.6 syntax, like the script.
+LOADER = (
+    "import sys\n"
+    "from importlib.util import module_from_spec, spec_from_file_location\n"
+    "sys.path[0] = sys.argv[1].rpartition('/')[0]\n"
+    "spec = spec_from_file_location('gpudoctor_probe', sys.argv[1])\n"
+    "probe = module_from_spec(spec)\n"
+    "written, sys.dont_write_bytecode = sys.dont_write_bytecode, True\n"
+    "spec.loader.exec_module(probe)\n"
+    "sys.dont_write_bytecode = written\n"
+    "probe.main(sys.argv[2:])\n"
+)
+
+
 def probe_argv(python: str, level: str = "full", deep: bool = False) -> list:
     """The argv that probes ``python`` at ``level`` (``light`` or ``full``; ``deep`` adds the full
     probe's GPU smoke test, ``probe/_smoke.py``). Raises ValueError for another level."""
     if level not in LEVELS:
         raise ValueError(f"unknown probe level {level!r}; known: {', '.join(LEVELS)}")
-    if level == "light":
-        return [python, str(LIGHT_SCRIPT)]
-    return [python, str(PROBE_SCRIPT)] + (["--deep"] if deep else [])
+    return [python, "-c", LOADER, str(PROBE_SCRIPT), "--level", level] + (
+        ["--deep"] if deep and level == "full" else []
+    )
 
 
 #: the words of :func:`probe_target`'s reason for a probe killed at its timeout (see :func:`timed_out`)

@@ -227,7 +227,8 @@ def network_line(report_facts: object, replayed: bool = False) -> str | None:
     """Which hosts the run contacted, from the ``mirrors`` facts
     (:class:`~gpudoctor.facts.mirrors.MirrorsFacts`): the host names of the
     ``probe_url`` (else ``base_url``) of every configured probe and ranked
-    candidate whose status is not ``local``/``offline``, in first-contact order.
+    candidate whose status is not ``local``/``offline`` (nor ``refused`` before
+    any request: no ``http_status``), in first-contact order.
 
     Returns ``None`` when the mirrors domain was not collected (nothing in this
     run used the network), ``"none (--offline)"`` for an offline run,
@@ -246,8 +247,8 @@ def network_line(report_facts: object, replayed: bool = False) -> str | None:
     hosts: list[str] = []
     probes = list(mirrors.configured) + [p for rows in (mirrors.rankings or {}).values() for p in rows]
     for p in probes:
-        if p.status in _NOT_SENT:
-            continue
+        if p.status in _NOT_SENT or (p.status == "refused" and p.http_status is None):
+            continue  # a refused first URL sends nothing; a refused redirect target was reached via a redirect
         try:
             host = urlsplit(p.probe_url or p.base_url).hostname
         except ValueError:

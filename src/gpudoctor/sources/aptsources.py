@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from gpudoctor import urls
 from gpudoctor.facts.mirrors import AptRewrite, AptSource, SourceEdit
 
 __all__ = [
@@ -259,11 +259,11 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
             space, token = m.group(1), m.group(2)
             new = mapper(token, suites, comps, enabled)
             if new is None:
-                seen.add(token.rstrip("/"))
+                seen.add(urls.parse(token).base)
                 return m.group(0)
-            if new.rstrip("/") in seen:
+            if urls.parse(new).base in seen:
                 return ""  # the same URI twice in one stanza: written once
-            seen.add(new.rstrip("/"))
+            seen.add(urls.parse(new).base)
             return space + new
 
         for i in range(f.first, f.last + 1):
@@ -273,8 +273,12 @@ def rewrite_deb822(text: str, mapper: UriMapper) -> str:
             if i == f.first:
                 head, _, value = body.partition(":")
                 lines[i] = head + ":" + re.sub(r"(\s*)(\S+)", sub, value) + ending
+            elif body.startswith("#"):  # a comment inside a multi-line field: apt skips it, so do we
+                continue
             elif body.strip() != ".":
-                lines[i] = re.sub(r"(\s*)(\S+)", sub, body) + ending
+                new_body = re.sub(r"(\s*)(\S+)", sub, body)
+                # a continuation line whose only URI was a duplicate goes: left blank it would end the stanza
+                lines[i] = "" if body.strip() and not new_body.strip() else new_body + ending
     return "".join(lines)
 
 
@@ -288,9 +292,9 @@ def classify_uri(uri: str) -> str | None:
     ``.../debian`` -> ``debian``; ``.../ubuntu-ports`` -> ``ubuntu_ports``;
     ``.../ubuntu`` -> ``ubuntu`` (the Ubuntu security pocket lives there too).
     """
-    parts = urlsplit(uri)
-    path = parts.path.rstrip("/")
-    if path.endswith("/debian-security") or (parts.hostname or "").startswith("security.debian.org"):
+    parts = urls.parse(uri)
+    path = parts.path
+    if path.endswith("/debian-security") or parts.host.startswith("security.debian.org"):
         return "debian_security"
     if path.endswith("/debian"):
         return "debian"
@@ -320,7 +324,7 @@ def is_distro_source(src: AptSource) -> bool:
 
 def replace_base(old_uri: str, new_base: str) -> str:
     """``new_base`` written in the style of ``old_uri`` (its trailing slash kept or left out)."""
-    new = new_base.rstrip("/")
+    new = urls.parse(new_base).base
     return new + "/" if old_uri.endswith("/") else new
 
 

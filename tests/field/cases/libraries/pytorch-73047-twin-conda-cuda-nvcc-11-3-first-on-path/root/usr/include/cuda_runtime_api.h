@@ -1,0 +1,1 @@
+/* stand-in: Ubuntu nvidia-cuda-toolkit header */
