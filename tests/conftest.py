@@ -82,3 +82,11 @@ def private_tmpdir(monkeypatch):
     yield Path(path)
     monkeypatch.undo()
     shutil.rmtree(path, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The break-it matrix's figures (tests/robustness), at the end of a run that ran it."""
+    figures = getattr(sys.modules.get("hostile"), "FIGURES", None)
+    if figures:
+        terminalreporter.write_sep("=", "break-it matrix")
+        terminalreporter.write_line(", ".join(f"{k}: {v}" for k, v in figures.items()))

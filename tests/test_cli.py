@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import os
 import pty
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from _foundation import (  # noqa: F401
     GPUDOCTOR,
@@ -20,9 +23,10 @@ from _foundation import (  # noqa: F401
 )
 from conftest import FIXTURES
 from gpudoctor import __version__
-from gpudoctor.cli import main
+from gpudoctor.cli import cli, main
 from gpudoctor.model import Check, Status
 from gpudoctor.registry import Registry
+from gpudoctor.system import SubprocessRunner
 
 SNAP = FIXTURES / "facts"
 
@@ -408,3 +412,77 @@ def test_help_lists_commands_in_order():
     assert proc.returncode == 0
     lines = [ln.split()[0] for ln in proc.stdout.split("Commands:")[1].strip().splitlines()]
     assert lines[:3] == ["check", "facts", "list"]
+
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_no_finding_suggests_a_command_that_does_not_exist():
+    sources = [p.read_text() for p in (HERE.parent / "src" / "gpudoctor").rglob("*.py")]
+    # `gpudoctor report` exists since issue 14 with the one subcommand `merge`: any other is made up
+    import re
+
+    from gpudoctor.cli import cli
+
+    report = cli.get_command(None, "report")
+    assert report is not None and set(report.commands) == {"merge"}
+    assert {m for s in sources for m in re.findall(r"gpudoctor report ([a-z-]+)", s)} <= {"merge"}
+
+
+# --------------------------------------------------------------------------- (issue 19) 2. contradictory flags
+
+
+@pytest.mark.parametrize(
+    "args, a, b",
+    [
+        (["check", "--offline", "--rank-mirrors"], "--offline", "--rank-mirrors"),
+        (["check", "--offline", "--mirror-budget", "3"], "--offline", "--mirror-budget"),
+        (["check", "--facts", "snapshot.json", "--rank-mirrors"], "--facts", "--rank-mirrors"),
+        (["check", "--facts", "snapshot.json", "--deep"], "--facts", "--deep"),
+        (["mirrors", "--offline", "--budget", "2"], "--offline", "--budget"),
+        (["mirrors", "--offline", "--timeout", "1"], "--offline", "--timeout"),
+        (["fix", "--offline", "--rank-mirrors", "apt.mirror"], "--offline", "--rank-mirrors"),
+        (["fix", "--offline", "--mirror", "fastest", "apt.mirror"], "--offline", "--mirror fastest"),
+    ],
+)
+def test_contradictory_flags_are_a_usage_error_naming_both(tmp_path, args, a, b):
+    (tmp_path / "snapshot.json").write_text("{}")
+    proc = subprocess.run([*GPUDOCTOR, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert f"{a} and {b} contradict each other" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_compatible_neighbours_are_still_accepted():
+    # --offline alone, and --mirror-budget without --offline, are fine
+    assert CliRunner().invoke(cli, ["check", "dataloader.cpu", "--offline"]).exit_code in (0, 1)
+    ok = CliRunner().invoke(cli, ["mirrors", "pip", "--offline"])
+    assert ok.exit_code == 0, ok.output
+
+
+# --------------------------------------------------------------------------- (hardening) (hardening) main() called in process
+
+
+def test_main_called_in_process_gives_the_callers_signal_handlers_back():
+    """An in-process main() used to leave SIGTERM/SIGHUP ignored: every process the caller
+    started afterwards inherited SIG_IGN and could no longer be terminated."""
+    from gpudoctor.cli import main
+
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    for argv in (["--version"], ["check", "--facts", "/nonexistent.json"], ["list"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert {s: signal.getsignal(s) for s in before} == before, argv
+
+
+def test_an_interrupted_in_process_main_lets_the_caller_run_commands_afterwards():
+    """An interrupt stops new commands until that main() ends (so its own worker threads start
+    nothing more); the caller's later commands run as before."""
+    from gpudoctor.cli import main
+
+    interrupt_parent = "import os, signal; os.kill(os.getppid(), signal.SIGINT)"
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", "--no-check", "--", sys.executable, "-c", interrupt_parent])
+    assert exited.value.code == 130
+    r = SubprocessRunner().run([sys.executable, "-c", "print('after')"], timeout_s=60)
+    assert r.ok and r.stdout == "after\n", r

@@ -5,7 +5,12 @@ where there is nothing more to say (no cuda_libraries domain: torch only, as in 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from click.testing import CliRunner
+
 from gpudoctor.checks.cuda_driver import CHECK, framework_cuda
+from gpudoctor.cli import cli
 from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall, TargetLibraries
 from gpudoctor.facts.loader import CudaWheelsFacts, TargetWheels, WheelDist
 from gpudoctor.model import Status
@@ -111,3 +116,20 @@ def test_the_headline_names_the_framework_and_its_driver_cause():
     assert bad.status is Status.FAIL and "cupy-cuda11x 13.4.1" in bad.summary and "450.80.02" in bad.summary
     assert "torch is not installed" not in bad.summary
     assert headline("470.182.03", "11.4").status is Status.SKIP
+
+
+# ----------------------------------------------------------------- the advice, through the real CLI
+
+GPU = Path(__file__).resolve().parent / "fixtures" / "facts" / "gpu"
+
+
+def _cli(*args):
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_driver_upgrade_advice_names_no_branch_below_the_floor():
+    code, out = _cli("check", "cuda.driver", "--facts", str(GPU / "driver-too-old-a100.json"))
+    assert code == 1
+    assert "550/570" not in out  # a fixed example branch could be below the floor (e.g. 580 for CUDA 13)
+    assert "to 525.60.13 or newer" in out and "nvidia-driver-535" in out

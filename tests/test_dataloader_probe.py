@@ -18,8 +18,13 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from _foundation import GPUDOCTOR, env_with
+from gpudoctor.cli import cli
+from gpudoctor.collect import CollectOptions
 from gpudoctor.probe import _dataloader as impl
+from gpudoctor.probe import _dataloader_report as report
 
 GPUDOCTOR = [sys.executable, "-m", "gpudoctor"]
 
@@ -610,3 +615,199 @@ def test_cli_module_never_imports_torch():
         "sys.exit(1 if any(m == 'torch' or m.startswith('torch.') for m in sys.modules) else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# --------------------------------------------------------------------------- (issue 19) 3. advice that fits the machine
+
+#: A recorded measurement of a CPU-bound loader: both usable CPUs busy decoding, 40 % data stall.
+CPU_BOUND = {
+    "config": {"num_workers": 2, "prefetch_factor": 2, "persistent_workers": True, "pin_memory": False},
+    "samples_per_s": 410.0,
+    "stall_fraction": 0.4,
+    "workers_cpu_busy": 0.96,
+    "host_cpu_busy": 0.97,
+}
+
+
+def test_cpu_bound_without_a_gpu_advises_cpu_side_remedies_only():
+    (lim,) = report.limits([CPU_BOUND], 0, {"usable": 2}, budget_exhausted=False, gpu_usable=False)
+    assert lim["kind"] == "cpu-bound"
+    detail = lim["detail"]
+    for remedy in (
+        "pre-process offline into ready tensors",
+        "Pillow-SIMD",
+        "reduced-size",
+        "cache decoded samples",
+        "cgroup quota",
+    ):
+        assert remedy in detail
+    assert "DALI" not in detail and "device='cuda'" not in detail
+    assert "no CUDA device is usable" in detail
+
+
+def test_cpu_bound_with_a_gpu_advises_gpu_decoding_first():
+    (lim,) = report.limits([CPU_BOUND], 0, {"usable": 2}, budget_exhausted=False, gpu_usable=True)
+    assert lim["detail"].startswith("move decode/augmentation to the GPU")
+    assert "DALI" in lim["detail"] and "device='cuda'" in lim["detail"]
+    assert "pre-process offline" in lim["detail"]
+
+
+def test_search_reports_whether_a_gpu_was_usable(monkeypatch):
+    from gpudoctor.probe import _dataloader_search as search_mod
+
+    monkeypatch.setattr(search_mod, "measure", lambda *a, **k: dict(CPU_BOUND, config=a[2]))
+    doc = search_mod.search(
+        None, 8, None, budget_s=2.0, config_s=0.3, cpus={"usable": 2, "logical": 2}, gpu_usable=False
+    )
+    assert doc["gpu_usable"] is False
+    assert all("DALI" not in lim["detail"] for lim in doc["limits"])
+
+
+# --------------------------------------------------------------------------- (issue 19) 4. the budget bounds the command
+
+BUDGET_S = 6.0
+#: Slack allowed over --budget-s on this loaded 2-core machine (interpreter start before
+#: gpudoctor can measure anything, scheduling noise).
+SLACK_S = 3.0
+
+
+@pytest.mark.slow
+def test_probe_budget_bounds_the_whole_command(tmp_path):
+    env = dict(os.environ, HOME=str(tmp_path))
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            *GPUDOCTOR,
+            "probe",
+            "dataloader",
+            "--synthetic",
+            "image",
+            "--cost-ms",
+            "1",
+            "--image-size",
+            "16",
+            "--batch-size",
+            "4",
+            "--step-ms",
+            "5",
+            "--budget-s",
+            str(BUDGET_S),
+            "--format",
+            "json",
+            "--no-save",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    wall = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["budget_s"] == BUDGET_S
+    # the target got what start-up left, minus the reserve for reporting
+    assert doc["probe_budget_s"] < BUDGET_S - 0.6
+    # the bound holds unless start-up alone ate the budget (a loaded machine can take seconds to
+    # import torch): what gpudoctor used before starting the target (with the reporting reserve),
+    # the target's own start-up, and the search's minimum (MIN_SEARCH_S)
+    floor = (BUDGET_S - doc["probe_budget_s"]) + doc["startup_s"] + 1.0
+    bound = max(BUDGET_S, floor) + SLACK_S
+    assert doc["command_elapsed_s"] <= bound, (doc["command_elapsed_s"], doc["startup_s"])
+    assert wall <= bound + 0.5, (wall, doc["command_elapsed_s"], doc["wall_s"], doc["startup_s"])
+    import torch
+
+    assert doc["gpu_usable"] is torch.cuda.is_available()
+
+
+def test_budget_help_says_what_it_bounds():
+    out = CliRunner().invoke(cli, ["probe", "dataloader", "--help"], terminal_width=200).output
+    assert "Wall-clock budget of the whole command" in " ".join(out.split())
+    assert "from gpudoctor's start to the printed result" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("usable, text", [(1, "the only usable CPU busy"), (2, "all 2 usable CPUs busy")])
+def test_probe_limits_count_cpus(usable, text):
+    (lim,) = report.limits([CPU_BOUND], 0, {"usable": usable}, budget_exhausted=False, gpu_usable=False)
+    assert text in lim["summary"]
+    rec = dict(CPU_BOUND, workers_cpu_busy=0.9, host_cpu_busy=0.3)
+    rec["config"] = dict(CPU_BOUND["config"], num_workers=1)
+    (lim,) = report.limits([rec], 0, {"usable": usable + 4}, budget_exhausted=False)
+    assert f"with 1 of {usable + 4} usable CPUs as workers" in lim["summary"]
+
+
+# --------------------------------------------------------------------------- (hardening) probe dataloader result cache
+
+
+def test_saved_probe_result_lives_in_the_xdg_cache_dir(tmp_path, monkeypatch):
+    from gpudoctor.cli.probe import saved_result_path
+    from gpudoctor.collect import CollectContext
+    from gpudoctor.collect.dataloader_probe import collect_dataloader_probe, saved_result_file
+    from gpudoctor.facts.dataloader import DataLoaderProbeFacts
+    from gpudoctor.testing import fake_system, write_tree
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    assert saved_result_path() == tmp_path / "xdg-cache" / "gpudoctor" / "dataloader-probe.json"
+    # the collector reads the same place, inside the root, and falls back to ~/.cache
+    assert saved_result_file("/home/u", {"XDG_CACHE_HOME": "/xdg"}) == "/xdg/gpudoctor/dataloader-probe.json"
+    assert (
+        saved_result_file("/home/u", {"XDG_CACHE_HOME": "relative"}) == "/home/u/.cache/gpudoctor/dataloader-probe.json"
+    )
+    doc = json.dumps({"batch_bytes": 1024, "num_workers": 2, "prefetch_factor": 2, "batch_size": 8})
+    root = write_tree(tmp_path / "root", {"/xdg/gpudoctor/dataloader-probe.json": doc})
+    got = collect_dataloader_probe(CollectContext(fake_system(root, env={"XDG_CACHE_HOME": "/xdg"}), CollectOptions()))
+    assert isinstance(got, DataLoaderProbeFacts) and got.source == "/xdg/gpudoctor/dataloader-probe.json"
+
+
+HANGING_DATASET = """
+import time, torch
+
+class Hangs:
+    def __len__(self):
+        return 1000
+    def __getitem__(self, i):
+        if i >= 4:
+            time.sleep(1000)
+        return torch.zeros(4)
+
+def hangs():
+    return Hangs()
+"""
+
+
+@pytest.mark.slow
+def test_probe_dataloader_stops_at_its_budget_when_a_dataset_item_hangs(tmp_path):
+    from gpudoctor.cli.probe import GRACE_S
+
+    (tmp_path / "userdata.py").write_text(HANGING_DATASET)
+    start = time.monotonic()
+    proc = subprocess.run(
+        [
+            *GPUDOCTOR,
+            "probe",
+            "dataloader",
+            "--dataset",
+            "userdata:hangs",
+            "--batch-size",
+            "2",
+            "--step-ms",
+            "1",
+            "--budget-s",
+            "3",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env_with(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache")),
+        timeout=120,
+    )
+    wall = time.monotonic() - start
+    # either the probe's own deadline ends the measurement (nothing measured) or the doctor kills it
+    assert (proc.returncode == 1 and "a dataset item, collate_fn or worker hung" in proc.stderr) or (
+        proc.returncode == 0 and "No configuration could be measured within the budget" in proc.stdout
+    ), proc
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert (
+        wall < 3 + GRACE_S + 40
+    )  # the budget and its grace, plus interpreter start on a loaded machine; the item sleeps 1000 s
+    assert not list(tmp_path.rglob("dataloader-probe.json"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -19,10 +20,11 @@ from gpudoctor.engine import (
     run,
     select_checks,
 )
-from gpudoctor.facts import Unavailable
-from gpudoctor.model import Check, Status
+from gpudoctor.facts import Facts, Unavailable
+from gpudoctor.model import Check, Finding, Status
 from gpudoctor.registry import load_registry
-from gpudoctor.testing import fake_system, make_facts, shm_facts
+from gpudoctor.system import Files, System
+from gpudoctor.testing import ScriptedRunner, fake_system, make_facts, not_found, shm_facts
 
 
 @pytest.fixture
@@ -335,3 +337,85 @@ def test_doctor_process_never_imports_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False False"
+
+
+def test_collector_budgets_scale_with_the_environment(monkeypatch):
+    """GPUDOCTOR_COLLECT_TIMEOUT_SCALE multiplies every collector's timeout (a loaded machine);
+    unset, the budget is the collector's own."""
+    from gpudoctor.engine import collector_budget_s
+
+    coll = Collector(domain="slowish", collect=lambda ctx: {}, timeout_s=10.0)
+    assert collector_budget_s(coll, CollectOptions()) == 10.0
+    monkeypatch.setenv("GPUDOCTOR_COLLECT_TIMEOUT_SCALE", "3")
+    assert collector_budget_s(coll, CollectOptions()) == 30.0
+
+
+# --------------------------------------------------------------------------- (hardening) plug-ins
+
+
+def _check(cid, fn):
+    return Check(id=cid, title=cid, needs=(), evaluate=fn)
+
+
+def _raises(exc):
+    def fn(facts):
+        raise exc
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "cid, fn, expect",
+    [
+        ("p.exit", _raises(SystemExit(3)), "SystemExit"),
+        ("p.kbd", _raises(KeyboardInterrupt()), "KeyboardInterrupt"),
+        ("p.generator", _raises(GeneratorExit()), "GeneratorExit"),
+        ("p.none", lambda facts: None, "NoneType"),
+        ("p.str", lambda facts: "all good", "str"),
+        ("p.dicts", lambda facts: [{"status": "ok"}], "dict"),
+        ("p.int", lambda facts: 42, "int"),
+    ],
+)
+def test_a_broken_check_is_an_error_finding_naming_it(cid, fn, expect):
+    good = _check("p.good", lambda facts: [Finding("p.good", Status.OK, "fine")])
+    findings = evaluate([_check(cid, fn), good], Facts(domains={}))
+    assert [f.check for f in findings] == [cid, "p.good"]
+    bad = findings[0]
+    assert bad.status is Status.ERROR and expect in bad.summary
+    assert bad.evidence["provider"].startswith(__name__ + ".")  # this module (was test_hardening.)
+    assert findings[1].status is Status.OK
+
+
+def test_a_check_past_its_budget_is_abandoned():
+    findings = evaluate(
+        [
+            _check("p.slow", lambda facts: time.sleep(30)),
+            _check("p.good", lambda facts: [Finding("p.good", Status.OK, "fine")]),
+        ],
+        Facts(domains={}),
+        check_timeout_s=0.3,
+    )
+    assert findings[0].status is Status.ERROR and "did not finish within 0.3 s" in findings[0].summary
+    assert findings[1].status is Status.OK
+
+
+@pytest.mark.parametrize("value, word", [(None, "NoneType"), (object(), "object"), ({1, 2}, "set")])
+def test_a_collector_returning_garbage_is_an_error(tmp_path, value, word):
+    system = System(runner=ScriptedRunner(default=not_found()), files=Files(tmp_path), env={})
+    facts, errors = collect_facts(["x"], system, CollectOptions(), {"x": Collector("x", lambda ctx: value)})
+    assert isinstance(facts.domains["x"], Unavailable)
+    assert errors[0].status is Status.ERROR and word in errors[0].summary
+    json.dumps(facts.to_json())  # the snapshot still serialises
+
+
+@pytest.mark.parametrize("exc", [SystemExit(0), KeyboardInterrupt(), MemoryError("x")])
+def test_a_collector_raising_anything_is_an_error(tmp_path, exc):
+    def boom(ctx):
+        raise exc
+
+    system = System(runner=ScriptedRunner(default=not_found()), files=Files(tmp_path), env={})
+    facts, errors = collect_facts(
+        ["x", "y"], system, CollectOptions(), {"x": Collector("x", boom), "y": Collector("y", lambda ctx: {"fine": 1})}
+    )
+    assert isinstance(facts.domains["x"], Unavailable) and facts.domains["y"] == {"fine": 1}
+    assert errors[0].check == "collect.x" and type(exc).__name__ in errors[0].summary

@@ -67,6 +67,14 @@ def test_utf16_and_bom_logs_are_read(tmp_path, encode):
     assert "cuda.error-out-of-memory" in _file_matches(log)
 
 
+def test_binary_junk_with_nul_bytes_is_not_taken_for_utf16(tmp_path):
+    """Every other byte NUL but the others not ASCII (b"\\x00\\xff"...): junk before a UTF-8 key line,
+    read as UTF-8 (the break-it matrix's log on stdin)."""
+    log = tmp_path / "train.log"
+    log.write_bytes(b"\x00\xff" * 1000 + f"{OOM_LINE}\n".encode())
+    assert "cuda.error-out-of-memory" in _file_matches(log)
+
+
 def test_a_key_line_at_the_end_of_a_10_mb_line_is_read_and_line_numbers_stay_right(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("x" * 10_000_000 + " " + OOM_LINE + "\nok\n" + "Torch not compiled with CUDA enabled\n")

@@ -3,18 +3,26 @@ fake torch packages that fail or hang at import, and interpreters that do not ex
 
 from __future__ import annotations
 
+import glob
+import os
+import stat
 import sys
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from _foundation import (  # noqa: F401
     CUDNN_ERROR,
+    GPUDOCTOR,
     bare_python,
     cudnn_broken_torch,
     env_with,
     fake_torch,
     hanging_torch,
+    run_gpudoctor,
 )
+from gpudoctor.cli import cli
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.targets import ProbeFacts
 from gpudoctor.probe import (
@@ -202,3 +210,91 @@ def test_a_probe_killed_at_its_timeout_is_not_asked_its_python_version_again(tmp
     probe_mod._VERSIONS.clear()
     assert failed_version(fake_system(tmp_path, runner=asked), str(hang), crashed) == "3.11"
     assert len(asked.calls) == 1
+
+
+# --------------------------------------------------------------------------- (issue 19) 6. old target Pythons
+
+FAKE_PY27 = """#!/bin/sh
+# answers like a Python 2.7 interpreter: the version one-liner, and a SyntaxError for the probes
+if [ "$1" = "-c" ]; then
+  printf '2.7'
+  exit 0
+fi
+echo "  File \\"$1\\", line 6" >&2
+echo "SyntaxError: Non-ASCII character '\\xe2' in file $1 on line 6, but no encoding declared" >&2
+exit 1
+"""
+
+
+def _fake_python27(tmp_path: Path) -> str:
+    path = tmp_path / "py27" / "bin" / "python"
+    path.parent.mkdir(parents=True)
+    path.write_text(FAKE_PY27)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(path)
+
+
+def _real(version: str) -> list:
+    found = sorted(glob.glob(os.path.expanduser(f"~/.pyenv/versions/{version}.*/bin/python")))
+    return found[:1] + sorted(glob.glob(f"/usr/bin/python{version}"))[:1]
+
+
+def _py27_candidates(tmp_path: Path) -> list:
+    return [_fake_python27(tmp_path)] + _real("2.7")
+
+
+def test_python27_target_is_a_clear_finding(tmp_path):
+    for py in _py27_candidates(tmp_path):
+        result = CliRunner().invoke(cli, ["check", "torch.install", "--offline", "--python", py])
+        out = " ".join(result.output.split())
+        assert result.exit_code == 1, result.output
+        assert "is Python 2.7: gpudoctor's probe needs Python 3.6 or newer" in out, py
+        assert "the newest torch for Python 2.7 is 1.4.0" in out
+        assert "AttributeError" not in out and "run the interpreter by hand" not in out
+        assert "| 3.6 | 1.10.2 |" in result.output  # the table says what each Python can install
+
+
+def test_python27_dataloader_probe_says_so(tmp_path):
+    for py in _py27_candidates(tmp_path):
+        result = CliRunner().invoke(
+            cli, ["probe", "dataloader", "--synthetic", "image", "--python", py, "--budget-s", "3", "--no-save"]
+        )
+        assert result.exit_code == 2
+        assert f"--python {py} is Python 2.7; the DataLoader probe runs on Python 3.7 or newer" in result.output
+        assert "1.4.0" in result.output
+
+
+def test_python36_without_torch_is_offered_a_torch_it_can_install():
+    from gpudoctor.checks import torch_install
+    from gpudoctor.facts.targets import TorchFacts
+    from gpudoctor.testing import make_facts, probe_facts, target, targets
+
+    for version, pin in (("3.6.15", "torch==1.10.2"), ("3.8.18", "torch==2.4.1"), ("3.9.18", "torch==2.8.0")):
+        probe = probe_facts("/opt/old/bin/python", TorchFacts(installed=False), python_version=version)
+        (f,) = torch_install.evaluate(make_facts(targets=targets(target(probe))))
+        assert f"-m pip install --force-reinstall {pin} --index-url" in f.explanation, version
+    probe = probe_facts("/opt/new/bin/python", TorchFacts(installed=False), python_version="3.11.7")
+    (f,) = torch_install.evaluate(make_facts(targets=targets(target(probe))))
+    assert "--force-reinstall torch --index-url" in f.explanation
+
+
+def test_cuda_variants_offered_to_an_old_python_carry_its_torch():
+    from packaging.version import Version
+
+    from gpudoctor.checks._common import (
+        best_variant_for_driver,
+        pip_install_command,
+        variant_fits_python,
+    )
+
+    for version, last in (("3.6", "1.10.2"), ("3.7", "1.13.1"), ("3.8", "2.4.1"), ("3.9", "2.8.0")):
+        row = best_variant_for_driver("580.65.06", version)
+        assert row is not None and variant_fits_python(row, version)
+        assert Version(row["first_torch"]) <= Version(last)
+        cmd = pip_install_command("py", row, None, python_version=version)
+        assert f"torch=={last}" in cmd or Version(row["newest_torch"]) <= Version(last), cmd
+        # a newer torch asked for explicitly is capped too
+        assert f"torch=={last} " in pip_install_command("py", row, "2.13.0", python_version=version)
+    assert "torch==2.13.0" in pip_install_command(
+        "py", best_variant_for_driver("580.65.06", "3.12"), "2.13.0", python_version="3.12.1"
+    )

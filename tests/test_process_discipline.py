@@ -9,10 +9,15 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from _foundation import GPUDOCTOR, env_with
+from gpudoctor.collect import CollectOptions, Collector
+from gpudoctor.engine import collect_facts
+from gpudoctor.system import Files, SubprocessRunner, System
+from gpudoctor.testing import ScriptedRunner, not_found
 
 PY = sys.executable
 
@@ -163,3 +168,80 @@ def test_the_gate_execs_the_job_with_default_sigpipe_and_sigxfsz(tmp_path):
         env=env_with(GPUDOCTOR_CONFIG=""),
     )
     assert proc.returncode == 0 and proc.stdout == "y\ndone\n" and "Broken pipe" not in proc.stderr
+
+
+def _wait_for(path: Path, timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text().strip():
+            return path.read_text().strip()
+        time.sleep(0.05)
+    raise AssertionError(f"{path} never appeared")
+
+
+# --------------------------------------------------------------------------- (hardening) signals
+
+
+@pytest.mark.parametrize(
+    "sig, code, word",
+    [(signal.SIGTERM, 143, "terminated"), (signal.SIGHUP, 129, "hung up"), (signal.SIGINT, 130, "interrupted")],
+)
+def test_termination_signals_kill_every_probe_group(tmp_path, sig, code, word):
+    pidfile = tmp_path / "pids"
+    hang = tmp_path / "python-that-hangs"
+    # the fake interpreter starts a grandchild and records both pids, then hangs
+    hang.write_text(f"#!/bin/sh\nsleep 300 &\necho $$ $! > {pidfile}\nwait\n")
+    hang.chmod(0o755)
+    proc = subprocess.Popen(
+        [*GPUDOCTOR, "check", "torch.install", "--python", str(hang)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env_with(),
+    )
+    pids = [int(p) for p in _wait_for(pidfile).split()]
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    assert word in err and "Traceback" not in err + out
+    deadline = time.monotonic() + 5
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in pids), "a probe process survived the doctor"
+
+
+def test_a_grandchild_holding_the_pipe_is_not_a_hang(tmp_path):
+    # the command exits at once but leaves a daemon holding stdout: not a timeout
+    script = (
+        "import os, subprocess, sys; subprocess.Popen(['sleep', '60']); print('done'); sys.stdout.flush(); os._exit(0)"
+    )
+    start = time.monotonic()
+    r = SubprocessRunner().run([sys.executable, "-c", script], timeout_s=30)
+    assert r.error is None and r.returncode == 0 and r.stdout == "done\n"
+    assert time.monotonic() - start < 20
+
+
+# --------------------------------------------------------------------------- (hardening) probe budget
+
+
+def test_a_collector_waiting_for_the_probe_waits_as_long_as_probe_timeout(tmp_path):
+    def slow_probe(ctx):
+        time.sleep(1.5)  # stands in for a 25 s torch import
+        return {"ok": True}
+
+    collectors = {
+        "targets": Collector("targets", slow_probe, timeout_s=0.5, runs_probes=True),
+        "loader": Collector("loader", lambda ctx: dict(ctx.facts["targets"]), requires=("targets",), timeout_s=0.5),
+    }
+    system = System(runner=ScriptedRunner(default=not_found()), files=Files(tmp_path), env={})
+    facts, errors = collect_facts(["targets", "loader"], system, CollectOptions(probe_timeout_s=5.0), collectors)
+    assert errors == []
+    assert facts.domains["loader"] == {"ok": True}
+    # with the default probe timeout too short, the same probe is an error naming the budget
+    facts, errors = collect_facts(
+        ["targets"],
+        system,
+        CollectOptions(probe_timeout_s=0.0),
+        {"targets": Collector("targets", lambda c: time.sleep(40), timeout_s=0.5, runs_probes=True)},
+    )
+    assert [e.check for e in errors] == ["collect.targets"] and "30 s" in errors[0].summary

@@ -624,3 +624,53 @@ def test_what_people_really_paste_is_redacted(text, secret, kept):
 )
 def test_ordinary_command_lines_are_left_alone(text):
     assert redact_text(text) == text
+
+
+def _every_rule(text: str) -> str:
+    """The secret rules of :mod:`gpudoctor.redact` applied with no pre-filter, in their order:
+    the oracle the fast path (rules skipped on text that cannot match them) must equal."""
+    from gpudoctor import redact as r
+
+    text = r._BARE_TOKEN.sub(REDACTED, text)
+    text = r._URL_USERINFO.sub(r._userinfo, text)
+    text = r._QUERY_PARAM.sub(r._query, text)
+    text = r._CONDA_TOKEN.sub(lambda m: f"{m.group('pre')}{REDACTED}", text)
+    text = r._AUTH_SCHEME.sub(
+        lambda m: m.group(0) if m.group("cred") == REDACTED else f"{m.group('scheme')} {REDACTED}", text
+    )
+    text = r._QUOTED_PAIR.sub(r._pair, text)
+    text = r._INI_LINE.sub(r._ini, text)
+    text = r._YAML_LINE.sub(r._ini, text)
+    text = r._NETRC.sub(
+        lambda m: m.group(0) if m.group("value") == REDACTED else f"{m.group('lead')}{m.group('kw')} {REDACTED}", text
+    )
+    text = r._FLAG_VALUE.sub(r._flag, text)
+    return r._ESCAPES.sub("", r._INLINE_ASSIGN.sub(r._assign, text))
+
+
+#: pieces that start or end a match of some rule, and plain filler between them
+_PIECES = [
+    *("token", "KEY", "Api_Key", "passwd ", "password ", "secret", "sig", "pwd", "session", "auth"),
+    *("=", " = ", ": ", ":", "://", "@", "?", "&", "/", "/t/", "-", "--", " ", "\t", "\n", '"', "'", "\\"),
+    *("Bearer ", "Authorization: Basic ", "machine h login u ", "hf_", "x" * 40, "https", "abc", "a1b2c3d4"),
+    *("\x1b[2J", "\x1b]0;t\x07", "\r", "\x00", "#", "- "),
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=40).map("".join))
+def test_pre_filters_change_no_result(text):
+    """Skipping a rule on text that lacks what its matches need (``://`` and ``@``, a piece of a
+    secret name...) redacts exactly what running every rule would."""
+    from gpudoctor.redact import redact_file_text
+
+    assert redact_file_text(text) == _every_rule(text)
+
+
+def test_a_url_scheme_32_characters_long_and_one_too_long():
+    """The ``://`` scan tries the 32 characters before it, as the scheme rule allows (a letter
+    first: the 31 digits after it make no scheme of their own)."""
+    scheme = "s" + "1" * 31
+    assert redact_text(f"x {scheme}://u:QzPw@h.example.org/") == f"x {scheme}://****@h.example.org/"
+    longer = "t" + scheme  # the rule matches its last 32 characters, as a regex scan does
+    assert redact_text(f"{longer}://u:QzPw@h.example.org/") == f"{longer}://****@h.example.org/"

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import re
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
 from rich.console import Console
 
 from _foundation import validator
+from gpudoctor.cli import cli
 from gpudoctor.engine import Report
+from gpudoctor.mirrors.testserver import FakeMirror
 from gpudoctor.model import Finding, Status
+from gpudoctor.probe import _dataloader_report as report
 from gpudoctor.render import FORMATS, render
 from gpudoctor.render.console import (
     SpinnerProgress,
@@ -217,3 +224,68 @@ def test_text_helpers():
     )
     assert finding_title(f) == "[kernel:py311] s"
     assert evidence_lines(f) == ["empty:", "    (none)", "nums: [1, 2]", 'd: {"k": 1}', "multi:", "    x", "    y"]
+
+
+# --------------------------------------------------------------------------- (issue 19) 1. which hosts a run contacted
+
+
+def _pip_root(tmp_path: Path, index: str) -> Path:
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/pip.conf").write_text(f"[global]\nindex-url = {index}/simple\n")
+    return root
+
+
+@pytest.fixture
+def no_pip_env(monkeypatch):
+    for var in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX", "UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.slow
+def test_report_names_the_hosts_contacted_and_offline_says_none(tmp_path, no_pip_env):
+    with FakeMirror() as index:
+        root = _pip_root(tmp_path, index.url)
+        online = CliRunner().invoke(cli, ["check", "pip.mirror", "--root", str(root)])
+        assert index.requests, "the configured pip index was not probed"
+        lines = online.output.splitlines()
+        assert "network: contacted 1 host: 127.0.0.1" in lines, online.output
+        # after the closing count line, before the next steps
+        count = next(i for i, ln in enumerate(lines) if re.match(r"\d+ findings? in \d+ areas?:", ln))
+        assert lines[count + 1] == "network: contacted 1 host: 127.0.0.1"
+        md = CliRunner().invoke(cli, ["check", "pip.mirror", "--root", str(root), "--format", "markdown"])
+        assert "Network: contacted 1 host: 127.0.0.1" in md.output
+        sent = len(index.requests)
+        offline = CliRunner().invoke(cli, ["check", "pip.mirror", "--root", str(root), "--offline"])
+        assert len(index.requests) == sent  # nothing was sent
+        assert "network: none (--offline)" in offline.output.splitlines(), offline.output
+
+
+def test_no_network_line_when_no_index_was_looked_at():
+    result = CliRunner().invoke(cli, ["check", "dataloader.cpu", "--offline"])
+    assert "1 finding in 1 area" in result.output
+    assert "network:" not in result.output
+
+
+def test_network_line_from_facts_counts_distinct_hosts_and_skips_local():
+    from gpudoctor.facts.mirrors import MirrorProbe, MirrorsFacts
+    from gpudoctor.render.layout import network_line
+    from gpudoctor.testing import make_facts
+
+    def p(url, status="ok", role="candidate"):
+        return MirrorProbe("m", "pip", "pypi", url, url + "/six/", role, False, status)
+
+    facts = make_facts(
+        mirrors=MirrorsFacts(
+            offline=False,
+            ranked=True,
+            budget_s=5.0,
+            catalogue_origin="test",
+            catalogue=(),
+            configured=(p("https://a.example.org/simple", role="configured"), p("file:///srv/wheels", "local")),
+            rankings={"pip": (p("https://b.example.org/pypi/simple", "timeout"), p("https://a.example.org/x"))},
+        )
+    )
+    assert network_line(facts) == "contacted 2 hosts: a.example.org, b.example.org"
+    assert network_line(facts, replayed=True).endswith("(when the snapshot was collected)")
+    assert network_line(make_facts()) is None

@@ -26,7 +26,7 @@ from gpudoctor.areas import area_for
 from gpudoctor.checks import SkipCheck
 from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_collectors
 from gpudoctor.facts import Facts, Unavailable
-from gpudoctor.inputs import check_timeout_from_env
+from gpudoctor.inputs import check_timeout_from_env, collect_timeout_scale_from_env
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.redact import redact_value
 from gpudoctor.system import System
@@ -482,11 +482,16 @@ def collector_budget_s(coll: Collector, options: CollectOptions) -> float:
     """Seconds the engine gives ``coll`` (time spent waiting for its required domains not
     counted): its ``timeout_s``, and for a collector that runs probes
     (``Collector.runs_probes``) at least ``--probe-timeout`` plus 30 s, so a slow but
-    healthy torch import (25 s with ``--probe-timeout 120``) is not an error."""
+    healthy torch import (25 s with ``--probe-timeout 120``) is not an error. Multiplied by
+    ``GPUDOCTOR_COLLECT_TIMEOUT_SCALE`` (a loaded machine; the CLI validates it, a library caller
+    with a bad value gets 1)."""
     budget = float(coll.timeout_s)
     if getattr(coll, "runs_probes", False):
         budget = max(budget, float(options.probe_timeout_s) + 30.0)
-    return budget
+    try:
+        return budget * collect_timeout_scale_from_env()
+    except ValueError:
+        return budget
 
 
 def _is_facts_value(value: Any) -> bool:

@@ -66,9 +66,14 @@ def _encoding(head: bytes) -> str:
         return "utf-8-sig"
     pairs = head[: len(head) // 2 * 2][:64]
     if len(pairs) >= 4:
-        if all(pairs[i] == 0 for i in range(1, len(pairs), 2)) and all(pairs[i] for i in range(0, len(pairs), 2)):
+        # the other bytes must be ASCII: binary junk (b"\x00\xff" * n) is not UTF-16 text
+        if all(pairs[i] == 0 for i in range(1, len(pairs), 2)) and all(
+            0 < pairs[i] < 0x80 for i in range(0, len(pairs), 2)
+        ):
             return "utf-16-le"
-        if all(pairs[i] == 0 for i in range(0, len(pairs), 2)) and all(pairs[i] for i in range(1, len(pairs), 2)):
+        if all(pairs[i] == 0 for i in range(0, len(pairs), 2)) and all(
+            0 < pairs[i] < 0x80 for i in range(1, len(pairs), 2)
+        ):
             return "utf-16-be"
     return "utf-8"
 

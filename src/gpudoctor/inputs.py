@@ -21,6 +21,8 @@ from typing import Any
 __all__ = [
     "CHECK_TIMEOUT_ENV",
     "check_timeout_from_env",
+    "COLLECT_TIMEOUT_SCALE_ENV",
+    "collect_timeout_scale_from_env",
     "InputError",
     "read_user_file",
     "loads_json",
@@ -128,4 +130,24 @@ def check_timeout_from_env(env: Mapping[str, str] | None = None, default: float 
         raise ValueError(f"{CHECK_TIMEOUT_ENV}={raw!r}: not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"{CHECK_TIMEOUT_ENV}={raw!r}: must be a finite number of seconds above 0")
+    return value
+
+
+COLLECT_TIMEOUT_SCALE_ENV = "GPUDOCTOR_COLLECT_TIMEOUT_SCALE"
+
+
+def collect_timeout_scale_from_env(env: Mapping[str, str] | None = None) -> float:
+    """The factor every collector's timeout is multiplied by, from ``GPUDOCTOR_COLLECT_TIMEOUT_SCALE``
+    (default 1): a loaded or slow machine (a CI runner sharing its CPUs) raises it instead of
+    turning slow collectors into errors. Raises ValueError naming the variable for a value that
+    is not a finite number of at least 1."""
+    raw = (os.environ if env is None else env).get(COLLECT_TIMEOUT_SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{COLLECT_TIMEOUT_SCALE_ENV}={raw!r}: not a number") from None
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(f"{COLLECT_TIMEOUT_SCALE_ENV}={raw!r}: must be a finite number of at least 1")
     return value

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _field_spec import read_spec, spec_problems
+
 from gpudoctor import engine
 from gpudoctor.areas import AREAS
 from gpudoctor.collect import CollectOptions, all_collectors
@@ -30,9 +32,9 @@ from gpudoctor.system import CommandResult
 from gpudoctor.testing import ScriptedRunner, fake_system, not_found
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 FIELD = Path(__file__).resolve().parent
 CASES = FIELD / "cases"
@@ -110,22 +112,11 @@ def load_case(path: Path) -> Case:
     """Read and validate ``path/case.toml``. Raises :class:`CaseError`."""
     area = path.parent.name
     where = f"{area}/{path.name}/case.toml"
-    try:
-        spec = tomllib.loads((path / "case.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CaseError(f"{where}: {exc}") from None
+    spec = read_spec(path / "case.toml", where, CaseError)
     problems = []
     if area not in CASE_AREAS:
         problems.append(f"area directory {area!r} is not one of {', '.join(CASE_AREAS)}")
-    unknown = set(spec) - _TOP_KEYS
-    if unknown:
-        problems.append(f"unknown keys {sorted(unknown)}")
-    source = spec.get("source")
-    if not isinstance(source, str) or not source.startswith(("https://", "http://")):
-        problems.append("source must be the public URL of the report")
-    for key in ("title", "kind"):
-        if not isinstance(spec.get(key), str) or not spec[key]:
-            problems.append(f"{key} is required")
+    problems += spec_problems(spec, _TOP_KEYS, required=("title", "kind"))
     replay = spec.get("replay")
     expect = spec.get("expect")
     if not isinstance(replay, dict) or replay.get("mode") not in ("facts", "root"):

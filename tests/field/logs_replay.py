@@ -25,19 +25,20 @@ The top diagnosis is judged in the tool's own words: its filled-in title, meanin
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _field_spec import read_spec, spec_problems
+
 from gpudoctor.explain import explain_text, load_signatures, match_finding
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover - the 3.10 branch
-    import tomli as tomllib
+    pass
 
 FIELD = Path(__file__).resolve().parent
 LOGS = FIELD / "logs"
@@ -56,7 +57,6 @@ _KEYS = {
     "notes",
     "several",
 }
-_URL = re.compile(r"^https?://[a-z0-9.-]+\.[a-z]{2,}/")
 
 
 @dataclass(frozen=True)
@@ -105,19 +105,13 @@ def load_log(path: Path) -> Log:
     sidecar = path.with_suffix(".toml")
     try:
         text = path.read_text(encoding="utf-8")
-        spec = tomllib.loads(sidecar.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise LogError(f"{where}: {exc}") from None
+    spec = read_spec(sidecar, where, LogError)
     problems = []
     if area not in AREAS:
         problems.append(f"area {area!r} is not one of {', '.join(AREAS)}")
-    unknown = set(spec) - _KEYS
-    if unknown:
-        problems.append(f"unknown key(s) {', '.join(sorted(unknown))}")
-    if not isinstance(spec.get("source"), str) or not _URL.match(spec["source"]):
-        problems.append("source must be a public URL")
-    if not isinstance(spec.get("kind"), str) or not spec["kind"]:
-        problems.append("kind is required")
+    problems += spec_problems(spec, _KEYS, required=("kind",))
     n = len(text.splitlines())
     if not MIN_LINES <= n <= MAX_LINES:
         problems.append(f"{n} lines (a log has {MIN_LINES} to {MAX_LINES})")

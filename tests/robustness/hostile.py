@@ -1,6 +1,12 @@
 """Building blocks of the break-it matrix: cases, fake binaries, gcc libraries, hostile
 plug-ins, and the runner that executes every case as a real CLI process (concurrently) and
-measures exit code, tracebacks, secrets printed, files changed, hangs and survivors."""
+measures exit code, tracebacks, secrets printed, files changed, hangs and survivors.
+
+Green on a loaded machine: before the cases run, :func:`load_factor` measures how much slower
+than its own CPU time a short gpudoctor run is (1 on an idle machine, ~3 with every CPU kept
+busy by ``scripts/cpu-burner.py``); every case's budget is multiplied by it, and each run gets
+check and collector timeouts raised by it (``GPUDOCTOR_CHECK_TIMEOUT_S``,
+``GPUDOCTOR_COLLECT_TIMEOUT_SCALE``), so a busy machine makes runs slower, never wrong."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import subprocess
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +33,18 @@ SECRETS = {
     "UV_INDEX_PRIVATE_PASSWORD": "QzSecretUv04",
 }
 URL_SECRET = "QzUrlPass05"
-ALL_SECRETS = tuple(SECRETS.values()) + (URL_SECRET, "QzHostSecret06", "QzPrinted07")
+#: credentials as people paste them (bare tokens with well-known prefixes): the cases put them in
+#: command lines, logs, snapshots and config values; none may be printed or written
+PASTED = {
+    "github": "ghp_QzPastedGithub0123456789abcdefghij",
+    "huggingface": "hf_QzPastedHuggingFace0123456789abcd",
+    "openai": "sk-proj-QzPastedOpenAI0123456789abcdef",
+    "slack": "xoxb-123456789012-QzPastedSlack0123",
+    "aws": "AKIAQZPASTEDAWS01234",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJRelBhc3RlZEpXVCJ9.QzPastedJwtSignature0123",
+    "flag": "QzPastedFlagValue08",
+}
+ALL_SECRETS = tuple(SECRETS.values()) + (URL_SECRET, "QzHostSecret06", "QzPrinted07") + tuple(PASTED.values())
 #: an uncaught traceback starts a line (a traceback kept as -v evidence is indented or inside a JSON string)
 TRACEBACK = re.compile(r"(?m)^Traceback \(most recent call last\)")
 
@@ -119,6 +136,8 @@ class Case:
     fix_confirmed: bool = False
     must_contain: tuple[str, ...] = ()
     extra: Callable[[Result, Ctx], None] | None = None
+    #: files (relative to the case directory) the run is asked to write: they may appear or change
+    writes: tuple[str, ...] = ()
 
 
 @dataclass
@@ -132,6 +151,16 @@ class Result:
     survivors: list[int]
     changed: list[str]
     killed_by_harness: bool = False
+    budget_s: float = 0.0  # the case's budget times the load factor
+    written: str = ""  # the text of every file the run created or changed
+
+    @property
+    def unexpected_changes(self) -> list[str]:
+        """Files changed or replaced that the case did not ask for (none allowed unless a fix
+        was confirmed)."""
+        if self.case.fix_confirmed:
+            return []
+        return [k for k in self.changed if k not in self.case.writes]
 
     @property
     def text(self) -> str:
@@ -143,11 +172,11 @@ class Result:
 
     @property
     def leaked(self) -> list[str]:
-        return [s for s in ALL_SECRETS if s in self.text]
+        return [s for s in ALL_SECRETS if s in self.text or s in self.written]
 
     @property
     def hung(self) -> bool:
-        return self.killed_by_harness or self.wall_s > self.case.budget_s
+        return self.killed_by_harness or self.wall_s > self.budget_s
 
 
 def _snapshot(ctx: Ctx) -> dict[str, str]:
@@ -191,7 +220,22 @@ def _pids(ctx: Ctx) -> list[int]:
     return pids
 
 
-def run_case(case: Case, base: Path) -> Result:
+def load_factor(runs: int = 3) -> float:
+    """How many times longer than its CPU time a short gpudoctor run (``--version``) takes on
+    this machine now: the median of ``runs``, at least 1, at most 10. Waiting for a CPU is what
+    a loaded machine adds; the budgets and timeouts of the matrix are multiplied by this."""
+    ratios = []
+    for _ in range(runs):
+        start = time.monotonic()
+        proc = subprocess.Popen([*GPUDOCTOR, "--version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _pid, _status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = 0  # reaped by wait4
+        wall = time.monotonic() - start
+        ratios.append(wall / max(usage.ru_utime + usage.ru_stime, 0.05))
+    return min(10.0, max(1.0, sorted(ratios)[len(ratios) // 2]))
+
+
+def run_case(case: Case, base: Path, factor: float = 1.0) -> Result:
     ctx = Ctx(base / case.id)
     for d in (ctx.home, ctx.bin, ctx.root, ctx.host, ctx.pids, ctx.dir / "tmp"):
         d.mkdir(parents=True, exist_ok=True)
@@ -211,8 +255,12 @@ def run_case(case: Case, base: Path) -> Result:
         NO_COLOR="1",
         GPUDOCTOR_LOOPBACK_ONLY="1",
         PIP_INDEX_URL=f"https://user:{URL_SECRET}@mirror.example.org/simple",
+        # raised for a loaded machine (a case may set its own, as the plug-in cases do)
+        GPUDOCTOR_CHECK_TIMEOUT_S=f"{30 * factor:.0f}",
+        GPUDOCTOR_COLLECT_TIMEOUT_SCALE=f"{factor:.2f}",
         **SECRETS,
     )
+    budget = case.budget_s * factor
     ctx.env = env
     case.setup(ctx)
     before = _snapshot(ctx)
@@ -229,7 +277,7 @@ def run_case(case: Case, base: Path) -> Result:
         sig, trigger = case.signal_at
 
         def send() -> None:
-            deadline = time.monotonic() + case.budget_s
+            deadline = time.monotonic() + budget
             while time.monotonic() < deadline and proc.poll() is None:
                 if (ctx.pids / trigger).exists() or (("/" in trigger) and list(ctx.dir.glob(trigger))):
                     time.sleep(case.signal_delay_s)  # let the doctor settle into waiting on it
@@ -240,7 +288,7 @@ def run_case(case: Case, base: Path) -> Result:
         threading.Thread(target=send, daemon=True).start()
     killed = False
     try:
-        out, err = proc.communicate(input=ctx.stdin, timeout=case.budget_s + 30)
+        out, err = proc.communicate(input=ctx.stdin, timeout=budget + 30)
     except subprocess.TimeoutExpired:
         killed = True
         proc.kill()
@@ -258,6 +306,12 @@ def run_case(case: Case, base: Path) -> Result:
             pass
     after = _snapshot(ctx)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    written = []
+    for rel in changed:
+        path = ctx.dir / rel
+        if path.is_file():
+            with open(path, "rb") as fh:
+                written.append(fh.read(64 * 1024 * 1024).decode("utf-8", "replace"))
     return Result(
         case,
         ctx,
@@ -268,12 +322,43 @@ def run_case(case: Case, base: Path) -> Result:
         survivors,
         changed,
         killed,
+        budget,
+        "\n".join(written),
     )
 
 
-def run_matrix(cases: Sequence[Case], base: Path, workers: int = 10) -> dict[str, Result]:
-    """Run every case as a real CLI process, ``workers`` at a time (most cases wait, not compute)."""
+#: the figures of every matrix run in this session, summed (printed in pytest's terminal summary by
+#: tests/conftest.py): one total however many matrix modules ran
+FIGURES: dict[str, float] = {}
+
+
+def run_matrix(
+    cases: Sequence[Case], base: Path, workers: int = 10, known_open: Collection[str] = ()
+) -> dict[str, Result]:
+    """Run every case as a real CLI process, ``workers`` at a time (most cases wait, not compute),
+    with budgets and timeouts multiplied by the machine's :func:`load_factor`; add the figures to
+    :data:`FIGURES` (the ``known_open`` cases, strict expected failures, counted apart)."""
+    factor = load_factor()
     order = sorted(cases, key=lambda c: -c.budget_s)  # long ones first
+    start = time.monotonic()
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda c: run_case(c, base), order))
+        results = list(pool.map(lambda c: run_case(c, base, factor), order))
+    counted = figures([r for r in results if r.case.id not in known_open])
+    counted["known_open"] = sum(1 for r in results if r.case.id in known_open)
+    for key, value in counted.items():
+        FIGURES[key] = FIGURES.get(key, 0) + value
+    FIGURES["load_factor"] = round(max(factor, FIGURES.get("load_factor", 0)), 2)
+    FIGURES["wall_s"] = FIGURES.get("wall_s", 0) + round(time.monotonic() - start)
     return {r.case.id: r for r in results}
+
+
+def figures(results: Sequence[Result]) -> dict[str, int]:
+    """The matrix's figures: inputs tried, then what must all be zero."""
+    return {
+        "inputs": len(results),
+        "tracebacks": sum(r.tracebacks for r in results),
+        "hangs": sum(r.hung for r in results),
+        "leaks": sum(len(r.leaked) + len(r.survivors) for r in results),
+        "files_corrupted_or_replaced": sum(1 for r in results if r.unexpected_changes),
+        "wrong_exit_codes": sum(1 for r in results if r.rc not in r.case.codes),
+    }

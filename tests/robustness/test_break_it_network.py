@@ -26,6 +26,10 @@ from hostile import URL_SECRET, Case, Ctx, Result, run_matrix
 
 from gpudoctor.mirrors.testserver import FakeMirror
 
+#: the break-it matrix's own CI step (`python -m pytest -m robustness`); its figures join the one
+#: total in the terminal summary (hostile.FIGURES)
+pytestmark = pytest.mark.robustness
+
 #: path prefix on the hostile server -> Location ({path}: the request path)
 ROUTES = {
     "/meta/": "http://169.254.169.254/latest/meta-data{path}",

@@ -499,10 +499,11 @@ _RESTORE_SIGNALS: dict | None = None
 def _check_environment() -> None:
     """Usage error (exit 2) for a ``GPUDOCTOR_*`` variable gpudoctor reads directly (not through an
     option) whose value is not valid, before anything runs."""
-    from gpudoctor.inputs import check_timeout_from_env
+    from gpudoctor.inputs import check_timeout_from_env, collect_timeout_scale_from_env
 
     try:
         check_timeout_from_env()
+        collect_timeout_scale_from_env()
     except ValueError as exc:
         raise usage(str(exc)) from None
     loopback = os.environ.get("GPUDOCTOR_LOOPBACK_ONLY", "")
