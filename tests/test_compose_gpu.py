@@ -229,8 +229,18 @@ def test_merge_keys_and_their_overrides_are_not_duplicates():
     assert doc["services"]["a"]["image"] == "vllm/vllm-openai:v0.6.4" and "deploy" in doc["services"]["b"]
 
 
+def _laughs(levels: int = 10) -> bytes:
+    """The "billion laughs" document: each anchor lists the one before ten times (10**levels values)."""
+    rows = ["x-a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    rows += [f"x-a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    rows += ["services:", "  s:", "    image: pytorch/pytorch", f"    command: *a{levels - 1}"]
+    return ("\n".join(rows) + "\n").encode()
+
+
 def _bad_files():
     return {
+        "laughs.yml": (_laughs(), "expand to more than 1,000,000 values (excessive aliasing)"),
+        "recursive.yml": (b"x-a: &a [*a]\nservices:\n  s:\n    image: x\n    labels: *a\n", "alias to itself"),
         "missing.yml": (None, "No such file or directory"),
         "binary.yml": (b"services:\x00\n", "binary file"),
         "broken.yml": (b"services: [unclosed\n", "not valid YAML"),
@@ -253,6 +263,19 @@ def test_a_bad_compose_file_is_one_line_and_exit_2(tmp_path, name):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert text in proc.stderr and f"--compose {path}" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_aliases_that_expand_without_bound_are_refused_and_reused_anchors_are_not():
+    with pytest.raises(InputError, match="excessive aliasing"):
+        load(_laughs().decode(), "compose.yaml")
+    doc = load(_laughs(4).decode(), "compose.yaml")  # 10**4 values: an ordinary use of anchors
+    assert len(doc["services"]["s"]["command"]) == 10
+
+
+def test_the_collector_refuses_an_alias_bomb_instead_of_timing_out(tmp_path):
+    (tmp_path / "compose.yaml").write_bytes(_laughs())
+    facts = collect_compose(CollectContext(fake_system(tmp_path), CollectOptions(extra={"compose": "/compose.yaml"})))
+    assert isinstance(facts, Unavailable) and "excessive aliasing" in str(facts)
 
 
 def test_the_cli_judges_a_compose_file_relative_to_the_working_directory(tmp_path):
