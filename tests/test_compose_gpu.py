@@ -246,6 +246,10 @@ def _bad_files():
         "broken.yml": (b"services: [unclosed\n", "not valid YAML"),
         "dup.yml": (b"services:\n  a:\n    image: x\n  a:\n    image: y\n", "key 'a' given twice (lines 2 and 4)"),
         "list.yml": (b"- a\n- b\n", "not a Compose file"),
+        "tabs.yml": (
+            b"services:\n\tapp:\n\t\timage: x\n",
+            "found character '\\t' that cannot start any token (line 2)",
+        ),
         "empty.yml": (b"", "an empty file"),
         "noservices.yml": (b"version: '3'\n", "no `services:` mapping"),
         "tagged.yml": (b'services: !!python/object/apply:os.system ["true"]\n', "not valid YAML"),

@@ -51,7 +51,7 @@ class _Loader(yaml.SafeLoader):
 
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
-    if isinstance(exc, yaml.constructor.ConstructorError) and exc.problem:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:  # the problem, not its context
         mark = exc.problem_mark
         return f"{exc.problem}" + (f" (line {mark.line + 1})" if mark is not None and "line" not in exc.problem else "")
     return (text.splitlines()[0] if text else type(exc).__name__)[:160]
