@@ -388,3 +388,27 @@ def test_the_gpus_key_in_its_list_form_is_a_request_with_its_count(tmp_path):
     assert [(r.via, r.where, r.count, r.capabilities) for r in svc.requests] == [("gpus", "gpus[0]", "1", ("gpu",))]
     f = one(judge(tmp_path, text))
     assert f.status is Status.FAIL and "(it gets 1)" in f.summary
+
+
+@pytest.mark.parametrize("name", ["missing.yml", "dup.yml", "escape.yml"])
+def test_a_bad_compose_file_inside_root_is_one_line_and_exit_2(tmp_path, name):
+    root = write_tree(
+        tmp_path / "r", {"/etc/os-release": "ID=debian\n", "/app/dup.yml": "services:\n  a: {}\n  a: {}\n"}
+    )
+    outside = tmp_path / "compose.yaml"  # a good file, outside the root
+    outside.write_text(VLLM)
+    (root / "app/escape.yml").symlink_to(f"/../../../..{outside}")  # resolved inside the root: not found
+    proc = run_gpudoctor("check", "platform.compose-gpu", "--offline", "--root", str(root), "--compose", f"/app/{name}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--compose /app/{name} (in --root {root}): " in proc.stderr
+    assert ("given twice" if name == "dup.yml" else "No such file") in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_good_compose_file_inside_root_is_judged(tmp_path):
+    root = write_tree(tmp_path / "r", {"/etc/os-release": "ID=debian\n", "/app/compose.yaml": VLLM})
+    proc = run_gpudoctor(
+        "check", "platform.compose-gpu", "--offline", "--root", str(root), "--compose", "/app/compose.yaml"
+    )
+    assert "platform.compose-gpu" in proc.stdout and proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert "not applicable" not in proc.stdout
