@@ -470,3 +470,20 @@ def test_undo_record_refuses_when_the_file_changed_after_the_undo(root, journal)
     with pytest.raises(ap.UndoRefused, match="changed since"):
         journal.undo(undone.saved_by)
     assert conf.read_text() == "three\n"
+
+
+def test_a_bare_undo_after_an_undo_names_the_record_that_would_write_it_again(root, journal):
+    conf = root / "etc/pip.conf"
+    conf.write_text("[global]\n")
+    files = Files(root)
+    edit = FileEdit("/etc/pip.conf", "[global]\n", "[global]\nretries = 9\n")
+    txn = ap.apply(ap.prepare([plan("f.x", edit)], files), files, journal)
+    record = journal.undo().saved_by
+    # the journal holds an applied transaction (the undo record): "holds no applied transaction" was false
+    with pytest.raises(ap.UndoRefused) as refused:
+        journal.undo()
+    assert str(refused.value) == (
+        f"nothing to undo: transaction {txn.id} is undone already; to write it again, "
+        f"undo the undo: gpudoctor fix --undo {record}"
+    )
+    assert conf.read_text() == "[global]\n"

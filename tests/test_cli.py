@@ -380,7 +380,8 @@ def test_markdown_format():
     assert md.count("<details") == md.count("</details>")
     assert "- i **info** `torch.install` — [current] torch 2.13.0+cpu is a CPU-only build" in md
     assert "- ✗ **fail** `torch.install` — `import torch` fails in [python-1]" in md
-    assert "### Next steps" in md and "1. read torch.install [python-1] above" in md
+    # remedies are data: the step is the finding's first command, with its check
+    assert "### Next steps" in md and "1. `/opt/envs/old/bin/python -c 'import torch'` (torch.install)" in md
 
 
 def test_json_format_to_file(tmp_path):

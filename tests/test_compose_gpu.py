@@ -229,13 +229,27 @@ def test_merge_keys_and_their_overrides_are_not_duplicates():
     assert doc["services"]["a"]["image"] == "vllm/vllm-openai:v0.6.4" and "deploy" in doc["services"]["b"]
 
 
+def _laughs(levels: int = 10) -> bytes:
+    """The "billion laughs" document: each anchor lists the one before ten times (10**levels values)."""
+    rows = ["x-a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    rows += [f"x-a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    rows += ["services:", "  s:", "    image: pytorch/pytorch", f"    command: *a{levels - 1}"]
+    return ("\n".join(rows) + "\n").encode()
+
+
 def _bad_files():
     return {
+        "laughs.yml": (_laughs(), "expand to more than 1,000,000 values (excessive aliasing)"),
+        "recursive.yml": (b"x-a: &a [*a]\nservices:\n  s:\n    image: x\n    labels: *a\n", "alias to itself"),
         "missing.yml": (None, "No such file or directory"),
         "binary.yml": (b"services:\x00\n", "binary file"),
         "broken.yml": (b"services: [unclosed\n", "not valid YAML"),
         "dup.yml": (b"services:\n  a:\n    image: x\n  a:\n    image: y\n", "key 'a' given twice (lines 2 and 4)"),
         "list.yml": (b"- a\n- b\n", "not a Compose file"),
+        "tabs.yml": (
+            b"services:\n\tapp:\n\t\timage: x\n",
+            "found character '\\t' that cannot start any token (line 2)",
+        ),
         "empty.yml": (b"", "an empty file"),
         "noservices.yml": (b"version: '3'\n", "no `services:` mapping"),
         "tagged.yml": (b'services: !!python/object/apply:os.system ["true"]\n', "not valid YAML"),
@@ -253,6 +267,19 @@ def test_a_bad_compose_file_is_one_line_and_exit_2(tmp_path, name):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert text in proc.stderr and f"--compose {path}" in proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_aliases_that_expand_without_bound_are_refused_and_reused_anchors_are_not():
+    with pytest.raises(InputError, match="excessive aliasing"):
+        load(_laughs().decode(), "compose.yaml")
+    doc = load(_laughs(4).decode(), "compose.yaml")  # 10**4 values: an ordinary use of anchors
+    assert len(doc["services"]["s"]["command"]) == 10
+
+
+def test_the_collector_refuses_an_alias_bomb_instead_of_timing_out(tmp_path):
+    (tmp_path / "compose.yaml").write_bytes(_laughs())
+    facts = collect_compose(CollectContext(fake_system(tmp_path), CollectOptions(extra={"compose": "/compose.yaml"})))
+    assert isinstance(facts, Unavailable) and "excessive aliasing" in str(facts)
 
 
 def test_the_cli_judges_a_compose_file_relative_to_the_working_directory(tmp_path):
@@ -361,3 +388,27 @@ def test_the_gpus_key_in_its_list_form_is_a_request_with_its_count(tmp_path):
     assert [(r.via, r.where, r.count, r.capabilities) for r in svc.requests] == [("gpus", "gpus[0]", "1", ("gpu",))]
     f = one(judge(tmp_path, text))
     assert f.status is Status.FAIL and "(it gets 1)" in f.summary
+
+
+@pytest.mark.parametrize("name", ["missing.yml", "dup.yml", "escape.yml"])
+def test_a_bad_compose_file_inside_root_is_one_line_and_exit_2(tmp_path, name):
+    root = write_tree(
+        tmp_path / "r", {"/etc/os-release": "ID=debian\n", "/app/dup.yml": "services:\n  a: {}\n  a: {}\n"}
+    )
+    outside = tmp_path / "compose.yaml"  # a good file, outside the root
+    outside.write_text(VLLM)
+    (root / "app/escape.yml").symlink_to(f"/../../../..{outside}")  # resolved inside the root: not found
+    proc = run_gpudoctor("check", "platform.compose-gpu", "--offline", "--root", str(root), "--compose", f"/app/{name}")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--compose /app/{name} (in --root {root}): " in proc.stderr
+    assert ("given twice" if name == "dup.yml" else "No such file") in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_good_compose_file_inside_root_is_judged(tmp_path):
+    root = write_tree(tmp_path / "r", {"/etc/os-release": "ID=debian\n", "/app/compose.yaml": VLLM})
+    proc = run_gpudoctor(
+        "check", "platform.compose-gpu", "--offline", "--root", str(root), "--compose", "/app/compose.yaml"
+    )
+    assert "platform.compose-gpu" in proc.stdout and proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert "not applicable" not in proc.stdout

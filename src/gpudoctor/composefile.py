@@ -24,6 +24,10 @@ MAX_BYTES = 4 * 1024 * 1024
 
 _MERGE = "tag:yaml.org,2002:merge"
 
+#: most values a document may expand to through aliases (yaml.v3, which ``docker compose``
+#: reads with, stops at a similar size with "document contains excessive aliasing")
+MAX_EXPANDED = 1_000_000
+
 
 class _Loader(yaml.SafeLoader):
     """The safe loader, refusing a key repeated in one mapping."""
@@ -47,10 +51,31 @@ class _Loader(yaml.SafeLoader):
 
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
-    if isinstance(exc, yaml.constructor.ConstructorError) and exc.problem:
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:  # the problem, not its context
         mark = exc.problem_mark
         return f"{exc.problem}" + (f" (line {mark.line + 1})" if mark is not None and "line" not in exc.problem else "")
     return (text.splitlines()[0] if text else type(exc).__name__)[:160]
+
+
+def _walk(value: Any, on_path: set[int], seen: set[int], count: list[int]) -> None:
+    """Count the values ``value`` expands to (``count[0]``; ``count[1]``: visits of a container
+    already seen, i.e. reached through an alias); ValueError on a container that holds itself
+    or when aliases expand the document past :data:`MAX_EXPANDED` values."""
+    count[0] += 1
+    if not isinstance(value, (dict, list)):
+        return
+    ident = id(value)
+    if ident in on_path:
+        raise ValueError("an anchor holds an alias to itself (a recursive document)")
+    if ident in seen:
+        count[1] += 1
+    seen.add(ident)
+    if count[1] and count[0] > MAX_EXPANDED:
+        raise ValueError(f"its anchors and aliases expand to more than {MAX_EXPANDED:,} values (excessive aliasing)")
+    on_path.add(ident)
+    for item in value.values() if isinstance(value, dict) else value:
+        _walk(item, on_path, seen, count)
+    on_path.discard(ident)
 
 
 def load(text: str, name: str) -> dict[str, Any]:
@@ -60,6 +85,12 @@ def load(text: str, name: str) -> dict[str, Any]:
         doc = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
     except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
         raise InputError(f"{name}: not valid YAML ({_first_line(exc)})") from None
+    try:  # what interpolation and the checks walk: refused here rather than hanging or crashing there
+        _walk(doc, set(), set(), [0, 0])
+    except ValueError as exc:
+        raise InputError(f"{name}: not a usable Compose file: {exc}") from None
+    except RecursionError:
+        raise InputError(f"{name}: not a usable Compose file: its aliases nest too deeply") from None
     if not isinstance(doc, dict):
         what = "an empty file" if doc is None else f"a {type(doc).__name__}"
         raise InputError(f"{name}: not a Compose file (a YAML mapping with `services:`), but {what}")

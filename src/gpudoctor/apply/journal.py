@@ -311,7 +311,14 @@ class Journal:
                 if txn.status != "applied":
                     raise NoSuchUndo(f"transaction {txn.id} is {txn.status}; nothing to undo")
             else:
-                applied = [t for t in self.transactions() if t.status == "applied" and not t.undoes]
+                every = [t for t in self.transactions() if t.status == "applied"]
+                applied = [t for t in every if not t.undoes]
+                if not applied and every:  # only undo records are left: a bare --undo never redoes
+                    last = every[-1]
+                    raise NoSuchUndo(
+                        f"nothing to undo: transaction {last.undoes} is undone already; to write it again, "
+                        f"undo the undo: gpudoctor fix --undo {last.id}"
+                    )
                 if not applied:
                     raise NoSuchUndo(
                         "nothing to undo: the journal holds no applied transaction (see `gpudoctor fix --history`)"

@@ -145,8 +145,8 @@ def check(
     )
     if root == "/":
         check_train_configs(train_configs)
-        if compose:
-            check_compose(compose)
+    if compose:
+        check_compose(compose, root)
     if facts_file and (pythons or root != "/"):
         raise usage(
             "--facts replays a snapshot; --python and --root only apply when collecting "
@@ -213,19 +213,28 @@ def check(
     sys.exit(report.exit_code(strict))
 
 
-def check_compose(path: str) -> None:
-    """Usage error now, before anything is collected, for a ``--compose`` file on this machine that
-    the ``compose`` collector could not use: missing, not a regular file, too large, binary, not
-    YAML, a key given twice, not a mapping with ``services:``."""
+def check_compose(path: str, root: str = "/") -> None:
+    """Usage error now, before anything is collected, for a ``--compose`` file (on this machine, or
+    inside ``--root``) that the ``compose`` collector could not use: missing, not a regular file,
+    too large, binary, not YAML, a key given twice, not a mapping with ``services:``. Under
+    ``--root`` such a file was only a not-applicable line, and a run judged without it ended OK."""
     from gpudoctor.composefile import MAX_BYTES, load
     from gpudoctor.inputs import InputError, read_user_file
+    from gpudoctor.system import Files
 
     if path == "-":
         raise usage("--compose -: the Compose file is read by path (its build contexts are relative to it)")
+    host, shown = path, path
+    if root != "/":  # the path is inside the root; symlinks are resolved inside it
+        shown = f"{path} (in --root {root})"
+        try:
+            host = str(Files(Path(root)).host_path(path if path.startswith("/") else "/" + path))
+        except OSError as exc:
+            raise usage(f"--compose {shown}: {exc.strerror or exc}") from None
     try:
-        load(read_user_file(path, max_bytes=MAX_BYTES), path)
+        load(read_user_file(host, max_bytes=MAX_BYTES), shown)
     except InputError as exc:
-        raise usage(f"--compose {exc}") from None
+        raise usage(f"--compose {str(exc).replace(host, shown, 1)}") from None
 
 
 #: what a configuration file's top level is, when it is not a mapping
