@@ -110,6 +110,7 @@ def test_an_nvcc_wrapper_first_on_path_gives_a_cuda_home_without_headers(tmp_pat
     [f] = CHECK.evaluate(make_facts(cuda_toolkit=tk, nvidia=nvidia_facts("580.65.06", "13.0")))
     assert f.status is Status.WARN and "CUDA_HOME=/usr/local, which has no CUDA headers" in f.summary
     assert "export CUDA_HOME=/usr/local/cuda-13.0" in f.explanation
+    assert [c.text for c in f.commands] == ["export CUDA_HOME=/usr/local/cuda-13.0"]  # the remedy as data
 
 
 def test_healthy_twin_the_toolkits_own_bin_on_path(tmp_path):

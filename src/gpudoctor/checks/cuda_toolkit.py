@@ -136,6 +136,11 @@ def _nvcc_outside_toolkit(tk: CudaToolkitFacts, evidence: dict[str, str]) -> Fin
         f"include CUDA headers stop with `fatal error: cuda_runtime_api.h: No such file or directory` and the link "
         f"against `-lcudart` fails. {fix}",
         evidence=evidence,
+        commands=(
+            (Command(f"export CUDA_HOME={real}", "point extension builds at the toolkit the wrapper runs"),)
+            if real
+            else (Command(f"{tk.path_nvcc} --version", "which CUDA the wrapper runs (its toolkit is CUDA_HOME)"),)
+        ),
     )
 
 
