@@ -114,7 +114,7 @@ LATIN1 = [
         "apt.mirror",
         ["apt.sources"],
         "/etc/apt/sources.list",
-        "# caf\xe9\ndeb http://deb.debian.org/debian bookworm main\n",
+        "# caf\xe9\ndeb http://ftp.debian.org/debian bookworm main\n",
         {"mirror": "https://mirror.example.org/debian"},
         {"/etc/os-release": DEBIAN, "/etc/ssl/certs/ca-certificates.crt": ""},
     ),
@@ -159,11 +159,11 @@ KEY = (
     " mQINBGPL0BUBEADmW5NdOOHwPIJlgPu6JDcKw/NwQO+SYTXq3nfdqzJoBqfH0xeX\n -----END PGP PUBLIC KEY BLOCK-----\n"
 )
 DEB822 = (
-    "# main archive\nTypes: deb deb-src\nURIs: http://deb.debian.org/debian\n"
-    "# kept for reference: http://deb.debian.org/debian\n http://ftp.debian.org/debian\n"
+    "# main archive\nTypes: deb deb-src\nURIs: http://ftp.debian.org/debian\n"
+    "# kept for reference: http://ftp.debian.org/debian\n http://ftp.debian.org/debian\n"
     "Suites: bookworm\n bookworm-updates\nComponents: main\n" + KEY + "\n"
     "# third party\nTypes: deb\nURIs: https://repo.example.org/apt\nSuites: stable\nComponents: main\n\n"
-    "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: trixie\nComponents: main\nEnabled: no\n"
+    "Types: deb\nURIs: http://ftp.debian.org/debian\nSuites: trixie\nComponents: main\nEnabled: no\n"
 )
 
 
@@ -179,8 +179,8 @@ def test_deb822_multiline_uris_and_signed_by_are_edited_keeping_the_rest(tmp_pat
     # both URIs of the stanza move to the mirror, written once; the comment inside the field, the key
     # block, the third-party stanza and the disabled stanza keep their bytes
     want = DEB822.replace(
-        "URIs: http://deb.debian.org/debian\n# kept for reference: http://deb.debian.org/debian\n http://ftp.debian.org/debian\n",
-        "URIs: https://mirror.example.org/debian\n# kept for reference: http://deb.debian.org/debian\n",
+        "URIs: http://ftp.debian.org/debian\n# kept for reference: http://ftp.debian.org/debian\n http://ftp.debian.org/debian\n",
+        "URIs: https://mirror.example.org/debian\n# kept for reference: http://ftp.debian.org/debian\n",
     )
     assert (root / "etc/apt/sources.list.d/debian.sources").read_text() == want
     assert journal_backups(root) == [DEB822.encode()]
@@ -188,7 +188,7 @@ def test_deb822_multiline_uris_and_signed_by_are_edited_keeping_the_rest(tmp_pat
 
 def test_deb822_uris_value_on_its_own_continuation_line_is_edited(tmp_path):
     text = (
-        "Types: deb\nURIs:\n http://deb.debian.org/debian\nSuites: bookworm\n bookworm-updates\nComponents: main\n"
+        "Types: deb\nURIs:\n http://ftp.debian.org/debian\nSuites: bookworm\n bookworm-updates\nComponents: main\n"
         + KEY
     )
     files = {"/etc/os-release": DEBIAN, "/etc/apt/sources.list.d/debian.sources": text}
@@ -196,7 +196,7 @@ def test_deb822_uris_value_on_its_own_continuation_line_is_edited(tmp_path):
     out = run_fix(root, "apt.mirror", ["apt.sources"], {"mirror": "https://mirror.example.org/debian"})
     assert [o.status for o in out] == ["applied"]
     assert (root / "etc/apt/sources.list.d/debian.sources").read_text() == text.replace(
-        " http://deb.debian.org/debian\n", " https://mirror.example.org/debian\n"
+        " http://ftp.debian.org/debian\n", " https://mirror.example.org/debian\n"
     )
 
 

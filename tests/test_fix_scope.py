@@ -126,7 +126,7 @@ def test_conda_site_scope_without_an_active_environment_is_refused(tmp_path):
 # --------------------------------------------------------------------------- apt
 
 DEBIAN = 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n'
-LIST = "deb http://deb.debian.org/debian bookworm main\n"
+LIST = "deb http://ftp.debian.org/debian bookworm main\n"
 
 
 @pytest.mark.parametrize("scope", ["user", "site"])
@@ -146,7 +146,7 @@ def test_apt_global_scope_edits_the_system_sources(tmp_path):
     )
     assert [o.status for o in out] == ["applied"]
     assert (root / "etc/apt/sources.list").read_text() == LIST.replace(
-        "http://deb.debian.org/debian", "https://mirror.example.org/debian"
+        "http://ftp.debian.org/debian", "https://mirror.example.org/debian"
     )
 
 

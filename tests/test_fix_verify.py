@@ -228,7 +228,7 @@ def test_conda_defaults_moved_in_every_file_are_fixed(tmp_path):
 # --------------------------------------------------------------------------- apt
 
 DEBIAN = 'ID=debian\nVERSION_ID="12"\nVERSION_CODENAME=bookworm\n'
-SOURCES = "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\n"
+SOURCES = "Types: deb\nURIs: http://ftp.debian.org/debian\nSuites: bookworm\nComponents: main\n"
 
 
 def test_apt_entry_that_still_names_the_old_archive_is_not_fixed(tmp_path):
@@ -243,14 +243,14 @@ def test_apt_entry_that_still_names_the_old_archive_is_not_fixed(tmp_path):
     out = run_fix(root, "apt.mirror", ["apt.sources"], {"mirror": "https://mirror.example.org/debian"})
     assert status(out) == [("applied", "")]
     assert out[0].plan is not None and out[0].plan.intent == {
-        "uri:http://deb.debian.org/debian": "https://mirror.example.org/debian"
+        "uri:http://ftp.debian.org/debian": "https://mirror.example.org/debian"
     }
     # a one-line file apt reads too, with the old archive (written after the plan): apt still fetches it
-    (root / "etc/apt/sources.list").write_text("deb http://deb.debian.org/debian bookworm main\n")
+    (root / "etc/apt/sources.list").write_text("deb http://ftp.debian.org/debian bookworm main\n")
     report, _, _ = _run(root, ["apt.sources"], {}, "/home/user", True, {}, None)
     assert FIX.verify is not None
     assert FIX.verify(report.facts, out[0].plan) == (
-        "/etc/apt/sources.list:1 still wins: apt still fetches http://deb.debian.org/debian there"
+        "/etc/apt/sources.list:1 still wins: apt still fetches http://ftp.debian.org/debian there"
     )
 
 
