@@ -16,8 +16,7 @@ import contextlib
 import datetime as _dt
 import threading
 import time
-import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TextIO
 
@@ -28,6 +27,8 @@ from gpudoctor.collect import CollectContext, CollectOptions, Collector, all_col
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.inputs import check_timeout_from_env, collect_timeout_scale_from_env
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.plugin_guard import guarded
+from gpudoctor.plugin_guard import run_with_timeout as _run_with_timeout
 from gpudoctor.redact import redact_value
 from gpudoctor.system import System
 
@@ -234,40 +235,6 @@ try:
     CHECK_TIMEOUT_S = check_timeout_from_env()
 except ValueError:  # reported by the CLI (gpudoctor.cli.common); a library caller gets the default
     CHECK_TIMEOUT_S = 10.0
-
-
-def _run_with_timeout(
-    fn: Callable[[], Any], timeout_s: float, paused_s: Callable[[], float] = lambda: 0.0
-) -> tuple[str, Any]:
-    """Run ``fn`` in a daemon thread. Returns ("ok", value), ("raised", (exception, tb text))
-    or ("timeout", None). Anything ``fn`` raises is caught, ``BaseException`` included
-    (``sys.exit``, a ``KeyboardInterrupt`` raised by its own code): the caller's main
-    thread only waits, so a real signal still reaches it. ``paused_s()`` is time the
-    thread spent waiting for others (a required domain): it does not count against
-    ``timeout_s``."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = (exc, traceback.format_exc())
-
-    thread = threading.Thread(target=target, daemon=True)
-    start = time.monotonic()
-    thread.start()
-    while True:
-        left = timeout_s + paused_s() - (time.monotonic() - start)
-        if left <= 0:
-            break
-        thread.join(min(left, 0.5))
-        if not thread.is_alive():
-            break
-    if thread.is_alive():
-        return "timeout", None
-    if "error" in box:
-        return "raised", box["error"]
-    return "ok", box.get("value")
 
 
 class _ReadyFacts(Mapping[str, Any]):
@@ -534,7 +501,11 @@ def _check_error(check: Check, summary: str, evidence: Mapping[str, Any]) -> Fin
 
 
 def _run_check(check: Check, facts: Facts, timeout_s: float) -> list[Finding]:
-    kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
+    if _provider(check).startswith("gpudoctor."):
+        kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
+    else:  # a plug-in's code: os._exit, raw writes to stdout and forks are contained
+        with guarded():
+            kind, value = _run_with_timeout(lambda: list(check.evaluate(facts)), timeout_s)
     if kind == "timeout":
         return [
             _check_error(

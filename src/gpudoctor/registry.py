@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from importlib import metadata
+from typing import Any
 
 from gpudoctor import catalogue
 from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
@@ -101,6 +102,29 @@ def _scan(group: str, path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
     return tuple(unique)
 
 
+class PluginTimeout(Exception):
+    """A plug-in's import did not finish within the check budget."""
+
+
+def _load_plugin(ep: Any) -> Any:
+    """``ep.load()`` for another distribution's entry point: contained (:mod:`gpudoctor.plugin_guard`)
+    and bounded by the check budget (``GPUDOCTOR_CHECK_TIMEOUT_S``, default 10 s)."""
+    from gpudoctor.inputs import check_timeout_from_env
+    from gpudoctor.plugin_guard import guarded, run_with_timeout
+
+    try:
+        budget = check_timeout_from_env()
+    except ValueError:
+        budget = 10.0
+    with guarded():
+        kind, value = run_with_timeout(ep.load, budget)
+    if kind == "timeout":
+        raise PluginTimeout(f"importing it did not finish within {budget:g} s; it was abandoned")
+    if kind == "raised":
+        raise value[0]
+    return value
+
+
 def load_registry(
     check_eps: Iterable | None = None,
     fix_eps: Iterable | None = None,
@@ -151,7 +175,7 @@ def load_registry(
                 )
                 continue
             try:
-                obj = ep.load()
+                obj = ep.load() if ep in own else _load_plugin(ep)
             except (Exception, SystemExit, KeyboardInterrupt) as exc:  # a broken plug-in must not break the doctor
                 from gpudoctor import signals
 
