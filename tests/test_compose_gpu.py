@@ -412,3 +412,22 @@ def test_a_good_compose_file_inside_root_is_judged(tmp_path):
     )
     assert "platform.compose-gpu" in proc.stdout and proc.returncode in (0, 1), proc.stdout + proc.stderr
     assert "not applicable" not in proc.stdout
+
+
+def test_a_service_that_extends_another_file_says_what_was_not_judged(tmp_path):
+    text = "services:\n  train:\n    extends:\n      file: ../common.yml\n      service: base\n    command: python train.py\n"
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.WARN and f.summary == "service 'train': it extends ../common.yml base, which was not judged"
+    assert "docker compose -f /srv/app/docker-compose.yml config > merged.yml" in f.explanation
+
+
+def test_neighbour_include_at_the_top_level_is_named_not_judged(tmp_path):
+    text = "include:\n  - gpu.yml\n  - path: [infra/db.yml]\n" + VLLM + GPU.format(count="all", caps="gpu")
+    f = one(judge(tmp_path, text))
+    assert f.status is Status.WARN and "include: (gpu.yml, infra/db.yml) was not judged" in f.summary
+    assert [c.text for c in f.commands][-1] == "gpudoctor check --offline --compose merged.yml"
+
+
+def test_twin_without_extends_or_include_nothing_is_said_about_them(tmp_path):
+    f = one(judge(tmp_path, VLLM + GPU.format(count="all", caps="gpu")))
+    assert f.status is Status.OK and "not judged" not in f.summary

@@ -262,12 +262,38 @@ def _fault(svc: ComposeService, file: str, facts: Facts) -> Finding | None:
             f"The service's `build:` names a Dockerfile that could not be read, so the image it builds was not "
             f"judged for the GPU ({svc.build_problem}). `docker compose build {svc.name}` stops on the same file.",
         )
+    if svc.extends:
+        return fail(
+            Status.WARN,
+            f"it extends {svc.extends}, which was not judged",
+            f"The service inherits from `extends: {svc.extends}`; gpudoctor does not follow `extends:`, so what it "
+            f"inherits (image, `deploy.resources`, `environment`) was not judged for the GPU. See the merged "
+            f"service, as Compose will run it, and judge that:\n\n```\ndocker compose -f {file} config > merged.yml\n"
+            f"gpudoctor check --offline --compose merged.yml\n```",
+        )
     return None
 
 
 def evaluate(facts: Facts) -> list[Finding]:
     compose = require(facts, ComposeFacts)
     faults = [f for svc in compose.services if (f := _fault(svc, compose.file, facts)) is not None]
+    if compose.includes:
+        faults.append(
+            CHECK.finding(
+                Status.WARN,
+                f"{compose.file}: its include: ({', '.join(compose.includes)}) was not judged",
+                "The file's top-level `include:` brings in services from other Compose files; gpudoctor does not "
+                "follow `include:`, so those services were not judged for the GPU. Judge the merged project:\n\n"
+                f"```\ndocker compose -f {compose.file} config > merged.yml\ngpudoctor check --offline --compose "
+                "merged.yml\n```",
+                evidence={"file": compose.file, "includes": list(compose.includes)},
+                doc_url=DOCS,
+                commands=(
+                    Command(f"docker compose -f {compose.file} config > merged.yml", "the project as Compose reads it"),
+                    Command("gpudoctor check --offline --compose merged.yml", "judge every service of it"),
+                ),
+            )
+        )
     if faults:
         return faults
     gpu = [s.name for s in compose.services if s.requests]

@@ -208,7 +208,29 @@ def _service(ctx: CollectContext, base_dir: str, name: str, svc: dict[str, Any],
         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES") if "CUDA_VISIBLE_DEVICES" in env else None,
         build=build,
         build_problem=problem,
+        extends=_extends(svc.get("extends")),
     )
+
+
+def _extends(spec: Any) -> str:
+    """``extends:`` in words: ``FILE service`` or ``service`` ("" when absent)."""
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, dict):
+        return " ".join(str(spec[k]) for k in ("file", "service") if spec.get(k))
+    return ""
+
+
+def _includes(spec: Any) -> tuple[str, ...]:
+    """The files a top-level ``include:`` names (short form: a path; long form: ``path:``)."""
+    out: list[str] = []
+    for item in spec if isinstance(spec, list) else []:
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict):
+            path = item.get("path")
+            out.extend(str(p) for p in (path if isinstance(path, list) else [path]) if p)
+    return tuple(out)
 
 
 def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
@@ -229,7 +251,7 @@ def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
         _service(ctx, base_dir, str(name), interpolate(svc, env), lines.get(str(name), 0))
         for name, svc in doc["services"].items()
     )
-    return ComposeFacts(file=path, services=services)
+    return ComposeFacts(file=path, services=services, includes=_includes(doc.get("include")))
 
 
 COLLECTOR = Collector(domain="compose", collect=collect_compose, timeout_s=10.0)

@@ -47,6 +47,8 @@ class ComposeService:
         cuda_visible_devices: ``CUDA_VISIBLE_DEVICES`` from ``environment`` (None: not set).
         build: the service's Dockerfile, read like ``--dockerfile`` (None: no ``build:``, or not read).
         build_problem: why the Dockerfile named by ``build:`` could not be read ("" when it was).
+        extends: the ``extends:`` it inherits from (``FILE service`` or ``service``), not followed
+            by gpudoctor: what it inherits was not judged ("" when none).
     """
 
     name: str
@@ -59,6 +61,7 @@ class ComposeService:
     cuda_visible_devices: str | None = None
     build: GpuImageFacts | None = None
     build_problem: str = ""
+    extends: str = ""
 
 
 @domain("compose")
@@ -69,7 +72,10 @@ class ComposeFacts:
     Attributes:
         file: the Compose file's path.
         services: every service, in file order.
+        includes: the files its top-level ``include:`` names, not followed by gpudoctor (their
+            services were not judged).
     """
 
     file: str
     services: tuple[ComposeService, ...] = ()
+    includes: tuple[str, ...] = ()
