@@ -417,7 +417,9 @@ def test_a_good_compose_file_inside_root_is_judged(tmp_path):
 def test_a_service_that_extends_another_file_says_what_was_not_judged(tmp_path):
     text = "services:\n  train:\n    extends:\n      file: ../common.yml\n      service: base\n    command: python train.py\n"
     f = one(judge(tmp_path, text))
-    assert f.status is Status.WARN and f.summary == "service 'train': it extends ../common.yml base, which was not judged"
+    assert (
+        f.status is Status.WARN and f.summary == "service 'train': it extends ../common.yml base, which was not judged"
+    )
     assert "docker compose -f /srv/app/docker-compose.yml config > merged.yml" in f.explanation
 
 
