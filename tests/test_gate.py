@@ -352,9 +352,14 @@ def test_the_light_gate_does_not_import_the_modules_of_the_domains_it_leaves_out
         "print(sorted(m for m in sys.modules if m in ('gpudoctor.collect.jupyter', 'gpudoctor.collect.libraries')))\n"
         "print(found['jupyter'].collect.__module__, found['cuda_libraries'].collect.__module__)\n"
     )
-    light = subprocess.run([sys.executable, "-c", code, "light"], capture_output=True, text=True, check=True)
-    assert light.stdout.splitlines() == ["[]", "gpudoctor.gate gpudoctor.gate"]
-    deep = subprocess.run([sys.executable, "-c", code, "deep"], capture_output=True, text=True, check=True)
+    light = subprocess.run([sys.executable, "-c", code, "light"], capture_output=True, text=True, timeout=120)
+    assert light.returncode == 0 and light.stdout.splitlines() == ["[]", "gpudoctor.gate gpudoctor.gate"], (
+        light.returncode,
+        light.stdout,
+        light.stderr[-3000:],
+    )
+    deep = subprocess.run([sys.executable, "-c", code, "deep"], capture_output=True, text=True, timeout=120)
+    assert deep.returncode == 0, deep.stderr[-3000:]
     assert deep.stdout.splitlines() == [
         "['gpudoctor.collect.jupyter', 'gpudoctor.collect.libraries']",
         "gpudoctor.collect.jupyter gpudoctor.collect.libraries",
