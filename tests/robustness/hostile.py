@@ -235,6 +235,11 @@ def load_factor(runs: int = 3) -> float:
     return min(10.0, max(1.0, sorted(ratios)[len(ratios) // 2]))
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 def run_case(case: Case, base: Path, factor: float = 1.0) -> Result:
     ctx = Ctx(base / case.id)
     for d in (ctx.home, ctx.bin, ctx.root, ctx.host, ctx.pids, ctx.dir / "tmp"):
@@ -272,6 +277,9 @@ def run_case(case: Case, base: Path, factor: float = 1.0) -> Result:
         stderr=subprocess.PIPE,
         env=ctx.env,
         cwd=ctx.dir,
+        # default dispositions however the matrix was started (under `nohup` SIGHUP arrives
+        # ignored, and gpudoctor rightly keeps an inherited SIG_IGN)
+        preexec_fn=_default_signals,
     )
     if case.signal_at:
         sig, trigger = case.signal_at
