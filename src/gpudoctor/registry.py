@@ -17,10 +17,9 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from typing import Any
 
-from gpudoctor import catalogue
+from gpudoctor import catalogue, entrypoints
 from gpudoctor.model import CHECK_ID_RE, Check, Finding, Fix, Status
 
 __all__ = ["CHECK_GROUP", "FIX_GROUP", "PLUGIN_CHECK_ID", "Registry", "load_registry"]
@@ -70,12 +69,12 @@ class Registry:
 _PROVIDERS: dict[str, str] = {}
 
 
-def _provider_name(ep: metadata.EntryPoint) -> str:
+def _provider_name(ep: entrypoints.EntryPoint) -> str:
     dist = getattr(ep, "dist", None)
     if dist is None:
         return "unknown distribution"
     key = str(getattr(dist, "_path", "")) or None
-    if key is None or key not in _PROVIDERS:  # reading METADATA parses the whole file (README included)
+    if key is None or key not in _PROVIDERS:
         name = f"{dist.metadata['Name']} {dist.version}"
         if key is None:
             return name
@@ -83,15 +82,15 @@ def _provider_name(ep: metadata.EntryPoint) -> str:
     return _PROVIDERS[key]
 
 
-def _entry_points(group: str) -> list[metadata.EntryPoint]:
+def _entry_points(group: str) -> list[entrypoints.EntryPoint]:
     """The group's entry points, found once per process and import path (the headline's helper
     checks load the registry a second time in the gate: it must not scan every distribution again)."""
     return list(_scan(group, tuple(sys.path)))
 
 
 @functools.lru_cache(maxsize=8)
-def _scan(group: str, path: tuple[str, ...]) -> tuple[metadata.EntryPoint, ...]:
-    eps = metadata.entry_points(group=group)
+def _scan(group: str, path: tuple[str, ...]) -> tuple[entrypoints.EntryPoint, ...]:
+    eps = entrypoints.entry_points(group, path)
     seen = set()
     unique = []
     for ep in eps:  # an editable install can list the same entry point twice

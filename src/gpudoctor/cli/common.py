@@ -16,9 +16,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -538,6 +536,9 @@ def _finish_quietly() -> None:
 
 
 def _internal_error(exc: BaseException) -> None:
+    import tempfile
+    import traceback
+
     from gpudoctor.redact import redact_text
 
     fd, log = tempfile.mkstemp(prefix="gpudoctor-crash-", suffix=".log")

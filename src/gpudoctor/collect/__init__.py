@@ -12,6 +12,7 @@ Unavailable.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,10 +116,10 @@ def all_collectors() -> dict[str, Collector]:
 def _declared_domains(name: str) -> tuple[str, ...]:
     """Domain names a collector module's source mentions as ``domain="..."`` (read as text, not imported)."""
     import re
-    from importlib import resources
 
     try:
-        text = resources.files(__name__).joinpath(f"{name}.py").read_text(encoding="utf-8")
+        with open(os.path.join(__path__[0], f"{name}.py"), encoding="utf-8") as fh:
+            text = fh.read()
     except (OSError, UnicodeDecodeError):
         return ()
     return tuple(re.findall(r"""domain\s*=\s*["']([A-Za-z0-9_]+)["']""", text))

@@ -22,7 +22,6 @@ from typing import Any
 
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.collect.gpu_image import read_image, tag_cuda
-from gpudoctor.composefile import MAX_BYTES, load, service_lines
 from gpudoctor.data import load_table
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.compose import ComposeFacts, ComposeService, GpuRequest
@@ -151,6 +150,8 @@ def interpolate(value: Any, env: dict[str, str]) -> Any:
 
 
 def _read(ctx: CollectContext, path: str) -> str:
+    from gpudoctor.composefile import MAX_BYTES
+
     files = ctx.system.files
     if not files.is_file(path):
         raise InputError(f"{path}: no such file")
@@ -237,6 +238,9 @@ def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
     path = ctx.options.extra.get("compose")
     if not path:
         return Unavailable("no Compose file given (--compose FILE)")
+    # the parser (PyYAML) only when a file is given: every `check` runs this collector
+    from gpudoctor.composefile import load, service_lines
+
     path = str(path)
     try:
         text = _read(ctx, path)

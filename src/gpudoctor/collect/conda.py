@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import yaml
-
 from gpudoctor.collect import CollectContext, Collector
 from gpudoctor.facts import Unavailable
 from gpudoctor.facts.mirrors import CondaChannel, CondaFacts
@@ -29,6 +27,8 @@ ENV_FILE_NAMES = ("environment.yml", "environment.yaml")
 
 def _load(path: str, text: str) -> dict[str, Any] | str:
     """The parsed document, or why conda cannot read it."""
+    import yaml  # on first use: most machines have no .condarc, and every `check` runs this collector
+
     try:
         doc = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -145,15 +145,29 @@ def collect_conda(ctx: CollectContext) -> CondaFacts | Unavailable:
 
 def _env_files(ctx: CollectContext) -> list[tuple[str, list[str]]]:
     """``(origin, channel names)`` of the environment files in view."""
-    out: list[tuple[str, list[str]]] = []
+    found: list[tuple[str, str]] = []
     given = ctx.options.extra.get("conda_env_files") or ()
     for entry in given:
         if isinstance(entry, str):  # a path inside the root
-            name, text = entry, ctx.system.files.read_text_or_none(entry)
-            if text is None:
-                continue
+            text = ctx.system.files.read_text_or_none(entry)
+            if text is not None:
+                found.append((entry, text))
         else:
-            name, text = entry
+            found.append(entry)
+    if not given and ctx.system.files.is_live:
+        for fname in ENV_FILE_NAMES:
+            path = os.path.join(os.getcwd(), fname)
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    found.append((path, fh.read()))
+            except (OSError, UnicodeDecodeError):
+                continue
+    out: list[tuple[str, list[str]]] = []
+    if not found:
+        return out
+    import yaml
+
+    for name, text in found:
         try:
             doc = yaml.safe_load(text)
         except (yaml.YAMLError, RecursionError):
@@ -161,17 +175,6 @@ def _env_files(ctx: CollectContext) -> list[tuple[str, list[str]]]:
         names = model.env_file_channels(doc)
         if names:
             out.append((name, names))
-    if not given and ctx.system.files.is_live:
-        for fname in ENV_FILE_NAMES:
-            path = os.path.join(os.getcwd(), fname)
-            try:
-                with open(path, encoding="utf-8") as fh:
-                    doc = yaml.safe_load(fh.read())
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-                continue
-            names = model.env_file_channels(doc)
-            if names:
-                out.append((path, names))
     return out
 
 

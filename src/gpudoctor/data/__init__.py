@@ -1,4 +1,4 @@
-"""Data tables shipped with gpudoctor (TOML), loaded with importlib.resources.
+"""Data tables shipped with gpudoctor (TOML), read from this package's directory.
 
 Every row of every table names its ``source`` (release notes, docs, wheel
 metadata); a test enforces that. Tables are read once per process.
@@ -7,8 +7,8 @@ metadata); a test enforces that. Tables are read once per process.
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from importlib import resources
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -18,14 +18,18 @@ else:  # pragma: no cover
 
 __all__ = ["load_table", "table_names"]
 
+#: the tables sit beside this module: a plain directory read, not ``importlib.resources``, whose
+#: import pulls pathlib, tempfile, zipfile and urllib into every start of the entrypoint gate
+_DIR = os.path.dirname(os.path.abspath(__file__))
+
 
 @functools.cache
 def load_table(name: str) -> dict[str, Any]:
     """Parse ``data/<name>.toml``. Raises ``FileNotFoundError`` for an unknown table."""
-    text = resources.files(__name__).joinpath(f"{name}.toml").read_text(encoding="utf-8")
-    return tomllib.loads(text)
+    with open(os.path.join(_DIR, f"{name}.toml"), encoding="utf-8") as fh:
+        return tomllib.loads(fh.read())
 
 
 def table_names() -> list[str]:
     """Names of every shipped table (without ``.toml``)."""
-    return sorted(p.name[:-5] for p in resources.files(__name__).iterdir() if p.name.endswith(".toml"))
+    return sorted(n[:-5] for n in os.listdir(_DIR) if n.endswith(".toml"))

@@ -31,23 +31,26 @@ What each probe requests (mirrors.md §4):
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import re
 import socket
-import ssl
-import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpudoctor import __version__, urls
 from gpudoctor.facts.mirrors import MirrorProbe
 from gpudoctor.mirrors import netguard
 from gpudoctor.mirrors.netguard import LOOPBACK_ONLY_ENV, NetPolicy, Refused
+
+if TYPE_CHECKING:
+    import ssl
+
+# ssl, statistics, email.utils and httpx are imported where a probe needs them: the collector also
+# runs offline (``check --offline``), where nothing is probed and their import would be wasted
 
 __all__ = [
     "DEFAULT_BUDGET_S",
@@ -149,6 +152,8 @@ def blocked(url: str, loopback_only: bool | None = None) -> str | None:
 
 def make_ssl_context() -> ssl.SSLContext:
     """The system trust store (what apt, pip with ``cert`` and curl use), not a bundled one."""
+    import ssl
+
     return ssl.create_default_context()
 
 
@@ -167,6 +172,8 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 
 def classify_error(exc: BaseException, timeout_s: float, ctx: ssl.SSLContext | None) -> tuple[str, str]:
+    import ssl
+
     """(status, reason) for a failed request, in operator terms."""
     import httpx  # imported on first use: keeps `gpudoctor` start-up fast when nothing is probed
 
@@ -262,6 +269,8 @@ def _validate(target: ProbeTarget, body: bytes, content_type: str) -> tuple[str,
     date = ""
     if "Date" in fields:
         try:
+            import email.utils
+
             date = email.utils.parsedate_to_datetime(fields["Date"]).isoformat()
         except (TypeError, ValueError):
             date = ""
@@ -351,6 +360,8 @@ def probe_one(
     refused = policy.url_refused(target.probe_url)
     if refused is not None:
         return target.result(refused.status, str(refused))
+    import statistics
+
     import httpx  # only now: a local or offline run never pays for importing it
 
     marks: dict[str, float] = {}
@@ -505,7 +516,8 @@ def probe_all(
     policy = policy or NetPolicy.from_env()
     if not offline and any(not is_local(t.base_url) for t in targets):
         import httpx  # noqa: F401 - load it before the clock starts, not inside the first probe
-    ctx = ctx or make_ssl_context()
+
+        ctx = ctx or make_ssl_context()  # offline or all local: nothing connects, no context needed
     start = time.monotonic()
     deadline = start + budget_s
     results: dict[int, MirrorProbe] = {}

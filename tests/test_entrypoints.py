@@ -1,0 +1,117 @@
+"""``gpudoctor.entrypoints`` finds what ``importlib.metadata.entry_points`` finds: compared on real
+distribution directories written to temp dirs, and on this interpreter's own ``sys.path``."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from importlib import metadata
+
+import pytest
+
+from gpudoctor import entrypoints
+
+
+def _dist(site, dirname, name, version, entry_points=None, meta="METADATA"):
+    d = site / dirname
+    d.mkdir(parents=True)
+    (d / meta).write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: x\n\n"
+        "Long description\nName: not-a-header\nVersion: 9.9\n",
+        encoding="utf-8",
+    )
+    if entry_points is not None:
+        (d / "entry_points.txt").write_text(textwrap.dedent(entry_points), encoding="utf-8")
+    return d
+
+
+def _as_tuples(eps):
+    return sorted((e.name, e.value, e.group, e.dist.metadata["Name"], e.dist.version) for e in eps)
+
+
+@pytest.fixture
+def sites(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    _dist(
+        first,
+        "alpha_plug-1.0.dist-info",
+        "alpha-plug",
+        "1.0",
+        """
+        # a comment
+        ; another comment
+        [gpudoctor.checks]
+        alpha.one = alpha_plug.checks:CHECK
+        alpha.two=alpha_plug.more:THING.inner [extra]
+
+        [console_scripts]
+        alpha = alpha_plug.cli:main
+        """,
+    )
+    _dist(first, "beta-2.0.dist-info", "Beta", "2.0", "[other.group]\nbeta = beta:x\n")
+    _dist(first, "gamma.egg-info", "gamma", "0.5", "[gpudoctor.checks]\ngamma.c = gamma:C\n", meta="PKG-INFO")
+    _dist(first, "nometa-1.0.dist-info", "nometa", "1.0")
+    # the same distribution (normalised name) later on the path: shadowed, its entry points unseen
+    _dist(second, "Alpha.Plug-0.1.dist-info", "Alpha.Plug", "0.1", "[gpudoctor.checks]\nold.one = old:X\n")
+    _dist(second, "delta-3.dist-info", "delta", "3", "[gpudoctor.checks]\ndelta.d = delta:D\n")
+    (second / "not-a-dir.txt").write_text("x")
+    return [str(first), str(second), str(tmp_path / "missing")]
+
+
+def _importlib_entry_points(path, group):
+    """``importlib.metadata.entry_points(group=...)`` over ``path``: the first distribution of each
+    normalised name (its ``_unique``), then the group's entry points."""
+    seen, out = set(), []
+    for dist in metadata.distributions(path=path):
+        key = dist._normalized_name  # type: ignore[attr-defined]
+        if key in seen:
+            continue
+        seen.add(key)
+        out.extend(ep for ep in dist.entry_points if ep.group == group)
+    return out
+
+
+@pytest.mark.parametrize("group", ["gpudoctor.checks", "console_scripts", "other.group", "absent.group"])
+def test_same_entry_points_as_importlib_metadata(sites, group):
+    assert _as_tuples(entrypoints.entry_points(group, sites)) == _as_tuples(_importlib_entry_points(sites, group))
+
+
+def test_shadowed_distribution_and_headers_only(sites):
+    eps = entrypoints.entry_points("gpudoctor.checks", sites)
+    assert sorted(e.name for e in eps) == ["alpha.one", "alpha.two", "delta.d", "gamma.c"]
+    alpha = next(e for e in eps if e.name == "alpha.one")
+    # the headers end at the first blank line: the description's "Name:" is not read
+    assert alpha.dist.metadata == {"Name": "alpha-plug", "Version": "1.0"}
+    assert alpha.dist.name == "alpha-plug"
+
+
+def test_this_interpreter_agrees_with_importlib_metadata():
+    for group in ("gpudoctor.checks", "gpudoctor.fixes", "console_scripts"):
+        ours = entrypoints.entry_points(group)
+        theirs = metadata.entry_points(group=group)
+        assert _as_tuples(ours) == _as_tuples(theirs), group
+    assert len(entrypoints.entry_points("gpudoctor.checks")) > 40
+
+
+def test_load_follows_module_and_attributes(tmp_path, monkeypatch):
+    pkg = tmp_path / "epdemo_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("class Outer:\n    inner = 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "epdemo_pkg", raising=False)
+    assert entrypoints.EntryPoint("x", "epdemo_pkg:Outer.inner [extra]", "g").load() == 42
+    assert entrypoints.EntryPoint("x", "epdemo_pkg", "g").load().__name__ == "epdemo_pkg"
+    with pytest.raises(AttributeError):
+        entrypoints.EntryPoint("x", "epdemo_pkg:Nope", "g").load()
+    with pytest.raises(ValueError, match="malformed value"):
+        entrypoints.EntryPoint("x", "not a value!", "g").load()
+    with pytest.raises(ModuleNotFoundError):
+        entrypoints.EntryPoint("x", "epdemo_missing_module:X", "g").load()
+
+
+def test_unreadable_or_odd_files_do_not_raise(tmp_path):
+    site = tmp_path / "site"
+    d = _dist(site, "odd-1.dist-info", "odd", "1")
+    (d / "entry_points.txt").write_bytes(b"[gpudoctor.checks]\nodd.x = odd:\xff\xfe\n")
+    _dist(site, "bare-1.dist-info", "bare", "1", "no section here = x\n[gpudoctor.checks]\nnot an entry\n")
+    assert entrypoints.entry_points("gpudoctor.checks", [str(site)]) == []
