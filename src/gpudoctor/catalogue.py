@@ -13,9 +13,9 @@ Pure data: no import of the model (the model imports :mod:`gpudoctor.areas`, whi
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 from gpudoctor.data import load_table
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["Row", "gate_ids", "headline_priority", "row", "rows", "sort_key"]
 
@@ -25,7 +25,7 @@ PROBE_LEVELS = ("light", "full")
 _LAST = 10**9
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Row:
     """One built-in check's metadata (see the header of ``data/checks.toml``)."""
 

@@ -37,11 +37,12 @@ import math
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "ENV_PREFIX",
@@ -77,7 +78,7 @@ class FiniteFloatRange(click.FloatRange):
         return rv
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ConfigSource:
     """One file that was read: its path, kind (project/user/system/explicit) and table."""
 
@@ -86,7 +87,7 @@ class ConfigSource:
     data: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Config:
     """The merged files, lowest precedence first in ``sources``."""
 

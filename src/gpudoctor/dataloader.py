@@ -15,10 +15,11 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpudoctor.probe import _dataloader as _impl
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["DataLoaderProbeError", "Recommendation", "recommend"]
 
@@ -49,7 +50,7 @@ class DataLoaderProbeError(RuntimeError):
         self.results = results or []
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Recommendation:
     """What :func:`recommend` found.
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.words import plural
 
 __all__ = ["AuditReport", "Mismatch", "TensorInfo", "audit"]
@@ -39,7 +39,7 @@ __all__ = ["AuditReport", "Mismatch", "TensorInfo", "audit"]
 MAX_NAMES_PER_GROUP = 12
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TensorInfo:
     """One tensor the audit looked at.
 
@@ -59,7 +59,7 @@ class TensorInfo:
     dtype: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Mismatch:
     """The first module whose tensors sit on more than one device.
 
@@ -79,7 +79,7 @@ class Mismatch:
     offending: tuple[TensorInfo, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AuditReport:
     """The outcome of :func:`audit`.
 

@@ -15,10 +15,11 @@ Pure functions over values; the CLI (``gpudoctor.cli.diff``) reads the files and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["CheckDiff", "Diff", "FactDiff", "diff_facts", "diff_findings", "flatten"]
 
@@ -65,7 +66,7 @@ STEERING = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CheckDiff:
     """A check whose worst status differs: ``a``/``b`` status values (``absent`` when the check
     gave no finding on that side) and the summary of its worst finding on each side."""
@@ -77,7 +78,7 @@ class CheckDiff:
     summary_b: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FactDiff:
     """One fact that differs: its flattened ``path``, the values on each side (None: absent),
     and the differing checks that read its domain (``explains``)."""
@@ -88,7 +89,7 @@ class FactDiff:
     explains: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Diff:
     """Everything that differs, most explanatory first."""
 

@@ -17,7 +17,7 @@ import datetime as _dt
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, TextIO
 
 from gpudoctor import __version__, causes
@@ -29,6 +29,7 @@ from gpudoctor.inputs import check_timeout_from_env, collect_timeout_scale_from_
 from gpudoctor.model import Check, Finding, Status
 from gpudoctor.plugin_guard import guarded
 from gpudoctor.plugin_guard import run_with_timeout as _run_with_timeout
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.redact import redact_value
 from gpudoctor.system import System
 
@@ -68,7 +69,7 @@ class Progress:
         pass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Report:
     """Findings plus the facts they were drawn from.
 

@@ -29,10 +29,11 @@ import functools
 import re
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpudoctor.model import Command, Finding, Status
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.redact import redact_text, redact_value
 from gpudoctor.versions import cuda_from_int, from_tuple_text, underscore
 
@@ -89,7 +90,7 @@ class SignatureError(ValueError):
     """The knowledge base is malformed: the message names the signature and the key."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Signature:
     """One known error message.
 
@@ -600,7 +601,7 @@ def load_signatures() -> tuple[Signature, ...]:
 # --------------------------------------------------------------------------- matching
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Match:
     """One occurrence of a signature in the text.
 
@@ -874,7 +875,7 @@ def rank(matches: Iterable[Match]) -> list[Match]:
 # --------------------------------------------------------------------------- explanations
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Explanation:
     """The result of explaining a text: ranked matches and their findings.
 

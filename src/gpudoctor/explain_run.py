@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import IO, Any, BinaryIO
 
 from gpudoctor.explain import (
@@ -35,6 +35,7 @@ from gpudoctor.explain import (
     merge,
     resolve_checks,
 )
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "EXPLAIN_SCHEMA_VERSION",
@@ -158,7 +159,7 @@ def explain_file(path: str, on_chunk: Callable[[int], None] | None = None) -> Ex
         return explain_stream(fh, on_chunk=on_chunk)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CommandOutcome:
     """What running a command produced.
 
@@ -405,7 +406,7 @@ def target_python(argv: Sequence[str]) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Confirmation:
     """The confirming checks' result.
 
@@ -448,7 +449,7 @@ def confirm(explanation: Explanation, registry, system, options, progress=None) 
     return Confirmation(report, tuple(ids), tuple(unresolved))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ExplainResult:
     """Everything ``gpudoctor explain`` reports.
 

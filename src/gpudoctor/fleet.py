@@ -11,10 +11,11 @@ name), so the ones to drain are at the top.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from gpudoctor.model import Status
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "Merged",
@@ -46,7 +47,7 @@ class ReportError(ValueError):
 REPORT_SCHEMAS = (1, 2, 3)  # 3: findings carry commands and caused_by (engine.REPORT_SCHEMA_VERSION)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NodeReport:
     """One node's verdicts.
 
@@ -167,7 +168,7 @@ def _parse_doc(path: Path) -> NodeReport:
     return NodeReport(hostname or path.stem, str(path), checks, tuple(failures), healthy, hostname, machine, when, kind)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Merged:
     """What ``report merge`` read: the nodes, the files it skipped and why, and the duplicates and
     superseded reports it left out (``(file, why)`` each)."""

@@ -19,13 +19,14 @@ import json
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gpudoctor import catalogue
 from gpudoctor.collect import CollectContext, CollectOptions
 from gpudoctor.engine import Report, machine_id, run, select_checks
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import System
 from gpudoctor.words import plural
 
@@ -69,7 +70,7 @@ def load_gate_registry(ids: Sequence[str] = (), deep: bool = False):
     return load_registry(load_fixes=False, check_filter=lambda cid, own: not own or cid in wanted)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GateOptions:
     """What the operator asks of the node.
 
@@ -93,7 +94,7 @@ class GateOptions:
     light_model: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GateResult:
     """Outcome of the gate: ``healthy`` plus the findings that decided it.
 

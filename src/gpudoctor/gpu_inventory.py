@@ -14,12 +14,12 @@ when the counts agree. Pure functions of the facts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, NvmlDevice, PciDevice, PciGpuFacts, UnopenedGpu
 from gpudoctor.facts.targets import TargetsFacts
+from gpudoctor.records import frozen_dataclass
 
 _BUS = re.compile(r"(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
 
@@ -33,7 +33,7 @@ def bus_key(bus_id: str) -> str:
     return f"{dom:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuAccount:
     """One GPU and what each layer made of it.
 

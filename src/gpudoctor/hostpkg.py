@@ -25,16 +25,16 @@ host side. Pure functions of the facts; no I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.host import OsFacts
 from gpudoctor.model import Command
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Place:
     """Where the user is.
 

@@ -41,12 +41,12 @@ Sources for the remedies:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.launch import LaunchFacts
 from gpudoctor.facts.platform import PlatformFacts
 from gpudoctor.model import Command
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "COMPOSE",
@@ -90,7 +90,7 @@ services:
 ```"""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Launcher:
     """One thing that stands between the machine and the process.
 
@@ -437,7 +437,7 @@ def no_gpu_remedy(facts: Facts, gpu_requested: bool = True) -> str:
 # --------------------------------------------------------------------------- rank binding
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Binding:
     """A distributed process whose local rank names a GPU it cannot see.
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor.areas import area_for
+from gpudoctor.records import frozen_dataclass
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpudoctor.facts import Facts
@@ -96,7 +97,7 @@ _SEVERITY = {s: i for i, s in enumerate(Status)}
 SAFETY = ("safe", "root", "changes")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Command:
     """One remedy or verification command, as data (nothing parses Markdown for commands).
 
@@ -135,7 +136,7 @@ def fenced(*commands: Command) -> str:
     return "```\n" + "\n".join(c.text for c in commands) + "\n```"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Finding:
     """One verdict of one check.
 
@@ -216,7 +217,7 @@ class Finding:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Check:
     """A pluggable diagnosis: a pure function from facts to findings.
 
@@ -254,7 +255,7 @@ class Check:
         return Finding(check=self.id, status=status, summary=summary, explanation=explanation, **kwargs)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FileEdit:
     """One whole-file change that :mod:`gpudoctor.apply` may write.
 
@@ -280,7 +281,7 @@ class FileEdit:
         return self.old_text != self.new_text
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FixPlan:
     """What a fix would do, as data: file edits plus words for the user.
 
@@ -308,7 +309,7 @@ class FixPlan:
         return any(e.changes_anything for e in self.edits)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Fix:
     """A pluggable repair planner.
 

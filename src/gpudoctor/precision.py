@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpudoctor.data import load_table
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["Capabilities", "TOOL_SETTINGS", "capabilities", "datasheet", "recommend"]
 
 PRECISIONS = ("fp16", "bf16", "tf32", "fp8")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Capabilities:
     """Native, fast precisions of one GPU model (see data/precision.toml for each flag)."""
 

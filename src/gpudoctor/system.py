@@ -21,9 +21,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "CommandResult",
@@ -46,7 +48,7 @@ __all__ = [
 DEFAULT_COMMAND_TIMEOUT_S = 10.0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CommandResult:
     """Outcome of one command.
 
@@ -318,7 +320,7 @@ class RootEscape(OSError):
     not followed."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JailIncident:
     """A symlink under ``--root`` the jail had to rein in, for the report.
 
@@ -337,7 +339,7 @@ class JailIncident:
     kind: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Files:
     """Read-only file access through a root directory, which is a jail.
 
@@ -524,7 +526,7 @@ class Files:
         return self._live
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Clock:
     """Monotonic time in seconds and wall time as an aware UTC datetime."""
 
@@ -532,7 +534,7 @@ class Clock:
     now: Callable[[], _dt.datetime] = lambda: _dt.datetime.now(_dt.timezone.utc)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class System:
     """Everything a collector may use to look at the machine.
 

@@ -13,8 +13,9 @@ module's URL rule (``https://****@host/``).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["DEFAULT_PORTS", "ParsedURL", "display", "host_of", "is_local", "parse", "same_base"]
 
@@ -24,7 +25,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 DEFAULT_PORTS = {"http": 80, "https": 443, "ftp": 21}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ParsedURL:
     """``url`` split once.
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["HIDING", "Entry", "Gpu", "VisibleDevices", "parse_visible"]
 
@@ -29,7 +30,7 @@ _FORMS = (
 )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Gpu:
     """What the model needs to know of one GPU: its index, UUID, MIG mode (None: unknown) and the
     UUIDs of its MIG devices (empty: none or unknown)."""
@@ -40,7 +41,7 @@ class Gpu:
     mig_uuids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Entry:
     """One entry of the list: its text and form (``index``, ``gpu-uuid``, ``mig-uuid``, ``hide`` or
     ``garbage``)."""
@@ -62,7 +63,7 @@ class Entry:
         return False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class VisibleDevices:
     """A parsed value: the raw text and its entries."""
 

@@ -18,13 +18,13 @@ import os
 import secrets
 import stat
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpudoctor.apply.errors import ApplyError, JournalUnavailable, NoSuchUndo, StaleEdit, UndoRefused, WriteFailed
 from gpudoctor.apply.fileops import FileOps, atomic_write, decode_text, denied_error, encode_text, fsync_dir, sha256_hex
 from gpudoctor.apply.plan import PreparedWrite
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import Files
 
 __all__ = ["MANIFEST_SCHEMA_VERSION", "JournalFile", "Transaction", "Journal", "default_journal_dir"]
@@ -43,7 +43,7 @@ def default_journal_dir() -> Path:
     return Path(platformdirs.user_state_dir("gpudoctor", appauthor=False)) / "journal"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JournalFile:
     """One file recorded in a transaction (see ``manifest.json``).
 
@@ -99,7 +99,7 @@ class JournalFile:
         )
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Transaction:
     """One applied set of writes, as recorded in the journal.
 

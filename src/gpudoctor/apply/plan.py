@@ -7,12 +7,12 @@ import difflib
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from gpudoctor.apply.errors import ConflictingEdits, OutsideHome, StaleEdit, WriteFailed
 from gpudoctor.apply.fileops import FileOps, decode_text
 from gpudoctor.model import FixPlan
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.redact import redact_text
 from gpudoctor.system import Files
 
@@ -28,7 +28,7 @@ def in_root(path: str, root: str | Path) -> str:
     return path if root in ("/", "") else f"{path} (in --root {root})"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PreparedWrite:
     """One file write of a transaction, checked against the disk.
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.checks import require
@@ -36,6 +35,7 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.nvidia import NvidiaDriverFacts, PciGpuFacts
 from gpudoctor.facts.targets import ProbeFacts, TargetFacts, TargetsFacts
 from gpudoctor.model import Finding, Status
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.versions import cuda_from_int, cudnn_from_int, v
 
 __all__ = [
@@ -92,7 +92,7 @@ def major_floor(major: int) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DriverVerdict:
     """How a driver fits a CUDA runtime.
 
@@ -171,7 +171,7 @@ def variant_for(torch_version: str | None, driver: str | None) -> dict[str, Any]
 # --------------------------------------------------------------------------- arch
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ArchEntry:
     """One ``torch.cuda.get_arch_list()`` entry: ``sm_86`` (cubin), ``compute_90`` (PTX),
     ``sm_90a`` (arch-specific cubin), ``sm_100f`` (family cubin)."""
@@ -289,7 +289,7 @@ def last_driver_branch(cc: str) -> int | None:
 # --------------------------------------------------------------------------- devices
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuDevice:
     """A GPU as gpudoctor knows it: NVML index (nvidia-smi order), name, capability, PCI bus id."""
 

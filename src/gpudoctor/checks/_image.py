@@ -9,15 +9,16 @@ whose CUDA major differs from the torch wheel's while the build compiles extensi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gpudoctor.checks._gpu import v
 from gpudoctor.facts.gpu_image import GpuImageFacts
 from gpudoctor.model import Command, Status
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Verdict:
     """A fault of an image build: status, one-line summary, explanation, evidence, remedy commands."""
 

@@ -17,7 +17,6 @@ installed" is a fact about torch, never a verdict on CUDA:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from gpudoctor.checks._common import driver_version
 from gpudoctor.checks._gpu import driver_max_cuda, judge_driver, v
@@ -26,12 +25,13 @@ from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.libraries import CudaLibrariesFacts, FrameworkInstall, Resolution
 from gpudoctor.facts.targets import CudaDriverProbe, ProbeFacts, TargetFacts
 from gpudoctor.model import Check, Finding, Status
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.words import plural
 
 __all__ = ["DriverApi", "FrameworkVerdict", "driver_api", "driver_fit", "framework_verdicts", "headline_without_torch"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DriverApi:
     """What the CUDA driver API said in the target.
 
@@ -91,7 +91,7 @@ def driver_fit(facts: Facts, probe: ProbeFacts, fw: FrameworkInstall) -> tuple[s
     return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FrameworkVerdict:
     """One framework's verdict in one target.
 

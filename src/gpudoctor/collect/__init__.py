@@ -15,15 +15,16 @@ import importlib
 import os
 import pkgutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import System
 
 __all__ = ["CollectContext", "CollectOptions", "Collector", "all_collectors", "collectors_for"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CollectOptions:
     """User choices that shape collection.
 
@@ -54,7 +55,7 @@ class CollectOptions:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CollectContext:
     """What a collector receives.
 
@@ -72,7 +73,7 @@ class CollectContext:
     facts: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Collector:
     """Gathers one facts domain.
 

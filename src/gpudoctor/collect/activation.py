@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from gpudoctor.collect.loader import split_path_list
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import Files
 
 __all__ = ["Activation", "activate_d_scripts", "replay"]
@@ -38,7 +38,7 @@ _BRACED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _PLAIN = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Activation:
     """The result of replaying the activation scripts.
 

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import Files
 
 __all__ = ["ElfInfo", "expand_origin", "read_elf"]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ElfInfo:
     """What ld.so needs to know about one shared object.
 

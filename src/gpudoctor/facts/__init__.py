@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 
 from gpudoctor.facts.base import (
@@ -29,6 +29,7 @@ from gpudoctor.facts.base import (
 from gpudoctor.facts.base import (
     registered_domains as _registered_domains,
 )
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.redact import redact_value
 
 __all__ = [
@@ -75,7 +76,7 @@ def registered_domains() -> Mapping[str, type]:
     return _registered_domains()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Facts:
     """A snapshot of everything gpudoctor learnt about one machine.
 

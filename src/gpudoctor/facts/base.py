@@ -16,8 +16,9 @@ import enum
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar, Union
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "FactsDecodeError",
@@ -32,7 +33,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Unavailable:
     """A fact that could not be gathered, with the reason in operator terms.
 

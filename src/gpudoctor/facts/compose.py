@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import domain
 from gpudoctor.facts.gpu_image import GpuImageFacts
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuRequest:
     """One way a service asks Docker for GPUs.
 
@@ -30,7 +29,7 @@ class GpuRequest:
     capabilities: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ComposeService:
     """One service of the Compose file.
 
@@ -65,7 +64,7 @@ class ComposeService:
 
 
 @domain("compose")
-@dataclass(frozen=True)
+@frozen_dataclass
 class ComposeFacts:
     """A Compose file's services, as their GPU needs and requests are written (nothing is started).
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HostCompiler:
     """A C++ compiler nvcc would call as its host compiler.
 
@@ -26,7 +25,7 @@ class HostCompiler:
     version: str | Unavailable
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ToolkitDir:
     """A CUDA toolkit installed side by side (``/usr/local/cuda-X.Y``).
 
@@ -40,7 +39,7 @@ class ToolkitDir:
 
 
 @domain("cuda_toolkit")
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaToolkitFacts:
     """The CUDA toolkit that ``nvcc`` and source builds would use.
 

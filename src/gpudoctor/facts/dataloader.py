@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import domain
+from gpudoctor.records import frozen_dataclass
 
 
 @domain("dataloader_probe")
-@dataclass(frozen=True)
+@frozen_dataclass
 class DataLoaderProbeFacts:
     """The batch the probe measured and the loader it recommended.
 

@@ -7,9 +7,8 @@ domain (``NvmlDevice.health``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable
+from gpudoctor.records import frozen_dataclass
 
 #: Clock event (throttle) reason bits, ``nvmlClocksEventReason*`` in nvml.h
 #: (NVML API reference, "Clocks Event Reasons"): bit -> (name, operator meaning).
@@ -35,7 +34,7 @@ CLOCK_EVENT_REASONS = {
 COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuProcess:
     """One process holding memory on a GPU (``nvmlDeviceGetComputeRunningProcesses``
     / ``nvmlDeviceGetGraphicsRunningProcesses``).
@@ -61,7 +60,7 @@ class GpuProcess:
 _NQ = Unavailable("not queried")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuHealth:
     """Health counters of one GPU read through NVML. Each field is Unavailable
     when the query is not supported on this GPU/driver (``NVML_ERROR_NOT_SUPPORTED``)

@@ -10,12 +10,11 @@ memory until every descriptor is closed, including copies inherited by forked ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuHolder:
     """One process holding NVIDIA device nodes open.
 
@@ -44,7 +43,7 @@ class GpuHolder:
 
 
 @domain("gpu_holders")
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuHoldersFacts:
     """Processes holding ``/dev/nvidia*`` open.
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import domain
+from gpudoctor.records import frozen_dataclass
 
 
 @domain("gpu_image")
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuImageFacts:
     """The GPU side of an image build, read from its Dockerfile (never built).
 

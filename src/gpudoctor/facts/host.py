@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ContainerFacts:
     """Whether we run in a container, and what gave it away.
 
@@ -23,7 +22,7 @@ class ContainerFacts:
 
 
 @domain("os")
-@dataclass(frozen=True)
+@frozen_dataclass
 class OsFacts:
     """Operating system from os-release (via ``distro``) and the kernel.
 
@@ -49,7 +48,7 @@ class OsFacts:
     wsl: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CpuQuota:
     """A cgroup CPU bandwidth limit.
 
@@ -73,7 +72,7 @@ class CpuQuota:
 
 
 @domain("cpu")
-@dataclass(frozen=True)
+@frozen_dataclass
 class CpuFacts:
     """CPU counts as a process sees them.
 
@@ -105,7 +104,7 @@ class CpuFacts:
 
 
 @domain("shm")
-@dataclass(frozen=True)
+@frozen_dataclass
 class ShmFacts:
     """The shared-memory filesystem that DataLoader workers and NCCL use.
 

@@ -11,13 +11,14 @@ server environment, then kernel.json ``env`` with ``${VAR}`` substitution).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import Unavailable, domain
 from gpudoctor.facts.targets import ProbeFacts
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelInterpreter:
     """The Python a kernelspec's ``argv`` really runs.
 
@@ -46,7 +47,7 @@ class KernelInterpreter:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelLaunch:
     """Result of ``--deep``: the kernel started for real with jupyter_client's KernelManager.
 
@@ -67,7 +68,7 @@ class KernelLaunch:
     stderr_tail: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelSpecFacts:
     """One kernelspec as Jupyter lists it (the winner for its name).
 
@@ -115,7 +116,7 @@ class KernelSpecFacts:
 
 
 @domain("jupyter")
-@dataclass(frozen=True)
+@frozen_dataclass
 class JupyterFacts:
     """Every kernelspec the Jupyter server would offer, and how it would launch them.
 
@@ -150,7 +151,7 @@ class JupyterFacts:
         return None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JupyterServer:
     """A running Jupyter server (or JupyterHub single-user server), found in Jupyter's runtime directory.
 
@@ -181,7 +182,7 @@ class JupyterServer:
 
 
 @domain("jupyter_servers")
-@dataclass(frozen=True)
+@frozen_dataclass
 class JupyterServersFacts:
     """Running Jupyter servers and the terminal's environment to compare their kernels with.
 
@@ -196,7 +197,7 @@ class JupyterServersFacts:
     terminal_env: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RunningKernel:
     """A running kernel, asked through jupyter_client (``--deep``) without touching its namespace.
 
@@ -236,7 +237,7 @@ class RunningKernel:
 
 
 @domain("jupyter_running")
-@dataclass(frozen=True)
+@frozen_dataclass
 class RunningKernelsFacts:
     """Running kernels found in Jupyter's runtime directory and what they answered (``--deep`` only).
 

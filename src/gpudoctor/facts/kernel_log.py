@@ -11,12 +11,11 @@ journald keeps it (persistent storage), else ``/var/log/kern.log*`` (syslog). Th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class XidEvent:
     """One ``NVRM: Xid`` line.
 
@@ -39,7 +38,7 @@ class XidEvent:
     when: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelMessage:
     """One NVIDIA-related kernel message other than an XID.
 
@@ -69,7 +68,7 @@ class KernelMessage:
 
 
 @domain("kernel_log")
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelLogFacts:
     """NVIDIA XID events in the kernel log of the current boot.
 

@@ -21,14 +21,15 @@ Sources (each field names its own):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 _NOT_COLLECTED = Unavailable("not collected")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SlurmNodeConfig:
     """The GPU parts of a Slurm node's configuration.
 
@@ -46,7 +47,7 @@ class SlurmNodeConfig:
     constrain_devices: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HubSetting:
     """One setting found in a JupyterHub configuration.
 
@@ -62,7 +63,7 @@ class HubSetting:
     file: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HubConfig:
     """A JupyterHub configuration readable on this machine (or image root).
 
@@ -87,7 +88,7 @@ class HubConfig:
         return tuple(s for s in self.settings if any(s.name == n or s.name.endswith("." + n) for n in names))
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SingleUserServer:
     """A running JupyterHub single-user server (or the hub itself) found in ``/proc``.
 
@@ -110,7 +111,7 @@ class SingleUserServer:
     config: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LxdInstance:
     """An LXD/Incus instance as the host's ``incus``/``lxc list --format json`` shows it.
 
@@ -129,7 +130,7 @@ class LxdInstance:
 
 
 @domain("launch")
-@dataclass(frozen=True)
+@frozen_dataclass
 class LaunchFacts:
     """What starts the processes here, and the settings that give them GPUs.
 

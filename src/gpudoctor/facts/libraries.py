@@ -24,12 +24,11 @@ Section"; LSB "Symbol Versioning".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LibraryCopy:
     """One file of a CUDA library family that the loader could find.
 
@@ -71,7 +70,7 @@ class LibraryCopy:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Resolution:
     """How the loader resolves one ``DT_NEEDED`` (or bare ``dlopen``) name.
 
@@ -117,7 +116,7 @@ class Resolution:
     path_origin: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LinkDir:
     """A directory the linker (``gcc ... -lcuda``, as Triton runs it) searches for ``libcuda.so``.
 
@@ -137,7 +136,7 @@ class LinkDir:
     arch_tag: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TargetLibraries:
     """The loader model of one target.
 
@@ -179,7 +178,7 @@ class TargetLibraries:
     activation: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FrameworkInstall:
     """A GPU framework installed in a target, from its ``*.dist-info`` (not imported).
 
@@ -221,7 +220,7 @@ class FrameworkInstall:
 
 
 @domain("cuda_libraries")
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaLibrariesFacts:
     """Loader model and GPU frameworks for every probed target.
 

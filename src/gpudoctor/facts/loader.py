@@ -13,12 +13,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LibraryFile:
     """A CUDA-related shared library file in a directory.
 
@@ -33,7 +32,7 @@ class LibraryFile:
     link_target: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LibraryDir:
     """One directory and the CUDA libraries in it.
 
@@ -51,7 +50,7 @@ class LibraryDir:
     libraries: tuple[LibraryFile, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LdconfigEntry:
     """One line of ``ldconfig -p``: ``libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1``."""
 
@@ -61,7 +60,7 @@ class LdconfigEntry:
 
 
 @domain("loader")
-@dataclass(frozen=True)
+@frozen_dataclass
 class LoaderFacts:
     """Where the dynamic loader would find CUDA libraries.
 
@@ -81,7 +80,7 @@ class LoaderFacts:
     dirs: tuple[LibraryDir, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WheelDist:
     """An installed ``nvidia-*`` distribution, e.g. ``nvidia-cudnn-cu12 9.1.0.70``."""
 
@@ -89,7 +88,7 @@ class WheelDist:
     version: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TargetWheels:
     """The CUDA wheels of one target.
 
@@ -108,7 +107,7 @@ class TargetWheels:
 
 
 @domain("cuda_wheels")
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaWheelsFacts:
     """CUDA libraries installed by pip for each probed target."""
 

@@ -15,14 +15,15 @@ Domains:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import domain
+from gpudoctor.records import frozen_dataclass
 
 # --------------------------------------------------------------------------- apt
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AptSource:
     """One apt source: a one-line ``deb``/``deb-src`` line or one deb822 stanza.
 
@@ -51,7 +52,7 @@ class AptSource:
     enabled: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AptSourceFile:
     """A file apt reads (or would ignore), with its text for the fix planners.
 
@@ -70,7 +71,7 @@ class AptSourceFile:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AptRewrite:
     """A mirror rewrite found in a build file (Dockerfile ``RUN sed -i ...``).
 
@@ -93,7 +94,7 @@ class AptRewrite:
     matches: bool
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SourceEdit:
     """A build-file command that edits a file apt, pip, uv or conda may read (``--dockerfile``).
 
@@ -131,7 +132,7 @@ class SourceEdit:
 
 
 @domain("apt")
-@dataclass(frozen=True)
+@frozen_dataclass
 class AptFacts:
     """apt sources of the system or image root.
 
@@ -180,7 +181,7 @@ class AptFacts:
 
 
 @domain("build")
-@dataclass(frozen=True)
+@frozen_dataclass
 class BuildFacts:
     """What a build file (``--dockerfile FILE``) does to package-source files, replayed on the root.
 
@@ -203,7 +204,7 @@ class BuildFacts:
 # --------------------------------------------------------------------------- uv
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class UvIndex:
     """One index uv will use.
 
@@ -221,7 +222,7 @@ class UvIndex:
 
 
 @domain("uv")
-@dataclass(frozen=True)
+@frozen_dataclass
 class UvFacts:
     """uv's index configuration (files in uv's discovery order, then environment).
 
@@ -255,7 +256,7 @@ class UvFacts:
 # --------------------------------------------------------------------------- conda
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CondaChannel:
     """One channel in conda's search order, resolved to its URL.
 
@@ -281,7 +282,7 @@ class CondaChannel:
 
 
 @domain("conda")
-@dataclass(frozen=True)
+@frozen_dataclass
 class CondaFacts:
     """conda channel configuration merged from the ``.condarc`` search path.
 
@@ -319,7 +320,7 @@ class CondaFacts:
 # --------------------------------------------------------------------------- mirrors
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CatalogueMirror:
     """A catalogue row (``data/mirrors.toml`` or ``--catalogue FILE``).
 
@@ -344,7 +345,7 @@ class CatalogueMirror:
     conda_missing: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MirrorProbe:
     """One probed index (configured or candidate), measured from this machine.
 
@@ -397,7 +398,7 @@ class MirrorProbe:
 
 
 @domain("mirrors")
-@dataclass(frozen=True)
+@frozen_dataclass
 class MirrorsFacts:
     """Mirror probes: configured indexes always (unless offline), candidates when ranking.
 

@@ -14,8 +14,6 @@ the function that fills each field is named in its docstring.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
 from gpudoctor.facts.gpu_health import (
     CLOCK_EVENT_REASONS as CLOCK_EVENT_REASONS,  # re-exported
@@ -23,9 +21,10 @@ from gpudoctor.facts.gpu_health import (
 from gpudoctor.facts.gpu_health import COMPUTE_MODES as COMPUTE_MODES
 from gpudoctor.facts.gpu_health import GpuHealth as GpuHealth
 from gpudoctor.facts.gpu_health import GpuProcess as GpuProcess
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PciDevice:
     """An NVIDIA display/3D controller on the PCI bus.
 
@@ -45,7 +44,7 @@ class PciDevice:
 
 
 @domain("gpu")
-@dataclass(frozen=True)
+@frozen_dataclass
 class PciGpuFacts:
     """NVIDIA GPUs found on the PCI bus, independent of any driver.
 
@@ -59,7 +58,7 @@ class PciGpuFacts:
     sysfs_readable: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SourceAttempt:
     """One way we tried to learn the driver version, and how it went."""
 
@@ -68,7 +67,7 @@ class SourceAttempt:
     detail: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MigInstance:
     """One MIG device (GPU instance + compute instance) of a GPU in MIG mode.
 
@@ -85,7 +84,7 @@ class MigInstance:
     compute_instance: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NvmlDevice:
     """One GPU as NVML reports it (NVML index order = PCI bus order).
 
@@ -123,7 +122,7 @@ class NvmlDevice:
     memory_used_mib: int | Unavailable = Unavailable("not queried")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class UnopenedGpu:
     """A GPU NVML counts (``nvmlDeviceGetCount``) but cannot open (``nvmlDeviceGetHandleByIndex``
     failed): ``nvidia-smi`` prints "Unable to determine the device handle for GPU ...".
@@ -137,7 +136,7 @@ class UnopenedGpu:
     error: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuPair:
     """How two GPUs reach each other (NVML indices ``a`` < ``b``).
 
@@ -160,7 +159,7 @@ class GpuPair:
 
 
 @domain("nvidia")
-@dataclass(frozen=True)
+@frozen_dataclass
 class NvidiaDriverFacts:
     """The NVIDIA kernel driver and what NVML sees through it.
 

@@ -8,12 +8,13 @@ against pip 23.2; summarised in shared/reference/pip-apt-config.md §1.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PipParseError:
     """Why pip cannot read a file (pip then aborts every command).
 
@@ -31,7 +32,7 @@ class PipParseError:
     text: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PipConfigFile:
     """One file pip looks at.
 
@@ -66,7 +67,7 @@ class PipConfigFile:
     error: PipParseError | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PipSetting:
     """The effective value of one option for ``pip install``, and who set it.
 
@@ -88,7 +89,7 @@ class PipSetting:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PipTargetView:
     """What ``pip install`` run by one more target interpreter (``--python`` after the first) reads.
 
@@ -108,7 +109,7 @@ class PipTargetView:
 
 
 @domain("pip")
-@dataclass(frozen=True)
+@frozen_dataclass
 class PipFacts:
     """pip's configuration as ``pip install`` would see it.
 

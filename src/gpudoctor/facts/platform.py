@@ -30,14 +30,15 @@ Sources (each field names its own):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 _NOT_COLLECTED = Unavailable("not collected")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class RLimit:
     """One resource limit (getrlimit(2)); None means unlimited.
 
@@ -50,7 +51,7 @@ class RLimit:
     hard: int | None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProcessLimits:
     """The limits of one process that matter to GPU jobs.
 
@@ -67,7 +68,7 @@ class ProcessLimits:
 
 
 @domain("platform")
-@dataclass(frozen=True)
+@frozen_dataclass
 class PlatformFacts:
     """Where gpudoctor (and the job it judges) runs, and what the container got.
 
@@ -112,7 +113,7 @@ class PlatformFacts:
         return self.kind == "container"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DockerInfo:
     """What ``docker info --format '{{json .}}'`` says about runtimes.
 
@@ -139,7 +140,7 @@ class DockerInfo:
         return any("name=rootless" in o for o in self.security_options)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CdiSpec:
     """One CDI spec file (Container Device Interface, cncf-tags/container-device-interface).
 
@@ -163,7 +164,7 @@ class CdiSpec:
     missing_device_nodes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ContainerdConfig:
     """The runtimes of a containerd config (``/etc/containerd/config.toml``, k3s and
     microk8s templates).
@@ -180,7 +181,7 @@ class ContainerdConfig:
 
 
 @domain("container_host")
-@dataclass(frozen=True)
+@frozen_dataclass
 class ContainerHostFacts:
     """Container engines on this host and the NVIDIA Container Toolkit that gives them GPUs.
 
@@ -213,7 +214,7 @@ class ContainerHostFacts:
     docker_desktop: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Modinfo:
     """The fields of ``modinfo nvidia`` that tell the module apart.
 
@@ -233,7 +234,7 @@ class Modinfo:
 
 
 @domain("kmod")
-@dataclass(frozen=True)
+@frozen_dataclass
 class KernelModuleFacts:
     """The NVIDIA kernel module: loaded or not, which flavour, built for which kernel.
 
@@ -270,7 +271,7 @@ class KernelModuleFacts:
 
 
 @domain("limits")
-@dataclass(frozen=True)
+@frozen_dataclass
 class LimitsFacts:
     """Resource limits of the doctor's own process tree (``/proc/self/limits``);
     the per-target limits come from each target's probe (``ProbeFacts.limits``).
@@ -283,7 +284,7 @@ class LimitsFacts:
 
 
 @domain("rdma")
-@dataclass(frozen=True)
+@frozen_dataclass
 class RdmaFacts:
     """RDMA devices and what a process needs to use them (NCCL's IB/RoCE transport).
 

@@ -4,12 +4,11 @@ Trainer and trainers that share its keys), for the ``amp.readiness`` check."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PrecisionRequest:
     """One setting that asks for a precision.
 
@@ -31,7 +30,7 @@ class PrecisionRequest:
 
 
 @domain("precision")
-@dataclass(frozen=True)
+@frozen_dataclass
 class PrecisionFacts:
     """Precision requests found (``requests``), the files read, and files that could not be
     parsed (``problems``: ``path: reason``). ``tf32_override`` is ``NVIDIA_TF32_OVERRIDE`` as

@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SmokeDevice:
     """The ``--deep`` smoke test of one CUDA device (``probe/_smoke.py``).
 
@@ -43,7 +42,7 @@ class SmokeDevice:
     skipped: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SmokePeer:
     """Peer access and a copy checked by content from device ``src`` to ``dst``.
 
@@ -61,7 +60,7 @@ class SmokePeer:
     errors: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SmokeFacts:
     """The ``--deep`` functional smoke test of every visible CUDA device.
 

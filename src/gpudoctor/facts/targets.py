@@ -8,16 +8,17 @@ JSON document that maps onto :class:`ProbeFacts`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpudoctor.facts.base import Unavailable, domain
 from gpudoctor.facts.platform import ProcessLimits
 from gpudoctor.facts.smoke import SmokeDevice as SmokeDevice  # re-exported
 from gpudoctor.facts.smoke import SmokeFacts as SmokeFacts
 from gpudoctor.facts.smoke import SmokePeer as SmokePeer
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaDevice:
     """One CUDA device as torch enumerates it (CUDA order, after CUDA_VISIBLE_DEVICES).
 
@@ -37,7 +38,7 @@ class CudaDevice:
     uuid: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TorchFacts:
     """PyTorch as seen from inside the target interpreter.
 
@@ -100,7 +101,7 @@ class TorchFacts:
         return self.build_known and not self.cuda and not self.hip
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LibraryLoad:
     """One real ``dlopen`` made by the probe.
 
@@ -118,7 +119,7 @@ class LibraryLoad:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudnnProbe:
     """cuDNN as the target process really loads it (after ``import torch``).
 
@@ -150,7 +151,7 @@ class CudnnProbe:
     sublibraries: tuple[LibraryLoad, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LibcudaProbe:
     """The driver's ``libcuda.so.1`` loaded for real in the target (no ``cuInit``).
 
@@ -168,7 +169,7 @@ class LibcudaProbe:
     driver_api_version: int | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ToolchainFacts:
     """What ``torch.compile`` (inductor, Triton) needs to build its helpers.
 
@@ -188,7 +189,7 @@ class ToolchainFacts:
     other_python_headers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TritonFacts:
     """Triton in the target (the GPU code generator behind ``torch.compile``).
 
@@ -205,7 +206,7 @@ class TritonFacts:
     import_error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaDriverDevice:
     """One device as the CUDA driver API enumerates it in the target (after CUDA_VISIBLE_DEVICES).
 
@@ -231,7 +232,7 @@ class CudaDriverDevice:
     context_error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CudaDriverProbe:
     """The CUDA driver API called through ctypes inside the target (NVIDIA CUDA Driver API reference).
 
@@ -254,7 +255,7 @@ class CudaDriverProbe:
     devices: tuple[CudaDriverDevice, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CompileCache:
     """One of torch.compile's on-disk caches as the target process would use it.
 
@@ -284,7 +285,7 @@ class CompileCache:
 _NOT_PROBED = Unavailable("not reported by this probe version")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FrameworkLoad:
     """The real ``dlopen`` test of one GPU framework's provider libraries (issue 11).
 
@@ -306,7 +307,7 @@ class FrameworkLoad:
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProbeFacts:
     """What the probe printed, for one target.
 
@@ -383,7 +384,7 @@ class ProbeFacts:
 KERNEL_KIND = "kernel"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TargetFacts:
     """One target interpreter and its probe result.
 
@@ -411,7 +412,7 @@ class TargetFacts:
 
 
 @domain("targets")
-@dataclass(frozen=True)
+@frozen_dataclass
 class TargetsFacts:
     """All probed targets; the first is the reference (the current interpreter,
     or the first ``--python``)."""

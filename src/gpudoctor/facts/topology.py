@@ -15,12 +15,11 @@ extended space; the kernel command line and ``/sys/kernel/iommu_groups/<n>/type`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpudoctor.facts.base import Unavailable, domain
+from gpudoctor.records import frozen_dataclass
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Bridge:
     """A PCIe bridge (root port or switch port) above a GPU.
 
@@ -36,7 +35,7 @@ class Bridge:
     source: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class GpuPath:
     """The bridges between the root complex and one NVIDIA GPU, top first.
 
@@ -54,7 +53,7 @@ class GpuPath:
 
 
 @domain("topology")
-@dataclass(frozen=True)
+@frozen_dataclass
 class TopologyFacts:
     """GPU topology from sysfs and ``nvidia-smi topo -m``.
 

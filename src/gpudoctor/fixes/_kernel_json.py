@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor.model import FixRefused
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["JsonStyle", "dump_kernel_json", "kernel_scope", "load_kernel_json", "require_scope", "scope_kernels_dir"]
 
@@ -62,7 +62,7 @@ def scope_kernels_dir(scope: str, user_data_dir: str, prefix: str) -> str:
 _FIRST_INDENT = re.compile(r"[\[{][ \t]*\r?\n([ \t]+)\S")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JsonStyle:
     """How a JSON file is laid out: ``indent`` (spaces count, a tab string, or None for one line),
     item/key separators, whether non-ASCII is escaped, and whether it ends with a newline."""

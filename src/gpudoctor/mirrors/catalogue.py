@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from gpudoctor.data import load_table
 from gpudoctor.facts.mirrors import CatalogueMirror
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.words import noun
 
 if sys.version_info >= (3, 11):
@@ -43,7 +43,7 @@ class CatalogueError(ValueError):
     """A catalogue file is malformed; the message names the file and the row."""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Catalogue:
     """Catalogue rows plus probe settings.
 

@@ -34,10 +34,10 @@ import os
 import socket
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from gpudoctor import urls
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "LOOPBACK_ONLY_ENV",
@@ -143,7 +143,7 @@ def _refusal(kind: str, detail: str, redirect: bool) -> str:
     return f"{kind} refused ({detail})"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NetPolicy:
     """Where probes may go (see the module docstring).
 

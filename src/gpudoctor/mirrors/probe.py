@@ -38,13 +38,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from gpudoctor import __version__, urls
 from gpudoctor.facts.mirrors import MirrorProbe
 from gpudoctor.mirrors import netguard
 from gpudoctor.mirrors.netguard import LOOPBACK_ONLY_ENV, NetPolicy, Refused
+from gpudoctor.records import frozen_dataclass
 
 if TYPE_CHECKING:
     import ssl
@@ -82,7 +83,7 @@ def normalize_project(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProbeTarget:
     """One index to probe.
 

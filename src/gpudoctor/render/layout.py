@@ -33,10 +33,11 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
 from gpudoctor.areas import area_for, area_rank, area_title
 from gpudoctor.model import Finding, Status
+from gpudoctor.records import frozen_dataclass
 from gpudoctor.words import plural
 
 __all__ = ["AreaView", "Layout", "NextStep", "SkipGroup", "area_size", "layout", "plural", "status_counts_text"]
@@ -66,7 +67,7 @@ def status_counts_text(findings: Sequence[Finding]) -> str:
     return ", ".join(parts) or "nothing to report"
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SkipGroup:
     """One skip reason and the checks that gave it."""
 
@@ -74,7 +75,7 @@ class SkipGroup:
     checks: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AreaView:
     """One area of the report.
 
@@ -116,7 +117,7 @@ def area_size(area: AreaView) -> str:
     return text
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class NextStep:
     """A command to type next, and the finding it answers."""
 
@@ -128,7 +129,7 @@ class NextStep:
     note: str = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Layout:
     """The whole report's shape; see the module docstring."""
 

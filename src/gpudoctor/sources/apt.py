@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from gpudoctor.records import frozen_dataclass
 
 APT_CONF = "/etc/apt/apt.conf"
 APT_CONF_D = "/etc/apt/apt.conf.d"
@@ -101,7 +102,7 @@ def merge_conf(texts: Sequence[tuple[str, str]]) -> dict[str, tuple[str, str]]:
     return out
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProxyChoice:
     """The proxy apt uses for one URI: its URL ("" for a direct connection) and where it was set."""
 

@@ -39,11 +39,12 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 from urllib.parse import urlsplit
 
 from gpudoctor.facts.mirrors import CondaChannel
+from gpudoctor.records import frozen_dataclass
 
 CHANNEL_ALIAS = "https://conda.anaconda.org"
 DEFAULT_CHANNELS = ("https://repo.anaconda.com/pkgs/main", "https://repo.anaconda.com/pkgs/r")
@@ -145,7 +146,7 @@ def mamba_only(path: str) -> bool:
 # --------------------------------------------------------------------------- merge
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Source:
     """One configuration source: a file (path) or the environment (``CONDA_CHANNELS`` ...)."""
 
@@ -175,7 +176,7 @@ def env_source(env: Mapping[str, str], keys: Mapping[str, str] = ENV_KEYS) -> So
     return Source("environment", doc, frozenset(), origins) if doc else None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Settings:
     """The merged channel settings, each value with the source that gave it."""
 

@@ -35,7 +35,9 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = ["POSIX_SHELLS", "Instruction", "ShellCommand", "commands", "instructions", "script_commands"]
 
@@ -47,7 +49,7 @@ _HEREDOC_TOKEN = "__GPUDOCTOR_HEREDOC_{}__"
 _HEREDOC_OP = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Instruction:
     """One Dockerfile instruction.
 
@@ -64,7 +66,7 @@ class Instruction:
     heredocs: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ShellCommand:
     """One simple command as the shell would run it.
 
@@ -419,7 +421,7 @@ def printed_text(cmd: ShellCommand) -> str | None:
 # --------------------------------------------------------------------------- whole files
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Parsed:
     """A parsed Dockerfile or script.
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import configparser
 import re
-from dataclasses import dataclass
+
+from gpudoctor.records import frozen_dataclass
 
 __all__ = [
     "Entry",
@@ -62,7 +63,7 @@ def normalize_name(name: str) -> str:
     return name.removeprefix("--")
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ParseProblem:
     """Why pip cannot read a configuration file.
 
@@ -128,7 +129,7 @@ def parse(text: str) -> tuple[dict[str, str], ParseProblem | None]:
     return values, None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Entry:
     """One option as written in the file.
 
@@ -151,7 +152,7 @@ class Entry:
     value: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Scan:
     """The structure of a pip.conf text.
 

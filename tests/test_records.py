@@ -1,0 +1,106 @@
+"""``@frozen_dataclass`` behaves like ``@dataclass(frozen=True)``: the same class written both ways,
+compared operation by operation."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import dataclass, field
+
+import pytest
+
+from gpudoctor.records import frozen_dataclass
+
+
+@dataclass(frozen=True)
+class Std:
+    name: str
+    value: float = 0.0
+    tags: tuple[str, ...] = ()
+    note: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+    cache: int = field(default=0, hash=False)
+
+
+@frozen_dataclass
+class Ours:
+    name: str
+    value: float = 0.0
+    tags: tuple[str, ...] = ()
+    note: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+    cache: int = field(default=0, hash=False)
+
+
+@frozen_dataclass
+class OursChild(Ours):
+    extra: int = 1
+
+
+@frozen_dataclass
+class Node:
+    label: str
+    children: list = field(default_factory=list)
+
+
+NAN = float("nan")
+CASES = [
+    (("a",), ("a",)),
+    (("a", 1.0), ("a", 2.0)),
+    (("a", 1.0, ("x",)), ("a", 1.0, ("x",))),
+    (("a", 1.0, (), "note one"), ("a", 1.0, (), "note two")),  # compare=False
+    (("a", 1.0, (), "", "s1"), ("a", 1.0, (), "", "s2")),  # repr=False, still compared
+    (("a", 1.0, (), "", "", 1), ("a", 1.0, (), "", "", 2)),  # hash=False, still compared
+    (("a", NAN), ("a", NAN)),  # the same NaN object: tuple comparison finds it equal
+    (("a", float("nan")), ("a", float("nan"))),  # two NaN objects: not equal
+]
+
+
+@pytest.mark.parametrize(("left", "right"), CASES)
+def test_eq_hash_repr_as_the_standard_decorator(left, right):
+    std_l, std_r, our_l, our_r = Std(*left), Std(*right), Ours(*left), Ours(*right)
+    assert (our_l == our_r) == (std_l == std_r)
+    assert (our_l != our_r) == (std_l != std_r)
+    assert hash(our_l) == hash(std_l)
+    assert (hash(our_l) == hash(our_r)) == (hash(std_l) == hash(std_r))
+    assert repr(our_l) == repr(std_l).replace("Std(", "Ours(")
+
+
+def test_frozen_and_still_a_dataclass():
+    o = Ours("a", 1.0)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.name = "b"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del o.name  # type: ignore[misc]
+    assert dataclasses.is_dataclass(o)
+    assert dataclasses.replace(o, value=2.0) == Ours("a", 2.0)
+    assert dataclasses.asdict(o)["name"] == "a"
+    assert [f.name for f in dataclasses.fields(o)] == [f.name for f in dataclasses.fields(Std)]
+    assert pickle.loads(pickle.dumps(o)) == o
+    assert Ours.__match_args__ == Std.__match_args__
+    assert len({Ours("a"), Ours("a"), Ours("b")}) == 2
+
+
+def test_other_classes_never_equal():
+    assert Ours("a") != Std("a")
+    assert Ours("a").__eq__(Std("a")) is NotImplemented
+    assert Ours("a") != OursChild("a")  # a subclass instance is another class, as with dataclass
+    assert OursChild("a", extra=1) != OursChild("a", extra=2)
+    assert repr(OursChild("a")).startswith("OursChild(name='a'") and repr(OursChild("a")).endswith("extra=1)")
+
+
+def test_recursive_repr_is_guarded():
+    n = Node("root")
+    n.children.append(n)
+    assert repr(n) == "Node(label='root', children=[...])"
+
+
+def test_own_eq_hash_or_repr_is_refused():
+    with pytest.raises(TypeError, match="defines __repr__"):
+
+        @frozen_dataclass
+        class Custom:
+            x: int
+
+            def __repr__(self) -> str:
+                return "custom"
