@@ -58,20 +58,41 @@ print(json.dumps({"executable": sys.executable, "version": "%d.%d" % sys.version
 HEAVY = ("jupyter_client", "traitlets", "IPython", "ipykernel", "debugpy", "importlib.metadata")
 
 
-@pytest.fixture(scope="module")
-def server_python(tmp_path_factory) -> str:
-    """A venv without pip whose prefix holds no kernelspec, seeing this venv's packages."""
-    d = tmp_path_factory.mktemp("server") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(d)], check=True)
-    python = d / "bin" / "python"
+def server_venv(root: Path, packages: tuple[str, ...] = ()) -> str:
+    """A venv without pip whose prefix holds no kernelspec, seeing this venv's packages through a
+    ``.pth`` file: all of them, or only ``packages`` (names in site-packages, linked into a farm)."""
+    site_packages = Path(sysconfig.get_paths()["purelib"])
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / "venv")], check=True)
+    python = root / "venv" / "bin" / "python"
     site = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout.strip()
-    Path(site, "test-venv-packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    seen = site_packages
+    if packages:
+        seen = root / "farm"
+        seen.mkdir()
+        for name in packages:
+            (seen / name).symlink_to(site_packages / name)
+    Path(site, "test-venv-packages.pth").write_text(f"{seen}\n")
     return str(python)
+
+
+@pytest.fixture(scope="module")
+def server_python(tmp_path_factory) -> str:
+    """jupyter_client 8, ipykernel 7 and IPython, and no python3 kernelspec in the prefix."""
+    return server_venv(tmp_path_factory.mktemp("server"))
+
+
+#: jupyter_client and what it imports, without IPython and ipykernel
+JUPYTER_CLIENT_ONLY = tuple(
+    p.name
+    for p in Path(sysconfig.get_paths()["purelib"]).iterdir()
+    if p.name.split("-")[0] in ("jupyter_client", "jupyter_core", "traitlets", "platformdirs", "dateutil", "zmq")
+    or p.name.startswith(("python_dateutil-", "pyzmq", "tornado", "typing_extensions"))
+)
 
 
 def spec(display, argv=("python", "-m", "ipykernel_launcher", "-f", "{connection_file}"), **extra) -> str:
@@ -239,3 +260,13 @@ def test_without_jupyter_client_the_lister_fails_like_the_import(tmp_path):
     )
     assert proc.returncode != 0 and LISTER_MARKER not in proc.stdout
     assert proc.stderr.strip().splitlines()[-1] == "ModuleNotFoundError: No module named 'jupyter_client'"
+
+
+def test_a_server_without_ipython_and_ipykernel(trees):
+    """No built-in python3 and no ~/.ipython/kernels (jupyter_client adds it only when IPython imports)."""
+    root, env, *_ = trees
+    python = server_venv(root / "server", JUPYTER_CLIENT_ONLY)
+    ours, ref = both(python, env, root)
+    assert ours == ref
+    assert "python3" not in by_name(ours) and "fromipython" not in by_name(ours) and "foo" in by_name(ours)
+    assert not any(".ipython" in d for d in ours["kernel_dirs"])
