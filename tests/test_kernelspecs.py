@@ -7,7 +7,9 @@ same document: names, resource dirs, spec dicts, error texts, shadowed copies,
 kernel dirs. The "server" interpreter is a ``--without-pip`` venv that sees
 this test venv's packages (jupyter_client 8, ipykernel 7, IPython) through a
 ``.pth`` file, so that no ``python3`` kernelspec sits in its prefix and
-ipykernel's built-in spec is used, as on a server whose data files are missing.
+ipykernel's built-in spec is used, as on a server whose data files are missing;
+a second one sees only jupyter_client and its dependencies (no IPython, no
+ipykernel).
 """
 
 from __future__ import annotations
