@@ -6,8 +6,9 @@ Steps (all I/O through the System bundle):
    given, else the ``#!`` interpreter of the ``jupyter`` command on the
    diagnosed PATH (``jupyter``, ``jupyter-lab``, ``jupyter-notebook``), else the
    interpreter running gpudoctor.
-2. That interpreter runs ``probe/_kernelspecs.py`` (jupyter_client's own
-   ``KernelSpecManager``) with the diagnosed environment; if it cannot (no
+2. That interpreter runs ``probe/_kernelspecs.py`` (jupyter_client's
+   ``KernelSpecManager`` listing, reproduced on ``jupyter_core.paths`` without
+   importing jupyter_client) with the diagnosed environment; if it cannot (no
    jupyter_client there), gpudoctor's own interpreter does.
 3. Per kernelspec: kernel.json's exact text, the interpreter ``argv`` really
    runs (:func:`resolve_interpreter`) and the environment Jupyter gives it

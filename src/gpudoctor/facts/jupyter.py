@@ -1,9 +1,10 @@
 """Facts about Jupyter kernelspecs: what Jupyter would offer and how it would launch each.
 
-Gathered by ``gpudoctor.collect.jupyter`` with jupyter_client's own
-``KernelSpecManager`` run by the Jupyter server's interpreter (so the search
-path, the built-in ``python3`` spec and the plain-``python`` substitution are
-the server's). Sources: jupyter_core 5.9 ``paths.py`` (``jupyter_path``),
+Gathered by ``gpudoctor.collect.jupyter`` with jupyter_client's
+``KernelSpecManager`` listing (reproduced on ``jupyter_core.paths``, checked
+against jupyter_client by tests/test_kernelspecs.py) run by the Jupyter
+server's interpreter (so the search path, the built-in ``python3`` spec and
+the plain-``python`` substitution are the server's). Sources: jupyter_core 5.9 ``paths.py`` (``jupyter_path``),
 jupyter_client 8.10 ``kernelspec.py`` (``find_kernel_specs``), ``manager.py``
 (``format_kernel_cmd``) and ``provisioning/provisioner_base.py`` (``pre_launch``:
 server environment, then kernel.json ``env`` with ``${VAR}`` substitution).
