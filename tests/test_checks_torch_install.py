@@ -368,3 +368,40 @@ def test_cpu_build_in_a_conda_env_offers_the_conda_way_first_and_a_venv_does_not
     assert f.explanation.index("conda install") < f.explanation.index("pip install")
     v = finding("/home/user/venv/bin/python", conda=False)
     assert v.status is Status.FAIL and "conda" not in v.explanation
+
+
+@pytest.mark.parametrize("creator", ["uv", "venv", None])
+def test_the_torch_command_uses_uv_in_a_venv_made_by_uv(creator):
+    """A venv made by `uv venv` has no pip: `python -m pip install` fails there with "No module named
+    pip" (astral-sh/uv#2405, #2390; the kernel case vscode#254093); the command is uv's, with `--reinstall`.
+    Twins: a venv made by `python -m venv` and an unknown creator keep pip's command."""
+    facts = make_facts(
+        gpu=pci_gpus(1),
+        nvidia=nvidia_facts("550.54.15", "12.4", [nvml_device()]),
+        targets=targets(
+            target(probe_facts("/srv/uvenv/bin/python", torch=torch_facts("2.5.1+cpu"), venv_creator=creator))
+        ),
+    )
+    (f,) = run_check(facts)
+    assert f.status is Status.FAIL
+    texts = [c.text for c in f.commands]
+    if creator == "uv":
+        want = "uv pip install --python /srv/uvenv/bin/python --reinstall torch"
+        assert all("-m pip install" not in t for t in texts)
+    else:
+        want = "/srv/uvenv/bin/python -m pip install --force-reinstall torch"
+        assert all("uv pip" not in t for t in texts)
+    assert any(t.startswith(want) for t in texts), texts
+    assert want in f.explanation
+
+
+def test_install_command_forms():
+    from gpudoctor.checks._common import install_command
+
+    assert install_command("/v/bin/python", "ipykernel") == "/v/bin/python -m pip install ipykernel"
+    assert install_command("/v/bin/python", "ipykernel", "uv") == "uv pip install --python /v/bin/python ipykernel"
+    assert (
+        install_command("'/a b/python'", "--force-reinstall torch==2.5.1 --index-url https://x.example.org/whl", "uv")
+        == "uv pip install --python '/a b/python' --reinstall torch==2.5.1 --index-url https://x.example.org/whl"
+    )
+    assert install_command("py", "--force-reinstall torch", "virtualenv") == "py -m pip install --force-reinstall torch"

@@ -399,6 +399,20 @@ def test_nvidia_visible_devices_none_and_void_hide():
     assert gpu_hiding_vars({"NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VISIBLE_DEVICES": "0"}) == {}
 
 
+@pytest.mark.parametrize("creator", ["uv", "venv"])
+def test_registration_installs_ipykernel_with_the_installer_the_venv_has(creator):
+    """The terminal's venv lacks ipykernel: the registration command installs it first, with uv's
+    installer in a venv made by `uv venv` (no pip there: astral-sh/uv#2405), with pip otherwise."""
+    r_kernel = replace(kspec(name="ir"), is_python=False, language="R", interpreter=None, argv=("R",))
+    terminal = replace(CUDA_TERMINAL, distributions={"numpy": "2.1.0"}, venv_creator=creator)
+    facts = make_facts(jupyter=jfacts(r_kernel), targets=targets(target(terminal)))
+    f = CHECK.evaluate(facts)[-1]
+    py = "/home/user/venvs/train/bin/python"
+    install = f"uv pip install --python {py} ipykernel" if creator == "uv" else f"{py} -m pip install ipykernel"
+    assert f"{install} && {py} -m ipykernel install --user --name train" in f.explanation
+    assert (creator == "uv") == ("-m pip install" not in f.explanation)
+
+
 def test_no_python_kernel_is_info_with_registration_command_and_plan():
     r_kernel = replace(kspec(name="ir"), is_python=False, language="R", interpreter=None, argv=("R",))
     facts = make_facts(jupyter=jfacts(r_kernel), targets=targets(target(CUDA_TERMINAL)))

@@ -120,10 +120,26 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
     return (native or current)[-1]
 
 
+def install_command(python: str, args: str, venv_creator: str | None = None) -> str:
+    """The command that installs ``args`` into the environment of ``python`` (as the caller spells
+    or quotes it): ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv`` (which has no
+    pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with pip's
+    ``--force-reinstall`` spelt as uv's ``--reinstall``."""
+    if venv_creator == "uv":
+        args = " ".join("--reinstall" if a == "--force-reinstall" else a for a in args.split(" "))
+        return f"uv pip install --python {python} {args}"
+    return f"{python} -m pip install {args}"
+
+
 def pip_install_command(
-    python: str, variant: dict[str, Any], torch_version: str | None = None, python_version: str | None = None
+    python: str,
+    variant: dict[str, Any],
+    torch_version: str | None = None,
+    python_version: str | None = None,
+    venv_creator: str | None = None,
 ) -> str:
-    """``<python> -m pip install --force-reinstall torch[==X] --index-url URL``.
+    """``<python> -m pip install --force-reinstall torch[==X] --index-url URL`` (uv's form in a venv
+    made by ``uv venv``: :func:`install_command`).
 
     With ``python_version`` (the target's, e.g. ``3.8.18``) the command never
     names a torch that Python cannot install (``data/python_torch.toml``): a
@@ -137,7 +153,7 @@ def pip_install_command(
         if _v(newest) > _v(last):
             torch_version = last
     spec = f"torch=={torch_version}" if torch_version else "torch"
-    return f"{python} -m pip install --force-reinstall {spec} --index-url {variant['index_url']}"
+    return install_command(python, f"--force-reinstall {spec} --index-url {variant['index_url']}", venv_creator)
 
 
 def in_container(facts: Facts) -> bool:

@@ -80,7 +80,9 @@ def _remedy(
         row = variants[best_variant]
         newest_minor = ".".join(row["newest_torch"].split(".")[:2])
         spec = None if best_torch == newest_minor else f"{best_torch}.*"
-        cmd = pip_install_command(probe.executable, row, spec, python_version=probe.python_version)
+        cmd = pip_install_command(
+            probe.executable, row, spec, python_version=probe.python_version, venv_creator=probe.venv_creator
+        )
         out = text + f"; install one that this driver runs:\n\n```\n{cmd}\n```"
         commands = [Command(cmd, f"a torch build with kernels for this GPU ({best_variant})", "changes")]
         if not dropped and runnable[0] != runnable[-1]:
@@ -91,6 +93,7 @@ def _remedy(
                 variants[small_variant],
                 f"{small_torch}.*",
                 python_version=probe.python_version,
+                venv_creator=probe.venv_creator,
             )
             out += f"\n\nor the smallest upgrade that covers it (torch {small_torch}, {small_variant}):\n\n```\n{small}\n```"
             commands.append(Command(small, f"or the smallest upgrade: torch {small_torch}", "changes"))

@@ -146,7 +146,11 @@ def _too_old(
     if variant is not None:
         keep = v_published(variant, public)
         cmd = pip_install_command(
-            probe.executable, variant, public if keep else None, python_version=probe.python_version
+            probe.executable,
+            variant,
+            public if keep else None,
+            python_version=probe.python_version,
+            venv_creator=probe.venv_creator,
         )
         extra = " (reinstall torchvision/torchaudio from the same index if you use them)"
         commands.append(Command(cmd, f"or keep the driver: torch for CUDA {variant['cuda']}", "changes"))

@@ -163,7 +163,13 @@ def _torch_for_toolkit(probe: ProbeFacts, major: str, public: str) -> tuple[str,
     same = [r for r in rows if public and v(r["first_torch"]) <= v(public) <= v(r["newest_torch"])]
     row = same[-1] if same else rows[-1]
     cmd = Command(
-        pip_install_command(probe.executable, row, public if same else None, python_version=probe.python_version),
+        pip_install_command(
+            probe.executable,
+            row,
+            public if same else None,
+            python_version=probe.python_version,
+            venv_creator=probe.venv_creator,
+        ),
         f"or a torch built for the toolkit's CUDA {row['cuda']}",
         "changes",
     )

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudoctor.checks import require
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks._libraries import framework_dists
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.jupyter import JupyterFacts, KernelLaunch, KernelSpecFacts
@@ -178,16 +179,20 @@ def _q(text: str) -> str:
 
 
 def _pip_install(probe: ProbeFacts, package: str) -> str:
-    """The command that installs ``package`` into the probed interpreter: ``uv pip install
-    --python`` in a venv made by ``uv venv`` (which has no pip), else ``python -m pip install``."""
-    if probe.venv_creator == "uv":
-        return f"uv pip install --python {_q(probe.executable)} {package}"
-    return f"{_q(probe.executable)} -m pip install {package}"
+    """The command that installs ``package`` into the probed interpreter (uv's form in a venv made
+    by ``uv venv``: :func:`~gpudoctor.checks._common.install_command`)."""
+    return install_command(_q(probe.executable), package, probe.venv_creator)
 
 
-def _register_cmd(python: str, name: str, display: str, has_ipykernel: bool) -> str:
-    install = "" if has_ipykernel else f"{python} -m pip install ipykernel && "
-    return f"{install}{python} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
+def _register_cmd(python: str, name: str, display: str, probe: ProbeFacts | None) -> str:
+    """Register ``python`` as the kernel ``name``; ipykernel installed first when ``probe`` (that
+    interpreter's) lacks it, with uv's installer in a venv made by ``uv venv``."""
+    install = (
+        ""
+        if _has_ipykernel(probe)
+        else install_command(_q(python), "ipykernel", probe.venv_creator if probe is not None else None) + " && "
+    )
+    return f"{install}{_q(python)} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
 
 
 def _without_connection_file(argv: Sequence[str]) -> list[str]:
@@ -235,7 +240,7 @@ def _analyse(k: _Kernel, ref: TargetFacts | None, facts: Facts) -> None:
     ref_py = reference_python(facts)
     ref_has_ipk = _has_ipykernel(ref_probe)
     display = spec.display_name or spec.name
-    reregister = _register_cmd(ref_py, spec.name, display, ref_has_ipk) if ref_py else None
+    reregister = _register_cmd(ref_py, spec.name, display, ref_probe) if ref_py else None
     register = (
         (Command(reregister, "re-register the kernel from the terminal's environment", "changes"),)
         if reregister
@@ -649,7 +654,7 @@ def evaluate(facts: Facts) -> list[Finding]:
                 ref_py,
                 _suggest_name(facts),
                 _suggest_name(facts),
-                _has_ipykernel(ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None),
+                ref.probe if ref is not None and isinstance(ref.probe, ProbeFacts) else None,
             )
             if ref_py
             else "python -m ipykernel install --user --name NAME"

@@ -41,7 +41,7 @@ _MISSING_SO = re.compile(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object fi
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 
 
-def _install_hint(python: str, facts: Facts, python_version: str | None = None) -> str:
+def _install_hint(python: str, facts: Facts, python_version: str | None = None, venv_creator: str | None = None) -> str:
     """The pip command that installs a torch this machine can use, for ``python`` (whose version,
     when known, caps the torch named: :func:`~gpudoctor.checks._common.pip_install_command`)."""
     last = newest_torch_for_python(python_version)
@@ -52,7 +52,7 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
         else ""
     )
     if nvidia_gpu_count(facts) and driver_version(facts) is None:
-        return _hint_without_driver(python, python_version) + note
+        return _hint_without_driver(python, python_version, venv_creator) + note
     if nvidia_gpu_count(facts):
         variant = best_variant_for_driver(driver_version(facts), python_version)
         if variant is None:
@@ -60,17 +60,18 @@ def _install_hint(python: str, facts: Facts, python_version: str | None = None) 
             return f"The NVIDIA driver is too old for {which}; upgrade the driver first (see `nvidia.driver`)." + note
         return (
             f"Install a CUDA build the driver can run:\n\n```\n"
-            f"{pip_install_command(python, variant, python_version=python_version)}\n```" + note
+            f"{pip_install_command(python, variant, python_version=python_version, venv_creator=venv_creator)}\n```"
+            + note
         )
     cpu = {"index_url": "https://download.pytorch.org/whl/cpu"}
     return (
         "This machine has no NVIDIA GPU, so the CPU build is the right one:\n\n"
-        f"```\n{pip_install_command(python, cpu, python_version=python_version)}\n```" + note
+        f"```\n{pip_install_command(python, cpu, python_version=python_version, venv_creator=venv_creator)}\n```" + note
     )
 
 
 def _install_commands(
-    python: str, facts: Facts, python_version: str | None = None, keep: str = ""
+    python: str, facts: Facts, python_version: str | None = None, keep: str = "", venv_creator: str | None = None
 ) -> tuple[Command, ...]:
     """The commands of :func:`_install_hint` (and of :func:`_same_version_hint` for ``keep``, the
     installed version), preferred first."""
@@ -83,7 +84,7 @@ def _install_commands(
     if keep and driver and public:
         variant = variant_for(public, driver)
         if variant is not None and v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"]):
-            cmd = pip_install_command(python, variant, public, python_version=python_version)
+            cmd = pip_install_command(python, variant, public, python_version=python_version, venv_creator=venv_creator)
             out.append(Command(cmd, f"keep torch {public}, take its CUDA {variant['cuda']} build", "changes"))
     if gpus and driver is None:
         out.append(Command("gpudoctor check", "once the driver works: names the exact torch build"))
@@ -95,7 +96,13 @@ def _install_commands(
     )
     if variant is not None:
         what = f"a CUDA {variant['cuda']} build this driver runs" if gpus else "the CPU build (no NVIDIA GPU here)"
-        out.append(Command(pip_install_command(python, variant, python_version=python_version), what, "changes"))
+        out.append(
+            Command(
+                pip_install_command(python, variant, python_version=python_version, venv_creator=venv_creator),
+                what,
+                "changes",
+            )
+        )
     elif not out:  # the driver is too old for every build this Python can install: the driver first
         out.extend(driver_install_commands(facts))
     return tuple(out)
@@ -128,7 +135,9 @@ def _cpu_origin(version: str) -> str:
     return ""
 
 
-def _same_version_hint(python: str, version: str, facts: Facts, python_version: str | None) -> str:
+def _same_version_hint(
+    python: str, version: str, facts: Facts, python_version: str | None, venv_creator: str | None = None
+) -> str:
     """The command that keeps the installed torch release and swaps in its CUDA build, when a CUDA
     variant the driver runs published it (``data/torch_wheels.toml``); "" otherwise."""
     from gpudoctor.checks._gpu import variant_for
@@ -140,7 +149,7 @@ def _same_version_hint(python: str, version: str, facts: Facts, python_version: 
     variant = variant_for(public, driver)
     if variant is None or not (v(variant["first_torch"]) <= v(public) <= v(variant["newest_torch"])):
         return ""
-    cmd = pip_install_command(python, variant, public, python_version=python_version)
+    cmd = pip_install_command(python, variant, public, python_version=python_version, venv_creator=venv_creator)
     return (
         f"Keep torch {public} (what your other packages were resolved against) and take its CUDA "
         f"{variant['cuda']} build, which driver {driver} runs:\n\n```\n{cmd}\n```\n\nOr move to the newest "
@@ -163,7 +172,7 @@ def _conda_hint(probe: ProbeFacts) -> str:
     )
 
 
-def _hint_without_driver(python: str, python_version: str | None) -> str:
+def _hint_without_driver(python: str, python_version: str | None, venv_creator: str | None = None) -> str:
     """An NVIDIA GPU but no known driver version (none installed, or not visible): the build
     cannot be matched to the driver yet, so name the install order and the command per driver
     branch (the newest CUDA build, and the newest build of the CUDA major before it, whose
@@ -189,7 +198,7 @@ def _hint_without_driver(python: str, python_version: str | None) -> str:
             "",
             f"- {branch} (CUDA {variant['cuda']} build):",
             "",
-            f"  ```\n  {pip_install_command(python, variant, python_version=python_version)}\n  ```",
+            f"  ```\n  {pip_install_command(python, variant, python_version=python_version, venv_creator=venv_creator)}\n  ```",
         ]
     return "\n".join(lines)
 
@@ -369,10 +378,10 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
         return CHECK.finding(
             Status.FAIL,
             f"PyTorch is not installed in {probe.executable}",
-            f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version)}",
+            f"`import torch` cannot work in this interpreter.\n\n{_install_hint(probe.executable, facts, probe.python_version, probe.venv_creator)}",
             evidence=evidence,
             target=t.label,
-            commands=_install_commands(probe.executable, facts, probe.python_version),
+            commands=_install_commands(probe.executable, facts, probe.python_version, venv_creator=probe.venv_creator),
         )
     evidence["torch"] = tf.version or tf.dist_version or "?"
     if tf.import_failed:
@@ -426,13 +435,19 @@ def _evaluate_target(t: TargetFacts, facts: Facts) -> Finding:
             f"A CPU-only build (`torch.version.cuda is None`) never uses the GPU: "
             f"`torch.cuda.is_available()` is always False.{_cpu_origin(tf.version or '')}\n\n"
             f"{_conda_hint(probe)}"
-            f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version)}"
-            f"{_install_hint(probe.executable, facts, probe.python_version)}",
+            f"{_same_version_hint(probe.executable, tf.version or '', facts, probe.python_version, probe.venv_creator)}"
+            f"{_install_hint(probe.executable, facts, probe.python_version, probe.venv_creator)}",
             evidence=evidence,
             target=t.label,
             commands=(
                 *_conda_commands(probe),
-                *_install_commands(probe.executable, facts, probe.python_version, keep=tf.version or ""),
+                *_install_commands(
+                    probe.executable,
+                    facts,
+                    probe.python_version,
+                    keep=tf.version or "",
+                    venv_creator=probe.venv_creator,
+                ),
             ),
         )
     return CHECK.finding(
