@@ -217,3 +217,18 @@ def test_check_reports_plugin_errors_and_still_runs_the_rest(plugin_site):
     assert "Traceback" not in out.stderr
     strict = run_cli(["check", "goodplug", "--strict", "--format", "json"], plugin_site)
     assert strict.returncode == 1  # the plug-in's warning under --strict
+
+
+@pytest.mark.parametrize(
+    "args", [["check", "brokenplug.check"], ["facts", "brokenplug"], ["gate", "--checks", "brokenplug"]]
+)
+def test_naming_a_plugin_that_failed_to_load_says_why(plugin_site, args):
+    """The id is registered but its import failed: a usage error that gives the plug-in's problem,
+    not "no check matches" with the list of loaded ids. Twin: an id nobody registered."""
+    out = run_cli(args, plugin_site)
+    assert out.returncode == 2, out.stderr
+    assert "did not load: plug-in check 'brokenplug.check' from brokenplug 0.3 failed to load" in out.stderr
+    assert "ModuleNotFoundError" in out.stderr and "known checks" not in out.stderr
+    assert "Traceback" not in out.stderr
+    unknown = run_cli([args[0], *args[1:-1], "nosuch.check"], plugin_site)
+    assert unknown.returncode == 2 and "no check matches 'nosuch.check'; known checks:" in unknown.stderr

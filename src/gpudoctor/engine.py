@@ -182,11 +182,18 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Sequence[str] = ()) -> list[Check]:
+def select_checks(
+    checks: Mapping[str, Check],
+    ids: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    unloaded: Mapping[str, str] | None = None,
+) -> list[Check]:
     """Checks chosen by id or id prefix (``cuda`` selects ``cuda.driver``, ``cuda.arch``).
 
     Empty ``ids`` selects all. Raises :class:`SelectionError` for an id or
-    prefix that matches nothing, naming the known ids.
+    prefix that matches nothing, naming the known ids, or, when it names a check that is
+    registered but failed to load (``unloaded``: id -> why, :meth:`Registry.unloaded
+    <gpudoctor.registry.Registry.unloaded>`), saying why.
     """
 
     def matches(pattern: str, cid: str) -> bool:
@@ -195,6 +202,9 @@ def select_checks(checks: Mapping[str, Check], ids: Sequence[str] = (), skip: Se
 
     for pattern in list(ids) + list(skip):
         if not any(matches(pattern, cid) for cid in checks):
+            broken = [why for cid, why in (unloaded or {}).items() if matches(pattern, cid)]
+            if broken:
+                raise SelectionError(f"{pattern!r} did not load: {broken[0]}")
             raise SelectionError(f"no check matches {pattern!r}; known checks: {', '.join(checks)}")
     chosen = [c for cid, c in checks.items() if not ids or any(matches(p, cid) for p in ids)]
     return [c for c in chosen if not any(matches(p, c.id) for p in skip)]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gpudoctor import catalogue
@@ -132,6 +132,7 @@ def gate_checks(
     ids: Sequence[str] = (),
     deep: bool = False,
     known_ids: Sequence[str] | None = None,
+    unloaded: Mapping[str, str] | None = None,
 ) -> tuple[list[Check], list[str]]:
     """The checks the gate runs and the gate checks it leaves out.
 
@@ -140,10 +141,10 @@ def gate_checks(
     only those served by the light probe (the rest are returned as left out).
     Raises :class:`~gpudoctor.engine.SelectionError` for an id in ``ids`` or
     ``skip`` that matches no check (of ``known_ids`` when given: every registered id,
-    loaded or not).
+    loaded or not); ``unloaded`` (id -> why) names a registered check that failed to load.
     """
     if ids:
-        return select_checks(checks, ids, skip), []
+        return select_checks(checks, ids, skip, unloaded), []
     # unknown --skip ids are a usage error, as in `check`
     select_checks(
         {cid: Check(cid, cid, (), lambda facts: []) for cid in (known_ids if known_ids is not None else checks)},
@@ -161,8 +162,8 @@ def gate_checks(
     light = [
         c for c in chosen if ("targets" not in c.needs or c.probe_level == "light") and c.id not in BUILTIN_DEEP_ONLY
     ]
-    unloaded = [cid for cid in BUILTIN_DEEP_ONLY if cid not in checks and cid not in skip_ids(skip)]
-    return light, [c.id for c in chosen if c not in light] + sorted(unloaded)
+    deep_only = [cid for cid in BUILTIN_DEEP_ONLY if cid not in checks and cid not in skip_ids(skip)]
+    return light, [c.id for c in chosen if c not in light] + sorted(deep_only)
 
 
 def _reference_probe(facts: Facts):

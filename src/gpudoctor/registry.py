@@ -65,6 +65,15 @@ class Registry:
     def fixes_for(self, check_id: str) -> list[Fix]:
         return [f for f in self.fixes.values() if check_id in f.addresses]
 
+    def unloaded(self) -> dict[str, str]:
+        """Check ids that are registered but were not loaded (a broken or conflicting plug-in) ->
+        the problem's summary, for a selection that names one."""
+        return {
+            str(p.evidence["id"]): p.summary
+            for p in self.problems
+            if p.evidence.get("id") and p.evidence["id"] not in self.checks
+        }
+
 
 _PROVIDERS: dict[str, str] = {}
 

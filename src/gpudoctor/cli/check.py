@@ -175,7 +175,7 @@ def check(
         options = replace(make_collect_options(pythons, offline, probe_timeout, **extra), deep=deep)
         registry = load_registry()
         try:
-            selected = engine.select_checks(registry.checks, ids, skip)
+            selected = engine.select_checks(registry.checks, ids, skip, registry.unloaded())
         except engine.SelectionError as exc:
             raise usage(str(exc)) from None
         from gpudoctor.mirrors.cli_options import selected_mirror_ecosystems

@@ -42,7 +42,7 @@ def facts(ids, root, pythons, offline, probe_timeout, output):
 
     registry = load_registry()
     try:
-        selected = engine.select_checks(registry.checks, ids)
+        selected = engine.select_checks(registry.checks, ids, unloaded=registry.unloaded())
     except engine.SelectionError as exc:
         raise usage(str(exc)) from None
     check_pythons(pythons)

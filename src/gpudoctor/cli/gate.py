@@ -166,7 +166,9 @@ def gate(
     start_early(system, g.collect_options(g.GateOptions(timeout_s=probe_timeout or timeout, deep=deep)))
     registry = g.load_gate_registry(_ids(checks_), deep)
     try:
-        checks, left_out = g.gate_checks(registry.checks, skip, _ids(checks_), deep, registry.check_ids)
+        checks, left_out = g.gate_checks(
+            registry.checks, skip, _ids(checks_), deep, registry.check_ids, registry.unloaded()
+        )
     except SelectionError as exc:
         from gpudoctor.system import kill_running_commands
 
