@@ -433,3 +433,24 @@ def test_neighbour_include_at_the_top_level_is_named_not_judged(tmp_path):
 def test_twin_without_extends_or_include_nothing_is_said_about_them(tmp_path):
     f = one(judge(tmp_path, VLLM + GPU.format(count="all", caps="gpu")))
     assert f.status is Status.OK and "not judged" not in f.summary
+
+
+def test_env_file_values_count_and_environment_overrides_them(tmp_path):
+    """`env_file:` is read before `environment:` (Compose specification): NVIDIA_VISIBLE_DEVICES=void in
+    the file hides the GPU as it would in `environment:`; the list and `{path, required}` forms, later
+    files winning. Twin: `environment:` sets it back to all."""
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    files = {
+        "/srv/app/gpu.env": "# GPUs\nNVIDIA_VISIBLE_DEVICES=void\n",
+        "/srv/app/all.env": "NVIDIA_VISIBLE_DEVICES=all\n",
+    }
+    f = one(judge(tmp_path, base + "    env_file: gpu.env\n", extra=files))
+    assert f.status is Status.FAIL and "hides every GPU" in f.summary
+    listed = base + "    env_file:\n      - all.env\n      - path: ./gpu.env\n        required: false\n"
+    assert "hides every GPU" in one(judge(tmp_path, listed, extra=files)).summary
+    later_wins = base + "    env_file: [gpu.env, all.env]\n"
+    assert one(judge(tmp_path, later_wins, extra=files)).status is Status.OK
+    overridden = base + "    env_file: gpu.env\n    environment:\n      - NVIDIA_VISIBLE_DEVICES=all\n"
+    assert one(judge(tmp_path, overridden, extra=files)).status is Status.OK
+    missing = base + "    env_file: nowhere.env\n"
+    assert one(judge(tmp_path, missing, extra=files)).status is Status.OK

@@ -4,7 +4,7 @@ The file (a path inside ``--root``; on this machine, as given) is read with
 :mod:`gpudoctor.composefile`. Per service: its GPU requests as the Compose
 specification spells them (``deploy.resources.reservations.devices``, the
 ``gpus:`` key of Compose 2.30+, the legacy ``runtime: nvidia``), the
-``NVIDIA_VISIBLE_DEVICES``/``CUDA_VISIBLE_DEVICES`` of its ``environment``,
+``NVIDIA_VISIBLE_DEVICES``/``CUDA_VISIBLE_DEVICES`` of its ``environment`` (over its ``env_file``),
 its ``image:`` tag (CUDA from the tag; GPU images from ``platform.toml``'s
 ``[[gpu_image]]`` rows) and the Dockerfile of its ``build:`` (``context`` +
 ``dockerfile``, relative to the Compose file's directory, ``args`` applied),
@@ -122,6 +122,23 @@ def _dotenv(text: str) -> dict[str, str]:
     return out
 
 
+def _env_file(ctx: CollectContext, base_dir: str, spec: Any) -> dict[str, str | None]:
+    """The variables of a service's ``env_file:`` (a path, or a list of paths or ``{path,
+    required}`` mappings; relative to the Compose file), later files winning, as Compose reads
+    them before ``environment:``. A file that cannot be read adds nothing (Compose itself stops
+    on a missing required one)."""
+    out: dict[str, str | None] = {}
+    for item in spec if isinstance(spec, list) else [spec]:
+        path = item if isinstance(item, str) else str(item.get("path") or "") if isinstance(item, dict) else ""
+        if not path:
+            continue
+        try:
+            out.update(_dotenv(_read(ctx, posixpath.normpath(posixpath.join(base_dir, path)))))
+        except (InputError, OSError, UnicodeDecodeError):
+            continue
+    return out
+
+
 def interpolate(value: Any, env: dict[str, str]) -> Any:
     """``value`` with Compose's ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``, ``${VAR:+alt}``,
     ``$VAR`` and ``$$`` applied to every string in it (``${VAR:?err}`` unset: left as written)."""
@@ -194,7 +211,7 @@ def _service(ctx: CollectContext, base_dir: str, name: str, svc: dict[str, Any],
                 signs.append(f"Dockerfile FROM {build.base}")
             if build.wheel_cuda:
                 signs.append(f"Dockerfile installs a CUDA {build.wheel_cuda} torch ({build.wheel_origin})")
-    env = _environment(svc.get("environment"))
+    env = {**_env_file(ctx, base_dir, svc.get("env_file")), **_environment(svc.get("environment"))}
     nvd = env.get("NVIDIA_VISIBLE_DEVICES")
     if nvd and nvd.strip().lower() not in ("void", "none", ""):
         signs.append(f"environment NVIDIA_VISIBLE_DEVICES={nvd}")

@@ -42,8 +42,9 @@ class ComposeService:
         gpu_signs: why the service runs GPU code (``image ollama/ollama``, ``Dockerfile FROM
             nvidia/cuda:...``, ``environment NVIDIA_VISIBLE_DEVICES=all``); empty: no sign.
         requests: its GPU requests, in file order.
-        nvidia_visible_devices: ``NVIDIA_VISIBLE_DEVICES`` from ``environment`` (None: not set).
-        cuda_visible_devices: ``CUDA_VISIBLE_DEVICES`` from ``environment`` (None: not set).
+        nvidia_visible_devices: ``NVIDIA_VISIBLE_DEVICES`` from ``environment`` or, below it, the
+            ``env_file`` files (None: not set).
+        cuda_visible_devices: ``CUDA_VISIBLE_DEVICES``, the same way (None: not set).
         build: the service's Dockerfile, read like ``--dockerfile`` (None: no ``build:``, or not read).
         build_problem: why the Dockerfile named by ``build:`` could not be read ("" when it was).
         extends: the ``extends:`` it inherits from (``FILE service`` or ``service``), not followed
