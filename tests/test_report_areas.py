@@ -382,3 +382,16 @@ def test_two_findings_naming_each_other_as_their_cause_are_both_shown():
     assert consequence_of(c, [b, c]) == "x.b"  # one way only: folded
     lay = layout(Report(findings=(a, b), facts=make_facts()))
     assert lay.headline.startswith("x.a: a")
+
+
+def test_every_explain_signature_lands_in_a_report_area():
+    """`explain --format json` gives each match the area of its id; a signature family missing
+    from PREFIX_AREAS (lib., jax., slurm., nvrm., ...) used to land in "other"."""
+    from gpudoctor.explain import load_signatures
+
+    sigs = load_signatures()
+    assert len(sigs) > 200
+    assert [s.id for s in sigs if area_for(s.id) == "other"] == []
+    assert area_for("lib.cudnn-missing") == "libraries" and area_for("slurm.gres-undefined") == "platform"
+    assert area_for("nvrm.xid") == "devices" and area_for("python.no-module-torch") == "gpu"
+    assert area_for("python.headers-absent") == "libraries" and area_for("net.connect-failed") == "sources"
