@@ -541,6 +541,57 @@ def test_wsl_detected_from_dev_dxg_on_an_image_root(tmp_path, dxg):
 
 
 @pytest.mark.parametrize(
+    "proc_version,dxg,version",
+    [
+        # WSL 1 (Windows 10 2004): the kernel release ends in -Microsoft, no /dev/dxg
+        (
+            "Linux version 4.4.0-19041-Microsoft (Microsoft@Microsoft.com) (gcc version 5.4.0 (GCC) ) #488-Microsoft",
+            False,
+            1,
+        ),
+        # WSL 2, current and first kernels; /dev/dxg alone also says WSL 2
+        (
+            "Linux version 5.15.90.1-microsoft-standard-WSL2 (oe-user@oe-host) (x86_64-msft-linux-gcc (GCC) 9.3.0)",
+            False,
+            2,
+        ),
+        ("Linux version 4.19.121-microsoft-standard (oe-user@oe-host) (gcc version 8.2.0 (GCC))", False, 2),
+        ("Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org)", True, 2),
+        ("Linux version 6.1.0-18-amd64 (debian-kernel@lists.debian.org)", False, None),  # not WSL
+        ("Linux version", False, None),  # truncated: neither
+    ],
+)
+def test_wsl_version_from_proc_version_and_dev_dxg(tmp_path, proc_version, dxg, version):
+    tree = {"/etc/os-release": 'ID=ubuntu\nVERSION_ID="20.04"\n', "/proc/version": proc_version + "\n"}
+    if dxg:
+        tree["/dev/dxg"] = ""
+    write_tree(tmp_path, tree)
+    facts = collect_os(CollectContext(fake_system(tmp_path), CollectOptions()))
+    assert facts.wsl_version == version
+    assert facts.wsl is (version is not None)
+
+
+@pytest.mark.parametrize("version,status", [(1, Status.FAIL), (2, Status.FAIL), (None, Status.FAIL)])
+def test_wsl_1_is_named_with_its_conversion_not_the_driver_remedy(tmp_path, registry, version, status):
+    """WSL 1 has no GPU device and no /usr/lib/wsl/lib (microsoft/WSL#3847, #1788: GPU compute came
+    with WSL 2): the remedy is `wsl --set-version`, not a Windows driver. Twin: WSL 2 without the
+    driver's libcuda keeps the driver remedy (and an unknown version too)."""
+    from dataclasses import replace
+
+    facts, _ = _case07_facts(tmp_path, fixed=False)
+    os_facts = replace(facts.get("os"), kernel="4.4.0-19041-Microsoft" if version == 1 else "", wsl_version=version)
+    libs = replace(facts.get("cuda_libraries"), wsl_lib=())
+    facts = make_facts(targets=facts.get("targets"), loader=facts.get("loader"), cuda_libraries=libs, os=os_facts)
+    f = run(facts, registry, "cuda.wsl")["cuda.wsl"]
+    assert f.status is status
+    if version == 1:
+        assert f.summary.startswith("WSL 1 (kernel 4.4.0-19041-Microsoft): WSL 1 has no GPU access")
+        assert [c.text for c in f.commands] == ["wsl -l -v", "wsl --set-version <distro> 2"]
+    else:
+        assert "WSL 2 without the Windows driver's libcuda.so.1" in f.summary and "wsl --set-version" not in text_of(f)
+
+
+@pytest.mark.parametrize(
     "dists,status,needles",
     [
         # torch-free: two frameworks from metadata only, different cuDNN majors

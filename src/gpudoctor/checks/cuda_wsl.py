@@ -67,6 +67,24 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     cl = facts.of(CudaLibrariesFacts)
     if not is_wsl(facts):
         return CHECK.finding(Status.SKIP, "not running under WSL", target=t.label)
+    os_facts = facts.of(OsFacts)
+    if not isinstance(os_facts, Unavailable) and os_facts.wsl_version == 1:
+        distro = probe.env.get("WSL_DISTRO_NAME") or "<distro>"
+        return CHECK.finding(
+            Status.FAIL,
+            f"WSL 1 (kernel {os_facts.kernel or 'named Microsoft'}): WSL 1 has no GPU access at all",
+            f"This distribution runs under **WSL 1**, which translates Linux system calls and has no GPU "
+            f"device (`/dev/dxg`) and no driver libraries in `{WSL_LIB}`. GPU compute (CUDA, DirectML) works "
+            f'only under WSL 2 (Microsoft, "GPU accelerated ML training in WSL"; NVIDIA CUDA on WSL User '
+            f"Guide). Convert the distribution in PowerShell on Windows (`wsl --set-version {distro} 2`), keep "
+            f"the NVIDIA driver on Windows current, and do not install a Linux NVIDIA driver inside WSL.",
+            evidence={"kernel": os_facts.kernel, "wsl_version": 1, "python": probe.executable},
+            target=t.label,
+            commands=(
+                Command("wsl -l -v", "in PowerShell on Windows: the VERSION column shows 1 or 2"),
+                Command(f"wsl --set-version {distro} 2", "in PowerShell on Windows: convert it to WSL 2", "changes"),
+            ),
+        )
     if isinstance(cl, Unavailable):
         return CHECK.finding(Status.SKIP, f"the loader was not modelled: {cl.reason}", target=t.label)
     model = next((m for m in cl.targets if m.label == t.label), None)

@@ -66,6 +66,7 @@ def collect_os(ctx: CollectContext) -> OsFacts:
     # issue 11: WSL 2 from the kernel release, /proc/version (also in an image root) or /dev/dxg
     osrel = files.read_text_or_none("/proc/version") or ""
     wsl = "microsoft" in kernel.lower() or "microsoft" in osrel.lower() or files.exists("/dev/dxg")
+    wsl_version = _wsl_version(kernel, osrel, files.exists("/dev/dxg")) if wsl else None
     container = detect_container(files, ctx.system.env)
     return OsFacts(
         id=info.id() or "unknown",
@@ -76,6 +77,7 @@ def collect_os(ctx: CollectContext) -> OsFacts:
         machine=platform.machine() if files.is_live else "",
         container=container,
         wsl=wsl,
+        wsl_version=wsl_version,
     )
 
 
@@ -211,6 +213,18 @@ def collect_shm(ctx: CollectContext) -> ShmFacts | Unavailable:
         reason = f"statvfs({SHM_PATH}) failed: {exc.strerror}"
         return ShmFacts(SHM_PATH, mounted, Unavailable(reason), Unavailable(reason), fstype, options)
     return ShmFacts(SHM_PATH, mounted, st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize, fstype, options)
+
+
+def _wsl_version(kernel: str, proc_version: str, dxg: bool) -> int | None:
+    """1 or 2 (see :attr:`~gpudoctor.facts.host.OsFacts.wsl_version`) from the kernel release (or,
+    in an image root, ``/proc/version``) and ``/dev/dxg``; None when neither tells."""
+    words = proc_version.split()
+    release = kernel or (words[2] if len(words) > 2 and words[:2] == ["Linux", "version"] else "")
+    if dxg or "microsoft-standard" in release.lower() or release.upper().endswith("-WSL2"):
+        return 2
+    if release.endswith("-Microsoft"):
+        return 1
+    return None
 
 
 COLLECTORS = (

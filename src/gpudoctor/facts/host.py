@@ -36,6 +36,11 @@ class OsFacts:
         container: container detection.
         wsl: True under Windows Subsystem for Linux (kernel release or ``/proc/version``
             naming ``microsoft``, or ``/dev/dxg`` present: the WSL 2 GPU paravirtualisation device).
+        wsl_version: 1 or 2 under WSL, None when not WSL or not known. WSL 1 translates Linux
+            system calls in the Windows kernel: its release ends in ``-Microsoft`` (``4.4.0-19041-
+            Microsoft``); WSL 2 runs a real Linux kernel (``5.15.90.1-microsoft-standard-WSL2``,
+            earlier ``4.19.104-microsoft-standard``) and has ``/dev/dxg``. Only WSL 2 reaches the
+            GPU (Microsoft, "GPU accelerated ML training in WSL"; NVIDIA CUDA on WSL User Guide).
     """
 
     id: str
@@ -46,6 +51,7 @@ class OsFacts:
     machine: str
     container: ContainerFacts
     wsl: bool = False
+    wsl_version: int | None = None
 
 
 @frozen_dataclass
