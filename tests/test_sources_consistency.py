@@ -554,3 +554,54 @@ def test_conda_channel_alias_on_a_mirror_leaves_defaults_public(tmp_path):
     facts = collect(write_tree(tmp_path / "ok", {"/home/user/.condarc": condarc}))
     (finding,) = index_consistency.evaluate(facts)
     assert finding.status == Status.OK
+
+
+def test_uv_pip_index_url_is_read_by_uv_pip_only(tmp_path):
+    """`[pip] index-url` in uv.toml applies to `uv pip` only (uv's settings reference: "ignored when
+    running commands outside the `uv pip` namespace"), and there it wins over the top-level keys of
+    every file (uv's PipSettings::combine prefers tool.uv.pip.index-url). pip.conf on the same mirror:
+    `uv pip` agrees, the project commands do not (info, with the top-level fix). Twins: the same URL at
+    the top level agrees for both; UV_DEFAULT_INDEX reaches both interfaces."""
+    write_tree(
+        tmp_path,
+        {
+            "/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n",
+            "/home/user/.local/bin/uv": "#!/bin/sh\n",
+            "/home/user/.config/uv/uv.toml": f'[pip]\nindex-url = "{MIRROR}"\n',
+        },
+    )
+    facts = collect(tmp_path)
+    uv = facts.get("uv")
+    assert (uv.default_index, uv.default_origin) == ("https://pypi.org/simple", "built-in")
+    assert (uv.pip_default_index, uv.pip_default_origin) == (MIRROR, "/home/user/.config/uv/uv.toml")
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.INFO and finding.fixes == ("uv.index-url",)
+    assert finding.summary.startswith(f"`uv pip` uses pip's index {MIRROR} (/home/user/.config/uv/uv.toml)")
+    assert "project commands (uv add, lock, sync, run) use the public default index" in finding.summary
+
+    # a lower-precedence file's [pip] index-url still wins for `uv pip` over the project file's top level
+    write_tree(tmp_path, {"/etc/uv/uv.toml": f'[pip]\nindex-url = "{MIRROR}"\n'})
+    (tmp_path / "home/user/.config/uv/uv.toml").write_text('index-url = "https://other.example.org/simple"\n')
+    uv = collect(tmp_path).get("uv")
+    assert uv.default_index == "https://other.example.org/simple"
+    assert (uv.pip_default_index, uv.pip_default_origin) == (MIRROR, "/etc/uv/uv.toml")
+
+    # twin: the mirror at the top level is every command's default, `uv pip` included
+    (tmp_path / "etc/uv/uv.toml").unlink()
+    (tmp_path / "home/user/.config/uv/uv.toml").write_text(f'[[index]]\nurl = "{MIRROR}"\ndefault = true\n')
+    facts = collect(tmp_path)
+    assert facts.get("uv").pip_default_index == ""
+    (finding,) = index_consistency.evaluate(facts)
+    assert finding.status == Status.OK
+
+    # the variable reaches both interfaces: no separate `uv pip` default
+    (tmp_path / "home/user/.config/uv/uv.toml").write_text('[pip]\nindex-url = "https://other.example.org/simple"\n')
+    uv = collect(tmp_path, env={"UV_DEFAULT_INDEX": MIRROR}).get("uv")
+    assert (uv.default_index, uv.pip_default_index) == (MIRROR, "")
+
+
+def test_a_mirror_only_uv_pip_uses_still_leaves_pip_on_the_public_index(tmp_path):
+    write_tree(tmp_path, {"/etc/uv/uv.toml": f'[pip]\nindex-url = "{MIRROR}"\n'})
+    (finding,) = index_consistency.evaluate(collect(tmp_path))
+    assert finding.status == Status.WARN and finding.fixes == ("pip.index-url",)
+    assert "pip never reads uv.toml" in finding.summary and MIRROR in finding.summary

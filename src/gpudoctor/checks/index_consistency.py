@@ -84,6 +84,13 @@ def uv_index(uv: Any) -> tuple[str, str] | None:
     return uv.default_index, uv.default_origin
 
 
+def uv_pip_index(uv: Any) -> tuple[str, str] | None:
+    """(url, origin) of ``uv pip``'s own default index (a ``[pip] index-url``) when it is a mirror."""
+    if not isinstance(uv, UvFacts) or not uv.pip_default_index or _public(uv.pip_default_index, PUBLIC_PYPI):
+        return None
+    return uv.pip_default_index, uv.pip_default_origin
+
+
 def conda_cloud_base(conda: CondaFacts) -> str | None:
     """The mirror's ``cloud`` base (where named channels live), from a mirrored ``defaults``/channel URL.
 
@@ -107,6 +114,40 @@ def _uv_finding(pip: tuple[str, str, str, int], uv: UvFacts) -> Finding:
     scope = SCOPE_FOR_UV.get(variant, "user")
     where = f"{source} line {line}" if line else source
     target = {"global": "/etc/uv/uv.toml", "user": uv.user_config or "~/.config/uv/uv.toml"}.get(scope, "")
+    if uv.pip_default_index and uv.pip_default_index.rstrip("/") == url.rstrip("/"):
+        project = (
+            "the public default index"
+            if uv.default_origin == "built-in"
+            else f"{uv.default_index} ({uv.default_origin})"
+        )
+        return Finding(
+            check=CHECK_ID,
+            status=Status.INFO,
+            summary=(
+                f"`uv pip` uses pip's index {url} ({uv.pip_default_origin}), but uv's project commands "
+                f"(uv add, lock, sync, run) use {project}: `[pip] index-url` is read by `uv pip` only"
+            ),
+            explanation=(
+                f"`{uv.pip_default_origin}` sets `index-url` in its `[pip]` table, which uv reads for `uv pip` "
+                f"commands only (uv's settings reference: ignored outside the `uv pip` namespace). `uv pip install` "
+                f"therefore agrees with pip ({where}), while `uv add`, `uv lock`, `uv sync` and `uv run` resolve "
+                f"against {project}. If you use those, give uv the index at the top level as well"
+                + (f" (`{target}`)" if target else "")
+                + f":\n\n"
+                f'    [[index]]\n    url = "{url}"\n    default = true\n\n'
+                f"`gpudoctor fix uv.index-url` writes it."
+            ),
+            evidence={
+                "tool": "uv",
+                "index_url": url,
+                "scope": scope,
+                "uv_default": uv.default_index,
+                "uv_origin": uv.default_origin,
+                "uv_pip_default": uv.pip_default_index,
+                "uv_pip_origin": uv.pip_default_origin,
+            },
+            fixes=("uv.index-url",),
+        )
     now = (
         f"uses the public default index ({uv.default_index})"
         if uv.default_origin == "built-in"
@@ -429,14 +470,15 @@ def evaluate(facts: Facts) -> list[Finding]:
         u = (suggested, uv.default_origin) if suggested and not _public(suggested, PUBLIC_PYPI) else None
     if p and isinstance(uv, UvFacts) and u is None:
         out.append(_uv_finding(p, uv))
+    u_any = u or uv_pip_index(uv)  # a mirror only `uv pip` uses still leaves pip on the public index
     if (
-        u
+        u_any
         and isinstance(pip, PipFacts)
         and p is None
         and "index-url" not in pip.env
         and not pip.effective.get("no-index")
     ):
-        out.append(_pip_finding(u, pip))
+        out.append(_pip_finding(u_any, pip))
     if isinstance(conda, CondaFacts):
         out += _conda_findings(conda)
     if out:

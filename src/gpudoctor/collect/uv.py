@@ -9,7 +9,10 @@ system file of ``$XDG_CONFIG_DIRS/uv/uv.toml`` (``/etc/xdg/uv/uv.toml``) and
 ``/etc/uv/uv.toml``. Precedence: environment (``UV_DEFAULT_INDEX``, then the
 deprecated ``UV_INDEX_URL``) > project > user > system. Index keys:
 ``[[index]]`` tables with ``url`` and ``default = true``, legacy
-``index-url`` / ``extra-index-url``, and ``[pip] index-url``.
+``index-url`` / ``extra-index-url``, and ``[pip] index-url``, which only ``uv pip`` reads
+(uv's settings reference, "pip": ignored outside the ``uv pip`` namespace) and which wins there
+over the top-level keys (uv's ``PipSettings::combine`` prefers ``tool.uv.pip.index-url`` over
+``tool.uv.index-url``).
 """
 
 from __future__ import annotations
@@ -142,11 +145,19 @@ def collect_uv(ctx: CollectContext) -> UvFacts:
             )
     for origin, doc in ordered:
         indexes.extend(_indexes(doc, origin))
-    default = next((i for i in indexes if i.default), None)
+    # `[pip] index-url` is read by `uv pip` only, where it wins over the top-level settings of every
+    # file; the project commands (uv add, lock, sync, run) never see it. The variables reach both.
+    default = next((i for i in indexes if i.default and not i.key.startswith("pip.")), None)
+    pip_default = next(
+        (i for i in indexes if i.default and i.key in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "pip.index-url")), None
+    )
+    pip_differs = pip_default is not None and pip_default is not default
     return UvFacts(
         indexes=tuple(indexes),
         default_index=default.url if default else PYPI,
         default_origin=default.origin if default else "built-in",
+        pip_default_index=pip_default.url if pip_default is not None and pip_differs else "",
+        pip_default_origin=pip_default.origin if pip_default is not None and pip_differs else "",
         files=texts,
         user_config=user,
         no_config=no_config,

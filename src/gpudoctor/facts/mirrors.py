@@ -228,8 +228,12 @@ class UvFacts:
 
     Attributes:
         indexes: every index found; the effective default is :attr:`default_index`.
-        default_index: the URL uv resolves against by default (PyPI when unset).
+        default_index: the URL uv's project commands (``uv add``, ``lock``, ``sync``, ``run``)
+            resolve against by default (PyPI when unset); ``[pip] index-url`` is not theirs.
         default_origin: where that came from (``built-in`` when unset).
+        pip_default_index: the default index of ``uv pip`` when it differs from
+            :attr:`default_index` (a ``[pip] index-url``, which ``uv pip`` prefers); "" when the same.
+        pip_default_origin: where that came from ("" when the same).
         files: config files found (path -> text), for the fix planner.
         user_config: the user-level ``uv.toml`` path (created by the fix when absent).
         no_config: ``UV_NO_CONFIG`` is set (files are ignored).
@@ -251,6 +255,8 @@ class UvFacts:
     binary: str = ""
     problems: tuple[str, ...] = ()
     http_timeout: str = ""
+    pip_default_index: str = ""
+    pip_default_origin: str = ""
 
 
 # --------------------------------------------------------------------------- conda

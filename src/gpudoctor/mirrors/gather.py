@@ -93,6 +93,18 @@ def configured_targets(uv: Any, conda: Any, apt: Any, pip: Any, catalogue: Catal
                 "configured", "uv", "pypi", uv.default_index, "pypi", project=catalogue.pypi_project, role="configured"
             )
         )
+    if isinstance(uv, UvFacts) and uv.pip_default_index:  # `uv pip`'s own ([pip] index-url)
+        out.append(
+            ProbeTarget(
+                "configured",
+                "uv",
+                "pypi",
+                uv.pip_default_index,
+                "pypi",
+                project=catalogue.pypi_project,
+                role="configured",
+            )
+        )
     if isinstance(conda, CondaFacts):
         probed: set[str] = set()
         for ch in (*conda.channels, *conda.named):  # named: environment.yml, -c in a build file, mamba
