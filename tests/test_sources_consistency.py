@@ -605,3 +605,113 @@ def test_a_mirror_only_uv_pip_uses_still_leaves_pip_on_the_public_index(tmp_path
     (finding,) = index_consistency.evaluate(collect(tmp_path))
     assert finding.status == Status.WARN and finding.fixes == ("pip.index-url",)
     assert "pip never reads uv.toml" in finding.summary and MIRROR in finding.summary
+
+
+# --------------------------------------------------------------------------- pixi
+
+TUNA_CONDARC = """channels:
+  - defaults
+show_channel_urls: true
+default_channels:
+  - https://mirrors.tuna.tsinghua.edu.cn/anaconda/pkgs/main
+custom_channels:
+  conda-forge: https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud
+  pytorch: https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud
+"""
+
+
+def collect_all(root, env=None):
+    facts, errors = engine.collect_facts(
+        ["pip", "uv", "conda", "pixi"],
+        fake_system(root, env=env, home="/home/user"),
+        CollectOptions(offline=True),
+        all_collectors(),
+    )
+    assert errors == []
+    return facts
+
+
+def test_pixi_config_files_in_pixis_order_later_wins(tmp_path):
+    write_tree(
+        tmp_path,
+        {
+            "/etc/pixi/config.toml": '[mirrors]\n"https://conda.anaconda.org" = ["https://sys.example.org/conda"]\n',
+            "/home/user/.config/pixi/config.toml": '[pypi-config]\nindex-url = "https://user.example.org/simple"\n',
+            "/opt/pixi/config.toml": (
+                '[mirrors]\n"https://conda.anaconda.org" = ["https://home.example.org/conda"]\n'
+                '"https://conda.anaconda.org/nvidia" = ["https://nv.example.org/nvidia"]\n'
+                '[pypi_config]\nindex_url = "https://old.example.org/simple"\n'
+            ),
+            "/home/user/.pixi/bin/pixi": "#!/bin/sh\n",
+        },
+    )
+    pixi = collect_all(tmp_path, env={"PIXI_HOME": "/opt/pixi"}).get("pixi")
+    assert list(pixi.files) == ["/etc/pixi/config.toml", "/home/user/.config/pixi/config.toml", "/opt/pixi/config.toml"]
+    assert pixi.mirrors["https://conda.anaconda.org"] == ("https://home.example.org/conda",)
+    assert pixi.mirror_origins["https://conda.anaconda.org"] == "/opt/pixi/config.toml"
+    assert (pixi.pypi_index_url, pixi.pypi_origin) == ("https://old.example.org/simple", "/opt/pixi/config.toml")
+    assert pixi.binary == "/home/user/.pixi/bin/pixi"
+    # the longest matching key wins; a channel outside every key is fetched by pixi itself
+    assert pixi.mirror_for("https://conda.anaconda.org/nvidia/") == (
+        "https://nv.example.org/nvidia",
+        "/opt/pixi/config.toml",
+    )
+    assert pixi.mirror_for("https://conda.anaconda.org/conda-forge")[0] == "https://home.example.org/conda"
+    assert pixi.mirror_for("https://conda.anaconda.orgx/conda-forge") is None
+    write_tree(tmp_path, {"/home/user/.pixi/config.toml": "[mirrors\n"})
+    assert collect_all(tmp_path).get("pixi").problems[0].startswith("/home/user/.pixi/config.toml: not valid TOML")
+
+
+def test_pixi_never_reads_condarc_custom_channels_warn_and_mirrors_twin(tmp_path):
+    """prefix-dev/pixi#756: a TUNA .condarc (custom_channels) does nothing for pixi, which fetches
+    conda-forge from conda.anaconda.org. Twin: a [mirrors] entry for the host covers every channel.
+    Neighbour: channel_alias on a company mirror (prefix-dev/pixi#2312) sends conda-forge there."""
+    write_tree(tmp_path, {"/home/user/.condarc": TUNA_CONDARC, "/home/user/.pixi/bin/pixi": "#!/bin/sh\n"})
+    findings = index_consistency.evaluate(collect_all(tmp_path))
+    (f,) = [x for x in findings if x.evidence.get("tool") == "pixi"]
+    assert f.status == Status.WARN and "pixi never reads .condarc" in f.summary
+    assert f.evidence["channels"] == ["conda-forge", "pytorch"]
+    assert (
+        '"https://conda.anaconda.org/conda-forge" = ["https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud/conda-forge"]'
+        in f.explanation
+    )
+    assert [c.text for c in f.commands] == ["pixi config list mirrors", "pixi config edit --global"]
+    write_tree(
+        tmp_path,
+        {
+            "/home/user/.pixi/config.toml": (
+                '[mirrors]\n"https://conda.anaconda.org" = ["https://mirrors.tuna.tsinghua.edu.cn/anaconda/cloud"]\n'
+            )
+        },
+    )
+    assert [x for x in index_consistency.evaluate(collect_all(tmp_path)) if x.evidence.get("tool") == "pixi"] == []
+    alias = tmp_path / "alias"
+    write_tree(
+        alias,
+        {
+            "/home/user/.condarc": "channel_alias: https://mirror.example.org/repository/conda\nchannels:\n  - conda-forge\n",
+            "/usr/local/bin/pixi": "#!/bin/sh\n",
+        },
+    )
+    (f,) = [x for x in index_consistency.evaluate(collect_all(alias)) if x.evidence.get("tool") == "pixi"]
+    assert f.evidence["conda_urls"] == ["https://mirror.example.org/repository/conda/conda-forge"]
+
+
+def test_pixi_not_installed_or_conda_public_says_nothing_about_pixi(tmp_path):
+    write_tree(tmp_path, {"/home/user/.condarc": TUNA_CONDARC})
+    assert [x for x in index_consistency.evaluate(collect_all(tmp_path)) if x.evidence.get("tool") == "pixi"] == []
+    public = tmp_path / "public"
+    write_tree(public, {"/home/user/.condarc": "channels:\n  - conda-forge\n", "/usr/local/bin/pixi": "#!/bin/sh\n"})
+    from gpudoctor.checks import SkipCheck
+
+    with pytest.raises(SkipCheck):
+        index_consistency.evaluate(collect_all(public))
+
+
+def test_pip_mirror_without_pixi_pypi_config_is_info(tmp_path):
+    write_tree(tmp_path, {"/etc/pip.conf": f"[global]\nindex-url = {MIRROR}\n", "/usr/local/bin/pixi": "#!/bin/sh\n"})
+    (f,) = [x for x in index_consistency.evaluate(collect_all(tmp_path)) if x.evidence.get("tool") == "pixi"]
+    assert f.status == Status.INFO and "pixi never reads pip.conf" in f.summary
+    assert f'index-url = "{MIRROR}"' in f.explanation
+    write_tree(tmp_path, {"/home/user/.pixi/config.toml": f'[pypi-config]\nindex-url = "{MIRROR}"\n'})
+    assert [x for x in index_consistency.evaluate(collect_all(tmp_path)) if x.evidence.get("tool") == "pixi"] == []

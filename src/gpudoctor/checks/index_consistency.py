@@ -1,4 +1,4 @@
-"""Check ``index.consistency``: are pip, uv and conda pointed at the same mirror?
+"""Check ``index.consistency``: are pip, uv, conda and pixi pointed at the same mirror?
 
 Each tool reads only its own configuration (pip-apt-config.md, mirrors.md §3):
 
@@ -12,6 +12,9 @@ Each tool reads only its own configuration (pip-apt-config.md, mirrors.md §3):
   them; and the reverse, named channels on a mirror (``channel_alias``)
   while ``defaults`` still expands to repo.anaconda.com -> ``warn`` with the
   ``default_channels`` block;
+- pixi reads neither ``.condarc`` nor ``pip.conf`` (prefix-dev/pixi #756, #2312): a named conda
+  channel on a mirror that pixi's ``[mirrors]`` does not cover -> ``warn`` with the ``[mirrors]``
+  block; pip's mirror without a ``[pypi-config] index-url`` -> ``info``;
 - a uv default index uv cannot use (no ``/simple``, quoted, no scheme) ->
   ``fail`` with the URL meant; pip's index in an ``[[index]]`` without
   ``default = true`` -> ``info``; a uv.toml uv refuses -> ``fail`` (same cause
@@ -35,7 +38,7 @@ from urllib.parse import urlsplit
 
 from gpudoctor.checks._indexes import index_url_problem
 from gpudoctor.facts import Facts
-from gpudoctor.facts.mirrors import CondaChannel, CondaFacts, UvFacts
+from gpudoctor.facts.mirrors import CondaChannel, CondaFacts, PixiFacts, UvFacts
 from gpudoctor.facts.pip import PipFacts
 from gpudoctor.model import Check, Command, Finding, Status
 from gpudoctor.sources import conda as model
@@ -327,6 +330,91 @@ def _conda_defaults_public(conda: CondaFacts) -> list[Finding]:
     ]
 
 
+def _conda_mirrored_names(conda: Any) -> dict[str, tuple[str, str]]:
+    """Named channels conda would fetch from a mirror -> (URL, the setting that sends it there):
+    those its channel lists name through ``channel_alias``/``custom_channels``, every
+    ``custom_channels`` entry, and ``conda-forge`` (pixi's default channel) under a mirrored
+    ``channel_alias``."""
+    if not isinstance(conda, CondaFacts):
+        return {}
+    names: dict[str, tuple[str, str]] = {}
+    for c in (*conda.channels, *conda.named):
+        if c.via in ("channel_alias", "custom_channels") and "://" not in c.name:
+            names.setdefault(c.name, (c.url, c.setting or c.origin))
+    for name, base in conda.custom_channels.items():
+        names.setdefault(name, (f"{base.rstrip('/')}/{name}", "custom_channels"))
+    if conda.channel_alias and not _public(conda.channel_alias, PUBLIC_CONDA):
+        alias = conda.channel_alias.rstrip("/")
+        names.setdefault("conda-forge", (f"{alias}/conda-forge", f"channel_alias, {conda.channel_alias_origin}"))
+    return {n: v for n, v in names.items() if not _public(v[0], PUBLIC_CONDA)}
+
+
+def _pixi_findings(pixi: Any, conda: Any, pip: tuple[str, str, str, int] | None) -> list[Finding]:
+    """pixi reads neither ``.condarc`` nor ``pip.conf`` (prefix-dev/pixi #756, #2312): a named conda
+    channel conda fetches from a mirror, or pip's mirror, that pixi's ``[mirrors]`` /
+    ``[pypi-config]`` do not cover goes to the public host when pixi resolves. Only where pixi is
+    installed or configured."""
+    if not isinstance(pixi, PixiFacts) or not (pixi.binary or pixi.files):
+        return []
+    home_file = "~/.pixi/config.toml (or $PIXI_HOME/config.toml)"
+    commands = (
+        Command("pixi config list mirrors", "the mirrors pixi uses now"),
+        Command("pixi config edit --global", "add the [mirrors] block to pixi's global config.toml", "changes"),
+    )
+    out: list[Finding] = []
+    gaps = [(n, url, where) for n, (url, where) in _conda_mirrored_names(conda).items()]
+    gaps = [g for g in gaps if pixi.mirror_for(f"https://conda.anaconda.org/{g[0]}") is None]
+    if gaps:
+        name, url, where = gaps[0]
+        block = "\n".join(f'    "https://conda.anaconda.org/{n}" = ["{u}"]' for n, u, _ in gaps[:12])
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.WARN,
+                summary=(
+                    f"conda fetches `{name}` from the mirror {url} ({where}), but pixi goes to "
+                    f"https://conda.anaconda.org: pixi never reads .condarc"
+                ),
+                explanation=(
+                    "pixi resolves conda channels by itself and reads no `.condarc` (`channel_alias`, "
+                    "`custom_channels` and `default_channels` have no effect on it; prefix-dev/pixi #756, #2312). "
+                    "A mirror reaches pixi only through the `[mirrors]` table of its own `config.toml`, so "
+                    + ", ".join(f"`{n}`" for n, _, _ in gaps[:12])
+                    + " go to the public host when pixi resolves, blocked or slow where the mirror was needed. In "
+                    f"{home_file}:\n\n    [mirrors]\n{block}\n\n(`pixi config edit --global` opens it). The lock "
+                    "file keeps the public URLs; pixi rewrites them when it downloads."
+                ),
+                evidence={
+                    "tool": "pixi",
+                    "channels": [n for n, _, _ in gaps],
+                    "conda_urls": [u for _, u, _ in gaps],
+                    "pixi_mirrors": dict(pixi.mirrors),
+                    "pixi_binary": pixi.binary,
+                },
+                commands=commands,
+            )
+        )
+    pypi_covered = bool(pixi.pypi_index_url) or pixi.mirror_for("https://pypi.org/simple") is not None
+    if pip is not None and not pypi_covered:
+        url, source, _variant, line = pip
+        where = f"{source} line {line}" if line else source
+        out.append(
+            Finding(
+                check=CHECK_ID,
+                status=Status.INFO,
+                summary=f"pip uses {url} ({where}), but pixi's PyPI dependencies come from pypi.org: pixi never reads pip.conf",
+                explanation=(
+                    f"pixi installs `[pypi-dependencies]` itself and reads no pip configuration. To use pip's index, "
+                    f'in {home_file}:\n\n    [pypi-config]\n    index-url = "{url}"\n\n'
+                    "Nothing goes wrong for a workspace without PyPI dependencies."
+                ),
+                evidence={"tool": "pixi", "index_url": url, "pixi_binary": pixi.binary},
+                commands=commands[1:],
+            )
+        )
+    return out
+
+
 def _conda_findings(conda: CondaFacts) -> list[Finding]:
     out = _conda_defaults_public(conda)
     return out + _conda_named_public(conda)
@@ -481,6 +569,7 @@ def evaluate(facts: Facts) -> list[Finding]:
         out.append(_pip_finding(u_any, pip))
     if isinstance(conda, CondaFacts):
         out += _conda_findings(conda)
+    out += _pixi_findings(facts.get("pixi"), conda, p)
     if out:
         return out
     using = {k: v for k, v in (("pip", p and p[0]), ("uv", u and u[0])) if v}
@@ -500,7 +589,7 @@ def evaluate(facts: Facts) -> list[Finding]:
 
 CHECK = Check(
     id=CHECK_ID,
-    title="pip, uv and conda use the same mirror (each reads only its own configuration)",
-    needs=("pip", "uv", "conda"),
+    title="pip, uv, conda and pixi use the same mirror (each reads only its own configuration)",
+    needs=("pip", "uv", "conda", "pixi"),
     evaluate=evaluate,
 )

@@ -323,6 +323,50 @@ class CondaFacts:
     prefix: str = ""
 
 
+# --------------------------------------------------------------------------- pixi
+
+
+@domain("pixi")
+@frozen_dataclass
+class PixiFacts:
+    """pixi's own configuration: the ``config.toml`` files pixi reads. pixi reads neither
+    ``.condarc`` nor ``pip.conf``: a conda mirror reaches it only through ``[mirrors]``
+    (prefix-dev/pixi #756, #2312: ``channel_alias`` has no pixi equivalent), a PyPI index only
+    through ``[pypi-config]``.
+
+    Files, lowest priority first (pixi's configuration reference): ``/etc/pixi/config.toml``,
+    ``~/.config/pixi/config.toml``, ``$XDG_CONFIG_HOME/pixi/config.toml``,
+    ``~/.pixi/config.toml``, ``$PIXI_HOME/config.toml``; a later file's value wins.
+
+    Attributes:
+        files: config files read (path -> text), lowest priority first.
+        mirrors: ``[mirrors]``: URL prefix -> mirror URLs, merged (a later file wins per key).
+        mirror_origins: ``[mirrors]`` key -> the file that set it.
+        pypi_index_url: ``[pypi-config] index-url`` ("" when unset).
+        pypi_origin: the file that set it ("" when unset).
+        binary: the ``pixi`` executable found inside the root ("" when none).
+        problems: files pixi cannot read (``<path>: not valid TOML (...)``).
+    """
+
+    files: dict[str, str] = field(default_factory=dict)
+    mirrors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    mirror_origins: dict[str, str] = field(default_factory=dict)
+    pypi_index_url: str = ""
+    pypi_origin: str = ""
+    binary: str = ""
+    problems: tuple[str, ...] = ()
+
+    def mirror_for(self, url: str) -> tuple[str, str] | None:
+        """(mirror URL, origin) pixi fetches ``url`` from, by the longest ``[mirrors]`` key that is a
+        prefix of it (trailing slashes ignored); None when pixi fetches ``url`` itself."""
+        want = url.rstrip("/") + "/"
+        keys = [k for k in self.mirrors if want.startswith(k.rstrip("/") + "/") and self.mirrors[k]]
+        if not keys:
+            return None
+        key = max(keys, key=len)
+        return self.mirrors[key][0], self.mirror_origins.get(key, "")
+
+
 # --------------------------------------------------------------------------- mirrors
 
 
