@@ -607,3 +607,24 @@ def test_ptx_isa_derivation_names_the_cuda_release_and_nothing_for_an_unknown_is
         "12.8",
     ]
     assert derive("9.9") is None and derive("8.x") is None
+
+
+def test_wheel_python_derivation_reads_the_cpython_tag_and_nothing_else():
+    from gpudoctor.explain import DERIVATIONS
+
+    derive = DERIVATIONS["wheel_python"]
+    assert [derive(x) for x in ("cp35m", "cp39", "cp311", "cp313")] == ["3.5", "3.9", "3.11", "3.13"]
+    assert derive("py3") is None and derive("abi3") is None and derive("cpython") is None
+
+
+def test_unsupported_wheel_names_the_python_only_when_the_wheel_has_a_cpython_tag():
+    from gpudoctor.explain import explain_text
+
+    tagged = explain_text(
+        "ERROR: torch-2.1.2+cu121-cp311-cp311-win_amd64.whl is not a supported wheel on this platform."
+    )
+    [m] = tagged.matches
+    assert m.values["python"] == "3.11" and "Python 3.11" in tagged.findings[0].explanation
+    pure = explain_text("ERROR: tool-1.0-py3-none-macosx_11_0_arm64.whl is not a supported wheel on this platform.")
+    [m] = pure.matches
+    assert "python" not in m.values and "cpXY" in pure.findings[0].explanation

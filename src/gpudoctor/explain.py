@@ -191,6 +191,12 @@ _PTX_ISA_CUDA = (
 )
 
 
+def _wheel_python(value: str) -> str | None:
+    """A wheel's CPython tag ``cp311`` (``cp35m``) -> the Python release ``3.11`` (``3.5``) it is for."""
+    m = re.fullmatch(r"cp(\d)(\d+)[dmu]*", value)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
 def _ptx_isa_cuda(value: str) -> str | None:
     """PTX ISA ``8.4`` (``.version`` of a PTX file) -> the CUDA release ``12.4`` that emits it."""
     return _PTX_ISA_CUDA.get(value)
@@ -203,6 +209,7 @@ DERIVATIONS = {
     "tuple_version": from_tuple_text,
     "capability_arch": _capability_arch,
     "ptx_isa_cuda": _ptx_isa_cuda,
+    "wheel_python": _wheel_python,
 }
 
 
