@@ -628,3 +628,27 @@ def test_unsupported_wheel_names_the_python_only_when_the_wheel_has_a_cpython_ta
     pure = explain_text("ERROR: tool-1.0-py3-none-macosx_11_0_arm64.whl is not a supported wheel on this platform.")
     [m] = pure.matches
     assert "python" not in m.values and "cpXY" in pure.findings[0].explanation
+
+
+_CONDA_GLIBC = """UnsatisfiableError: The following specifications were found to be incompatible with your system:
+
+  - feature:/linux-64::__glibc=={installed}=0
+  - {package} -> __glibc[version='{need}']
+
+Your installed version is: {installed}
+"""
+
+
+def test_conda_glibc_line_is_a_misreport_only_when_the_installed_glibc_meets_every_requirement():
+    from gpudoctor.explain import explain_text
+
+    def top(installed: str, need: str) -> str | None:
+        text = _CONDA_GLIBC.format(installed=installed, package="pytorch3d -> pytorch", need=need)
+        found = explain_text(text).matches
+        return found[0].signature.id if found else None
+
+    assert top("2.31", ">=2.17,<3.0.a0") == "conda.unsatisfiable-glibc-listed"
+    assert top("2.31", ">=2.28|>=2.17") == "conda.unsatisfiable-glibc-listed"
+    # CentOS 7's glibc under a package built for glibc 2.28: glibc is the real cause, no misreport
+    assert top("2.17", ">=2.28,<3.0.a0") is None
+    assert top("2.12", ">=2.17") is None

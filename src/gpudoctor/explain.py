@@ -285,8 +285,33 @@ def _read_oom_processes(values: Mapping[str, str], text: str) -> dict[str, str] 
     return {**values, "pid": pid, "other_used": used}
 
 
+_GLIBC_NEED_RE = re.compile(r"__glibc\[version='([^']+)'\]")
+_BOUND_RE = re.compile(r"(>=|<=|==|<|>)\s*(\d+(?:\.\d+)*)")
+
+
+def _version_tuple(value: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", value))
+
+
+def _read_glibc_satisfied(values: Mapping[str, str], text: str) -> dict[str, str] | None:
+    """conda's classic solver names ``__glibc`` whenever it gives up. Keep the match only when
+    every ``__glibc[version='...']`` requirement it prints is met by the installed glibc
+    (``values['installed']``): then glibc is not the cause. A requirement is ``|``-separated
+    alternatives of ``,``-joined bounds (``>=2.17,<3.0.a0``); one satisfied alternative suffices."""
+    installed = _version_tuple(values.get("installed", ""))
+    if not installed:
+        return None
+    for spec in _GLIBC_NEED_RE.findall(text):
+        alternatives = [alt for alt in spec.split("|") if alt.strip()]
+        if alternatives and not any(
+            all(_COMPARE[op](installed, _version_tuple(v)) for op, v in _BOUND_RE.findall(alt)) for alt in alternatives
+        ):
+            return None
+    return dict(values)
+
+
 #: reader name -> function(values, matched text) -> values (possibly changed) or None (no match)
-READERS = {"oom-processes": _read_oom_processes}
+READERS = {"oom-processes": _read_oom_processes, "glibc-satisfied": _read_glibc_satisfied}
 
 
 # --------------------------------------------------------------------------- pattern analysis
