@@ -652,3 +652,19 @@ def test_conda_glibc_line_is_a_misreport_only_when_the_installed_glibc_meets_eve
     # CentOS 7's glibc under a package built for glibc 2.28: glibc is the real cause, no misreport
     assert top("2.17", ">=2.28,<3.0.a0") is None
     assert top("2.12", ">=2.17") is None
+
+
+def test_a_find_links_page_is_flagged_only_where_it_is_used_as_an_index():
+    from gpudoctor.explain import explain_text
+
+    def ids(text: str) -> list[str]:
+        return [m.signature.id for m in explain_text(text).matches]
+
+    page = "https://download.pytorch.org/whl/torch_stable.html"
+    for used in (f"-i {page}", f"--index-url {page}", f"--extra-index-url={page}", f"--index {page}"):
+        assert ids(f"pip install torch==1.8.0+cu111 {used}")[:1] == ["index.find-links-page-as-index"], used
+    assert ids(f"Looking in indexes: https://pypi.org/simple, {page}")[:1] == ["index.find-links-page-as-index"]
+    # the page where it belongs, and a real index: nothing to say
+    assert ids(f"pip install torch==1.8.0+cu111 -f {page}") == []
+    assert ids(f"Looking in links: {page}") == []
+    assert ids("pip install torch --index-url https://download.pytorch.org/whl/cu124") == []
