@@ -668,3 +668,19 @@ def test_a_find_links_page_is_flagged_only_where_it_is_used_as_an_index():
     assert ids(f"pip install torch==1.8.0+cu111 -f {page}") == []
     assert ids(f"Looking in links: {page}") == []
     assert ids("pip install torch --index-url https://download.pytorch.org/whl/cu124") == []
+
+
+def test_pip_could_not_find_reads_the_requirement_past_the_requirements_file_it_came_from():
+    from gpudoctor.explain import explain_text
+
+    listed = explain_text(
+        "ERROR: Could not find a version that satisfies the requirement torch==1.13.1 "
+        "(from -r requirements.txt (line 3)) (from versions: 2.0.0, 2.0.1)"
+    ).matches[0]
+    assert listed.signature.id == "pip.no-matching-version"
+    assert listed.values["requirement"] == "torch==1.13.1" and listed.values["versions"] == "2.0.0, 2.0.1"
+    none = explain_text(
+        "ERROR: Could not find a version that satisfies the requirement numpy>=1.26 (from -r req.txt (line 1)) "
+        "(from versions: none)"
+    ).matches[0]
+    assert none.signature.id == "pip.no-versions-at-all" and none.values["requirement"] == "numpy>=1.26"
