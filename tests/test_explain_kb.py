@@ -607,3 +607,80 @@ def test_ptx_isa_derivation_names_the_cuda_release_and_nothing_for_an_unknown_is
         "12.8",
     ]
     assert derive("9.9") is None and derive("8.x") is None
+
+
+def test_wheel_python_derivation_reads_the_cpython_tag_and_nothing_else():
+    from gpudoctor.explain import DERIVATIONS
+
+    derive = DERIVATIONS["wheel_python"]
+    assert [derive(x) for x in ("cp35m", "cp39", "cp311", "cp313")] == ["3.5", "3.9", "3.11", "3.13"]
+    assert derive("py3") is None and derive("abi3") is None and derive("cpython") is None
+
+
+def test_unsupported_wheel_names_the_python_only_when_the_wheel_has_a_cpython_tag():
+    from gpudoctor.explain import explain_text
+
+    tagged = explain_text(
+        "ERROR: torch-2.1.2+cu121-cp311-cp311-win_amd64.whl is not a supported wheel on this platform."
+    )
+    [m] = tagged.matches
+    assert m.values["python"] == "3.11" and "Python 3.11" in tagged.findings[0].explanation
+    pure = explain_text("ERROR: tool-1.0-py3-none-macosx_11_0_arm64.whl is not a supported wheel on this platform.")
+    [m] = pure.matches
+    assert "python" not in m.values and "cpXY" in pure.findings[0].explanation
+
+
+_CONDA_GLIBC = """UnsatisfiableError: The following specifications were found to be incompatible with your system:
+
+  - feature:/linux-64::__glibc=={installed}=0
+  - {package} -> __glibc[version='{need}']
+
+Your installed version is: {installed}
+"""
+
+
+def test_conda_glibc_line_is_a_misreport_only_when_the_installed_glibc_meets_every_requirement():
+    from gpudoctor.explain import explain_text
+
+    def top(installed: str, need: str) -> str | None:
+        text = _CONDA_GLIBC.format(installed=installed, package="pytorch3d -> pytorch", need=need)
+        found = explain_text(text).matches
+        return found[0].signature.id if found else None
+
+    assert top("2.31", ">=2.17,<3.0.a0") == "conda.unsatisfiable-glibc-listed"
+    assert top("2.31", ">=2.28|>=2.17") == "conda.unsatisfiable-glibc-listed"
+    # CentOS 7's glibc under a package built for glibc 2.28: glibc is the real cause, no misreport
+    assert top("2.17", ">=2.28,<3.0.a0") is None
+    assert top("2.12", ">=2.17") is None
+
+
+def test_a_find_links_page_is_flagged_only_where_it_is_used_as_an_index():
+    from gpudoctor.explain import explain_text
+
+    def ids(text: str) -> list[str]:
+        return [m.signature.id for m in explain_text(text).matches]
+
+    page = "https://download.pytorch.org/whl/torch_stable.html"
+    for used in (f"-i {page}", f"--index-url {page}", f"--extra-index-url={page}", f"--index {page}"):
+        assert ids(f"pip install torch==1.8.0+cu111 {used}")[:1] == ["index.find-links-page-as-index"], used
+    assert ids(f"Looking in indexes: https://pypi.org/simple, {page}")[:1] == ["index.find-links-page-as-index"]
+    # the page where it belongs, and a real index: nothing to say
+    assert ids(f"pip install torch==1.8.0+cu111 -f {page}") == []
+    assert ids(f"Looking in links: {page}") == []
+    assert ids("pip install torch --index-url https://download.pytorch.org/whl/cu124") == []
+
+
+def test_pip_could_not_find_reads_the_requirement_past_the_requirements_file_it_came_from():
+    from gpudoctor.explain import explain_text
+
+    listed = explain_text(
+        "ERROR: Could not find a version that satisfies the requirement torch==1.13.1 "
+        "(from -r requirements.txt (line 3)) (from versions: 2.0.0, 2.0.1)"
+    ).matches[0]
+    assert listed.signature.id == "pip.no-matching-version"
+    assert listed.values["requirement"] == "torch==1.13.1" and listed.values["versions"] == "2.0.0, 2.0.1"
+    none = explain_text(
+        "ERROR: Could not find a version that satisfies the requirement numpy>=1.26 (from -r req.txt (line 1)) "
+        "(from versions: none)"
+    ).matches[0]
+    assert none.signature.id == "pip.no-versions-at-all" and none.values["requirement"] == "numpy>=1.26"

@@ -191,6 +191,12 @@ _PTX_ISA_CUDA = (
 )
 
 
+def _wheel_python(value: str) -> str | None:
+    """A wheel's CPython tag ``cp311`` (``cp35m``) -> the Python release ``3.11`` (``3.5``) it is for."""
+    m = re.fullmatch(r"cp(\d)(\d+)[dmu]*", value)
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
 def _ptx_isa_cuda(value: str) -> str | None:
     """PTX ISA ``8.4`` (``.version`` of a PTX file) -> the CUDA release ``12.4`` that emits it."""
     return _PTX_ISA_CUDA.get(value)
@@ -203,6 +209,7 @@ DERIVATIONS = {
     "tuple_version": from_tuple_text,
     "capability_arch": _capability_arch,
     "ptx_isa_cuda": _ptx_isa_cuda,
+    "wheel_python": _wheel_python,
 }
 
 
@@ -278,8 +285,33 @@ def _read_oom_processes(values: Mapping[str, str], text: str) -> dict[str, str] 
     return {**values, "pid": pid, "other_used": used}
 
 
+_GLIBC_NEED_RE = re.compile(r"__glibc\[version='([^']+)'\]")
+_BOUND_RE = re.compile(r"(>=|<=|==|<|>)\s*(\d+(?:\.\d+)*)")
+
+
+def _version_tuple(value: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", value))
+
+
+def _read_glibc_satisfied(values: Mapping[str, str], text: str) -> dict[str, str] | None:
+    """conda's classic solver names ``__glibc`` whenever it gives up. Keep the match only when
+    every ``__glibc[version='...']`` requirement it prints is met by the installed glibc
+    (``values['installed']``): then glibc is not the cause. A requirement is ``|``-separated
+    alternatives of ``,``-joined bounds (``>=2.17,<3.0.a0``); one satisfied alternative suffices."""
+    installed = _version_tuple(values.get("installed", ""))
+    if not installed:
+        return None
+    for spec in _GLIBC_NEED_RE.findall(text):
+        alternatives = [alt for alt in spec.split("|") if alt.strip()]
+        if alternatives and not any(
+            all(_COMPARE[op](installed, _version_tuple(v)) for op, v in _BOUND_RE.findall(alt)) for alt in alternatives
+        ):
+            return None
+    return dict(values)
+
+
 #: reader name -> function(values, matched text) -> values (possibly changed) or None (no match)
-READERS = {"oom-processes": _read_oom_processes}
+READERS = {"oom-processes": _read_oom_processes, "glibc-satisfied": _read_glibc_satisfied}
 
 
 # --------------------------------------------------------------------------- pattern analysis
