@@ -401,7 +401,59 @@ def test_install_command_forms():
     assert install_command("/v/bin/python", "ipykernel") == "/v/bin/python -m pip install ipykernel"
     assert install_command("/v/bin/python", "ipykernel", "uv") == "uv pip install --python /v/bin/python ipykernel"
     assert (
-        install_command("'/a b/python'", "--force-reinstall torch==2.5.1 --index-url https://x.example.org/whl", "uv")
+        install_command("/a b/python", "--force-reinstall torch==2.5.1 --index-url https://x.example.org/whl", "uv")
         == "uv pip install --python '/a b/python' --reinstall torch==2.5.1 --index-url https://x.example.org/whl"
     )
     assert install_command("py", "--force-reinstall torch", "virtualenv") == "py -m pip install --force-reinstall torch"
+    assert install_command("/v/bin/python", "torch==2.6.*") == "/v/bin/python -m pip install 'torch==2.6.*'"
+
+
+@pytest.mark.parametrize("creator", ["uv", "venv"])
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_install_command_runs_as_printed_from_a_path_with_spaces_and_quotes(tmp_path, creator, shell):
+    """The printed command, pasted into a shell, reaches the interpreter with the words intact: a
+    path with a space and a quote, and ``torch==2.6.*`` next to a file the glob would match.
+    The interpreter (and ``uv``) are stand-in scripts that record their argv."""
+    import shutil
+    import subprocess
+
+    from gpudoctor.checks._common import install_command
+
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell}")
+    bindir = tmp_path / "my env's dir" / "bin"
+    bindir.mkdir(parents=True)
+    record = tmp_path / "argv.txt"
+    for tool in ("python", "uv"):
+        (bindir / tool).write_text(f"#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > '{record}'\n")
+        (bindir / tool).chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "torch==2.6.1").write_text("")  # what an unquoted torch==2.6.* would expand to
+    python = str(bindir / "python")
+    cmd = install_command(python, "--force-reinstall torch==2.6.* --index-url https://x.example.org/whl", creator)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin"}
+    subprocess.run([shell, "-c", cmd], cwd=work, env=env, check=True, timeout=30)
+    argv = record.read_text().splitlines()
+    if creator == "uv":
+        assert argv[1:] == [
+            "pip",
+            "install",
+            "--python",
+            python,
+            "--reinstall",
+            "torch==2.6.*",
+            "--index-url",
+            "https://x.example.org/whl",
+        ]
+    else:
+        assert argv[0] == python
+        assert argv[1:] == [
+            "-m",
+            "pip",
+            "install",
+            "--force-reinstall",
+            "torch==2.6.*",
+            "--index-url",
+            "https://x.example.org/whl",
+        ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import Any
 
 from gpudoctor.data import load_table
@@ -121,14 +122,16 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
 
 
 def install_command(python: str, args: str, venv_creator: str | None = None) -> str:
-    """The command that installs ``args`` into the environment of ``python`` (as the caller spells
-    or quotes it): ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv`` (which has no
-    pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with pip's
-    ``--force-reinstall`` spelt as uv's ``--reinstall``."""
+    """The command that installs ``args`` (words separated by spaces) into the environment of the
+    interpreter at path ``python``: ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv``
+    (which has no pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with
+    pip's ``--force-reinstall`` spelt as uv's ``--reinstall``. The path and each word are quoted for
+    a POSIX shell where they need it (a path with spaces, ``torch==2.6.*``, which zsh would glob)."""
+    words = [shlex.quote(a) for a in args.split(" ") if a]
     if venv_creator == "uv":
-        args = " ".join("--reinstall" if a == "--force-reinstall" else a for a in args.split(" "))
-        return f"uv pip install --python {python} {args}"
-    return f"{python} -m pip install {args}"
+        words = ["--reinstall" if a == "--force-reinstall" else a for a in words]
+        return f"uv pip install --python {shlex.quote(python)} {' '.join(words)}"
+    return f"{shlex.quote(python)} -m pip install {' '.join(words)}"
 
 
 def pip_install_command(
