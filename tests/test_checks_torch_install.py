@@ -405,7 +405,7 @@ def test_install_command_forms():
         == "uv pip install --python '/a b/python' --reinstall torch==2.5.1 --index-url https://x.example.org/whl"
     )
     assert install_command("py", "--force-reinstall torch", "virtualenv") == "py -m pip install --force-reinstall torch"
-    assert install_command("/v/bin/python", "torch==2.6.*") == "/v/bin/python -m pip install 'torch==2.6.*'"
+    assert install_command("/v/bin/python", "'torch==2.6.*'") == "/v/bin/python -m pip install 'torch==2.6.*'"
 
 
 @pytest.mark.parametrize("creator", ["uv", "venv"])
@@ -417,7 +417,7 @@ def test_install_command_runs_as_printed_from_a_path_with_spaces_and_quotes(tmp_
     import shutil
     import subprocess
 
-    from gpudoctor.checks._common import install_command
+    from gpudoctor.checks._common import pip_install_command
 
     if shutil.which(shell) is None:
         pytest.skip(f"no {shell}")
@@ -431,7 +431,7 @@ def test_install_command_runs_as_printed_from_a_path_with_spaces_and_quotes(tmp_
     work.mkdir()
     (work / "torch==2.6.1").write_text("")  # what an unquoted torch==2.6.* would expand to
     python = str(bindir / "python")
-    cmd = install_command(python, "--force-reinstall torch==2.6.* --index-url https://x.example.org/whl", creator)
+    cmd = pip_install_command(python, {"index_url": "https://x.example.org/whl"}, "2.6.*", venv_creator=creator)
     env = {"PATH": f"{bindir}:/usr/bin:/bin"}
     subprocess.run([shell, "-c", cmd], cwd=work, env=env, check=True, timeout=30)
     argv = record.read_text().splitlines()
@@ -457,3 +457,54 @@ def test_install_command_runs_as_printed_from_a_path_with_spaces_and_quotes(tmp_
             "--index-url",
             "https://x.example.org/whl",
         ]
+
+
+def _corpus_commands(creator):
+    """Every command of every check over the facts fixtures and the field corpus, with each probed
+    target's venv marked as made by ``creator``."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from gpudoctor.checks import SkipCheck
+    from gpudoctor.facts import Facts
+    from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+    from gpudoctor.registry import load_registry
+
+    here = Path(__file__).parent
+    checks = load_registry().checks.values()
+    out = []
+    for path in [*here.glob("fixtures/facts/**/*.json"), *here.glob("field/cases/**/facts.json")]:
+        try:
+            facts = Facts.from_json(json.loads(path.read_text()))
+        except Exception:  # a fixture of another shape (devices/, frameworks/)
+            continue
+        tf = facts.of(TargetsFacts)
+        if not isinstance(tf, TargetsFacts):
+            continue
+        marked = tuple(
+            dataclasses.replace(t, probe=dataclasses.replace(t.probe, venv_creator=creator))
+            if isinstance(t.probe, ProbeFacts)
+            else t
+            for t in tf.targets
+        )
+        facts = facts.with_domains(targets=dataclasses.replace(tf, targets=marked))
+        for check in checks:
+            try:
+                findings = check.evaluate(facts)
+            except SkipCheck:
+                continue
+            out.extend((check.id, c.text) for f in findings for c in f.commands)
+    return out
+
+
+def test_no_install_command_uses_pip_in_a_venv_made_by_uv():
+    """Every check that installs into a probed target (torch builds, CUDA wheels for other frameworks,
+    cuDNN, nvcc pins, Triton, the driver-branch pins) uses uv's installer in a venv made by `uv venv`.
+    Twin: the same corpus in a venv made by `python -m venv` uses pip and never uv."""
+    uv = [(cid, t) for cid, t in _corpus_commands("uv") if " pip install " in t]
+    assert len({cid for cid, _ in uv}) >= 6, uv
+    # the one pip form left: a command for no probed interpreter (literally `python`)
+    assert [(cid, t) for cid, t in uv if "-m pip install" in t and not t.startswith("python -m")] == []
+    venv = [(cid, t) for cid, t in _corpus_commands("venv") if " pip install " in t]
+    assert len(venv) == len(uv) and all("uv pip" not in t for _, t in venv)

@@ -122,16 +122,15 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
 
 
 def install_command(python: str, args: str, venv_creator: str | None = None) -> str:
-    """The command that installs ``args`` (words separated by spaces) into the environment of the
-    interpreter at path ``python``: ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv``
-    (which has no pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with
-    pip's ``--force-reinstall`` spelt as uv's ``--reinstall``. The path and each word are quoted for
-    a POSIX shell where they need it (a path with spaces, ``torch==2.6.*``, which zsh would glob)."""
-    words = [shlex.quote(a) for a in args.split(" ") if a]
+    """The command that installs ``args`` (shell words, quoted by the caller where they need it)
+    into the environment of the interpreter at path ``python`` (quoted here for a POSIX shell: a
+    path with spaces): ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv`` (which
+    has no pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with pip's
+    ``--force-reinstall`` spelt as uv's ``--reinstall``."""
     if venv_creator == "uv":
-        words = ["--reinstall" if a == "--force-reinstall" else a for a in words]
-        return f"uv pip install --python {shlex.quote(python)} {' '.join(words)}"
-    return f"{shlex.quote(python)} -m pip install {' '.join(words)}"
+        args = " ".join("--reinstall" if a == "--force-reinstall" else a for a in args.split(" "))
+        return f"uv pip install --python {shlex.quote(python)} {args}"
+    return f"{shlex.quote(python)} -m pip install {args}"
 
 
 def pip_install_command(
@@ -155,7 +154,7 @@ def pip_install_command(
         newest = named or variant.get("newest_torch") or "9999"
         if _v(newest) > _v(last):
             torch_version = last
-    spec = f"torch=={torch_version}" if torch_version else "torch"
+    spec = shlex.quote(f"torch=={torch_version}") if torch_version else "torch"  # torch==2.6.*: zsh globs
     return install_command(python, f"--force-reinstall {spec} --index-url {variant['index_url']}", venv_creator)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks._gpu import v
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
@@ -290,7 +291,7 @@ def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, st
 
 
 def missing_wheel_commands(
-    facts: Facts, label: str, python: str, framework: str, family: str | None
+    facts: Facts, label: str, python: str, framework: str, family: str | None, venv_creator: str | None = None
 ) -> tuple[Command, ...]:
     """The commands of :func:`missing_wheel_remedy` (none where it names no exact package)."""
     fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
@@ -299,14 +300,18 @@ def missing_wheel_commands(
         index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
         if not local or index:
             return (
-                Command(f"{python} -m pip install torch=={public}{index}", "restore torch's pinned wheels", "changes"),
+                Command(
+                    install_command(python, f"torch=={public}{index}", venv_creator),
+                    "restore torch's pinned wheels",
+                    "changes",
+                ),
                 Command(f"{python} -m pip check", "what is still missing or mismatched"),
             )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (
             Command(
-                f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}",
+                install_command(python, f"nvidia-{stem}-cu{fw.cuda_major}", venv_creator),
                 "the wheel that ships the library",
                 "changes",
             ),
@@ -314,7 +319,9 @@ def missing_wheel_commands(
     return ()
 
 
-def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
+def missing_wheel_remedy(
+    facts: Facts, label: str, python: str, framework: str, family: str | None, venv_creator: str | None = None
+) -> str:
     """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
 
     torch pins each ``nvidia-*`` wheel in its metadata, and ``pip install torch==<installed>`` installs the
@@ -331,7 +338,7 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
             return (
                 "A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
                 "uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n"
-                + fenced(*missing_wheel_commands(facts, label, python, framework, family))
+                + fenced(*missing_wheel_commands(facts, label, python, framework, family, venv_creator))
             )
     if fw is not None and family == "tensorrt":
         return (
@@ -345,7 +352,7 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
     if fw is not None and stem and fw.cuda_major:
         return (
             f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n"
-            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family))}\n\n({fw.dist} may pin an exact "
+            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family, venv_creator))}\n\n({fw.dist} may pin an exact "
             f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
         )
     return (
