@@ -454,3 +454,42 @@ def test_env_file_values_count_and_environment_overrides_them(tmp_path):
     assert one(judge(tmp_path, overridden, extra=files)).status is Status.OK
     missing = base + "    env_file: nowhere.env\n"
     assert one(judge(tmp_path, missing, extra=files)).status is Status.OK
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "huge", "outside-root", "absolute-outside-root"])
+def test_an_env_file_that_cannot_be_used_adds_nothing(tmp_path, kind):
+    """A directory, a FIFO (never opened for a blocking read), a file over the Compose limit (refused
+    after MAX_BYTES + 1 bytes, not read whole) and paths that leave the --root (resolved inside it,
+    where nothing is) add no variable; a later readable file still counts. Twin: the same file inside
+    the root hides the GPU."""
+    import os
+
+    from gpudoctor.composefile import MAX_BYTES
+
+    root = tmp_path / "root"
+    outside = tmp_path / f"outside-{kind}.env"
+    outside.write_text("NVIDIA_VISIBLE_DEVICES=void\n")
+    app = root / "srv" / "app"
+    app.mkdir(parents=True)
+    name = {"outside-root": f"../../../../{outside.name}", "absolute-outside-root": str(outside)}.get(kind, "x.env")
+    if kind == "directory":
+        (app / "x.env").mkdir()
+    elif kind == "fifo":
+        os.mkfifo(app / "x.env")
+    elif kind == "huge":
+        with open(app / "x.env", "wb") as fh:
+            fh.write(b"NVIDIA_VISIBLE_DEVICES=void\n")
+            fh.truncate(MAX_BYTES * 64)  # sparse
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    assert one(judge(root, base + f"    env_file: ['{name}']\n")).status is Status.OK
+    then_void = {"/srv/app/void.env": "NVIDIA_VISIBLE_DEVICES=void\n"}
+    f = one(judge(root, base + f"    env_file: ['{name}', void.env]\n", extra=then_void))
+    assert f.status is Status.FAIL and "hides every GPU" in f.summary
+
+
+def test_read_bytes_with_a_limit_reads_one_byte_past_it(tmp_path):
+    write_tree(tmp_path, {"/f": "x" * 100})
+    files = fake_system(tmp_path).files
+    assert files.read_bytes("/f", limit=10) == b"x" * 11
+    assert files.read_bytes("/f", limit=100) == b"x" * 100
+    assert files.read_bytes("/f") == b"x" * 100

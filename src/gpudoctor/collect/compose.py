@@ -172,10 +172,10 @@ def _read(ctx: CollectContext, path: str) -> str:
     files = ctx.system.files
     if not files.is_file(path):
         raise InputError(f"{path}: no such file")
-    text = files.read_text(path)
-    if len(text) > MAX_BYTES:
+    data = files.read_bytes(path, limit=MAX_BYTES)  # a huge file is refused, not read whole
+    if len(data) > MAX_BYTES:
         raise InputError(f"{path}: larger than {MAX_BYTES} bytes, not read")
-    return text
+    return data.decode("utf-8", errors="replace")
 
 
 def _service(ctx: CollectContext, base_dir: str, name: str, svc: dict[str, Any], line: int) -> ComposeService:
