@@ -493,3 +493,41 @@ def test_read_bytes_with_a_limit_reads_one_byte_past_it(tmp_path):
     assert files.read_bytes("/f", limit=10) == b"x" * 11
     assert files.read_bytes("/f", limit=100) == b"x" * 100
     assert files.read_bytes("/f") == b"x" * 100
+
+
+@pytest.mark.parametrize(
+    ("line", "hidden"),
+    [
+        ("NVIDIA_VISIBLE_DEVICES=void # no GPU for the web tier", True),
+        ('NVIDIA_VISIBLE_DEVICES="void" # quoted, then a comment', True),
+        ("NVIDIA_VISIBLE_DEVICES='none'\t# tab before the comment", True),
+        ("NVIDIA_VISIBLE_DEVICES=void#not-a-comment", False),  # no space before '#': part of the value
+        ('NVIDIA_VISIBLE_DEVICES="all # inside the quotes"', False),
+    ],
+)
+def test_env_file_inline_comments_as_compose_reads_them(tmp_path, line, hidden):
+    """Compose's env-file syntax: an unquoted value ends at `` #``, a quoted one at its closing quote
+    (docs.docker.com/compose/env-file). Twins: '#' without a space, '#' inside quotes."""
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    f = one(judge(tmp_path, base + "    env_file: gpu.env\n", extra={"/srv/app/gpu.env": line + "\n"}))
+    assert ("hides every GPU" in f.summary) is hidden, f.summary
+
+
+def test_a_dot_env_over_the_limit_or_a_fifo_adds_nothing(tmp_path):
+    """The project's .env is read like an env_file: a FIFO is never opened for a blocking read, a
+    file over MAX_BYTES is refused without reading it whole. Twin: a small .env interpolates."""
+    import os
+
+    from gpudoctor.composefile import MAX_BYTES
+
+    text = VLLM + "    environment:\n      CUDA_VISIBLE_DEVICES: ${CUDA_DEV:-0}\n"
+    (svc,) = compose(tmp_path, text, {"/srv/app/.env": "CUDA_DEV=1 # the second GPU\n"}).services
+    assert svc.cuda_visible_devices == "1"
+    with open(tmp_path / "srv" / "app" / ".env", "ab") as fh:
+        fh.truncate(MAX_BYTES * 64)  # sparse
+    (svc,) = compose(tmp_path, text).services
+    assert svc.cuda_visible_devices == "0"
+    os.remove(tmp_path / "srv" / "app" / ".env")
+    os.mkfifo(tmp_path / "srv" / "app" / ".env")
+    (svc,) = compose(tmp_path, text).services
+    assert svc.cuda_visible_devices == "0"

@@ -107,18 +107,38 @@ def _requests(svc: dict[str, Any]) -> list[GpuRequest]:
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
+_INLINE_COMMENT = re.compile(r"\s#")
+
+
+def _dotenv_value(value: str) -> str:
+    """A value as Compose's env-file syntax reads it: a quoted one up to its closing quote (what
+    follows, an inline comment, is dropped; an escaped quote is the quote), an unquoted one up to
+    an inline comment (``#`` after a space: ``VAL# x`` keeps it)."""
+    value = value.strip()
+    if value[:1] in ("'", '"'):
+        quote, i = value[0], 1
+        while i < len(value):
+            if value[i] == "\\":
+                i += 2
+                continue
+            if value[i] == quote:
+                return value[1:i].replace("\\" + quote, quote)
+            i += 1
+        return value  # no closing quote: as written
+    comment = _INLINE_COMMENT.search(value)
+    return value[: comment.start()].rstrip() if comment else value
+
+
 def _dotenv(text: str) -> dict[str, str]:
-    """``KEY=value`` lines of a Compose ``.env`` file (comments, ``export`` and quotes handled)."""
+    """``KEY=value`` lines of a Compose ``.env`` or ``env_file`` (comments, inline comments,
+    ``export`` and quotes handled, as in Compose's env-file syntax)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        out[key.strip()] = value
+        out[key.strip()] = _dotenv_value(value)
     return out
 
 
@@ -267,7 +287,11 @@ def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
     lines = service_lines(text)
     base_dir = posixpath.dirname(path) or "."
     # Compose interpolates from the shell's environment, then the project's .env file
-    env = {**_dotenv(ctx.system.files.read_text_or_none(posixpath.join(base_dir, ".env")) or ""), **ctx.system.env}
+    try:  # a .env over the size limit (or a directory, a FIFO) adds nothing, as an unreadable env_file
+        dotenv = _dotenv(_read(ctx, posixpath.join(base_dir, ".env")))
+    except (InputError, OSError):
+        dotenv = {}
+    env = {**dotenv, **ctx.system.env}
     services = tuple(
         _service(ctx, base_dir, str(name), interpolate(svc, env), lines.get(str(name), 0))
         for name, svc in doc["services"].items()
