@@ -396,7 +396,7 @@ def test_the_torch_command_uses_uv_in_a_venv_made_by_uv(creator):
 
 
 def test_install_command_forms():
-    from gpudoctor.checks._common import install_command
+    from gpudoctor.checks._common import install_command, pip_command
 
     assert install_command("/v/bin/python", "ipykernel") == "/v/bin/python -m pip install ipykernel"
     assert install_command("/v/bin/python", "ipykernel", "uv") == "uv pip install --python /v/bin/python ipykernel"
@@ -406,6 +406,8 @@ def test_install_command_forms():
     )
     assert install_command("py", "--force-reinstall torch", "virtualenv") == "py -m pip install --force-reinstall torch"
     assert install_command("/v/bin/python", "'torch==2.6.*'") == "/v/bin/python -m pip install 'torch==2.6.*'"
+    assert pip_command("/a b/python", "check", "", "uv") == "uv pip check --python '/a b/python'"
+    assert pip_command("/v/bin/python", "check") == "/v/bin/python -m pip check"
 
 
 @pytest.mark.parametrize("creator", ["uv", "venv"])
@@ -502,9 +504,10 @@ def test_no_install_command_uses_pip_in_a_venv_made_by_uv():
     """Every check that installs into a probed target (torch builds, CUDA wheels for other frameworks,
     cuDNN, nvcc pins, Triton, the driver-branch pins) uses uv's installer in a venv made by `uv venv`.
     Twin: the same corpus in a venv made by `python -m venv` uses pip and never uv."""
-    uv = [(cid, t) for cid, t in _corpus_commands("uv") if " pip install " in t]
+    uv = [(cid, t) for cid, t in _corpus_commands("uv") if " pip " in t]
     assert len({cid for cid, _ in uv}) >= 6, uv
+    assert any(t.startswith("uv pip check --python ") for _, t in uv)
     # the one pip form left: a command for no probed interpreter (literally `python`)
-    assert [(cid, t) for cid, t in uv if "-m pip install" in t and not t.startswith("python -m")] == []
-    venv = [(cid, t) for cid, t in _corpus_commands("venv") if " pip install " in t]
+    assert [(cid, t) for cid, t in uv if "-m pip " in t and not t.startswith("python -m")] == []
+    venv = [(cid, t) for cid, t in _corpus_commands("venv") if " pip " in t]
     assert len(venv) == len(uv) and all("uv pip" not in t for _, t in venv)

@@ -121,16 +121,23 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
     return (native or current)[-1]
 
 
+def pip_command(python: str, verb: str, args: str = "", venv_creator: str | None = None) -> str:
+    """``<python> -m pip VERB ARGS`` for the interpreter at path ``python`` (quoted here for a POSIX
+    shell: a path with spaces; ``args`` are shell words, quoted by the caller where they need it),
+    or, in a venv made by ``uv venv`` (which has no pip; the probe's ``venv_creator``), uv's
+    ``uv pip VERB --python <python> ARGS`` (``install``, ``check`` and ``show`` take the same words)."""
+    tail = f" {args}" if args else ""
+    if venv_creator == "uv":
+        return f"uv pip {verb} --python {shlex.quote(python)}{tail}"
+    return f"{shlex.quote(python)} -m pip {verb}{tail}"
+
+
 def install_command(python: str, args: str, venv_creator: str | None = None) -> str:
-    """The command that installs ``args`` (shell words, quoted by the caller where they need it)
-    into the environment of the interpreter at path ``python`` (quoted here for a POSIX shell: a
-    path with spaces): ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv`` (which
-    has no pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with pip's
-    ``--force-reinstall`` spelt as uv's ``--reinstall``."""
+    """:func:`pip_command` ``install ARGS``, pip's ``--force-reinstall`` spelt as uv's ``--reinstall``
+    in a venv made by ``uv venv``."""
     if venv_creator == "uv":
         args = " ".join("--reinstall" if a == "--force-reinstall" else a for a in args.split(" "))
-        return f"uv pip install --python {shlex.quote(python)} {args}"
-    return f"{shlex.quote(python)} -m pip install {args}"
+    return pip_command(python, "install", args, venv_creator)
 
 
 def pip_install_command(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from gpudoctor.checks._common import install_command
+from gpudoctor.checks._common import install_command, pip_command
 from gpudoctor.checks._gpu import v
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
@@ -305,7 +305,7 @@ def missing_wheel_commands(
                     "restore torch's pinned wheels",
                     "changes",
                 ),
-                Command(f"{python} -m pip check", "what is still missing or mismatched"),
+                Command(pip_command(python, "check", "", venv_creator), "what is still missing or mismatched"),
             )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:

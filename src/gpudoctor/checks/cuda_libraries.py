@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from gpudoctor.checks._common import install_command
+from gpudoctor.checks._common import install_command, pip_command
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.checks._libraries import (
     DRIVER_FAMILIES,
@@ -196,7 +196,10 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 "restore the versions the framework pins",
                 "changes",
             ),
-            Command(f"{probe.executable} -m pip check", "which package asked for the older version"),
+            Command(
+                pip_command(probe.executable, "check", "", probe.venv_creator),
+                "which package asked for the older version",
+            ),
         )
         return CHECK.finding(
             Status.FAIL,
