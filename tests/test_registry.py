@@ -259,3 +259,12 @@ def test_skipping_a_plugin_that_failed_to_load_runs_the_rest(plugin_site, skip):
     unskipped = run_cli(["check", "goodplug", "--format", "json"], plugin_site)
     summaries = [f["summary"] for f in json.loads(unskipped.stdout)["findings"] if f["check"] == PLUGIN_CHECK_ID]
     assert len(summaries) == 2 and any("brokenplug" in s for s in summaries)
+
+
+def test_gate_with_checks_skipping_a_plugin_that_failed_to_load(plugin_site):
+    """`gate --checks X --skip BROKEN` runs X (before: a usage error naming the broken plug-in).
+    Twin: naming the broken plug-in in --checks is still that usage error."""
+    out = run_cli(["gate", "--checks", "goodplug", "--skip", "brokenplug.check", "--require-gpus", "0"], plugin_site)
+    assert out.returncode != 2 and "did not load" not in out.stderr, out.stderr
+    named = run_cli(["gate", "--checks", "goodplug,brokenplug.check", "--require-gpus", "0"], plugin_site)
+    assert named.returncode == 2 and "'brokenplug.check' did not load" in named.stderr
