@@ -196,3 +196,25 @@ def test_latin1_metadata_is_read_where_importlib_metadata_raises(tmp_path):
     assert (ep.name, ep.dist.name, ep.dist.version) == ("lat.x", "lat", "1")
     with pytest.raises(UnicodeDecodeError):
         _ = next(iter(metadata.distributions(path=[str(site)]))).metadata
+
+
+def test_a_fifo_for_a_metadata_file_is_skipped_not_waited_on(tmp_path):
+    """A FIFO named ``entry_points.txt`` or ``METADATA`` (where importlib.metadata blocks forever): the
+    distribution's entry points are unseen, or its name comes from the directory. Run in a child with
+    a timeout, so that a regression fails instead of hanging. Twin: a regular file beside them."""
+    import os
+    import subprocess
+
+    site = tmp_path / "site"
+    os.mkfifo(_raw_dist(site, "fifoeps-1.dist-info", b"Name: fifoeps\nVersion: 1\n\n") / "entry_points.txt")
+    meta = _raw_dist(site, "fifometa-2.dist-info", None, b"[gpudoctor.checks]\nfifometa.x = fm:C\n")
+    os.mkfifo(meta / "METADATA")
+    _raw_dist(site, "plain-3.dist-info", b"Name: plain\nVersion: 3\n\n", b"[gpudoctor.checks]\nplain.x = p:C\n")
+    code = (
+        "import sys; from gpudoctor import entrypoints\n"
+        "for e in entrypoints.entry_points('gpudoctor.checks', [sys.argv[1]]):\n"
+        "    print(e.name, e.dist.name, e.dist.version)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(site)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert sorted(out.stdout.splitlines()) == ["fifometa.x fifometa ", "plain.x plain 3"]

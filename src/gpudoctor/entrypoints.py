@@ -29,10 +29,12 @@ installer puts plug-ins there.
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
 import re
+import stat
 from collections.abc import Sequence
 
 __all__ = ["Distribution", "EntryPoint", "entry_points"]
@@ -45,6 +47,20 @@ _SUFFIXES = (".dist-info", ".egg-info")
 
 def _normalise(name: str) -> str:
     return _NORMALISE_RE.sub("_", name).lower()
+
+
+def _open_text(path: str, errors: str = "strict"):
+    """``open(path)`` for reading UTF-8 text, refusing what is not a regular file without blocking
+    (a FIFO planted as ``METADATA`` or ``entry_points.txt`` would hang importlib.metadata)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+        return open(fd, encoding="utf-8", errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Distribution:
@@ -63,7 +79,7 @@ class Distribution:
             headers: dict[str, str] = {}
             for meta in ("METADATA", "PKG-INFO"):
                 try:
-                    with open(os.path.join(self._path, meta), encoding="utf-8", errors="replace") as fh:
+                    with _open_text(os.path.join(self._path, meta), errors="replace") as fh:
                         for line in fh:
                             if not line.strip():
                                 break
@@ -88,7 +104,7 @@ class Distribution:
 
     def read_text(self, filename: str) -> str | None:
         try:
-            with open(os.path.join(self._path, filename), encoding="utf-8") as fh:
+            with _open_text(os.path.join(self._path, filename)) as fh:
                 return fh.read()
         except (OSError, UnicodeDecodeError):
             return None
