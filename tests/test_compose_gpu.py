@@ -531,3 +531,13 @@ def test_a_dot_env_over_the_limit_or_a_fifo_adds_nothing(tmp_path):
     os.mkfifo(tmp_path / "srv" / "app" / ".env")
     (svc,) = compose(tmp_path, text).services
     assert svc.cuda_visible_devices == "0"
+
+
+def test_an_env_file_in_raw_format_keeps_values_as_written(tmp_path):
+    """`format: raw` (Compose specification): no quote or comment handling, so `void # x` is not
+    `void` and the GPU stays. Twin: the same file in the default format hides it."""
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    files = {"/srv/app/gpu.env": "NVIDIA_VISIBLE_DEVICES=void # hide\n"}
+    raw = one(judge(tmp_path, base + "    env_file:\n      - path: gpu.env\n        format: raw\n", extra=files))
+    assert raw.status is Status.OK
+    assert "hides every GPU" in one(judge(tmp_path, base + "    env_file: [{path: gpu.env}]\n", extra=files)).summary

@@ -129,13 +129,18 @@ def _dotenv_value(value: str) -> str:
     return value[: comment.start()].rstrip() if comment else value
 
 
-def _dotenv(text: str) -> dict[str, str]:
+def _dotenv(text: str, raw: bool = False) -> dict[str, str]:
     """``KEY=value`` lines of a Compose ``.env`` or ``env_file`` (comments, inline comments,
-    ``export`` and quotes handled, as in Compose's env-file syntax)."""
+    ``export`` and quotes handled, as in Compose's env-file syntax; an ``env_file`` with
+    ``format: raw`` keeps each value as written)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
+            continue
+        if raw:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value
             continue
         key, _, value = line.removeprefix("export ").partition("=")
         out[key.strip()] = _dotenv_value(value)
@@ -144,16 +149,17 @@ def _dotenv(text: str) -> dict[str, str]:
 
 def _env_file(ctx: CollectContext, base_dir: str, spec: Any) -> dict[str, str | None]:
     """The variables of a service's ``env_file:`` (a path, or a list of paths or ``{path,
-    required}`` mappings; relative to the Compose file), later files winning, as Compose reads
-    them before ``environment:``. A file that cannot be read adds nothing (Compose itself stops
-    on a missing required one)."""
+    required, format}`` mappings; relative to the Compose file), later files winning, as Compose
+    reads them before ``environment:``. A file that cannot be read adds nothing (Compose itself
+    stops on a missing required one)."""
     out: dict[str, str | None] = {}
     for item in spec if isinstance(spec, list) else [spec]:
         path = item if isinstance(item, str) else str(item.get("path") or "") if isinstance(item, dict) else ""
         if not path:
             continue
+        raw = isinstance(item, dict) and str(item.get("format") or "") == "raw"
         try:
-            out.update(_dotenv(_read(ctx, posixpath.normpath(posixpath.join(base_dir, path)))))
+            out.update(_dotenv(_read(ctx, posixpath.normpath(posixpath.join(base_dir, path))), raw))
         except (InputError, OSError, UnicodeDecodeError):
             continue
     return out
