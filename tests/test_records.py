@@ -160,3 +160,18 @@ def test_real_facts_survive_json_pickle_and_copies(name):
             except TypeError:  # a field holds a dict: unhashable, as with @dataclass(frozen=True)
                 continue
             assert hash(pickle.loads(pickle.dumps(value))) == expected
+
+
+def test_replace_copy_and_match_on_a_subclass_as_the_standard_decorator():
+    import copy
+
+    child = OursChild("a", 1.0, extra=5)
+    moved = dataclasses.replace(child, extra=6)
+    assert type(moved) is OursChild and moved == OursChild("a", 1.0, extra=6) and moved != child
+    assert copy.deepcopy(child) == child and pickle.loads(pickle.dumps(child)) == child
+    assert hash(copy.copy(child)) == hash(child)
+    match child:
+        case OursChild("a", 1.0, (), "", "", 0, extra):
+            assert extra == 5
+        case _:
+            pytest.fail("positional match over the inherited fields failed")
