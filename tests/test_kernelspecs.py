@@ -316,3 +316,24 @@ def test_a_server_without_jupyter_core_fails_in_one_line(tmp_path):
         reason
         == f"{python} could not list kernelspecs (exit status 1): ModuleNotFoundError: No module named 'jupyter_core'"
     )
+
+
+@pytest.mark.parametrize(
+    ("header", "registered"),
+    [("[jupyter_client.kernel_provisioners]", True), ("[ jupyter_client.kernel_provisioners ]", False)],
+)
+def test_a_provisioner_counts_when_its_entry_point_group_is_spelt_exactly(tmp_path, server_python, header, registered):
+    """importlib.metadata (what jupyter_client asks) takes the group between the brackets as written:
+    a header with spaces names another group, so the kernel that wants that provisioner is refused.
+    Twin: the exact header registers it."""
+    site = tmp_path / "site"
+    info = site / "myprov-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myprov\nVersion: 1.0\n\n")
+    (info / "entry_points.txt").write_text(f"{header}\nmy-provisioner = jupyter_client.provisioning:LocalProvisioner\n")
+    kdir = tmp_path / "jp" / "kernels"
+    put(kdir, "remote", spec("Remote", metadata={"kernel_provisioner": {"provisioner_name": "my-provisioner"}}))
+    env = environment(tmp_path, JUPYTER_PATH=kdir.parent, JUPYTER_DATA_DIR=tmp_path / "data", PYTHONPATH=site)
+    ours, ref = both(server_python, env, tmp_path)
+    assert ours == ref
+    assert ("error" not in by_name(ours)["remote"]) is registered
