@@ -491,23 +491,34 @@ def _corpus_commands(creator):
             for t in tf.targets
         )
         facts = facts.with_domains(targets=dataclasses.replace(tf, targets=marked))
+        exes = [t.probe.executable for t in tf.targets if isinstance(t.probe, ProbeFacts)]
         for check in checks:
             try:
                 findings = check.evaluate(facts)
             except SkipCheck:
                 continue
             out.extend((check.id, c.text) for f in findings for c in f.commands)
+            # the explanation's own commands for a probed interpreter, marked "explanation"
+            out.extend(
+                (check.id, "explanation: " + f.explanation[f.explanation.index(f"{e} -m pip ") :][:80])
+                for f in findings
+                for e in exes
+                if f"{e} -m pip " in f.explanation
+            )
     return out
 
 
 def test_no_install_command_uses_pip_in_a_venv_made_by_uv():
     """Every check that installs into a probed target (torch builds, CUDA wheels for other frameworks,
-    cuDNN, nvcc pins, Triton, the driver-branch pins) uses uv's installer in a venv made by `uv venv`.
-    Twin: the same corpus in a venv made by `python -m venv` uses pip and never uv."""
+    cuDNN, nvcc pins, Triton, the driver-branch pins, pip check) uses uv's installer in a venv made by
+    `uv venv`, in its commands and in its explanation. Twin: the same corpus in a venv made by
+    `python -m venv` uses pip and never uv."""
     uv = [(cid, t) for cid, t in _corpus_commands("uv") if " pip " in t]
     assert len({cid for cid, _ in uv}) >= 6, uv
     assert any(t.startswith("uv pip check --python ") for _, t in uv)
     # the one pip form left: a command for no probed interpreter (literally `python`)
     assert [(cid, t) for cid, t in uv if "-m pip " in t and not t.startswith("python -m")] == []
-    venv = [(cid, t) for cid, t in _corpus_commands("venv") if " pip " in t]
+    venv_all = [(cid, t) for cid, t in _corpus_commands("venv") if " pip " in t]
+    venv = [(cid, t) for cid, t in venv_all if not t.startswith("explanation: ")]
     assert len(venv) == len(uv) and all("uv pip" not in t for _, t in venv)
+    assert len(venv_all) > len(venv)  # the twin's explanations do show pip for the probed interpreter

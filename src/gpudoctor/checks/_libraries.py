@@ -345,7 +345,7 @@ def missing_wheel_remedy(
             f"The file belongs to TensorRT itself ({fw.dist} {fw.version}), whose builder opens it by name when an "
             f"engine is built; this installation lacks it (the 10.2.0 wheels shipped without it, fixed in "
             f"10.2.0.post1), or a tarball's `lib` directory is not on `LD_LIBRARY_PATH`. Install a release that "
-            f"ships it:\n\n```\n{python} -m pip install -U {fw.dist}\n```\n\n(or put the TensorRT `lib` "
+            f"ships it:\n\n```\n{install_command(python, '-U ' + fw.dist, venv_creator)}\n```\n\n(or put the TensorRT `lib` "
             f"directory that holds it on `LD_LIBRARY_PATH`)."
         )
     stem = WHEEL_STEM.get(family or "")
@@ -353,10 +353,12 @@ def missing_wheel_remedy(
         return (
             f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n"
             f"{fenced(*missing_wheel_commands(facts, label, python, framework, family, venv_creator))}\n\n({fw.dist} may pin an exact "
-            f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
+            f"version: `{pip_command(python, 'show', fw.dist, venv_creator)}`; or put the directory that holds it on "
+            "`LD_LIBRARY_PATH`)."
         )
     return (
-        f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
+        "Install the matching `nvidia-*` wheel into this environment "
+        f"(`{install_command(python, '<framework>[and-cuda]', venv_creator)}` "
         f"or the framework's CUDA extra){tail}"
     )
 

@@ -125,7 +125,7 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
     return None
 
 
-def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -> str:
+def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None, venv_creator: str | None = None) -> str:
     """The choices when the driver is older than ``fw``'s CUDA (Markdown): a newer driver, or a build of the
     framework for the CUDA the driver runs (``data/frameworks.toml`` rows, or the ``-cudaNNx`` dist)."""
     from gpudoctor.checks._common import UPGRADE_HOWTO
@@ -144,7 +144,7 @@ def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -
         options.append(
             f"2. **Or keep the driver** and install a {fw.dist} build for CUDA {driver_major}: "
             + " or ".join(alt)
-            + f" (`{python} -m pip install ...`)."
+            + f" (`{install_command(python, '...', venv_creator)}`)."
         )
     else:
         options.append(
@@ -181,7 +181,7 @@ def _driver_too_old(
             f"{fit[1]}. The framework's CUDA runtime refuses to start on it (`CUDA driver version is insufficient "
             f"for CUDA runtime version`; TensorFlow then lists no GPU, JAX says `CUDA backend failed to "
             f"initialize`), so it runs on the CPU or not at all.\n\n"
-            + driver_remedy(fw, probe.executable, major)
+            + driver_remedy(fw, probe.executable, major, probe.venv_creator)
             + (f"\n\nSource: {fw.source}" if fw.source else ""),
             evidence={**evidence, "driver_max_cuda": max_cuda},
             target=t.label,
