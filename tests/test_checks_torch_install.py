@@ -396,12 +396,129 @@ def test_the_torch_command_uses_uv_in_a_venv_made_by_uv(creator):
 
 
 def test_install_command_forms():
-    from gpudoctor.checks._common import install_command
+    from gpudoctor.checks._common import install_command, pip_command
 
     assert install_command("/v/bin/python", "ipykernel") == "/v/bin/python -m pip install ipykernel"
     assert install_command("/v/bin/python", "ipykernel", "uv") == "uv pip install --python /v/bin/python ipykernel"
     assert (
-        install_command("'/a b/python'", "--force-reinstall torch==2.5.1 --index-url https://x.example.org/whl", "uv")
+        install_command("/a b/python", "--force-reinstall torch==2.5.1 --index-url https://x.example.org/whl", "uv")
         == "uv pip install --python '/a b/python' --reinstall torch==2.5.1 --index-url https://x.example.org/whl"
     )
     assert install_command("py", "--force-reinstall torch", "virtualenv") == "py -m pip install --force-reinstall torch"
+    assert install_command("/v/bin/python", "'torch==2.6.*'") == "/v/bin/python -m pip install 'torch==2.6.*'"
+    assert pip_command("/a b/python", "check", "", "uv") == "uv pip check --python '/a b/python'"
+    assert pip_command("/v/bin/python", "check") == "/v/bin/python -m pip check"
+
+
+@pytest.mark.parametrize("creator", ["uv", "venv"])
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_install_command_runs_as_printed_from_a_path_with_spaces_and_quotes(tmp_path, creator, shell):
+    """The printed command, pasted into a shell, reaches the interpreter with the words intact: a
+    path with a space and a quote, and ``torch==2.6.*`` next to a file the glob would match.
+    The interpreter (and ``uv``) are stand-in scripts that record their argv."""
+    import shutil
+    import subprocess
+
+    from gpudoctor.checks._common import pip_install_command
+
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell}")
+    bindir = tmp_path / "my env's dir" / "bin"
+    bindir.mkdir(parents=True)
+    record = tmp_path / "argv.txt"
+    for tool in ("python", "uv"):
+        (bindir / tool).write_text(f"#!/bin/sh\nprintf '%s\\n' \"$0\" \"$@\" > '{record}'\n")
+        (bindir / tool).chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "torch==2.6.1").write_text("")  # what an unquoted torch==2.6.* would expand to
+    python = str(bindir / "python")
+    cmd = pip_install_command(python, {"index_url": "https://x.example.org/whl"}, "2.6.*", venv_creator=creator)
+    env = {"PATH": f"{bindir}:/usr/bin:/bin"}
+    subprocess.run([shell, "-c", cmd], cwd=work, env=env, check=True, timeout=30)
+    argv = record.read_text().splitlines()
+    if creator == "uv":
+        assert argv[1:] == [
+            "pip",
+            "install",
+            "--python",
+            python,
+            "--reinstall",
+            "torch==2.6.*",
+            "--index-url",
+            "https://x.example.org/whl",
+        ]
+    else:
+        assert argv[0] == python
+        assert argv[1:] == [
+            "-m",
+            "pip",
+            "install",
+            "--force-reinstall",
+            "torch==2.6.*",
+            "--index-url",
+            "https://x.example.org/whl",
+        ]
+
+
+def _corpus_commands(creator):
+    """Every command of every check over the facts fixtures and the field corpus, with each probed
+    target's venv marked as made by ``creator``."""
+    import dataclasses
+    import json
+    from pathlib import Path
+
+    from gpudoctor.checks import SkipCheck
+    from gpudoctor.facts import Facts
+    from gpudoctor.facts.targets import ProbeFacts, TargetsFacts
+    from gpudoctor.registry import load_registry
+
+    here = Path(__file__).parent
+    checks = load_registry().checks.values()
+    out = []
+    for path in [*here.glob("fixtures/facts/**/*.json"), *here.glob("field/cases/**/facts.json")]:
+        try:
+            facts = Facts.from_json(json.loads(path.read_text()))
+        except Exception:  # a fixture of another shape (devices/, frameworks/)
+            continue
+        tf = facts.of(TargetsFacts)
+        if not isinstance(tf, TargetsFacts):
+            continue
+        marked = tuple(
+            dataclasses.replace(t, probe=dataclasses.replace(t.probe, venv_creator=creator))
+            if isinstance(t.probe, ProbeFacts)
+            else t
+            for t in tf.targets
+        )
+        facts = facts.with_domains(targets=dataclasses.replace(tf, targets=marked))
+        exes = [t.probe.executable for t in tf.targets if isinstance(t.probe, ProbeFacts)]
+        for check in checks:
+            try:
+                findings = check.evaluate(facts)
+            except SkipCheck:
+                continue
+            out.extend((check.id, c.text) for f in findings for c in f.commands)
+            # the explanation's own commands for a probed interpreter, marked "explanation"
+            out.extend(
+                (check.id, "explanation: " + f.explanation[f.explanation.index(f"{e} -m pip ") :][:80])
+                for f in findings
+                for e in exes
+                if f"{e} -m pip " in f.explanation
+            )
+    return out
+
+
+def test_no_install_command_uses_pip_in_a_venv_made_by_uv():
+    """Every check that installs into a probed target (torch builds, CUDA wheels for other frameworks,
+    cuDNN, nvcc pins, Triton, the driver-branch pins, pip check) uses uv's installer in a venv made by
+    `uv venv`, in its commands and in its explanation. Twin: the same corpus in a venv made by
+    `python -m venv` uses pip and never uv."""
+    uv = [(cid, t) for cid, t in _corpus_commands("uv") if " pip " in t]
+    assert len({cid for cid, _ in uv}) >= 6, uv
+    assert any(t.startswith("uv pip check --python ") for _, t in uv)
+    # the one pip form left: a command for no probed interpreter (literally `python`)
+    assert [(cid, t) for cid, t in uv if "-m pip " in t and not t.startswith("python -m")] == []
+    venv_all = [(cid, t) for cid, t in _corpus_commands("venv") if " pip " in t]
+    venv = [(cid, t) for cid, t in venv_all if not t.startswith("explanation: ")]
+    assert len(venv) == len(uv) and all("uv pip" not in t for _, t in venv)
+    assert len(venv_all) > len(venv)  # the twin's explanations do show pip for the probed interpreter

@@ -454,3 +454,90 @@ def test_env_file_values_count_and_environment_overrides_them(tmp_path):
     assert one(judge(tmp_path, overridden, extra=files)).status is Status.OK
     missing = base + "    env_file: nowhere.env\n"
     assert one(judge(tmp_path, missing, extra=files)).status is Status.OK
+
+
+@pytest.mark.parametrize("kind", ["directory", "fifo", "huge", "outside-root", "absolute-outside-root"])
+def test_an_env_file_that_cannot_be_used_adds_nothing(tmp_path, kind):
+    """A directory, a FIFO (never opened for a blocking read), a file over the Compose limit (refused
+    after MAX_BYTES + 1 bytes, not read whole) and paths that leave the --root (resolved inside it,
+    where nothing is) add no variable; a later readable file still counts. Twin: the same file inside
+    the root hides the GPU."""
+    import os
+
+    from gpudoctor.composefile import MAX_BYTES
+
+    root = tmp_path / "root"
+    outside = tmp_path / f"outside-{kind}.env"
+    outside.write_text("NVIDIA_VISIBLE_DEVICES=void\n")
+    app = root / "srv" / "app"
+    app.mkdir(parents=True)
+    name = {"outside-root": f"../../../../{outside.name}", "absolute-outside-root": str(outside)}.get(kind, "x.env")
+    if kind == "directory":
+        (app / "x.env").mkdir()
+    elif kind == "fifo":
+        os.mkfifo(app / "x.env")
+    elif kind == "huge":
+        with open(app / "x.env", "wb") as fh:
+            fh.write(b"NVIDIA_VISIBLE_DEVICES=void\n")
+            fh.truncate(MAX_BYTES * 64)  # sparse
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    assert one(judge(root, base + f"    env_file: ['{name}']\n")).status is Status.OK
+    then_void = {"/srv/app/void.env": "NVIDIA_VISIBLE_DEVICES=void\n"}
+    f = one(judge(root, base + f"    env_file: ['{name}', void.env]\n", extra=then_void))
+    assert f.status is Status.FAIL and "hides every GPU" in f.summary
+
+
+def test_read_bytes_with_a_limit_reads_one_byte_past_it(tmp_path):
+    write_tree(tmp_path, {"/f": "x" * 100})
+    files = fake_system(tmp_path).files
+    assert files.read_bytes("/f", limit=10) == b"x" * 11
+    assert files.read_bytes("/f", limit=100) == b"x" * 100
+    assert files.read_bytes("/f") == b"x" * 100
+
+
+@pytest.mark.parametrize(
+    ("line", "hidden"),
+    [
+        ("NVIDIA_VISIBLE_DEVICES=void # no GPU for the web tier", True),
+        ('NVIDIA_VISIBLE_DEVICES="void" # quoted, then a comment', True),
+        ("NVIDIA_VISIBLE_DEVICES='none'\t# tab before the comment", True),
+        ("NVIDIA_VISIBLE_DEVICES=void#not-a-comment", False),  # no space before '#': part of the value
+        ('NVIDIA_VISIBLE_DEVICES="all # inside the quotes"', False),
+    ],
+)
+def test_env_file_inline_comments_as_compose_reads_them(tmp_path, line, hidden):
+    """Compose's env-file syntax: an unquoted value ends at `` #``, a quoted one at its closing quote
+    (docs.docker.com/compose/env-file). Twins: '#' without a space, '#' inside quotes."""
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    f = one(judge(tmp_path, base + "    env_file: gpu.env\n", extra={"/srv/app/gpu.env": line + "\n"}))
+    assert ("hides every GPU" in f.summary) is hidden, f.summary
+
+
+def test_a_dot_env_over_the_limit_or_a_fifo_adds_nothing(tmp_path):
+    """The project's .env is read like an env_file: a FIFO is never opened for a blocking read, a
+    file over MAX_BYTES is refused without reading it whole. Twin: a small .env interpolates."""
+    import os
+
+    from gpudoctor.composefile import MAX_BYTES
+
+    text = VLLM + "    environment:\n      CUDA_VISIBLE_DEVICES: ${CUDA_DEV:-0}\n"
+    (svc,) = compose(tmp_path, text, {"/srv/app/.env": "CUDA_DEV=1 # the second GPU\n"}).services
+    assert svc.cuda_visible_devices == "1"
+    with open(tmp_path / "srv" / "app" / ".env", "ab") as fh:
+        fh.truncate(MAX_BYTES * 64)  # sparse
+    (svc,) = compose(tmp_path, text).services
+    assert svc.cuda_visible_devices == "0"
+    os.remove(tmp_path / "srv" / "app" / ".env")
+    os.mkfifo(tmp_path / "srv" / "app" / ".env")
+    (svc,) = compose(tmp_path, text).services
+    assert svc.cuda_visible_devices == "0"
+
+
+def test_an_env_file_in_raw_format_keeps_values_as_written(tmp_path):
+    """`format: raw` (Compose specification): no quote or comment handling, so `void # x` is not
+    `void` and the GPU stays. Twin: the same file in the default format hides it."""
+    base = VLLM + GPU.format(count="all", caps="gpu")
+    files = {"/srv/app/gpu.env": "NVIDIA_VISIBLE_DEVICES=void # hide\n"}
+    raw = one(judge(tmp_path, base + "    env_file:\n      - path: gpu.env\n        format: raw\n", extra=files))
+    assert raw.status is Status.OK
+    assert "hides every GPU" in one(judge(tmp_path, base + "    env_file: [{path: gpu.env}]\n", extra=files)).summary

@@ -220,7 +220,7 @@ def test_driver_at_or_above_the_floor_is_fine(driver, max_cuda, torch, cuda, how
             "12.1",
             "5.0;6.0;7.0;7.5;8.0;8.6;9.0",
             "newest official build that still covers it is **torch 2.6 with cu118**",
-            "torch==2.6.* --index-url https://download.pytorch.org/whl/cu118",
+            "'torch==2.6.*' --index-url https://download.pytorch.org/whl/cu118",
         ),
         # Maxwell M40 on a CUDA 13.0 wheel (CUDA 13 dropped sm_5x-7x)
         (
@@ -833,7 +833,7 @@ def test_new_gpu_on_an_old_build_offers_the_newest_and_the_smallest_upgrade(regi
     )
     assert "or the smallest upgrade that covers it (torch 2.0, cu118)" in f.explanation
     assert (
-        f"{PY} -m pip install --force-reinstall torch==2.0.* --index-url https://download.pytorch.org/whl/cu118"
+        f"{PY} -m pip install --force-reinstall 'torch==2.0.*' --index-url https://download.pytorch.org/whl/cu118"
         in f.explanation
     )
 

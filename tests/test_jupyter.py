@@ -755,3 +755,16 @@ def test_interrupt_during_deep_kills_a_hung_kernel_at_once(tmp_path, python):
     assert kill_running_commands() >= 1
     assert _running_with(token) == []
     assert done.wait(15) and time.monotonic() - start < 15  # well before the 60 s probe timeout
+
+
+@pytest.mark.parametrize("creator", ["uv", "venv"])
+def test_the_register_fix_notes_the_installer_the_venv_has(creator):
+    """`gpudoctor fix jupyter.register` in a venv without ipykernel: its note installs it with uv's
+    installer in a venv made by `uv venv`, with pip otherwise (as the check's command does)."""
+    r_kernel = replace(kspec(name="ir"), is_python=False, language="R", interpreter=None, argv=("R",))
+    terminal = replace(CUDA_TERMINAL, distributions={"numpy": "2.1.0"}, venv_creator=creator)
+    facts = make_facts(jupyter=jfacts(r_kernel), targets=targets(target(terminal)))
+    plan = jupyter_register.plan(facts, CHECK.evaluate(facts)[-1], {})
+    py = "/home/user/venvs/train/bin/python"
+    want = f"uv pip install --python {py} ipykernel" if creator == "uv" else f"{py} -m pip install ipykernel"
+    assert any(n.endswith(want) for n in plan.notes), plan.notes

@@ -120,3 +120,17 @@ def test_set_python_must_exist_have_ipykernel_and_keys_must_be_known(tmp_path, i
     assert code == 2 and f"First run `{bare}/bin/python -m pip install ipykernel`" in err
     code, _, err = run(capsys, "fix", "jupyter.kernel-argv", "--set", "pyhton=/usr/bin/python3", "--yes")
     assert code == 2 and "--set pyhton: no fix reads that option" in err
+
+
+def test_set_python_of_a_uv_venv_without_ipykernel_names_uvs_installer(tmp_path, isolated_home, monkeypatch, capsys):
+    """A venv made by `uv venv` has no pip: the refusal's command is `uv pip install --python`.
+    Twin (the test above): a venv made by `python -m venv` gets pip's command."""
+    for var in ("VIRTUAL_ENV", "CONDA_PREFIX", "JUPYTER_PATH", "JUPYTER_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    _kernel(isolated_home, "alpha", str(tmp_path / "gone" / "bin" / "python"))
+    uvenv = tmp_path / "uv env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(uvenv)], check=True)
+    with open(uvenv / "pyvenv.cfg", "a") as fh:
+        fh.write("uv = 0.5.11\n")
+    code, _, err = run(capsys, "fix", "jupyter.kernel-argv", "--set", f"python={uvenv}/bin/python", "--yes")
+    assert code == 2 and f"First run `uv pip install --python '{uvenv}/bin/python' ipykernel`" in err, err

@@ -272,3 +272,68 @@ def test_a_server_without_ipython_and_ipykernel(trees):
     assert ours == ref
     assert "python3" not in by_name(ours) and "fromipython" not in by_name(ours) and "foo" in by_name(ours)
     assert not any(".ipython" in d for d in ours["kernel_dirs"])
+
+
+def test_links_fifos_and_odd_kernel_json_as_jupyter_client(tmp_path, server_python):
+    """A kernel dir reached through a symlink, a kernel.json that is a symlink, a directory or a FIFO
+    (never opened), dangling and looping links, a non-ASCII name with a space, and JSON nested past
+    the recursion limit: listed, skipped or failed as jupyter_client does."""
+    kdir = tmp_path / "jp" / "kernels"
+    put(kdir, "real", spec("Real"))
+    (kdir / "linked").symlink_to("real")
+    put(kdir, "jsonlink", None)
+    (kdir / "jsonlink" / "kernel.json").symlink_to("../real/kernel.json")
+    (put(kdir, "dirjson", None) / "kernel.json").mkdir()
+    os.mkfifo(put(kdir, "fifojson", None) / "kernel.json")
+    (kdir / "dangling").symlink_to(tmp_path / "nowhere")
+    (kdir / "loop1").symlink_to("loop2")
+    (kdir / "loop2").symlink_to("loop1")
+    put(kdir, "Odd Name ü", spec("Odd"))
+    put(kdir, "deep", "[" * 100000 + "]" * 100000)
+    env = environment(tmp_path, JUPYTER_PATH=kdir.parent, JUPYTER_DATA_DIR=tmp_path / "data")
+    ours, ref = both(server_python, env, tmp_path)
+    assert ours == ref
+    specs = by_name(ours)
+    assert {"dirjson", "fifojson", "dangling", "loop1", "loop2"}.isdisjoint(specs)
+    assert specs["linked"]["spec"]["display_name"] == specs["jsonlink"]["spec"]["display_name"] == "Real"
+    assert specs["odd name ü"]["spec"]["display_name"] == "Odd"
+    assert specs["deep"]["error"].startswith("RecursionError")
+
+
+def test_a_server_without_jupyter_core_fails_in_one_line(tmp_path):
+    """jupyter_client importable but jupyter_core missing (a broken server environment): the lister
+    exits non-zero and its last stderr line names the module, which the collector reports."""
+    from gpudoctor.collect.jupyter import _run_lister
+    from gpudoctor.system import System
+
+    python = server_venv(tmp_path / "server", tuple(p for p in JUPYTER_CLIENT_ONLY if not p.startswith("jupyter_core")))
+    env = environment(tmp_path)
+    proc = subprocess.run([python, str(LISTER_SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and LISTER_MARKER not in proc.stdout
+    assert proc.stderr.strip().splitlines()[-1] == "ModuleNotFoundError: No module named 'jupyter_core'"
+    reason = _run_lister(System(env=env, home=env["HOME"]), python)
+    assert (
+        reason
+        == f"{python} could not list kernelspecs (exit status 1): ModuleNotFoundError: No module named 'jupyter_core'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "registered"),
+    [("[jupyter_client.kernel_provisioners]", True), ("[ jupyter_client.kernel_provisioners ]", False)],
+)
+def test_a_provisioner_counts_when_its_entry_point_group_is_spelt_exactly(tmp_path, server_python, header, registered):
+    """importlib.metadata (what jupyter_client asks) takes the group between the brackets as written:
+    a header with spaces names another group, so the kernel that wants that provisioner is refused.
+    Twin: the exact header registers it."""
+    site = tmp_path / "site"
+    info = site / "myprov-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myprov\nVersion: 1.0\n\n")
+    (info / "entry_points.txt").write_text(f"{header}\nmy-provisioner = jupyter_client.provisioning:LocalProvisioner\n")
+    kdir = tmp_path / "jp" / "kernels"
+    put(kdir, "remote", spec("Remote", metadata={"kernel_provisioner": {"provisioner_name": "my-provisioner"}}))
+    env = environment(tmp_path, JUPYTER_PATH=kdir.parent, JUPYTER_DATA_DIR=tmp_path / "data", PYTHONPATH=site)
+    ours, ref = both(server_python, env, tmp_path)
+    assert ours == ref
+    assert ("error" not in by_name(ours)["remote"]) is registered

@@ -104,3 +104,74 @@ def test_own_eq_hash_or_repr_is_refused():
 
             def __repr__(self) -> str:
                 return "custom"
+
+
+def _package_frozen_classes():
+    import importlib
+    import pkgutil
+
+    import gpudoctor
+    from gpudoctor import records
+
+    for mod in pkgutil.walk_packages(gpudoctor.__path__, "gpudoctor."):
+        if ".probe._" not in mod.name and not mod.name.endswith("__main__"):
+            importlib.import_module(mod.name)
+    out, stack = set(), [object]
+    while stack:
+        cls = stack.pop()
+        subs = type.__subclasses__(cls) if issubclass(cls, type) else cls.__subclasses__()
+        for sub in subs:
+            if sub not in out:
+                out.add(sub)
+                stack.append(sub)
+    return [c for c in out if dataclasses.is_dataclass(c) and c.__eq__ is records._eq]
+
+
+def test_every_package_class_compares_and_shows_its_own_fields():
+    """Subclasses in the package (decorated or not) never compare on a parent's field list."""
+    classes = _package_frozen_classes()
+    assert len(classes) > 150
+    for cls in classes:
+        fields = dataclasses.fields(cls)
+        assert cls.__frozen_compare__ == tuple(f.name for f in fields if f.compare), cls
+        assert cls.__frozen_repr__ == tuple(f.name for f in fields if f.repr), cls
+        assert cls.__match_args__ == tuple(f.name for f in fields if f.init and not f.kw_only), cls
+
+
+@pytest.mark.parametrize("name", ["case01-driver-470-torch-cu121.json", "gpu-driver-550-cpu-torch.json"])
+def test_real_facts_survive_json_pickle_and_copies(name):
+    import copy
+    import json
+    from pathlib import Path
+
+    from gpudoctor.facts import Facts
+
+    path = Path(__file__).parent / "fixtures" / "facts" / name
+    facts = Facts.from_json(json.loads(path.read_text()))
+    again = Facts.from_json(json.loads(json.dumps(facts.to_json(redact=False))))
+    assert facts.domains and again.domains == facts.domains
+    for value in facts.domains.values():
+        assert pickle.loads(pickle.dumps(value)) == value
+        assert copy.deepcopy(value) == value and copy.copy(value) == value
+        if dataclasses.is_dataclass(value):
+            assert dataclasses.replace(value) == value
+            try:
+                expected = hash(value)
+            except TypeError:  # a field holds a dict: unhashable, as with @dataclass(frozen=True)
+                continue
+            assert hash(pickle.loads(pickle.dumps(value))) == expected
+
+
+def test_replace_copy_and_match_on_a_subclass_as_the_standard_decorator():
+    import copy
+
+    child = OursChild("a", 1.0, extra=5)
+    moved = dataclasses.replace(child, extra=6)
+    assert type(moved) is OursChild and moved == OursChild("a", 1.0, extra=6) and moved != child
+    assert copy.deepcopy(child) == child and pickle.loads(pickle.dumps(child)) == child
+    assert hash(copy.copy(child)) == hash(child)
+    match child:
+        case OursChild("a", 1.0, (), "", "", 0, extra):
+            assert extra == 5
+        case _:
+            pytest.fail("positional match over the inherited fields failed")

@@ -232,3 +232,39 @@ def test_naming_a_plugin_that_failed_to_load_says_why(plugin_site, args):
     assert "Traceback" not in out.stderr
     unknown = run_cli([args[0], *args[1:-1], "nosuch.check"], plugin_site)
     assert unknown.returncode == 2 and "no check matches 'nosuch.check'; known checks:" in unknown.stderr
+
+
+def test_plugin_distribution_without_name_header_is_listed_not_a_crash(tmp_path):
+    """A ``METADATA`` without ``Name`` (hand-made or truncated): the provider is the directory's name."""
+    info = tmp_path / "noname-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nVersion: 1.0\n\n")
+    (info / "entry_points.txt").write_text("[gpudoctor.checks]\nnoname.x = noname_missing_module:CHECK\n")
+    out = run_cli(["list", "--format", "json"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    summaries = [p["summary"] for p in json.loads(out.stdout)["problems"]]
+    assert any("'noname.x' from noname 1.0 failed to load" in s for s in summaries), summaries
+
+
+@pytest.mark.parametrize("skip", ["brokenplug.check", "brokenplug"])
+def test_skipping_a_plugin_that_failed_to_load_runs_the_rest(plugin_site, skip):
+    """``--skip`` of a broken plug-in is how a user gets past it: no usage error, and its load
+    failure is not reported (dupplug's refused duplicate still is). Twin: without --skip."""
+    out = run_cli(["check", "goodplug", "--skip", skip, "--format", "json"], plugin_site)
+    assert out.returncode == 3, out.stderr
+    findings = json.loads(out.stdout)["findings"]
+    assert ("goodplug.hello", "warn") in [(f["check"], f["status"]) for f in findings]
+    plugin_errors = [f["summary"] for f in findings if f["check"] == PLUGIN_CHECK_ID]
+    assert len(plugin_errors) == 1 and "dupplug" in plugin_errors[0]
+    unskipped = run_cli(["check", "goodplug", "--format", "json"], plugin_site)
+    summaries = [f["summary"] for f in json.loads(unskipped.stdout)["findings"] if f["check"] == PLUGIN_CHECK_ID]
+    assert len(summaries) == 2 and any("brokenplug" in s for s in summaries)
+
+
+def test_gate_with_checks_skipping_a_plugin_that_failed_to_load(plugin_site):
+    """`gate --checks X --skip BROKEN` runs X (before: a usage error naming the broken plug-in).
+    Twin: naming the broken plug-in in --checks is still that usage error."""
+    out = run_cli(["gate", "--checks", "goodplug", "--skip", "brokenplug.check", "--require-gpus", "0"], plugin_site)
+    assert out.returncode != 2 and "did not load" not in out.stderr, out.stderr
+    named = run_cli(["gate", "--checks", "goodplug,brokenplug.check", "--require-gpus", "0"], plugin_site)
+    assert named.returncode == 2 and "'brokenplug.check' did not load" in named.stderr

@@ -193,21 +193,25 @@ def select_checks(
     Empty ``ids`` selects all. Raises :class:`SelectionError` for an id or
     prefix that matches nothing, naming the known ids, or, when it names a check that is
     registered but failed to load (``unloaded``: id -> why, :meth:`Registry.unloaded
-    <gpudoctor.registry.Registry.unloaded>`), saying why.
+    <gpudoctor.registry.Registry.unloaded>`), saying why. Skipping such a check is no error:
+    it is how a user gets past a broken plug-in.
     """
-
-    def matches(pattern: str, cid: str) -> bool:
-        pattern = pattern.rstrip(".")
-        return cid == pattern or cid.startswith(pattern + ".")
-
     for pattern in list(ids) + list(skip):
-        if not any(matches(pattern, cid) for cid in checks):
-            broken = [why for cid, why in (unloaded or {}).items() if matches(pattern, cid)]
+        if not any(selects(pattern, cid) for cid in checks):
+            broken = [why for cid, why in (unloaded or {}).items() if selects(pattern, cid)]
+            if broken and pattern in skip and pattern not in ids:
+                continue
             if broken:
                 raise SelectionError(f"{pattern!r} did not load: {broken[0]}")
             raise SelectionError(f"no check matches {pattern!r}; known checks: {', '.join(checks)}")
-    chosen = [c for cid, c in checks.items() if not ids or any(matches(p, cid) for p in ids)]
-    return [c for c in chosen if not any(matches(p, c.id) for p in skip)]
+    chosen = [c for cid, c in checks.items() if not ids or any(selects(p, cid) for p in ids)]
+    return [c for c in chosen if not any(selects(p, c.id) for p in skip)]
+
+
+def selects(pattern: str, cid: str) -> bool:
+    """Whether a selection pattern (an id or an id prefix) names check ``cid``."""
+    pattern = pattern.rstrip(".")
+    return cid == pattern or cid.startswith(pattern + ".")
 
 
 def probe_level(checks: Iterable[Check]) -> str:

@@ -9,13 +9,17 @@ entrypoint gate spent (``benchmarks/gate.py``). The light probe reads distributi
 
 The rules are importlib.metadata's (Python 3.11, ``MetadataPathFinder``):
 
-- distributions are ``*.dist-info`` and ``*.egg-info`` entries of each ``sys.path`` directory, in
-  path order; within one directory ``.dist-info`` before ``.egg-info`` (sorted by name here, where
-  importlib.metadata keeps the file system's order);
+- distributions are ``*.dist-info`` and ``*.egg-info`` entries (suffix in any case) of each
+  ``sys.path`` directory, in path order, and the ``EGG-INFO`` of a ``sys.path`` entry named
+  ``*.egg`` (an easy_install egg); within one directory ``.dist-info`` before ``.egg-info`` (sorted
+  by name here, where importlib.metadata keeps the file system's order);
 - the first distribution of a normalised name wins (PEP 503: runs of ``-_.`` are one ``_``, lower
   case), as in ``entry_points()``;
-- ``entry_points.txt`` is INI-like: ``[group]`` lines, then ``name = value``; blank lines and lines
-  starting with ``#`` or ``;`` are skipped;
+- ``entry_points.txt`` is INI-like: ``[group]`` lines (the group is what lies between the
+  brackets, spaces kept), then ``name = value``; blank lines and lines starting with ``#`` or ``;``
+  are skipped (importlib.metadata skips only ``#``; configparser, which the entry point
+  specification names, skips both);
+- the ``Name`` and ``Version`` headers are matched in any case (email headers);
 - ``value`` is ``module[:attr[.attr...]] [extras]``; :meth:`EntryPoint.load` imports the module
   and follows the attributes.
 
@@ -25,20 +29,38 @@ installer puts plug-ins there.
 
 from __future__ import annotations
 
+import errno
 import functools
 import importlib
 import os
 import re
+import stat
 from collections.abc import Sequence
 
 __all__ = ["Distribution", "EntryPoint", "entry_points"]
 
 _VALUE_RE = re.compile(r"(?P<module>[\w.]+)\s*(:\s*(?P<attr>[\w.]+)\s*)?((?P<extras>\[.*\])\s*)?$")
 _NORMALISE_RE = re.compile(r"[-_.]+")
+_HEADERS = {"name": "Name", "version": "Version"}
+_SUFFIXES = (".dist-info", ".egg-info")
 
 
 def _normalise(name: str) -> str:
     return _NORMALISE_RE.sub("_", name).lower()
+
+
+def _open_text(path: str, errors: str = "strict"):
+    """``open(path)`` for reading UTF-8 text, refusing what is not a regular file without blocking
+    (a FIFO planted as ``METADATA`` or ``entry_points.txt`` would hang importlib.metadata)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        os.set_blocking(fd, True)
+        return open(fd, encoding="utf-8", errors=errors)
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class Distribution:
@@ -57,12 +79,13 @@ class Distribution:
             headers: dict[str, str] = {}
             for meta in ("METADATA", "PKG-INFO"):
                 try:
-                    with open(os.path.join(self._path, meta), encoding="utf-8", errors="replace") as fh:
+                    with _open_text(os.path.join(self._path, meta), errors="replace") as fh:
                         for line in fh:
                             if not line.strip():
                                 break
                             key, sep, value = line.partition(":")
-                            if sep and key in ("Name", "Version") and key not in headers:
+                            key = _HEADERS.get(key.strip().lower(), "")
+                            if sep and key and key not in headers:
                                 headers[key] = value.strip()
                 except OSError:
                     continue
@@ -81,7 +104,7 @@ class Distribution:
 
     def read_text(self, filename: str) -> str | None:
         try:
-            with open(os.path.join(self._path, filename), encoding="utf-8") as fh:
+            with _open_text(os.path.join(self._path, filename)) as fh:
                 return fh.read()
         except (OSError, UnicodeDecodeError):
             return None
@@ -117,7 +140,7 @@ def _sections(text: str):
         if not line or line.startswith(("#", ";")):
             continue
         if line.startswith("[") and line.endswith("]"):
-            group = line[1:-1].strip()
+            group = line.strip("[]")
             continue
         name, sep, value = line.partition("=")
         if group is not None and sep:
@@ -135,14 +158,23 @@ def _distributions(path: tuple[str, ...]) -> tuple[Distribution, ...]:
             names = os.listdir(directory)
         except OSError:  # a missing directory, a file (zip) on sys.path
             continue
-        infos = sorted(n for n in names if n.endswith(".dist-info"))
-        eggs = sorted(n for n in names if n.endswith(".egg-info"))
+        infos = sorted(n for n in names if n.lower().endswith(_SUFFIXES[0]))
+        eggs = sorted(n for n in names if n.lower().endswith(_SUFFIXES[1]))
         for item in infos + eggs:
-            key = _normalise(item.rsplit(".", 1)[0].split("-", 1)[0])
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append(Distribution(os.path.join(directory, item)))
+            dist = Distribution(os.path.join(directory, item))
+            # importlib.metadata names a distribution by its directory only for the exact suffix
+            stem, dot, ext = item.rpartition(".")
+            key = _normalise(stem.split("-", 1)[0] if "." + ext in _SUFFIXES else dist.name)
+            if key not in seen:
+                seen.add(key)
+                out.append(dist)
+        if os.path.basename(directory).lower().endswith(".egg"):
+            for item in names:
+                if item.lower() == "egg-info":
+                    dist = Distribution(os.path.join(directory, item))
+                    if _normalise(dist.name) not in seen:
+                        seen.add(_normalise(dist.name))
+                        out.append(dist)
     return tuple(out)
 
 

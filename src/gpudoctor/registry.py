@@ -84,7 +84,7 @@ def _provider_name(ep: entrypoints.EntryPoint) -> str:
         return "unknown distribution"
     key = str(getattr(dist, "_path", "")) or None
     if key is None or key not in _PROVIDERS:
-        name = f"{dist.metadata['Name']} {dist.version}"
+        name = f"{getattr(dist, 'name', None) or dist.metadata.get('Name')} {dist.version}"
         if key is None:
             return name
         _PROVIDERS[key] = name

@@ -455,8 +455,10 @@ class Files:
         """True when ``path`` is a directory inside the root (links resolved in the root)."""
         return self._safe(Path.is_dir, path)
 
-    def read_bytes(self, path: str, tail: int | None = None) -> bytes:
-        """The file's bytes (only its last ``tail`` bytes when given: a log file). Raises ``OSError`` as open() does, and :class:`SymlinkLoop` /
+    def read_bytes(self, path: str, tail: int | None = None, limit: int | None = None) -> bytes:
+        """The file's bytes (only its last ``tail`` bytes when given: a log file; at most ``limit`` + 1
+        bytes when given, so a caller can refuse a file over its limit without reading all of it).
+        Raises ``OSError`` as open() does, and :class:`SymlinkLoop` /
         :class:`RootEscape`. Under a root the last component is opened with
         ``O_NOFOLLOW``, so a link swapped in after resolution is not followed."""
         host = self.host_path(path)
@@ -479,7 +481,7 @@ class Files:
             size = os.fstat(fd).st_size
             if tail is not None and size > tail:
                 fh.seek(size - tail)
-            return fh.read()
+            return fh.read() if limit is None else fh.read(limit + 1)
 
     def read_text(self, path: str) -> str:
         """The file's text (UTF-8, errors replaced). Raises ``OSError`` as open() does."""

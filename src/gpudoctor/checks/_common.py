@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from typing import Any
 
 from gpudoctor.data import load_table
@@ -120,15 +121,23 @@ def best_variant_for_driver(driver: str | None, python_version: str | None = Non
     return (native or current)[-1]
 
 
+def pip_command(python: str, verb: str, args: str = "", venv_creator: str | None = None) -> str:
+    """``<python> -m pip VERB ARGS`` for the interpreter at path ``python`` (quoted here for a POSIX
+    shell: a path with spaces; ``args`` are shell words, quoted by the caller where they need it),
+    or, in a venv made by ``uv venv`` (which has no pip; the probe's ``venv_creator``), uv's
+    ``uv pip VERB --python <python> ARGS`` (``install``, ``check`` and ``show`` take the same words)."""
+    tail = f" {args}" if args else ""
+    if venv_creator == "uv":
+        return f"uv pip {verb} --python {shlex.quote(python)}{tail}"
+    return f"{shlex.quote(python)} -m pip {verb}{tail}"
+
+
 def install_command(python: str, args: str, venv_creator: str | None = None) -> str:
-    """The command that installs ``args`` into the environment of ``python`` (as the caller spells
-    or quotes it): ``<python> -m pip install ARGS``, or, in a venv made by ``uv venv`` (which has no
-    pip; the probe's ``venv_creator``), ``uv pip install --python <python> ARGS`` with pip's
-    ``--force-reinstall`` spelt as uv's ``--reinstall``."""
+    """:func:`pip_command` ``install ARGS``, pip's ``--force-reinstall`` spelt as uv's ``--reinstall``
+    in a venv made by ``uv venv``."""
     if venv_creator == "uv":
         args = " ".join("--reinstall" if a == "--force-reinstall" else a for a in args.split(" "))
-        return f"uv pip install --python {python} {args}"
-    return f"{python} -m pip install {args}"
+    return pip_command(python, "install", args, venv_creator)
 
 
 def pip_install_command(
@@ -152,7 +161,7 @@ def pip_install_command(
         newest = named or variant.get("newest_torch") or "9999"
         if _v(newest) > _v(last):
             torch_version = last
-    spec = f"torch=={torch_version}" if torch_version else "torch"
+    spec = shlex.quote(f"torch=={torch_version}") if torch_version else "torch"  # torch==2.6.*: zsh globs
     return install_command(python, f"--force-reinstall {spec} --index-url {variant['index_url']}", venv_creator)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from gpudoctor.checks._common import install_command, pip_command
 from gpudoctor.checks._gpu import v
 from gpudoctor.data import load_table
 from gpudoctor.facts import Facts, Unavailable
@@ -290,7 +291,7 @@ def older_pins(facts: Facts, label: str) -> list[tuple[FrameworkInstall, str, st
 
 
 def missing_wheel_commands(
-    facts: Facts, label: str, python: str, framework: str, family: str | None
+    facts: Facts, label: str, python: str, framework: str, family: str | None, venv_creator: str | None = None
 ) -> tuple[Command, ...]:
     """The commands of :func:`missing_wheel_remedy` (none where it names no exact package)."""
     fw = next((f for f in frameworks_of(facts, label) or [] if f.name == framework), None)
@@ -299,14 +300,18 @@ def missing_wheel_commands(
         index = f" --index-url https://download.pytorch.org/whl/{local}" if local.startswith("cu") else ""
         if not local or index:
             return (
-                Command(f"{python} -m pip install torch=={public}{index}", "restore torch's pinned wheels", "changes"),
-                Command(f"{python} -m pip check", "what is still missing or mismatched"),
+                Command(
+                    install_command(python, f"torch=={public}{index}", venv_creator),
+                    "restore torch's pinned wheels",
+                    "changes",
+                ),
+                Command(pip_command(python, "check", "", venv_creator), "what is still missing or mismatched"),
             )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (
             Command(
-                f"{python} -m pip install nvidia-{stem}-cu{fw.cuda_major}",
+                install_command(python, f"nvidia-{stem}-cu{fw.cuda_major}", venv_creator),
                 "the wheel that ships the library",
                 "changes",
             ),
@@ -314,7 +319,9 @@ def missing_wheel_commands(
     return ()
 
 
-def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, family: str | None) -> str:
+def missing_wheel_remedy(
+    facts: Facts, label: str, python: str, framework: str, family: str | None, venv_creator: str | None = None
+) -> str:
     """Markdown: the exact command that installs a CUDA library a framework needs and cannot find.
 
     torch pins each ``nvidia-*`` wheel in its metadata, and ``pip install torch==<installed>`` installs the
@@ -331,25 +338,27 @@ def missing_wheel_remedy(facts: Facts, label: str, python: str, framework: str, 
             return (
                 "A dependency wheel of torch was removed or never installed (`pip install --no-deps`, a partial "
                 "uninstall). Let pip restore it at the version this torch pins, keeping torch itself:\n\n"
-                + fenced(*missing_wheel_commands(facts, label, python, framework, family))
+                + fenced(*missing_wheel_commands(facts, label, python, framework, family, venv_creator))
             )
     if fw is not None and family == "tensorrt":
         return (
             f"The file belongs to TensorRT itself ({fw.dist} {fw.version}), whose builder opens it by name when an "
             f"engine is built; this installation lacks it (the 10.2.0 wheels shipped without it, fixed in "
             f"10.2.0.post1), or a tarball's `lib` directory is not on `LD_LIBRARY_PATH`. Install a release that "
-            f"ships it:\n\n```\n{python} -m pip install -U {fw.dist}\n```\n\n(or put the TensorRT `lib` "
+            f"ships it:\n\n```\n{install_command(python, '-U ' + fw.dist, venv_creator)}\n```\n\n(or put the TensorRT `lib` "
             f"directory that holds it on `LD_LIBRARY_PATH`)."
         )
     stem = WHEEL_STEM.get(family or "")
     if fw is not None and stem and fw.cuda_major:
         return (
             f"Install the CUDA {fw.cuda_major} wheel that ships it into this environment:\n\n"
-            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family))}\n\n({fw.dist} may pin an exact "
-            f"version: `{python} -m pip show {fw.dist}`; or put the directory that holds it on `LD_LIBRARY_PATH`)."
+            f"{fenced(*missing_wheel_commands(facts, label, python, framework, family, venv_creator))}\n\n({fw.dist} may pin an exact "
+            f"version: `{pip_command(python, 'show', fw.dist, venv_creator)}`; or put the directory that holds it on "
+            "`LD_LIBRARY_PATH`)."
         )
     return (
-        f"Install the matching `nvidia-*` wheel into this environment (`{python} -m pip install <framework>[and-cuda]` "
+        "Install the matching `nvidia-*` wheel into this environment "
+        f"(`{install_command(python, '<framework>[and-cuda]', venv_creator)}` "
         f"or the framework's CUDA extra){tail}"
     )
 

@@ -34,6 +34,7 @@ from gpudoctor.checks._common import (
     UPGRADE_HOWTO,
     driver_install_commands,
     driver_version,
+    install_command,
     pip_install_command,
     split_local,
 )
@@ -279,14 +280,14 @@ def assess_framework(
     if older:
         req = _cuda_extra(name, older[0])
         how = (
-            f'`{probe.executable} -m pip install "{req}"`'
+            "`" + install_command(probe.executable, f'"{req}"', probe.venv_creator) + "`"
             if req
             else f"its CUDA {older[0]} build (the project's install guide names the package or extra)"
         )
         if req:
             commands.append(
                 Command(
-                    f'{probe.executable} -m pip install "{req}"',
+                    install_command(probe.executable, f'"{req}"', probe.venv_creator),
                     f"or keep the driver: {name} for CUDA {older[0]}",
                     "changes",
                 )

@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping
 from itertools import combinations
 
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.checks._libcuda import libcuda_commands, libcuda_remedy
 from gpudoctor.checks._libraries import WHEEL_STEM, agreeing_releases, frameworks_of
@@ -79,11 +80,13 @@ def load_remedy(
         pin = f"=={so_major.group(1)}.*" if so_major and fam == "cudnn" else ""
         wheel = f"nvidia-{WHEEL_STEM[fam]}-cu{cuda}"
         install = Command(
-            f'{probe.executable} -m pip install "{wheel}{pin}"', f"install {lib} from its wheel", "changes"
+            install_command(probe.executable, f'"{wheel}{pin}"', probe.venv_creator),
+            f"install {lib} from its wheel",
+            "changes",
         )
         return (
             f"`{lib}` is not installed where the loader looks. Install it from its wheel:\n\n```\n"
-            f'{probe.executable} -m pip install "{wheel}{pin}"\n```\n\nSome frameworks do not search the '
+            f"{install.text}\n```\n\nSome frameworks do not search the "
             f"`nvidia/*/lib` wheel directories by themselves; if the error stays, add the wheel's `lib` "
             f"directory to `LD_LIBRARY_PATH` in the environment's activation script."
         ), (install,)
@@ -122,7 +125,7 @@ def _load_failure(facts: Facts, t: TargetFacts, probe: ProbeFacts, fws: list[Fra
     return None
 
 
-def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -> str:
+def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None, venv_creator: str | None = None) -> str:
     """The choices when the driver is older than ``fw``'s CUDA (Markdown): a newer driver, or a build of the
     framework for the CUDA the driver runs (``data/frameworks.toml`` rows, or the ``-cudaNNx`` dist)."""
     from gpudoctor.checks._common import UPGRADE_HOWTO
@@ -141,7 +144,7 @@ def driver_remedy(fw: FrameworkInstall, python: str, driver_major: int | None) -
         options.append(
             f"2. **Or keep the driver** and install a {fw.dist} build for CUDA {driver_major}: "
             + " or ".join(alt)
-            + f" (`{python} -m pip install ...`)."
+            + f" (`{install_command(python, '...', venv_creator)}`)."
         )
     else:
         options.append(
@@ -178,14 +181,18 @@ def _driver_too_old(
             f"{fit[1]}. The framework's CUDA runtime refuses to start on it (`CUDA driver version is insufficient "
             f"for CUDA runtime version`; TensorFlow then lists no GPU, JAX says `CUDA backend failed to "
             f"initialize`), so it runs on the CPU or not at all.\n\n"
-            + driver_remedy(fw, probe.executable, major)
+            + driver_remedy(fw, probe.executable, major, probe.venv_creator)
             + (f"\n\nSource: {fw.source}" if fw.source else ""),
             evidence={**evidence, "driver_max_cuda": max_cuda},
             target=t.label,
             commands=(
                 *driver_install_commands(facts),
                 *(
-                    Command(f'{probe.executable} -m pip install "{r}"', f"or keep the driver: CUDA {major}", "changes")
+                    Command(
+                        install_command(probe.executable, f'"{r}"', probe.venv_creator),
+                        f"or keep the driver: CUDA {major}",
+                        "changes",
+                    )
                     for r in keep[:1]
                 ),
             ),
@@ -217,6 +224,11 @@ def _cudnn_below_build(
                 continue
             own = version_of(model, r.without_env) if r.without_env and r.without_env != r.path else None
             better = f" (without `LD_LIBRARY_PATH` it would get `{r.without_env}`, {own})" if own else ""
+            install = install_command(
+                probe.executable,
+                f'"nvidia-cudnn-cu{fw.cuda_major or 12}>={fw.cudnn_min},<{fw.cudnn_major + 1}"',
+                probe.venv_creator,
+            )
             return CHECK.finding(
                 Status.FAIL,
                 f"{fw.dist} {fw.version} was built against cuDNN {fw.cudnn_min} but loads cuDNN {have} from "
@@ -225,15 +237,13 @@ def _cudnn_below_build(
                 f"but source was compiled with: {fw.cudnn_min}...`; JAX: `Found cuDNN version ..., but JAX was built "
                 f"against version ..., which is newer`) and runs without its GPU kernels. The copy it gets is "
                 f"`{r.path}` ({r.path_origin or r.via}){better}.\n\nInstall cuDNN {fw.cudnn_min} or newer of major "
-                f'{fw.cudnn_major} where it looks (`{probe.executable} -m pip install "nvidia-cudnn-cu'
-                f'{fw.cuda_major or 12}>={fw.cudnn_min},<{fw.cudnn_major + 1}"`), or take `{r.directory}` off the '
+                f"{fw.cudnn_major} where it looks (`{install}`), or take `{r.directory}` off the "
                 f"loader path." + (f"\n\nSource: {fw.source}" if fw.source else ""),
                 evidence={**evidence, "cudnn_loaded": f"{r.path} ({have})"},
                 target=t.label,
                 commands=(
                     Command(
-                        f'{probe.executable} -m pip install "nvidia-cudnn-cu{fw.cuda_major or 12}>={fw.cudnn_min},'
-                        f'<{fw.cudnn_major + 1}"',
+                        install,
                         f"a cuDNN {fw.cudnn_major} no older than {fw.dist} was built with",
                         "changes",
                     ),
@@ -315,7 +325,9 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 target=t.label,
                 commands=tuple(
                     Command(
-                        f'{probe.executable} -m pip install "{req}"', f"keep {kept.dist}: {what} as it needs", "changes"
+                        install_command(probe.executable, f'"{req}"', probe.venv_creator),
+                        f"keep {kept.dist}: {what} as it needs",
+                        "changes",
                     )
                     for kept, req in agree
                 ),

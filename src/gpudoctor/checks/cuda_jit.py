@@ -30,7 +30,7 @@ toolkit found on disk (``cuda_toolkit``), the driver's CUDA (NVML or
 
 from __future__ import annotations
 
-from gpudoctor.checks._common import driver_install_commands, driver_version
+from gpudoctor.checks._common import driver_install_commands, driver_version, install_command
 from gpudoctor.checks._gpu import driver_max_cuda, per_target, toolkit_driver, v
 from gpudoctor.facts import Facts, Unavailable
 from gpudoctor.facts.cuda import CudaToolkitFacts
@@ -74,7 +74,7 @@ def _choices(
     choices = [f"1. **Upgrade the driver** to one that supports CUDA {xy}" + (f" (≥ {need})" if need else "") + "."]
     if ptx.major == drv.major and wheel:
         pin = Command(
-            f'{probe.executable} -m pip install "{wheel}=={drv.major}.{drv.minor}.*"',
+            install_command(probe.executable, f'"{wheel}=={drv.major}.{drv.minor}.*"', probe.venv_creator),
             f"or keep the driver: a {what} of the driver's CUDA {max_cuda}",
             "changes",
         )

@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from gpudoctor.checks._common import install_command, pip_command
 from gpudoctor.checks._gpu import per_target
 from gpudoctor.checks._libraries import (
     DRIVER_FAMILIES,
@@ -174,12 +175,14 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"({model.cache_source}) or the default directories holds it. "
             + (
                 sibling_remedy(facts, t.label, probe.executable, model, r)
-                or missing_wheel_remedy(facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family)
+                or missing_wheel_remedy(
+                    facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family, probe.venv_creator
+                )
             ),
             evidence=evidence,
             target=t.label,
             commands=missing_wheel_commands(
-                facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family
+                facts, t.label, probe.executable, framework_of(model, r.consumer, r), r.family, probe.venv_creator
             ),
         )
     stale = older_pins(facts, t.label)
@@ -188,8 +191,15 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
         more = "".join(f"\n- `{d}` {h} (pinned {p}, by {f.dist})" for f, d, p, h in stale[1:])
         fix = " ".join(f"{d}=={p}" for _f, d, p, _h in stale)
         restore = (
-            Command(f"{probe.executable} -m pip install {fix}", "restore the versions the framework pins", "changes"),
-            Command(f"{probe.executable} -m pip check", "which package asked for the older version"),
+            Command(
+                install_command(probe.executable, fix, probe.venv_creator),
+                "restore the versions the framework pins",
+                "changes",
+            ),
+            Command(
+                pip_command(probe.executable, "check", "", probe.venv_creator),
+                "which package asked for the older version",
+            ),
         )
         return CHECK.finding(
             Status.FAIL,

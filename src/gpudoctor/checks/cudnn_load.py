@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks._gpu import cuda_build_skip, decode_cudnn, fmt_cudnn, per_target
 from gpudoctor.checks._libcuda import libcuda_commands, libcuda_remedy
 from gpudoctor.facts import Facts, Unavailable
@@ -190,7 +191,11 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if broken:
         lines = "\n".join(f"{s.name}: {s.error}" for s in broken)
         fix = Command(
-            f"{probe.executable} -m pip install --force-reinstall " + (f"{dist[0]}=={dist[1]}" if dist else "torch"),
+            install_command(
+                probe.executable,
+                "--force-reinstall " + (f"{dist[0]}=={dist[1]}" if dist else "torch"),
+                probe.venv_creator,
+            ),
             "reinstall the cuDNN wheel" if dist else "reinstall torch with its CUDA wheels",
             "changes",
         )
@@ -287,7 +292,7 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
                 f"`PATH` is for programs; shared libraries are found through the library's RPATH, "
                 f"`LD_LIBRARY_PATH` and the ld.so cache. Move the entry:\n\n```\n"
                 f"export LD_LIBRARY_PATH={on_path[0]}:$LD_LIBRARY_PATH\n```\n\n(better: reinstall torch so its RPATH "
-                f"finds the `nvidia-*` wheels by itself: `{probe.executable} -m pip install --force-reinstall torch`).",
+                f"finds the `nvidia-*` wheels by itself: `{install_command(probe.executable, '--force-reinstall torch', probe.venv_creator)}`).",
                 evidence=evidence,
                 target=t.label,
                 commands=(
@@ -299,12 +304,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
             f"torch {tf.version} was built with cuDNN {compiled or major}, but no libcudnn is loaded",
             f"After `import torch` no `libcudnn.so` is mapped ({cd.runtime_error or 'not found'}). Reinstall torch "
             f"with its CUDA dependencies so the `nvidia-cudnn` wheel is present:\n\n```\n"
-            f"{probe.executable} -m pip install --force-reinstall torch\n```",
+            f"{install_command(probe.executable, '--force-reinstall torch', probe.venv_creator)}\n```",
             evidence=evidence,
             target=t.label,
             commands=(
                 Command(
-                    f"{probe.executable} -m pip install --force-reinstall torch",
+                    install_command(probe.executable, "--force-reinstall torch", probe.venv_creator),
                     "torch with its cuDNN wheel",
                     "changes",
                 ),

@@ -181,7 +181,7 @@ def _q(text: str) -> str:
 def _pip_install(probe: ProbeFacts, package: str) -> str:
     """The command that installs ``package`` into the probed interpreter (uv's form in a venv made
     by ``uv venv``: :func:`~gpudoctor.checks._common.install_command`)."""
-    return install_command(_q(probe.executable), package, probe.venv_creator)
+    return install_command(probe.executable, package, probe.venv_creator)
 
 
 def _register_cmd(python: str, name: str, display: str, probe: ProbeFacts | None) -> str:
@@ -190,7 +190,7 @@ def _register_cmd(python: str, name: str, display: str, probe: ProbeFacts | None
     install = (
         ""
         if _has_ipykernel(probe)
-        else install_command(_q(python), "ipykernel", probe.venv_creator if probe is not None else None) + " && "
+        else install_command(python, "ipykernel", probe.venv_creator if probe is not None else None) + " && "
     )
     return f"{install}{_q(python)} -m ipykernel install --user --name {_q(name)} --display-name {_q(display)}"
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from gpudoctor import hostpkg
 from gpudoctor.checks import SkipCheck, require
-from gpudoctor.checks._common import driver_install_commands, driver_version, split_local
+from gpudoctor.checks._common import driver_install_commands, driver_version, install_command, split_local
 from gpudoctor.checks._gpu import gpu_devices, target_probes, v
 from gpudoctor.checks._platform import platform_of
 from gpudoctor.data import load_table
@@ -380,9 +380,12 @@ def companions(torch_version: str) -> tuple[str, str]:
     return f"0.{t.minor + 15}.{t.micro}", f"{t.major}.{t.minor}.{t.micro}"
 
 
-def pinned_install(python: str, torch_version: str | None, min_cuda: str = "12.8") -> str:
+def pinned_install(
+    python: str, torch_version: str | None, min_cuda: str = "12.8", venv_creator: str | None = None
+) -> str:
     """``<python> -m pip install torch==X torchvision==Y torchaudio==Z --index-url .../cuXYZ`` with a
-    CUDA >= ``min_cuda`` variant that published the target's torch (else that variant's first torch)."""
+    CUDA >= ``min_cuda`` variant that published the target's torch (else that variant's first torch); uv's
+    form in a venv made by ``uv venv`` (:func:`~gpudoctor.checks._common.install_command`)."""
     variants = [r for r in load_table("torch_wheels")["variant"] if r["cuda"] and v(r["cuda"]) >= v(min_cuda)]
     variants.sort(key=lambda r: v(r["cuda"]))
     public = split_local(torch_version)[0] if torch_version else ""
@@ -396,9 +399,10 @@ def pinned_install(python: str, torch_version: str | None, min_cuda: str = "12.8
         chosen = variants[0]
         version = chosen["first_torch"]
     tv, ta = companions(version)
-    return (
-        f"{python} -m pip install --force-reinstall torch=={version} torchvision=={tv} torchaudio=={ta} "
-        f"--index-url {chosen['index_url']}"
+    return install_command(
+        python,
+        f"--force-reinstall torch=={version} torchvision=={tv} torchaudio=={ta} --index-url {chosen['index_url']}",
+        venv_creator,
     )
 
 
@@ -431,9 +435,9 @@ def evaluate_branch(facts: Facts) -> list[Finding]:
     cc, name, rule = max(need, key=lambda x: x[2]["branch"])
     branch = rule["branch"]
     probes = [(t, pr) for t, pr in target_probes(facts) if pr is not None and pr.torch.import_ok]
-    lines = [pinned_install(pr.executable, pr.torch.version) for _t, pr in probes[:3]] or [
-        pinned_install("python", None)
-    ]
+    lines = [
+        pinned_install(pr.executable, pr.torch.version, venv_creator=pr.venv_creator) for _t, pr in probes[:3]
+    ] or [pinned_install("python", None)]
     open_note = open_package_commands(facts, branch)
     return [
         CHECK_BRANCH.finding(

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpudoctor.checks._common import split_local
+from gpudoctor.checks._common import install_command, split_local
 from gpudoctor.checks._gpu import has_nvidia_gpu, per_target, v
 from gpudoctor.checks._platform import platform_of
 from gpudoctor.data import load_table
@@ -341,8 +341,12 @@ def assess(facts: Facts, t: TargetFacts, probe: ProbeFacts) -> Finding:
     if gpu_path and not isinstance(triton, Unavailable) and (not triton.installed or not triton.import_ok):
         detail = triton.import_error if triton.installed else "not installed"
         reinstall = Command(
-            f"{probe.executable} -m pip install --force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
-            f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}",
+            install_command(
+                probe.executable,
+                f"--force-reinstall torch=={tf.version.split('+')[0] if tf.version else ''}"
+                f" --index-url https://download.pytorch.org/whl/cu{(tf.cuda or '').replace('.', '')}",
+                probe.venv_creator,
+            ),
             "torch with the Triton it pins",
             "changes",
         )

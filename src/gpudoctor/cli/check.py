@@ -185,7 +185,15 @@ def check(
         )
         with SpinnerProgress(make_console(sys.stderr)) as progress:
             report = engine.run(
-                selected, system, options, progress=progress, facts=facts, extra_findings=registry.problems
+                selected,
+                system,
+                options,
+                progress=progress,
+                facts=facts,
+                # a plug-in the user skipped is not reported as failing to load
+                extra_findings=[
+                    p for p in registry.problems if not any(engine.selects(s, str(p.evidence.get("id"))) for s in skip)
+                ],
             )
     finally:
         kill_running_commands()  # an early probe nothing asked for (the selection did not need it)

@@ -26,6 +26,7 @@ terminal.
 from __future__ import annotations
 
 import json
+import posixpath
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -280,6 +281,14 @@ def _has_ipykernel(files, python: str) -> bool:
     return False
 
 
+def _venv_creator(files: Any, python: str) -> str | None:
+    """``uv`` when the venv of ``python`` (``<prefix>/bin/python``) was made by ``uv venv`` (its
+    ``pyvenv.cfg`` has a ``uv`` key, as the probe reads it), else None."""
+    text = files.read_text_or_none(posixpath.join(posixpath.dirname(posixpath.dirname(python)), "pyvenv.cfg"))
+    keys = {line.partition("=")[0].strip().lower() for line in (text or "").splitlines() if "=" in line}
+    return "uv" if "uv" in keys else None
+
+
 def _check_set_options(
     sets: Sequence[str], options: Mapping[str, str], registry: Any, pool: Sequence[Fix], system: Any
 ) -> None:
@@ -305,9 +314,12 @@ def _check_set_options(
                 + ("" if system.files.is_live else f" (in --root {system.files.root})")
             )
         if not _has_ipykernel(system.files, python):
+            from gpudoctor.checks._common import install_command
+
             raise usage(
                 f"--set python={python}: ipykernel is not installed there, so a kernel using it would die "
-                f"at start. First run `{python} -m pip install ipykernel`, then this fix again"
+                f"at start. First run `{install_command(python, 'ipykernel', _venv_creator(system.files, python))}`, "
+                "then this fix again"
             )
 
 

@@ -107,33 +107,59 @@ def _requests(svc: dict[str, Any]) -> list[GpuRequest]:
 _VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def _dotenv(text: str) -> dict[str, str]:
-    """``KEY=value`` lines of a Compose ``.env`` file (comments, ``export`` and quotes handled)."""
+_INLINE_COMMENT = re.compile(r"\s#")
+
+
+def _dotenv_value(value: str) -> str:
+    """A value as Compose's env-file syntax reads it: a quoted one up to its closing quote (what
+    follows, an inline comment, is dropped; an escaped quote is the quote), an unquoted one up to
+    an inline comment (``#`` after a space: ``VAL# x`` keeps it)."""
+    value = value.strip()
+    if value[:1] in ("'", '"'):
+        quote, i = value[0], 1
+        while i < len(value):
+            if value[i] == "\\":
+                i += 2
+                continue
+            if value[i] == quote:
+                return value[1:i].replace("\\" + quote, quote)
+            i += 1
+        return value  # no closing quote: as written
+    comment = _INLINE_COMMENT.search(value)
+    return value[: comment.start()].rstrip() if comment else value
+
+
+def _dotenv(text: str, raw: bool = False) -> dict[str, str]:
+    """``KEY=value`` lines of a Compose ``.env`` or ``env_file`` (comments, inline comments,
+    ``export`` and quotes handled, as in Compose's env-file syntax; an ``env_file`` with
+    ``format: raw`` keeps each value as written)."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
         if not line or line.startswith("#") or "=" not in line:
             continue
+        if raw:
+            key, _, value = line.partition("=")
+            out[key.strip()] = value
+            continue
         key, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        out[key.strip()] = value
+        out[key.strip()] = _dotenv_value(value)
     return out
 
 
 def _env_file(ctx: CollectContext, base_dir: str, spec: Any) -> dict[str, str | None]:
     """The variables of a service's ``env_file:`` (a path, or a list of paths or ``{path,
-    required}`` mappings; relative to the Compose file), later files winning, as Compose reads
-    them before ``environment:``. A file that cannot be read adds nothing (Compose itself stops
-    on a missing required one)."""
+    required, format}`` mappings; relative to the Compose file), later files winning, as Compose
+    reads them before ``environment:``. A file that cannot be read adds nothing (Compose itself
+    stops on a missing required one)."""
     out: dict[str, str | None] = {}
     for item in spec if isinstance(spec, list) else [spec]:
         path = item if isinstance(item, str) else str(item.get("path") or "") if isinstance(item, dict) else ""
         if not path:
             continue
+        raw = isinstance(item, dict) and str(item.get("format") or "") == "raw"
         try:
-            out.update(_dotenv(_read(ctx, posixpath.normpath(posixpath.join(base_dir, path)))))
+            out.update(_dotenv(_read(ctx, posixpath.normpath(posixpath.join(base_dir, path))), raw))
         except (InputError, OSError, UnicodeDecodeError):
             continue
     return out
@@ -172,10 +198,10 @@ def _read(ctx: CollectContext, path: str) -> str:
     files = ctx.system.files
     if not files.is_file(path):
         raise InputError(f"{path}: no such file")
-    text = files.read_text(path)
-    if len(text) > MAX_BYTES:
+    data = files.read_bytes(path, limit=MAX_BYTES)  # a huge file is refused, not read whole
+    if len(data) > MAX_BYTES:
         raise InputError(f"{path}: larger than {MAX_BYTES} bytes, not read")
-    return text
+    return data.decode("utf-8", errors="replace")
 
 
 def _service(ctx: CollectContext, base_dir: str, name: str, svc: dict[str, Any], line: int) -> ComposeService:
@@ -267,7 +293,11 @@ def collect_compose(ctx: CollectContext) -> ComposeFacts | Unavailable:
     lines = service_lines(text)
     base_dir = posixpath.dirname(path) or "."
     # Compose interpolates from the shell's environment, then the project's .env file
-    env = {**_dotenv(ctx.system.files.read_text_or_none(posixpath.join(base_dir, ".env")) or ""), **ctx.system.env}
+    try:  # a .env over the size limit (or a directory, a FIFO) adds nothing, as an unreadable env_file
+        dotenv = _dotenv(_read(ctx, posixpath.join(base_dir, ".env")))
+    except (InputError, OSError):
+        dotenv = {}
+    env = {**dotenv, **ctx.system.env}
     services = tuple(
         _service(ctx, base_dir, str(name), interpolate(svc, env), lines.get(str(name), 0))
         for name, svc in doc["services"].items()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks.jupyter_kernels import kernel_for_finding, reference_python, reference_target
 from gpudoctor.facts import Facts
 from gpudoctor.fixes._kernel_json import JsonStyle, dump_kernel_json, load_kernel_json, require_scope
@@ -41,9 +42,12 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
         dists = getattr(getattr(ref, "probe", None), "distributions", None)
         if isinstance(dists, dict) and "ipykernel" not in dists:
             # the kernel would die at start: the user must install it first (gpudoctor does not run pip)
+            install = install_command(
+                new_python, "ipykernel", getattr(getattr(ref, "probe", None), "venv_creator", None)
+            )
             raise FixRefused(
                 f"{new_python} has no ipykernel, so kernel {spec.name} would die at start with it. "
-                f"First run `{new_python} -m pip install ipykernel`, then this fix again"
+                f"First run `{install}`, then this fix again"
             )
     if not new_python.startswith("/"):
         # Jupyter resolves a bare name on the server's PATH at launch: the very ambiguity being repaired

@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from gpudoctor.checks._common import install_command
 from gpudoctor.checks.jupyter_kernels import (
     kernel_for_finding,
     reference_target,
@@ -101,7 +102,7 @@ def plan(facts: Facts, finding: Finding, options: Mapping[str, str]) -> FixPlan 
     if probe is not None and probe.distributions is not None and "ipykernel" not in probe.distributions:
         notes.append(
             f"ipykernel is not installed in {python}; install it before starting the kernel: "
-            f"{python} -m pip install ipykernel"
+            + install_command(python, "ipykernel", probe.venv_creator if python == probe.executable else None)
         )
     if same is not None and same.kernel_json == path and not path.startswith(jupyter.data_dir.rstrip("/") + "/"):
         notes.append(

@@ -159,7 +159,7 @@ def entry_point_names(group):
         for line in _metadata_text(path, "entry_points.txt").splitlines():
             line = line.strip()
             if line.startswith("[") and line.endswith("]"):
-                section = line[1:-1].strip()
+                section = line.strip("[]")  # spaces kept, as importlib.metadata reads the group
             elif section == group and "=" in line and not line.startswith(("#", ";")):
                 found.add(line.split("=", 1)[0].strip())
     return found
