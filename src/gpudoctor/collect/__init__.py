@@ -21,7 +21,10 @@ from typing import Any
 from gpudoctor.records import frozen_dataclass
 from gpudoctor.system import System
 
-__all__ = ["CollectContext", "CollectOptions", "Collector", "all_collectors", "collectors_for"]
+__all__ = ["CollectContext", "CollectOptions", "Collector", "all_collectors", "collectors_for", "find_tool"]
+
+#: ``PATH`` when the environment has none (a login shell's default on Debian/Ubuntu)
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 @frozen_dataclass
@@ -168,3 +171,13 @@ def collectors_for(domains: Sequence[str], provided: Mapping[str, Collector] | N
             return {**all_collectors(), **provided}
         todo.extend(r for r in found[dom].requires if r not in found)
     return found
+
+
+def find_tool(files: Any, env: Mapping[str, str], name: str, extra_dirs: Sequence[str] = ()) -> str:
+    """Path of the file ``name`` inside the root: the absolute ``$PATH`` entries (:data:`DEFAULT_PATH`
+    when unset) first, then ``extra_dirs`` (where the tool's installer puts it); "" when none has it."""
+    dirs = [d for d in (env.get("PATH") or DEFAULT_PATH).split(":") if d.startswith("/")]
+    for d in dict.fromkeys([*dirs, *extra_dirs]):
+        if files.is_file(f"{d}/{name}"):
+            return f"{d}/{name}"
+    return ""

@@ -13,15 +13,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.collect import CollectContext, Collector, find_tool
 from gpudoctor.facts.mirrors import PixiFacts
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def config_paths(env, home: str) -> list[str]:
@@ -38,14 +36,8 @@ def config_paths(env, home: str) -> list[str]:
 def find_binary(files, env, home: str) -> str:
     """Path of the ``pixi`` executable inside the root (``$PATH``, ``$PIXI_HOME/bin``,
     ``~/.pixi/bin``, where pixi's installer puts it), or ""."""
-    dirs = [d for d in (env.get("PATH") or DEFAULT_PATH).split(":") if d.startswith("/")]
-    if env.get("PIXI_HOME"):
-        dirs.append(f"{env['PIXI_HOME'].rstrip('/')}/bin")
-    dirs.append(f"{home}/.pixi/bin")
-    for d in dict.fromkeys(dirs):
-        if files.is_file(f"{d}/pixi"):
-            return f"{d}/pixi"
-    return ""
+    pixi_home = [f"{env['PIXI_HOME'].rstrip('/')}/bin"] if env.get("PIXI_HOME") else []
+    return find_tool(files, env, "pixi", [*pixi_home, f"{home}/.pixi/bin"])
 
 
 def collect_pixi(ctx: CollectContext) -> PixiFacts:

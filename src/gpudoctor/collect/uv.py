@@ -22,7 +22,7 @@ import sys
 from pathlib import PurePosixPath
 from typing import Any
 
-from gpudoctor.collect import CollectContext, Collector
+from gpudoctor.collect import CollectContext, Collector, find_tool
 from gpudoctor.facts.mirrors import UvFacts, UvIndex
 
 if sys.version_info >= (3, 11):
@@ -61,20 +61,11 @@ def system_candidates(env) -> list[str]:
     return [f"{p}/uv/uv.toml" for p in system_dirs] + ["/etc/uv/uv.toml"]
 
 
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-
 def find_binary(files, env, home: str) -> str:
-    """Path of the ``uv`` executable inside the root, or ""."""
-    dirs = [d for d in (env.get("PATH") or DEFAULT_PATH).split(":") if d.startswith("/")]
-    for var in ("VIRTUAL_ENV", "CONDA_PREFIX"):
-        if env.get(var):
-            dirs.append(f"{env[var]}/bin")
-    dirs += [f"{home}/.local/bin", f"{home}/.cargo/bin"]
-    for d in dict.fromkeys(dirs):
-        if files.is_file(f"{d}/uv"):
-            return f"{d}/uv"
-    return ""
+    """Path of the ``uv`` executable inside the root (``$PATH``, the active venv's or conda env's
+    ``bin``, ``~/.local/bin``, ``~/.cargo/bin``), or ""."""
+    envs = [f"{env[v]}/bin" for v in ("VIRTUAL_ENV", "CONDA_PREFIX") if env.get(v)]
+    return find_tool(files, env, "uv", [*envs, f"{home}/.local/bin", f"{home}/.cargo/bin"])
 
 
 def collect_uv(ctx: CollectContext) -> UvFacts:
